@@ -1,0 +1,27 @@
+//! What an adapter provides to run the suite: a fresh isolated store and peers on it.
+
+use async_trait::async_trait;
+use lease_core::{LeaseBackend, ManualClock, RedeliveryPolicy, Result};
+
+/// A backend under test, built fresh for every case (openraft's store builder pattern).
+///
+/// `setup` makes a store nobody else sees (own file, schema or key prefix) whose backend
+/// reads time from `clock`; `peer` opens another connection to the *same* store, as a second
+/// runtime process would (the createPeer model); `teardown` removes everything `setup` made.
+#[async_trait]
+pub trait Harness: Sized + Send + Sync + 'static {
+    /// The backend type.
+    type Backend: LeaseBackend + Clone;
+
+    /// Builds a fresh, isolated store over `clock`, using `policy` for redelivery delays.
+    async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self>;
+
+    /// The first connection to the store.
+    fn backend(&self) -> Self::Backend;
+
+    /// Another connection to the same store.
+    async fn peer(&self) -> Result<Self::Backend>;
+
+    /// Removes the store (schema, file, keys). Called after every case, pass or fail.
+    async fn teardown(self) -> Result<()>;
+}

@@ -1,0 +1,122 @@
+//! The backend traits (RFC 002 "Runtime API"; design.md section 2).
+//!
+//! A backend implements all four client traits; [`LeaseBackend`] names the bundle. Every
+//! method is one atomic step in the backend. Fenced methods return [`Fenced`]; `Lost` is a
+//! result the caller must handle, never an error.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::execution::{Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome};
+use crate::heap::{HeapRecord, StepWrite};
+use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
+use crate::json::Json;
+use crate::lease::{ExecutionLease, Fenced};
+use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
+use crate::time::Timestamp;
+
+/// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
+#[async_trait]
+pub trait ExecutionClient: Send + Sync {
+    /// Creates an execution, admitted and due now. Idempotent by identity: a second admit of
+    /// the same id returns the existing record unchanged.
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord>;
+
+    /// The effective record: a running lease whose expiry has passed reads as ended without
+    /// acknowledgement (status back to suspended/admitted, `unacknowledged_deliveries + 1`).
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>>;
+
+    /// Executions whose effective `unacknowledged_deliveries` is at least `min`, most failing
+    /// first, then by id; at most `limit` (RFC 002: operators find executions that keep
+    /// failing).
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>>;
+
+    /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
+    /// it is remembered for the acknowledgement; otherwise it makes the execution due.
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
+
+    /// Claims up to `limit` due executions with no live lease, each with a token above every
+    /// earlier token, ordered by due time then id (RFC 002 `claimDue`).
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>>;
+
+    /// Extends a current lease to `now + duration`; `Lost` for a stale token or an ended
+    /// delivery (RFC 002 `renew`).
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>>;
+
+    /// Ends a current lease without acknowledging: `unacknowledged_deliveries + 1`, claimable
+    /// again after the redelivery delay (RFC 002 `release`).
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>>;
+
+    /// Ends a current lease with an outcome, resetting `unacknowledged_deliveries` (RFC 002
+    /// `acknowledge`, fenced).
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>>;
+
+    /// The backend's authoritative clock (design.md section 2).
+    async fn now(&self) -> Result<Timestamp>;
+}
+
+/// Step records (RFC 002 `HeapClient`).
+#[async_trait]
+pub trait HeapClient: Send + Sync {
+    /// Fenced step write: accepted only while the lease's token is current and its delivery
+    /// has not ended. An existing record for (execution, key, attempt) is returned unchanged
+    /// (idempotent for the current holder); otherwise the record is inserted. `Lost` changes
+    /// nothing.
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>>;
+
+    /// Reads one step record.
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>>;
+
+    /// Every step record of an execution, by step key then attempt.
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>>;
+}
+
+/// Stores (RFC 005, reduced): idempotent by identity and by receipt, unfenced.
+#[async_trait]
+pub trait StoreClient: Send + Sync {
+    /// Creates the store with `initial` entries unless it exists; returns what it holds.
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot>;
+
+    /// Reads one entry; `UnknownStore` when the store does not exist.
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>>;
+
+    /// Applies `op` once per receipt: the first commit applies it and records its result
+    /// atomically; later calls return the recorded result with `replayed: true`.
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate>;
+}
+
+/// Starting workflows (RFC 003 `WorkflowStartClient.start`, reduced): idempotent by receipt.
+#[async_trait]
+pub trait StartClient: Send + Sync {
+    /// Admits `request.target` and records `request_id -> target`, unless the request id is
+    /// known, in which case the first target is returned and nothing starts.
+    async fn start(&self, request: &StartRequest) -> Result<Started>;
+}
+
+/// Everything a backend provides.
+pub trait LeaseBackend: ExecutionClient + HeapClient + StoreClient + StartClient + 'static {}
+
+impl<T> LeaseBackend for T where T: ExecutionClient + HeapClient + StoreClient + StartClient + 'static {}

@@ -1,0 +1,153 @@
+//! Typed errors. `Lost` is *not* an error: it is [`crate::Fenced::Lost`].
+
+use crate::{ExecutionId, FencingToken};
+
+/// A boxed source error from a backend driver.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Result alias used across the crate.
+pub type Result<T, E = LeaseError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a lease operation, apart from losing the lease.
+///
+/// Bad input (the first group of variants) is rejected before anything changes.
+/// Backend failures say whether the operation certainly did not happen
+/// ([`LeaseError::Unavailable`], safe to retry) or may have happened
+/// ([`LeaseError::OutcomeUnknown`]): the library never guesses.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// An argument is out of its documented range (empty id, zero duration, limit 0, ...).
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// Which argument was rejected.
+        field: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A JSON payload is larger than [`crate::limits::MAX_PAYLOAD_BYTES`].
+    #[error("{field} is {size} bytes, over the limit of {max} bytes")]
+    PayloadTooLarge {
+        /// Which payload.
+        field: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// A JSON payload does not parse.
+    #[error("{field} is not valid JSON: {reason}")]
+    MalformedJson {
+        /// Which payload.
+        field: &'static str,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The execution named by an id or a lease does not exist.
+    #[error("unknown execution {0}")]
+    UnknownExecution(ExecutionId),
+    /// The store named by an update does not exist (call `get_or_create` first).
+    #[error("unknown store {0}")]
+    UnknownStore(String),
+    /// A lease carries a token that was never issued to its execution: a token of another
+    /// execution, or a forged one. Tokens are unique per backend namespace, so such a token
+    /// is always higher than the execution's own latest token or lower (then `Lost`).
+    #[error("token {token} was never issued to execution {execution}")]
+    ForeignToken {
+        /// The execution the lease names.
+        execution: ExecutionId,
+        /// The token it carries.
+        token: FencingToken,
+    },
+    /// The operation certainly did not take effect: connection refused, pool exhausted,
+    /// connection lost before the write was sent. Safe to retry.
+    #[error("{backend} unavailable during {operation}: {source}")]
+    Unavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+        /// Driver error.
+        #[source]
+        source: BoxError,
+    },
+    /// The operation may or may not have committed (connection lost during commit,
+    /// timeout after the write was sent). Read the state back before acting on it.
+    #[error("outcome of {operation} on {backend} is unknown: {source}")]
+    OutcomeUnknown {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+        /// Driver error.
+        #[source]
+        source: BoxError,
+    },
+    /// The stored schema is newer than this library or belongs to something else.
+    #[error("schema mismatch in {location}: {reason}")]
+    Schema {
+        /// Database file, schema or key prefix.
+        location: String,
+        /// What was found.
+        reason: String,
+    },
+    /// The backend replied with something this library cannot interpret
+    /// (corrupt row, unexpected script reply).
+    #[error("{backend} returned an unexpected reply to {operation}: {reason}")]
+    Protocol {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The backend refused its configuration (for example a Redis eviction policy that may
+    /// drop lease keys).
+    #[error("{backend} is configured unsafely: {reason}")]
+    UnsafeConfiguration {
+        /// Backend name.
+        backend: &'static str,
+        /// What is unsafe and how to fix it.
+        reason: String,
+    },
+    /// Any other backend failure that did not change anything.
+    #[error("{backend} failed during {operation}: {source}")]
+    Backend {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+        /// Driver error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl LeaseError {
+    /// Shorthand for [`LeaseError::InvalidInput`].
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        LeaseError::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors caused by the caller's input (nothing was attempted).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::InvalidInput { .. }
+                | LeaseError::PayloadTooLarge { .. }
+                | LeaseError::MalformedJson { .. }
+                | LeaseError::UnknownExecution(_)
+                | LeaseError::UnknownStore(_)
+                | LeaseError::ForeignToken { .. }
+        )
+    }
+
+    /// True when the operation certainly did not happen and may be retried as is.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, LeaseError::Unavailable { .. })
+    }
+}

@@ -1,0 +1,359 @@
+//! The execution record and its state machine (RFC 002 "Leases", design.md section 2).
+//!
+//! The transition functions here are the executable spec: the memory and SQLite backends
+//! call them directly; the Postgres and Redis backends encode the same rules in SQL and Lua,
+//! and the conformance suite holds them all to the same observable behaviour.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LeaseError, Result};
+use crate::ids::{ExecutionId, WorkflowName};
+use crate::json::Json;
+use crate::lease::{ExecutionLease, FencingToken};
+use crate::redelivery::RedeliveryPolicy;
+use crate::time::Timestamp;
+
+/// Where an execution is in its life (RFC 002 adds `Running`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// Admitted and never acknowledged as suspended.
+    Admitted,
+    /// Has a live lease.
+    Running,
+    /// Some delivery was acknowledged as suspended; waiting for a wake.
+    Suspended,
+    /// Terminal: completed with a result.
+    Completed,
+    /// Terminal: failed with an error.
+    Failed,
+}
+
+impl ExecutionStatus {
+    /// Completed or failed: never claimable again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, ExecutionStatus::Completed | ExecutionStatus::Failed)
+    }
+
+    /// The lowercase name used in storage (`admitted`, `running`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Admitted => "admitted",
+            ExecutionStatus::Running => "running",
+            ExecutionStatus::Suspended => "suspended",
+            ExecutionStatus::Completed => "completed",
+            ExecutionStatus::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ExecutionStatus {
+    type Err = LeaseError;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "admitted" => ExecutionStatus::Admitted,
+            "running" => ExecutionStatus::Running,
+            "suspended" => ExecutionStatus::Suspended,
+            "completed" => ExecutionStatus::Completed,
+            "failed" => ExecutionStatus::Failed,
+            other => return Err(LeaseError::invalid("execution status", other.to_owned())),
+        })
+    }
+}
+
+/// What a delivery reports when it acknowledges (RFC 001's workflow-run outcome).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "value", rename_all = "snake_case")]
+pub enum WorkflowRunOutcome {
+    /// The workflow waits for a wake; the execution is due at the earliest wake requested
+    /// during this delivery, or not at all.
+    Suspended,
+    /// The workflow finished with a result.
+    Completed(Json),
+    /// The workflow failed with an error.
+    Failed(Json),
+}
+
+/// A terminal outcome, stored on the execution once and never changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "value", rename_all = "snake_case")]
+pub enum ExecutionOutcome {
+    /// Completed with this result.
+    Completed(Json),
+    /// Failed with this error.
+    Failed(Json),
+}
+
+/// The reply to an accepted acknowledgement (RFC 002: `{status: "suspended"} | ExecutionOutcome`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acknowledged {
+    /// The execution is suspended until its next wake.
+    Suspended,
+    /// The execution reached this terminal outcome.
+    Terminal(ExecutionOutcome),
+}
+
+/// What `admit` creates: an id and, optionally, the workflow to run and its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The execution id.
+    pub id: ExecutionId,
+    /// The workflow the execution runs, if the caller names one.
+    pub workflow: Option<WorkflowName>,
+    /// The workflow's input, if any.
+    pub input: Option<Json>,
+}
+
+impl Admission {
+    /// An admission with only an id.
+    pub fn new(id: ExecutionId) -> Self {
+        Admission {
+            id,
+            workflow: None,
+            input: None,
+        }
+    }
+
+    /// Names the workflow.
+    pub fn workflow(mut self, workflow: WorkflowName) -> Self {
+        self.workflow = Some(workflow);
+        self
+    }
+
+    /// Sets the input.
+    pub fn input(mut self, input: Json) -> Self {
+        self.input = Some(input);
+        self
+    }
+}
+
+/// An execution as stored, and (through [`ExecutionRecord::effective`]) as `get` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    /// The execution id.
+    pub id: ExecutionId,
+    /// The workflow it runs, if named at admission.
+    pub workflow: Option<WorkflowName>,
+    /// The workflow input, if given at admission.
+    pub input: Option<Json>,
+    /// Current status.
+    pub status: ExecutionStatus,
+    /// The last token issued to this execution ([`FencingToken::NONE`] before any claim).
+    pub token: FencingToken,
+    /// Expiry of the current delivery's lease, while one is in progress.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Earliest pending wake not yet covered by an acknowledged delivery; `None` = not due.
+    pub due_at: Option<Timestamp>,
+    /// Earliest wake requested since the current claim.
+    pub wake_after_claim: Option<Timestamp>,
+    /// Consecutive deliveries that ended without an acknowledgement (RFC 002).
+    pub unacknowledged_deliveries: u32,
+    /// When the last delivery ended (for the redelivery delay).
+    pub last_delivery_ended_at: Option<Timestamp>,
+    /// Some delivery was acknowledged as suspended.
+    pub ever_suspended: bool,
+    /// The terminal outcome, once acknowledged.
+    pub outcome: Option<ExecutionOutcome>,
+}
+
+impl ExecutionRecord {
+    /// A freshly admitted execution, due at `now`.
+    pub fn admitted(admission: &Admission, now: Timestamp) -> Self {
+        ExecutionRecord {
+            id: admission.id.clone(),
+            workflow: admission.workflow.clone(),
+            input: admission.input.clone(),
+            status: ExecutionStatus::Admitted,
+            token: FencingToken::NONE,
+            lease_expires_at: None,
+            due_at: Some(now),
+            wake_after_claim: None,
+            unacknowledged_deliveries: 0,
+            last_delivery_ended_at: None,
+            ever_suspended: false,
+            outcome: None,
+        }
+    }
+
+    /// A delivery is in progress with an unexpired lease at `now`.
+    pub fn lease_live(&self, now: Timestamp) -> bool {
+        self.status == ExecutionStatus::Running && self.lease_expires_at.is_some_and(|e| e > now)
+    }
+
+    /// The record as it is at `now`: a running delivery whose lease has expired reads as
+    /// ended without acknowledgement at its expiry (design.md: `get`'s effective view). No
+    /// background sweeper is needed.
+    pub fn effective(&self, now: Timestamp) -> ExecutionRecord {
+        let mut r = self.clone();
+        if r.status == ExecutionStatus::Running && !r.lease_live(now) {
+            let ended = r.lease_expires_at.unwrap_or(now);
+            r.end_unacknowledged(ended);
+        }
+        r
+    }
+
+    /// True when an effective record may be claimed at `now`: not terminal, no live lease,
+    /// due, and past the redelivery delay.
+    pub fn claimable(&self, now: Timestamp, policy: &RedeliveryPolicy) -> bool {
+        !self.status.is_terminal()
+            && self.status != ExecutionStatus::Running
+            && self.due_at.is_some_and(|d| d <= now)
+            && self.redelivery_gate_open(now, policy)
+    }
+
+    /// The time from which the redelivery delay allows a claim, or `None` when there is no
+    /// gate (no unacknowledged delivery).
+    pub fn redelivery_not_before(&self, policy: &RedeliveryPolicy) -> Option<Timestamp> {
+        if self.unacknowledged_deliveries == 0 {
+            return None;
+        }
+        let ended = self.last_delivery_ended_at?;
+        Some(ended.saturating_add(policy.delay(self.unacknowledged_deliveries)))
+    }
+
+    fn redelivery_gate_open(&self, now: Timestamp, policy: &RedeliveryPolicy) -> bool {
+        self.redelivery_not_before(policy).is_none_or(|t| now >= t)
+    }
+
+    /// Starts a delivery on an effective, claimable record.
+    pub fn claim(&mut self, now: Timestamp, lease_ms: i64, token: FencingToken) -> ExecutionLease {
+        let expires_at = Timestamp::from_millis(now.as_millis().saturating_add(lease_ms));
+        self.token = token;
+        self.status = ExecutionStatus::Running;
+        self.lease_expires_at = Some(expires_at);
+        self.wake_after_claim = None;
+        ExecutionLease {
+            execution_id: self.id.clone(),
+            token,
+            expires_at,
+        }
+    }
+
+    /// Checks a lease against the stored (not effective) record: `Ok(true)` when its token is
+    /// current and its delivery has not ended by acknowledgement or release, `Ok(false)` when
+    /// it is lost, and an error for a token never issued to this execution.
+    ///
+    /// Expiry alone does not make a lease lost here: fencing never consults a clock.
+    pub fn holds(&self, lease: &ExecutionLease) -> Result<bool> {
+        if lease.token == FencingToken::NONE {
+            return Err(LeaseError::invalid("lease token", "0 is never issued"));
+        }
+        if lease.token > self.token {
+            return Err(LeaseError::ForeignToken {
+                execution: self.id.clone(),
+                token: lease.token,
+            });
+        }
+        Ok(lease.token == self.token && self.status == ExecutionStatus::Running)
+    }
+
+    /// Extends a held lease to `now + lease_ms`.
+    pub fn renew(&mut self, now: Timestamp, lease_ms: i64) -> ExecutionLease {
+        let expires_at = Timestamp::from_millis(now.as_millis().saturating_add(lease_ms));
+        self.lease_expires_at = Some(expires_at);
+        ExecutionLease {
+            execution_id: self.id.clone(),
+            token: self.token,
+            expires_at,
+        }
+    }
+
+    /// Ends a held delivery without acknowledgement at `now` (RFC 002 `release`).
+    pub fn release(&mut self, now: Timestamp) {
+        self.end_unacknowledged(now);
+    }
+
+    fn end_unacknowledged(&mut self, at: Timestamp) {
+        self.unacknowledged_deliveries = self.unacknowledged_deliveries.saturating_add(1);
+        self.last_delivery_ended_at = Some(at);
+        self.due_at = min_opt(self.due_at, self.wake_after_claim);
+        self.wake_after_claim = None;
+        self.lease_expires_at = None;
+        self.status = if self.ever_suspended {
+            ExecutionStatus::Suspended
+        } else {
+            ExecutionStatus::Admitted
+        };
+    }
+
+    /// Ends a held delivery with an acknowledgement (RFC 002 `acknowledge`).
+    pub fn acknowledge(&mut self, now: Timestamp, outcome: &WorkflowRunOutcome) -> Acknowledged {
+        self.unacknowledged_deliveries = 0;
+        self.last_delivery_ended_at = Some(now);
+        self.lease_expires_at = None;
+        let wake = self.wake_after_claim.take();
+        match outcome {
+            WorkflowRunOutcome::Suspended => {
+                self.status = ExecutionStatus::Suspended;
+                self.ever_suspended = true;
+                self.due_at = wake;
+                Acknowledged::Suspended
+            }
+            WorkflowRunOutcome::Completed(v) => {
+                self.status = ExecutionStatus::Completed;
+                self.due_at = None;
+                let o = ExecutionOutcome::Completed(v.clone());
+                self.outcome = Some(o.clone());
+                Acknowledged::Terminal(o)
+            }
+            WorkflowRunOutcome::Failed(v) => {
+                self.status = ExecutionStatus::Failed;
+                self.due_at = None;
+                let o = ExecutionOutcome::Failed(v.clone());
+                self.outcome = Some(o.clone());
+                Acknowledged::Terminal(o)
+            }
+        }
+    }
+
+    /// Records a wake request (unfenced): no-op when terminal; folded into
+    /// `wake_after_claim` while a delivery is in progress; otherwise into `due_at`.
+    pub fn request_wake(&mut self, at: Timestamp) {
+        if self.status.is_terminal() {
+            return;
+        }
+        if self.status == ExecutionStatus::Running {
+            self.wake_after_claim = min_opt(self.wake_after_claim, Some(at));
+        } else {
+            self.due_at = min_opt(self.due_at, Some(at));
+        }
+    }
+}
+
+fn min_opt(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// A claim request (RFC 002 `claimDue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The caller's view of now. Backends use `min(now, backend clock)`, so a caller whose
+    /// clock runs fast can never take a live lease early.
+    pub now: Timestamp,
+    /// At most this many leases (1..=[`crate::limits::MAX_CLAIM_LIMIT`]).
+    pub limit: usize,
+    /// Lease duration ([`crate::limits::MIN_LEASE`]..=[`crate::limits::MAX_LEASE`]).
+    pub duration: Duration,
+}
+
+impl ClaimRequest {
+    /// Validates the limit and duration; returns the lease length in milliseconds.
+    pub fn validate(&self) -> Result<i64> {
+        crate::limits::check_limit("claim limit", self.limit)?;
+        crate::time::lease_millis("lease duration", self.duration)
+    }
+}

@@ -1,0 +1,125 @@
+//! Validated names: execution ids, step keys, store ids and keys, request ids, workflow names.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LeaseError, Result};
+use crate::limits::MAX_ID_BYTES;
+
+fn check_name(field: &'static str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(LeaseError::invalid(field, "must not be empty"));
+    }
+    if value.len() > MAX_ID_BYTES {
+        return Err(LeaseError::invalid(
+            field,
+            format!("{} bytes, over the limit of {MAX_ID_BYTES}", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(LeaseError::invalid(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident, $field:literal) => {
+        $(#[$doc])*
+        ///
+        /// Non-empty, at most [`MAX_ID_BYTES`] bytes of UTF-8, no control characters.
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates and wraps a name; a typed error for empty, over-long or control input.
+            pub fn new(value: impl Into<String>) -> Result<Self> {
+                let value = value.into();
+                check_name($field, &value)?;
+                Ok(Self(value))
+            }
+
+            /// Wraps a value the crate built itself and knows to be valid.
+            #[allow(dead_code)]
+            pub(crate) fn trusted(value: String) -> Self {
+                debug_assert!(check_name($field, &value).is_ok());
+                Self(value)
+            }
+
+            /// The name as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = LeaseError;
+            fn try_from(value: String) -> Result<Self> {
+                Self::new(value)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = LeaseError;
+            fn try_from(value: &str) -> Result<Self> {
+                Self::new(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+name_type!(
+    /// Caller-chosen id of an execution (one workflow run), unique per backend namespace.
+    ExecutionId,
+    "execution id"
+);
+name_type!(
+    /// Key of a step inside an execution (the replay rule's unit).
+    StepKey,
+    "step key"
+);
+name_type!(
+    /// Identity of a store (RFC 005, reduced): one initial state per id.
+    StoreId,
+    "store id"
+);
+name_type!(
+    /// Key of one entry inside a store.
+    StoreKey,
+    "store key"
+);
+name_type!(
+    /// Start-request id (RFC 003): a repeat with the same id starts nothing.
+    RequestId,
+    "request id"
+);
+name_type!(
+    /// Name of the workflow an execution runs.
+    WorkflowName,
+    "workflow name"
+);

@@ -1,0 +1,41 @@
+//! Execution leases with fencing tokens (RFC 002).
+//!
+//! Each delivery of an execution gets a lease: an expiry and a fencing token that rises on
+//! every claim. The holder renews while alive; every write that could conflict is checked
+//! against the token in the same atomic step as the write, so a worker that froze, fell
+//! behind or lost its process can do no harm: its writes return [`Fenced::Lost`].
+//!
+//! This crate holds the types and traits every backend implements, the redelivery policy,
+//! the clock abstraction and, with feature `memory`, the in-memory reference backend.
+
+pub mod client;
+pub mod error;
+pub mod execution;
+pub mod heap;
+pub mod ids;
+pub mod json;
+pub mod lease;
+pub mod limits;
+#[cfg(feature = "memory")]
+pub mod memory;
+pub mod redelivery;
+pub mod store;
+pub mod time;
+
+pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
+pub use error::{BoxError, LeaseError, Result};
+pub use execution::{
+    Acknowledged, Admission, ClaimRequest, ExecutionOutcome, ExecutionRecord, ExecutionStatus,
+    WorkflowRunOutcome,
+};
+pub use heap::{HeapRecord, StepWrite};
+pub use ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
+pub use json::Json;
+pub use lease::{ExecutionLease, Fenced, FencingToken};
+#[cfg(feature = "memory")]
+pub use memory::MemoryBackend;
+pub use redelivery::RedeliveryPolicy;
+pub use store::{
+    StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
+};
+pub use time::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};

@@ -1,0 +1,25 @@
+//! Documented input limits. Anything outside them is a typed error before any write.
+
+use std::time::Duration;
+
+/// Longest id, step key, store id, store key, request id or workflow name, in bytes.
+pub const MAX_ID_BYTES: usize = 255;
+/// Largest JSON payload (step response, outcome, input, store value), in bytes.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Largest `limit` accepted by `claim_due`.
+pub const MAX_CLAIM_LIMIT: usize = 1000;
+/// Shortest lease (and renewal) duration.
+pub const MIN_LEASE: Duration = Duration::from_millis(1);
+/// Longest lease (and renewal) duration: one day.
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Validates a result-count limit (`claim_due`, `list_failing`): 1..=[`MAX_CLAIM_LIMIT`].
+pub fn check_limit(field: &'static str, limit: usize) -> crate::Result<()> {
+    if limit == 0 || limit > MAX_CLAIM_LIMIT {
+        return Err(crate::LeaseError::invalid(
+            field,
+            format!("{limit} is outside 1..={MAX_CLAIM_LIMIT}"),
+        ));
+    }
+    Ok(())
+}

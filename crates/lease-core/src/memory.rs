@@ -1,0 +1,346 @@
+//! The in-memory reference backend (feature `memory`): small and obviously right.
+//!
+//! One mutex guards all state, so every operation is trivially atomic. Peers (clones made
+//! by [`MemoryBackend::peer`]) share the state, as separate connections to one store would.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::error::{LeaseError, Result};
+use crate::execution::{Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome};
+use crate::heap::{HeapRecord, StepWrite};
+use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
+use crate::json::Json;
+use crate::lease::{ExecutionLease, Fenced, FencingToken};
+use crate::limits::check_limit;
+use crate::redelivery::RedeliveryPolicy;
+use crate::store::{StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate};
+use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
+
+#[derive(Debug, Default)]
+struct State {
+    last_token: u64,
+    executions: BTreeMap<ExecutionId, ExecutionRecord>,
+    steps: BTreeMap<(ExecutionId, StepKey, u32), HeapRecord>,
+    stores: HashMap<StoreId, BTreeMap<StoreKey, Json>>,
+    receipts: HashMap<(StoreId, ExecutionId, StepKey), StoreOutcome>,
+    starts: HashMap<RequestId, ExecutionId>,
+}
+
+impl State {
+    fn execution(&mut self, id: &ExecutionId) -> Result<&mut ExecutionRecord> {
+        self.executions
+            .get_mut(id)
+            .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
+    }
+
+    /// The stored record if `lease` holds it, `None` if lost.
+    fn held(&mut self, lease: &ExecutionLease) -> Result<Option<&mut ExecutionRecord>> {
+        let record = self.execution(&lease.execution_id)?;
+        Ok(if record.holds(lease)? {
+            Some(record)
+        } else {
+            None
+        })
+    }
+}
+
+/// The in-memory reference backend.
+#[derive(Debug, Clone)]
+pub struct MemoryBackend {
+    state: Arc<Mutex<State>>,
+    clock: SharedClock,
+    policy: RedeliveryPolicy,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryBackend {
+    /// An empty backend on the system clock with the default redelivery policy.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty backend on the given clock (a [`crate::ManualClock`] in tests).
+    pub fn with_clock(clock: SharedClock) -> Self {
+        MemoryBackend {
+            state: Arc::default(),
+            clock,
+            policy: RedeliveryPolicy::default(),
+        }
+    }
+
+    /// Replaces the redelivery policy.
+    pub fn with_policy(mut self, policy: RedeliveryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Another handle on the same state (the createPeer model).
+    pub fn peer(&self) -> Self {
+        self.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied operation: every
+        // operation computes before it mutates. So a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl ExecutionClient for MemoryBackend {
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .entry(admission.id.clone())
+            .or_insert_with(|| ExecutionRecord::admitted(admission, now));
+        Ok(record.effective(now))
+    }
+
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let now = self.clock.now();
+        Ok(self.lock().executions.get(id).map(|r| r.effective(now)))
+    }
+
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let now = self.clock.now();
+        let s = self.lock();
+        let mut out: Vec<ExecutionRecord> = s
+            .executions
+            .values()
+            .map(|r| r.effective(now))
+            .filter(|r| r.unacknowledged_deliveries >= min.max(1))
+            .collect();
+        out.sort_by(|a, b| {
+            b.unacknowledged_deliveries
+                .cmp(&a.unacknowledged_deliveries)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        self.lock().execution(id)?.request_wake(at);
+        Ok(())
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let lease_ms = request.validate()?;
+        let now = request.now.min(self.clock.now());
+        let mut s = self.lock();
+        let mut due: Vec<(Timestamp, ExecutionId)> = s
+            .executions
+            .values()
+            .map(|r| r.effective(now))
+            .filter(|r| r.claimable(now, &self.policy))
+            .filter_map(|r| r.due_at.map(|d| (d, r.id)))
+            .collect();
+        due.sort();
+        due.truncate(request.limit);
+        let mut leases = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            s.last_token += 1;
+            let token = FencingToken::new(s.last_token);
+            let record = s.execution(&id)?;
+            *record = record.effective(now);
+            leases.push(record.claim(now, lease_ms, token));
+        }
+        Ok(leases)
+    }
+
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let now = self.clock.now();
+        let mut s = self.lock();
+        Ok(match s.held(lease)? {
+            Some(record) => Fenced::Accepted(record.renew(now, lease_ms)),
+            None => Fenced::Lost,
+        })
+    }
+
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        Ok(match s.held(lease)? {
+            Some(record) => {
+                record.release(now);
+                Fenced::Accepted(())
+            }
+            None => Fenced::Lost,
+        })
+    }
+
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        Ok(match s.held(lease)? {
+            Some(record) => Fenced::Accepted(record.acknowledge(now, outcome)),
+            None => Fenced::Lost,
+        })
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.clock.now())
+    }
+}
+
+#[async_trait]
+impl HeapClient for MemoryBackend {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let mut s = self.lock();
+        if s.held(lease)?.is_none() {
+            return Ok(Fenced::Lost);
+        }
+        let key = (
+            lease.execution_id.clone(),
+            write.step_key.clone(),
+            write.step_attempt,
+        );
+        let record = s
+            .steps
+            .entry(key)
+            .or_insert_with(|| HeapRecord::from_write(&lease.execution_id, lease.token, write));
+        Ok(Fenced::Accepted(record.clone()))
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let key = (id.clone(), step_key.clone(), step_attempt);
+        Ok(self.lock().steps.get(&key).cloned())
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        Ok(self
+            .lock()
+            .steps
+            .values()
+            .filter(|r| &r.execution_id == id)
+            .cloned()
+            .collect())
+    }
+}
+
+#[async_trait]
+impl StoreClient for MemoryBackend {
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot> {
+        let mut s = self.lock();
+        let created = !s.stores.contains_key(store);
+        let entries = s
+            .stores
+            .entry(store.clone())
+            .or_insert_with(|| initial.iter().cloned().collect())
+            .clone();
+        Ok(StoreSnapshot {
+            store: store.clone(),
+            entries,
+            created,
+        })
+    }
+
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
+        let s = self.lock();
+        let entries = s
+            .stores
+            .get(store)
+            .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?;
+        Ok(entries.get(key).cloned())
+    }
+
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        let mut s = self.lock();
+        if !s.stores.contains_key(&receipt.store) {
+            return Err(LeaseError::UnknownStore(receipt.store.to_string()));
+        }
+        let rkey = (
+            receipt.store.clone(),
+            receipt.execution_id.clone(),
+            receipt.step_key.clone(),
+        );
+        if let Some(outcome) = s.receipts.get(&rkey) {
+            return Ok(StoreUpdate {
+                outcome: outcome.clone(),
+                replayed: true,
+            });
+        }
+        let entries = s
+            .stores
+            .get_mut(&receipt.store)
+            .ok_or_else(|| LeaseError::UnknownStore(receipt.store.to_string()))?;
+        let (next, outcome) = op.apply(entries.get(op.key()));
+        match next {
+            Some(v) => entries.insert(op.key().clone(), v),
+            None => entries.remove(op.key()),
+        };
+        s.receipts.insert(rkey, outcome.clone());
+        Ok(StoreUpdate {
+            outcome,
+            replayed: false,
+        })
+    }
+}
+
+#[async_trait]
+impl StartClient for MemoryBackend {
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        if let Some(target) = s.starts.get(&request.request_id) {
+            return Ok(Started {
+                target: target.clone(),
+                created: false,
+            });
+        }
+        if s.executions.contains_key(&request.target) {
+            return Err(LeaseError::invalid(
+                "start target",
+                format!("execution {} already exists", request.target),
+            ));
+        }
+        let admission = Admission::new(request.target.clone())
+            .workflow(request.workflow.clone())
+            .input(request.input.clone());
+        s.executions.insert(
+            request.target.clone(),
+            ExecutionRecord::admitted(&admission, now),
+        );
+        s.starts
+            .insert(request.request_id.clone(), request.target.clone());
+        Ok(Started {
+            target: request.target.clone(),
+            created: true,
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! The redelivery delay (RFC 002 "Redelivery delay").
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LeaseError, Result};
+
+/// How long an execution waits after an unacknowledged delivery before it may be claimed
+/// again: `delay(n) = min(cap, base * factor^(n-1))` for `n` consecutive unacknowledged
+/// deliveries.
+///
+/// The RFC requires the delay to be non-zero and never to decrease while
+/// `unacknowledged_deliveries` grows; [`RedeliveryPolicy::new`] rejects any policy that
+/// could break either rule (zero base, factor below 1, cap below base). There is no random
+/// jitter, because jitter that can shrink the next delay breaks the RFC (docs/DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedeliveryPolicy {
+    base_ms: u64,
+    factor: u32,
+    cap_ms: u64,
+}
+
+impl RedeliveryPolicy {
+    /// A validated policy. `base` and `cap` are rounded up to whole milliseconds.
+    pub fn new(base: Duration, factor: u32, cap: Duration) -> Result<Self> {
+        let base_ms = ceil_ms(base);
+        let cap_ms = ceil_ms(cap);
+        if base_ms == 0 {
+            return Err(LeaseError::invalid("redelivery base", "must be non-zero"));
+        }
+        if factor == 0 {
+            return Err(LeaseError::invalid(
+                "redelivery factor",
+                "must be at least 1 so the delay never decreases",
+            ));
+        }
+        if cap_ms < base_ms {
+            return Err(LeaseError::invalid(
+                "redelivery cap",
+                format!("{cap:?} is below the base {base:?}"),
+            ));
+        }
+        Ok(RedeliveryPolicy {
+            base_ms,
+            factor,
+            cap_ms,
+        })
+    }
+
+    /// The delay after `unacknowledged` consecutive unacknowledged deliveries; zero for 0.
+    pub fn delay(&self, unacknowledged: u32) -> Duration {
+        Duration::from_millis(self.delay_ms(unacknowledged))
+    }
+
+    /// [`RedeliveryPolicy::delay`] in milliseconds.
+    pub fn delay_ms(&self, unacknowledged: u32) -> u64 {
+        if unacknowledged == 0 {
+            return 0;
+        }
+        let mut d = self.base_ms;
+        for _ in 1..unacknowledged {
+            if d >= self.cap_ms {
+                break;
+            }
+            d = d.saturating_mul(u64::from(self.factor));
+        }
+        d.min(self.cap_ms)
+    }
+
+    /// The delays for 1, 2, ... unacknowledged deliveries, up to and including the first
+    /// that reaches the cap; every later count uses the last entry. Backends that evaluate
+    /// the gate in SQL or Lua take this table as an argument.
+    pub fn table_ms(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut n = 1;
+        loop {
+            let d = self.delay_ms(n);
+            out.push(d);
+            if d >= self.cap_ms || n >= 64 || (self.factor == 1 && n >= 1) {
+                return out;
+            }
+            n += 1;
+        }
+    }
+}
+
+impl Default for RedeliveryPolicy {
+    /// 1 s, doubling, capped at 5 minutes.
+    fn default() -> Self {
+        RedeliveryPolicy {
+            base_ms: 1_000,
+            factor: 2,
+            cap_ms: 300_000,
+        }
+    }
+}
+
+fn ceil_ms(d: Duration) -> u64 {
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_are_non_zero_and_never_decrease() {
+        let p = RedeliveryPolicy::new(Duration::from_millis(3), 3, Duration::from_secs(1))
+            .expect("valid");
+        let mut last = 0;
+        for n in 1..200 {
+            let d = p.delay_ms(n);
+            assert!(d > 0 && d >= last, "n={n} d={d} last={last}");
+            last = d;
+        }
+        assert_eq!(last, 1000);
+        let table = p.table_ms();
+        assert_eq!(table, vec![3, 9, 27, 81, 243, 729, 1000]);
+        for n in 1..50u32 {
+            let i = (n as usize).min(table.len()) - 1;
+            assert_eq!(table[i], p.delay_ms(n));
+        }
+    }
+
+    #[test]
+    fn rejects_policies_that_break_the_rfc() {
+        assert!(RedeliveryPolicy::new(Duration::ZERO, 2, Duration::from_secs(1)).is_err());
+        assert!(RedeliveryPolicy::new(Duration::from_secs(1), 0, Duration::from_secs(1)).is_err());
+        assert!(RedeliveryPolicy::new(Duration::from_secs(2), 2, Duration::from_secs(1)).is_err());
+        let flat = RedeliveryPolicy::new(Duration::from_millis(5), 1, Duration::from_millis(5))
+            .expect("valid");
+        assert_eq!(flat.table_ms(), vec![5]);
+    }
+}

@@ -1,0 +1,1 @@
+//! The sqlite backend (work in progress).
