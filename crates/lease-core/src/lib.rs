@@ -9,6 +9,7 @@
 //! the clock abstraction and, with feature `memory`, the in-memory reference backend.
 
 pub mod client;
+pub mod dispatcher;
 pub mod error;
 pub mod execution;
 pub mod heap;
@@ -23,6 +24,10 @@ pub mod store;
 pub mod time;
 
 pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
+pub use dispatcher::{
+    Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
+    Reply, SharedBackend, ShutdownReport, Worker,
+};
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
     Acknowledged, Admission, ClaimRequest, ExecutionOutcome, ExecutionRecord, ExecutionStatus,

@@ -1,0 +1,219 @@
+//! The context a worker receives for one delivery: its lease, the execution record, the
+//! clients it may use, and the cancellation signal (design.md section 4).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{LeaseBackend, StartClient, StoreClient};
+use crate::dispatcher::error::DeliveryError;
+use crate::execution::ExecutionRecord;
+use crate::heap::{HeapRecord, StepWrite};
+use crate::ids::{ExecutionId, StepKey, StoreId, WorkflowName};
+use crate::json::Json;
+use crate::lease::{ExecutionLease, Fenced, FencingToken};
+use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreUpdate};
+use crate::time::Timestamp;
+
+/// A backend shared by a dispatcher and its deliveries.
+pub type SharedBackend = Arc<dyn LeaseBackend>;
+
+/// One delivery of an execution, as its worker sees it. Cheap to clone; clones share the
+/// lease, the cancellation signal and the lost flag.
+///
+/// Every write made through it first checks that the delivery is neither lost nor
+/// cancelled, so no fenced write ever leaves a cancelled worker (RFC 002: "A holder whose
+/// lease is lost will stop ... it will make no further fenced writes").
+#[derive(Clone)]
+pub struct Delivery {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    claimed: ExecutionLease,
+    current: Mutex<ExecutionLease>,
+    record: ExecutionRecord,
+    backend: SharedBackend,
+    cancel: CancellationToken,
+    lost: AtomicBool,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Delivery {
+    /// A delivery of `record` under `lease`, cancelled by `cancel`. The dispatcher builds
+    /// these; tests and custom runtimes may too.
+    pub fn new(
+        backend: SharedBackend,
+        lease: ExecutionLease,
+        record: ExecutionRecord,
+        cancel: CancellationToken,
+    ) -> Self {
+        Delivery {
+            inner: Arc::new(Inner {
+                current: Mutex::new(lease.clone()),
+                claimed: lease,
+                record,
+                backend,
+                cancel,
+                lost: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The execution being delivered.
+    pub fn execution_id(&self) -> &ExecutionId {
+        &self.inner.claimed.execution_id
+    }
+
+    /// This delivery's fencing token.
+    pub fn token(&self) -> FencingToken {
+        self.inner.claimed.token
+    }
+
+    /// The lease as last renewed (its token never changes; its expiry moves on renewal).
+    pub fn lease(&self) -> ExecutionLease {
+        self.inner
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The lease as claimed.
+    pub fn claimed_lease(&self) -> &ExecutionLease {
+        &self.inner.claimed
+    }
+
+    pub(crate) fn set_lease(&self, lease: ExecutionLease) {
+        *self.inner.current.lock().unwrap_or_else(|p| p.into_inner()) = lease;
+    }
+
+    /// The execution record as read right after the claim.
+    pub fn record(&self) -> &ExecutionRecord {
+        &self.inner.record
+    }
+
+    /// The workflow the execution runs, if named at admission.
+    pub fn workflow(&self) -> Option<&WorkflowName> {
+        self.inner.record.workflow.as_ref()
+    }
+
+    /// The workflow input, if given at admission.
+    pub fn input(&self) -> Option<&Json> {
+        self.inner.record.input.as_ref()
+    }
+
+    /// The store client (RFC 005, reduced; unfenced, idempotent by receipt).
+    pub fn store(&self) -> &dyn StoreClient {
+        &*self.inner.backend
+    }
+
+    /// The start client (RFC 003, reduced; idempotent by request id).
+    pub fn starts(&self) -> &dyn StartClient {
+        &*self.inner.backend
+    }
+
+    /// True once this delivery's lease was seen `Lost`.
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost.load(Ordering::SeqCst)
+    }
+
+    /// True once the delivery was cancelled (lease lost, shutdown deadline, dispatcher
+    /// dropped). A cancelled delivery makes no further writes.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Completes when the delivery is cancelled; for workers that want to stop cooperatively
+    /// (the dispatcher also stops the worker's future itself).
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await;
+    }
+
+    /// Marks the lease lost and cancels the worker at once.
+    pub(crate) fn mark_lost(&self) {
+        self.inner.lost.store(true, Ordering::SeqCst);
+        self.inner.cancel.cancel();
+    }
+
+    pub(crate) fn backend(&self) -> &SharedBackend {
+        &self.inner.backend
+    }
+
+    /// `Err(Lost)` or `Err(Cancelled)` when the delivery must not write any more.
+    pub fn ensure_live(&self) -> Result<(), DeliveryError> {
+        if self.is_lost() {
+            Err(DeliveryError::Lost)
+        } else if self.is_cancelled() {
+            Err(DeliveryError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A fenced step write under this delivery's lease (RFC 002 `writeStep`). Refused
+    /// locally once the delivery is lost or cancelled; `Lost` from the backend cancels the
+    /// delivery and returns [`DeliveryError::Lost`]. Most workers use [`Delivery::step`].
+    pub async fn write_step(&self, write: &StepWrite) -> Result<HeapRecord, DeliveryError> {
+        self.ensure_live()?;
+        match self
+            .inner
+            .backend
+            .write_step(&self.inner.claimed, write)
+            .await?
+        {
+            Fenced::Accepted(record) => Ok(record),
+            Fenced::Lost => {
+                tracing::warn!(step = %write.step_key, "lost: step write refused");
+                self.mark_lost();
+                Err(DeliveryError::Lost)
+            }
+        }
+    }
+
+    /// Applies a store mutation once per (store, execution, `step_key`) receipt (RFC 002
+    /// fencing table: idempotent by receipt). Refused locally once the delivery is lost or
+    /// cancelled.
+    pub async fn update_store(
+        &self,
+        store: &StoreId,
+        step_key: &str,
+        op: &StoreOp,
+    ) -> Result<StoreUpdate, DeliveryError> {
+        self.ensure_live()?;
+        let receipt = StoreReceipt {
+            store: store.clone(),
+            execution_id: self.execution_id().clone(),
+            step_key: StepKey::new(step_key)?,
+        };
+        Ok(self.inner.backend.update(&receipt, op).await?)
+    }
+
+    /// Starts a workflow, idempotent by request id (RFC 003). Refused locally once the
+    /// delivery is lost or cancelled.
+    pub async fn start(&self, request: &StartRequest) -> Result<Started, DeliveryError> {
+        self.ensure_live()?;
+        Ok(self.inner.backend.start(request).await?)
+    }
+
+    /// Requests a wake of this execution at `at` (unfenced; remembered for the
+    /// acknowledgement of this delivery).
+    pub async fn request_wake(&self, at: Timestamp) -> Result<(), DeliveryError> {
+        self.ensure_live()?;
+        Ok(self
+            .inner
+            .backend
+            .request_wake(self.execution_id(), at)
+            .await?)
+    }
+}

@@ -1,0 +1,91 @@
+//! Counters a user can read while the dispatcher runs (issue 5, observability).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Live counters of one dispatcher. Shared (`Arc`) between the dispatcher and whoever reads
+/// it; every counter only grows, except `in_flight`.
+#[derive(Debug, Default)]
+pub struct DispatcherMetrics {
+    claims: AtomicU64,
+    renewals: AtomicU64,
+    lost: AtomicU64,
+    acknowledgements: AtomicU64,
+    releases: AtomicU64,
+    worker_failures: AtomicU64,
+    backend_errors: AtomicU64,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// A point-in-time copy of [`DispatcherMetrics`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Leases granted to this dispatcher by `claim_due`.
+    pub claims: u64,
+    /// Accepted renewals.
+    pub renewals: u64,
+    /// Deliveries that lost their lease (a fenced write, renewal, release or acknowledgement
+    /// returned `Lost`); each counts once.
+    pub lost: u64,
+    /// Accepted acknowledgements.
+    pub acknowledgements: u64,
+    /// Accepted releases (retry replies, worker errors and panics, shutdown).
+    pub releases: u64,
+    /// Deliveries whose worker returned an error or panicked.
+    pub worker_failures: u64,
+    /// Backend calls of the dispatcher itself that failed with an error.
+    pub backend_errors: u64,
+    /// Deliveries running now.
+    pub in_flight: usize,
+    /// The most deliveries that ever ran at once.
+    pub max_in_flight: usize,
+}
+
+impl DispatcherMetrics {
+    /// Copies every counter.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            claims: self.claims.load(Ordering::SeqCst),
+            renewals: self.renewals.load(Ordering::SeqCst),
+            lost: self.lost.load(Ordering::SeqCst),
+            acknowledgements: self.acknowledgements.load(Ordering::SeqCst),
+            releases: self.releases.load(Ordering::SeqCst),
+            worker_failures: self.worker_failures.load(Ordering::SeqCst),
+            backend_errors: self.backend_errors.load(Ordering::SeqCst),
+            in_flight: self.in_flight.load(Ordering::SeqCst),
+            max_in_flight: self.max_in_flight.load(Ordering::SeqCst),
+        }
+    }
+
+    pub(crate) fn claimed(&self, n: usize) {
+        self.claims.fetch_add(n as u64, Ordering::SeqCst);
+    }
+    pub(crate) fn renewed(&self) {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn lost(&self) {
+        self.lost.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn acknowledged(&self) {
+        self.acknowledgements.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn released(&self) {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn worker_failed(&self) {
+        self.worker_failures.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn backend_error(&self) {
+        self.backend_errors.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+    pub(crate) fn delivery_started(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    }
+    pub(crate) fn delivery_ended(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}

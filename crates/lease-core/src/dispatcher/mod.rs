@@ -1,0 +1,30 @@
+//! The dispatcher, its workers' delivery context and the step driver (design.md section 4;
+//! RFC 002 "Delivery concurrency", "Leases" and the replay rule).
+//!
+//! ```text
+//! let dispatcher = Dispatcher::start(backend, |d: Delivery| async move {
+//!     let order: Json = d.step("load", || async { load().await }).await?;
+//!     let receipt: Json = d.step("charge", || async { charge(&order).await }).await?;
+//!     Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(receipt)))
+//! }, DispatcherOptions::new().concurrency(8))?;
+//! ```
+
+pub mod delivery;
+pub mod error;
+pub mod metrics;
+pub mod options;
+mod run;
+pub mod runtime;
+pub mod step;
+pub mod worker;
+
+pub use delivery::{Delivery, SharedBackend};
+pub use error::DeliveryError;
+pub use metrics::{DispatcherMetrics, MetricsSnapshot};
+pub use options::DispatcherOptions;
+pub use runtime::{Dispatcher, ShutdownReport};
+pub use step::STEP_ATTEMPT;
+pub use worker::{Reply, Worker};
+
+#[cfg(all(test, feature = "memory"))]
+mod tests;

@@ -1,0 +1,199 @@
+//! Dispatcher options and their validation (design.md section 4; RFC 002 `DispatcherOptions`).
+
+use std::time::Duration;
+
+use crate::error::{LeaseError, Result};
+use crate::limits::{MAX_CLAIM_LIMIT, MAX_LEASE, MIN_LEASE};
+
+/// Largest accepted `concurrency`.
+pub const MAX_CONCURRENCY: usize = 10_000;
+/// Longest accepted poll interval.
+pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// How a [`crate::dispatcher::Dispatcher`] claims, renews and runs deliveries.
+///
+/// RFC 002: "The dispatcher will accept a concurrency limit"; lease duration and renewal
+/// interval are left to us (design.md section 4: 30 s lease, renewal every third of it).
+/// Setters take and return `self`; [`DispatcherOptions::validate`] (called by
+/// `Dispatcher::start`) rejects an inconsistent set with [`LeaseError::InvalidInput`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatcherOptions {
+    concurrency: usize,
+    lease_duration: Duration,
+    renew_every: Option<Duration>,
+    poll_interval: Duration,
+    claim_batch: usize,
+}
+
+impl Default for DispatcherOptions {
+    /// Concurrency 16, 30 s leases renewed every 10 s, polling every second, claims of up
+    /// to 32 at a time.
+    fn default() -> Self {
+        DispatcherOptions {
+            concurrency: 16,
+            lease_duration: Duration::from_secs(30),
+            renew_every: None,
+            poll_interval: Duration::from_secs(1),
+            claim_batch: 32,
+        }
+    }
+}
+
+impl DispatcherOptions {
+    /// The defaults (see [`Default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The maximum number of deliveries this dispatcher runs at once (RFC 002
+    /// `concurrency`), 1..=[`MAX_CONCURRENCY`].
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// The duration of each lease and of each renewal, measured on the backend clock.
+    pub fn lease_duration(mut self, lease: Duration) -> Self {
+        self.lease_duration = lease;
+        self
+    }
+
+    /// How often a live lease is renewed (default: a third of the lease duration). Must be
+    /// at most half the lease, so at least one renewal can fail before the lease expires.
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How long the claim loop waits when nothing was due (it wakes earlier when a slot
+    /// frees or [`crate::dispatcher::Dispatcher::wake`] is called).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// The most leases one `claim_due` call asks for (also capped by the free slots),
+    /// 1..=[`MAX_CLAIM_LIMIT`].
+    pub fn claim_batch(mut self, batch: usize) -> Self {
+        self.claim_batch = batch;
+        self
+    }
+
+    /// The configured concurrency.
+    pub fn get_concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// The configured lease duration.
+    pub fn get_lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// The renewal interval: the configured one, or a third of the lease.
+    pub fn get_renew_every(&self) -> Duration {
+        self.renew_every.unwrap_or(self.lease_duration / 3)
+    }
+
+    /// The configured poll interval.
+    pub fn get_poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    /// The configured claim batch size.
+    pub fn get_claim_batch(&self) -> usize {
+        self.claim_batch
+    }
+
+    /// Checks every option and their consistency; a typed error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
+            return Err(LeaseError::invalid(
+                "concurrency",
+                format!("{} is outside 1..={MAX_CONCURRENCY}", self.concurrency),
+            ));
+        }
+        // At least 3 ms so the default third of it is still a whole millisecond.
+        let min_lease = MIN_LEASE.max(Duration::from_millis(3));
+        if self.lease_duration < min_lease || self.lease_duration > MAX_LEASE {
+            return Err(LeaseError::invalid(
+                "lease_duration",
+                format!(
+                    "{:?} is outside {min_lease:?}..={MAX_LEASE:?}",
+                    self.lease_duration
+                ),
+            ));
+        }
+        let renew = self.get_renew_every();
+        if renew < Duration::from_millis(1) {
+            return Err(LeaseError::invalid(
+                "renew_every",
+                format!("{renew:?} is shorter than 1 ms"),
+            ));
+        }
+        if renew.saturating_mul(2) > self.lease_duration {
+            return Err(LeaseError::invalid(
+                "renew_every",
+                format!(
+                    "{renew:?} is more than half the lease duration {:?}: renewal must come \
+                     well inside the lease so one failed renewal does not lose it",
+                    self.lease_duration
+                ),
+            ));
+        }
+        if self.poll_interval < Duration::from_millis(1) || self.poll_interval > MAX_POLL_INTERVAL {
+            return Err(LeaseError::invalid(
+                "poll_interval",
+                format!(
+                    "{:?} is outside 1ms..={MAX_POLL_INTERVAL:?}",
+                    self.poll_interval
+                ),
+            ));
+        }
+        crate::limits::check_limit("claim_batch", self.claim_batch)?;
+        debug_assert!(self.claim_batch <= MAX_CLAIM_LIMIT);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(o: DispatcherOptions) -> &'static str {
+        match o.validate() {
+            Err(LeaseError::InvalidInput { field, .. }) => field,
+            other => panic!("expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_renew_at_a_third() {
+        let o = DispatcherOptions::default();
+        o.validate().expect("defaults valid");
+        assert_eq!(o.get_renew_every(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn rejects_each_bad_option_with_its_name() {
+        let d = DispatcherOptions::default;
+        assert_eq!(field(d().concurrency(0)), "concurrency");
+        assert_eq!(field(d().concurrency(MAX_CONCURRENCY + 1)), "concurrency");
+        assert_eq!(field(d().lease_duration(Duration::ZERO)), "lease_duration");
+        assert_eq!(field(d().lease_duration(MAX_LEASE * 2)), "lease_duration");
+        assert_eq!(field(d().renew_every(Duration::ZERO)), "renew_every");
+        assert_eq!(
+            field(d().renew_every(Duration::from_secs(16))),
+            "renew_every"
+        );
+        assert_eq!(
+            field(d().renew_every(Duration::from_secs(30))),
+            "renew_every"
+        );
+        assert_eq!(field(d().poll_interval(Duration::ZERO)), "poll_interval");
+        assert_eq!(field(d().claim_batch(0)), "claim_batch");
+        assert_eq!(field(d().claim_batch(MAX_CLAIM_LIMIT + 1)), "claim_batch");
+        d().renew_every(Duration::from_secs(15))
+            .validate()
+            .expect("exactly half is allowed");
+    }
+}

@@ -1,0 +1,261 @@
+//! The dispatcher: the claim loop, graceful shutdown and hard stop (design.md section 4;
+//! RFC 002 "Delivery concurrency").
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::dispatcher::delivery::SharedBackend;
+use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
+use crate::dispatcher::options::DispatcherOptions;
+use crate::dispatcher::run::{SlotGuard, run_delivery};
+use crate::dispatcher::worker::Worker;
+use crate::error::{LeaseError, Result};
+use crate::execution::ClaimRequest;
+
+/// State shared by the claim loop and every delivery of one dispatcher.
+pub(crate) struct Shared {
+    pub(crate) backend: SharedBackend,
+    pub(crate) worker: Arc<dyn Worker>,
+    pub(crate) options: DispatcherOptions,
+    pub(crate) metrics: Arc<DispatcherMetrics>,
+    /// Wakes the claim loop: a slot freed, or the user called `wake`.
+    pub(crate) wake: Notify,
+    /// Stops the claim loop (graceful shutdown or drop).
+    stop_claiming: CancellationToken,
+    /// Parent of every delivery's cancellation token.
+    pub(crate) root: CancellationToken,
+    /// Set when the shutdown deadline passed: cancelled deliveries are released.
+    pub(crate) release_cancelled: AtomicBool,
+    /// Set when the dispatcher was dropped or aborted: no further fenced write at all.
+    pub(crate) killed: AtomicBool,
+    grace: Mutex<Duration>,
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Deliveries that ended by themselves within the grace period.
+    pub finished: usize,
+    /// Deliveries still running at the deadline: their workers were cancelled and their
+    /// leases released (unacknowledged).
+    pub cancelled: usize,
+    /// The dispatcher's counters after the last delivery ended.
+    pub metrics: MetricsSnapshot,
+}
+
+/// Runs up to `concurrency` deliveries at once on a backend, claiming new executions
+/// without waiting for earlier deliveries (RFC 002 "Delivery concurrency"), renewing each
+/// live lease, and acknowledging or releasing each delivery by its worker's reply.
+///
+/// Stop it with [`Dispatcher::shutdown`] (stop claiming, let deliveries finish up to a
+/// deadline, then release the rest). Dropping it (or [`Dispatcher::abort`]) cancels every
+/// worker at once with no further fenced write, as if its process died: its leases expire.
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    main: Option<JoinHandle<ShutdownReport>>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("options", &self.shared.options)
+            .field("metrics", &self.shared.metrics.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// Validates `options` and starts claiming on the current tokio runtime.
+    ///
+    /// Errors: [`LeaseError::InvalidInput`] for bad options or when called outside a tokio
+    /// runtime.
+    pub fn start(
+        backend: SharedBackend,
+        worker: impl Worker,
+        options: DispatcherOptions,
+    ) -> Result<Dispatcher> {
+        options.validate()?;
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            LeaseError::invalid(
+                "runtime",
+                "Dispatcher::start must run inside a tokio runtime",
+            )
+        })?;
+        let shared = Arc::new(Shared {
+            backend,
+            worker: Arc::new(worker),
+            options,
+            metrics: Arc::default(),
+            wake: Notify::new(),
+            stop_claiming: CancellationToken::new(),
+            root: CancellationToken::new(),
+            release_cancelled: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            grace: Mutex::new(Duration::ZERO),
+        });
+        let main = handle.spawn(claim_loop(shared.clone()).instrument(tracing::info_span!(
+            "dispatcher",
+            concurrency = options.get_concurrency()
+        )));
+        Ok(Dispatcher {
+            shared,
+            main: Some(main),
+        })
+    }
+
+    /// The live counters (claims, renewals, lost, acknowledgements, releases, in flight).
+    pub fn metrics(&self) -> Arc<DispatcherMetrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// A copy of the counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        self.shared.metrics.snapshot()
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &DispatcherOptions {
+        &self.shared.options
+    }
+
+    /// Makes the claim loop look for due executions now instead of at its next poll.
+    pub fn wake(&self) {
+        self.shared.wake.notify_one();
+    }
+
+    /// Graceful shutdown: stops claiming, lets running deliveries finish for up to `grace`,
+    /// then cancels the rest and releases their leases (unacknowledged). Returns when every
+    /// delivery has ended.
+    pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        *self.shared.grace.lock().unwrap_or_else(|p| p.into_inner()) = grace;
+        self.shared.stop_claiming.cancel();
+        self.shared.wake.notify_one();
+        let snapshot = self.shared.metrics.snapshot();
+        match self.main.take() {
+            Some(main) => main.await.unwrap_or(ShutdownReport {
+                metrics: snapshot,
+                ..ShutdownReport::default()
+            }),
+            None => ShutdownReport {
+                metrics: snapshot,
+                ..ShutdownReport::default()
+            },
+        }
+    }
+
+    /// Hard stop, as if the process died: every worker is cancelled at once and makes no
+    /// further fenced write; nothing is released or acknowledged, so the leases expire.
+    /// Same as dropping the dispatcher.
+    pub fn abort(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        if let Some(main) = self.main.take() {
+            // Order matters: flag first, so a delivery that sees its cancellation never
+            // mistakes it for a shutdown deadline and releases.
+            self.shared.killed.store(true, Ordering::SeqCst);
+            self.shared.stop_claiming.cancel();
+            self.shared.root.cancel();
+            // Aborting the claim loop drops its JoinSet, which aborts every delivery task.
+            main.abort();
+        }
+    }
+}
+
+async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
+    let mut deliveries = JoinSet::new();
+    let opts = shared.options;
+    loop {
+        while deliveries.try_join_next().is_some() {}
+        if shared.stop_claiming.is_cancelled() {
+            break;
+        }
+        let free = opts
+            .get_concurrency()
+            .saturating_sub(shared.metrics.in_flight());
+        if free == 0 {
+            tokio::select! {
+                () = shared.wake.notified() => continue,
+                () = shared.stop_claiming.cancelled() => break,
+            }
+        }
+        let want = free.min(opts.get_claim_batch());
+        let mut got = 0;
+        match claim(&shared, want).await {
+            Ok(leases) => {
+                got = leases.len();
+                shared.metrics.claimed(got);
+                for lease in leases {
+                    let slot = SlotGuard::new(shared.clone());
+                    deliveries.spawn(run_delivery(shared.clone(), lease, slot));
+                }
+            }
+            Err(e) => {
+                shared.metrics.backend_error();
+                tracing::warn!(error = %e, "claim_due failed");
+            }
+        }
+        if got == want && got > 0 {
+            // Everything asked for was due: more may be. Claim again without waiting.
+            continue;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(opts.get_poll_interval()) => {}
+            () = shared.wake.notified() => {}
+            () = shared.stop_claiming.cancelled() => break,
+        }
+    }
+    drain(&shared, deliveries).await
+}
+
+async fn claim(shared: &Shared, limit: usize) -> Result<Vec<crate::lease::ExecutionLease>> {
+    let now = shared.backend.now().await?;
+    shared
+        .backend
+        .claim_due(ClaimRequest {
+            now,
+            limit,
+            duration: shared.options.get_lease_duration(),
+        })
+        .await
+}
+
+async fn drain(shared: &Shared, mut deliveries: JoinSet<()>) -> ShutdownReport {
+    let grace = *shared.grace.lock().unwrap_or_else(|p| p.into_inner());
+    let deadline = Instant::now() + grace;
+    let running = deliveries.len();
+    tracing::info!(running, ?grace, "shutdown: stopped claiming");
+    let mut cancelled = 0;
+    loop {
+        tokio::select! {
+            next = deliveries.join_next() => {
+                if next.is_none() {
+                    break;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                cancelled = deliveries.len();
+                tracing::info!(cancelled, "shutdown: deadline passed, releasing");
+                shared.release_cancelled.store(true, Ordering::SeqCst);
+                shared.root.cancel();
+                while deliveries.join_next().await.is_some() {}
+                break;
+            }
+        }
+    }
+    ShutdownReport {
+        finished: running - cancelled,
+        cancelled,
+        metrics: shared.metrics.snapshot(),
+    }
+}
