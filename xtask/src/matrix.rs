@@ -1,0 +1,94 @@
+//! The test matrix: which `cargo test` runs for each backend, and the servers it needs.
+//!
+//! A backend whose crate is still the placeholder lib is left out; adding it is one line.
+
+use crate::services::Service;
+
+/// One row of the matrix.
+#[derive(Debug, Clone, Copy)]
+pub struct Backend {
+    /// The name `--backend` selects and the summary shows.
+    pub name: &'static str,
+    /// Arguments after `cargo test`.
+    pub cargo_test: &'static [&'static str],
+    /// Servers its tests need; their URLs are passed as `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL`.
+    pub services: &'static [Service],
+}
+
+impl Backend {
+    const fn new(
+        name: &'static str,
+        cargo_test: &'static [&'static str],
+        services: &'static [Service],
+    ) -> Self {
+        Backend {
+            name,
+            cargo_test,
+            services,
+        }
+    }
+}
+
+/// Every backend `cargo xtask test-all` runs, in order.
+pub const MATRIX: &[Backend] = &[
+    // lease-core's unit tests and the conformance suite on the in-memory reference backend.
+    Backend::new(
+        "memory",
+        &[
+            "-p",
+            "lease-core",
+            "-p",
+            "lease-conformance",
+            "--features",
+            "lease-core/memory",
+        ],
+        &[],
+    ),
+    // Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
+    // Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
+    // Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
+    // The facade's tests and examples, every feature on.
+    Backend::new("facade", &["-p", "lease", "--all-features"], &[]),
+    // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
+    Backend::new("xtask", &["-p", "xtask"], &[]),
+];
+
+/// The backends chosen by `--backend` names (all of them for none), in matrix order.
+pub fn select(names: &[String]) -> Result<Vec<Backend>, String> {
+    for name in names {
+        if !MATRIX.iter().any(|b| b.name == name) {
+            return Err(format!(
+                "unknown backend {name:?}; the matrix has: {}",
+                MATRIX.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    Ok(MATRIX
+        .iter()
+        .filter(|b| names.is_empty() || names.iter().any(|n| n == b.name))
+        .copied()
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_select_keeps_matrix_order() {
+        let mut names: Vec<_> = MATRIX.iter().map(|b| b.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), MATRIX.len());
+        assert_eq!(select(&[]).expect("all").len(), MATRIX.len());
+        let picked = select(&["xtask".into(), "memory".into()]).expect("two");
+        assert_eq!(
+            picked.iter().map(|b| b.name).collect::<Vec<_>>(),
+            ["memory", "xtask"]
+        );
+        assert!(
+            select(&["nope".into()])
+                .expect_err("unknown")
+                .contains("memory")
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Finding (or starting) the servers the backend tests need.
+//!
+//! Each service is looked for in a fixed order, and the first way that works wins:
+//! 1. the URL in its environment variable (`LEASE_POSTGRES_URL` / `LEASE_REDIS_URL`);
+//! 2. a server already answering on its usual local port (5432 / 6379);
+//! 3. a throwaway server started from local binaries in a temp dir on a free port;
+//! 4. a throwaway container when a Docker engine answers.
+//!
+//! Otherwise discovery fails with an error naming the four ways and why each did not work.
+//! Throwaway servers are stopped and removed when their [`Found`] is dropped, and by the
+//! interrupt handler in [`crate::cleanup`].
+
+pub mod docker;
+pub mod postgres;
+pub mod probe;
+pub mod redis;
+pub mod url;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::cleanup::Guard;
+
+/// A server a backend's tests need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Service {
+    /// PostgreSQL, for lease-postgres.
+    Postgres,
+    /// Redis, for lease-redis.
+    Redis,
+}
+
+impl Service {
+    /// Lowercase name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Postgres => "postgres",
+            Service::Redis => "redis",
+        }
+    }
+
+    /// The variable that names the server, read by the backend's tests.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Service::Postgres => postgres::ENV,
+            Service::Redis => redis::ENV,
+        }
+    }
+
+    /// Every service, for `cargo xtask services`.
+    pub const ALL: [Service; 2] = [Service::Postgres, Service::Redis];
+
+    /// The service named `name` (`postgres` or `redis`).
+    pub fn from_name(name: &str) -> Option<Service> {
+        Service::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Finds or starts the server, in the order of the module documentation.
+    pub fn discover(self) -> Result<Found, String> {
+        match self {
+            Service::Postgres => postgres::discover(),
+            Service::Redis => redis::discover(),
+        }
+    }
+}
+
+/// A server that answers, and how it was found.
+#[derive(Debug)]
+pub struct Found {
+    /// The URL handed to the tests.
+    pub url: String,
+    /// Which way it was found, for the log.
+    pub how: String,
+    /// The temp dir of a throwaway server started from local binaries.
+    pub workdir: Option<PathBuf>,
+    /// Stops a throwaway server when dropped; `None` for a server xtask did not start.
+    pub _guard: Option<Guard>,
+}
+
+/// Reads a URL from `var`; `None` when unset or blank.
+fn env_url(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Creates a fresh, uniquely named directory under the system temp dir.
+fn temp_dir(kind: &str) -> Result<PathBuf, String> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!(
+        "lease-xtask-{kind}-{}-{seq}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The last `n` lines of a log file, for error messages.
+fn log_tail(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(n)..].join("\n    ");
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("\n  last lines of {}:\n    {tail}", path.display())
+    }
+}
+
+/// Names ways (`local`, `binaries`, `docker`) to leave out, comma-separated; for trying
+/// the later ways on a machine where an earlier one works.
+pub const SKIP_VAR: &str = "XTASK_SKIP_WAYS";
+
+/// One way of finding a server after its environment variable.
+struct Way {
+    /// Short name for [`SKIP_VAR`]: `local`, `binaries` or `docker`.
+    key: &'static str,
+    /// What it is, for messages.
+    what: &'static str,
+    /// Tries it.
+    start: fn() -> Result<Found, String>,
+}
+
+/// Tries `ways` in order after the environment variable `env` (not set); the first that
+/// works wins, else the error names every way and why it failed.
+fn first_that_works(service: &str, env: &str, ways: &[Way]) -> Result<Found, String> {
+    let skip = std::env::var(SKIP_VAR).unwrap_or_default();
+    let mut tried = vec![(env.to_owned(), "not set".to_owned())];
+    for way in ways {
+        if skip.split(',').any(|k| k.trim() == way.key) {
+            tried.push((way.what.to_owned(), format!("left out by {SKIP_VAR}")));
+            continue;
+        }
+        match (way.start)() {
+            Ok(found) => return Ok(found),
+            Err(why) => tried.push((way.what.to_owned(), why)),
+        }
+    }
+    Err(not_found(service, &tried))
+}
+
+/// Formats the "nothing found" error: one line per way tried, with its reason.
+fn not_found(service: &str, tried: &[(String, String)]) -> String {
+    let mut msg = format!("no {service} server found. Tried, in order:");
+    for (i, (way, why)) in tried.iter().enumerate() {
+        msg.push_str(&format!("\n  {}. {way}: {why}", i + 1));
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_every_way() {
+        let msg = not_found(
+            "PostgreSQL",
+            &[
+                ("LEASE_POSTGRES_URL".into(), "not set".into()),
+                ("127.0.0.1:5432".into(), "refused".into()),
+            ],
+        );
+        assert_eq!(
+            msg,
+            "no PostgreSQL server found. Tried, in order:\n  1. LEASE_POSTGRES_URL: not set\n  2. 127.0.0.1:5432: refused"
+        );
+    }
+
+    #[test]
+    fn temp_dirs_are_fresh() {
+        let a = temp_dir("test").expect("a");
+        let b = temp_dir("test").expect("b");
+        assert_ne!(a, b);
+        std::fs::remove_dir(&a).expect("rm a");
+        std::fs::remove_dir(&b).expect("rm b");
+    }
+}

@@ -1,0 +1,198 @@
+//! Counting test results from cargo test's `test result:` lines, and the summary table.
+
+use std::fmt::Write as _;
+
+/// Test counts of one or more `test result:` lines.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Tests that passed.
+    pub passed: u64,
+    /// Tests that failed.
+    pub failed: u64,
+    /// Tests marked `#[ignore]` that did not run.
+    pub ignored: u64,
+}
+
+impl Counts {
+    /// Adds `other` to these counts.
+    pub fn add(&mut self, other: Counts) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.ignored += other.ignored;
+    }
+}
+
+/// Parses libtest's closing line of one test binary, for example
+/// `test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.03s`.
+/// `None` for any other line.
+pub fn parse_result_line(line: &str) -> Option<Counts> {
+    let (_, rest) = line.split_once("test result:")?;
+    let mut counts = Counts::default();
+    let mut seen = false;
+    for part in rest.split(';') {
+        let mut words = part.split_whitespace().rev();
+        let (Some(label), Some(number)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Ok(n) = number.parse::<u64>() else {
+            continue;
+        };
+        match label {
+            "passed" => counts.passed = n,
+            "failed" => counts.failed = n,
+            "ignored" => counts.ignored = n,
+            _ => continue,
+        }
+        seen = true;
+    }
+    seen.then_some(counts)
+}
+
+/// One row of the summary: a backend's counts, wall time and what went wrong, if anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Backend name.
+    pub name: String,
+    /// Summed counts of its test binaries.
+    pub counts: Counts,
+    /// Wall time of its `cargo test`, build included.
+    pub seconds: f64,
+    /// Why the row failed beyond failed tests (build failure, missing server), if it did.
+    pub problem: Option<String>,
+}
+
+impl Row {
+    /// Failures this row adds to the total: its failed tests, or 1 when it failed without a
+    /// failed test (a build error or a missing server must not read as success).
+    pub fn failures(&self) -> u64 {
+        if self.problem.is_some() && self.counts.failed == 0 {
+            1
+        } else {
+            self.counts.failed
+        }
+    }
+}
+
+/// The totals line, exactly `N passed, M failed, K skipped` (skipped = ignored tests).
+pub fn totals_line(rows: &[Row], failed_checks: u64) -> String {
+    let passed: u64 = rows.iter().map(|r| r.counts.passed).sum();
+    let failed: u64 = rows.iter().map(Row::failures).sum::<u64>() + failed_checks;
+    let skipped: u64 = rows.iter().map(|r| r.counts.ignored).sum();
+    format!("{passed} passed, {failed} failed, {skipped} skipped")
+}
+
+/// The summary table: backend, passed, failed, ignored, seconds, and a status note.
+pub fn table(rows: &[Row]) -> String {
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(7);
+    let mut out = format!(
+        "{:<width$}  {:>6}  {:>6}  {:>7}  {:>7}  status\n",
+        "backend", "passed", "failed", "ignored", "seconds"
+    );
+    for r in rows {
+        let status = match &r.problem {
+            None if r.counts.failed == 0 => "ok".to_owned(),
+            None => "FAILED".to_owned(),
+            Some(p) => format!("FAILED: {p}"),
+        };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>6}  {:>6}  {:>7}  {:>7.1}  {status}",
+            r.name,
+            r.counts.passed,
+            r.failures(),
+            r.counts.ignored,
+            r.seconds
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ok_and_failed_lines() {
+        assert_eq!(
+            parse_result_line(
+                "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.03s"
+            ),
+            Some(Counts {
+                passed: 12,
+                failed: 0,
+                ignored: 1
+            })
+        );
+        assert_eq!(
+            parse_result_line(
+                "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 5 filtered out; finished in 1.20s"
+            ),
+            Some(Counts {
+                passed: 3,
+                failed: 2,
+                ignored: 0
+            })
+        );
+        assert_eq!(
+            parse_result_line(
+                "test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s"
+            ),
+            Some(Counts::default())
+        );
+    }
+
+    #[test]
+    fn ignores_other_lines() {
+        assert_eq!(parse_result_line("test foo::bar ... ok"), None);
+        assert_eq!(parse_result_line("running 3 tests"), None);
+        assert_eq!(parse_result_line("test result: garbage"), None);
+        assert_eq!(parse_result_line(""), None);
+    }
+
+    #[test]
+    fn a_failed_build_counts_as_one_failure() {
+        let rows = vec![
+            Row {
+                name: "memory".into(),
+                counts: Counts {
+                    passed: 40,
+                    failed: 0,
+                    ignored: 2,
+                },
+                seconds: 3.0,
+                problem: None,
+            },
+            Row {
+                name: "postgres".into(),
+                counts: Counts::default(),
+                seconds: 0.0,
+                problem: Some("no PostgreSQL server found".into()),
+            },
+            Row {
+                name: "redis".into(),
+                counts: Counts {
+                    passed: 5,
+                    failed: 2,
+                    ignored: 0,
+                },
+                seconds: 1.0,
+                problem: Some("cargo test exited with 101".into()),
+            },
+        ];
+        assert_eq!(totals_line(&rows, 0), "45 passed, 3 failed, 2 skipped");
+        assert_eq!(totals_line(&rows, 1), "45 passed, 4 failed, 2 skipped");
+        let table = table(&rows);
+        assert!(
+            table.starts_with("backend   passed  failed  ignored  seconds  status\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("memory        40       0        2      3.0  ok\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("postgres       0       1        0      0.0  FAILED: no PostgreSQL"),
+            "{table}"
+        );
+    }
+}

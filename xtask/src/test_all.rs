@@ -1,0 +1,267 @@
+//! `cargo xtask test-all`: format check, clippy, every backend's tests, a summary.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::cleanup;
+use crate::matrix::{self, Backend};
+use crate::services::{Found, Service, url};
+use crate::summary::{self, Counts, Row};
+
+/// Usage text of the command.
+pub const USAGE: &str = "\
+usage: cargo xtask test-all [--backend NAME]...
+
+Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`,
+then each backend's tests, then prints a summary. With --backend (repeatable) only the named
+backends run. Exits non-zero if anything failed.
+
+PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
+on 127.0.0.1:5432 / 6379; a throwaway server from local binaries (initdb+pg_ctl, run as user
+postgres via runuser when root / redis-server); a docker container (postgres:16 / redis:7).
+A backend whose server cannot be found fails the run: it is never skipped.
+XTASK_SKIP_WAYS=local,binaries,docker (any of them) leaves ways out, to try the later ones.";
+
+/// Parsed command line.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `--backend` names, in the order given.
+    pub backends: Vec<String>,
+}
+
+/// Parses the arguments after `test-all`.
+pub fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut backends = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--backend" {
+            let name = it.next().ok_or("--backend needs a name")?;
+            backends.push(name.clone());
+        } else if let Some(name) = arg.strip_prefix("--backend=") {
+            backends.push(name.to_owned());
+        } else {
+            return Err(format!("unexpected argument {arg:?}"));
+        }
+    }
+    Ok(Options { backends })
+}
+
+fn cargo(root: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root);
+    cmd
+}
+
+fn banner(text: &str) {
+    println!("\n==> {text}");
+    let _ = std::io::stdout().flush();
+}
+
+/// Runs a check (fmt, clippy) with inherited output; returns whether it passed and its time.
+fn check(root: &Path, label: &str, args: &[&str]) -> (bool, f64) {
+    banner(&format!("{label}: cargo {}", args.join(" ")));
+    let started = Instant::now();
+    let mut cmd = cargo(root);
+    cmd.args(args);
+    let ok = match cmd.spawn() {
+        Ok(mut child) => {
+            cleanup::set_child(Some(child.id()));
+            let status = child.wait();
+            cleanup::set_child(None);
+            status.is_ok_and(|s| s.success())
+        }
+        Err(e) => {
+            eprintln!("xtask: cannot run cargo: {e}");
+            false
+        }
+    };
+    (ok, started.elapsed().as_secs_f64())
+}
+
+/// Runs `cargo test` for one backend, echoing its output and counting `test result:` lines.
+fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
+    let mut args = vec!["test", "--no-fail-fast"];
+    args.extend(backend.cargo_test);
+    banner(&format!("{}: cargo {}", backend.name, args.join(" ")));
+    let started = Instant::now();
+    let mut counts = Counts::default();
+    let mut cmd = cargo(root);
+    cmd.args(&args).stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let problem = match cmd.spawn() {
+        Err(e) => Some(format!("cannot run cargo: {e}")),
+        Ok(mut child) => {
+            cleanup::set_child(Some(child.id()));
+            if let Some(stdout) = child.stdout.take() {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    println!("{line}");
+                    if let Some(c) = summary::parse_result_line(&line) {
+                        counts.add(c);
+                    }
+                }
+            }
+            let status = child.wait();
+            cleanup::set_child(None);
+            match status {
+                Ok(s) if s.success() => None,
+                Ok(s) if counts.failed > 0 => Some(format!("cargo test {s}")),
+                Ok(s) => Some(format!("cargo test {s} with no failed test (build error?)")),
+                Err(e) => Some(format!("waiting for cargo: {e}")),
+            }
+        }
+    };
+    Row {
+        name: backend.name.to_owned(),
+        counts,
+        seconds: started.elapsed().as_secs_f64(),
+        problem,
+    }
+}
+
+/// Finds every server the selected backends need, printing which way each was found.
+fn discover(selected: &[Backend]) -> BTreeMap<Service, Result<Found, String>> {
+    let mut found = BTreeMap::new();
+    let needed: Vec<Service> = selected
+        .iter()
+        .flat_map(|b| b.services.iter().copied())
+        .collect();
+    for service in needed {
+        if found.contains_key(&service) {
+            continue;
+        }
+        banner(&format!("finding {}", service.name()));
+        let started = Instant::now();
+        let result = service.discover();
+        match &result {
+            Ok(f) => println!(
+                "{}: found via {} -> {} ({:.1}s)",
+                service.name(),
+                f.how,
+                url::redact(&f.url),
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) => println!("{}: NOT FOUND: {e}", service.name()),
+        }
+        found.insert(service, result);
+    }
+    found
+}
+
+/// Runs the whole sequence; returns true when everything passed.
+pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
+    let selected = matrix::select(&options.backends)?;
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let started = Instant::now();
+    println!(
+        "xtask test-all: backends {}{}",
+        selected
+            .iter()
+            .map(|b| b.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        if ci { " (CI)" } else { "" }
+    );
+
+    let services = discover(&selected);
+
+    let mut checks = Vec::new();
+    for (label, args) in [
+        ("fmt", &["fmt", "--all", "--check"][..]),
+        (
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ][..],
+        ),
+    ] {
+        let (ok, secs) = check(root, label, args);
+        checks.push((label, ok, secs));
+    }
+
+    let mut rows = Vec::new();
+    for backend in &selected {
+        let mut env = Vec::new();
+        let mut missing = Vec::new();
+        for service in backend.services {
+            match services.get(service) {
+                Some(Ok(found)) => env.push((service.env_var(), found.url.clone())),
+                Some(Err(_)) | None => missing.push(service.name()),
+            }
+        }
+        if missing.is_empty() {
+            rows.push(run_backend(root, backend, &env));
+        } else {
+            rows.push(Row {
+                name: backend.name.to_owned(),
+                counts: Counts::default(),
+                seconds: 0.0,
+                problem: Some(format!("no {} server (see above)", missing.join(", "))),
+            });
+        }
+    }
+    drop(services);
+
+    banner("summary");
+    for (label, ok, secs) in &checks {
+        println!(
+            "{label:<7} {:>6}  {secs:.1}s",
+            if *ok { "ok" } else { "FAILED" }
+        );
+    }
+    println!();
+    print!("{}", summary::table(&rows));
+    let failed_checks = checks.iter().filter(|(_, ok, _)| !ok).count() as u64;
+    let all_ok = failed_checks == 0 && rows.iter().all(|r| r.failures() == 0);
+    if rows
+        .iter()
+        .any(|r| r.problem.as_deref().is_some_and(|p| p.starts_with("no ")))
+        && !ci
+    {
+        let others: Vec<_> = rows
+            .iter()
+            .filter(|r| r.problem.is_none())
+            .map(|r| format!("--backend {}", r.name))
+            .collect();
+        println!(
+            "\nA server was not found. Start one (see above), or leave its backend out: \
+             cargo xtask test-all {}",
+            others.join(" ")
+        );
+    }
+    println!("\ntotal time {:.1}s", started.elapsed().as_secs_f64());
+    println!("{}", summary::totals_line(&rows, failed_checks));
+    Ok(all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn backend_flags_in_both_spellings() {
+        assert_eq!(parse_args(&[]), Ok(Options { backends: vec![] }));
+        assert_eq!(
+            parse_args(&args(&["--backend", "memory", "--backend=facade"])),
+            Ok(Options {
+                backends: args(&["memory", "facade"])
+            })
+        );
+        assert!(parse_args(&args(&["--backend"])).is_err());
+        assert!(parse_args(&args(&["--verbose"])).is_err());
+    }
+}
