@@ -4,9 +4,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    LeaseBackend,
-    ManualClock, RedeliveryPolicy,
+    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
+    Fenced, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock, RedeliveryPolicy, Result,
+    StepKey, StepWrite, Timestamp,
 };
 
 use crate::harness::Harness;
@@ -19,6 +19,60 @@ pub fn test_policy() -> RedeliveryPolicy {
 
 /// Lease duration used by the cases.
 pub const LEASE: Duration = Duration::from_secs(30);
+
+/// `t` plus `d`.
+pub fn plus(t: Timestamp, d: Duration) -> Timestamp {
+    t.saturating_add(d)
+}
+
+/// `t` plus `ms` milliseconds (negative moves back).
+pub fn plus_ms(t: Timestamp, ms: i64) -> Timestamp {
+    Timestamp::from_millis(t.as_millis() + ms)
+}
+
+/// One millisecond before `t`: the last instant at which a gate opening at `t` is still shut.
+pub fn just_before(t: Timestamp) -> Timestamp {
+    plus_ms(t, -1)
+}
+
+/// Canonical JSON from text (panics on invalid test input, which is a bug in the suite).
+pub fn json(text: &str) -> Json {
+    Json::parse("test payload", text).expect("valid test JSON")
+}
+
+/// A step key (panics on invalid test input).
+pub fn key(s: &str) -> StepKey {
+    StepKey::new(s).expect("valid test step key")
+}
+
+/// A finished step write of attempt 0 with `response` (JSON text).
+pub fn step(step_key: &str, response: &str) -> StepWrite {
+    StepWrite {
+        step_key: key(step_key),
+        step_attempt: 0,
+        done: true,
+        response: json(response),
+    }
+}
+
+/// Awaits a spawned task, re-raising its panic in the case.
+pub async fn join<T>(handle: tokio::task::JoinHandle<T>) -> T {
+    match handle.await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("spawned task failed: {e}"),
+    }
+}
+
+/// What a case compares before and after an operation that must change nothing: the
+/// effective record and every step record of one execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// `get` of the execution.
+    pub record: Option<ExecutionRecord>,
+    /// `list_steps` of the execution.
+    pub steps: Vec<HeapRecord>,
+}
 
 /// One case's world: a fresh store, its clock, and helpers.
 pub struct Ctx<H: Harness> {
@@ -46,6 +100,16 @@ impl<H: Harness> Ctx<H> {
         ExecutionId::new(s).expect("valid test id")
     }
 
+    /// The manual clock's now (what the backend reads).
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Sets the manual clock to `t`.
+    pub fn set_clock(&self, t: Timestamp) {
+        self.clock.set(t);
+    }
+
     /// Admits `id` on the first connection.
     pub async fn admit(&self, id: &str) -> ExecutionRecord {
         self.backend()
@@ -54,16 +118,35 @@ impl<H: Harness> Ctx<H> {
             .expect("admit")
     }
 
-    /// Claims with the clock's now, limit and [`LEASE`].
-    pub async fn claim(&self, b: &impl LeaseBackend, limit: usize) -> Vec<ExecutionLease> {
-        let now = b.now().await.expect("now");
+    /// `claim_due` with every argument explicit; the raw result.
+    pub async fn try_claim(
+        &self,
+        b: &impl LeaseBackend,
+        now: Timestamp,
+        limit: usize,
+        duration: Duration,
+    ) -> Result<Vec<ExecutionLease>> {
         b.claim_due(ClaimRequest {
             now,
             limit,
-            duration: LEASE,
+            duration,
         })
         .await
-        .expect("claim_due")
+    }
+
+    /// Claims with the clock's now, limit and [`LEASE`].
+    pub async fn claim(&self, b: &impl LeaseBackend, limit: usize) -> Vec<ExecutionLease> {
+        let now = b.now().await.expect("now");
+        self.try_claim(b, now, limit, LEASE)
+            .await
+            .expect("claim_due")
+    }
+
+    /// Claims on a fresh peer and asserts nothing is claimable.
+    pub async fn assert_nothing_claimable(&self, why: &str) {
+        let peer = self.peer().await;
+        let got = self.claim(&peer, 1000).await;
+        assert!(got.is_empty(), "{why}: expected no lease, got {got:?}");
     }
 
     /// Claims exactly one lease, for `id`.
@@ -77,6 +160,22 @@ impl<H: Harness> Ctx<H> {
         mine.into_iter().next().expect("one lease")
     }
 
+    /// Claims on `b` and asserts the result is exactly one lease, for `id`.
+    pub async fn claim_only(&self, b: &impl LeaseBackend, id: &str) -> ExecutionLease {
+        let leases = self.claim(b, 1000).await;
+        assert_eq!(
+            leases.len(),
+            1,
+            "expected exactly one lease (for {id}), got {leases:?}"
+        );
+        assert_eq!(
+            leases[0].execution_id.as_str(),
+            id,
+            "lease for the wrong execution"
+        );
+        leases.into_iter().next().expect("one lease")
+    }
+
     /// The effective record of `id`.
     pub async fn get(&self, id: &str) -> ExecutionRecord {
         self.backend()
@@ -86,9 +185,60 @@ impl<H: Harness> Ctx<H> {
             .expect("record exists")
     }
 
+    /// The effective record of `id`, or `None`.
+    pub async fn try_get(&self, id: &str) -> Option<ExecutionRecord> {
+        self.backend().get(&self.id(id)).await.expect("get")
+    }
+
+    /// Every step record of `id`.
+    pub async fn steps(&self, id: &str) -> Vec<HeapRecord> {
+        self.backend()
+            .list_steps(&self.id(id))
+            .await
+            .expect("list_steps")
+    }
+
+    /// The record and steps of `id`, for before/after comparisons.
+    pub async fn snapshot(&self, id: &str) -> Snapshot {
+        Snapshot {
+            record: self.try_get(id).await,
+            steps: self.steps(id).await,
+        }
+    }
+
+    /// A fenced step write on `b`.
+    pub async fn write(
+        &self,
+        b: &impl LeaseBackend,
+        lease: &ExecutionLease,
+        step_key: &str,
+        response: &str,
+    ) -> Fenced<HeapRecord> {
+        b.write_step(lease, &step(step_key, response))
+            .await
+            .expect("write_step")
+    }
+
     /// Moves the shared manual clock forward.
     pub fn advance(&self, d: Duration) {
         self.clock.advance(d);
+    }
+
+    /// Lets `stale` expire unrenewed, waits out the redelivery delay, and claims the execution
+    /// on a fresh peer: the new current lease (asserted to carry a higher token).
+    pub async fn reclaim(&self, stale: &ExecutionLease) -> (H::Backend, ExecutionLease) {
+        let id = stale.execution_id.as_str().to_owned();
+        self.set_clock(stale.expires_at);
+        let unacked = self.get(&id).await.unacknowledged_deliveries;
+        assert!(unacked >= 1, "an expired lease counts as unacknowledged");
+        self.set_clock(plus(stale.expires_at, self.policy.delay(unacked)));
+        let peer = self.peer().await;
+        let current = self.claim_only(&peer, &id).await;
+        assert!(
+            current.token > stale.token,
+            "a reclaim issues a higher token"
+        );
+        (peer, current)
     }
 }
 
@@ -108,7 +258,9 @@ where
     rt.block_on(async move {
         let clock = ManualClock::starting_now();
         let policy = test_policy();
-        let harness = H::setup(clock.clone(), policy).await.expect("harness setup");
+        let harness = H::setup(clock.clone(), policy)
+            .await
+            .expect("harness setup");
         let ctx = std::sync::Arc::new(Ctx {
             harness,
             clock,
@@ -128,6 +280,9 @@ where
             }
             panic!("case task failed: {e}");
         }
-        assert!(!leaked, "the case left tasks holding its context; store not torn down");
+        assert!(
+            !leaked,
+            "the case left tasks holding its context; store not torn down"
+        );
     });
 }

@@ -23,8 +23,130 @@ pub use harness::Harness;
 #[macro_export]
 macro_rules! conformance_tests {
     ($harness:ty) => {
+        // leases.rs
+        $crate::__case!(
+            $harness,
+            leases,
+            two_peers_claim_concurrently_exactly_one_lease
+        );
         $crate::__case!($harness, leases, claim_sets_status_running);
         $crate::__case!($harness, leases, expired_lease_claimable_with_higher_token);
+        $crate::__case!(
+            $harness,
+            leases,
+            expiry_after_suspended_delivery_returns_to_suspended
+        );
+        $crate::__case!($harness, leases, expiry_before_any_ack_returns_to_admitted);
+        $crate::__case!($harness, leases, renewal_keeps_lease_past_original_expiry);
+        $crate::__case!($harness, leases, renewal_with_stale_token_is_lost);
+        $crate::__case!(
+            $harness,
+            leases,
+            released_lease_claimable_after_delay_with_higher_token
+        );
+        $crate::__case!($harness, leases, ack_suspended_with_wake_due_at_wake);
+        $crate::__case!($harness, leases, ack_suspended_without_wake_not_due);
+        $crate::__case!($harness, leases, crashed_worker_redelivered_after_expiry);
+        $crate::__case!($harness, leases, peers_claim_batch_each_leased_once);
+        // fencing.rs
+        $crate::__case!($harness, fencing, stale_step_write_after_reclaim_is_lost);
+        $crate::__case!($harness, fencing, stale_ack_after_reclaim_is_lost);
+        $crate::__case!($harness, fencing, paused_holder_every_fenced_write_lost);
+        $crate::__case!(
+            $harness,
+            fencing,
+            current_holder_rewrite_keeps_recorded_value
+        );
+        $crate::__case!($harness, fencing, stale_store_update_applies_once);
+        $crate::__case!($harness, fencing, stale_start_returns_same_target);
+        $crate::__case!(
+            $harness,
+            fencing,
+            stale_wake_causes_at_most_one_extra_delivery
+        );
+        $crate::__case!($harness, fencing, stale_wake_does_not_change_outcome);
+        $crate::__case!($harness, fencing, stale_writes_race_reclaim_atomically);
+        // redelivery.rs
+        $crate::__case!($harness, redelivery, release_increments_unacked_and_delays);
+        $crate::__case!($harness, redelivery, repeated_release_delays_never_shrink);
+        $crate::__case!($harness, redelivery, expiry_after_release_counts_both);
+        $crate::__case!($harness, redelivery, ack_after_releases_resets_unacked);
+        // semantics.rs
+        $crate::__case!($harness, semantics, admit_is_idempotent);
+        $crate::__case!($harness, semantics, admit_while_running_changes_nothing);
+        $crate::__case!(
+            $harness,
+            semantics,
+            get_effective_view_after_expiry_admitted
+        );
+        $crate::__case!(
+            $harness,
+            semantics,
+            get_effective_view_after_expiry_suspended
+        );
+        $crate::__case!($harness, semantics, wake_during_lease_deferred_to_ack);
+        $crate::__case!($harness, semantics, wake_during_lease_kept_by_release);
+        $crate::__case!($harness, semantics, wake_during_lease_kept_by_expiry);
+        $crate::__case!($harness, semantics, wake_outside_lease_makes_due);
+        $crate::__case!($harness, semantics, wake_on_terminal_is_noop);
+        $crate::__case!(
+            $harness,
+            semantics,
+            renew_after_expiry_without_reclaim_succeeds
+        );
+        $crate::__case!(
+            $harness,
+            semantics,
+            write_step_after_expiry_without_reclaim_accepted
+        );
+        $crate::__case!($harness, semantics, fenced_writes_after_release_lost);
+        $crate::__case!($harness, semantics, fenced_writes_after_ack_lost);
+        $crate::__case!($harness, semantics, ack_completed_is_terminal);
+        $crate::__case!($harness, semantics, ack_failed_is_terminal);
+        $crate::__case!($harness, semantics, claim_respects_limit_and_order);
+        $crate::__case!(
+            $harness,
+            semantics,
+            claim_with_future_now_uses_backend_clock
+        );
+        $crate::__case!($harness, semantics, claim_with_past_now_uses_request_now);
+        $crate::__case!($harness, semantics, tokens_unique_and_increasing);
+        $crate::__case!($harness, semantics, list_failing_most_failing_first);
+        $crate::__case!($harness, semantics, renew_extends_from_backend_now);
+        $crate::__case!($harness, semantics, backend_now_reads_injected_clock);
+        $crate::__case!($harness, semantics, write_step_records_and_reads_back);
+        // store.rs
+        $crate::__case!($harness, store, get_or_create_idempotent_by_identity);
+        $crate::__case!($harness, store, store_put);
+        $crate::__case!($harness, store, store_delete);
+        $crate::__case!($harness, store, store_compare_and_set_match);
+        $crate::__case!($harness, store, store_compare_and_set_mismatch);
+        $crate::__case!($harness, store, store_compare_and_set_expected_absent);
+        $crate::__case!($harness, store, store_take_if_matches_match);
+        $crate::__case!($harness, store, store_take_if_matches_mismatch);
+        $crate::__case!($harness, store, store_repeated_receipt_replays_outcome);
+        $crate::__case!($harness, store, store_receipt_is_store_execution_step);
+        $crate::__case!($harness, store, store_update_unknown_store);
+        $crate::__case!($harness, store, start_idempotent_by_request_id);
+        // bad_input.rs
+        $crate::__case!($harness, bad_input, names_empty_or_over_255_bytes_rejected);
+        $crate::__case!($harness, bad_input, names_of_255_bytes_round_trip);
+        $crate::__case!($harness, bad_input, claim_duration_out_of_range_rejected);
+        $crate::__case!($harness, bad_input, renew_duration_out_of_range_rejected);
+        $crate::__case!($harness, bad_input, claim_limit_out_of_range_rejected);
+        $crate::__case!(
+            $harness,
+            bad_input,
+            list_failing_limit_out_of_range_rejected
+        );
+        $crate::__case!($harness, bad_input, unknown_execution_lease_rejected);
+        $crate::__case!($harness, bad_input, foreign_token_rejected);
+        $crate::__case!($harness, bad_input, token_zero_rejected);
+        $crate::__case!($harness, bad_input, payload_too_large_rejected);
+        $crate::__case!($harness, bad_input, malformed_json_rejected);
+        $crate::__case!($harness, bad_input, request_wake_unknown_execution_rejected);
+        $crate::__case!($harness, bad_input, start_existing_target_rejected);
+        // dispatcher.rs: RFC 002 "Dispatcher tests" rows that need a dispatcher go here.
     };
 }
 

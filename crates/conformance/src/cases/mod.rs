@@ -1,3 +1,13 @@
 //! The cases, one plain async function per RFC row or design rule, grouped by table.
+//!
+//! Every case is `pub async fn name<H: Harness>(ctx: Arc<Ctx<H>>)` and is listed once in
+//! [`crate::conformance_tests!`]. Test names are global to the invoking file, so a case's
+//! name must be unique across these modules.
 
+pub mod bad_input;
+pub mod fencing;
 pub mod leases;
+pub mod redelivery;
+pub mod semantics;
+pub mod store;
+// `dispatcher` (RFC 002 "Dispatcher tests" that need a dispatcher) is added separately.
