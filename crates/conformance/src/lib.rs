@@ -147,6 +147,7 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, bad_input, request_wake_unknown_execution_rejected);
         $crate::__case!($harness, bad_input, start_existing_target_rejected);
         // dispatcher.rs: RFC 002 "Dispatcher tests" rows that need a dispatcher go here.
+        $crate::__dispatcher_cases!($harness);
     };
 }
 
