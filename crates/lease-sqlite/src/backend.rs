@@ -1,0 +1,282 @@
+//! [`SqliteBackend`]: the lease-core client traits over one SQLite connection thread.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::limits::{MAX_ID_BYTES, check_limit};
+use lease_core::time::lease_millis;
+use lease_core::{
+    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseError, Result, StartClient,
+    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
+    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+};
+use rusqlite::Transaction;
+
+use crate::config::SqliteConfig;
+use crate::conn::ConnHandle;
+use crate::error::OpResult;
+use crate::scope::Scope;
+use crate::{executions, schema, starts, steps, stores, tx};
+
+/// The SQLite lease backend: implements every lease-core client trait, so it is a
+/// [`lease_core::LeaseBackend`].
+///
+/// Each handle owns one connection on its own OS thread; clones share that connection
+/// (operations queue on it), [`SqliteBackend::peer`] opens another one to the same
+/// database, as a second runtime process would. Every mutating operation is one
+/// `BEGIN IMMEDIATE` transaction, so the fencing check and the write it guards are atomic
+/// across every connection and process sharing the file (RFC 002 "Fencing").
+#[derive(Clone)]
+pub struct SqliteBackend {
+    conn: ConnHandle,
+    scope: Arc<Scope>,
+    config: Arc<SqliteConfig>,
+}
+
+impl fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("location", &self.config.location)
+            .field("namespace", &self.scope.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_namespace(namespace: &str) -> Result<()> {
+    if namespace.is_empty() {
+        return Err(LeaseError::invalid("namespace", "must not be empty"));
+    }
+    if namespace.len() > MAX_ID_BYTES {
+        return Err(LeaseError::invalid(
+            "namespace",
+            format!(
+                "{} bytes, over the limit of {MAX_ID_BYTES}",
+                namespace.len()
+            ),
+        ));
+    }
+    if namespace.chars().any(char::is_control) {
+        return Err(LeaseError::invalid(
+            "namespace",
+            "must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the database, migrates its schema and starts the
+    /// connection thread.
+    ///
+    /// Fails with [`LeaseError::Schema`] when the file is not a SQLite database, belongs to
+    /// another product, or has a newer schema version; with `InvalidInput` for a bad
+    /// namespace; with `Unavailable` when the database stays locked.
+    pub async fn open(config: SqliteConfig) -> Result<Self> {
+        check_namespace(&config.namespace)?;
+        let location = config.location.clone();
+        let busy_timeout = config.busy_timeout;
+        let conn = ConnHandle::spawn(move || schema::open(&location, busy_timeout)).await?;
+        let scope = Arc::new(Scope {
+            namespace: config.namespace.clone(),
+            clock: config.clock.clone(),
+            policy: config.policy,
+        });
+        Ok(SqliteBackend {
+            conn,
+            scope,
+            config: Arc::new(config),
+        })
+    }
+
+    /// A new connection (own thread) to the same database, namespace, clock and policy
+    /// (the createPeer model).
+    pub async fn peer(&self) -> Result<Self> {
+        Self::open((*self.config).clone()).await
+    }
+
+    /// The namespace this handle reads and writes.
+    pub fn namespace(&self) -> &str {
+        &self.scope.namespace
+    }
+
+    async fn write<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
+    ) -> Result<T> {
+        let scope = self.scope.clone();
+        self.conn
+            .call(operation, move |conn| {
+                tx::write(conn, operation, |tx| f(tx, &scope))
+            })
+            .await
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
+    ) -> Result<T> {
+        let scope = self.scope.clone();
+        self.conn
+            .call(operation, move |conn| {
+                tx::read(conn, operation, |tx| f(tx, &scope))
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl ExecutionClient for SqliteBackend {
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        let admission = admission.clone();
+        self.write("admit", move |tx, s| executions::admit(tx, s, &admission))
+            .await
+    }
+
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let id = id.clone();
+        self.read("get", move |tx, s| executions::get(tx, s, &id))
+            .await
+    }
+
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_failing", move |tx, s| {
+            executions::list_failing(tx, s, min, limit)
+        })
+        .await
+    }
+
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        let id = id.clone();
+        self.write("request_wake", move |tx, s| {
+            executions::request_wake(tx, s, &id, at)
+        })
+        .await
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let lease_ms = request.validate()?;
+        self.write("claim_due", move |tx, s| {
+            executions::claim_due(tx, s, request.now, request.limit, lease_ms)
+        })
+        .await
+    }
+
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let lease = lease.clone();
+        self.write("renew", move |tx, s| {
+            executions::renew(tx, s, &lease, lease_ms)
+        })
+        .await
+    }
+
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let lease = lease.clone();
+        self.write("release", move |tx, s| executions::release(tx, s, &lease))
+            .await
+    }
+
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let lease = lease.clone();
+        let outcome = outcome.clone();
+        self.write("acknowledge", move |tx, s| {
+            executions::acknowledge(tx, s, &lease, &outcome)
+        })
+        .await
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.scope.now())
+    }
+}
+
+#[async_trait]
+impl HeapClient for SqliteBackend {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let lease = lease.clone();
+        let write = write.clone();
+        self.write("write_step", move |tx, s| {
+            steps::write_step(tx, s, &lease, &write)
+        })
+        .await
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let id = id.clone();
+        let step_key = step_key.clone();
+        self.read("read_step", move |tx, s| {
+            steps::read_step(tx, s, &id, &step_key, step_attempt)
+        })
+        .await
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        let id = id.clone();
+        self.read("list_steps", move |tx, s| steps::list_steps(tx, s, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl StoreClient for SqliteBackend {
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot> {
+        let store = store.clone();
+        let initial = initial.to_vec();
+        self.write("get_or_create", move |tx, s| {
+            stores::get_or_create(tx, s, &store, &initial)
+        })
+        .await
+    }
+
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
+        let store = store.clone();
+        let key = key.clone();
+        self.read("read_entry", move |tx, s| {
+            stores::read_entry(tx, s, &store, &key)
+        })
+        .await
+    }
+
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        let receipt = receipt.clone();
+        let op = op.clone();
+        self.write("update", move |tx, s| stores::update(tx, s, &receipt, &op))
+            .await
+    }
+}
+
+#[async_trait]
+impl StartClient for SqliteBackend {
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        let request = request.clone();
+        self.write("start", move |tx, s| starts::start(tx, s, &request))
+            .await
+    }
+}

@@ -1,0 +1,123 @@
+//! How to open a SQLite lease store: where it lives, which namespace, clock and policy.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::{RedeliveryPolicy, SharedClock, SystemClock};
+
+/// Default `busy_timeout`: how long one attempt waits for another connection's write lock.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The namespace used when none is configured.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Where the database lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    /// A database file; other processes may open the same file.
+    File(PathBuf),
+    /// A named in-memory database shared by every connection of this process that opens
+    /// the same name; it disappears when its last connection closes.
+    Memory(String),
+}
+
+impl Location {
+    /// A human-readable name for errors.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Location::File(path) => path.display().to_string(),
+            Location::Memory(name) => format!("in-memory database {name}"),
+        }
+    }
+}
+
+/// Configuration of a [`crate::SqliteBackend`] (plain owned-self setters).
+///
+/// ```
+/// use std::time::Duration;
+/// use lease_sqlite::SqliteConfig;
+///
+/// let config = SqliteConfig::file("/tmp/leases.db")
+///     .namespace("billing")
+///     .busy_timeout(Duration::from_secs(2));
+/// # let _ = config;
+/// ```
+#[derive(Clone)]
+pub struct SqliteConfig {
+    pub(crate) location: Location,
+    pub(crate) namespace: String,
+    pub(crate) clock: SharedClock,
+    pub(crate) policy: RedeliveryPolicy,
+    pub(crate) busy_timeout: Duration,
+}
+
+impl SqliteConfig {
+    /// A database file at `path`, created (with the schema) if missing. Several processes
+    /// and peers may open the same file; writes serialise on SQLite's write lock.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self::at(Location::File(path.into()))
+    }
+
+    /// A fresh named in-memory database, private to this process. Handles made by
+    /// [`crate::SqliteBackend::peer`] open the same database; it disappears when the
+    /// last handle is dropped. Nothing is durable.
+    pub fn in_memory() -> Self {
+        Self::at(Location::Memory(format!("lease-{}", uuid::Uuid::new_v4())))
+    }
+
+    fn at(location: Location) -> Self {
+        SqliteConfig {
+            location,
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            clock: Arc::new(SystemClock),
+            policy: RedeliveryPolicy::default(),
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        }
+    }
+
+    /// The namespace (default `"default"`): executions, tokens, steps, stores and starts
+    /// of different namespaces in one file never see each other, and each namespace has
+    /// its own token counter (RFC 002: tokens rise per backend namespace).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// The authoritative clock for claims, renewals and releases (default: the system
+    /// clock; tests inject a [`lease_core::ManualClock`]). Every process sharing a file
+    /// should read the same clock: on one machine the system clock is that clock.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The redelivery policy (RFC 002 "Redelivery delay"). Every handle on a namespace
+    /// should use the same policy: the gate a delivery's end sets is computed with the
+    /// policy of the handle that wrote it, and a claim also checks its own.
+    pub fn policy(mut self, policy: RedeliveryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How long one attempt waits on another connection's lock (SQLite `busy_timeout`,
+    /// default 5 s) before the backend's own short bounded retry; after that the
+    /// operation fails with [`lease_core::LeaseError::Unavailable`] and changed nothing.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+impl fmt::Debug for SqliteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteConfig")
+            .field("location", &self.location)
+            .field("namespace", &self.namespace)
+            .field("clock", &self.clock)
+            .field("policy", &self.policy)
+            .field("busy_timeout", &self.busy_timeout)
+            .finish()
+    }
+}

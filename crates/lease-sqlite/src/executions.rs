@@ -1,0 +1,246 @@
+//! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
+//! caller opened: load the row, apply lease-core's state machine, write the row back.
+
+use std::collections::BTreeMap;
+
+use lease_core::{
+    Acknowledged, Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, FencingToken,
+    Timestamp, WorkflowRunOutcome,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::OpResult;
+use crate::rows::{self, COLUMNS, RawExecution, claim_keys, read_raw};
+use crate::scope::Scope;
+
+/// `admit`: creates the execution unless it exists; returns the effective record.
+pub(crate) fn admit(
+    conn: &Connection,
+    scope: &Scope,
+    admission: &Admission,
+) -> OpResult<ExecutionRecord> {
+    let now = scope.now();
+    if let Some(existing) = rows::load(conn, &scope.namespace, &admission.id)? {
+        return Ok(existing.effective(now));
+    }
+    let record = ExecutionRecord::admitted(admission, now);
+    rows::insert(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(record.effective(now))
+}
+
+/// `get`: the effective record.
+pub(crate) fn get(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+) -> OpResult<Option<ExecutionRecord>> {
+    let now = scope.now();
+    Ok(rows::load(conn, &scope.namespace, id)?.map(|r| r.effective(now)))
+}
+
+/// `list_failing`: effective `unacknowledged_deliveries >= max(min, 1)`, most failing first,
+/// then id. Reads the top `limit` rows by stored count through an index, plus every running
+/// row whose lease has expired (its effective count is one higher); merging the two is exact.
+pub(crate) fn list_failing(
+    conn: &Connection,
+    scope: &Scope,
+    min: u32,
+    limit: usize,
+) -> OpResult<Vec<ExecutionRecord>> {
+    let now = scope.now();
+    let min = i64::from(min.max(1));
+    let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut raw: Vec<RawExecution> = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM lease_executions
+             WHERE namespace = ?1 AND unacknowledged > 0 AND unacknowledged >= ?2
+             ORDER BY unacknowledged DESC, id LIMIT ?3"
+        ))?
+        .query_map(params![scope.namespace, min, limit_sql], read_raw)?
+        .collect::<rusqlite::Result<_>>()?;
+    let expired = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM lease_executions
+             WHERE namespace = ?1 AND status = 'running' AND unacknowledged + 1 >= ?2
+               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)"
+        ))?
+        .query_map(params![scope.namespace, min, now.as_millis()], read_raw)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    raw.extend(expired);
+    let mut by_id = BTreeMap::new();
+    for r in raw {
+        let r = r.into_record()?.effective(now);
+        if i64::from(r.unacknowledged_deliveries) >= min {
+            by_id.insert(r.id.clone(), r);
+        }
+    }
+    let mut out: Vec<ExecutionRecord> = by_id.into_values().collect();
+    out.sort_by(|a, b| {
+        b.unacknowledged_deliveries
+            .cmp(&a.unacknowledged_deliveries)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// `request_wake` (unfenced).
+pub(crate) fn request_wake(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    at: Timestamp,
+) -> OpResult<()> {
+    let mut record = rows::load_required(conn, &scope.namespace, id)?;
+    let before = record.clone();
+    record.request_wake(at);
+    if record != before {
+        rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    }
+    Ok(())
+}
+
+fn last_token(conn: &Connection, namespace: &str) -> OpResult<FencingToken> {
+    let raw: Option<i64> = conn
+        .prepare_cached("SELECT last_token FROM lease_counters WHERE namespace = ?1")?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    rows::token_from_sql(raw.unwrap_or(0))
+}
+
+fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> OpResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO lease_counters (namespace, last_token) VALUES (?1, ?2)
+         ON CONFLICT (namespace) DO UPDATE SET last_token = excluded.last_token",
+    )?
+    .execute(params![namespace, rows::token_to_sql(token)?])?;
+    Ok(())
+}
+
+/// Candidates per index page when claiming.
+const PAGE_MIN: usize = 16;
+
+/// `claim_due`: walks the claim index in (due, id) order over rows whose `claimable_at` is
+/// at most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
+/// policy), and claims until `limit`. Tokens come from the namespace's one counter.
+pub(crate) fn claim_due(
+    conn: &Connection,
+    scope: &Scope,
+    requested_now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Vec<ExecutionLease>> {
+    let now = requested_now.min(scope.now());
+    let ns = scope.namespace.as_str();
+    let page = limit.max(PAGE_MIN);
+    let page_sql = i64::try_from(page).unwrap_or(i64::MAX);
+    let mut token = last_token(conn, ns)?;
+    let first_token = token;
+    let mut leases = Vec::with_capacity(limit);
+    let mut after: Option<(i64, String)> = None;
+    loop {
+        let raw: Vec<RawExecution> = match &after {
+            None => conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM lease_executions
+                     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
+                     ORDER BY claim_due_at, id LIMIT ?3"
+                ))?
+                .query_map(params![ns, now.as_millis(), page_sql], read_raw)?
+                .collect::<rusqlite::Result<_>>()?,
+            Some((due, id)) => conn
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM lease_executions
+                     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
+                       AND (claim_due_at, id) > (?4, ?5)
+                     ORDER BY claim_due_at, id LIMIT ?3"
+                ))?
+                .query_map(params![ns, now.as_millis(), page_sql, due, id], read_raw)?
+                .collect::<rusqlite::Result<_>>()?,
+        };
+        let fetched = raw.len();
+        for r in raw {
+            let stored = r.into_record()?;
+            let (due, _) = claim_keys(&stored, &scope.policy);
+            after = Some((
+                due.map_or(i64::MIN, Timestamp::as_millis),
+                stored.id.to_string(),
+            ));
+            let mut record = stored.effective(now);
+            if !record.claimable(now, &scope.policy) {
+                continue;
+            }
+            token = FencingToken::new(token.get().saturating_add(1));
+            leases.push(record.claim(now, lease_ms, token));
+            rows::save(conn, ns, &record, &scope.policy)?;
+            if leases.len() == limit {
+                break;
+            }
+        }
+        if leases.len() == limit || fetched < page {
+            break;
+        }
+    }
+    if token != first_token {
+        store_last_token(conn, ns, token)?;
+    }
+    Ok(leases)
+}
+
+/// Loads the record a lease names and checks it (`holds`): `None` when lost.
+fn held(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<Option<ExecutionRecord>> {
+    let record = rows::load_required(conn, &scope.namespace, &lease.execution_id)?;
+    Ok(if record.holds(lease)? {
+        Some(record)
+    } else {
+        None
+    })
+}
+
+/// `renew` (fenced): extends from the backend clock's now.
+pub(crate) fn renew(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    lease_ms: i64,
+) -> OpResult<Fenced<ExecutionLease>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Fenced::Lost);
+    };
+    let renewed = record.renew(scope.now(), lease_ms);
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Fenced::Accepted(renewed))
+}
+
+/// `release` (fenced): ends the delivery unacknowledged.
+pub(crate) fn release(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<Fenced<()>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Fenced::Lost);
+    };
+    record.release(scope.now());
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Fenced::Accepted(()))
+}
+
+/// `acknowledge` (fenced): ends the delivery with an outcome.
+pub(crate) fn acknowledge(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    outcome: &WorkflowRunOutcome,
+) -> OpResult<Fenced<Acknowledged>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Fenced::Lost);
+    };
+    let acknowledged = record.acknowledge(scope.now(), outcome);
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Fenced::Accepted(acknowledged))
+}

@@ -1,0 +1,337 @@
+//! Execution rows: reading and writing [`ExecutionRecord`]s, and the two derived columns
+//! that let `claim_due` find candidates through an index instead of scanning.
+
+use lease_core::{
+    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, Json,
+    LeaseError, RedeliveryPolicy, Timestamp, WorkflowName,
+};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::error::{OpError, OpResult};
+
+/// The columns [`read_raw`] expects, in order.
+pub(crate) const COLUMNS: &str = "id, workflow, input, status, token, lease_expires_at, due_at, \
+     wake_after_claim, unacknowledged, last_delivery_ended_at, ever_suspended, outcome";
+
+/// An execution row as stored, before validation.
+pub(crate) struct RawExecution {
+    id: String,
+    workflow: Option<String>,
+    input: Option<String>,
+    status: String,
+    token: i64,
+    lease_expires_at: Option<i64>,
+    due_at: Option<i64>,
+    wake_after_claim: Option<i64>,
+    unacknowledged: i64,
+    last_delivery_ended_at: Option<i64>,
+    ever_suspended: bool,
+    outcome: Option<String>,
+}
+
+/// Reads the [`COLUMNS`] of a row (for use inside `query_map`).
+pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
+    Ok(RawExecution {
+        id: row.get(0)?,
+        workflow: row.get(1)?,
+        input: row.get(2)?,
+        status: row.get(3)?,
+        token: row.get(4)?,
+        lease_expires_at: row.get(5)?,
+        due_at: row.get(6)?,
+        wake_after_claim: row.get(7)?,
+        unacknowledged: row.get(8)?,
+        last_delivery_ended_at: row.get(9)?,
+        ever_suspended: row.get(10)?,
+        outcome: row.get(11)?,
+    })
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> OpError {
+    OpError::Corrupt(format!("stored {what} is invalid: {e}"))
+}
+
+fn ts(v: Option<i64>) -> Option<Timestamp> {
+    v.map(Timestamp::from_millis)
+}
+
+fn ms(v: Option<Timestamp>) -> Option<i64> {
+    v.map(Timestamp::as_millis)
+}
+
+/// Converts a token to its stored form.
+pub(crate) fn token_to_sql(token: FencingToken) -> OpResult<i64> {
+    i64::try_from(token.get()).map_err(|e| corrupt("token", e))
+}
+
+/// Converts a stored token.
+pub(crate) fn token_from_sql(raw: i64) -> OpResult<FencingToken> {
+    u64::try_from(raw)
+        .map(FencingToken::new)
+        .map_err(|e| corrupt("token", e))
+}
+
+impl RawExecution {
+    /// Validates the row into a record; `Protocol` (via [`OpError::Corrupt`]) when any
+    /// field is not something this library writes.
+    pub(crate) fn into_record(self) -> OpResult<ExecutionRecord> {
+        let status: ExecutionStatus = self
+            .status
+            .parse()
+            .map_err(|e: LeaseError| corrupt("status", e))?;
+        let outcome = match (status, self.outcome) {
+            (ExecutionStatus::Completed, Some(v)) => {
+                Some(ExecutionOutcome::Completed(Json::from_stored(v)))
+            }
+            (ExecutionStatus::Failed, Some(v)) => {
+                Some(ExecutionOutcome::Failed(Json::from_stored(v)))
+            }
+            (s, None) if s.is_terminal() => {
+                return Err(corrupt(
+                    "outcome",
+                    format!("{s} execution without an outcome"),
+                ));
+            }
+            (_, None) => None,
+            (s, Some(_)) => {
+                return Err(corrupt("outcome", format!("{s} execution with an outcome")));
+            }
+        };
+        Ok(ExecutionRecord {
+            id: ExecutionId::new(self.id).map_err(|e| corrupt("execution id", e))?,
+            workflow: self
+                .workflow
+                .map(WorkflowName::new)
+                .transpose()
+                .map_err(|e| corrupt("workflow", e))?,
+            input: self.input.map(Json::from_stored),
+            status,
+            token: token_from_sql(self.token)?,
+            lease_expires_at: ts(self.lease_expires_at),
+            due_at: ts(self.due_at),
+            wake_after_claim: ts(self.wake_after_claim),
+            unacknowledged_deliveries: u32::try_from(self.unacknowledged)
+                .map_err(|e| corrupt("unacknowledged_deliveries", e))?,
+            last_delivery_ended_at: ts(self.last_delivery_ended_at),
+            ever_suspended: self.ever_suspended,
+            outcome,
+        })
+    }
+}
+
+/// The derived claim columns of a stored record:
+///
+/// * `claim_due_at`: the due time the record is ordered by when claimed (for a running
+///   record, the due time its lease's expiry would leave: `min(due_at, wake_after_claim)`);
+/// * `claimable_at`: the earliest instant `t` at which `record.effective(t).claimable(t)`
+///   holds, assuming no further write; `None` when never (terminal, not due, or a running
+///   record without expiry).
+///
+/// `claimable_at <= now` is then exactly "claimable at now" (unit-tested against the state
+/// machine), so `claim_due` selects candidates with an index range scan.
+pub(crate) fn claim_keys(
+    r: &ExecutionRecord,
+    policy: &RedeliveryPolicy,
+) -> (Option<Timestamp>, Option<Timestamp>) {
+    if r.status.is_terminal() {
+        return (None, None);
+    }
+    if r.status == ExecutionStatus::Running {
+        let Some(expiry) = r.lease_expires_at else {
+            // effective() would end it "now" and gate it from then on: never claimable.
+            return (None, None);
+        };
+        let due = match (r.due_at, r.wake_after_claim) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let gate =
+            expiry.saturating_add(policy.delay(r.unacknowledged_deliveries.saturating_add(1)));
+        return (due, due.map(|d| d.max(gate)));
+    }
+    let due = r.due_at;
+    let gate = r.redelivery_not_before(policy);
+    (due, due.map(|d| gate.map_or(d, |g| d.max(g))))
+}
+
+/// Loads the stored (not effective) record.
+pub(crate) fn load(
+    conn: &Connection,
+    namespace: &str,
+    id: &ExecutionId,
+) -> OpResult<Option<ExecutionRecord>> {
+    let raw = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM lease_executions WHERE namespace = ?1 AND id = ?2"
+        ))?
+        .query_row(params![namespace, id.as_str()], read_raw)
+        .optional()?;
+    raw.map(RawExecution::into_record).transpose()
+}
+
+/// Loads the stored record or fails with `UnknownExecution`.
+pub(crate) fn load_required(
+    conn: &Connection,
+    namespace: &str,
+    id: &ExecutionId,
+) -> OpResult<ExecutionRecord> {
+    load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
+}
+
+/// Inserts a new record.
+pub(crate) fn insert(
+    conn: &Connection,
+    namespace: &str,
+    r: &ExecutionRecord,
+    policy: &RedeliveryPolicy,
+) -> OpResult<()> {
+    let (claim_due_at, claimable_at) = claim_keys(r, policy);
+    conn.prepare_cached(
+        "INSERT INTO lease_executions (namespace, id, workflow, input, status, token,
+             lease_expires_at, due_at, wake_after_claim, unacknowledged,
+             last_delivery_ended_at, ever_suspended, outcome, claim_due_at, claimable_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )?
+    .execute(params![
+        namespace,
+        r.id.as_str(),
+        r.workflow.as_ref().map(WorkflowName::as_str),
+        r.input.as_ref().map(Json::as_str),
+        r.status.as_str(),
+        token_to_sql(r.token)?,
+        ms(r.lease_expires_at),
+        ms(r.due_at),
+        ms(r.wake_after_claim),
+        i64::from(r.unacknowledged_deliveries),
+        ms(r.last_delivery_ended_at),
+        r.ever_suspended,
+        outcome_text(r),
+        ms(claim_due_at),
+        ms(claimable_at),
+    ])?;
+    Ok(())
+}
+
+fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
+    r.outcome.as_ref().map(|o| match o {
+        ExecutionOutcome::Completed(v) | ExecutionOutcome::Failed(v) => v.as_str(),
+    })
+}
+
+/// Writes back every mutable field of a record loaded in the same transaction.
+pub(crate) fn save(
+    conn: &Connection,
+    namespace: &str,
+    r: &ExecutionRecord,
+    policy: &RedeliveryPolicy,
+) -> OpResult<()> {
+    let (claim_due_at, claimable_at) = claim_keys(r, policy);
+    let changed = conn
+        .prepare_cached(
+            "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
+                 due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
+                 last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
+                 claim_due_at = ?12, claimable_at = ?13
+             WHERE namespace = ?1 AND id = ?2",
+        )?
+        .execute(params![
+            namespace,
+            r.id.as_str(),
+            r.status.as_str(),
+            token_to_sql(r.token)?,
+            ms(r.lease_expires_at),
+            ms(r.due_at),
+            ms(r.wake_after_claim),
+            i64::from(r.unacknowledged_deliveries),
+            ms(r.last_delivery_ended_at),
+            r.ever_suspended,
+            outcome_text(r),
+            ms(claim_due_at),
+            ms(claimable_at),
+        ])?;
+    if changed != 1 {
+        return Err(OpError::Corrupt(format!(
+            "execution {} vanished inside its transaction",
+            r.id
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lease_core::{Admission, WorkflowRunOutcome};
+
+    use super::*;
+
+    fn policy() -> RedeliveryPolicy {
+        RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_millis(1600))
+            .expect("valid policy")
+    }
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn check_exact(r: &ExecutionRecord, label: &str) {
+        let p = policy();
+        let (_, at) = claim_keys(r, &p);
+        for now in (0..6_000)
+            .step_by(7)
+            .chain([999, 1000, 1001, 1100, 1101, 1300, 1301])
+        {
+            let now = t(now);
+            let claimable = r.effective(now).claimable(now, &p);
+            let predicted = at.is_some_and(|a| a <= now);
+            assert_eq!(
+                claimable, predicted,
+                "{label}: now={now:?} claimable_at={at:?} record={r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn claimable_at_is_exact_for_every_state() {
+        let p = policy();
+        let id = ExecutionId::new("x").expect("id");
+        let fresh = ExecutionRecord::admitted(&Admission::new(id), t(500));
+        check_exact(&fresh, "admitted");
+
+        let mut running = fresh.clone();
+        running.claim(t(600), 400, FencingToken::new(1));
+        check_exact(&running, "running");
+        running.request_wake(t(50));
+        check_exact(&running, "running with an earlier wake");
+
+        let mut released = running.clone();
+        released.release(t(700));
+        check_exact(&released, "released once");
+        let mut twice = released.effective(t(5_000));
+        twice.claim(t(5_000), 1, FencingToken::new(2));
+        check_exact(&twice, "running after a release");
+        twice.release(t(1_000));
+        check_exact(&twice, "released twice");
+
+        let mut suspended = running.clone();
+        suspended.acknowledge(t(800), &WorkflowRunOutcome::Suspended);
+        check_exact(&suspended, "suspended with a wake");
+        let mut idle = fresh.clone();
+        idle.claim(t(600), 400, FencingToken::new(1));
+        idle.acknowledge(t(650), &WorkflowRunOutcome::Suspended);
+        check_exact(&idle, "suspended without a wake");
+        idle.request_wake(t(2_000));
+        check_exact(&idle, "woken later");
+
+        let mut done = fresh.clone();
+        done.claim(t(600), 400, FencingToken::new(1));
+        done.acknowledge(t(650), &WorkflowRunOutcome::Completed(Json::null()));
+        check_exact(&done, "completed");
+
+        let mut no_expiry = fresh;
+        no_expiry.status = ExecutionStatus::Running;
+        check_exact(&no_expiry, "running without expiry");
+        let _ = p;
+    }
+}

@@ -1,0 +1,303 @@
+//! Opening a connection and the embedded, versioned schema.
+//!
+//! Every table is prefixed `lease_`. `lease_meta` holds the product marker and the schema
+//! version. Opening a database:
+//!
+//! * with no `lease_` tables: creates the schema (and, if the database is otherwise
+//!   empty, stamps SQLite's `application_id` header with [`APPLICATION_ID`]);
+//! * at an older version: applies the missing migrations;
+//! * at a newer version, with a marker or `application_id` of another product, with `lease_`
+//!   tables but no marker, or a file that is not a SQLite database: fails with
+//!   [`LeaseError::Schema`] and changes nothing.
+//!
+//! All of it runs in one `BEGIN IMMEDIATE` transaction, so two processes opening a new file
+//! at once serialise: the second finds the schema the first created.
+
+use std::time::Duration;
+
+use lease_core::{LeaseError, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
+
+use crate::config::Location;
+use crate::error::{OpError, OpResult, is_busy, is_not_a_database, sqlite_error};
+use crate::tx;
+
+/// The product marker stored in `lease_meta`.
+pub const PRODUCT: &str = "execution-leases";
+
+/// The schema version this library writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// SQLite `application_id` stamped on databases this library created ("LSE1").
+pub const APPLICATION_ID: i32 = 0x4C53_4531;
+
+/// Statement cache size per connection (every statement uses `prepare_cached`).
+const STATEMENT_CACHE: usize = 64;
+
+/// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1];
+
+const V1: &str = r#"
+CREATE TABLE lease_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE lease_counters (
+    namespace  TEXT PRIMARY KEY NOT NULL,
+    last_token INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE lease_executions (
+    namespace              TEXT NOT NULL,
+    id                     TEXT NOT NULL,
+    workflow               TEXT,
+    input                  TEXT,
+    status                 TEXT NOT NULL,
+    token                  INTEGER NOT NULL,
+    lease_expires_at       INTEGER,
+    due_at                 INTEGER,
+    wake_after_claim       INTEGER,
+    unacknowledged         INTEGER NOT NULL,
+    last_delivery_ended_at INTEGER,
+    ever_suspended         INTEGER NOT NULL,
+    outcome                TEXT,
+    -- Derived on every write (see rows.rs): the due time the record would be claimed with,
+    -- and the earliest time it becomes claimable absent further writes (NULL: never).
+    claim_due_at           INTEGER,
+    claimable_at           INTEGER,
+    UNIQUE (namespace, id)
+);
+CREATE INDEX lease_executions_claim
+    ON lease_executions (namespace, claim_due_at, id, claimable_at)
+    WHERE claimable_at IS NOT NULL;
+CREATE INDEX lease_executions_failing
+    ON lease_executions (namespace, unacknowledged DESC, id)
+    WHERE unacknowledged > 0;
+CREATE INDEX lease_executions_running
+    ON lease_executions (namespace, lease_expires_at)
+    WHERE status = 'running';
+
+CREATE TABLE lease_steps (
+    namespace    TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    step_key     TEXT NOT NULL,
+    step_attempt INTEGER NOT NULL,
+    done         INTEGER NOT NULL,
+    response     TEXT NOT NULL,
+    token        INTEGER NOT NULL,
+    UNIQUE (namespace, execution_id, step_key, step_attempt)
+);
+
+CREATE TABLE lease_stores (
+    namespace TEXT NOT NULL,
+    store     TEXT NOT NULL,
+    PRIMARY KEY (namespace, store)
+) WITHOUT ROWID;
+
+CREATE TABLE lease_store_entries (
+    namespace TEXT NOT NULL,
+    store     TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    UNIQUE (namespace, store, key)
+);
+
+CREATE TABLE lease_store_receipts (
+    namespace    TEXT NOT NULL,
+    store        TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    step_key     TEXT NOT NULL,
+    applied      INTEGER NOT NULL,
+    previous     TEXT,
+    UNIQUE (namespace, store, execution_id, step_key)
+);
+
+CREATE TABLE lease_starts (
+    namespace  TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    PRIMARY KEY (namespace, request_id)
+) WITHOUT ROWID;
+"#;
+
+fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {
+    LeaseError::Schema {
+        location: location.describe(),
+        reason: reason.into(),
+    }
+}
+
+/// Maps an error met while opening: "not a database" is a schema mismatch.
+fn open_error(location: &Location, e: rusqlite::Error) -> LeaseError {
+    if is_not_a_database(&e) {
+        return schema_error(
+            location,
+            format!("not a SQLite database ({e}); refusing to touch it"),
+        );
+    }
+    sqlite_error("open", e)
+}
+
+/// Opens a connection, configures it and brings the schema to [`SCHEMA_VERSION`].
+pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connection> {
+    let mut conn = match location {
+        // No SQLITE_OPEN_URI: a path is a path, even one that starts with "file:".
+        Location::File(path) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+        // The memdb VFS shares a database whose name starts with '/' between every
+        // connection of the process, with ordinary locking (so busy_timeout applies).
+        Location::Memory(name) => {
+            Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), OpenFlags::default())
+        }
+    }
+    .map_err(|e| open_error(location, e))?;
+    conn.busy_timeout(busy_timeout)
+        .map_err(|e| open_error(location, e))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    if matches!(location, Location::File(_)) {
+        configure_file(&conn, location)?;
+    }
+    tx::write(&mut conn, "open", |tx| migrate(tx, location)).map_err(|e| match e {
+        LeaseError::Backend { source, .. }
+            if source
+                .downcast_ref::<rusqlite::Error>()
+                .is_some_and(is_not_a_database) =>
+        {
+            schema_error(location, format!("not a SQLite database ({source})"))
+        }
+        other => other,
+    })?;
+    Ok(conn)
+}
+
+/// WAL journal with `synchronous = NORMAL`: commits append to the WAL without fsync; the
+/// WAL is synced at checkpoints. A process crash loses nothing committed; a power loss or
+/// OS crash may lose the last transactions, never consistency (see the crate docs).
+fn configure_file(conn: &Connection, location: &Location) -> Result<()> {
+    let mut retries = 0;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Ok(mode) => break mode,
+            Err(e) if is_busy(&e) && retries < tx::BUSY_RETRIES => {
+                retries += 1;
+                std::thread::sleep(Duration::from_millis(1 << retries));
+            }
+            Err(e) => return Err(open_error(location, e)),
+        }
+    };
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(
+            location = %location.describe(),
+            mode,
+            "SQLite refused WAL mode; running with this journal mode instead"
+        );
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| open_error(location, e))?;
+    Ok(())
+}
+
+fn has_table(tx: &Transaction<'_>, name: &str) -> OpResult<bool> {
+    let n: i64 = tx.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |row| row.get(0),
+    )?;
+    Ok(n > 0)
+}
+
+fn meta(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<String>> {
+    tx.query_row(
+        "SELECT value FROM lease_meta WHERE key = ?1",
+        [key],
+        |row| row.get::<_, String>(0),
+    )
+    .optional()
+}
+
+fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> OpResult<()> {
+    tx.execute(
+        "INSERT INTO lease_meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [key, value],
+    )?;
+    Ok(())
+}
+
+fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
+    let fail = |reason: String| OpError::Lease(schema_error(location, reason));
+    let app_id: i32 = tx.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(fail(format!(
+            "the database belongs to another application (application_id {app_id:#x}, \
+             expected 0 or {APPLICATION_ID:#x})"
+        )));
+    }
+    let version = if has_table(tx, "lease_meta")? {
+        let unreadable = |e: rusqlite::Error| -> OpError {
+            if is_busy(&e) {
+                e.into()
+            } else {
+                fail(format!("lease_meta is unreadable: {e}"))
+            }
+        };
+        let product = meta(tx, "product").map_err(unreadable)?;
+        if product.as_deref() != Some(PRODUCT) {
+            return Err(fail(format!(
+                "lease_meta names product {:?}, not {PRODUCT:?}; refusing to use it",
+                product.unwrap_or_default()
+            )));
+        }
+        let raw = meta(tx, "schema_version").map_err(unreadable)?;
+        let version = raw
+            .as_deref()
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|v| *v >= 1)
+            .ok_or_else(|| fail(format!("lease_meta has no valid schema_version ({raw:?})")))?;
+        if version > SCHEMA_VERSION {
+            return Err(fail(format!(
+                "schema version {version} is newer than version {SCHEMA_VERSION} that this \
+                 lease-sqlite supports; upgrade the library, never downgrade a database"
+            )));
+        }
+        version
+    } else {
+        let leftovers: i64 = tx.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'lease\\_%' ESCAPE '\\'",
+            [],
+            |row| row.get(0),
+        )?;
+        if leftovers > 0 {
+            return Err(fail(
+                "lease_ tables exist but lease_meta (the version marker) does not; \
+                 refusing to guess what they are"
+                    .to_owned(),
+            ));
+        }
+        let objects: i64 =
+            tx.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
+        if objects == 0 {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        0
+    };
+    for (from, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.execute_batch(sql)?;
+        if from == 0 {
+            set_meta(tx, "product", PRODUCT)?;
+        }
+        let to = i64::try_from(from + 1).unwrap_or(SCHEMA_VERSION);
+        set_meta(tx, "schema_version", &to.to_string())?;
+        tracing::info!(location = %location.describe(), version = to, "lease schema migrated");
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Heap step records (RFC 002 `HeapClient`): fenced writes, plain reads.
+
+use lease_core::{ExecutionId, ExecutionLease, Fenced, HeapRecord, Json, StepKey, StepWrite};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::error::{OpError, OpResult};
+use crate::rows::{self, token_from_sql};
+use crate::scope::Scope;
+
+struct RawStep {
+    execution_id: String,
+    step_key: String,
+    step_attempt: i64,
+    done: bool,
+    response: String,
+    token: i64,
+}
+
+const STEP_COLUMNS: &str = "execution_id, step_key, step_attempt, done, response, token";
+
+fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawStep> {
+    Ok(RawStep {
+        execution_id: row.get(0)?,
+        step_key: row.get(1)?,
+        step_attempt: row.get(2)?,
+        done: row.get(3)?,
+        response: row.get(4)?,
+        token: row.get(5)?,
+    })
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> OpError {
+    OpError::Corrupt(format!("stored step {what} is invalid: {e}"))
+}
+
+impl RawStep {
+    fn into_record(self) -> OpResult<HeapRecord> {
+        Ok(HeapRecord {
+            execution_id: ExecutionId::new(self.execution_id)
+                .map_err(|e| corrupt("execution id", e))?,
+            step_key: StepKey::new(self.step_key).map_err(|e| corrupt("key", e))?,
+            step_attempt: u32::try_from(self.step_attempt).map_err(|e| corrupt("attempt", e))?,
+            done: self.done,
+            response: Json::from_stored(self.response),
+            token: token_from_sql(self.token)?,
+        })
+    }
+}
+
+/// `write_step` (fenced): when the lease holds, inserts the record unless one exists for
+/// (execution, key, attempt), and returns the stored record either way.
+pub(crate) fn write_step(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    write: &StepWrite,
+) -> OpResult<Fenced<HeapRecord>> {
+    let record = rows::load_required(conn, &scope.namespace, &lease.execution_id)?;
+    if !record.holds(lease)? {
+        return Ok(Fenced::Lost);
+    }
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO lease_steps
+                 (namespace, execution_id, step_key, step_attempt, done, response, token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (namespace, execution_id, step_key, step_attempt) DO NOTHING",
+        )?
+        .execute(params![
+            scope.namespace,
+            lease.execution_id.as_str(),
+            write.step_key.as_str(),
+            i64::from(write.step_attempt),
+            write.done,
+            write.response.as_str(),
+            rows::token_to_sql(lease.token)?,
+        ])?;
+    if inserted == 1 {
+        return Ok(Fenced::Accepted(HeapRecord::from_write(
+            &lease.execution_id,
+            lease.token,
+            write,
+        )));
+    }
+    let existing = read_step(
+        conn,
+        scope,
+        &lease.execution_id,
+        &write.step_key,
+        write.step_attempt,
+    )?
+    .ok_or_else(|| OpError::Corrupt("a conflicting step record is missing".to_owned()))?;
+    Ok(Fenced::Accepted(existing))
+}
+
+/// `read_step`.
+pub(crate) fn read_step(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    step_key: &StepKey,
+    step_attempt: u32,
+) -> OpResult<Option<HeapRecord>> {
+    conn.prepare_cached(&format!(
+        "SELECT {STEP_COLUMNS} FROM lease_steps
+         WHERE namespace = ?1 AND execution_id = ?2 AND step_key = ?3 AND step_attempt = ?4"
+    ))?
+    .query_row(
+        params![
+            scope.namespace,
+            id.as_str(),
+            step_key.as_str(),
+            i64::from(step_attempt)
+        ],
+        read_raw,
+    )
+    .optional()?
+    .map(RawStep::into_record)
+    .transpose()
+}
+
+/// `list_steps`: by step key (byte order, as `StepKey`'s `Ord`), then attempt.
+pub(crate) fn list_steps(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+) -> OpResult<Vec<HeapRecord>> {
+    let raw: Vec<RawStep> = conn
+        .prepare_cached(&format!(
+            "SELECT {STEP_COLUMNS} FROM lease_steps
+             WHERE namespace = ?1 AND execution_id = ?2
+             ORDER BY step_key, step_attempt"
+        ))?
+        .query_map(params![scope.namespace, id.as_str()], read_raw)?
+        .collect::<rusqlite::Result<_>>()?;
+    raw.into_iter().map(RawStep::into_record).collect()
+}

@@ -1,0 +1,111 @@
+//! Transactions with a bounded retry on SQLITE_BUSY / SQLITE_LOCKED.
+//!
+//! Every mutating operation is ONE `BEGIN IMMEDIATE` transaction (design.md section 3): the
+//! write lock is taken up front, so the token check and the write it guards can never be
+//! interleaved with another connection's claim. Reads run in one deferred (read)
+//! transaction, so a read made of several statements sees one snapshot.
+
+use std::time::Duration;
+
+use lease_core::{LeaseError, Result};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::error::{BACKEND, OpError, OpResult, is_busy, sqlite_error};
+
+/// Attempts after the first when a lock is busy. Each attempt already waits up to the
+/// configured `busy_timeout` inside SQLite; this retry covers what the busy handler does
+/// not (SQLITE_LOCKED, a busy COMMIT, WAL recovery).
+pub(crate) const BUSY_RETRIES: u32 = 4;
+
+enum Failure {
+    /// Lock contention: nothing happened; retry the whole transaction.
+    Busy(rusqlite::Error),
+    /// The operation failed before commit; rolled back.
+    Failed(OpError),
+    /// COMMIT itself failed with something other than contention.
+    Commit(rusqlite::Error),
+}
+
+fn classify(e: OpError) -> Failure {
+    match e {
+        OpError::Sqlite(e) if is_busy(&e) => Failure::Busy(e),
+        other => Failure::Failed(other),
+    }
+}
+
+fn attempt<T>(
+    conn: &mut Connection,
+    behavior: TransactionBehavior,
+    f: &mut impl FnMut(&Transaction<'_>) -> OpResult<T>,
+) -> std::result::Result<T, Failure> {
+    let tx = conn
+        .transaction_with_behavior(behavior)
+        .map_err(|e| classify(e.into()))?;
+    // On error `tx` is dropped here, which rolls back: nothing changed.
+    let value = f(&tx).map_err(classify)?;
+    match tx.commit() {
+        Ok(()) => Ok(value),
+        // A failed COMMIT leaves the transaction open; dropping it rolled it back.
+        Err(e) if is_busy(&e) => Err(Failure::Busy(e)),
+        Err(e) => Err(Failure::Commit(e)),
+    }
+}
+
+fn run<T>(
+    conn: &mut Connection,
+    operation: &'static str,
+    behavior: TransactionBehavior,
+    mut f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
+) -> Result<T> {
+    let mut retries = 0;
+    loop {
+        match attempt(conn, behavior, &mut f) {
+            Ok(value) => return Ok(value),
+            Err(Failure::Busy(e)) if retries < BUSY_RETRIES => {
+                tracing::debug!(operation, retries, error = %e, "sqlite busy; retrying");
+                std::thread::sleep(backoff(retries));
+                retries += 1;
+            }
+            Err(Failure::Busy(e)) => return Err(sqlite_error(operation, e)),
+            Err(Failure::Failed(e)) => return Err(e.into_lease(operation)),
+            Err(Failure::Commit(e)) if matches!(behavior, TransactionBehavior::Deferred) => {
+                return Err(sqlite_error(operation, e));
+            }
+            Err(Failure::Commit(e)) => {
+                return Err(LeaseError::OutcomeUnknown {
+                    backend: BACKEND,
+                    operation,
+                    source: Box::new(e),
+                });
+            }
+        }
+    }
+}
+
+/// 1, 2, 4, 8 ms plus up to 1 ms of jitter so retrying connections spread out.
+fn backoff(retry: u32) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() % 1_000_000)
+        .unwrap_or(0);
+    Duration::from_millis(1 << retry.min(6)) + Duration::from_nanos(u64::from(jitter))
+}
+
+/// Runs a mutating operation as one `BEGIN IMMEDIATE` transaction, retried (whole) on
+/// contention. Busy after the retries -> `Unavailable`; a COMMIT failure -> `OutcomeUnknown`.
+pub(crate) fn write<T>(
+    conn: &mut Connection,
+    operation: &'static str,
+    f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
+) -> Result<T> {
+    run(conn, operation, TransactionBehavior::Immediate, f)
+}
+
+/// Runs a read-only operation in one deferred transaction (one snapshot).
+pub(crate) fn read<T>(
+    conn: &mut Connection,
+    operation: &'static str,
+    f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
+) -> Result<T> {
+    run(conn, operation, TransactionBehavior::Deferred, f)
+}
