@@ -74,3 +74,57 @@ impl ConnHandle {
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn a_panicking_job_is_unavailable_and_the_connection_survives() {
+        runtime().block_on(async {
+            let conn = ConnHandle::spawn(|| {
+                Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e))
+            })
+            .await
+            .expect("spawn");
+            let err = conn
+                .call("boom", |_| -> Result<()> { panic!("job panics") })
+                .await
+                .expect_err("panicked job");
+            assert!(
+                matches!(
+                    err,
+                    LeaseError::Unavailable {
+                        operation: "boom",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            let one: i64 = conn
+                .call("select", |c| {
+                    c.query_row("SELECT 1", [], |r| r.get(0))
+                        .map_err(|e| crate::error::sqlite_error("select", e))
+                })
+                .await
+                .expect("still works");
+            assert_eq!(one, 1);
+        });
+    }
+
+    #[test]
+    fn a_failed_open_is_reported() {
+        runtime().block_on(async {
+            let err = ConnHandle::spawn(|| Err(LeaseError::invalid("test", "no")))
+                .await
+                .expect_err("open fails");
+            assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err:?}");
+        });
+    }
+}

@@ -10,7 +10,7 @@ use lease_core::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::OpResult;
-use crate::rows::{self, COLUMNS, RawExecution, claim_keys, read_raw};
+use crate::rows::{self, RawExecution, claim_keys, execution_columns, read_raw};
 use crate::scope::Scope;
 
 /// `admit`: creates the execution unless it exists; returns the effective record.
@@ -51,16 +51,20 @@ pub(crate) fn list_failing(
     let min = i64::from(min.max(1));
     let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut raw: Vec<RawExecution> = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM lease_executions
+        .prepare_cached(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM lease_executions
              WHERE namespace = ?1 AND unacknowledged > 0 AND unacknowledged >= ?2
              ORDER BY unacknowledged DESC, id LIMIT ?3"
         ))?
         .query_map(params![scope.namespace, min, limit_sql], read_raw)?
         .collect::<rusqlite::Result<_>>()?;
     let expired = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM lease_executions
+        .prepare_cached(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM lease_executions
              WHERE namespace = ?1 AND status = 'running' AND unacknowledged + 1 >= ?2
                AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)"
         ))?
@@ -117,6 +121,26 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
+/// Claim candidates, first page: an index range scan of `lease_executions_claim` in
+/// (due, id) order, filtered on the index's own `claimable_at` column.
+pub(crate) const CLAIM_FIRST: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM lease_executions
+     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
+     ORDER BY claim_due_at, id LIMIT ?3"
+);
+
+/// Claim candidates after the page ending at (?4, ?5).
+pub(crate) const CLAIM_NEXT: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM lease_executions
+     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
+       AND (claim_due_at, id) > (?4, ?5)
+     ORDER BY claim_due_at, id LIMIT ?3"
+);
+
 /// Candidates per index page when claiming.
 const PAGE_MIN: usize = 16;
 
@@ -141,20 +165,11 @@ pub(crate) fn claim_due(
     loop {
         let raw: Vec<RawExecution> = match &after {
             None => conn
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM lease_executions
-                     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
-                     ORDER BY claim_due_at, id LIMIT ?3"
-                ))?
+                .prepare_cached(CLAIM_FIRST)?
                 .query_map(params![ns, now.as_millis(), page_sql], read_raw)?
                 .collect::<rusqlite::Result<_>>()?,
             Some((due, id)) => conn
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM lease_executions
-                     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
-                       AND (claim_due_at, id) > (?4, ?5)
-                     ORDER BY claim_due_at, id LIMIT ?3"
-                ))?
+                .prepare_cached(CLAIM_NEXT)?
                 .query_map(params![ns, now.as_millis(), page_sql, due, id], read_raw)?
                 .collect::<rusqlite::Result<_>>()?,
         };
@@ -243,4 +258,40 @@ pub(crate) fn acknowledge(
     let acknowledged = record.acknowledge(scope.now(), outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Fenced::Accepted(acknowledged))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::config::Location;
+
+    fn plan(sql: &str, params: usize) -> String {
+        let conn = crate::schema::open(
+            &Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
+            Duration::from_secs(1),
+        )
+        .expect("open");
+        let args: Vec<i64> = vec![0; params];
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare");
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(args), |row| {
+                row.get::<_, String>(3)
+            })
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        rows.join(" | ")
+    }
+
+    #[test]
+    fn claims_use_the_claim_index_without_sorting() {
+        for (sql, params) in [(super::CLAIM_FIRST, 3), (super::CLAIM_NEXT, 5)] {
+            let plan = plan(sql, params);
+            assert!(plan.contains("lease_executions_claim"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+    }
 }

@@ -9,9 +9,14 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{OpError, OpResult};
 
-/// The columns [`read_raw`] expects, in order.
-pub(crate) const COLUMNS: &str = "id, workflow, input, status, token, lease_expires_at, due_at, \
-     wake_after_claim, unacknowledged, last_delivery_ended_at, ever_suspended, outcome";
+/// The columns [`read_raw`] expects, in order (a macro so SQL can be built with `concat!`).
+macro_rules! execution_columns {
+    () => {
+        "id, workflow, input, status, token, lease_expires_at, due_at, wake_after_claim, \
+         unacknowledged, last_delivery_ended_at, ever_suspended, outcome"
+    };
+}
+pub(crate) use execution_columns;
 
 /// An execution row as stored, before validation.
 pub(crate) struct RawExecution {
@@ -161,8 +166,10 @@ pub(crate) fn load(
     id: &ExecutionId,
 ) -> OpResult<Option<ExecutionRecord>> {
     let raw = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM lease_executions WHERE namespace = ?1 AND id = ?2"
+        .prepare_cached(concat!(
+            "SELECT ",
+            execution_columns!(),
+            " FROM lease_executions WHERE namespace = ?1 AND id = ?2"
         ))?
         .query_row(params![namespace, id.as_str()], read_raw)
         .optional()?;

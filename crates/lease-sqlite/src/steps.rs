@@ -16,7 +16,11 @@ struct RawStep {
     token: i64,
 }
 
-const STEP_COLUMNS: &str = "execution_id, step_key, step_attempt, done, response, token";
+macro_rules! step_columns {
+    () => {
+        "execution_id, step_key, step_attempt, done, response, token"
+    };
+}
 
 fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawStep> {
     Ok(RawStep {
@@ -101,8 +105,10 @@ pub(crate) fn read_step(
     step_key: &StepKey,
     step_attempt: u32,
 ) -> OpResult<Option<HeapRecord>> {
-    conn.prepare_cached(&format!(
-        "SELECT {STEP_COLUMNS} FROM lease_steps
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        step_columns!(),
+        " FROM lease_steps
          WHERE namespace = ?1 AND execution_id = ?2 AND step_key = ?3 AND step_attempt = ?4"
     ))?
     .query_row(
@@ -126,8 +132,10 @@ pub(crate) fn list_steps(
     id: &ExecutionId,
 ) -> OpResult<Vec<HeapRecord>> {
     let raw: Vec<RawStep> = conn
-        .prepare_cached(&format!(
-            "SELECT {STEP_COLUMNS} FROM lease_steps
+        .prepare_cached(concat!(
+            "SELECT ",
+            step_columns!(),
+            " FROM lease_steps
              WHERE namespace = ?1 AND execution_id = ?2
              ORDER BY step_key, step_attempt"
         ))?

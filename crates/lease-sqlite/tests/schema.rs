@@ -1,0 +1,245 @@
+//! Schema migration: fresh files, reopening, and every kind of database we must refuse.
+
+use lease_core::{Admission, ExecutionClient, ExecutionId, LeaseError};
+use lease_sqlite::schema::{APPLICATION_ID, PRODUCT, SCHEMA_VERSION};
+use lease_sqlite::{SqliteBackend, SqliteConfig};
+use rusqlite::Connection;
+
+fn id(s: &str) -> ExecutionId {
+    ExecutionId::new(s).expect("valid id")
+}
+
+fn meta(path: &std::path::Path, key: &str) -> Option<String> {
+    let conn = Connection::open(path).expect("raw open");
+    conn.query_row("SELECT value FROM lease_meta WHERE key = ?1", [key], |r| {
+        r.get(0)
+    })
+    .ok()
+}
+
+fn expect_schema_error(result: lease_core::Result<SqliteBackend>, needle: &str) -> String {
+    match result {
+        Err(LeaseError::Schema { location, reason }) => {
+            assert!(
+                reason.contains(needle),
+                "reason {reason:?} should mention {needle:?}"
+            );
+            format!("{location}: {reason}")
+        }
+        other => panic!("expected a schema error mentioning {needle:?}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn fresh_file_gets_the_schema_and_marker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fresh.db");
+    let backend = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    backend
+        .admit(&Admission::new(id("a")))
+        .await
+        .expect("admit");
+    assert_eq!(meta(&path, "product").as_deref(), Some(PRODUCT));
+    assert_eq!(
+        meta(&path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
+    let conn = Connection::open(&path).expect("raw open");
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .expect("application_id");
+    assert_eq!(app_id, APPLICATION_ID);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal_mode");
+    assert_eq!(mode, "wal");
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(names.iter().all(|n| n.starts_with("lease_")), "{names:?}");
+}
+
+#[tokio::test]
+async fn reopening_keeps_data_and_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("reopen.db");
+    let first = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    first
+        .admit(&Admission::new(id("kept")))
+        .await
+        .expect("admit");
+    drop(first);
+    let again = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("reopen");
+    assert!(again.get(&id("kept")).await.expect("get").is_some());
+    assert_eq!(
+        meta(&path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
+}
+
+#[tokio::test]
+async fn newer_schema_version_is_refused_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("newer.db");
+    drop(
+        SqliteBackend::open(SqliteConfig::file(&path))
+            .await
+            .expect("open"),
+    );
+    Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .expect("bump version");
+    let message = expect_schema_error(
+        SqliteBackend::open(SqliteConfig::file(&path)).await,
+        "newer",
+    );
+    assert!(message.contains("99"), "{message}");
+    assert_eq!(meta(&path, "schema_version").as_deref(), Some("99"));
+}
+
+#[tokio::test]
+async fn foreign_product_marker_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("foreign.db");
+    let conn = Connection::open(&path).expect("raw open");
+    conn.execute_batch(
+        "CREATE TABLE lease_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         INSERT INTO lease_meta VALUES ('product', 'someone-elses-lease-manager');
+         INSERT INTO lease_meta VALUES ('schema_version', '1');",
+    )
+    .expect("foreign schema");
+    drop(conn);
+    expect_schema_error(
+        SqliteBackend::open(SqliteConfig::file(&path)).await,
+        "someone-elses-lease-manager",
+    );
+}
+
+#[tokio::test]
+async fn foreign_application_id_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("app.db");
+    let conn = Connection::open(&path).expect("raw open");
+    conn.execute_batch("PRAGMA application_id = 42; CREATE TABLE theirs (x);")
+        .expect("foreign app");
+    drop(conn);
+    expect_schema_error(
+        SqliteBackend::open(SqliteConfig::file(&path)).await,
+        "another application",
+    );
+    let conn = Connection::open(&path).expect("raw open");
+    let ours: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'lease%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(ours, 0, "nothing was created in a foreign database");
+}
+
+#[tokio::test]
+async fn lease_tables_without_marker_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("half.db");
+    Connection::open(&path)
+        .expect("raw open")
+        .execute_batch("CREATE TABLE lease_executions (x);")
+        .expect("stray table");
+    expect_schema_error(
+        SqliteBackend::open(SqliteConfig::file(&path)).await,
+        "version marker",
+    );
+}
+
+#[tokio::test]
+async fn garbage_file_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("garbage.db");
+    let garbage: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 13) as u8).collect();
+    std::fs::write(&path, &garbage).expect("write garbage");
+    expect_schema_error(
+        SqliteBackend::open(SqliteConfig::file(&path)).await,
+        "not a SQLite database",
+    );
+    assert_eq!(std::fs::read(&path).expect("read back"), garbage);
+}
+
+#[tokio::test]
+async fn another_applications_database_can_host_the_schema() {
+    // A database with unrelated tables (and application_id 0) may host ours beside them:
+    // every table is prefixed `lease_`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shared.db");
+    Connection::open(&path)
+        .expect("raw open")
+        .execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY);")
+        .expect("their table");
+    let backend = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open beside another app's tables");
+    backend
+        .admit(&Admission::new(id("x")))
+        .await
+        .expect("admit");
+    let conn = Connection::open(&path).expect("raw open");
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .expect("application_id");
+    assert_eq!(app_id, 0, "the header of a shared database is left alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_opens_migrate_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("race.db");
+    let opens: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(SqliteBackend::open(SqliteConfig::file(path.clone()))))
+        .collect();
+    let mut backends = Vec::new();
+    for open in opens {
+        backends.push(open.await.expect("join").expect("every open succeeds"));
+    }
+    assert_eq!(
+        meta(&path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
+    for (i, b) in backends.iter().enumerate() {
+        b.admit(&Admission::new(id(&format!("e{i}"))))
+            .await
+            .expect("admit");
+    }
+}
+
+#[tokio::test]
+async fn bad_namespace_is_rejected() {
+    for bad in ["", "tab\there", &"n".repeat(300)] {
+        let err = SqliteBackend::open(SqliteConfig::in_memory().namespace(bad))
+            .await
+            .expect_err("bad namespace");
+        assert!(
+            matches!(
+                err,
+                LeaseError::InvalidInput {
+                    field: "namespace",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
