@@ -1,1 +1,59 @@
-//! The postgres backend (work in progress).
+//! RFC 002 execution leases on PostgreSQL (sqlx, tokio).
+//!
+//! [`PostgresBackend`] implements every lease-core client trait over one schema of a
+//! PostgreSQL database (15 or newer), so any number of runtime processes sharing that schema
+//! follow RFC 002: at most one live lease per execution, tokens that rise on every claim, and
+//! fenced writes that a stale holder cannot make.
+//!
+//! ```no_run
+//! # async fn demo() -> lease_core::Result<()> {
+//! use lease_postgres::{PostgresBackend, PostgresConfig};
+//! let backend = PostgresBackend::connect(
+//!     PostgresConfig::new("postgres://postgres@127.0.0.1:5432/test").schema("leases"),
+//! )
+//! .await?;
+//! let peer = backend.peer().await?; // a second process's view of the same store
+//! # let _ = peer; Ok(()) }
+//! ```
+//!
+//! How the RFC's rules map onto PostgreSQL:
+//!
+//! - **Schema**: every table, the token sequence and two SQL helper functions live in the
+//!   configured schema, created by embedded migrations (one transaction under an advisory
+//!   lock, version-checked; see [`SCHEMA_VERSION`]).
+//! - **Tokens** come from one sequence per schema, so they are unique across executions and
+//!   rise strictly per execution.
+//! - **Claim** is one `UPDATE ... FROM (SELECT ... WHERE claimable_at <= now ORDER BY due, id
+//!   LIMIT n FOR UPDATE SKIP LOCKED) RETURNING`. `claimable_at` is stored and kept current by
+//!   every write, so the inner select is one range scan of a partial index; the redelivery
+//!   gate is folded into it using the policy's delay table (`RedeliveryPolicy::table_ms`,
+//!   passed as a `bigint[]` parameter).
+//! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `acknowledge`, `renew`
+//!   and `release` lock it `FOR NO KEY UPDATE`. Both conflict with the claim's row lock and
+//!   the token is compared on the row version current after the lock is granted, in the same
+//!   statement as the write. No fenced write reads a clock.
+//! - **Time** is the database's `clock_timestamp()` (one clock for every process), unless a
+//!   clock is injected with [`PostgresConfig::clock`] for tests.
+//! - **Failures** are typed: see [`lease_core::LeaseError`]. Serialization failures and
+//!   deadlocks are retried; a connection lost after a write was sent is
+//!   [`lease_core::LeaseError::OutcomeUnknown`] and never retried (a claim is never run twice
+//!   for one call, so it cannot issue two tokens); reads are retried on a fresh connection.
+//!
+//! JSON payloads are stored as canonical text (not `jsonb`), so equality is byte equality as
+//! in every other backend.
+
+mod backend;
+mod config;
+mod error;
+mod execution;
+mod heap;
+mod migrate;
+mod rows;
+mod sql;
+mod store;
+
+pub use backend::PostgresBackend;
+pub use config::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresConfig,
+};
+pub use migrate::SCHEMA_VERSION;

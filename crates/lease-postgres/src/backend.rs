@@ -1,0 +1,205 @@
+//! [`PostgresBackend`]: the pool, the rendered statements, and the retry loop every
+//! operation runs in.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use lease_core::{LeaseError, Result, Timestamp};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, PgPool, Postgres};
+
+use crate::config::{PostgresConfig, quoted};
+use crate::error::{self, Attempt, Effect, Verdict};
+use crate::migrate;
+use crate::sql::Statements;
+
+/// The PostgreSQL lease backend: a `Clone` handle (one shared pool) implementing every
+/// lease-core client trait, so it is a [`lease_core::LeaseBackend`].
+///
+/// Every operation is one atomic step: one statement (claim, fenced writes, admit, start,
+/// ...) or, for store updates, one short transaction. Fenced writes lock the execution row
+/// in a mode that conflicts with the claim's `FOR UPDATE SKIP LOCKED` and compare the token
+/// of the row version current after the lock (design.md section 3).
+#[derive(Clone)]
+pub struct PostgresBackend {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
+    pub(crate) config: PostgresConfig,
+    pub(crate) sql: Statements,
+    /// `RedeliveryPolicy::table_ms()` as bigint parameters (clamped far beyond any real
+    /// delay so that `ended + delay` cannot overflow a bigint).
+    pub(crate) delays: Vec<i64>,
+}
+
+/// Longest redelivery delay the SQL sees: about 31,700 years.
+const MAX_DELAY_MS: i64 = 1_000_000_000_000_000;
+
+impl PostgresBackend {
+    /// Connects to the database, creates or upgrades the schema (embedded migrations under
+    /// an advisory lock) and returns the backend.
+    ///
+    /// Errors: [`LeaseError::InvalidInput`] for a bad URL or schema name,
+    /// [`LeaseError::Unavailable`] when the server cannot be reached,
+    /// [`LeaseError::Schema`] when the schema is newer than this library or not ours.
+    pub async fn connect(config: PostgresConfig) -> Result<Self> {
+        config.validate()?;
+        let mut options: PgConnectOptions = config
+            .url
+            .parse()
+            .map_err(|e| LeaseError::invalid("postgres url", format!("{e}")))?;
+        options = options.application_name("lease-postgres");
+        if let Some(timeout) = config.statement_timeout {
+            options =
+                options.options([("statement_timeout", format!("{}ms", timeout.as_millis()))]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .min_connections(0)
+            .acquire_timeout(config.acquire_timeout)
+            .connect_lazy_with(options);
+        let schema = quoted(&config.schema);
+        let delays = config
+            .policy
+            .table_ms()
+            .into_iter()
+            .map(|d| i64::try_from(d).unwrap_or(MAX_DELAY_MS).min(MAX_DELAY_MS))
+            .collect();
+        let backend = PostgresBackend {
+            inner: Arc::new(Inner {
+                pool,
+                sql: Statements::new(&schema),
+                config,
+                delays,
+            }),
+        };
+        let mut conn = backend.acquire("connect").await?;
+        migrate::migrate(&mut conn, &backend.inner.config.schema).await?;
+        Ok(backend)
+    }
+
+    /// A new backend on a NEW pool to the same schema, as a second runtime process would
+    /// open (the createPeer model). It shares the configuration, clock and policy.
+    pub async fn peer(&self) -> Result<Self> {
+        Self::connect(self.inner.config.clone()).await
+    }
+
+    /// Drops the schema with every table, the token sequence and all data (tests and
+    /// tenant removal). Other handles on the schema fail afterwards with
+    /// [`LeaseError::Schema`].
+    pub async fn drop_schema(&self) -> Result<()> {
+        let sql = self.inner.sql.drop_schema.clone();
+        self.run("drop_schema", Effect::IdempotentWrite, |mut conn| {
+            let sql = sql.clone();
+            async move {
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut *conn).await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Closes the pool: waits for checked-out connections to return, then closes them all.
+    /// Later operations on any clone fail with [`LeaseError::Unavailable`].
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    /// The schema this backend's tables live in.
+    pub fn schema(&self) -> &str {
+        &self.inner.config.schema
+    }
+
+    /// The underlying connection pool (for diagnostics; the tables are private to this
+    /// crate).
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The injected clock's now, or `None` when the database clock is used. Passed as the
+    /// `$clock` parameter of every statement that reads time.
+    pub(crate) fn clock_param(&self) -> Option<i64> {
+        self.inner
+            .config
+            .clock
+            .as_ref()
+            .map(|c| c.now().as_millis())
+    }
+
+    /// The current time of the backend's one clock.
+    pub(crate) async fn clock_now(&self) -> Result<Timestamp> {
+        if let Some(clock) = &self.inner.config.clock {
+            return Ok(clock.now());
+        }
+        let sql = self.inner.sql.now.clone();
+        let ms: i64 = self
+            .run("now", Effect::Read, |mut conn| {
+                let sql = sql.clone();
+                async move {
+                    let ms: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    Ok(ms)
+                }
+            })
+            .await?;
+        Ok(Timestamp::from_millis(ms))
+    }
+
+    /// A pooled connection; failing to get one is always [`LeaseError::Unavailable`].
+    pub(crate) async fn acquire(
+        &self,
+        operation: &'static str,
+    ) -> Result<PoolConnection<Postgres>> {
+        self.inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| error::acquire_failed(operation, e))
+    }
+
+    /// Runs one attempt of an operation per call of `attempt` on a fresh pooled
+    /// connection, retrying what [`error::classify`] calls retryable (at most
+    /// [`error::MAX_ATTEMPTS`] attempts) and reporting everything else as a typed error.
+    pub(crate) async fn run<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        effect: Effect,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut(PoolConnection<Postgres>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Attempt>>,
+    {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let conn = self.acquire(operation).await?;
+            let failure = match attempt(conn).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            match error::classify(operation, effect, failure) {
+                Verdict::Retry(e) if tries >= error::MAX_ATTEMPTS => return Err(e),
+                Verdict::Retry(e) => {
+                    tracing::debug!(operation, error = %e, tries, "retrying");
+                    tokio::time::sleep(error::backoff(tries)).await;
+                }
+                Verdict::Fail(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("schema", &self.inner.config.schema)
+            .field("clock", &self.inner.config.clock)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,310 @@
+//! [`ExecutionClient`] for [`PostgresBackend`]: admission, the effective record, wakes,
+//! claims and the fenced lease operations (RFC 002 "Leases", design.md section 2).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::limits::check_limit;
+use lease_core::time::lease_millis;
+use lease_core::{
+    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result, Timestamp, WorkflowRunOutcome,
+};
+use sqlx::AssertSqlSafe;
+
+use crate::backend::PostgresBackend;
+use crate::error::{Effect, protocol};
+use crate::rows::{self, FenceCheck, col, token_param};
+
+/// How often `admit` runs again when a concurrent admit of the same id committed after its
+/// snapshot (the second run always sees it).
+const SNAPSHOT_RETRIES: usize = 3;
+
+impl PostgresBackend {
+    /// Decides a fenced statement's reply from its (token, status, took-effect) row.
+    pub(crate) fn fenced<T>(
+        &self,
+        operation: &'static str,
+        lease: &ExecutionLease,
+        row: Option<(FenceCheck, Option<T>)>,
+    ) -> Result<Fenced<T>> {
+        let Some((check, applied)) = row else {
+            return Err(lease_core::LeaseError::UnknownExecution(
+                lease.execution_id.clone(),
+            ));
+        };
+        if let Some(value) = applied {
+            // Accepted with token 0 cannot happen (no running row has token 0), but bad
+            // input must never be reported as success.
+            if lease.token == FencingToken::NONE {
+                return Err(protocol(operation, "token 0 was accepted"));
+            }
+            return Ok(Fenced::Accepted(value));
+        }
+        check.rejection(&lease.execution_id, lease.token, operation)?;
+        Ok(Fenced::Lost)
+    }
+}
+
+#[async_trait]
+impl ExecutionClient for PostgresBackend {
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        let sql = &self.inner.sql.admit;
+        let id = admission.id.as_str();
+        let workflow = admission.workflow.as_ref().map(|w| w.as_str());
+        let input = admission.input.as_ref().map(|i| i.as_str());
+        for _ in 0..SNAPSHOT_RETRIES {
+            let clock = self.clock_param();
+            let row = self
+                .run("admit", Effect::IdempotentWrite, |mut conn| async move {
+                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(id)
+                        .bind(workflow)
+                        .bind(input)
+                        .bind(clock)
+                        .fetch_optional(&mut *conn)
+                        .await?)
+                })
+                .await?;
+            if let Some(row) = row {
+                let record = rows::execution(&row, "admit")?;
+                let now = Timestamp::from_millis(col(&row, 12, "admit")?);
+                return Ok(record.effective(now));
+            }
+        }
+        Err(protocol("admit", "the admitted execution stayed invisible"))
+    }
+
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let sql = &self.inner.sql.get;
+        let id = id.as_str();
+        let clock = self.clock_param();
+        let row = self
+            .run("get", Effect::Read, |mut conn| async move {
+                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(id)
+                    .bind(clock)
+                    .fetch_optional(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        row.map(|row| {
+            let record = rows::execution(&row, "get")?;
+            let now = Timestamp::from_millis(col(&row, 12, "get")?);
+            Ok(record.effective(now))
+        })
+        .transpose()
+    }
+
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let sql = &self.inner.sql.list_failing;
+        let min = i64::from(min.max(1));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let clock = self.clock_param();
+        let found = self
+            .run("list_failing", Effect::Read, |mut conn| async move {
+                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(min)
+                    .bind(limit)
+                    .bind(clock)
+                    .fetch_all(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                let record = rows::execution(row, "list_failing")?;
+                let now = Timestamp::from_millis(col(row, 12, "list_failing")?);
+                Ok(record.effective(now))
+            })
+            .collect()
+    }
+
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        let sql = &self.inner.sql.request_wake;
+        let key = id.as_str();
+        let delays = &self.inner.delays;
+        let known: bool = self
+            .run(
+                "request_wake",
+                Effect::IdempotentWrite,
+                |mut conn| async move {
+                    Ok(sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                        .bind(key)
+                        .bind(at.as_millis())
+                        .bind(delays)
+                        .fetch_one(&mut *conn)
+                        .await?)
+                },
+            )
+            .await?;
+        if known {
+            Ok(())
+        } else {
+            Err(lease_core::LeaseError::UnknownExecution(id.clone()))
+        }
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let lease_ms = request.validate()?;
+        let sql = &self.inner.sql.claim;
+        let delays = &self.inner.delays;
+        let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
+        let requested = request.now.as_millis();
+        // Never retried after the statement may have run: a retry could issue a second token.
+        let found = self
+            .run("claim_due", Effect::Write, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(requested)
+                        .bind(clock)
+                        .bind(limit)
+                        .bind(lease_ms)
+                        .bind(delays)
+                        .fetch_all(&mut *conn)
+                        .await?)
+                }
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                let id: String = col(row, 0, "claim_due")?;
+                Ok(ExecutionLease {
+                    execution_id: ExecutionId::new(id)
+                        .map_err(|e| protocol("claim_due", e.to_string()))?,
+                    token: rows::token(col(row, 1, "claim_due")?, "claim_due")?,
+                    expires_at: Timestamp::from_millis(col(row, 2, "claim_due")?),
+                })
+            })
+            .collect()
+    }
+
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let sql = &self.inner.sql.renew;
+        let delays = &self.inner.delays;
+        let id = lease.execution_id.as_str();
+        let token = token_param(lease.token);
+        let row = self
+            .run("renew", Effect::Write, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(id)
+                        .bind(token)
+                        .bind(clock)
+                        .bind(lease_ms)
+                        .bind(delays)
+                        .fetch_optional(&mut *conn)
+                        .await?)
+                }
+            })
+            .await?;
+        let decoded = row
+            .map(|row| {
+                let expiry: Option<i64> = col(&row, 2, "renew")?;
+                Ok::<_, lease_core::LeaseError>((FenceCheck::decode(&row, "renew")?, expiry))
+            })
+            .transpose()?;
+        let decoded = decoded.map(|(check, expiry)| {
+            let renewed = expiry.map(|ms| ExecutionLease {
+                execution_id: lease.execution_id.clone(),
+                token: lease.token,
+                expires_at: Timestamp::from_millis(ms),
+            });
+            (check, renewed)
+        });
+        self.fenced("renew", lease, decoded)
+    }
+
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let sql = &self.inner.sql.release;
+        let delays = &self.inner.delays;
+        let id = lease.execution_id.as_str();
+        let token = token_param(lease.token);
+        let row = self
+            .run("release", Effect::Write, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(id)
+                        .bind(token)
+                        .bind(clock)
+                        .bind(delays)
+                        .fetch_optional(&mut *conn)
+                        .await?)
+                }
+            })
+            .await?;
+        let decoded = row
+            .map(|row| {
+                let released: Option<bool> = col(&row, 2, "release")?;
+                Ok::<_, lease_core::LeaseError>((
+                    FenceCheck::decode(&row, "release")?,
+                    released.filter(|r| *r).map(|_| ()),
+                ))
+            })
+            .transpose()?;
+        self.fenced("release", lease, decoded)
+    }
+
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let (status, value, reply) = match outcome {
+            WorkflowRunOutcome::Suspended => ("suspended", None, Acknowledged::Suspended),
+            WorkflowRunOutcome::Completed(v) => (
+                "completed",
+                Some(v.as_str()),
+                Acknowledged::Terminal(ExecutionOutcome::Completed(v.clone())),
+            ),
+            WorkflowRunOutcome::Failed(v) => (
+                "failed",
+                Some(v.as_str()),
+                Acknowledged::Terminal(ExecutionOutcome::Failed(v.clone())),
+            ),
+        };
+        let sql = &self.inner.sql.acknowledge;
+        let id = lease.execution_id.as_str();
+        let token = token_param(lease.token);
+        let row = self
+            .run("acknowledge", Effect::Write, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(id)
+                        .bind(token)
+                        .bind(clock)
+                        .bind(status)
+                        .bind(value)
+                        .fetch_optional(&mut *conn)
+                        .await?)
+                }
+            })
+            .await?;
+        let decoded = row
+            .map(|row| {
+                let acknowledged: Option<bool> = col(&row, 2, "acknowledge")?;
+                Ok::<_, lease_core::LeaseError>((
+                    FenceCheck::decode(&row, "acknowledge")?,
+                    acknowledged.filter(|a| *a).map(|_| reply.clone()),
+                ))
+            })
+            .transpose()?;
+        self.fenced("acknowledge", lease, decoded)
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        self.clock_now().await
+    }
+}

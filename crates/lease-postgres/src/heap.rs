@@ -1,0 +1,101 @@
+//! [`HeapClient`] for [`PostgresBackend`]: fenced, idempotent step writes (RFC 002 "Fencing",
+//! `HeapClient.writeStep`).
+
+use async_trait::async_trait;
+use lease_core::{
+    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Json, Result, StepKey, StepWrite,
+};
+use sqlx::AssertSqlSafe;
+
+use crate::backend::PostgresBackend;
+use crate::error::Effect;
+use crate::rows::{self, FenceCheck, col, token_param};
+
+#[async_trait]
+impl HeapClient for PostgresBackend {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let sql = &self.inner.sql.write_step;
+        let id = lease.execution_id.as_str();
+        let token = token_param(lease.token);
+        let key = write.step_key.as_str();
+        let attempt = i64::from(write.step_attempt);
+        let done = write.done;
+        let response = write.response.as_str();
+        let row = self
+            .run("write_step", Effect::Write, |mut conn| async move {
+                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(id)
+                    .bind(token)
+                    .bind(key)
+                    .bind(attempt)
+                    .bind(done)
+                    .bind(response)
+                    .fetch_optional(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        let decoded = row
+            .map(|row| {
+                let check = FenceCheck::decode(&row, "write_step")?;
+                let recorded_token: Option<i64> = col(&row, 4, "write_step")?;
+                let record = match recorded_token {
+                    None => None,
+                    Some(t) => Some(HeapRecord {
+                        execution_id: lease.execution_id.clone(),
+                        step_key: write.step_key.clone(),
+                        step_attempt: write.step_attempt,
+                        done: col(&row, 2, "write_step")?,
+                        response: Json::from_stored(col(&row, 3, "write_step")?),
+                        token: rows::token(t, "write_step")?,
+                    }),
+                };
+                Ok::<_, lease_core::LeaseError>((check, record))
+            })
+            .transpose()?;
+        self.fenced("write_step", lease, decoded)
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let sql = &self.inner.sql.read_step;
+        let id = id.as_str();
+        let key = step_key.as_str();
+        let attempt = i64::from(step_attempt);
+        let row = self
+            .run("read_step", Effect::Read, |mut conn| async move {
+                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(id)
+                    .bind(key)
+                    .bind(attempt)
+                    .fetch_optional(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        row.map(|row| rows::step(&row, "read_step")).transpose()
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        let sql = &self.inner.sql.list_steps;
+        let id = id.as_str();
+        let found = self
+            .run("list_steps", Effect::Read, |mut conn| async move {
+                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(id)
+                    .fetch_all(&mut *conn)
+                    .await?)
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| rows::step(row, "list_steps"))
+            .collect()
+    }
+}

@@ -1,0 +1,151 @@
+//! Decoding rows into lease-core types. A row that breaks an invariant the schema should
+//! guarantee (negative token, unknown status, invalid id) is a [`LeaseError::Protocol`],
+//! never a panic.
+
+use lease_core::{
+    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, HeapRecord,
+    Json, LeaseError, Result, StepKey, Timestamp, WorkflowName,
+};
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use crate::error::protocol;
+
+/// Reads column `index` of `row`, mapping decode failures to [`LeaseError::Protocol`].
+pub(crate) fn col<'r, T>(row: &'r PgRow, index: usize, operation: &'static str) -> Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    row.try_get(index)
+        .map_err(|e| protocol(operation, format!("column {index}: {e}")))
+}
+
+/// A token as stored (bigint, never negative).
+pub(crate) fn token(value: i64, operation: &'static str) -> Result<FencingToken> {
+    u64::try_from(value)
+        .map(FencingToken::new)
+        .map_err(|_| protocol(operation, format!("negative token {value}")))
+}
+
+/// A token as a bigint parameter; tokens beyond `i64::MAX` were never issued here.
+pub(crate) fn token_param(token: FencingToken) -> i64 {
+    i64::try_from(token.get()).unwrap_or(i64::MAX)
+}
+
+/// A status as stored.
+pub(crate) fn status(value: &str, operation: &'static str) -> Result<ExecutionStatus> {
+    value
+        .parse()
+        .map_err(|_| protocol(operation, format!("unknown status {value:?}")))
+}
+
+fn ts(value: Option<i64>) -> Option<Timestamp> {
+    value.map(Timestamp::from_millis)
+}
+
+fn name<T>(value: String, operation: &'static str, parse: fn(String) -> Result<T>) -> Result<T> {
+    parse(value).map_err(|e| protocol(operation, format!("stored name is invalid: {e}")))
+}
+
+/// The stored execution record in the first 12 columns (`sql::COLS` order).
+pub(crate) fn execution(row: &PgRow, operation: &'static str) -> Result<ExecutionRecord> {
+    let id: String = col(row, 0, operation)?;
+    let workflow: Option<String> = col(row, 1, operation)?;
+    let input: Option<String> = col(row, 2, operation)?;
+    let status_text: String = col(row, 3, operation)?;
+    let status = status(&status_text, operation)?;
+    let token = token(col(row, 4, operation)?, operation)?;
+    let unacked: i64 = col(row, 8, operation)?;
+    let outcome: Option<String> = col(row, 11, operation)?;
+    let outcome = match (status, outcome) {
+        (ExecutionStatus::Completed, Some(v)) => {
+            Some(ExecutionOutcome::Completed(Json::from_stored(v)))
+        }
+        (ExecutionStatus::Failed, Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
+        (s, Some(_)) if !s.is_terminal() => None,
+        (s, None) if s.is_terminal() => {
+            return Err(protocol(operation, "terminal execution without an outcome"));
+        }
+        _ => None,
+    };
+    Ok(ExecutionRecord {
+        id: name(id, operation, ExecutionId::new)?,
+        workflow: workflow
+            .map(|w| name(w, operation, WorkflowName::new))
+            .transpose()?,
+        input: input.map(Json::from_stored),
+        status,
+        token,
+        lease_expires_at: ts(col(row, 5, operation)?),
+        due_at: ts(col(row, 6, operation)?),
+        wake_after_claim: ts(col(row, 7, operation)?),
+        unacknowledged_deliveries: u32::try_from(unacked)
+            .map_err(|_| protocol(operation, format!("bad unacknowledged count {unacked}")))?,
+        last_delivery_ended_at: ts(col(row, 9, operation)?),
+        ever_suspended: col(row, 10, operation)?,
+        outcome,
+    })
+}
+
+/// A step record: (execution_id, step_key, step_attempt, done, response, token).
+pub(crate) fn step(row: &PgRow, operation: &'static str) -> Result<HeapRecord> {
+    let attempt: i64 = col(row, 2, operation)?;
+    Ok(HeapRecord {
+        execution_id: name(col(row, 0, operation)?, operation, ExecutionId::new)?,
+        step_key: name(col(row, 1, operation)?, operation, StepKey::new)?,
+        step_attempt: u32::try_from(attempt)
+            .map_err(|_| protocol(operation, format!("bad step attempt {attempt}")))?,
+        done: col(row, 3, operation)?,
+        response: Json::from_stored(col(row, 4, operation)?),
+        token: token(col(row, 5, operation)?, operation)?,
+    })
+}
+
+/// The outcome of a fenced statement: the row's current token and status (as locked), and
+/// whether the statement took effect.
+pub(crate) struct FenceCheck {
+    /// The execution's token after the lock was granted.
+    pub(crate) current: FencingToken,
+    /// Its stored status.
+    pub(crate) status: ExecutionStatus,
+}
+
+impl FenceCheck {
+    /// Decodes columns 0 (token) and 1 (status).
+    pub(crate) fn decode(row: &PgRow, operation: &'static str) -> Result<Self> {
+        let current = token(col(row, 0, operation)?, operation)?;
+        let status_text: String = col(row, 1, operation)?;
+        Ok(FenceCheck {
+            current,
+            status: status(&status_text, operation)?,
+        })
+    }
+
+    /// Why a lease did not take effect, exactly as `ExecutionRecord::holds` decides: token 0
+    /// is bad input, a token above the execution's latest was never issued to it, anything
+    /// else is `Lost` (`Ok(())`). A current token on a running row must have taken effect,
+    /// so that is a protocol error.
+    pub(crate) fn rejection(
+        &self,
+        id: &ExecutionId,
+        lease_token: FencingToken,
+        operation: &'static str,
+    ) -> Result<()> {
+        if lease_token == FencingToken::NONE {
+            return Err(LeaseError::invalid("lease token", "0 is never issued"));
+        }
+        if lease_token > self.current {
+            return Err(LeaseError::ForeignToken {
+                execution: id.clone(),
+                token: lease_token,
+            });
+        }
+        if lease_token == self.current && self.status == ExecutionStatus::Running {
+            return Err(protocol(
+                operation,
+                "the token is current but the fenced statement did not apply",
+            ));
+        }
+        Ok(())
+    }
+}

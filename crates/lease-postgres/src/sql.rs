@@ -1,0 +1,447 @@
+//! Every SQL statement the backend runs, rendered once per schema at connect time.
+//!
+//! Templates name the schema `{s}` (replaced by the quoted, validated schema name), the
+//! database clock `{now}` and the execution columns `{cols}`. Statements that read the clock
+//! take a nullable `$clock` parameter: a value when a manual clock is injected, otherwise
+//! NULL and the database's `clock_timestamp()` (not `now()`, which is the transaction's start
+//! and would be stale after a lock wait) is used. Each operation is one statement, hence one
+//! round trip and one atomic step, except the store update (one short transaction).
+//!
+//! Fencing (design.md section 3): every fenced statement first locks the execution row in a
+//! CTE (`FOR SHARE` for step writes, `FOR NO KEY UPDATE` for acknowledge, renew and release).
+//! Both modes conflict with the claim's `FOR UPDATE SKIP LOCKED`, so no claim can commit
+//! between the check and the write. In READ COMMITTED a locking read that finds the row
+//! changed since the statement's snapshot waits for the lock and returns the row's *newest*
+//! version, so the token and status the statement compares are the ones current after the
+//! lock was granted, and the write commits before any later claim can lock the row.
+
+use std::sync::Arc;
+
+/// The database clock in milliseconds since the Unix epoch.
+const DB_NOW: &str = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint";
+
+/// The execution columns, in the order [`crate::rows::execution`] decodes them.
+const COLS: &str = "e.id, e.workflow, e.input, e.status, e.token, e.lease_expires_at, e.due_at, \
+     e.wake_after_claim, e.unacknowledged_deliveries, e.last_delivery_ended_at, \
+     e.ever_suspended, e.outcome";
+
+/// `$1 id, $2 workflow, $3 input, $4 clock` -> the record (created or existing) and now.
+/// No row: the id was inserted by a transaction that committed after this statement's
+/// snapshot; run it again.
+const ADMIT: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($4::bigint, {now}) AS now),
+ins AS (
+    INSERT INTO {s}.executions AS e
+        (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
+         ever_suspended, claimable_at)
+    SELECT $1, $2, $3, 'admitted', 0, clk.now, 0, false, clk.now FROM clk
+    ON CONFLICT (id) DO NOTHING
+    RETURNING {cols}
+)
+SELECT e.*, clk.now FROM ins e, clk
+UNION ALL
+SELECT {cols}, clk.now FROM {s}.executions e, clk
+WHERE e.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+"#;
+
+/// `$1 id, $2 clock` -> the stored record and now.
+const GET: &str = r#"
+SELECT {cols}, COALESCE($2::bigint, {now}) FROM {s}.executions e WHERE e.id = $1
+"#;
+
+/// `$1 min, $2 limit, $3 clock` -> stored records and now, by effective unacknowledged count
+/// (an expired running lease counts as one more) descending, then id.
+const LIST_FAILING: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+eff AS (
+    SELECT {cols}, clk.now AS now_ms,
+        e.unacknowledged_deliveries
+        + CASE WHEN e.status = 'running' AND COALESCE(e.lease_expires_at <= clk.now, true)
+               THEN 1 ELSE 0 END AS effective_unacked
+    FROM {s}.executions e, clk
+)
+SELECT * FROM eff WHERE effective_unacked >= $1 ORDER BY effective_unacked DESC, id LIMIT $2
+"#;
+
+/// `$1 id, $2 at, $3 delays` -> whether the execution exists. Unfenced; terminal: no-op;
+/// stored status running: folded into wake_after_claim; otherwise into due_at.
+const REQUEST_WAKE: &str = r#"
+WITH upd AS (
+    UPDATE {s}.executions e SET
+        wake_after_claim = CASE WHEN e.status = 'running'
+            THEN LEAST(e.wake_after_claim, $2) ELSE e.wake_after_claim END,
+        due_at = CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, $2) END,
+        claimable_at = {s}.claimable_from(e.status,
+            CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, $2) END,
+            CASE WHEN e.status = 'running'
+                THEN LEAST(e.wake_after_claim, $2) ELSE e.wake_after_claim END,
+            e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at, $3)
+    WHERE e.id = $1 AND e.status NOT IN ('completed', 'failed')
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1)
+"#;
+
+/// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at)
+/// by (due, id). One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`: an
+/// expired running row is first ended as an unacknowledged delivery ended at its expiry
+/// (unacked + 1, last_delivery_ended_at = expiry, due_at = min(due_at, wake_after_claim)),
+/// then claimed with the next token of the schema's single sequence, issued in claim order.
+const CLAIM: &str = r#"
+WITH clk AS MATERIALIZED (SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now),
+picked AS MATERIALIZED (
+    SELECT e.id,
+        CASE WHEN e.status = 'running' THEN LEAST(e.due_at, e.wake_after_claim)
+             ELSE e.due_at END AS due
+    FROM {s}.executions e
+    WHERE e.claimable_at <= (SELECT now FROM clk)
+    ORDER BY 2, e.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+issued AS MATERIALIZED (
+    SELECT p.id, p.due, nextval('{s}.fencing_tokens') AS token
+    FROM picked p ORDER BY p.due, p.id
+),
+claimed AS (
+    UPDATE {s}.executions e SET
+        token = i.token,
+        status = 'running',
+        unacknowledged_deliveries = CASE WHEN e.status = 'running'
+            THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
+            ELSE e.unacknowledged_deliveries END,
+        last_delivery_ended_at = CASE WHEN e.status = 'running'
+            THEN e.lease_expires_at ELSE e.last_delivery_ended_at END,
+        due_at = i.due,
+        lease_expires_at = clk.now + $4,
+        wake_after_claim = NULL,
+        claimable_at = {s}.claimable_from('running', i.due, NULL, clk.now + $4,
+            CASE WHEN e.status = 'running'
+                THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
+                ELSE e.unacknowledged_deliveries END,
+            NULL, $5)
+    FROM issued i, clk
+    WHERE e.id = i.id
+    RETURNING e.id, e.token, e.lease_expires_at, i.due
+)
+SELECT id, token, lease_expires_at FROM claimed ORDER BY due, id
+"#;
+
+/// `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays` -> (current token, status, new expiry
+/// or NULL when not renewed). No row: unknown execution.
+const RENEW: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+),
+upd AS (
+    UPDATE {s}.executions e SET
+        lease_expires_at = clk.now + $4,
+        claimable_at = {s}.claimable_from(e.status, e.due_at, e.wake_after_claim,
+            clk.now + $4, e.unacknowledged_deliveries, e.last_delivery_ended_at, $5)
+    FROM cur, clk
+    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    RETURNING e.lease_expires_at
+)
+SELECT cur.token, cur.status, upd.lease_expires_at FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 id, $2 token, $3 clock, $4 delays` -> (current token, status, released?). Ends the
+/// delivery unacknowledged: unacked + 1, last_delivery_ended_at = now, still due.
+const RELEASE: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+),
+upd AS (
+    UPDATE {s}.executions e SET
+        unacknowledged_deliveries = LEAST(e.unacknowledged_deliveries + 1, 4294967295),
+        last_delivery_ended_at = clk.now,
+        due_at = LEAST(e.due_at, e.wake_after_claim),
+        wake_after_claim = NULL,
+        lease_expires_at = NULL,
+        status = CASE WHEN e.ever_suspended THEN 'suspended' ELSE 'admitted' END,
+        claimable_at = {s}.claimable_from(
+            CASE WHEN e.ever_suspended THEN 'suspended' ELSE 'admitted' END,
+            LEAST(e.due_at, e.wake_after_claim), NULL, NULL,
+            LEAST(e.unacknowledged_deliveries + 1, 4294967295), clk.now, $4)
+    FROM cur, clk
+    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    RETURNING true AS released
+)
+SELECT cur.token, cur.status, upd.released FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
+/// acknowledged?). Resets unacked; suspended: due at the earliest wake requested during the
+/// delivery (or never); completed/failed: terminal with the outcome.
+const ACKNOWLEDGE: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+),
+upd AS (
+    UPDATE {s}.executions e SET
+        unacknowledged_deliveries = 0,
+        last_delivery_ended_at = clk.now,
+        lease_expires_at = NULL,
+        wake_after_claim = NULL,
+        status = $4,
+        ever_suspended = e.ever_suspended OR $4 = 'suspended',
+        due_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        outcome = CASE WHEN $4 = 'suspended' THEN e.outcome ELSE $5 END,
+        claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
+    FROM cur, clk
+    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    RETURNING true AS acknowledged
+)
+SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response` -> (current token,
+/// status, recorded done, response, token; NULLs when rejected). `FOR SHARE` on the
+/// execution row; an existing record is returned unchanged (the no-op `DO UPDATE` returns
+/// the committed row even when this statement's snapshot cannot see it).
+const WRITE_STEP: &str = r#"
+WITH cur AS MATERIALIZED (
+    SELECT e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR SHARE
+),
+ins AS (
+    INSERT INTO {s}.steps AS st (execution_id, step_key, step_attempt, done, response, token)
+    SELECT $1, $3, $4, $5, $6, $2 FROM cur WHERE cur.token = $2 AND cur.status = 'running'
+    ON CONFLICT (execution_id, step_key, step_attempt) DO UPDATE SET token = st.token
+    RETURNING st.done, st.response, st.token
+)
+SELECT cur.token, cur.status, ins.done, ins.response, ins.token FROM cur LEFT JOIN ins ON true
+"#;
+
+/// The deliberately broken step write of the `unsafe-nonatomic-fencing-experiment` feature:
+/// a bare `INSERT ... WHERE EXISTS (token = n)` that reads the token from the statement's
+/// snapshot without a lock, so a claim committing in between goes unnoticed.
+#[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+const WRITE_STEP_NONATOMIC: &str = r#"
+WITH ins AS (
+    INSERT INTO {s}.steps AS st (execution_id, step_key, step_attempt, done, response, token)
+    SELECT $1, $3, $4, $5, $6, $2
+    WHERE EXISTS (SELECT 1 FROM {s}.executions x
+                  WHERE x.id = $1 AND x.token = $2 AND x.status = 'running')
+    ON CONFLICT (execution_id, step_key, step_attempt) DO UPDATE SET token = st.token
+    RETURNING st.done, st.response, st.token
+),
+cur AS (SELECT e.token, e.status FROM {s}.executions e WHERE e.id = $1)
+SELECT cur.token, cur.status, ins.done, ins.response, ins.token FROM cur LEFT JOIN ins ON true
+"#;
+
+/// The deliberately broken acknowledge of the experiment feature: the token is checked in an
+/// unlocked snapshot read, so the update overwrites a claim that committed in between.
+#[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+const ACKNOWLEDGE_NONATOMIC: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+cur AS MATERIALIZED (SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1),
+upd AS (
+    UPDATE {s}.executions e SET
+        unacknowledged_deliveries = 0,
+        last_delivery_ended_at = clk.now,
+        lease_expires_at = NULL,
+        wake_after_claim = NULL,
+        status = $4,
+        ever_suspended = e.ever_suspended OR $4 = 'suspended',
+        due_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        outcome = CASE WHEN $4 = 'suspended' THEN e.outcome ELSE $5 END,
+        claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
+    FROM cur, clk
+    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    RETURNING true AS acknowledged
+)
+SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 id, $2 step key, $3 attempt` -> one step record.
+const READ_STEP: &str = r#"
+SELECT execution_id, step_key, step_attempt, done, response, token FROM {s}.steps
+WHERE execution_id = $1 AND step_key = $2 AND step_attempt = $3
+"#;
+
+/// `$1 id` -> the execution's step records by key, then attempt.
+const LIST_STEPS: &str = r#"
+SELECT execution_id, step_key, step_attempt, done, response, token FROM {s}.steps
+WHERE execution_id = $1 ORDER BY step_key, step_attempt
+"#;
+
+/// `$1 store, $2 keys, $3 values` -> rows (kind, key, value): a `created` or `existing`
+/// header, then `entry` rows. No header: created by a transaction this snapshot cannot see;
+/// run it again.
+const GET_OR_CREATE: &str = r#"
+WITH ins AS (
+    INSERT INTO {s}.stores (store_id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING store_id
+),
+ent AS (
+    INSERT INTO {s}.store_entries (store_id, entry_key, value)
+    SELECT $1, u.k, u.v FROM unnest($2::text[], $3::text[]) AS u(k, v)
+    WHERE EXISTS (SELECT 1 FROM ins)
+    RETURNING entry_key, value
+)
+SELECT 'created' AS kind, NULL::text AS entry_key, NULL::text AS value FROM ins
+UNION ALL SELECT 'entry', entry_key, value FROM ent
+UNION ALL SELECT 'existing', NULL, NULL FROM {s}.stores x
+    WHERE x.store_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+UNION ALL SELECT 'entry', x.entry_key, x.value FROM {s}.store_entries x
+    WHERE x.store_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+"#;
+
+/// `$1 store, $2 key` -> (store exists, entry value).
+const READ_ENTRY: &str = r#"
+SELECT EXISTS (SELECT 1 FROM {s}.stores WHERE store_id = $1),
+       (SELECT value FROM {s}.store_entries WHERE store_id = $1 AND entry_key = $2)
+"#;
+
+/// Store update, statement 1 of its transaction: `$1 store` -> a row when the store exists,
+/// locked against concurrent updates of the same store.
+const LOCK_STORE: &str = r#"
+SELECT store_id FROM {s}.stores WHERE store_id = $1 FOR NO KEY UPDATE
+"#;
+
+/// Statement 2 (a fresh snapshot taken after the lock): `$1 store, $2 execution, $3 step
+/// key, $4 entry key` -> (receipt exists, applied, previous, current value).
+const READ_RECEIPT: &str = r#"
+SELECT r.store_id IS NOT NULL, r.applied, r.previous,
+       (SELECT value FROM {s}.store_entries WHERE store_id = $1 AND entry_key = $4)
+FROM (SELECT 1) one
+LEFT JOIN {s}.store_receipts r
+    ON r.store_id = $1 AND r.execution_id = $2 AND r.step_key = $3
+"#;
+
+/// Statement 3: `$1 store, $2 entry key, $3 new value (NULL: absent), $4 applied,
+/// $5 execution, $6 step key, $7 previous` -> writes the entry when applied and records the
+/// receipt.
+const APPLY_UPDATE: &str = r#"
+WITH del AS (
+    DELETE FROM {s}.store_entries
+    WHERE store_id = $1 AND entry_key = $2 AND $4 AND $3::text IS NULL
+    RETURNING 1
+),
+put AS (
+    INSERT INTO {s}.store_entries (store_id, entry_key, value)
+    SELECT $1, $2, $3 WHERE $4 AND $3::text IS NOT NULL
+    ON CONFLICT (store_id, entry_key) DO UPDATE SET value = EXCLUDED.value
+    RETURNING 1
+)
+INSERT INTO {s}.store_receipts (store_id, execution_id, step_key, applied, previous)
+VALUES ($1, $5, $6, $4, $7)
+"#;
+
+/// `$1 request id, $2 target, $3 workflow, $4 input, $5 clock` -> (created, existing
+/// target). A target id that already exists raises a unique violation on
+/// `executions_pkey`, which rolls the mapping back too. (false, NULL): the request was
+/// recorded by a transaction this snapshot cannot see; run it again.
+const START: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($5::bigint, {now}) AS now),
+m AS (
+    INSERT INTO {s}.start_requests (request_id, target) VALUES ($1, $2)
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING target
+),
+ins AS (
+    INSERT INTO {s}.executions
+        (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
+         ever_suspended, claimable_at)
+    SELECT $2, $3, $4, 'admitted', 0, clk.now, 0, false, clk.now FROM m, clk
+    RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM ins),
+       (SELECT target FROM {s}.start_requests WHERE request_id = $1)
+"#;
+
+/// `()` -> the database clock.
+const NOW: &str = "SELECT {now}";
+
+/// `DROP SCHEMA ... CASCADE`.
+const DROP_SCHEMA: &str = "DROP SCHEMA IF EXISTS {s} CASCADE";
+
+/// The unique constraint a start target collides with when the execution already exists.
+pub(crate) const EXECUTIONS_PKEY: &str = "executions_pkey";
+
+/// The statements of one schema, rendered once; cloning a statement is an `Arc` bump.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) admit: Arc<str>,
+    pub(crate) get: Arc<str>,
+    pub(crate) list_failing: Arc<str>,
+    pub(crate) request_wake: Arc<str>,
+    pub(crate) claim: Arc<str>,
+    pub(crate) renew: Arc<str>,
+    pub(crate) release: Arc<str>,
+    pub(crate) acknowledge: Arc<str>,
+    pub(crate) write_step: Arc<str>,
+    pub(crate) read_step: Arc<str>,
+    pub(crate) list_steps: Arc<str>,
+    pub(crate) get_or_create: Arc<str>,
+    pub(crate) read_entry: Arc<str>,
+    pub(crate) lock_store: Arc<str>,
+    pub(crate) read_receipt: Arc<str>,
+    pub(crate) apply_update: Arc<str>,
+    pub(crate) start: Arc<str>,
+    pub(crate) now: Arc<str>,
+    pub(crate) drop_schema: Arc<str>,
+}
+
+impl Statements {
+    /// Renders every statement for the quoted schema name `schema`.
+    pub(crate) fn new(schema: &str) -> Self {
+        let r = |template: &str| render(template, schema);
+        #[cfg(not(feature = "unsafe-nonatomic-fencing-experiment"))]
+        let (write_step, acknowledge) = (r(WRITE_STEP), r(ACKNOWLEDGE));
+        #[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+        let (write_step, acknowledge) = {
+            let _ = (WRITE_STEP, ACKNOWLEDGE);
+            (r(WRITE_STEP_NONATOMIC), r(ACKNOWLEDGE_NONATOMIC))
+        };
+        Statements {
+            admit: r(ADMIT),
+            get: r(GET),
+            list_failing: r(LIST_FAILING),
+            request_wake: r(REQUEST_WAKE),
+            claim: r(CLAIM),
+            renew: r(RENEW),
+            release: r(RELEASE),
+            acknowledge,
+            write_step,
+            read_step: r(READ_STEP),
+            list_steps: r(LIST_STEPS),
+            get_or_create: r(GET_OR_CREATE),
+            read_entry: r(READ_ENTRY),
+            lock_store: r(LOCK_STORE),
+            read_receipt: r(READ_RECEIPT),
+            apply_update: r(APPLY_UPDATE),
+            start: r(START),
+            now: r(NOW),
+            drop_schema: r(DROP_SCHEMA),
+        }
+    }
+}
+
+/// Substitutes the placeholders of a template.
+pub(crate) fn render(template: &str, schema: &str) -> Arc<str> {
+    template
+        .replace("{cols}", COLS)
+        .replace("{now}", DB_NOW)
+        .replace("{s}", schema)
+        .trim()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_rendered() {
+        let s = Statements::new("\"t\"");
+        for sql in [&s.admit, &s.claim, &s.write_step, &s.start, &s.list_failing] {
+            assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+        }
+        assert!(s.claim.contains("\"t\".fencing_tokens"));
+        assert!(s.claim.contains("clock_timestamp()"));
+        assert!(!s.claim.contains("now()"));
+    }
+}
