@@ -82,6 +82,9 @@ pub struct Ctx<H: Harness> {
     pub clock: ManualClock,
     /// The redelivery policy the backend uses.
     pub policy: RedeliveryPolicy,
+    /// A peer opened on first use by [`Ctx::probe_peer`] and kept for the whole case, so
+    /// probes do not open a connection (pool) each time.
+    probe: tokio::sync::OnceCell<H::Backend>,
 }
 
 impl<H: Harness> Ctx<H> {
@@ -93,6 +96,12 @@ impl<H: Harness> Ctx<H> {
     /// A second connection to the same store.
     pub async fn peer(&self) -> H::Backend {
         self.harness.peer().await.expect("open a peer")
+    }
+
+    /// A peer connection kept for the whole case (opened on first use): for probes that
+    /// only need "another connection", not a new one.
+    pub async fn probe_peer(&self) -> H::Backend {
+        self.probe.get_or_init(|| self.peer()).await.clone()
     }
 
     /// An execution id (panics on invalid test input, which is a bug in the suite).
@@ -142,9 +151,9 @@ impl<H: Harness> Ctx<H> {
             .expect("claim_due")
     }
 
-    /// Claims on a fresh peer and asserts nothing is claimable.
+    /// Claims on another connection and asserts nothing is claimable.
     pub async fn assert_nothing_claimable(&self, why: &str) {
-        let peer = self.peer().await;
+        let peer = self.probe_peer().await;
         let got = self.claim(&peer, 1000).await;
         assert!(got.is_empty(), "{why}: expected no lease, got {got:?}");
     }
@@ -265,11 +274,14 @@ where
             harness,
             clock,
             policy,
+            probe: tokio::sync::OnceCell::new(),
         });
         let result = tokio::spawn(case(ctx.clone())).await;
         let leaked = match std::sync::Arc::try_unwrap(ctx) {
             Ok(ctx) => {
-                ctx.harness.teardown().await.expect("harness teardown");
+                let Ctx { harness, probe, .. } = ctx;
+                drop(probe);
+                harness.teardown().await.expect("harness teardown");
                 false
             }
             Err(_) => true,

@@ -377,6 +377,10 @@ pub async fn peers_claim_batch_each_leased_once<H: Harness>(ctx: Arc<Ctx<H>>) {
                     return mine;
                 }
                 mine.extend(got);
+                assert!(
+                    mine.len() <= EXECUTIONS,
+                    "one peer claimed more leases than exist"
+                );
             }
         }));
     }

@@ -1,0 +1,744 @@
+//! The suite must be able to fail: a "lab" backend that behaves like the reference backend,
+//! except for one deliberate flaw chosen by a const parameter, and for each flaw the cases
+//! that must catch it.
+//!
+//! `LabHarness<SOUND>` runs the whole suite (so the lab is a faithful copy); every other
+//! `LabHarness<FLAW>` runs only the cases that must fail on it, and asserts they do.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_conformance::{Ctx, Harness, cases, run_case};
+use lease_core::limits::check_limit;
+use lease_core::time::lease_millis;
+use lease_core::{
+    Acknowledged, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient, HeapRecord, Json,
+    LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result, StartClient, StartRequest,
+    Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreOutcome,
+    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+};
+
+/// No flaw.
+const SOUND: u8 = 0;
+/// write_step checks the token, lets go of the lock, then inserts (check-then-write).
+const STEP_CHECK_THEN_WRITE: u8 = 1;
+/// acknowledge checks the token, lets go of the lock, then writes the outcome.
+const ACK_CHECK_THEN_WRITE: u8 = 2;
+/// claim_due selects claimable executions, lets go of the lock, then claims them.
+const CLAIM_CHECK_THEN_WRITE: u8 = 3;
+/// write_step accepts any token of a known execution.
+const STEP_UNFENCED: u8 = 4;
+/// Fenced writes consult the clock: an expired lease is lost even without a reclaim.
+const EXPIRY_IS_LOST: u8 = 5;
+/// write_step replaces an existing record.
+const STEP_OVERWRITES: u8 = 6;
+/// No redelivery delay.
+const NO_REDELIVERY_GATE: u8 = 7;
+/// acknowledge does not reset unacknowledged_deliveries.
+const ACK_KEEPS_UNACKED: u8 = 8;
+/// claim_due trusts the caller's now.
+const CLAIM_TRUSTS_CALLER_NOW: u8 = 9;
+/// request_wake during a delivery moves due_at instead of waiting for the acknowledgement.
+const WAKE_IGNORES_LEASE: u8 = 10;
+/// Tokens count per execution instead of per namespace.
+const TOKEN_PER_EXECUTION: u8 = 11;
+/// Store updates do not record receipts.
+const NO_RECEIPTS: u8 = 12;
+/// start does not record request ids.
+const START_NOT_IDEMPOTENT: u8 = 13;
+/// Token 0 is treated as a stale token (Lost), not invalid input.
+const TOKEN_ZERO_LOST: u8 = 14;
+/// get returns the stored record, not the effective one.
+const GET_STORED: u8 = 15;
+/// list_failing reads stored records, not effective ones.
+const LIST_STORED: u8 = 16;
+/// release does not count an unacknowledged delivery.
+const RELEASE_NOT_COUNTED: u8 = 17;
+/// claim_due orders by id only.
+const ORDER_BY_ID: u8 = 18;
+/// A token above the execution's own is treated as stale (Lost), not foreign.
+const FOREIGN_IS_LOST: u8 = 19;
+/// renew extends from the old expiry instead of the clock's now.
+const RENEW_FROM_OLD_EXPIRY: u8 = 20;
+/// acknowledge suspended keeps the old due time (min with the wake) instead of replacing it.
+const ACK_KEEPS_DUE: u8 = 21;
+/// claim_due ignores its limit.
+const CLAIM_IGNORES_LIMIT: u8 = 22;
+/// Compare-and-set compares parsed values loosely: an absent entry matches JSON null.
+const CAS_NULL_IS_ABSENT: u8 = 23;
+/// get_or_create replaces the store's entries with the new initial ones.
+const STORE_RECREATED: u8 = 24;
+
+/// The window a check-then-write flaw leaves between its check and its write.
+const WINDOW: Duration = Duration::from_micros(300);
+
+#[derive(Debug, Default)]
+struct State {
+    last_token: u64,
+    executions: BTreeMap<ExecutionId, ExecutionRecord>,
+    steps: BTreeMap<(ExecutionId, StepKey, u32), HeapRecord>,
+    stores: HashMap<StoreId, BTreeMap<StoreKey, Json>>,
+    receipts: HashMap<(StoreId, ExecutionId, StepKey), StoreOutcome>,
+    starts: HashMap<RequestId, ExecutionId>,
+}
+
+/// The lab backend with flaw `F`.
+#[derive(Debug, Clone)]
+struct Lab<const F: u8> {
+    state: Arc<Mutex<State>>,
+    clock: ManualClock,
+    policy: RedeliveryPolicy,
+}
+
+impl<const F: u8> Lab<F> {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now_ms(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// `ExecutionRecord::holds`, with this lab's flaw.
+    fn holds(&self, record: &ExecutionRecord, lease: &ExecutionLease) -> Result<bool> {
+        if F == TOKEN_ZERO_LOST && lease.token == FencingToken::NONE {
+            return Ok(false);
+        }
+        if F == FOREIGN_IS_LOST && lease.token > record.token {
+            return Ok(false);
+        }
+        let held = record.holds(lease)?;
+        if F == EXPIRY_IS_LOST && !record.lease_live(self.now_ms()) {
+            return Ok(false);
+        }
+        Ok(held)
+    }
+
+    /// Checks `lease` under the lock: the stored record is held.
+    fn check(&self, lease: &ExecutionLease) -> Result<bool> {
+        let s = self.lock();
+        let record = s
+            .executions
+            .get(&lease.execution_id)
+            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        self.holds(record, lease)
+    }
+
+    fn claimable(&self, r: &ExecutionRecord, now: Timestamp) -> bool {
+        if F == NO_REDELIVERY_GATE {
+            !r.status.is_terminal()
+                && r.status != ExecutionStatus::Running
+                && r.due_at.is_some_and(|d| d <= now)
+        } else {
+            r.claimable(now, &self.policy)
+        }
+    }
+}
+
+#[async_trait]
+impl<const F: u8> ExecutionClient for Lab<F> {
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        let now = self.now_ms();
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .entry(admission.id.clone())
+            .or_insert_with(|| ExecutionRecord::admitted(admission, now));
+        Ok(record.effective(now))
+    }
+
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let now = self.now_ms();
+        let s = self.lock();
+        Ok(s.executions.get(id).map(|r| {
+            if F == GET_STORED {
+                r.clone()
+            } else {
+                r.effective(now)
+            }
+        }))
+    }
+
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let now = self.now_ms();
+        let s = self.lock();
+        let mut out: Vec<ExecutionRecord> = s
+            .executions
+            .values()
+            .map(|r| {
+                if F == LIST_STORED {
+                    r.clone()
+                } else {
+                    r.effective(now)
+                }
+            })
+            .filter(|r| r.unacknowledged_deliveries >= min.max(1))
+            .collect();
+        out.sort_by(|a, b| {
+            b.unacknowledged_deliveries
+                .cmp(&a.unacknowledged_deliveries)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .get_mut(id)
+            .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+        if F == WAKE_IGNORES_LEASE && record.status == ExecutionStatus::Running {
+            record.due_at = Some(record.due_at.map_or(at, |d| d.min(at)));
+        } else {
+            record.request_wake(at);
+        }
+        Ok(())
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let lease_ms = request.validate()?;
+        let now = if F == CLAIM_TRUSTS_CALLER_NOW {
+            request.now
+        } else {
+            request.now.min(self.now_ms())
+        };
+        let select = |s: &State| {
+            let mut due: Vec<(Timestamp, ExecutionId)> = s
+                .executions
+                .values()
+                .map(|r| r.effective(now))
+                .filter(|r| self.claimable(r, now))
+                .filter_map(|r| r.due_at.map(|d| (d, r.id)))
+                .collect();
+            if F == ORDER_BY_ID {
+                due.sort_by(|a, b| a.1.cmp(&b.1));
+            } else {
+                due.sort();
+            }
+            if F != CLAIM_IGNORES_LIMIT {
+                due.truncate(request.limit);
+            }
+            due
+        };
+        let due = if F == CLAIM_CHECK_THEN_WRITE {
+            let due = select(&self.lock());
+            tokio::time::sleep(WINDOW).await;
+            due
+        } else {
+            Vec::new()
+        };
+        let mut s = self.lock();
+        let due = if F == CLAIM_CHECK_THEN_WRITE {
+            due
+        } else {
+            select(&s)
+        };
+        let mut leases = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            s.last_token += 1;
+            let global = s.last_token;
+            let Some(record) = s.executions.get_mut(&id) else {
+                continue;
+            };
+            let token = if F == TOKEN_PER_EXECUTION {
+                FencingToken::new(record.token.get() + 1)
+            } else {
+                FencingToken::new(global)
+            };
+            *record = record.effective(now);
+            leases.push(record.claim(now, lease_ms, token));
+        }
+        Ok(leases)
+    }
+
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let now = self.now_ms();
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .get_mut(&lease.execution_id)
+            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        if !self.holds(record, lease)? {
+            return Ok(Fenced::Lost);
+        }
+        let from = if F == RENEW_FROM_OLD_EXPIRY {
+            record.lease_expires_at.unwrap_or(now)
+        } else {
+            now
+        };
+        Ok(Fenced::Accepted(record.renew(from, lease_ms)))
+    }
+
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let now = self.now_ms();
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .get_mut(&lease.execution_id)
+            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        if !self.holds(record, lease)? {
+            return Ok(Fenced::Lost);
+        }
+        record.release(now);
+        if F == RELEASE_NOT_COUNTED {
+            record.unacknowledged_deliveries -= 1;
+        }
+        Ok(Fenced::Accepted(()))
+    }
+
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        if F == ACK_CHECK_THEN_WRITE {
+            if !self.check(lease)? {
+                return Ok(Fenced::Lost);
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
+        let now = self.now_ms();
+        let mut s = self.lock();
+        let record = s
+            .executions
+            .get_mut(&lease.execution_id)
+            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        if F != ACK_CHECK_THEN_WRITE && !self.holds(record, lease)? {
+            return Ok(Fenced::Lost);
+        }
+        let (unacked, due) = (record.unacknowledged_deliveries, record.due_at);
+        let ack = record.acknowledge(now, outcome);
+        if F == ACK_KEEPS_UNACKED {
+            record.unacknowledged_deliveries = unacked;
+        }
+        if F == ACK_KEEPS_DUE && ack == Acknowledged::Suspended {
+            record.due_at = match (due, record.due_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(Fenced::Accepted(ack))
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.now_ms())
+    }
+}
+
+#[async_trait]
+impl<const F: u8> HeapClient for Lab<F> {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let held = self.check(lease)?;
+        if !held && F != STEP_UNFENCED {
+            return Ok(Fenced::Lost);
+        }
+        if F == STEP_CHECK_THEN_WRITE {
+            tokio::time::sleep(WINDOW).await;
+        }
+        let mut s = self.lock();
+        if F != STEP_CHECK_THEN_WRITE && F != STEP_UNFENCED {
+            let record = s
+                .executions
+                .get(&lease.execution_id)
+                .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+            if !self.holds(record, lease)? {
+                return Ok(Fenced::Lost);
+            }
+        }
+        let key = (
+            lease.execution_id.clone(),
+            write.step_key.clone(),
+            write.step_attempt,
+        );
+        let fresh = HeapRecord::from_write(&lease.execution_id, lease.token, write);
+        if F == STEP_OVERWRITES {
+            s.steps.insert(key, fresh.clone());
+            return Ok(Fenced::Accepted(fresh));
+        }
+        Ok(Fenced::Accepted(
+            s.steps.entry(key).or_insert(fresh).clone(),
+        ))
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let key = (id.clone(), step_key.clone(), step_attempt);
+        Ok(self.lock().steps.get(&key).cloned())
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        Ok(self
+            .lock()
+            .steps
+            .values()
+            .filter(|r| &r.execution_id == id)
+            .cloned()
+            .collect())
+    }
+}
+
+#[async_trait]
+impl<const F: u8> StoreClient for Lab<F> {
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot> {
+        let mut s = self.lock();
+        let created = !s.stores.contains_key(store);
+        if F == STORE_RECREATED {
+            s.stores
+                .insert(store.clone(), initial.iter().cloned().collect());
+        }
+        let entries = s
+            .stores
+            .entry(store.clone())
+            .or_insert_with(|| initial.iter().cloned().collect())
+            .clone();
+        Ok(StoreSnapshot {
+            store: store.clone(),
+            entries,
+            created,
+        })
+    }
+
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
+        let s = self.lock();
+        let entries = s
+            .stores
+            .get(store)
+            .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?;
+        Ok(entries.get(key).cloned())
+    }
+
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        let mut s = self.lock();
+        if !s.stores.contains_key(&receipt.store) {
+            return Err(LeaseError::UnknownStore(receipt.store.to_string()));
+        }
+        let rkey = (
+            receipt.store.clone(),
+            receipt.execution_id.clone(),
+            receipt.step_key.clone(),
+        );
+        if F != NO_RECEIPTS
+            && let Some(outcome) = s.receipts.get(&rkey)
+        {
+            return Ok(StoreUpdate {
+                outcome: outcome.clone(),
+                replayed: true,
+            });
+        }
+        let entries = s
+            .stores
+            .get_mut(&receipt.store)
+            .ok_or_else(|| LeaseError::UnknownStore(receipt.store.to_string()))?;
+        let current = entries.get(op.key()).cloned();
+        let (next, outcome) = match op {
+            StoreOp::CompareAndSet { expected, new, .. }
+                if F == CAS_NULL_IS_ABSENT
+                    && current.is_none()
+                    && expected.as_ref().map(Json::as_str) == Some("null") =>
+            {
+                (
+                    Some(new.clone()),
+                    StoreOutcome {
+                        applied: true,
+                        previous: None,
+                    },
+                )
+            }
+            _ => op.apply(current.as_ref()),
+        };
+        match next {
+            Some(v) => entries.insert(op.key().clone(), v),
+            None => entries.remove(op.key()),
+        };
+        s.receipts.insert(rkey, outcome.clone());
+        Ok(StoreUpdate {
+            outcome,
+            replayed: false,
+        })
+    }
+}
+
+#[async_trait]
+impl<const F: u8> StartClient for Lab<F> {
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        let now = self.now_ms();
+        let mut s = self.lock();
+        if F != START_NOT_IDEMPOTENT
+            && let Some(target) = s.starts.get(&request.request_id)
+        {
+            return Ok(Started {
+                target: target.clone(),
+                created: false,
+            });
+        }
+        if s.executions.contains_key(&request.target) {
+            return Err(LeaseError::invalid("start target", "exists"));
+        }
+        let admission = Admission::new(request.target.clone())
+            .workflow(request.workflow.clone())
+            .input(request.input.clone());
+        s.executions.insert(
+            request.target.clone(),
+            ExecutionRecord::admitted(&admission, now),
+        );
+        s.starts
+            .insert(request.request_id.clone(), request.target.clone());
+        Ok(Started {
+            target: request.target.clone(),
+            created: true,
+        })
+    }
+}
+
+/// Harness for the lab with flaw `F`.
+struct LabHarness<const F: u8>(Lab<F>);
+
+#[async_trait]
+impl<const F: u8> Harness for LabHarness<F> {
+    type Backend = Lab<F>;
+
+    async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
+        Ok(LabHarness(Lab {
+            state: Arc::default(),
+            clock,
+            policy,
+        }))
+    }
+
+    fn backend(&self) -> Lab<F> {
+        self.0.clone()
+    }
+
+    async fn peer(&self) -> Result<Lab<F>> {
+        Ok(self.0.clone())
+    }
+
+    async fn teardown(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The flawless lab passes the whole suite, so each flaw below is the only difference.
+mod sound {
+    use super::{LabHarness, SOUND};
+    lease_conformance::conformance_tests!(LabHarness<SOUND>);
+}
+
+/// True when the case fails (panics) on harness `H`.
+fn fails<H, C, Fut>(case: C) -> bool
+where
+    H: Harness,
+    C: FnOnce(Arc<Ctx<H>>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    std::panic::catch_unwind(AssertUnwindSafe(|| run_case::<H, C, Fut>(case))).is_err()
+}
+
+/// One test per flaw: every listed case must fail on the lab with that flaw.
+macro_rules! caught_by {
+    ($test:ident, $flaw:ident, [$($table:ident::$case:ident),+ $(,)?]) => {
+        #[test]
+        fn $test() {
+            $(
+                assert!(
+                    fails(cases::$table::$case::<LabHarness<$flaw>>),
+                    concat!(
+                        stringify!($table::$case),
+                        " passed on a backend with flaw ",
+                        stringify!($flaw)
+                    )
+                );
+            )+
+        }
+    };
+}
+
+caught_by!(
+    step_check_then_write,
+    STEP_CHECK_THEN_WRITE,
+    [fencing::stale_writes_race_reclaim_atomically,]
+);
+caught_by!(
+    ack_check_then_write,
+    ACK_CHECK_THEN_WRITE,
+    [fencing::stale_writes_race_reclaim_atomically,]
+);
+caught_by!(
+    claim_check_then_write,
+    CLAIM_CHECK_THEN_WRITE,
+    [
+        leases::two_peers_claim_concurrently_exactly_one_lease,
+        leases::peers_claim_batch_each_leased_once,
+    ]
+);
+caught_by!(
+    step_unfenced,
+    STEP_UNFENCED,
+    [
+        fencing::stale_step_write_after_reclaim_is_lost,
+        fencing::paused_holder_every_fenced_write_lost,
+        semantics::fenced_writes_after_release_lost,
+        semantics::fenced_writes_after_ack_lost,
+        fencing::stale_writes_race_reclaim_atomically,
+    ]
+);
+caught_by!(
+    expiry_is_lost,
+    EXPIRY_IS_LOST,
+    [
+        semantics::renew_after_expiry_without_reclaim_succeeds,
+        semantics::write_step_after_expiry_without_reclaim_accepted,
+    ]
+);
+caught_by!(
+    step_overwrites,
+    STEP_OVERWRITES,
+    [
+        fencing::current_holder_rewrite_keeps_recorded_value,
+        leases::crashed_worker_redelivered_after_expiry,
+    ]
+);
+caught_by!(
+    no_redelivery_gate,
+    NO_REDELIVERY_GATE,
+    [
+        leases::expired_lease_claimable_with_higher_token,
+        leases::released_lease_claimable_after_delay_with_higher_token,
+        redelivery::release_increments_unacked_and_delays,
+        redelivery::repeated_release_delays_never_shrink,
+        redelivery::expiry_after_release_counts_both,
+    ]
+);
+caught_by!(
+    ack_keeps_unacked,
+    ACK_KEEPS_UNACKED,
+    [redelivery::ack_after_releases_resets_unacked,]
+);
+caught_by!(
+    claim_trusts_caller_now,
+    CLAIM_TRUSTS_CALLER_NOW,
+    [semantics::claim_with_future_now_uses_backend_clock,]
+);
+caught_by!(
+    wake_ignores_lease,
+    WAKE_IGNORES_LEASE,
+    [
+        semantics::wake_during_lease_deferred_to_ack,
+        leases::ack_suspended_with_wake_due_at_wake,
+    ]
+);
+caught_by!(
+    token_per_execution,
+    TOKEN_PER_EXECUTION,
+    [
+        semantics::tokens_unique_and_increasing,
+        bad_input::foreign_token_rejected,
+    ]
+);
+caught_by!(
+    no_receipts,
+    NO_RECEIPTS,
+    [
+        store::store_repeated_receipt_replays_outcome,
+        fencing::stale_store_update_applies_once,
+    ]
+);
+caught_by!(
+    start_not_idempotent,
+    START_NOT_IDEMPOTENT,
+    [
+        store::start_idempotent_by_request_id,
+        fencing::stale_start_returns_same_target,
+    ]
+);
+caught_by!(
+    token_zero_lost,
+    TOKEN_ZERO_LOST,
+    [bad_input::token_zero_rejected]
+);
+caught_by!(
+    get_stored,
+    GET_STORED,
+    [
+        semantics::get_effective_view_after_expiry_admitted,
+        semantics::get_effective_view_after_expiry_suspended,
+        leases::expiry_before_any_ack_returns_to_admitted,
+        leases::expiry_after_suspended_delivery_returns_to_suspended,
+    ]
+);
+caught_by!(
+    list_stored,
+    LIST_STORED,
+    [semantics::list_failing_most_failing_first]
+);
+caught_by!(
+    release_not_counted,
+    RELEASE_NOT_COUNTED,
+    [
+        redelivery::release_increments_unacked_and_delays,
+        redelivery::repeated_release_delays_never_shrink,
+    ]
+);
+caught_by!(
+    order_by_id,
+    ORDER_BY_ID,
+    [semantics::claim_respects_limit_and_order]
+);
+caught_by!(
+    foreign_is_lost,
+    FOREIGN_IS_LOST,
+    [bad_input::foreign_token_rejected]
+);
+caught_by!(
+    renew_from_old_expiry,
+    RENEW_FROM_OLD_EXPIRY,
+    [
+        semantics::renew_extends_from_backend_now,
+        leases::renewal_keeps_lease_past_original_expiry,
+    ]
+);
+caught_by!(
+    ack_keeps_due,
+    ACK_KEEPS_DUE,
+    [leases::ack_suspended_without_wake_not_due,]
+);
+caught_by!(
+    claim_ignores_limit,
+    CLAIM_IGNORES_LIMIT,
+    [semantics::claim_respects_limit_and_order,]
+);
+caught_by!(
+    cas_null_is_absent,
+    CAS_NULL_IS_ABSENT,
+    [store::store_compare_and_set_mismatch]
+);
+caught_by!(
+    store_recreated,
+    STORE_RECREATED,
+    [store::get_or_create_idempotent_by_identity]
+);
