@@ -1,1 +1,77 @@
-//! Facade (work in progress).
+//! Execution leases with fencing tokens (RFC 002), in one crate.
+//!
+//! A workflow execution (say `order-42`) is claimed by one worker at a time with a *lease*:
+//! an expiry the worker keeps renewing while it is alive, and a *fencing token* that rises
+//! with every claim. Every write that could conflict (a step result, the final
+//! acknowledgement) carries the token and is checked against the current one in the same
+//! atomic step as the write. A worker that was slow or frozen past its expiry, and lost the
+//! execution to a newer claim, gets [`Fenced::Lost`] for its writes and changes nothing:
+//! the current holder's saves win, not the first ones to arrive.
+//!
+//! This facade re-exports [`lease_core`] (types, the four client traits, the redelivery
+//! policy, clocks, the dispatcher) and each backend compiled in by cargo feature:
+//!
+//! | feature | module | backend |
+//! |---|---|---|
+//! | `sqlite` (default) | [`sqlite`] | embedded SQLite file or in-memory database |
+//! | `postgres` | `postgres` | PostgreSQL through sqlx |
+//! | `redis` | `redis` | Redis through Lua scripts |
+//! | `memory` | `memory` | the in-memory reference backend (tests) |
+//!
+//! [`open`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
+//!
+//! # Example
+//!
+//! Admit an execution, claim it, record a step, acknowledge it, and stop on `Lost`:
+//!
+//! ```
+//! use std::time::Duration;
+//! use lease::{
+//!     Admission, ClaimRequest, ExecutionId, Fenced, Json, StepKey, StepWrite, WorkflowRunOutcome,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # if !cfg!(feature = "sqlite") { return Ok(()); }
+//! let backend = lease::open("sqlite::memory:").await?;
+//! backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
+//!
+//! let now = backend.now().await?;
+//! let request = ClaimRequest { now, limit: 10, duration: Duration::from_secs(30) };
+//! for lease in backend.claim_due(request).await? {
+//!     let charge = StepWrite {
+//!         step_key: StepKey::new("charge")?,
+//!         step_attempt: 1,
+//!         done: true,
+//!         response: Json::parse("receipt", r#"{"receipt":"r-1"}"#)?,
+//!     };
+//!     match backend.write_step(&lease, &charge).await? {
+//!         // Continue with the *recorded* value: it may be an earlier write of this holder.
+//!         Fenced::Accepted(record) => assert_eq!(record.response, charge.response),
+//!         // A newer claim exists: stop, make no further writes, do not acknowledge.
+//!         Fenced::Lost => continue,
+//!     }
+//!     let done = WorkflowRunOutcome::Completed(Json::parse("result", r#"{"ok":true}"#)?);
+//!     if backend.acknowledge(&lease, &done).await?.is_lost() {
+//!         continue; // nothing changed; the current holder decides the outcome
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod error;
+pub mod open;
+pub mod url;
+
+pub use lease_core::*;
+
+pub use crate::error::OpenError;
+pub use crate::open::open;
+pub use crate::url::BackendUrl;
+
+/// The embedded SQLite backend ([`lease_sqlite`]), feature `sqlite` (default):
+/// `SqliteBackend::open(SqliteConfig::file(path))`, one `BEGIN IMMEDIATE` transaction per
+/// operation, several processes may share a file.
+#[cfg(feature = "sqlite")]
+pub use lease_sqlite as sqlite;

@@ -1,0 +1,39 @@
+//! Why [`crate::open`] could not open a backend.
+
+use lease_core::LeaseError;
+
+/// The error of [`crate::open`]: a URL it cannot use, a backend not compiled in, or the
+/// backend's own failure to open.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The URL's scheme names no backend.
+    #[error(
+        "unknown backend scheme {scheme:?} (expected sqlite:, postgres://, redis:// or memory:)"
+    )]
+    UnknownScheme {
+        /// The scheme found.
+        scheme: String,
+    },
+    /// The URL is malformed for its backend.
+    #[error("invalid backend URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL names a backend whose cargo feature is off in this build.
+    #[error(
+        "the {backend} backend is not compiled in: enable feature \"{feature}\" of crate lease"
+    )]
+    FeatureDisabled {
+        /// The backend the URL names.
+        backend: &'static str,
+        /// The feature that compiles it in.
+        feature: &'static str,
+    },
+    /// The backend failed to open (unreachable server, bad schema, unsafe configuration).
+    #[error(transparent)]
+    Backend(#[from] LeaseError),
+}
