@@ -1,1 +1,90 @@
-//! The redis backend (work in progress).
+//! The Redis backend for RFC 002 execution leases: one Lua script per operation.
+//!
+//! ```no_run
+//! # async fn demo() -> lease_core::Result<()> {
+//! use lease_core::{Admission, ExecutionClient, ExecutionId};
+//! use lease_redis::{RedisBackend, RedisConfig};
+//!
+//! let backend = RedisBackend::connect(
+//!     RedisConfig::new("redis://127.0.0.1:6379").namespace("billing"),
+//! )
+//! .await?;
+//! backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # How it maps the RFC
+//!
+//! - **Atomicity.** Every mutating operation is one Lua script (`EVALSHA`, reloaded on
+//!   `NOSCRIPT`), so the token check and the write it guards are one step: a script runs
+//!   with no other command in between. Plain single-command reads (`read_step`,
+//!   `list_steps`, `read_entry`) are atomic on their own. One round trip per operation.
+//! - **Keys.** Every key of a namespace starts with `lease:{<namespace>}:`; the hash tag
+//!   puts all of them in one cluster slot, so every script touches one slot. The layout is
+//!   documented in the `keys` module; JSON payloads are stored as strings.
+//! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
+//!   value, so tokens rise per execution and never repeat across executions.
+//! - **Claims.** Due executions live in sorted sets: `ready` (scored by due time, so a claim
+//!   is one `ZRANGEBYSCORE` in the RFC's `(due_at, id)` order) and `waiting` (executions
+//!   whose claimable instant `max(due_at, redelivery gate)`, or lease expiry plus the delay
+//!   then owed for running ones, lies after their due time, scored by that instant; a claim
+//!   first moves those whose instant has passed into `ready`). The redelivery gate is
+//!   evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call.
+//! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
+//!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
+//!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
+//! - **Numbers.** Lua numbers are doubles, exact up to 2^53. Timestamps handed to a script
+//!   must lie within ±2^52 ms (a typed error otherwise) and tokens would need 2^53 claims to
+//!   lose exactness; integers travel as decimal strings.
+//!
+//! # Failures
+//!
+//! Connection refused: [`LeaseError::Unavailable`] (nothing happened). A connection lost
+//! after a writing command was sent: [`LeaseError::OutcomeUnknown`] (the script may have
+//! run; read the state back). A reply of an unexpected shape or a corrupt stored value:
+//! [`LeaseError::Protocol`]. Redis refusing to run a command (`OOM`, `BUSY`, `LOADING`,
+//! `READONLY`, ...): `Unavailable`. The connection manager reconnects by itself.
+//!
+//! # Durability: what to configure
+//!
+//! Fencing is exactly as durable as the token counter and the execution records.
+//!
+//! - **Eviction.** [`RedisBackend::connect`] reads `maxmemory_policy` and refuses
+//!   `allkeys-*` policies with [`LeaseError::UnsafeConfiguration`] (opt out with
+//!   [`RedisConfig::allow_evicting_policy`], which logs a warning instead): an evicted
+//!   counter or record would let a stale holder's writes through. `noeviction` and
+//!   `volatile-*` never evict our keys, which have no TTL.
+//! - **Restarts.** Without persistence a restart empties the store. With RDB snapshots a
+//!   restart rolls back to the last snapshot, token counter included: tokens are then
+//!   issued again and a stale holder could be accepted. Use AOF with `appendfsync always`
+//!   (or `everysec`, accepting the loss of up to a second of claims) for leases that must
+//!   survive a restart.
+//! - **Failover.** Replication is asynchronous: a primary that fails after a claim but
+//!   before the replica received it takes the last token increments (and any write made
+//!   under them) with it, and the promoted replica issues those tokens again. Two holders
+//!   can then carry the same token. Deployments that need fencing across failover should
+//!   run one primary without automatic failover, or make writes wait for replicas
+//!   (`WAIT numreplicas timeout` after each operation, or `min-replicas-to-write`), and
+//!   still treat a failover as a lost-lease event for every holder. A single Redis without
+//!   replicas, with AOF `appendfsync always`, loses nothing it acknowledged.
+//!
+//! [`LeaseError::Unavailable`]: lease_core::LeaseError::Unavailable
+//! [`LeaseError::OutcomeUnknown`]: lease_core::LeaseError::OutcomeUnknown
+//! [`LeaseError::Protocol`]: lease_core::LeaseError::Protocol
+//! [`LeaseError::UnsafeConfiguration`]: lease_core::LeaseError::UnsafeConfiguration
+
+mod backend;
+mod config;
+mod errors;
+mod execution;
+mod guard;
+mod heap;
+mod keys;
+mod reply;
+mod scripts;
+mod store;
+mod wire;
+
+pub use backend::RedisBackend;
+pub use config::{DEFAULT_NAMESPACE, RedisConfig};
+pub use keys::MAX_NAMESPACE_BYTES;

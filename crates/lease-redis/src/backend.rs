@@ -1,0 +1,237 @@
+//! [`RedisBackend`]: connecting, peers, namespace removal and the script call path.
+
+use std::sync::Arc;
+
+use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+
+use crate::config::RedisConfig;
+use crate::errors::{Access, BACKEND, map_error, protocol};
+use crate::guard;
+use crate::keys::{Keys, LAYOUT_VERSION};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+use crate::wire::{exact_time, policy_arg};
+
+/// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
+/// `lease_core` client trait (so it is a [`lease_core::LeaseBackend`]).
+///
+/// Clones share one multiplexed connection ([`ConnectionManager`], which reconnects after a
+/// failure); [`RedisBackend::peer`] opens another, as a second runtime process would.
+#[derive(Clone)]
+pub struct RedisBackend {
+    conn: ConnectionManager,
+    shared: Arc<Shared>,
+}
+
+/// What every handle on the namespace shares.
+struct Shared {
+    config: RedisConfig,
+    client: redis::Client,
+    keys: Keys,
+    policy_arg: String,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// Connects, checks the server (Redis >= 5; a `maxmemory-policy` that cannot evict our
+    /// keys, see [`RedisConfig::allow_evicting_policy`]) and claims the namespace's key
+    /// layout (a namespace holding another layout is [`LeaseError::Schema`]).
+    ///
+    /// Errors: `InvalidInput` for a bad URL or namespace, `Unavailable` when Redis cannot be
+    /// reached, `UnsafeConfiguration` for an evicting policy or an old server.
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        let keys = Keys::new(&config.namespace)?;
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|e| LeaseError::invalid("redis url", e.to_string()))?;
+        let conn = open(&client, &config).await?;
+        let backend = RedisBackend {
+            conn,
+            shared: Arc::new(Shared {
+                policy_arg: policy_arg(&config.policy),
+                config,
+                client,
+                keys,
+            }),
+        };
+        backend.check_server().await?;
+        backend.claim_layout().await?;
+        Ok(backend)
+    }
+
+    /// Opens a new connection to the same namespace (the createPeer model): a handle that
+    /// shares nothing with this one but the store.
+    pub async fn peer(&self) -> Result<Self> {
+        let conn = open(&self.shared.client, &self.shared.config).await?;
+        Ok(RedisBackend {
+            conn,
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Removes every key of the namespace (`SCAN MATCH` + `UNLINK`), including the token
+    /// counter: only for tests and decommissioning, never while handles are in use.
+    pub async fn delete_namespace(&self) -> Result<()> {
+        const OP: &str = "delete_namespace";
+        let pattern = self.shared.keys.pattern();
+        let mut conn = self.conn.clone();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| map_error(OP, Access::Write, e))?;
+            if !keys.is_empty() {
+                let _: Value = redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| map_error(OP, Access::Write, e))?;
+            }
+            if next == 0 {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+
+    /// The namespace's key prefix, `lease:{<namespace>}:` (every key starts with it).
+    pub fn key_prefix(&self) -> &str {
+        self.shared.keys.prefix()
+    }
+
+    /// The redelivery policy this handle evaluates gates with.
+    pub fn policy(&self) -> RedeliveryPolicy {
+        self.shared.config.policy
+    }
+
+    /// The underlying connection, for fault-injection tests (e.g. `CLIENT ID`, then
+    /// `CLIENT KILL` from another connection). Not part of the stable API.
+    #[doc(hidden)]
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.shared.keys
+    }
+
+    pub(crate) fn clock(&self) -> Option<&SharedClock> {
+        self.shared.config.clock.as_ref()
+    }
+
+    /// The clock argument of a script: the injected clock's now, or `''` for Redis `TIME`.
+    fn clock_arg(&self) -> Result<String> {
+        match self.clock() {
+            Some(clock) => Ok(exact_time("clock", clock.now())?.to_string()),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// Runs one operation's script: one round trip (plus a load after `NOSCRIPT`).
+    pub(crate) async fn eval(
+        &self,
+        op: &'static str,
+        access: Access,
+        script: &Script,
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        let clock = self.clock_arg()?;
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(self.shared.keys.prefix())
+            .arg(clock.as_str())
+            .arg(self.shared.policy_arg.as_str());
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut conn = self.conn.clone();
+        invocation
+            .invoke_async::<Value>(&mut conn)
+            .await
+            .map_err(|e| map_error(op, access, e))
+    }
+
+    /// Runs one plain read command.
+    pub(crate) async fn query(&self, op: &'static str, cmd: &redis::Cmd) -> Result<Value> {
+        let mut conn = self.conn.clone();
+        cmd.query_async::<Value>(&mut conn)
+            .await
+            .map_err(|e| map_error(op, Access::Read, e))
+    }
+
+    /// The backend clock: the injected one, or Redis `TIME`.
+    pub(crate) async fn clock_now(&self) -> Result<Timestamp> {
+        if let Some(clock) = self.clock() {
+            return Ok(clock.now());
+        }
+        const OP: &str = "now";
+        let reply = Reply::new(OP);
+        let v = self.query(OP, &redis::cmd("TIME")).await?;
+        let mut items = reply.array(v)?.into_iter();
+        let secs: i64 = reply.number(reply.next(&mut items, "seconds")?, "seconds")?;
+        let micros: i64 = reply.number(reply.next(&mut items, "microseconds")?, "microseconds")?;
+        secs.checked_mul(1000)
+            .and_then(|ms| ms.checked_add(micros / 1000))
+            .map(Timestamp::from_millis)
+            .ok_or_else(|| protocol(OP, "TIME out of range"))
+    }
+
+    async fn check_server(&self) -> Result<()> {
+        const OP: &str = "connect";
+        let v = self.query(OP, &redis::cmd("INFO")).await?;
+        let info = Reply::new(OP).string(v)?;
+        guard::check_version(&info)?;
+        guard::check_eviction(&info, self.shared.config.allow_evicting_policy)
+    }
+
+    async fn claim_layout(&self) -> Result<()> {
+        const OP: &str = "connect";
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                &SCRIPTS.meta,
+                &[LAYOUT_VERSION.as_bytes()],
+            )
+            .await?;
+        let found = Reply::new(OP).string(v)?;
+        if found != LAYOUT_VERSION {
+            return Err(LeaseError::Schema {
+                location: self.shared.keys.prefix().to_owned(),
+                reason: format!(
+                    "the namespace holds key layout {found:?}; this library writes layout \
+                     {LAYOUT_VERSION:?}"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Opens a connection manager for `config`.
+async fn open(client: &redis::Client, config: &RedisConfig) -> Result<ConnectionManager> {
+    let manager = ConnectionManagerConfig::new()
+        .set_number_of_retries(2)
+        .set_connection_timeout(Some(config.connect_timeout));
+    ConnectionManager::new_with_config(client.clone(), manager)
+        .await
+        .map_err(|e| LeaseError::Unavailable {
+            backend: BACKEND,
+            operation: "connect",
+            source: Box::new(e),
+        })
+}

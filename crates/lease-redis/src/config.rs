@@ -1,0 +1,96 @@
+//! [`RedisConfig`]: how to reach Redis and which namespace, clock and policy to use.
+
+use std::time::Duration;
+
+use lease_core::{RedeliveryPolicy, SharedClock};
+
+/// The default namespace (key prefix `lease:{lease}:`).
+pub const DEFAULT_NAMESPACE: &str = "lease";
+
+/// Configuration of a [`crate::RedisBackend`], built with plain owned-self setters.
+///
+/// ```
+/// use lease_redis::RedisConfig;
+/// let config = RedisConfig::new("redis://127.0.0.1:6379").namespace("billing");
+/// # let _ = config;
+/// ```
+#[derive(Clone)]
+pub struct RedisConfig {
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) clock: Option<SharedClock>,
+    pub(crate) policy: RedeliveryPolicy,
+    pub(crate) allow_evicting_policy: bool,
+    pub(crate) connect_timeout: Duration,
+}
+
+impl RedisConfig {
+    /// A configuration for the server at `url` (`redis://host:port/db`, `rediss://` for TLS
+    /// when redis-rs is built with TLS), namespace [`DEFAULT_NAMESPACE`], Redis `TIME` as the
+    /// clock, the default redelivery policy and the eviction guard on.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            clock: None,
+            policy: RedeliveryPolicy::default(),
+            allow_evicting_policy: false,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The namespace: every key lives under `lease:{<namespace>}:`, so one Redis database
+    /// can hold several independent stores and a namespace maps to one cluster hash slot.
+    /// 1 to 128 bytes of ASCII letters, digits, `_`, `-`, `.` and `:` (checked at connect).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Replaces the backend clock (design.md section 2). By default every script reads Redis
+    /// `TIME`, one clock for every process; tests inject a [`lease_core::ManualClock`].
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The redelivery policy (RFC 002 "Redelivery delay"). Every handle on one namespace
+    /// must use the same policy: the claim indexes are scored with it.
+    pub fn policy(mut self, policy: RedeliveryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// With `true`, a `maxmemory-policy` that may evict lease keys (`allkeys-*`) is logged
+    /// as a warning instead of failing `connect` with
+    /// [`lease_core::LeaseError::UnsafeConfiguration`]. Evicting a token counter or an
+    /// execution breaks fencing: only allow this where memory can never fill up.
+    pub fn allow_evicting_policy(mut self, allow: bool) -> Self {
+        self.allow_evicting_policy = allow;
+        self
+    }
+
+    /// How long one connection attempt may take (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password: show only its scheme and host part.
+        let shown = match self.url.rsplit_once('@') {
+            Some((_, host)) => format!("redis://***@{host}"),
+            None => self.url.clone(),
+        };
+        f.debug_struct("RedisConfig")
+            .field("url", &shown)
+            .field("namespace", &self.namespace)
+            .field("clock", &self.clock)
+            .field("policy", &self.policy)
+            .field("allow_evicting_policy", &self.allow_evicting_policy)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,115 @@
+//! [`HeapClient`] for [`RedisBackend`]: step records in one hash per execution.
+
+use async_trait::async_trait;
+use lease_core::{
+    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Result, StepKey, StepWrite,
+};
+
+use crate::backend::RedisBackend;
+use crate::errors::Access;
+use crate::execution::{Refusal, fenced_status};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+use crate::wire::{parse_step_field, parse_step_value, step_field, step_value};
+
+#[async_trait]
+impl HeapClient for RedisBackend {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        const OP: &str = "write_step";
+        let field = step_field(&write.step_key, write.step_attempt);
+        let value = step_value(lease.token, write.done, &write.response);
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                &SCRIPTS.write_step,
+                &[
+                    lease.execution_id.as_str().as_bytes(),
+                    lease.token.get().to_string().as_bytes(),
+                    field.as_bytes(),
+                    value.as_bytes(),
+                ],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let (status, mut rest) = reply.status(v)?;
+        if let Some(Refusal::Lost) = fenced_status(reply, &status, lease)? {
+            return Ok(Fenced::Lost);
+        }
+        match status.as_str() {
+            "new" => Ok(Fenced::Accepted(HeapRecord::from_write(
+                &lease.execution_id,
+                lease.token,
+                write,
+            ))),
+            "existing" => {
+                let stored = reply.string(reply.next(&mut rest, "step record")?)?;
+                let (token, done, response) = parse_step_value(OP, &stored)?;
+                Ok(Fenced::Accepted(HeapRecord {
+                    execution_id: lease.execution_id.clone(),
+                    step_key: write.step_key.clone(),
+                    step_attempt: write.step_attempt,
+                    done,
+                    response,
+                    token,
+                }))
+            }
+            other => Err(reply.unexpected(other)),
+        }
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        const OP: &str = "read_step";
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(self.keys().steps(id))
+            .arg(step_field(step_key, step_attempt));
+        let reply = Reply::new(OP);
+        let Some(stored) = reply.opt_string(self.query(OP, &cmd).await?)? else {
+            return Ok(None);
+        };
+        let (token, done, response) = parse_step_value(OP, &stored)?;
+        Ok(Some(HeapRecord {
+            execution_id: id.clone(),
+            step_key: step_key.clone(),
+            step_attempt,
+            done,
+            response,
+            token,
+        }))
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        const OP: &str = "list_steps";
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(self.keys().steps(id));
+        let reply = Reply::new(OP);
+        let mut out = Vec::new();
+        for (field, stored) in reply.pairs(self.query(OP, &cmd).await?)? {
+            let (step_key, step_attempt) = parse_step_field(OP, &field)?;
+            let (token, done, response) = parse_step_value(OP, &stored)?;
+            out.push(HeapRecord {
+                execution_id: id.clone(),
+                step_key,
+                step_attempt,
+                done,
+                response,
+                token,
+            });
+        }
+        out.sort_by(|a, b| {
+            a.step_key
+                .cmp(&b.step_key)
+                .then(a.step_attempt.cmp(&b.step_attempt))
+        });
+        Ok(out)
+    }
+}

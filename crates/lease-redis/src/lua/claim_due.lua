@@ -1,0 +1,63 @@
+-- claim_due(now, limit, duration): claims up to `limit` claimable executions in
+-- (due_at, id) order, each with the next value of the namespace's token counter.
+-- ARGV[3] the caller's now ('' = the clock's), ARGV[4] limit, ARGV[5] lease ms.
+-- Reply: {id1, token1, expires_at1, id2, ...}.
+local now = clock_now()
+if ARGV[3] ~= '' then
+  local requested = tonumber(ARGV[3])
+  if requested < now then now = requested end
+end
+local limit = tonumber(ARGV[4])
+local lease_ms = tonumber(ARGV[5])
+
+-- Executions whose claimable instant has passed move to ready, scored by due time.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', fmt(now))) do
+  local r = load(id)
+  redis.call('ZREM', K_WAITING, id)
+  if r ~= nil and not terminal(r.st) then
+    local due = r.du
+    if r.st == 'running' then due = min_opt(r.du, r.wk) end
+    if due ~= nil then redis.call('ZADD', K_READY, fmt(due), id) end
+  end
+end
+
+local out = {}
+local claimed = 0
+-- Every member fetched is either claimed or re-placed out of the fetched score range
+-- (ready, due > now; or waiting), so the loop ends; the bound is a second guard.
+local rounds = 0
+while claimed < limit and rounds < 10000 do
+  rounds = rounds + 1
+  local ids = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(now), 'LIMIT', 0, limit - claimed)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local ok, r = pcall(load, id)
+    if not ok then
+      -- A corrupt record: report it, unless leases were already issued in this call,
+      -- which must reach their holders (the next call reports it).
+      if claimed > 0 then return out end
+      error(r)
+    end
+    if r == nil then
+      redis.call('ZREM', K_READY, id)
+    else
+      local e = effective(r, now)
+      if claimable(e, now) then
+        local token = redis.call('INCR', K_TOKEN)
+        e.tk = token
+        e.st = 'running'
+        e.le = now + lease_ms
+        e.wk = nil
+        save(e)
+        place(e)
+        out[#out + 1] = id
+        out[#out + 1] = fmt(token)
+        out[#out + 1] = fmt(e.le)
+        claimed = claimed + 1
+      else
+        place(r)
+      end
+    end
+  end
+end
+return out

@@ -1,0 +1,11 @@
+-- renew(lease, duration), fenced: extends a held lease to now + duration.
+-- ARGV[3] id, ARGV[4] token, ARGV[5] duration ms.
+-- Reply: {'ok', expires_at} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+local r = load(ARGV[3])
+if r == nil then return {'unknown'} end
+local held = check_lease(r, ARGV[4])
+if held ~= 'held' then return {held} end
+r.le = clock_now() + tonumber(ARGV[5])
+redis.call('HSET', k_exec(r.id), 'le', fmt(r.le))
+place(r)
+return {'ok', fmt(r.le)}

@@ -1,0 +1,49 @@
+-- update(receipt, op): applies `op` once per receipt and records its outcome atomically;
+-- a known receipt returns the recorded outcome. Mirrors StoreOp::apply byte for byte
+-- (payloads are canonical JSON, so equality is string equality).
+-- ARGV[3] store id, ARGV[4] receipt field (execution id, \31, step key),
+-- ARGV[5] 'put' | 'delete' | 'cas' | 'take', ARGV[6] entry key,
+-- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value.
+-- Reply: {'nostore'} | {'replayed', outcome} | {'applied', outcome}, where outcome is
+-- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON.
+local key = k_store(ARGV[3])
+if redis.call('EXISTS', key) == 0 then return {'nostore'} end
+local receipts = k_receipts(ARGV[3])
+local recorded = redis.call('HGET', receipts, ARGV[4])
+if recorded then return {'replayed', recorded} end
+local op = ARGV[5]
+local entry = ARGV[6]
+local current = redis.call('HGET', key, entry)
+local applied = false
+local set = nil
+local delete = false
+if op == 'put' then
+  applied = true
+  set = ARGV[9]
+elseif op == 'delete' then
+  applied = current ~= false
+  delete = true
+elseif op == 'cas' then
+  local matches
+  if ARGV[7] == '1' then matches = current == ARGV[8] else matches = current == false end
+  if matches then
+    applied = true
+    set = ARGV[9]
+  end
+elseif op == 'take' then
+  if current == ARGV[8] then
+    applied = true
+    delete = true
+  end
+else
+  return {'badop'}
+end
+if set ~= nil then
+  redis.call('HSET', key, entry, set)
+elseif delete and current then
+  redis.call('HDEL', key, entry)
+end
+local outcome = (applied and '1' or '0')
+if current then outcome = outcome .. '1' .. current else outcome = outcome .. '0' end
+redis.call('HSET', receipts, ARGV[4], outcome)
+return {'applied', outcome}

@@ -1,0 +1,16 @@
+-- write_step(lease, step), fenced: accepted while the token is current and its delivery has
+-- not ended; an existing record is returned unchanged, otherwise the record is inserted.
+-- ARGV[3] id, ARGV[4] token, ARGV[5] field (step key, \31, attempt),
+-- ARGV[6] value (token|done|response).
+-- Reply: {'new'} | {'existing', value} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+local h = redis.call('HMGET', k_exec(ARGV[3]), 'st', 'tk')
+if not h[1] then return {'unknown'} end
+if not STATUSES[h[1]] then corrupt('execution ' .. ARGV[3] .. ': status') end
+local r = {st = h[1], tk = int(h[2], 'execution ' .. ARGV[3] .. ': token')}
+local held = check_lease(r, ARGV[4])
+if held ~= 'held' then return {held} end
+local key = k_steps(ARGV[3])
+local existing = redis.call('HGET', key, ARGV[5])
+if existing then return {'existing', existing} end
+redis.call('HSET', key, ARGV[5], ARGV[6])
+return {'new'}

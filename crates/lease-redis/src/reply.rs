@@ -1,0 +1,322 @@
+//! Decoding script replies. Every shape this library does not produce is a
+//! [`lease_core::LeaseError::Protocol`], never a panic.
+
+use std::str::FromStr;
+
+use lease_core::{
+    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, Json, Result,
+    Timestamp, WorkflowName,
+};
+use redis::Value;
+
+use crate::errors::protocol;
+
+/// A reply being taken apart for one operation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reply {
+    /// The operation, for error messages.
+    pub(crate) op: &'static str,
+}
+
+impl Reply {
+    /// Decoder for `op`.
+    pub(crate) fn new(op: &'static str) -> Self {
+        Reply { op }
+    }
+
+    /// The elements of an array reply.
+    pub(crate) fn array(self, v: Value) -> Result<Vec<Value>> {
+        match v {
+            Value::Array(items) | Value::Set(items) => Ok(items),
+            other => Err(protocol(
+                self.op,
+                format!("expected an array, got {other:?}"),
+            )),
+        }
+    }
+
+    /// A string reply (bulk or simple) as UTF-8.
+    pub(crate) fn string(self, v: Value) -> Result<String> {
+        match v {
+            Value::BulkString(bytes) => String::from_utf8(bytes)
+                .map_err(|_| protocol(self.op, "a string reply is not UTF-8")),
+            Value::SimpleString(s) => Ok(s),
+            Value::VerbatimString { text, .. } => Ok(text),
+            other => Err(protocol(
+                self.op,
+                format!("expected a string, got {other:?}"),
+            )),
+        }
+    }
+
+    /// A string reply, or `None` for nil.
+    pub(crate) fn opt_string(self, v: Value) -> Result<Option<String>> {
+        match v {
+            Value::Nil => Ok(None),
+            other => self.string(other).map(Some),
+        }
+    }
+
+    /// A decimal number carried as a string (or an integer reply).
+    pub(crate) fn number<T: FromStr>(self, v: Value, what: &str) -> Result<T> {
+        let text = match v {
+            Value::Int(i) => i.to_string(),
+            other => self.string(other)?,
+        };
+        text.parse()
+            .map_err(|_| protocol(self.op, format!("{what} {text:?} is not a number")))
+    }
+
+    /// Splits an array reply into its leading status word and the rest.
+    pub(crate) fn status(self, v: Value) -> Result<(String, std::vec::IntoIter<Value>)> {
+        let mut items = self.array(v)?.into_iter();
+        let status = items
+            .next()
+            .ok_or_else(|| protocol(self.op, "empty reply"))
+            .and_then(|s| self.string(s))?;
+        Ok((status, items))
+    }
+
+    /// The next element of a reply, which must exist.
+    pub(crate) fn next(self, items: &mut impl Iterator<Item = Value>, what: &str) -> Result<Value> {
+        items
+            .next()
+            .ok_or_else(|| protocol(self.op, format!("reply ends before {what}")))
+    }
+
+    /// A reply word this operation does not expect.
+    pub(crate) fn unexpected(self, status: &str) -> lease_core::LeaseError {
+        protocol(self.op, format!("unexpected reply {status:?}"))
+    }
+
+    /// Field/value pairs (an `HGETALL` reply) as strings.
+    pub(crate) fn pairs(self, v: Value) -> Result<Vec<(String, String)>> {
+        let items = self.array(v)?;
+        if items.len() % 2 != 0 {
+            return Err(protocol(self.op, "odd number of hash field elements"));
+        }
+        let mut out = Vec::with_capacity(items.len() / 2);
+        let mut it = items.into_iter();
+        while let (Some(f), Some(v)) = (it.next(), it.next()) {
+            out.push((self.string(f)?, self.string(v)?));
+        }
+        Ok(out)
+    }
+
+    /// The stored execution record of `id` from its hash fields; `None` for no fields.
+    pub(crate) fn record(self, id: ExecutionId, v: Value) -> Result<Option<ExecutionRecord>> {
+        let pairs = self.pairs(v)?;
+        if pairs.is_empty() {
+            return Ok(None);
+        }
+        let mut f = Fields::default();
+        for (name, value) in pairs {
+            match name.as_str() {
+                "st" => f.status = Some(value),
+                "tk" => f.token = Some(value),
+                "un" => f.unacknowledged = Some(value),
+                "es" => f.ever_suspended = Some(value),
+                "du" => f.due_at = Some(value),
+                "le" => f.lease_expires_at = Some(value),
+                "wk" => f.wake_after_claim = Some(value),
+                "ld" => f.last_delivery_ended_at = Some(value),
+                "wf" => f.workflow = Some(value),
+                "in" => f.input = Some(value),
+                "oc" => f.outcome_kind = Some(value),
+                "ov" => f.outcome_value = Some(value),
+                _ => {}
+            }
+        }
+        self.build(id, f).map(Some)
+    }
+
+    fn build(self, id: ExecutionId, f: Fields) -> Result<ExecutionRecord> {
+        let what = |field: &str| format!("execution {id}: {field}");
+        let required = |v: Option<String>, field: &str| {
+            v.ok_or_else(|| protocol(self.op, format!("{} is missing", what(field))))
+        };
+        let parse_ts = |v: Option<String>, field: &str| -> Result<Option<Timestamp>> {
+            v.map(|s| {
+                s.parse::<i64>()
+                    .map(Timestamp::from_millis)
+                    .map_err(|_| protocol(self.op, format!("{} {s:?}", what(field))))
+            })
+            .transpose()
+        };
+        let status_text = required(f.status, "status")?;
+        let status = ExecutionStatus::from_str(&status_text)
+            .map_err(|_| protocol(self.op, format!("{} {status_text:?}", what("status"))))?;
+        let token_text = required(f.token, "token")?;
+        let token = token_text
+            .parse::<u64>()
+            .map_err(|_| protocol(self.op, format!("{} {token_text:?}", what("token"))))?;
+        let un_text = required(f.unacknowledged, "unacknowledged deliveries")?;
+        let unacknowledged_deliveries = un_text.parse::<u32>().map_err(|_| {
+            protocol(
+                self.op,
+                format!("{} {un_text:?}", what("unacknowledged deliveries")),
+            )
+        })?;
+        let ever_suspended = match required(f.ever_suspended, "ever_suspended")?.as_str() {
+            "0" => false,
+            "1" => true,
+            other => {
+                return Err(protocol(
+                    self.op,
+                    format!("{} {other:?}", what("ever_suspended")),
+                ));
+            }
+        };
+        let workflow = f
+            .workflow
+            .map(|w| WorkflowName::new(w).map_err(|e| protocol(self.op, what(&e.to_string()))))
+            .transpose()?;
+        let outcome = match (f.outcome_kind.as_deref(), f.outcome_value) {
+            (None, None) => None,
+            (Some("completed"), Some(v)) => Some(ExecutionOutcome::Completed(Json::from_stored(v))),
+            (Some("failed"), Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
+            (kind, _) => return Err(protocol(self.op, format!("{} {kind:?}", what("outcome")))),
+        };
+        Ok(ExecutionRecord {
+            workflow,
+            input: f.input.map(Json::from_stored),
+            status,
+            token: FencingToken::new(token),
+            lease_expires_at: parse_ts(f.lease_expires_at, "lease_expires_at")?,
+            due_at: parse_ts(f.due_at, "due_at")?,
+            wake_after_claim: parse_ts(f.wake_after_claim, "wake_after_claim")?,
+            unacknowledged_deliveries,
+            last_delivery_ended_at: parse_ts(f.last_delivery_ended_at, "last_delivery_ended_at")?,
+            ever_suspended,
+            outcome,
+            id,
+        })
+    }
+
+    /// An execution id read back from Redis.
+    pub(crate) fn execution_id(self, v: Value) -> Result<ExecutionId> {
+        let s = self.string(v)?;
+        ExecutionId::new(s).map_err(|e| protocol(self.op, format!("stored execution id: {e}")))
+    }
+}
+
+#[derive(Default)]
+struct Fields {
+    status: Option<String>,
+    token: Option<String>,
+    unacknowledged: Option<String>,
+    ever_suspended: Option<String>,
+    due_at: Option<String>,
+    lease_expires_at: Option<String>,
+    wake_after_claim: Option<String>,
+    last_delivery_ended_at: Option<String>,
+    workflow: Option<String>,
+    input: Option<String>,
+    outcome_kind: Option<String>,
+    outcome_value: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::LeaseError;
+
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn id() -> ExecutionId {
+        ExecutionId::new("x").expect("valid")
+    }
+
+    fn is_protocol<T: std::fmt::Debug>(r: Result<T>) -> bool {
+        matches!(r, Err(LeaseError::Protocol { .. }))
+    }
+
+    #[test]
+    fn decodes_a_stored_record() {
+        let v = Value::Array(
+            [
+                "st", "running", "tk", "7", "un", "2", "es", "1", "du", "100", "le", "200", "ld",
+                "50", "wf", "wf", "in", "{}",
+            ]
+            .into_iter()
+            .map(bulk)
+            .collect(),
+        );
+        let r = Reply::new("t").record(id(), v).expect("ok").expect("some");
+        assert_eq!(r.status, ExecutionStatus::Running);
+        assert_eq!(r.token.get(), 7);
+        assert_eq!(r.unacknowledged_deliveries, 2);
+        assert!(r.ever_suspended);
+        assert_eq!(r.due_at, Some(Timestamp::from_millis(100)));
+        assert_eq!(r.wake_after_claim, None);
+        assert_eq!(r.input.as_ref().map(Json::as_str), Some("{}"));
+        let empty = Reply::new("t")
+            .record(id(), Value::Array(vec![]))
+            .expect("ok");
+        assert!(empty.is_none());
+    }
+
+    #[test]
+    fn unexpected_shapes_are_protocol_errors() {
+        let r = Reply::new("t");
+        let shapes = [
+            Value::Nil,
+            Value::Int(3),
+            Value::Okay,
+            Value::Double(1.5),
+            Value::Boolean(true),
+            bulk("x"),
+            Value::Array(vec![bulk("st")]),
+            Value::Array(vec![Value::Int(1), Value::Int(2)]),
+            Value::Array(vec![bulk("st"), bulk("bogus"), bulk("tk"), bulk("1")]),
+            Value::Array(vec![
+                bulk("st"),
+                bulk("admitted"),
+                bulk("tk"),
+                bulk("-1"),
+                bulk("un"),
+                bulk("0"),
+                bulk("es"),
+                bulk("0"),
+            ]),
+            Value::Array(vec![
+                bulk("st"),
+                bulk("admitted"),
+                bulk("tk"),
+                bulk("1"),
+                bulk("un"),
+                bulk("0"),
+                bulk("es"),
+                bulk("2"),
+            ]),
+            Value::Array(vec![
+                bulk("st"),
+                bulk("completed"),
+                bulk("tk"),
+                bulk("1"),
+                bulk("un"),
+                bulk("0"),
+                bulk("es"),
+                bulk("0"),
+                bulk("oc"),
+                bulk("completed"),
+            ]),
+            Value::Array(vec![Value::BulkString(vec![0xff, 0xfe]), bulk("x")]),
+        ];
+        for shape in shapes {
+            assert!(is_protocol(r.record(id(), shape.clone())), "{shape:?}");
+        }
+        assert!(is_protocol(r.status(Value::Array(vec![]))));
+        assert!(is_protocol(r.status(Value::Array(vec![Value::Nil]))));
+        assert!(is_protocol(r.status(bulk("ok"))));
+        assert!(is_protocol(r.number::<u64>(bulk("1.5"), "n")));
+        assert!(is_protocol(r.number::<u64>(Value::Nil, "n")));
+        assert!(is_protocol(r.execution_id(bulk(""))));
+        assert!(is_protocol(r.pairs(Value::Array(vec![bulk("a")]))));
+        let mut empty = std::iter::empty();
+        assert!(is_protocol(r.next(&mut empty, "token")));
+    }
+}

@@ -1,0 +1,48 @@
+//! The Lua scripts: one per operation, each the shared prelude (`lua/prelude.lua`) followed
+//! by the operation's body. `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after a
+//! restart or `SCRIPT FLUSH`), loads the script and retries, so scripts never need to be
+//! preloaded.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+const PRELUDE: &str = include_str!("lua/prelude.lua");
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n-- operation\n{body}"))
+}
+
+/// Every script of the backend, compiled (hashed) once per process.
+pub(crate) struct Scripts {
+    pub(crate) meta: Script,
+    pub(crate) admit: Script,
+    pub(crate) get: Script,
+    pub(crate) list_failing: Script,
+    pub(crate) request_wake: Script,
+    pub(crate) claim_due: Script,
+    pub(crate) renew: Script,
+    pub(crate) release: Script,
+    pub(crate) acknowledge: Script,
+    pub(crate) write_step: Script,
+    pub(crate) start: Script,
+    pub(crate) get_or_create: Script,
+    pub(crate) store_update: Script,
+}
+
+/// The scripts.
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    meta: script(include_str!("lua/meta.lua")),
+    admit: script(include_str!("lua/admit.lua")),
+    get: script(include_str!("lua/get.lua")),
+    list_failing: script(include_str!("lua/list_failing.lua")),
+    request_wake: script(include_str!("lua/request_wake.lua")),
+    claim_due: script(include_str!("lua/claim_due.lua")),
+    renew: script(include_str!("lua/renew.lua")),
+    release: script(include_str!("lua/release.lua")),
+    acknowledge: script(include_str!("lua/acknowledge.lua")),
+    write_step: script(include_str!("lua/write_step.lua")),
+    start: script(include_str!("lua/start.lua")),
+    get_or_create: script(include_str!("lua/get_or_create.lua")),
+    store_update: script(include_str!("lua/store_update.lua")),
+});

@@ -1,0 +1,169 @@
+//! How values travel to the scripts and how stored strings are encoded.
+//!
+//! Lua numbers are doubles, exact for integers up to 2^53. Timestamps passed to a script are
+//! therefore kept within ±[`MAX_EXACT_MS`] (2^52 ms, about 142,000 years either side of 1970)
+//! so that a timestamp plus a lease or a redelivery delay (each clamped to the same bound)
+//! still stays below 2^53. Fencing tokens come from one `INCR` counter and would need 2^53
+//! claims to lose exactness.
+
+use lease_core::{
+    FencingToken, Json, LeaseError, RedeliveryPolicy, Result, StepKey, StoreOutcome, Timestamp,
+};
+
+use crate::errors::protocol;
+use crate::keys::SEP;
+
+/// Largest magnitude of a timestamp a script accepts, in milliseconds (2^52).
+pub(crate) const MAX_EXACT_MS: i64 = 1 << 52;
+
+/// Checks that `t` is within ±[`MAX_EXACT_MS`]; a typed error otherwise.
+pub(crate) fn exact_time(field: &'static str, t: Timestamp) -> Result<i64> {
+    let ms = t.as_millis();
+    if ms.unsigned_abs() > MAX_EXACT_MS.unsigned_abs() {
+        return Err(LeaseError::invalid(
+            field,
+            format!("{ms} ms is outside the ±2^52 ms this backend stores exactly"),
+        ));
+    }
+    Ok(ms)
+}
+
+/// The redelivery table for `ARGV[2]`: `RedeliveryPolicy::table_ms()`, comma separated,
+/// each entry clamped to [`MAX_EXACT_MS`] (a longer delay is never reached either way).
+pub(crate) fn policy_arg(policy: &RedeliveryPolicy) -> String {
+    let cap = MAX_EXACT_MS.unsigned_abs();
+    policy
+        .table_ms()
+        .iter()
+        .map(|d| (*d).min(cap).to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The hash field of a step record: `<step key>\x1f<attempt>`.
+pub(crate) fn step_field(step_key: &StepKey, attempt: u32) -> String {
+    format!("{}{SEP}{attempt}", step_key.as_str())
+}
+
+/// The stored value of a step record: `<token>|<0|1>|<response JSON>`.
+pub(crate) fn step_value(token: FencingToken, done: bool, response: &Json) -> String {
+    format!("{}|{}|{}", token.get(), u8::from(done), response.as_str())
+}
+
+/// Parses a step field back into its key and attempt.
+pub(crate) fn parse_step_field(op: &'static str, field: &str) -> Result<(StepKey, u32)> {
+    let (key, attempt) = field
+        .rsplit_once(SEP)
+        .ok_or_else(|| protocol(op, format!("step field {field:?} has no separator")))?;
+    let key = StepKey::new(key).map_err(|e| protocol(op, format!("step key: {e}")))?;
+    let attempt = attempt
+        .parse()
+        .map_err(|_| protocol(op, format!("step attempt {attempt:?}")))?;
+    Ok((key, attempt))
+}
+
+/// Parses a stored step value into (token, done, response).
+pub(crate) fn parse_step_value(
+    op: &'static str,
+    value: &str,
+) -> Result<(FencingToken, bool, Json)> {
+    let mut parts = value.splitn(3, '|');
+    let (Some(token), Some(done), Some(response)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(protocol(op, "step record is not token|done|response"));
+    };
+    let token = token
+        .parse::<u64>()
+        .map_err(|_| protocol(op, format!("step token {token:?}")))?;
+    let done = match done {
+        "0" => false,
+        "1" => true,
+        other => return Err(protocol(op, format!("step done flag {other:?}"))),
+    };
+    if response.is_empty() {
+        return Err(protocol(op, "empty step response"));
+    }
+    Ok((
+        FencingToken::new(token),
+        done,
+        Json::from_stored(response.to_owned()),
+    ))
+}
+
+/// Parses a recorded store outcome: `<applied 0|1><has previous 0|1><previous JSON>`.
+pub(crate) fn parse_outcome(op: &'static str, value: &str) -> Result<StoreOutcome> {
+    let bytes = value.as_bytes();
+    let flag = |i: usize| match bytes.get(i) {
+        Some(b'0') => Ok(false),
+        Some(b'1') => Ok(true),
+        _ => Err(protocol(op, format!("store outcome {value:?}"))),
+    };
+    let applied = flag(0)?;
+    let has_previous = flag(1)?;
+    let rest = value.get(2..).unwrap_or_default();
+    let previous = match (has_previous, rest.is_empty()) {
+        (true, false) => Some(Json::from_stored(rest.to_owned())),
+        (false, true) => None,
+        _ => return Err(protocol(op, format!("store outcome {value:?}"))),
+    };
+    Ok(StoreOutcome { applied, previous })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn step_encoding_round_trips() {
+        let key = StepKey::new("charge:card|x").expect("valid");
+        let field = step_field(&key, 7);
+        assert_eq!(parse_step_field("t", &field).expect("parse"), (key, 7));
+        let json = Json::parse("t", r#"{"a":"x|y"}"#).expect("json");
+        let value = step_value(FencingToken::new(42), true, &json);
+        let (token, done, response) = parse_step_value("t", &value).expect("parse");
+        assert_eq!((token.get(), done, response), (42, true, json));
+    }
+
+    #[test]
+    fn malformed_stored_values_are_protocol_errors() {
+        for bad in ["", "1", "1|2", "x|1|{}", "1|2|{}", "1|1|"] {
+            assert!(
+                matches!(parse_step_value("t", bad), Err(LeaseError::Protocol { .. })),
+                "{bad:?}"
+            );
+        }
+        for bad in ["nosep", "\u{1f}1", "k\u{1f}x", "k\u{1f}-1"] {
+            assert!(parse_step_field("t", bad).is_err(), "{bad:?}");
+        }
+        for bad in ["", "1", "21", "10{}", "11", "x0"] {
+            assert!(parse_outcome("t", bad).is_err(), "{bad:?}");
+        }
+        let ok = parse_outcome("t", "11{\"a\":1}").expect("ok");
+        assert!(ok.applied && ok.previous.is_some());
+        let ok = parse_outcome("t", "00").expect("ok");
+        assert!(!ok.applied && ok.previous.is_none());
+    }
+
+    #[test]
+    fn times_outside_the_exact_range_are_rejected() {
+        assert!(exact_time("t", Timestamp::from_millis(MAX_EXACT_MS)).is_ok());
+        assert!(exact_time("t", Timestamp::from_millis(-MAX_EXACT_MS)).is_ok());
+        assert!(exact_time("t", Timestamp::from_millis(MAX_EXACT_MS + 1)).is_err());
+        assert!(exact_time("t", Timestamp::from_millis(i64::MIN)).is_err());
+    }
+
+    #[test]
+    fn policy_table_is_clamped() {
+        let p = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_millis(1600))
+            .expect("valid");
+        assert_eq!(policy_arg(&p), "100,200,400,800,1600");
+        let huge = RedeliveryPolicy::new(Duration::from_millis(1), 2, Duration::MAX).expect("ok");
+        assert!(
+            policy_arg(&huge)
+                .split(',')
+                .all(|d| d.parse::<i64>().is_ok_and(|d| d <= MAX_EXACT_MS))
+        );
+    }
+}

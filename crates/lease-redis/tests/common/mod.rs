@@ -1,0 +1,104 @@
+//! Shared test support: the Redis URL, random namespaces, snapshots of a namespace's keys.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lease_core::{ManualClock, RedeliveryPolicy};
+use lease_redis::{RedisBackend, RedisConfig};
+use redis::Value;
+
+/// `LEASE_REDIS_URL`, or the local default. An unreachable server fails the tests.
+pub fn redis_url() -> String {
+    std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A namespace nobody else uses.
+pub fn random_namespace() -> String {
+    format!("test-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A backend on a fresh namespace over `clock`.
+pub async fn fresh(clock: &ManualClock, policy: RedeliveryPolicy) -> RedisBackend {
+    RedisBackend::connect(
+        RedisConfig::new(redis_url())
+            .namespace(random_namespace())
+            .clock(Arc::new(clock.clone()))
+            .policy(policy),
+    )
+    .await
+    .expect("connect to redis (set LEASE_REDIS_URL)")
+}
+
+/// A separate admin connection (not one of the backend's).
+pub async fn admin() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin connection")
+}
+
+/// Every key of the backend's namespace with a dump of its contents, to prove that an
+/// operation changed nothing.
+pub async fn snapshot(backend: &RedisBackend) -> BTreeMap<String, String> {
+    let mut conn = admin().await;
+    let pattern = format!("{}*", backend.key_prefix());
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .expect("scan");
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let mut out = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("type");
+        let dump: Value = match kind.as_str() {
+            "hash" => redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await,
+            "zset" => {
+                redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+            }
+            _ => redis::cmd("GET").arg(&key).query_async(&mut conn).await,
+        }
+        .expect("read key");
+        let dump = match dump {
+            // HGETALL order is not stable across rehashing: sort the pairs.
+            Value::Array(items) if kind == "hash" => {
+                let mut pairs: Vec<String> = items.chunks(2).map(|c| format!("{:?}", c)).collect();
+                pairs.sort();
+                pairs.join(",")
+            }
+            other => format!("{other:?}"),
+        };
+        out.insert(key, format!("{kind}:{dump}"));
+    }
+    out
+}
+
+/// Number of keys in the backend's namespace.
+pub async fn key_count(backend: &RedisBackend) -> usize {
+    snapshot(backend).await.len()
+}

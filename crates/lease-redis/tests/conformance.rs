@@ -1,0 +1,41 @@
+//! The conformance suite against real Redis: every case on its own random namespace,
+//! removed afterwards with SCAN + UNLINK.
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::{ManualClock, RedeliveryPolicy, Result};
+use lease_redis::{RedisBackend, RedisConfig};
+
+/// Harness: a random namespace per case over `LEASE_REDIS_URL`; peers are separate
+/// connection managers; teardown deletes the namespace.
+pub struct RedisHarness(RedisBackend);
+
+#[async_trait]
+impl lease_conformance::Harness for RedisHarness {
+    type Backend = RedisBackend;
+
+    async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
+        let config = RedisConfig::new(common::redis_url())
+            .namespace(common::random_namespace())
+            .clock(Arc::new(clock))
+            .policy(policy);
+        Ok(RedisHarness(RedisBackend::connect(config).await?))
+    }
+
+    fn backend(&self) -> RedisBackend {
+        self.0.clone()
+    }
+
+    async fn peer(&self) -> Result<RedisBackend> {
+        self.0.peer().await
+    }
+
+    async fn teardown(self) -> Result<()> {
+        self.0.delete_namespace().await
+    }
+}
+
+lease_conformance::conformance_tests!(RedisHarness);
