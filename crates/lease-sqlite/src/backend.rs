@@ -108,11 +108,7 @@ impl SqliteBackend {
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
-        self.conn
-            .call(operation, move |conn| {
-                tx::write(conn, operation, |tx| f(tx, &scope))
-            })
-            .await
+        self.conn.write(operation, move |tx| f(tx, &scope)).await
     }
 
     async fn read<T: Send + 'static>(

@@ -1,5 +1,6 @@
 //! One connection, one OS thread: rusqlite is blocking, so it never runs on the async
 //! runtime's threads. Jobs reach the thread through a channel and answer on a oneshot.
+//! Mutating jobs found queued together run as one group commit ([`crate::group`]).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
@@ -8,9 +9,55 @@ use lease_core::{LeaseError, Result};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::error::{BACKEND, thread_gone};
+use crate::error::{BACKEND, OpResult, thread_gone};
+use crate::group::{self, MAX_GROUP, Member, Op};
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send + 'static>;
+enum Job {
+    /// Anything run on its own (reads).
+    Alone(Box<dyn FnOnce(&mut Connection) + Send + 'static>),
+    /// A mutating operation, grouped with the mutating operations queued behind it.
+    Write(Box<dyn Member>),
+}
+
+/// The connection thread's loop: runs jobs in arrival order until every handle is gone.
+fn serve(conn: &mut Connection, queue: &mpsc::Receiver<Job>) {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match queue.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Alone(f) => guarded(|| f(conn)),
+            Job::Write(first) => {
+                let mut members = vec![first];
+                while members.len() < MAX_GROUP {
+                    match queue.try_recv() {
+                        Ok(Job::Write(m)) => members.push(m),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                guarded(|| group::run(conn, members));
+            }
+        }
+    }
+}
+
+/// A job that panics has already rolled its transaction back (rusqlite's Transaction rolls
+/// back on drop) and dropped its reply senders, so its callers see Unavailable; the
+/// connection stays usable for the next job.
+fn guarded(f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        tracing::error!("a lease-sqlite job panicked; its transaction was rolled back");
+    }
+}
 
 /// A handle on a connection thread. Clones share the connection; the thread closes the
 /// connection and ends when the last handle is dropped (after finishing queued jobs).
@@ -39,16 +86,7 @@ impl ConnHandle {
                         return;
                     }
                 };
-                while let Ok(job) = queue.recv() {
-                    // A job that panics has already rolled its transaction back (rusqlite's
-                    // Transaction rolls back on drop) and dropped its reply sender, so its
-                    // caller sees Unavailable; the connection stays usable for the next job.
-                    if catch_unwind(AssertUnwindSafe(|| job(&mut conn))).is_err() {
-                        tracing::error!(
-                            "a lease-sqlite job panicked; its transaction was rolled back"
-                        );
-                    }
-                }
+                serve(&mut conn, &queue);
             })
             .map_err(|e| LeaseError::Backend {
                 backend: BACKEND,
@@ -67,9 +105,22 @@ impl ConnHandle {
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
+        let job = Job::Alone(Box::new(move |conn| {
             let _ = reply_tx.send(f(conn));
-        });
+        }));
+        self.jobs.send(job).map_err(|_| thread_gone(operation))?;
+        reply_rx.await.map_err(|_| thread_gone(operation))?
+    }
+
+    /// Runs a mutating operation in the next group commit. `f` may run more than once (the
+    /// group is retried on contention) and must only touch the database.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<T> + Send + 'static,
+    ) -> Result<T> {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job = Job::Write(Box::new(Op::new(operation, f, reply_tx)));
         self.jobs.send(job).map_err(|_| thread_gone(operation))?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }

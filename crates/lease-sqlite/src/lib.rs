@@ -93,6 +93,7 @@ mod config;
 mod conn;
 mod error;
 mod executions;
+mod group;
 mod rows;
 pub mod schema;
 mod scope;

@@ -83,7 +83,7 @@ fn run<T>(
 }
 
 /// 1, 2, 4, 8 ms plus up to 1 ms of jitter so retrying connections spread out.
-fn backoff(retry: u32) -> Duration {
+pub(crate) fn backoff(retry: u32) -> Duration {
     let jitter = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() % 1_000_000)

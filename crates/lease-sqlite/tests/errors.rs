@@ -116,3 +116,90 @@ async fn a_directory_that_does_not_exist_is_a_backend_error() {
         .expect_err("cannot create");
     assert!(matches!(err, LeaseError::Backend { .. }), "{err:?}");
 }
+
+/// Operations queued together share one group commit; a member that fails rolls back only
+/// its own savepoint, never its neighbours'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_operation_does_not_disturb_its_commit_group() {
+    let b = SqliteBackend::open(SqliteConfig::in_memory())
+        .await
+        .expect("open");
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                if i % 2 == 0 {
+                    b.admit(&Admission::new(id(&format!("ok-{i}"))))
+                        .await
+                        .map(|_| ())
+                } else {
+                    b.request_wake(
+                        &id(&format!("missing-{i}")),
+                        lease_core::Timestamp::from_millis(0),
+                    )
+                    .await
+                }
+            })
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let r = t.await.expect("join");
+        if i % 2 == 0 {
+            r.expect("admit succeeds");
+        } else {
+            let err = r.expect_err("unknown execution");
+            assert!(matches!(err, LeaseError::UnknownExecution(_)), "{err:?}");
+        }
+    }
+    for i in (0..200).step_by(2) {
+        assert!(b.get(&id(&format!("ok-{i}"))).await.expect("get").is_some());
+    }
+}
+
+/// A claim that meets a corrupt row after claiming others undoes those claims (its
+/// savepoint rolls back) while the operations grouped with it commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_half_done_claim_is_rolled_back_inside_its_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("half.db");
+    let b = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    for name in ["a-good", "b-good", "c-bad"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_executions SET status = 'exploded' WHERE id = 'c-bad'",
+            [],
+        )
+        .expect("corrupt");
+    let admits: Vec<_> = (0..50)
+        .map(|i| {
+            let b = b.clone();
+            tokio::spawn(async move { b.admit(&Admission::new(id(&format!("z-{i}")))).await })
+        })
+        .collect();
+    let now = b.now().await.expect("now");
+    let claim = b
+        .claim_due(lease_core::ClaimRequest {
+            now,
+            limit: 3,
+            duration: Duration::from_secs(30),
+        })
+        .await;
+    assert!(
+        matches!(claim, Err(LeaseError::Protocol { .. })),
+        "{claim:?}"
+    );
+    for a in admits {
+        a.await.expect("join").expect("grouped admit commits");
+    }
+    for name in ["a-good", "b-good"] {
+        let r = b.get(&id(name)).await.expect("get").expect("exists");
+        assert_eq!(r.status, lease_core::ExecutionStatus::Admitted, "{name}");
+        assert_eq!(r.token, lease_core::FencingToken::NONE, "{name}");
+    }
+    assert!(b.get(&id("z-49")).await.expect("get").is_some());
+}
