@@ -34,7 +34,7 @@ pub(crate) struct RawExecution {
     outcome: Option<String>,
 }
 
-/// Reads the [`COLUMNS`] of a row (for use inside `query_map`).
+/// Reads the columns of [`execution_columns!`] from a row (for use inside `query_map`).
 pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
     Ok(RawExecution {
         id: row.get(0)?,
