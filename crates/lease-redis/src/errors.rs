@@ -43,7 +43,7 @@ pub(crate) fn protocol(operation: &'static str, reason: impl Into<String>) -> Le
 ///   not roll back), `Backend` for reads.
 pub(crate) fn map_error(operation: &'static str, access: Access, e: RedisError) -> LeaseError {
     let code = e.code().map(str::to_owned);
-    if code.as_deref() == Some(CORRUPT_CODE) {
+    if code.as_deref() == Some(CORRUPT_CODE) || e.to_string().contains(CORRUPT_CODE) {
         return protocol(operation, format!("corrupt stored value: {e}"));
     }
     let unavailable = |e: RedisError| LeaseError::Unavailable {

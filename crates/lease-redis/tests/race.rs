@@ -239,6 +239,7 @@ fn stale_holder_write_and_ack_race_peer_reclaim() {
         let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
             .expect("policy");
         let a_write = common::fresh(&clock, policy).await;
+        let _cleanup_a_write = common::Cleanup::of(&a_write);
         let conns = Conns {
             a_ack: a_write.peer().await.expect("connection A2"),
             b: a_write.peer().await.expect("connection B"),

@@ -36,6 +36,11 @@ while claimed < limit and rounds < 10000 do
       -- A corrupt record: report it, unless leases were already issued in this call,
       -- which must reach their holders (the next call reports it).
       if claimed > 0 then return out end
+      if type(r) == 'table' then error(r) end
+      -- pcall hands back the message with the script position prepended.
+      local msg = tostring(r)
+      local at = string.find(msg, 'LEASECORRUPT', 1, true)
+      if at then error({err = string.sub(msg, at)}) end
       error(r)
     end
     if r == nil then

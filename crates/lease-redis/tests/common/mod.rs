@@ -19,6 +19,49 @@ pub fn random_namespace() -> String {
     format!("test-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// Removes a namespace's keys when dropped, so a test that panics still cleans up
+/// (SCAN + UNLINK on a blocking connection of its own).
+pub struct Cleanup(pub String);
+
+impl Cleanup {
+    /// A guard for `backend`'s namespace.
+    pub fn of(backend: &RedisBackend) -> Self {
+        Cleanup(backend.key_prefix().to_owned())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let pattern = format!("{}*", self.0);
+        let Ok(client) = redis::Client::open(redis_url()) else {
+            return;
+        };
+        let Ok(mut conn) = client.get_connection() else {
+            return;
+        };
+        let mut cursor: u64 = 0;
+        loop {
+            let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut conn)
+            else {
+                return;
+            };
+            if !keys.is_empty() {
+                let _: redis::RedisResult<i64> = redis::cmd("UNLINK").arg(&keys).query(&mut conn);
+            }
+            if next == 0 {
+                return;
+            }
+            cursor = next;
+        }
+    }
+}
+
 /// A backend on a fresh namespace over `clock`.
 pub async fn fresh(clock: &ManualClock, policy: RedeliveryPolicy) -> RedisBackend {
     RedisBackend::connect(
