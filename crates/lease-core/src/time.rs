@@ -68,7 +68,7 @@ pub fn lease_millis(field: &'static str, d: Duration) -> Result<i64> {
             format!("{d:?} is longer than {MAX_LEASE:?}"),
         ));
     }
-    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
     Ok(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
