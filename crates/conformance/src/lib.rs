@@ -66,6 +66,11 @@ macro_rules! conformance_tests {
         );
         $crate::__case!($harness, fencing, stale_wake_does_not_change_outcome);
         $crate::__case!($harness, fencing, stale_writes_race_reclaim_atomically);
+        $crate::__case!(
+            $harness,
+            fencing,
+            stale_renew_and_release_race_reclaim_atomically
+        );
         // redelivery.rs
         $crate::__case!($harness, redelivery, release_increments_unacked_and_delays);
         $crate::__case!($harness, redelivery, repeated_release_delays_never_shrink);
@@ -115,6 +120,16 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, semantics, renew_extends_from_backend_now);
         $crate::__case!($harness, semantics, backend_now_reads_injected_clock);
         $crate::__case!($harness, semantics, write_step_records_and_reads_back);
+        $crate::__case!(
+            $harness,
+            semantics,
+            claim_does_not_end_unclaimed_expired_leases
+        );
+        $crate::__case!(
+            $harness,
+            semantics,
+            end_after_expiry_without_reclaim_counts_once
+        );
         // store.rs
         $crate::__case!($harness, store, get_or_create_idempotent_by_identity);
         $crate::__case!($harness, store, store_put);
@@ -128,6 +143,9 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, store, store_receipt_is_store_execution_step);
         $crate::__case!($harness, store, store_update_unknown_store);
         $crate::__case!($harness, store, start_idempotent_by_request_id);
+        $crate::__case!($harness, store, store_concurrent_same_receipt_applies_once);
+        $crate::__case!($harness, store, start_concurrent_same_request_one_target);
+        $crate::__case!($harness, store, get_or_create_concurrent_one_initial_state);
         // bad_input.rs
         $crate::__case!($harness, bad_input, names_empty_or_over_255_bytes_rejected);
         $crate::__case!($harness, bad_input, names_of_255_bytes_round_trip);

@@ -74,6 +74,21 @@ const CAS_NULL_IS_ABSENT: u8 = 23;
 /// get_or_create replaces the store's entries with the new initial ones.
 const STORE_RECREATED: u8 = 24;
 
+/// renew checks the token, lets go of the lock, then extends the expiry.
+const RENEW_CHECK_THEN_WRITE: u8 = 25;
+/// release checks the token, lets go of the lock, then ends the delivery.
+const RELEASE_CHECK_THEN_WRITE: u8 = 26;
+/// Store update looks the receipt up, lets go of the lock, then applies and records.
+const RECEIPT_CHECK_THEN_WRITE: u8 = 27;
+/// start looks the request id up, lets go of the lock, then admits and records.
+const START_CHECK_THEN_WRITE: u8 = 28;
+/// get_or_create looks the store up, lets go of the lock, then creates it.
+const CREATE_CHECK_THEN_WRITE: u8 = 29;
+/// claim_due ends every expired lease it sees, claimed or not (a sweeper).
+const CLAIM_SWEEPS_EXPIRED: u8 = 30;
+/// release of an expired lease counts the expiry and the release (two deliveries).
+const RELEASE_COUNTS_EXPIRY_TOO: u8 = 31;
+
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
 
@@ -241,6 +256,11 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         } else {
             select(&s)
         };
+        if F == CLAIM_SWEEPS_EXPIRED {
+            for r in s.executions.values_mut() {
+                *r = r.effective(now);
+            }
+        }
         let mut leases = Vec::with_capacity(due.len());
         for (_, id) in due {
             s.last_token += 1;
@@ -265,13 +285,19 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         duration: Duration,
     ) -> Result<Fenced<ExecutionLease>> {
         let lease_ms = lease_millis("renewal duration", duration)?;
+        if F == RENEW_CHECK_THEN_WRITE {
+            if !self.check(lease)? {
+                return Ok(Fenced::Lost);
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
         let now = self.now_ms();
         let mut s = self.lock();
         let record = s
             .executions
             .get_mut(&lease.execution_id)
             .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
-        if !self.holds(record, lease)? {
+        if F != RENEW_CHECK_THEN_WRITE && !self.holds(record, lease)? {
             return Ok(Fenced::Lost);
         }
         let from = if F == RENEW_FROM_OLD_EXPIRY {
@@ -283,16 +309,26 @@ impl<const F: u8> ExecutionClient for Lab<F> {
     }
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        if F == RELEASE_CHECK_THEN_WRITE {
+            if !self.check(lease)? {
+                return Ok(Fenced::Lost);
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
         let now = self.now_ms();
         let mut s = self.lock();
         let record = s
             .executions
             .get_mut(&lease.execution_id)
             .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
-        if !self.holds(record, lease)? {
+        if F != RELEASE_CHECK_THEN_WRITE && !self.holds(record, lease)? {
             return Ok(Fenced::Lost);
         }
+        let expired = !record.lease_live(now);
         record.release(now);
+        if F == RELEASE_COUNTS_EXPIRY_TOO && expired {
+            record.unacknowledged_deliveries += 1;
+        }
         if F == RELEASE_NOT_COUNTED {
             record.unacknowledged_deliveries -= 1;
         }
@@ -405,6 +441,21 @@ impl<const F: u8> StoreClient for Lab<F> {
         store: &StoreId,
         initial: &[(StoreKey, Json)],
     ) -> Result<StoreSnapshot> {
+        if F == CREATE_CHECK_THEN_WRITE {
+            let created = !self.lock().stores.contains_key(store);
+            tokio::time::sleep(WINDOW).await;
+            let mut s = self.lock();
+            if created {
+                s.stores
+                    .insert(store.clone(), initial.iter().cloned().collect());
+            }
+            let entries = s.stores.get(store).cloned().unwrap_or_default();
+            return Ok(StoreSnapshot {
+                store: store.clone(),
+                entries,
+                created,
+            });
+        }
         let mut s = self.lock();
         let created = !s.stores.contains_key(store);
         if F == STORE_RECREATED {
@@ -433,6 +484,20 @@ impl<const F: u8> StoreClient for Lab<F> {
     }
 
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        if F == RECEIPT_CHECK_THEN_WRITE {
+            let rkey = (
+                receipt.store.clone(),
+                receipt.execution_id.clone(),
+                receipt.step_key.clone(),
+            );
+            if let Some(outcome) = self.lock().receipts.get(&rkey) {
+                return Ok(StoreUpdate {
+                    outcome: outcome.clone(),
+                    replayed: true,
+                });
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
         let mut s = self.lock();
         if !s.stores.contains_key(&receipt.store) {
             return Err(LeaseError::UnknownStore(receipt.store.to_string()));
@@ -443,6 +508,7 @@ impl<const F: u8> StoreClient for Lab<F> {
             receipt.step_key.clone(),
         );
         if F != NO_RECEIPTS
+            && F != RECEIPT_CHECK_THEN_WRITE
             && let Some(outcome) = s.receipts.get(&rkey)
         {
             return Ok(StoreUpdate {
@@ -486,9 +552,19 @@ impl<const F: u8> StoreClient for Lab<F> {
 #[async_trait]
 impl<const F: u8> StartClient for Lab<F> {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
+        if F == START_CHECK_THEN_WRITE {
+            if let Some(target) = self.lock().starts.get(&request.request_id) {
+                return Ok(Started {
+                    target: target.clone(),
+                    created: false,
+                });
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
         let now = self.now_ms();
         let mut s = self.lock();
         if F != START_NOT_IDEMPOTENT
+            && F != START_CHECK_THEN_WRITE
             && let Some(target) = s.starts.get(&request.request_id)
         {
             return Ok(Started {
@@ -741,4 +817,39 @@ caught_by!(
     store_recreated,
     STORE_RECREATED,
     [store::get_or_create_idempotent_by_identity]
+);
+caught_by!(
+    renew_check_then_write,
+    RENEW_CHECK_THEN_WRITE,
+    [fencing::stale_renew_and_release_race_reclaim_atomically,]
+);
+caught_by!(
+    release_check_then_write,
+    RELEASE_CHECK_THEN_WRITE,
+    [fencing::stale_renew_and_release_race_reclaim_atomically,]
+);
+caught_by!(
+    receipt_check_then_write,
+    RECEIPT_CHECK_THEN_WRITE,
+    [store::store_concurrent_same_receipt_applies_once,]
+);
+caught_by!(
+    start_check_then_write,
+    START_CHECK_THEN_WRITE,
+    [store::start_concurrent_same_request_one_target,]
+);
+caught_by!(
+    create_check_then_write,
+    CREATE_CHECK_THEN_WRITE,
+    [store::get_or_create_concurrent_one_initial_state,]
+);
+caught_by!(
+    claim_sweeps_expired,
+    CLAIM_SWEEPS_EXPIRED,
+    [semantics::claim_does_not_end_unclaimed_expired_leases,]
+);
+caught_by!(
+    release_counts_expiry_too,
+    RELEASE_COUNTS_EXPIRY_TOO,
+    [semantics::end_after_expiry_without_reclaim_counts_once,]
 );

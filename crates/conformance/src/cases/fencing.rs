@@ -566,3 +566,111 @@ async fn check_race_round<H: Harness>(
         "round {round}"
     );
 }
+
+/// Rounds of the renew/release race.
+const END_RACE_ROUNDS: usize = 200;
+
+/// Fencing "The check and the write will be atomic", for renew and release: the holder of
+/// an expired lease renews (even rounds) or releases (odd rounds) while a peer claims the
+/// execution, on separate connections, [`END_RACE_ROUNDS`] times. Exactly one side wins,
+/// and the record is the winner's: a lost renewal never moves the new holder's expiry, a
+/// lost release never ends the new delivery.
+pub async fn stale_renew_and_release_race_reclaim_atomically<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let holder_b = ctx.backend();
+    let peer_b = ctx.peer().await;
+    for round in 0..END_RACE_ROUNDS {
+        let id = format!("end-race-{round:03}");
+        ctx.admit(&id).await;
+        let held = ctx.claim_only(&holder_b, &id).await;
+        ctx.set_clock(plus(held.expires_at, ctx.policy.delay(1)));
+        let now = ctx.now();
+        let renewing = round % 2 == 0;
+        let barrier = Arc::new(Barrier::new(2));
+        let holder_task = {
+            let (b, lease, barrier) = (holder_b.clone(), held.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                if renewing {
+                    // Twice the usual duration, so a renewal that overwrote the new
+                    // holder's expiry would show.
+                    b.renew(&lease, LEASE * 2).await.expect("renew").accepted()
+                } else {
+                    b.release(&lease)
+                        .await
+                        .expect("release")
+                        .accepted()
+                        .map(|()| lease)
+                }
+            })
+        };
+        let peer_task = {
+            let (p, barrier) = (peer_b.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                for _ in 0..round % 3 {
+                    tokio::task::yield_now().await;
+                }
+                p.claim_due(ClaimRequest {
+                    now,
+                    limit: 10,
+                    duration: LEASE,
+                })
+                .await
+                .expect("claim_due")
+            })
+        };
+        let holder_won = join(holder_task).await;
+        let leases = join(peer_task).await;
+        assert!(leases.len() <= 1, "round {round}: {leases:?}");
+        let record = ctx.get(&id).await;
+        match (holder_won, leases.first()) {
+            (Some(_), Some(l)) => panic!(
+                "round {round}: both the stale {} and the claim ({l:?}) succeeded",
+                if renewing { "renewal" } else { "release" }
+            ),
+            (None, None) => panic!("round {round}: neither the holder nor the claim succeeded"),
+            (None, Some(l)) => {
+                assert!(l.token > held.token, "round {round}");
+                assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
+                assert_eq!(record.token, l.token, "round {round}");
+                assert_eq!(record.lease_expires_at, Some(l.expires_at), "round {round}");
+                assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
+                let ack = peer_b
+                    .acknowledge(l, &completed("null"))
+                    .await
+                    .expect("ack");
+                assert!(!ack.is_lost(), "round {round}");
+            }
+            (Some(renewed), None) if renewing => {
+                assert_eq!(renewed.expires_at, plus(now, LEASE * 2), "round {round}");
+                assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
+                assert_eq!(record.token, held.token, "round {round}");
+                assert_eq!(
+                    record.lease_expires_at,
+                    Some(renewed.expires_at),
+                    "round {round}"
+                );
+                let ack = holder_b
+                    .acknowledge(&renewed, &completed("null"))
+                    .await
+                    .expect("ack");
+                assert!(!ack.is_lost(), "round {round}");
+            }
+            (Some(_), None) => {
+                assert_eq!(record.status, ExecutionStatus::Admitted, "round {round}");
+                assert_eq!(record.token, held.token, "round {round}");
+                assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
+                assert_eq!(record.last_delivery_ended_at, Some(now), "round {round}");
+                // Take it once more and finish it, so later rounds see only their own.
+                ctx.set_clock(plus(now, ctx.policy.delay(1)));
+                let next = ctx.claim_only(&peer_b, &id).await;
+                let ack = peer_b
+                    .acknowledge(&next, &completed("null"))
+                    .await
+                    .expect("ack");
+                assert!(!ack.is_lost(), "round {round}");
+            }
+        }
+        assert!(ctx.get(&id).await.status.is_terminal(), "round {round}");
+    }
+}

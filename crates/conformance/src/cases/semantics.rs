@@ -798,3 +798,112 @@ pub async fn write_step_records_and_reads_back<H: Harness>(ctx: Arc<Ctx<H>>) {
     assert_eq!(ctx.steps("other").await.len(), 1);
     assert!(ctx.steps("nobody").await.is_empty());
 }
+
+/// Rule "expiry alone does not make a write lost; only a reclaim or an ended delivery
+/// does": a claim_due that takes one expired execution (limit 1), or none (redelivery gate
+/// shut), leaves every other expired lease with its holder, who can still write and renew.
+pub async fn claim_does_not_end_unclaimed_expired_leases<H: Harness>(ctx: Arc<Ctx<H>>) {
+    ctx.admit("a").await;
+    ctx.admit("b").await;
+    let b = ctx.backend();
+    let peer = ctx.peer().await;
+    let leases = ctx.claim(&b, 10).await;
+    assert_eq!(leases.len(), 2);
+    let la = leases
+        .iter()
+        .find(|l| l.execution_id.as_str() == "a")
+        .expect("a")
+        .clone();
+    let lb = leases
+        .iter()
+        .find(|l| l.execution_id.as_str() == "b")
+        .expect("b")
+        .clone();
+    // Both expired, the redelivery gate still shut: a claim takes nothing and ends nothing.
+    ctx.set_clock(la.expires_at.max(lb.expires_at));
+    assert!(ctx.claim(&peer, 10).await.is_empty());
+    assert!(
+        ctx.write(&b, &la, "s", "1").await.accepted().is_some(),
+        "a's holder still holds"
+    );
+    // Gate open: a limited claim takes "a" (same due time, lower id) and only "a".
+    ctx.set_clock(plus(ctx.now(), ctx.policy.delay(1)));
+    let taken = ctx.claim(&peer, 1).await;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].execution_id.as_str(), "a");
+    assert_eq!(
+        ctx.write(&b, &la, "t", "1").await,
+        Fenced::Lost,
+        "a was reclaimed"
+    );
+    assert!(
+        ctx.write(&b, &lb, "s", "1").await.accepted().is_some(),
+        "b was not"
+    );
+    let renewed = b.renew(&lb, LEASE).await.expect("renew");
+    assert!(
+        !renewed.is_lost(),
+        "b's holder renews: nobody holds a higher token"
+    );
+    let record = ctx.get("b").await;
+    assert_eq!(record.status, ExecutionStatus::Running);
+    assert_eq!(record.unacknowledged_deliveries, 0);
+    assert_eq!(record.token, lb.token);
+}
+
+/// Rule "release / acknowledge after expiry with no reclaim are accepted": the delivery
+/// ends once, at the call (not at the expiry): a release counts one unacknowledged
+/// delivery ended now; an acknowledgement resets the count.
+pub async fn end_after_expiry_without_reclaim_counts_once<H: Harness>(ctx: Arc<Ctx<H>>) {
+    ctx.admit("released").await;
+    ctx.admit("acked").await;
+    let b = ctx.backend();
+    let leases = ctx.claim(&b, 10).await;
+    assert_eq!(leases.len(), 2);
+    let expiry = leases[0].expires_at;
+    ctx.set_clock(plus(expiry, Duration::from_secs(5)));
+    for l in &leases {
+        let r = ctx.get(l.execution_id.as_str()).await;
+        assert_eq!(
+            (r.unacknowledged_deliveries, r.last_delivery_ended_at),
+            (1, Some(expiry))
+        );
+    }
+    let ended = ctx.now();
+    for l in &leases {
+        if l.execution_id.as_str() == "released" {
+            assert_eq!(b.release(l).await.expect("release"), Fenced::Accepted(()));
+        } else {
+            b.request_wake(&l.execution_id, plus(ended, Duration::from_secs(1)))
+                .await
+                .expect("wake");
+            let ack = b
+                .acknowledge(l, &WorkflowRunOutcome::Suspended)
+                .await
+                .expect("ack");
+            assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+        }
+    }
+    let released = ctx.get("released").await;
+    assert_eq!(released.status, ExecutionStatus::Admitted);
+    assert_eq!(
+        released.unacknowledged_deliveries, 1,
+        "one delivery, ended once"
+    );
+    assert_eq!(released.last_delivery_ended_at, Some(ended));
+    let acked = ctx.get("acked").await;
+    assert_eq!(acked.status, ExecutionStatus::Suspended);
+    assert_eq!(acked.unacknowledged_deliveries, 0);
+    assert_eq!(acked.due_at, Some(plus(ended, Duration::from_secs(1))));
+    ctx.set_clock(just_before(plus(ended, ctx.policy.delay(1))));
+    ctx.assert_nothing_claimable("released: delay(1) from the release")
+        .await;
+    ctx.set_clock(plus(ended, ctx.policy.delay(1)));
+    let next = ctx.claim(&b, 10).await;
+    let ids: Vec<&str> = next.iter().map(|l| l.execution_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["released"],
+        "acked is due a second after the ack, not yet"
+    );
+}

@@ -414,3 +414,148 @@ pub async fn start_idempotent_by_request_id<H: Harness>(ctx: Arc<Ctx<H>>) {
         "both started executions are due: {leases:?}"
     );
 }
+
+/// Rounds of each concurrent idempotency race.
+const IDEMPOTENCY_ROUNDS: usize = 25;
+/// Peers in each concurrent idempotency race.
+const RACERS: usize = 4;
+
+/// Opens [`RACERS`] peers.
+async fn racers<H: Harness>(ctx: &Ctx<H>) -> Vec<H::Backend> {
+    let mut out = Vec::new();
+    for _ in 0..RACERS {
+        out.push(ctx.peer().await);
+    }
+    out
+}
+
+/// Runs `f(peer, i)` on every racer at once (tasks released by one barrier) and returns the
+/// results in racer order.
+async fn race<B, T, F, Fut>(peers: &[B], f: F) -> Vec<T>
+where
+    B: Clone + Send + 'static,
+    T: Send + 'static,
+    F: Fn(B, usize) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+{
+    let barrier = Arc::new(tokio::sync::Barrier::new(peers.len()));
+    let tasks: Vec<_> = peers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (barrier, fut) = (barrier.clone(), f(p.clone(), i));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                fut.await
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(crate::context::join(t).await);
+    }
+    out
+}
+
+/// RFC 002 fencing table, "Store update ... Idempotent (receipt)": the receipt commits
+/// atomically with the mutation. Peers commit one receipt at once, each with its own
+/// compare-and-set: exactly one applies (`replayed: false`), all get its recorded result,
+/// and the entry holds its value.
+pub async fn store_concurrent_same_receipt_applies_once<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let store = cart(&ctx, &[]).await;
+    let peers = racers(&ctx).await;
+    for round in 0..IDEMPOTENCY_ROUNDS {
+        let r = receipt(&ctx, &store, &format!("s-{round}"));
+        let k = skey(&format!("k-{round}"));
+        let results = race(&peers, |p, i| {
+            let (r, k) = (r.clone(), k.clone());
+            async move {
+                let op = StoreOp::CompareAndSet {
+                    key: k,
+                    expected: None,
+                    new: json(&i.to_string()),
+                };
+                p.update(&r, &op).await.expect("update")
+            }
+        })
+        .await;
+        let winners: Vec<usize> = (0..RACERS).filter(|&i| !results[i].replayed).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let expected = StoreOutcome {
+            applied: true,
+            previous: None,
+        };
+        assert!(
+            results.iter().all(|u| u.outcome == expected),
+            "round {round}: {results:?}"
+        );
+        let value = json(&winners[0].to_string());
+        assert_eq!(
+            entry(&ctx, &store, &format!("k-{round}")).await,
+            Some(value)
+        );
+    }
+}
+
+/// RFC 002 fencing table, "WorkflowStartClient.start ... Idempotent (receipt)": peers start
+/// one request id at once, each with its own target: exactly one is created, every peer
+/// gets that target, and no other target exists.
+pub async fn start_concurrent_same_request_one_target<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let peers = racers(&ctx).await;
+    let workflow = WorkflowName::new("shipping").expect("workflow");
+    for round in 0..IDEMPOTENCY_ROUNDS {
+        let rid = RequestId::new(format!("req-{round}")).expect("request id");
+        let targets: Vec<String> = (0..RACERS).map(|i| format!("t-{round}-{i}")).collect();
+        let requests: Vec<StartRequest> = targets
+            .iter()
+            .map(|t| {
+                let mut r = StartRequest::new(rid.clone(), workflow.clone(), json("1"));
+                r.target = ctx.id(t);
+                r
+            })
+            .collect();
+        let results = race(&peers, |p, i| {
+            let request = requests[i].clone();
+            async move { p.start(&request).await.expect("start") }
+        })
+        .await;
+        let created: Vec<_> = results.iter().filter(|s| s.created).collect();
+        assert_eq!(created.len(), 1, "round {round}: {results:?}");
+        let target = created[0].target.clone();
+        assert!(
+            results.iter().all(|s| s.target == target),
+            "round {round}: {results:?}"
+        );
+        for t in &targets {
+            let exists = ctx.try_get(t).await.is_some();
+            assert_eq!(exists, t.as_str() == target.as_str(), "round {round}: {t}");
+        }
+    }
+}
+
+/// Rule "get_or_create is idempotent by identity" under concurrency (RFC 002 fencing table,
+/// "Store getOrCreate ... Idempotent (identity)"): peers create one store at once, each
+/// with its own initial state: exactly one is created and everyone sees its state.
+pub async fn get_or_create_concurrent_one_initial_state<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let peers = racers(&ctx).await;
+    for round in 0..IDEMPOTENCY_ROUNDS {
+        let store = store_id(&format!("s-{round}"));
+        let results = race(&peers, |p, i| {
+            let store = store.clone();
+            async move {
+                let initial = [(skey("who"), json(&i.to_string()))];
+                p.get_or_create(&store, &initial)
+                    .await
+                    .expect("get_or_create")
+            }
+        })
+        .await;
+        let winners: Vec<usize> = (0..RACERS).filter(|&i| results[i].created).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let state: BTreeMap<StoreKey, Json> = [(skey("who"), json(&winners[0].to_string()))].into();
+        assert!(
+            results.iter().all(|s| s.entries == state),
+            "round {round}: {results:?}"
+        );
+    }
+}
