@@ -1,0 +1,510 @@
+//! RFC 002's order-42 story, told live by real worker processes with short leases.
+//!
+//! ```text
+//! cargo run -p lease --example order42                 # embedded SQLite (a temp file)
+//! cargo run -p lease --example order42 -- sqlite:/tmp/o.db
+//! ```
+//!
+//! Three acts, each on its own namespace of one shared backend, each with worker processes
+//! (this program re-executed as `order42 worker ...`) that claim with 3 s leases renewed
+//! every second:
+//!
+//! 1. A slow charge (5 s, longer than the lease) keeps its lease by renewing: one claim,
+//!    one charge.
+//! 2. A worker crashes (SIGKILL) holding the lease; another worker takes order-42 soon
+//!    after the lease runs out, skips the recorded step and finishes.
+//! 3. A worker's server freezes (SIGSTOP) just after charging; its lease runs out, another
+//!    worker claims order-42 with a higher token and finishes; the frozen worker wakes
+//!    (SIGCONT), has its receipt write refused, and stops.
+//!
+//! It prints each act's timeline and final records, and exits non-zero if the story did not
+//! happen as told.
+
+#[path = "../src/bin/lease-worker/args.rs"]
+#[allow(dead_code)]
+mod args;
+#[path = "../src/bin/lease-worker/backend.rs"]
+mod backend;
+#[path = "../src/bin/lease-worker/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
+#[path = "../src/bin/lease-worker/events.rs"]
+mod events;
+#[path = "../src/bin/lease-worker/process.rs"]
+mod process;
+#[path = "../src/bin/lease-worker/workflow.rs"]
+mod workflow;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use lease::{Admission, ExecutionId, ExecutionOutcome, Json, SharedBackend};
+use serde_json::json;
+
+use crate::args::WorkerArgs;
+use crate::cluster::{Cluster, Event};
+
+type DemoResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW: Duration = Duration::from_secs(1);
+const REDELIVERY: Duration = Duration::from_millis(500);
+/// How long any one thing in an act may take before the demo gives up.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args().skip(1);
+    let first = argv.next();
+    if first.as_deref() == Some("worker") {
+        return process::main_with(argv);
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("order42: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(demo(first)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\norder42: the story did not go as told: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn demo(url: Option<String>) -> DemoResult<()> {
+    let started = Instant::now();
+    let dir = tempfile::tempdir()?;
+    let url = match url {
+        Some(url) => url,
+        None => format!("sqlite:{}", dir.path().join("order42.db").display()),
+    };
+    let exe = std::env::current_exe()?;
+    let run = format!("order42_{}", std::process::id());
+    println!("RFC 002, order 42, told live by worker processes on {url}");
+    println!(
+        "Leases last {} s and are renewed every {} s; a redelivery waits {} ms.",
+        LEASE.as_secs(),
+        RENEW.as_secs(),
+        REDELIVERY.as_millis()
+    );
+
+    let mut result = Ok(());
+    for act in 1..=3 {
+        let stage = Stage {
+            url: url.clone(),
+            namespace: format!("{run}_act{act}"),
+            exe: exe.clone(),
+        };
+        let outcome = match act {
+            1 => act_slow_charge(&stage).await,
+            2 => act_crash(&stage).await,
+            _ => act_freeze(&stage).await,
+        };
+        backend::cleanup(&url, &stage.namespace).await?;
+        if let Err(e) = outcome {
+            result = Err(e);
+            break;
+        }
+    }
+    result?;
+    println!(
+        "\nThe lease decided when another worker could take over; the token decided whose saves \
+         counted.\nAll three acts ran as told in {:.1} s.",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Where one act plays.
+struct Stage {
+    url: String,
+    namespace: String,
+    exe: std::path::PathBuf,
+}
+
+impl Stage {
+    fn worker(&self, name: &str) -> WorkerArgs {
+        WorkerArgs {
+            url: self.url.clone(),
+            namespace: self.namespace.clone(),
+            name: name.to_owned(),
+            concurrency: 4,
+            lease: LEASE,
+            renew_every: RENEW,
+            poll: Duration::from_millis(50),
+            redelivery_base: REDELIVERY,
+        }
+    }
+
+    async fn backend(&self) -> DemoResult<SharedBackend> {
+        backend::open(&self.url, &self.namespace, backend::policy(REDELIVERY)?).await
+    }
+
+    fn cluster(&self) -> Cluster {
+        Cluster::new(&self.exe, &["worker"])
+    }
+}
+
+fn order_id() -> DemoResult<ExecutionId> {
+    Ok(ExecutionId::new("order-42")?)
+}
+
+async fn admit(backend: &SharedBackend, input: serde_json::Value) -> DemoResult<()> {
+    let admission = Admission::new(order_id()?)
+        .workflow(lease::WorkflowName::new("charge-order")?)
+        .input(Json::from_value("input", &input)?);
+    backend.admit(&admission).await?;
+    Ok(())
+}
+
+fn check(ok: bool, what: &str) -> DemoResult<()> {
+    if ok {
+        println!("  ok: {what}");
+        Ok(())
+    } else {
+        Err(what.to_owned().into())
+    }
+}
+
+fn is(e: &Event, worker: &str, msg: &str) -> bool {
+    e.worker == worker && e.msg() == msg
+}
+
+// ---------------------------------------------------------------------------------------
+// Act 1
+
+async fn act_slow_charge(stage: &Stage) -> DemoResult<()> {
+    {
+        heading(
+            "Act 1: the payment provider is slow",
+            "Worker A's charge takes 5 s, longer than its 3 s lease. A keeps renewing, so nobody \
+             else may take order-42: one claim, one charge.",
+        );
+        let backend = stage.backend().await?;
+        let mut cluster = stage.cluster();
+        let t0 = events::wall_ms();
+        cluster.spawn(&stage.worker("A"))?;
+        admit(&backend, json!({ "order": 42, "charge_ms": 5000 })).await?;
+        cluster.note("order 42 comes in: the workflow run order-42 is admitted");
+        cluster.wait_event(PATIENCE, |e| is(e, "A", "claim"))?;
+        cluster.spawn(&stage.worker("B"))?;
+        cluster.note("worker B joins; order-42 is leased, so B cannot take it");
+        cluster.wait_event(PATIENCE, |e| e.msg() == "acknowledge")?;
+        cluster.stop_all()?;
+        let events = cluster.events();
+        timeline(&events, t0);
+        let records = final_records(&backend).await?;
+        let claims = count(&events, |e| e.msg() == "claim");
+        let charges = count(&events, |e| e.msg() == "charging");
+        let renewals = count(&events, |e| e.msg() == "renew");
+        println!("  claims {claims}, renewals {renewals}, charges {charges}");
+        check(claims == 1, "one claim for the whole slow delivery")?;
+        check(
+            renewals >= 2,
+            "the lease was renewed past its original expiry",
+        )?;
+        check(charges == 1, "the card was charged once")?;
+        check(records.completed, "order-42 completed")?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Act 2
+
+async fn act_crash(stage: &Stage) -> DemoResult<()> {
+    {
+        heading(
+            "Act 2: a worker crashes",
+            "Worker A loads order-42, then crashes (SIGKILL) during the fraud review, holding \
+             the lease. Nothing renews it, so it runs out after 3 s and worker B takes over.",
+        );
+        let backend = stage.backend().await?;
+        let mut cluster = stage.cluster();
+        let t0 = events::wall_ms();
+        cluster.spawn(&stage.worker("A"))?;
+        admit(
+            &backend,
+            json!({ "order": 42, "review_ms": 1500, "charge_ms": 300 }),
+        )
+        .await?;
+        cluster.note("order 42 comes in: the workflow run order-42 is admitted");
+        cluster.wait_event(PATIENCE, |e| is(e, "A", "reviewing"))?;
+        cluster.kill("A")?;
+        cluster.note("A crashes (SIGKILL) while holding the lease");
+        cluster.spawn(&stage.worker("B"))?;
+        cluster.wait_event(PATIENCE, |e| is(e, "B", "acknowledge"))?;
+        cluster.stop_all()?;
+        let events = cluster.events();
+        timeline(&events, t0);
+        let records = final_records(&backend).await?;
+        let a = last_expiry(&events, "A").ok_or("A never claimed")?;
+        let b = events
+            .iter()
+            .find(|e| is(e, "B", "claim"))
+            .ok_or("B never claimed")?;
+        let b_claimed = claimed_at(b);
+        println!(
+            "  A's lease ran out at +{}; B claimed at +{} ({} ms later, the redelivery delay)",
+            secs(a.1 - t0),
+            secs(b_claimed - t0),
+            b_claimed - a.1
+        );
+        check(b.token() > Some(a.0), "B's token is higher than A's")?;
+        check(b_claimed >= a.1, "B claimed only after A's lease ran out")?;
+        check(
+            events.iter().any(|e| {
+                is(e, "B", "step") && e.str("step") == "load" && e.json["replayed"] == true
+            }),
+            "B skipped the load step A had recorded",
+        )?;
+        check(
+            count(&events, |e| e.msg() == "charging") == 1,
+            "the card was charged once",
+        )?;
+        check(records.completed, "order-42 completed")?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Act 3
+
+async fn act_freeze(stage: &Stage) -> DemoResult<()> {
+    {
+        heading(
+            "Act 3: a server freezes",
+            "Worker A has just charged the card when its server freezes (SIGSTOP). Its lease \
+             runs out; worker B claims order-42 with a higher token, charges and saves its \
+             receipt. Then A wakes (SIGCONT) and tries to save its own receipt.",
+        );
+        let backend = stage.backend().await?;
+        let mut cluster = stage.cluster();
+        let t0 = events::wall_ms();
+        cluster.spawn(&stage.worker("A"))?;
+        admit(
+            &backend,
+            json!({ "order": 42, "charge_ms": 200, "receipt_ms": 300 }),
+        )
+        .await?;
+        cluster.note("order 42 comes in: the workflow run order-42 is admitted");
+        cluster.wait_event(PATIENCE, |e| is(e, "A", "charged"))?;
+        cluster.freeze("A")?;
+        cluster.note("A's server freezes (SIGSTOP) just after the charge");
+        cluster.spawn(&stage.worker("B"))?;
+        cluster.wait_event(PATIENCE, |e| is(e, "B", "acknowledge"))?;
+        cluster.note("A's server wakes up (SIGCONT)");
+        cluster.resume("A")?;
+        cluster.wait_event(PATIENCE, |e| is(e, "A", "done") || is(e, "A", "stopped"))?;
+        cluster.stop_all()?;
+        let events = cluster.events();
+        timeline(&events, t0);
+        let records = final_records(&backend).await?;
+        let a = events
+            .iter()
+            .find(|e| is(e, "A", "claim"))
+            .and_then(Event::token)
+            .ok_or("A never claimed")?;
+        let b = events
+            .iter()
+            .find(|e| is(e, "B", "claim"))
+            .and_then(Event::token)
+            .ok_or("B never claimed")?;
+        println!("  A held token #{a}; B took over with token #{b}");
+        check(b > a, "B's token is higher than A's")?;
+        let refused = events.iter().any(|e| is(e, "A", "refused"));
+        let lost_on_renewal = events
+            .iter()
+            .any(|e| e.worker == "A" && e.msg().starts_with("lost on renewal"));
+        check(
+            refused || lost_on_renewal,
+            "A's first fenced write after waking was refused (Lost)",
+        )?;
+        if refused {
+            println!("  ok: it was A's receipt write");
+        }
+        check(
+            !events.iter().any(|e| is(e, "A", "acknowledge")),
+            "A did not acknowledge; it stopped",
+        )?;
+        check(
+            records.charge_token == Some(b),
+            "the one recorded receipt is B's (token decided whose save counts)",
+        )?;
+        check(records.completed, "order-42 completed")?;
+        println!(
+            "  note: A's charge went through before it froze, so the customer paid twice \
+             ({} charges); the token cannot undo that, but the records stay consistent. \
+             Stopping the charge itself from repeating is RFC 004's job.",
+            count(&events, |e| e.msg() == "charged")
+        );
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Printing
+
+fn heading(title: &str, blurb: &str) {
+    println!("\n== {title} ==");
+    println!("{}", wrap(blurb, 88, ""));
+    println!();
+}
+
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(indent);
+    out.push_str(&line);
+    out
+}
+
+fn secs(ms: i64) -> String {
+    format!("{:.3}s", ms as f64 / 1000.0)
+}
+
+fn count(events: &[Event], f: impl Fn(&Event) -> bool) -> usize {
+    events.iter().filter(|e| f(e)).count()
+}
+
+fn claimed_at(e: &Event) -> i64 {
+    e.int("expires_at").unwrap_or(0) - LEASE.as_millis() as i64
+}
+
+/// The token and last known lease expiry of `worker`'s (only) delivery.
+fn last_expiry(events: &[Event], worker: &str) -> Option<(u64, i64)> {
+    let token = events
+        .iter()
+        .find(|e| is(e, worker, "claim"))
+        .and_then(Event::token)?;
+    let expiry = events
+        .iter()
+        .filter(|e| e.worker == worker && e.token() == Some(token))
+        .filter(|e| matches!(e.msg(), "claim" | "renew"))
+        .filter_map(|e| e.int("expires_at"))
+        .max()?;
+    Some((token, expiry))
+}
+
+/// One line per event worth telling, in time order.
+fn timeline(events: &[Event], t0: i64) {
+    let mut sorted: Vec<&Event> = events.iter().collect();
+    sorted.sort_by_key(|e| e.ts());
+    for e in sorted {
+        let Some(text) = describe(e, t0) else {
+            continue;
+        };
+        let who = if e.worker == "demo" { "--" } else { &e.worker };
+        println!("  +{:>7}  {who:<2}  {text}", secs(e.ts() - t0));
+    }
+}
+
+fn describe(e: &Event, t0: i64) -> Option<String> {
+    let token = e.token().map(|t| format!("#{t}")).unwrap_or_default();
+    let until = |e: &Event| {
+        e.int("expires_at")
+            .map(|x| secs(x - t0))
+            .unwrap_or_default()
+    };
+    Some(match e.msg() {
+        "note" => e.str("text").to_owned(),
+        "ready" => format!("worker starts (pid {})", e.json["pid"]),
+        "claim" => format!(
+            "claims {} with token {token}; lease until +{}",
+            e.execution(),
+            until(e)
+        ),
+        "renew" => format!("renews its lease (token {token}) until +{}", until(e)),
+        "step" => {
+            if e.json["replayed"] == true {
+                format!(
+                    "step {}: already recorded, skipped (replay rule)",
+                    e.str("step")
+                )
+            } else {
+                format!(
+                    "step {}: ran, result saved with token {token}",
+                    e.str("step")
+                )
+            }
+        }
+        "reviewing" => format!("reviews the order ({} ms)", e.json["review_ms"]),
+        "charging" => format!(
+            "charging the card ({} ms at the provider)",
+            e.json["charge_ms"]
+        ),
+        "charged" => format!("card charged; waiting for the receipt {}", e.str("receipt")),
+        "refused" => format!("saves its receipt with token {token}: REFUSED (Lost); it stops"),
+        "lost on renewal: cancelling the worker" => {
+            format!("renews with token {token}: REFUSED (Lost)")
+        }
+        "acknowledge" => format!("acknowledges order-42: {}", e.str("status")),
+        "release" => format!("releases its lease (token {token})"),
+        "stopped" => format!("delivery with token {token} stopped without acknowledging"),
+        "exit" => format!(
+            "shuts down (claims {}, renewals {}, lost {}, acknowledgements {})",
+            e.json["claims"], e.json["renewals"], e.json["lost"], e.json["acknowledgements"]
+        ),
+        _ => return None,
+    })
+}
+
+/// What `get` and `list_steps` say at the end of an act.
+struct Records {
+    completed: bool,
+    charge_token: Option<u64>,
+}
+
+async fn final_records(backend: &SharedBackend) -> DemoResult<Records> {
+    let id = order_id()?;
+    let record = backend.get(&id).await?.ok_or("order-42 has no record")?;
+    println!("\n  final record of {}:", record.id);
+    println!(
+        "    status {}, token #{}, unacknowledged deliveries {}",
+        record.status,
+        record.token.get(),
+        record.unacknowledged_deliveries
+    );
+    if let Some(outcome) = &record.outcome {
+        let (kind, value) = match outcome {
+            ExecutionOutcome::Completed(v) => ("completed", v),
+            ExecutionOutcome::Failed(v) => ("failed", v),
+        };
+        println!("    outcome {kind}: {value}");
+    }
+    let mut charge_token = None;
+    for step in backend.list_steps(&id).await? {
+        println!(
+            "    step {:<6} written with token #{}: {}",
+            step.step_key.as_str(),
+            step.token.get(),
+            step.response
+        );
+        if step.step_key.as_str() == "charge" {
+            charge_token = Some(step.token.get());
+        }
+    }
+    println!();
+    Ok(Records {
+        completed: record.status == lease::ExecutionStatus::Completed,
+        charge_token,
+    })
+}

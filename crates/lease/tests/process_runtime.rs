@@ -1,0 +1,546 @@
+//! Real runtime processes (the `lease-worker` binary) sharing one backend (RFC 002:
+//! "Several runtime processes sharing one backend will follow these semantics";
+//! design.md section 4: "Tests use real OS processes for this, and kill -9 and SIGSTOP
+//! them").
+//!
+//! - SIGKILL of a process holding leases: its executions are delivered again after the
+//!   leases expire, and no fenced write of it is accepted afterwards.
+//! - SIGSTOP past expiry, then SIGCONT: every fenced write it tries returns Lost, and it
+//!   stops.
+//! - Several processes run 500 executions to completion; the log of claims shows no
+//!   execution ever had two live leases.
+//!
+//! Each test runs on SQLite (one temp file) and, with the facade's `postgres` / `redis`
+//! features, on the servers named by `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL` (falling back
+//! to the local defaults; an unreachable server fails the test). The tests run one at a
+//! time: each one already runs several processes.
+
+#[path = "../src/bin/lease-worker/args.rs"]
+#[allow(dead_code)]
+mod args;
+#[path = "../src/bin/lease-worker/backend.rs"]
+#[allow(dead_code)]
+mod backend;
+#[path = "../src/bin/lease-worker/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
+#[path = "../src/bin/lease-worker/events.rs"]
+#[allow(dead_code)]
+mod events;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lease::{
+    Admission, ExecutionId, ExecutionOutcome, ExecutionStatus, HeapRecord, Json, SharedBackend,
+};
+use serde_json::json;
+
+use crate::args::WorkerArgs;
+use crate::cluster::{Cluster, Event};
+
+/// One process test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Where a test's processes meet: a backend URL and a namespace nobody else uses.
+struct Target {
+    url: String,
+    namespace: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Target {
+    fn sqlite(test: &str) -> Target {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Target {
+            url: format!("sqlite:{}", dir.path().join("leases.db").display()),
+            namespace: unique(test),
+            _dir: Some(dir),
+        }
+    }
+
+    fn args(&self, name: &str, concurrency: usize) -> WorkerArgs {
+        WorkerArgs {
+            url: self.url.clone(),
+            namespace: self.namespace.clone(),
+            name: name.to_owned(),
+            concurrency,
+            lease: Duration::from_millis(1500),
+            renew_every: Duration::from_millis(500),
+            poll: Duration::from_millis(20),
+            redelivery_base: Duration::from_millis(100),
+        }
+    }
+
+    async fn backend(&self) -> SharedBackend {
+        let policy = backend::policy(Duration::from_millis(100)).expect("policy");
+        backend::open(&self.url, &self.namespace, policy)
+            .await
+            .expect("open the test backend")
+    }
+}
+
+fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("proc_{test}_{}_{nanos}", std::process::id())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn cluster() -> Cluster {
+    Cluster::new(env!("CARGO_BIN_EXE_lease-worker"), &[])
+}
+
+fn id(i: usize) -> ExecutionId {
+    ExecutionId::new(format!("order-{i:04}")).expect("id")
+}
+
+async fn admit(b: &SharedBackend, i: usize, input: serde_json::Value) {
+    let admission = Admission::new(id(i)).input(Json::from_value("input", &input).expect("json"));
+    b.admit(&admission).await.expect("admit");
+}
+
+async fn steps(b: &SharedBackend, n: usize) -> Vec<HeapRecord> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.extend(b.list_steps(&id(i)).await.expect("list_steps"));
+    }
+    out
+}
+
+/// Polls until every one of the `n` executions is completed; panics after [`PATIENCE`].
+async fn all_completed(b: &SharedBackend, n: usize) {
+    let deadline = Instant::now() + PATIENCE;
+    let mut i = 0;
+    while i < n {
+        let r = b.get(&id(i)).await.expect("get").expect("record");
+        if r.status == ExecutionStatus::Completed {
+            i += 1;
+            continue;
+        }
+        assert!(Instant::now() < deadline, "{} not completed: {r:?}", id(i));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn by(events: &[Event], worker: &str, msg: &str) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|e| e.worker == worker && e.msg() == msg)
+        .cloned()
+        .collect()
+}
+
+/// The highest lease expiry a process reported for each (execution, token): a lower bound
+/// of when that lease ended unless it was acknowledged or released.
+fn observed_expiry(events: &[Event], worker: &str) -> BTreeMap<(String, u64), i64> {
+    let mut out = BTreeMap::new();
+    for e in events.iter().filter(|e| e.worker == worker) {
+        if !matches!(e.msg(), "claim" | "renew") {
+            continue;
+        }
+        if let (Some(t), Some(x)) = (e.token(), e.int("expires_at")) {
+            let slot = out.entry((e.execution().to_owned(), t)).or_insert(x);
+            *slot = (*slot).max(x);
+        }
+    }
+    out
+}
+
+/// One delivery as the log of claims tells it.
+#[derive(Debug)]
+struct Claim {
+    worker: String,
+    token: u64,
+    claimed_at: i64,
+    /// A time the lease certainly lasted until (a lower bound of its end).
+    held_until: i64,
+}
+
+/// Checks, from every process's log of claims, that no execution ever had two live leases:
+/// tokens are unique and rise with claim time, and each claim comes no earlier than the
+/// previous lease of its execution certainly ended. Returns the claims per execution.
+fn check_no_two_live_leases(events: &[Event]) -> BTreeMap<String, Vec<Claim>> {
+    let mut claims: BTreeMap<String, Vec<Claim>> = BTreeMap::new();
+    let mut tokens = BTreeSet::new();
+    let mut done: BTreeMap<(String, u64), i64> = BTreeMap::new();
+    let mut stopped_unlost: BTreeSet<(String, u64)> = BTreeSet::new();
+    let mut expiry: BTreeMap<(String, u64), i64> = BTreeMap::new();
+    for e in events {
+        let (Some(token), exec) = (e.token(), e.execution().to_owned()) else {
+            continue;
+        };
+        match e.msg() {
+            "done" => {
+                let now = e.int("now").expect("done.now");
+                let expires = e.int("expires_at").expect("done.expires_at");
+                done.insert((exec, token), now.min(expires));
+            }
+            "stopped" if e.json["lost"] == false => {
+                stopped_unlost.insert((exec, token));
+            }
+            "claim" | "renew" => {
+                let x = e.int("expires_at").expect("expires_at");
+                let slot = expiry.entry((exec, token)).or_insert(x);
+                *slot = (*slot).max(x);
+            }
+            _ => {}
+        }
+    }
+    for e in events.iter().filter(|e| e.msg() == "delivery") {
+        let token = e.token().expect("delivery token");
+        let exec = e.execution().to_owned();
+        assert!(tokens.insert(token), "token #{token} issued twice");
+        let claimed_at = e.int("claimed_at").expect("claimed_at");
+        let key = (exec.clone(), token);
+        let held_until = match done.get(&key) {
+            Some(t) => *t,
+            // Cancelled by a shutdown deadline and released: the end is unknown.
+            None if stopped_unlost.contains(&key) => claimed_at,
+            // Killed, frozen or lost: no release, no acknowledgement; the lease lasted at
+            // least until its last expiry the process saw.
+            None => expiry.get(&key).copied().unwrap_or(claimed_at),
+        };
+        claims.entry(exec).or_default().push(Claim {
+            worker: e.worker.clone(),
+            token,
+            claimed_at,
+            held_until,
+        });
+    }
+    for (exec, list) in &mut claims {
+        list.sort_by_key(|c| c.token);
+        for pair in list.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(
+                b.claimed_at >= a.claimed_at,
+                "{exec}: token #{} claimed before #{}",
+                b.token,
+                a.token
+            );
+            assert!(
+                b.claimed_at >= a.held_until,
+                "{exec}: two live leases: #{} ({}) claimed at {} while #{} ({}) held it until {}",
+                b.token,
+                b.worker,
+                b.claimed_at,
+                a.token,
+                a.worker,
+                a.held_until
+            );
+        }
+    }
+    claims
+}
+
+/// SIGKILL of a process holding leases: its executions are delivered again after the
+/// leases expire, and no fenced write of it is accepted afterwards.
+fn sigkill_holder(target: Target) {
+    const N: usize = 6;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = runtime();
+    let b = rt.block_on(target.backend());
+    let mut c = cluster();
+    c.spawn(&target.args("P1", 8)).expect("spawn P1");
+    rt.block_on(async {
+        for i in 0..N {
+            admit(
+                &b,
+                i,
+                json!({ "order": i, "stall_first_ms": 60_000, "charge_ms": 5 }),
+            )
+            .await;
+        }
+    });
+    c.wait_for(PATIENCE, |ev| {
+        ev.iter().filter(|e| e.msg() == "stalling").count() == N
+    })
+    .expect("P1 holds every execution");
+    let before = rt.block_on(steps(&b, N));
+    c.kill("P1").expect("SIGKILL P1");
+    let killed = c.events();
+    let p1_expiry = observed_expiry(&killed, "P1");
+    assert_eq!(p1_expiry.len(), N);
+
+    c.spawn(&target.args("P2", 8)).expect("spawn P2");
+    rt.block_on(all_completed(&b, N));
+    c.stop_all().expect("stop P2");
+    let events = c.events();
+    check_no_two_live_leases(&events);
+
+    for ((exec, p1_token), p1_expires) in &p1_expiry {
+        let p2 = by(&events, "P2", "delivery")
+            .into_iter()
+            .find(|e| e.execution() == exec)
+            .unwrap_or_else(|| panic!("{exec} not delivered again"));
+        assert!(p2.token() > Some(*p1_token));
+        let claimed_at = p2.int("claimed_at").expect("claimed_at");
+        assert!(
+            claimed_at >= *p1_expires,
+            "{exec} redelivered at {claimed_at}, before P1's lease expired at {p1_expires}"
+        );
+    }
+    let after = rt.block_on(steps(&b, N));
+    let p1_tokens: BTreeSet<u64> = p1_expiry.keys().map(|(_, t)| *t).collect();
+    let p1_before: Vec<&HeapRecord> = before
+        .iter()
+        .filter(|r| p1_tokens.contains(&r.token.get()))
+        .collect();
+    let p1_after: Vec<&HeapRecord> = after
+        .iter()
+        .filter(|r| p1_tokens.contains(&r.token.get()))
+        .collect();
+    assert_eq!(
+        p1_before, p1_after,
+        "a write of the killed process was accepted"
+    );
+    assert!(p1_after.iter().all(|r| r.step_key.as_str() == "load"));
+    rt.block_on(async {
+        for i in 0..N {
+            let r = b.get(&id(i)).await.expect("get").expect("record");
+            assert_eq!(r.status, ExecutionStatus::Completed);
+            assert!(
+                !p1_tokens.contains(&r.token.get()),
+                "acknowledged by the killed process"
+            );
+            // The expiry counted as an unacknowledged delivery; the acknowledgement reset it.
+            assert_eq!(r.unacknowledged_deliveries, 0);
+        }
+    });
+    let replayed = by(&events, "P2", "step")
+        .iter()
+        .filter(|e| e.str("step") == "load" && e.json["replayed"] == true)
+        .count();
+    assert_eq!(replayed, N, "P2 skipped the steps P1 recorded");
+    drop(c);
+    rt.block_on(backend::cleanup(&target.url, &target.namespace))
+        .expect("cleanup");
+}
+
+/// SIGSTOP past expiry, then SIGCONT: every fenced write the frozen process tries returns
+/// Lost, and it stops (no acknowledgement, no release, no accepted renewal or step).
+fn sigstop_holder(target: Target) {
+    const N: usize = 4;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = runtime();
+    let b = rt.block_on(target.backend());
+    let mut c = cluster();
+    c.spawn(&target.args("P1", 8)).expect("spawn P1");
+    rt.block_on(async {
+        for i in 0..N {
+            admit(
+                &b,
+                i,
+                json!({ "order": i, "stall_first_ms": 3000, "charge_ms": 5 }),
+            )
+            .await;
+        }
+    });
+    c.wait_for(PATIENCE, |ev| {
+        ev.iter().filter(|e| e.msg() == "stalling").count() == N
+    })
+    .expect("P1 holds every execution");
+    c.freeze("P1").expect("SIGSTOP P1");
+    let frozen_at = events::wall_ms();
+    let before = rt.block_on(steps(&b, N));
+    let p1_tokens: BTreeSet<u64> = by(&c.events(), "P1", "delivery")
+        .iter()
+        .filter_map(Event::token)
+        .collect();
+    assert_eq!(p1_tokens.len(), N);
+
+    c.spawn(&target.args("P2", 8)).expect("spawn P2");
+    rt.block_on(all_completed(&b, N));
+    let resumed_at = events::wall_ms();
+    c.resume("P1").expect("SIGCONT P1");
+    c.wait_for(PATIENCE, |ev| {
+        let ended: BTreeSet<u64> = ev
+            .iter()
+            .filter(|e| e.worker == "P1" && matches!(e.msg(), "done" | "stopped"))
+            .filter_map(Event::token)
+            .collect();
+        ended.len() == N
+    })
+    .expect("every delivery of P1 ends after it resumes");
+    c.stop_all().expect("stop the processes");
+    let events = c.events();
+    check_no_two_live_leases(&events);
+
+    let exit = by(&events, "P1", "exit").pop().expect("P1 exit report");
+    assert_eq!(
+        exit.json["lost"], N,
+        "every delivery of P1 saw Lost: {:?}",
+        exit.json
+    );
+    assert_eq!(exit.json["acknowledgements"], 0);
+    assert_eq!(exit.json["releases"], 0);
+    let late_renewals = events
+        .iter()
+        .filter(|e| e.worker == "P1" && e.msg() == "renew" && e.ts() >= resumed_at)
+        .count();
+    assert_eq!(
+        late_renewals, 0,
+        "a renewal of the frozen process was accepted"
+    );
+    let late_steps = events
+        .iter()
+        .filter(|e| e.worker == "P1" && e.msg() == "step" && e.ts() >= frozen_at)
+        .count();
+    assert_eq!(late_steps, 0, "a step of the frozen process was recorded");
+    let after = rt.block_on(steps(&b, N));
+    let mine = |rs: &[HeapRecord]| -> Vec<HeapRecord> {
+        rs.iter()
+            .filter(|r| p1_tokens.contains(&r.token.get()))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        mine(&before),
+        mine(&after),
+        "a write of the frozen process was accepted"
+    );
+    rt.block_on(async {
+        for i in 0..N {
+            let r = b.get(&id(i)).await.expect("get").expect("record");
+            assert_eq!(r.status, ExecutionStatus::Completed);
+            assert!(!p1_tokens.contains(&r.token.get()));
+            let Some(ExecutionOutcome::Completed(v)) = r.outcome else {
+                panic!("no outcome")
+            };
+            assert_eq!(v.to_value()["receipt"]["charged_by"], "P2");
+        }
+    });
+    let lost_events = events
+        .iter()
+        .filter(|e| e.worker == "P1" && e.ts() >= resumed_at)
+        .filter(|e| e.msg() == "refused" || e.msg().starts_with("lost"))
+        .count();
+    assert!(lost_events >= N, "each delivery reported its Lost write");
+    drop(c);
+    rt.block_on(backend::cleanup(&target.url, &target.namespace))
+        .expect("cleanup");
+}
+
+/// Several processes run 500 executions to completion (some reply retry once, some charge
+/// for longer than a lease and renew) with no execution ever holding two live leases,
+/// checked from the log of claims.
+fn many_processes(target: Target) {
+    const N: usize = 500;
+    const PROCESSES: usize = 4;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = runtime();
+    let b = rt.block_on(target.backend());
+    let started = Instant::now();
+    let mut c = cluster();
+    for p in 0..PROCESSES {
+        c.spawn(&target.args(&format!("P{p}"), 16)).expect("spawn");
+    }
+    rt.block_on(async {
+        for i in 0..N {
+            let charge_ms = if i % 100 == 7 {
+                2000
+            } else {
+                (i % 5) as u64 * 2
+            };
+            admit(
+                &b,
+                i,
+                json!({ "order": i, "charge_ms": charge_ms, "retry_first": i % 10 == 3 }),
+            )
+            .await;
+        }
+    });
+    c.wait_for(Duration::from_secs(180), |ev| {
+        ev.iter()
+            .filter(|e| e.msg() == "acknowledge")
+            .map(Event::execution)
+            .collect::<BTreeSet<_>>()
+            .len()
+            == N
+    })
+    .expect("every execution acknowledged");
+    c.stop_all().expect("stop the processes");
+    let elapsed = started.elapsed();
+    let events = c.events();
+    let claims = check_no_two_live_leases(&events);
+    assert_eq!(claims.len(), N);
+
+    let acks: Vec<&Event> = events.iter().filter(|e| e.msg() == "acknowledge").collect();
+    assert_eq!(acks.len(), N, "each execution acknowledged exactly once");
+    let exits: Vec<&Event> = events.iter().filter(|e| e.msg() == "exit").collect();
+    assert_eq!(exits.len(), PROCESSES);
+    let total = |k: &str| {
+        exits
+            .iter()
+            .map(|e| e.json[k].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let deliveries: usize = claims.values().map(Vec::len).sum();
+    assert_eq!(
+        total("claims"),
+        deliveries as u64,
+        "every claim is in the log"
+    );
+    assert_eq!(total("lost"), 0);
+    assert_eq!(
+        total("releases"),
+        (N / 10) as u64,
+        "one retry per tenth execution"
+    );
+    assert!(
+        total("renewals") >= 5 * 3,
+        "long charges renewed their leases"
+    );
+    let workers: BTreeSet<&str> = acks.iter().map(|e| e.worker.as_str()).collect();
+    assert_eq!(
+        workers.len(),
+        PROCESSES,
+        "every process delivered some executions"
+    );
+    rt.block_on(async {
+        for i in 0..N {
+            let r = b.get(&id(i)).await.expect("get").expect("record");
+            assert_eq!(r.status, ExecutionStatus::Completed, "{}", id(i));
+            assert_eq!(r.unacknowledged_deliveries, 0);
+            let steps = b.list_steps(&id(i)).await.expect("steps");
+            assert_eq!(steps.len(), 2, "load and charge recorded once each");
+        }
+    });
+    eprintln!(
+        "{}: {N} executions, {PROCESSES} processes x 16, {deliveries} deliveries, {} renewals, \
+         {} releases, {:.1} s",
+        target.url.split(':').next().unwrap_or("?"),
+        total("renewals"),
+        total("releases"),
+        elapsed.as_secs_f64()
+    );
+    drop(c);
+    rt.block_on(backend::cleanup(&target.url, &target.namespace))
+        .expect("cleanup");
+}
+
+#[test]
+fn sqlite_sigkill_holder_redelivered_after_expiry() {
+    sigkill_holder(Target::sqlite("kill"));
+}
+
+#[test]
+fn sqlite_sigstop_holder_every_fenced_write_lost() {
+    sigstop_holder(Target::sqlite("stop"));
+}
+
+#[test]
+fn sqlite_500_executions_across_processes_one_live_lease() {
+    many_processes(Target::sqlite("many"));
+}
