@@ -44,11 +44,15 @@ pub const MATRIX: &[Backend] = &[
         ],
         &[],
     ),
-    // Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
-    // Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
+    Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
+    Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     // Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
-    // The facade's tests and examples, every feature on.
-    Backend::new("facade", &["-p", "lease", "--all-features"], &[]),
+    // The facade's tests and examples, every feature on (so `lease::open` reaches each server).
+    Backend::new(
+        "facade",
+        &["-p", "lease", "--all-features"],
+        &[Service::Postgres],
+    ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
 ];

@@ -14,7 +14,7 @@
 //! | feature | module | backend |
 //! |---|---|---|
 //! | `sqlite` (default) | [`sqlite`] | embedded SQLite file or in-memory database |
-//! | `postgres` | `postgres` | PostgreSQL through sqlx |
+//! | `postgres` | [`postgres`] | PostgreSQL through sqlx |
 //! | `redis` | `redis` | Redis through Lua scripts |
 //! | `memory` | `memory` | the in-memory reference backend (tests) |
 //!
@@ -68,10 +68,16 @@ pub use lease_core::*;
 
 pub use crate::error::OpenError;
 pub use crate::open::open;
-pub use crate::url::BackendUrl;
+pub use crate::url::{BackendUrl, Target};
 
 /// The embedded SQLite backend ([`lease_sqlite`]), feature `sqlite` (default):
 /// `SqliteBackend::open(SqliteConfig::file(path))`, one `BEGIN IMMEDIATE` transaction per
 /// operation, several processes may share a file.
 #[cfg(feature = "sqlite")]
 pub use lease_sqlite as sqlite;
+
+/// The PostgreSQL backend ([`lease_postgres`]), feature `postgres`:
+/// `PostgresBackend::connect(PostgresConfig::new(url).schema(name))`, row locks, one schema
+/// per store.
+#[cfg(feature = "postgres")]
+pub use lease_postgres as postgres;

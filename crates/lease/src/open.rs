@@ -8,7 +8,7 @@ use crate::error::OpenError;
 use crate::url::BackendUrl;
 
 /// Opens the backend a URL names, with that backend's defaults (system or server clock,
-/// default redelivery policy, default namespace or schema):
+/// default redelivery policy):
 ///
 /// | URL | backend | feature |
 /// |---|---|---|
@@ -18,38 +18,50 @@ use crate::url::BackendUrl;
 /// | `redis://...`, `rediss://...` | Redis, namespace `lease` | `redis` |
 /// | `memory:` | in-memory reference backend | `memory` |
 ///
-/// A URL for a backend whose feature is off is [`OpenError::FeatureDisabled`]. To set a
-/// namespace, clock or policy, build the backend from its config in [`crate::sqlite`],
-/// `lease::postgres` or `lease::redis` instead.
+/// `?namespace=NAME` picks the namespace (SQLite, Redis) or schema (PostgreSQL) instead of
+/// the default; it is taken out of the URL before the driver sees it, and other query
+/// parameters of a PostgreSQL or Redis URL are passed on. A URL for a backend whose feature
+/// is off is [`OpenError::FeatureDisabled`]. To set a clock, policy or pool size, build the
+/// backend from its config in `lease::sqlite`, `lease::postgres` or `lease::redis`.
 pub async fn open(url: &str) -> Result<Arc<dyn LeaseBackend>, OpenError> {
-    let target = BackendUrl::parse(url)?;
-    match target {
+    let url = BackendUrl::parse(url)?;
+    match &url.target {
         #[cfg(feature = "sqlite")]
-        BackendUrl::SqliteFile(path) => {
-            let config = lease_sqlite::SqliteConfig::file(path);
-            Ok(Arc::new(lease_sqlite::SqliteBackend::open(config).await?))
+        crate::url::Target::SqliteFile(path) => {
+            open_sqlite(lease_sqlite::SqliteConfig::file(path), &url).await
         }
         #[cfg(feature = "sqlite")]
-        BackendUrl::SqliteMemory => {
-            let config = lease_sqlite::SqliteConfig::in_memory();
-            Ok(Arc::new(lease_sqlite::SqliteBackend::open(config).await?))
+        crate::url::Target::SqliteMemory => {
+            open_sqlite(lease_sqlite::SqliteConfig::in_memory(), &url).await
+        }
+        #[cfg(feature = "postgres")]
+        crate::url::Target::Postgres(driver_url) => {
+            let mut config = lease_postgres::PostgresConfig::new(driver_url.as_str());
+            if let Some(schema) = &url.namespace {
+                config = config.schema(schema.as_str());
+            }
+            Ok(Arc::new(
+                lease_postgres::PostgresBackend::connect(config).await?,
+            ))
         }
         #[cfg(feature = "memory")]
-        BackendUrl::Memory => Ok(Arc::new(lease_core::MemoryBackend::new())),
+        crate::url::Target::Memory => Ok(Arc::new(lease_core::MemoryBackend::new())),
         // Reached only for backends whose feature is off in this build.
         #[allow(unreachable_patterns)]
-        other => Err(OpenError::FeatureDisabled {
-            backend: backend_name(&other),
-            feature: other.feature(),
+        _ => Err(OpenError::FeatureDisabled {
+            backend: url.backend_name(),
+            feature: url.feature(),
         }),
     }
 }
 
-fn backend_name(url: &BackendUrl) -> &'static str {
-    match url {
-        BackendUrl::SqliteFile(_) | BackendUrl::SqliteMemory => "SQLite",
-        BackendUrl::Postgres(_) => "PostgreSQL",
-        BackendUrl::Redis(_) => "Redis",
-        BackendUrl::Memory => "in-memory",
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(
+    mut config: lease_sqlite::SqliteConfig,
+    url: &BackendUrl,
+) -> Result<Arc<dyn LeaseBackend>, OpenError> {
+    if let Some(namespace) = &url.namespace {
+        config = config.namespace(namespace.as_str());
     }
+    Ok(Arc::new(lease_sqlite::SqliteBackend::open(config).await?))
 }

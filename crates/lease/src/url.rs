@@ -1,66 +1,127 @@
-//! Which backend a URL names (the scheme part of [`crate::open`]).
+//! Which backend a URL names (the scheme part of [`crate::open`]), and its namespace.
 
 use std::path::PathBuf;
 
 use crate::error::OpenError;
 
-/// A parsed backend URL. Parsing does not depend on which features are compiled in, so a
-/// URL for a disabled backend is recognised and reported as
-/// [`OpenError::FeatureDisabled`] rather than as an unknown scheme.
+/// The query parameter that chooses the namespace (SQLite, Redis) or schema (PostgreSQL).
+pub const NAMESPACE_PARAM: &str = "namespace";
+
+/// The backend a URL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum BackendUrl {
+pub enum Target {
     /// `sqlite:PATH` or `sqlite://PATH`: a SQLite database file (created if missing).
     SqliteFile(PathBuf),
     /// `sqlite::memory:`: a private in-memory SQLite database (not durable).
     SqliteMemory,
-    /// `postgres://...` or `postgresql://...`: the whole URL, handed to the driver.
+    /// `postgres://...` or `postgresql://...`: the URL (without `namespace`), handed to the
+    /// driver.
     Postgres(String),
-    /// `redis://...` or `rediss://...`: the whole URL, handed to the driver.
+    /// `redis://...` or `rediss://...`: the URL (without `namespace`), handed to the driver.
     Redis(String),
     /// `memory:`: the in-memory reference backend (a fresh, empty store).
     Memory,
 }
 
+/// A parsed backend URL: the backend and, from `?namespace=NAME`, the namespace (SQLite,
+/// Redis) or schema (PostgreSQL) to use instead of the backend's default.
+///
+/// Parsing does not depend on which features are compiled in, so a URL for a disabled
+/// backend is recognised and reported as [`OpenError::FeatureDisabled`] rather than as an
+/// unknown scheme. The backend validates the namespace itself when it opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendUrl {
+    /// The backend.
+    pub target: Target,
+    /// The `namespace` query parameter, if given.
+    pub namespace: Option<String>,
+}
+
 impl BackendUrl {
-    /// Parses `url` by its scheme. Typed errors for an unknown scheme or a SQLite URL
-    /// without a path.
+    /// Parses `url` by its scheme. Typed errors for an unknown scheme, a SQLite URL without
+    /// a path, an empty or repeated `namespace`, or query parameters a backend does not take.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
         let url = url.trim();
-        let (scheme, rest) = url.split_once(':').ok_or_else(|| OpenError::InvalidUrl {
+        let invalid = |reason: &str| OpenError::InvalidUrl {
             url: url.to_owned(),
-            reason: "no scheme (expected sqlite:, postgres://, redis:// or memory:)".to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (scheme, rest) = url.split_once(':').ok_or_else(|| {
+            invalid("no scheme (expected sqlite:, postgres://, redis:// or memory:)")
         })?;
-        match scheme.to_ascii_lowercase().as_str() {
-            "sqlite" => {
-                if rest == ":memory:" {
-                    return Ok(BackendUrl::SqliteMemory);
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (rest, Some(query)),
+            None => (rest, None),
+        };
+        let mut namespace = None;
+        let mut others = Vec::new();
+        for pair in query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|p| !p.is_empty())
+        {
+            match pair.split_once('=') {
+                Some((NAMESPACE_PARAM, value)) => {
+                    if value.is_empty() {
+                        return Err(invalid("empty namespace"));
+                    }
+                    if namespace.replace(value.to_owned()).is_some() {
+                        return Err(invalid("namespace given twice"));
+                    }
                 }
+                _ => others.push(pair),
+            }
+        }
+        let base = &url[..scheme.len() + 1 + rest.len()];
+        let driver_url = if others.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", others.join("&"))
+        };
+        let scheme = scheme.to_ascii_lowercase();
+        let target = match scheme.as_str() {
+            "sqlite" | "memory" if !others.is_empty() => {
+                return Err(invalid(&format!(
+                    "{scheme} takes no query parameters but {NAMESPACE_PARAM}"
+                )));
+            }
+            "sqlite" if rest == ":memory:" => Target::SqliteMemory,
+            "sqlite" => {
                 let path = rest.strip_prefix("//").unwrap_or(rest);
                 if path.is_empty() {
-                    return Err(OpenError::InvalidUrl {
-                        url: url.to_owned(),
-                        reason: "no database path (sqlite:PATH or sqlite::memory:)".to_owned(),
-                    });
+                    return Err(invalid("no database path (sqlite:PATH or sqlite::memory:)"));
                 }
-                Ok(BackendUrl::SqliteFile(PathBuf::from(path)))
+                Target::SqliteFile(PathBuf::from(path))
             }
-            "postgres" | "postgresql" => Ok(BackendUrl::Postgres(url.to_owned())),
-            "redis" | "rediss" => Ok(BackendUrl::Redis(url.to_owned())),
-            "memory" if rest.is_empty() => Ok(BackendUrl::Memory),
-            _ => Err(OpenError::UnknownScheme {
-                scheme: scheme.to_owned(),
-            }),
-        }
+            "postgres" | "postgresql" => Target::Postgres(driver_url),
+            "redis" | "rediss" => Target::Redis(driver_url),
+            "memory" if rest.is_empty() && namespace.is_none() => Target::Memory,
+            "memory" if rest.is_empty() => {
+                return Err(invalid("the in-memory backend has no namespaces"));
+            }
+            _ => return Err(OpenError::UnknownScheme { scheme }),
+        };
+        Ok(BackendUrl { target, namespace })
     }
 
     /// The cargo feature of crate `lease` that compiles this backend in.
     pub fn feature(&self) -> &'static str {
-        match self {
-            BackendUrl::SqliteFile(_) | BackendUrl::SqliteMemory => "sqlite",
-            BackendUrl::Postgres(_) => "postgres",
-            BackendUrl::Redis(_) => "redis",
-            BackendUrl::Memory => "memory",
+        match self.target {
+            Target::SqliteFile(_) | Target::SqliteMemory => "sqlite",
+            Target::Postgres(_) => "postgres",
+            Target::Redis(_) => "redis",
+            Target::Memory => "memory",
+        }
+    }
+
+    /// The backend's name, for messages.
+    pub fn backend_name(&self) -> &'static str {
+        match self.target {
+            Target::SqliteFile(_) | Target::SqliteMemory => "SQLite",
+            Target::Postgres(_) => "PostgreSQL",
+            Target::Redis(_) => "Redis",
+            Target::Memory => "in-memory",
         }
     }
 }
@@ -69,71 +130,105 @@ impl BackendUrl {
 mod tests {
     use super::*;
 
+    fn target(url: &str) -> Target {
+        BackendUrl::parse(url).expect(url).target
+    }
+
+    fn namespace(url: &str) -> Option<String> {
+        BackendUrl::parse(url).expect(url).namespace
+    }
+
     #[test]
     fn schemes() {
         assert_eq!(
-            BackendUrl::parse("sqlite:leases.db").expect("file"),
-            BackendUrl::SqliteFile("leases.db".into())
+            target("sqlite:leases.db"),
+            Target::SqliteFile("leases.db".into())
         );
         assert_eq!(
-            BackendUrl::parse("sqlite:///var/lib/app/leases.db").expect("abs"),
-            BackendUrl::SqliteFile("/var/lib/app/leases.db".into())
+            target("sqlite:///var/lib/app/leases.db"),
+            Target::SqliteFile("/var/lib/app/leases.db".into())
         );
         assert_eq!(
-            BackendUrl::parse("sqlite:/tmp/x.db").expect("abs"),
-            BackendUrl::SqliteFile("/tmp/x.db".into())
+            target("sqlite:/tmp/x.db"),
+            Target::SqliteFile("/tmp/x.db".into())
+        );
+        assert_eq!(target("sqlite::memory:"), Target::SqliteMemory);
+        assert_eq!(
+            target("postgres://postgres@127.0.0.1:5432/test"),
+            Target::Postgres("postgres://postgres@127.0.0.1:5432/test".into())
         );
         assert_eq!(
-            BackendUrl::parse("sqlite::memory:").expect("memory"),
-            BackendUrl::SqliteMemory
+            target("postgresql://h/db"),
+            Target::Postgres("postgresql://h/db".into())
         );
         assert_eq!(
-            BackendUrl::parse("postgres://postgres@127.0.0.1:5432/test").expect("pg"),
-            BackendUrl::Postgres("postgres://postgres@127.0.0.1:5432/test".into())
+            target("redis://127.0.0.1:6379"),
+            Target::Redis("redis://127.0.0.1:6379".into())
+        );
+        assert_eq!(target("  memory:  "), Target::Memory);
+        assert_eq!(namespace("postgres://h/db"), None);
+    }
+
+    #[test]
+    fn namespace_parameter_is_taken_out_of_the_driver_url() {
+        let url = BackendUrl::parse(
+            "postgres://h/db?sslmode=disable&namespace=billing&application_name=x",
+        )
+        .expect("pg");
+        assert_eq!(
+            url.target,
+            Target::Postgres("postgres://h/db?sslmode=disable&application_name=x".into())
+        );
+        assert_eq!(url.namespace.as_deref(), Some("billing"));
+        assert_eq!(
+            target("redis://h:6379/0?namespace=shop"),
+            Target::Redis("redis://h:6379/0".into())
         );
         assert_eq!(
-            BackendUrl::parse("postgresql://h/db").expect("pg"),
-            BackendUrl::Postgres("postgresql://h/db".into())
+            namespace("redis://h:6379/0?namespace=shop").as_deref(),
+            Some("shop")
         );
         assert_eq!(
-            BackendUrl::parse("redis://127.0.0.1:6379").expect("redis"),
-            BackendUrl::Redis("redis://127.0.0.1:6379".into())
+            target("sqlite:/tmp/a.db?namespace=t1"),
+            Target::SqliteFile("/tmp/a.db".into())
         );
         assert_eq!(
-            BackendUrl::parse("memory:").expect("mem"),
-            BackendUrl::Memory
+            namespace("sqlite::memory:?namespace=t1").as_deref(),
+            Some("t1")
         );
     }
 
     #[test]
     fn bad_urls_are_typed_errors() {
-        assert!(matches!(
-            BackendUrl::parse("mysql://h/db"),
-            Err(OpenError::UnknownScheme { scheme }) if scheme == "mysql"
-        ));
-        assert!(matches!(
-            BackendUrl::parse("leases.db"),
-            Err(OpenError::InvalidUrl { .. })
-        ));
-        assert!(matches!(
-            BackendUrl::parse("sqlite:"),
-            Err(OpenError::InvalidUrl { .. })
-        ));
-        assert!(matches!(
-            BackendUrl::parse("sqlite://"),
-            Err(OpenError::InvalidUrl { .. })
-        ));
-        assert!(matches!(
-            BackendUrl::parse("memory:x"),
-            Err(OpenError::UnknownScheme { .. })
-        ));
+        let err = |url: &str| BackendUrl::parse(url).expect_err(url);
+        assert!(
+            matches!(err("mysql://h/db"), OpenError::UnknownScheme { scheme } if scheme == "mysql")
+        );
+        assert!(matches!(err("memory:x"), OpenError::UnknownScheme { .. }));
+        for bad in [
+            "leases.db",
+            "sqlite:",
+            "sqlite://",
+            "sqlite:?namespace=a",
+            "sqlite:a.db?mode=ro",
+            "postgres://h/db?namespace=",
+            "postgres://h/db?namespace=a&namespace=b",
+            "memory:?namespace=a",
+        ] {
+            assert!(matches!(err(bad), OpenError::InvalidUrl { .. }), "{bad}");
+        }
     }
 
     #[test]
-    fn features() {
-        assert_eq!(BackendUrl::SqliteMemory.feature(), "sqlite");
-        assert_eq!(BackendUrl::Postgres(String::new()).feature(), "postgres");
-        assert_eq!(BackendUrl::Redis(String::new()).feature(), "redis");
-        assert_eq!(BackendUrl::Memory.feature(), "memory");
+    fn features_and_names() {
+        let url = |t| BackendUrl {
+            target: t,
+            namespace: None,
+        };
+        assert_eq!(url(Target::SqliteMemory).feature(), "sqlite");
+        assert_eq!(url(Target::Postgres(String::new())).feature(), "postgres");
+        assert_eq!(url(Target::Redis(String::new())).feature(), "redis");
+        assert_eq!(url(Target::Memory).feature(), "memory");
+        assert_eq!(url(Target::Memory).backend_name(), "in-memory");
     }
 }

@@ -1,11 +1,14 @@
 //! `lease::open`: the backend is chosen by URL scheme; a scheme whose feature is off, or an
 //! unknown one, is a typed error.
 
-use lease::OpenError;
-#[cfg(any(feature = "sqlite", feature = "memory"))]
-use lease::{Admission, ExecutionId, ExecutionStatus};
+// With no backend feature on, only the error cases below remain.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "memory")),
+    allow(dead_code, unused_imports)
+)]
 
-#[cfg(any(feature = "sqlite", feature = "memory"))]
+use lease::{Admission, ExecutionId, ExecutionStatus, OpenError};
+
 async fn admit_and_read(url: &str) {
     let backend = lease::open(url).await.expect("open");
     let id = ExecutionId::new("order-42").expect("id");
@@ -43,6 +46,50 @@ async fn sqlite_file_url_persists_across_opens() {
     assert!(again.get(&id).await.expect("get").is_some());
 }
 
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_namespaces_in_one_file_are_separate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ns.db");
+    admit_and_read(&format!("sqlite:{}?namespace=billing", path.display())).await;
+    let shipping = lease::open(&format!("sqlite:{}?namespace=shipping", path.display()))
+        .await
+        .expect("open");
+    let id = ExecutionId::new("order-42").expect("id");
+    assert!(shipping.get(&id).await.expect("get").is_none());
+}
+
+/// Opens `?namespace=<fresh schema>` on the test server (`LEASE_POSTGRES_URL`, else the
+/// local default; unreachable fails), checks the execution landed in that schema, and
+/// drops the schema.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_url_opens_the_schema_named_by_namespace() {
+    use lease::ExecutionClient;
+    use lease::postgres::{PostgresBackend, PostgresConfig};
+
+    let base = std::env::var("LEASE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    let schema = format!("lease_facade_{}_{nanos}", std::process::id());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    admit_and_read(&format!("{base}{sep}namespace={schema}")).await;
+
+    let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
+        .await
+        .expect("connect");
+    let id = ExecutionId::new("order-42").expect("id");
+    let found = direct.get(&id).await;
+    direct.drop_schema().await.expect("drop schema");
+    assert!(
+        found.expect("get").is_some(),
+        "execution not in schema {schema}"
+    );
+}
+
 #[cfg(feature = "memory")]
 #[tokio::test]
 async fn memory_url_opens_the_reference_backend() {
@@ -60,6 +107,29 @@ async fn memory_url_without_its_feature_is_a_typed_error() {
             ..
         }
     ));
+}
+
+#[cfg(not(feature = "postgres"))]
+#[tokio::test]
+async fn postgres_url_without_its_feature_is_a_typed_error() {
+    let err = lease::open("postgres://postgres@127.0.0.1:5432/test")
+        .await
+        .err()
+        .expect("feature off");
+    assert!(
+        matches!(
+            err,
+            OpenError::FeatureDisabled {
+                feature: "postgres",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("enable feature \"postgres\""),
+        "{err}"
+    );
 }
 
 #[tokio::test]

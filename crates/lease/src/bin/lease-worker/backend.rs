@@ -16,7 +16,8 @@ pub fn policy(base: Duration) -> OpenResult<RedeliveryPolicy> {
 /// Opens `url` in `namespace` (SQLite/Redis namespace, Postgres schema) with `policy`.
 ///
 /// `sqlite:PATH` (or `sqlite://PATH`) is a database file several processes share;
-/// `postgres://...` and `redis://...` need the facade's `postgres` / `redis` feature.
+/// `postgres://...` and `redis://...` need the facade's `postgres` / `redis` feature. The
+/// backend's own clock (system, database, Redis `TIME`) decides expiry for every process.
 pub async fn open(
     url: &str,
     namespace: &str,
@@ -30,7 +31,17 @@ pub async fn open(
         }
         return open_sqlite(path, namespace, policy).await;
     }
-    Err(format!("{url}: unsupported backend URL for a runtime process (sqlite:PATH)").into())
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return open_postgres(url, namespace, policy).await;
+    }
+    if url.starts_with("redis://") || url.starts_with("rediss://") {
+        return open_redis(url, namespace, policy).await;
+    }
+    Err(format!(
+        "{url}: unsupported backend URL for a runtime process \
+         (sqlite:PATH, postgres://..., redis://...)"
+    )
+    .into())
 }
 
 #[cfg(feature = "sqlite")]
@@ -56,9 +67,71 @@ async fn open_sqlite(
     Err(format!("sqlite:{path}: feature `sqlite` is off in this build").into())
 }
 
-/// Removes what a run left in a server backend (a Postgres schema, Redis keys). A SQLite
-/// run lives in a file its orchestrator deletes.
+#[cfg(feature = "postgres")]
+async fn open_postgres(
+    url: &str,
+    schema: &str,
+    policy: RedeliveryPolicy,
+) -> OpenResult<SharedBackend> {
+    let config = lease::postgres::PostgresConfig::new(url)
+        .schema(schema)
+        .policy(policy);
+    Ok(std::sync::Arc::new(
+        lease::postgres::PostgresBackend::connect(config).await?,
+    ))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(
+    url: &str,
+    _schema: &str,
+    _policy: RedeliveryPolicy,
+) -> OpenResult<SharedBackend> {
+    Err(format!("{url}: build with `--features postgres`").into())
+}
+
+#[cfg(feature = "redis")]
+async fn open_redis(
+    url: &str,
+    namespace: &str,
+    policy: RedeliveryPolicy,
+) -> OpenResult<SharedBackend> {
+    let config = lease::redis::RedisConfig::new(url)
+        .namespace(namespace)
+        .policy(policy);
+    Ok(std::sync::Arc::new(
+        lease::redis::RedisBackend::connect(config).await?,
+    ))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn open_redis(
+    url: &str,
+    _namespace: &str,
+    _policy: RedeliveryPolicy,
+) -> OpenResult<SharedBackend> {
+    Err(format!("{url}: build with `--features redis`").into())
+}
+
+/// Removes what a run left in a server backend (its Postgres schema, its Redis keys). A
+/// SQLite run lives in a file its orchestrator deletes.
 pub async fn cleanup(url: &str, namespace: &str) -> OpenResult<()> {
+    let url = url.trim();
+    #[cfg(feature = "postgres")]
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let config = lease::postgres::PostgresConfig::new(url).schema(namespace);
+        let backend = lease::postgres::PostgresBackend::connect(config).await?;
+        backend.drop_schema().await?;
+        backend.close().await;
+    }
+    #[cfg(feature = "redis")]
+    if url.starts_with("redis://") || url.starts_with("rediss://") {
+        let config = lease::redis::RedisConfig::new(url).namespace(namespace);
+        lease::redis::RedisBackend::connect(config)
+            .await?
+            .delete_namespace()
+            .await?;
+    }
     let _ = (url, namespace);
     Ok(())
 }
