@@ -11,4 +11,3 @@ pub mod leases;
 pub mod redelivery;
 pub mod semantics;
 pub mod store;
-// `dispatcher` (RFC 002 "Dispatcher tests" that need a dispatcher) is added separately.

@@ -20,7 +20,7 @@ fn skey(s: &str) -> StoreKey {
     StoreKey::new(s).expect("valid store key")
 }
 
-/// A fresh store "cart" holding `entries`, and a receipt builder for execution "order-42".
+/// Creates the store "cart" holding `entries`.
 async fn cart<H: Harness>(ctx: &Ctx<H>, entries: &[(&str, &str)]) -> StoreId {
     let store = store_id("cart");
     let initial: Vec<(StoreKey, Json)> = entries.iter().map(|(k, v)| (skey(k), json(v))).collect();
@@ -33,6 +33,7 @@ async fn cart<H: Harness>(ctx: &Ctx<H>, entries: &[(&str, &str)]) -> StoreId {
     store
 }
 
+/// The receipt of execution "order-42", step `step_key`, in `store`.
 fn receipt<H: Harness>(ctx: &Ctx<H>, store: &StoreId, step_key: &str) -> StoreReceipt {
     StoreReceipt {
         store: store.clone(),
