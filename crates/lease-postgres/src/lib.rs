@@ -57,3 +57,43 @@ pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresConfig,
 };
 pub use migrate::SCHEMA_VERSION;
+
+/// The rendered SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo
+/// xtask bench`) can issue exactly these statements without the library as its raw
+/// baseline. Not a stable API.
+#[doc(hidden)]
+pub mod raw {
+    /// Statements rendered for one schema; parameters as documented on each in `sql.rs`.
+    #[derive(Debug, Clone)]
+    pub struct Statements {
+        /// `claim_due`: `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays`.
+        pub claim: String,
+        /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
+        pub renew: String,
+        /// `acknowledge`: `$1 id, $2 token, $3 clock, $4 new status, $5 outcome`.
+        pub acknowledge: String,
+        /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
+        pub write_step: String,
+        /// `read_step`: `$1 id, $2 step key, $3 attempt`.
+        pub read_step: String,
+        /// `get`: `$1 id, $2 clock`.
+        pub get: String,
+        /// `now`: no parameters.
+        pub now: String,
+    }
+
+    /// Renders the statements for `schema` (unquoted, as given to
+    /// [`crate::PostgresConfig::schema`]).
+    pub fn statements(schema: &str) -> Statements {
+        let s = crate::sql::Statements::new(&crate::config::quoted(schema));
+        Statements {
+            claim: s.claim.to_string(),
+            renew: s.renew.to_string(),
+            acknowledge: s.acknowledge.to_string(),
+            write_step: s.write_step.to_string(),
+            read_step: s.read_step.to_string(),
+            get: s.get.to_string(),
+            now: s.now.to_string(),
+        }
+    }
+}
