@@ -79,8 +79,17 @@ impl ExecutionClient for RedisBackend {
             )
             .await?;
         let reply = Reply::new(OP);
-        self.effective_reply(reply, &admission.id, v)?
-            .ok_or_else(|| crate::errors::protocol(OP, "admit returned no record"))
+        let mut items = reply.array(v)?.into_iter();
+        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
+        let now = Timestamp::from_millis(now);
+        match items.next() {
+            // Created now: the record is exactly what the admission describes.
+            None => Ok(ExecutionRecord::admitted(admission, now)),
+            Some(fields) => reply
+                .record(admission.id.clone(), fields)?
+                .map(|r| r.effective(now))
+                .ok_or_else(|| reply.unexpected("an empty record")),
+        }
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {

@@ -1,5 +1,6 @@
-//! The Lua scripts: one per operation, each the shared prelude (`lua/prelude.lua`) followed
-//! by the operation's body. `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after a
+//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`,
+//! and `lua/record.lua` for scripts that change execution records) followed by the
+//! operation's body. `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after a
 //! restart or `SCRIPT FLUSH`), loads the script and retries, so scripts never need to be
 //! preloaded.
 
@@ -7,10 +8,17 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-const PRELUDE: &str = include_str!("lua/prelude.lua");
+const BASE: &str = include_str!("lua/base.lua");
+const RECORD: &str = include_str!("lua/record.lua");
 
+/// A script made of the base helpers and `body`.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{PRELUDE}\n-- operation\n{body}"))
+    Script::new(&format!("{BASE}\n-- operation\n{body}"))
+}
+
+/// A script made of the base and record helpers and `body`.
+fn record_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{RECORD}\n-- operation\n{body}"))
 }
 
 /// Every script of the backend, compiled (hashed) once per process.
@@ -36,11 +44,11 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     admit: script(include_str!("lua/admit.lua")),
     get: script(include_str!("lua/get.lua")),
     list_failing: script(include_str!("lua/list_failing.lua")),
-    request_wake: script(include_str!("lua/request_wake.lua")),
-    claim_due: script(include_str!("lua/claim_due.lua")),
-    renew: script(include_str!("lua/renew.lua")),
-    release: script(include_str!("lua/release.lua")),
-    acknowledge: script(include_str!("lua/acknowledge.lua")),
+    request_wake: record_script(include_str!("lua/request_wake.lua")),
+    claim_due: record_script(include_str!("lua/claim_due.lua")),
+    renew: record_script(include_str!("lua/renew.lua")),
+    release: record_script(include_str!("lua/release.lua")),
+    acknowledge: record_script(include_str!("lua/acknowledge.lua")),
     write_step: script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),

@@ -6,6 +6,8 @@ if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
 local kind = ARGV[5]
+local old = copy(r)
+local extra = nil
 r.un = 0
 r.ld = clock_now()
 r.le = nil
@@ -18,8 +20,8 @@ if kind == 'suspended' then
 else
   r.st = kind
   r.du = nil
-  redis.call('HSET', k_exec(r.id), 'oc', kind, 'ov', ARGV[6])
+  extra = {'oc', kind, 'ov', ARGV[6]}
 end
-save(r)
-place(r)
+save(r, old, extra)
+place(r, old)
 return {'ok'}

@@ -48,19 +48,19 @@ while claimed < limit and rounds < 10000 do
     else
       local e = effective(r, now)
       if claimable(e, now) then
-        local token = redis.call('INCR', K_TOKEN)
-        e.tk = token
+        if e == r then e = copy(r) end
+        e.tk = redis.call('INCR', P .. 'token')
         e.st = 'running'
         e.le = now + lease_ms
         e.wk = nil
-        save(e)
-        place(e)
+        save(e, r)
+        place(e, r)
         out[#out + 1] = id
-        out[#out + 1] = fmt(token)
+        out[#out + 1] = fmt(e.tk)
         out[#out + 1] = fmt(e.le)
         claimed = claimed + 1
       else
-        place(r)
+        reindex(r)
       end
     end
   end

@@ -2,7 +2,7 @@
 -- (idempotent by identity). The field '' (never a store key) marks existence, so an empty
 -- store still exists. ARGV[3] store id, ARGV[4..] key, value, key, value, ...
 -- Reply: {'1' created | '0' found, HGETALL of the store hash}.
-local key = k_store(ARGV[3])
+local key = P .. 'store:' .. ARGV[3]
 local created = '0'
 if redis.call('EXISTS', key) == 0 then
   redis.call('HSET', key, '', '1')

@@ -10,7 +10,7 @@ local now = clock_now()
 local m = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
 local out = {fmt(now)}
-local expired = redis.call('ZRANGEBYSCORE', K_RUNNING, '-inf', fmt(now))
+local expired = redis.call('ZRANGEBYSCORE', P .. 'running', '-inf', fmt(now))
 local skip = {}
 for _, id in ipairs(expired) do
   skip[id] = true
@@ -23,7 +23,7 @@ for _, id in ipairs(expired) do
     end
   end
 end
-local failing = redis.call('ZRANGEBYSCORE', K_FAILING, '-inf', fmt(-m), 'LIMIT', 0, limit + #expired)
+local failing = redis.call('ZRANGEBYSCORE', P .. 'failing', '-inf', fmt(-m), 'LIMIT', 0, limit + #expired)
 for _, id in ipairs(failing) do
   if not skip[id] then
     local raw = redis.call('HGETALL', k_exec(id))

@@ -4,12 +4,13 @@ local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
+local old = copy(r)
 r.un = r.un + 1
 r.ld = clock_now()
 r.du = min_opt(r.du, r.wk)
 r.wk = nil
 r.le = nil
 if r.es then r.st = 'suspended' else r.st = 'admitted' end
-save(r)
-place(r)
+save(r, old)
+place(r, old)
 return {'ok'}

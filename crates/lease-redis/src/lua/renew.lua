@@ -5,7 +5,8 @@ local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
+local old = copy(r)
 r.le = clock_now() + tonumber(ARGV[5])
-redis.call('HSET', k_exec(r.id), 'le', fmt(r.le))
-place(r)
+save(r, old)
+place(r, old)
 return {'ok', fmt(r.le)}

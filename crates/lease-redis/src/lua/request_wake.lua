@@ -5,15 +5,14 @@ local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
 if terminal(r.st) then return {'ok'} end
 local at = tonumber(ARGV[4])
+local old = copy(r)
 if r.st == 'running' then
-  local w = min_opt(r.wk, at)
-  if w == r.wk then return {'ok'} end
-  r.wk = w
+  r.wk = min_opt(r.wk, at)
+  if r.wk == old.wk then return {'ok'} end
 else
-  local d = min_opt(r.du, at)
-  if d == r.du then return {'ok'} end
-  r.du = d
+  r.du = min_opt(r.du, at)
+  if r.du == old.du then return {'ok'} end
 end
-save(r)
-place(r)
+save(r, old)
+place(r, old)
 return {'ok'}

@@ -2,9 +2,10 @@
 -- request id -> target (idempotent by receipt).
 -- ARGV[3] request id, ARGV[4] target id, ARGV[5] workflow, ARGV[6] input JSON.
 -- Reply: {'existing', target} | {'created', target} | {'taken'} (target id already exists).
-local known = redis.call('HGET', K_STARTS, ARGV[3])
+local starts = P .. 'starts'
+local known = redis.call('HGET', starts, ARGV[3])
 if known then return {'existing', known} end
 if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then return {'taken'} end
 create(ARGV[4], ARGV[5], ARGV[6], clock_now())
-redis.call('HSET', K_STARTS, ARGV[3], ARGV[4])
+redis.call('HSET', starts, ARGV[3], ARGV[4])
 return {'created', ARGV[4]}

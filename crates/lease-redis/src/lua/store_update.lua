@@ -6,9 +6,9 @@
 -- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value.
 -- Reply: {'nostore'} | {'replayed', outcome} | {'applied', outcome}, where outcome is
 -- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON.
-local key = k_store(ARGV[3])
+local key = P .. 'store:' .. ARGV[3]
 if redis.call('EXISTS', key) == 0 then return {'nostore'} end
-local receipts = k_receipts(ARGV[3])
+local receipts = P .. 'receipts:' .. ARGV[3]
 local recorded = redis.call('HGET', receipts, ARGV[4])
 if recorded then return {'replayed', recorded} end
 local op = ARGV[5]

@@ -9,8 +9,6 @@ if not STATUSES[h[1]] then corrupt('execution ' .. ARGV[3] .. ': status') end
 local r = {st = h[1], tk = int(h[2], 'execution ' .. ARGV[3] .. ': token')}
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
-local key = k_steps(ARGV[3])
-local existing = redis.call('HGET', key, ARGV[5])
-if existing then return {'existing', existing} end
-redis.call('HSET', key, ARGV[5], ARGV[6])
-return {'new'}
+local key = P .. 'steps:' .. ARGV[3]
+if redis.call('HSETNX', key, ARGV[5], ARGV[6]) == 1 then return {'new'} end
+return {'existing', redis.call('HGET', key, ARGV[5])}

@@ -1,0 +1,62 @@
+-- lease-redis: helpers every script starts with.
+--
+-- KEYS[1] is the namespace prefix `lease:{<namespace>}:`. Every key a script touches starts
+-- with it, so all of them share one hash slot (the `{<namespace>}` hash tag): cluster-ready.
+-- ARGV[1] is the injected clock in milliseconds, or '' to read Redis TIME; ARGV[2] is the
+-- redelivery table (RedeliveryPolicy::table_ms(), comma separated); operation arguments
+-- start at ARGV[3].
+--
+-- Numbers: Lua numbers are doubles. Millisecond timestamps and fencing tokens stay below
+-- 2^53, where doubles are exact; they travel as decimal strings written with '%.0f'
+-- (tostring would round to 14 digits).
+--
+-- Scripts are run per call, so every function defined here is created on every call: keep
+-- this file to what most scripts use (policy.lua and record.lua hold the rest).
+local P = KEYS[1]
+
+local function k_exec(id) return P .. 'exec:' .. id end
+
+local function fmt(n) return string.format('%.0f', n) end
+
+-- A stored value this library never writes: abort before any write, reported as
+-- LeaseError::Protocol by the client.
+local function corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
+
+local function int(s, what)
+  if type(s) ~= 'string' or not string.match(s, '^%-?%d+$') then corrupt(what) end
+  return tonumber(s)
+end
+
+local function clock_now()
+  local a = ARGV[1]
+  if a ~= '' then return tonumber(a) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local STATUSES = {admitted = true, running = true, suspended = true, completed = true, failed = true}
+
+-- ExecutionRecord::holds on the stored record: 'held', 'lost', 'zero' (token 0 is never
+-- issued) or 'foreign' (a token above the execution's own). No clock is consulted.
+local function check_lease(r, token_s)
+  local token = tonumber(token_s)
+  if token == 0 then return 'zero' end
+  if token > r.tk then return 'foreign' end
+  if token == r.tk and r.st == 'running' then return 'held' end
+  return 'lost'
+end
+
+-- A new admitted execution, due now (always ready: no delivery yet, so no gate).
+local function create(id, workflow, input, now)
+  local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(now)}
+  if workflow ~= '' then
+    fields[#fields + 1] = 'wf'
+    fields[#fields + 1] = workflow
+  end
+  if input ~= '' then
+    fields[#fields + 1] = 'in'
+    fields[#fields + 1] = input
+  end
+  redis.call('HSET', k_exec(id), unpack(fields))
+  redis.call('ZADD', P .. 'ready', fmt(now), id)
+end

@@ -1,0 +1,191 @@
+-- lease-redis: execution records and their indexes, for the scripts that change them.
+local K_READY = P .. 'ready'
+local K_WAITING = P .. 'waiting'
+local K_RUNNING = P .. 'running'
+local K_FAILING = P .. 'failing'
+
+-- RedeliveryPolicy::delay(n) = table[min(n, len)], the table parsed on first use.
+local TABLE = nil
+local function delay(n)
+  if n <= 0 then return 0 end
+  if TABLE == nil then
+    TABLE = {}
+    for v in string.gmatch(ARGV[2], '%d+') do TABLE[#TABLE + 1] = tonumber(v) end
+  end
+  if n > #TABLE then n = #TABLE end
+  return TABLE[n]
+end
+
+local function min_opt(a, b)
+  if a == nil then return b end
+  if b == nil then return a end
+  if b < a then return b end
+  return a
+end
+
+local function terminal(st) return st == 'completed' or st == 'failed' end
+
+local function opt_int(s, what)
+  if s == nil or s == false then return nil end
+  return int(s, what)
+end
+
+-- The stored record of `id` (validated), or nil when there is none.
+local function load(id)
+  local raw = redis.call('HGETALL', k_exec(id))
+  if #raw == 0 then return nil end
+  local h = {}
+  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+  local what = 'execution ' .. id .. ': '
+  local r = {id = id}
+  r.st = h.st
+  if not STATUSES[r.st] then corrupt(what .. 'status') end
+  r.tk = int(h.tk, what .. 'token')
+  r.un = int(h.un, what .. 'unacknowledged deliveries')
+  r.du = opt_int(h.du, what .. 'due_at')
+  r.le = opt_int(h.le, what .. 'lease_expires_at')
+  r.wk = opt_int(h.wk, what .. 'wake_after_claim')
+  r.ld = opt_int(h.ld, what .. 'last_delivery_ended_at')
+  if h.es ~= '0' and h.es ~= '1' then corrupt(what .. 'ever_suspended') end
+  r.es = h.es == '1'
+  if r.st == 'running' and r.le == nil then corrupt(what .. 'running without a lease expiry') end
+  return r
+end
+
+local function copy(r)
+  local c = {}
+  for k, v in pairs(r) do c[k] = v end
+  return c
+end
+
+local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld'}
+
+-- Writes the state-machine fields of `r` that differ from `old` (the stored record it was
+-- derived from), plus `extra` field/value pairs, in one HSET and at most one HDEL.
+local function save(r, old, extra)
+  local set = extra or {}
+  local del = {}
+  if r.st ~= old.st then
+    set[#set + 1] = 'st'
+    set[#set + 1] = r.st
+  end
+  if r.es ~= old.es then
+    set[#set + 1] = 'es'
+    set[#set + 1] = r.es and '1' or '0'
+  end
+  for _, f in ipairs(NUMBERS) do
+    local v = r[f]
+    if v ~= old[f] then
+      if v == nil then
+        del[#del + 1] = f
+      else
+        set[#set + 1] = f
+        set[#set + 1] = fmt(v)
+      end
+    end
+  end
+  if #set > 0 then redis.call('HSET', k_exec(r.id), unpack(set)) end
+  if #del > 0 then redis.call('HDEL', k_exec(r.id), unpack(del)) end
+end
+
+-- Where a stored state belongs:
+--   run:  running executions, scored by lease expiry (list_failing finds expired ones);
+--   fail: executions with unacknowledged deliveries, scored -count (most failing first,
+--         then id, since equal scores sort by member);
+--   due:  'ready' when due and the redelivery gate (if any) is open by the due time, scored
+--         by due_at, so claim order is (due_at, id); 'waiting' when the claimable instant
+--         max(due_at, gate) lies after due_at, scored by that instant (claim_due moves it
+--         to ready once passed). A running execution's gate is its lease expiry plus the
+--         delay it will then owe.
+local function slots(r)
+  local s = {}
+  if r.st == 'running' then s.run = r.le end
+  if r.un > 0 then s.fail = -r.un end
+  local due, at = nil, nil
+  if r.st == 'running' then
+    due = min_opt(r.du, r.wk)
+    if due ~= nil then at = math.max(due, r.le + delay(r.un + 1)) end
+  elseif not terminal(r.st) then
+    due = r.du
+    if due ~= nil then
+      at = due
+      if r.un > 0 and r.ld ~= nil then at = math.max(due, r.ld + delay(r.un)) end
+    end
+  end
+  if at ~= nil then
+    if at <= due then
+      s.due = 'ready'
+      s.score = due
+    else
+      s.due = 'waiting'
+      s.score = at
+    end
+  end
+  return s
+end
+
+-- Moves `r` from the indexes its previous stored state `old` called for to those its state
+-- calls for, skipping commands that change nothing. A member of 'waiting' may already have
+-- been moved to 'ready' by claim_due, so it is removed from both.
+local function place(r, old)
+  local n, o = slots(r), slots(old)
+  local id = r.id
+  if n.run ~= o.run then
+    if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
+  end
+  if n.fail ~= o.fail then
+    if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
+  end
+  if n.due == o.due and n.score == o.score and o.due ~= 'waiting' then return end
+  if n.due == 'ready' then
+    redis.call('ZADD', K_READY, fmt(n.score), id)
+    if o.due == 'waiting' then redis.call('ZREM', K_WAITING, id) end
+  elseif n.due == 'waiting' then
+    redis.call('ZADD', K_WAITING, fmt(n.score), id)
+    if o.due then redis.call('ZREM', K_READY, id) end
+  else
+    if o.due then redis.call('ZREM', K_READY, id) end
+    if o.due == 'waiting' then redis.call('ZREM', K_WAITING, id) end
+  end
+end
+
+-- Puts `r` where its state calls for, whatever the indexes hold now (repairs an entry
+-- that time moving backwards left in 'ready').
+local function reindex(r)
+  local n = slots(r)
+  local id = r.id
+  if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
+  if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
+  if n.due == 'ready' then
+    redis.call('ZADD', K_READY, fmt(n.score), id)
+    redis.call('ZREM', K_WAITING, id)
+  elseif n.due == 'waiting' then
+    redis.call('ZADD', K_WAITING, fmt(n.score), id)
+    redis.call('ZREM', K_READY, id)
+  else
+    redis.call('ZREM', K_READY, id)
+    redis.call('ZREM', K_WAITING, id)
+  end
+end
+
+-- ExecutionRecord::effective: a running delivery whose lease expired at or before `now`
+-- reads as ended without acknowledgement at its expiry.
+local function effective(r, now)
+  if r.st ~= 'running' or r.le > now then return r end
+  local e = copy(r)
+  e.un = r.un + 1
+  e.ld = r.le
+  e.du = min_opt(r.du, r.wk)
+  e.wk = nil
+  e.le = nil
+  if r.es then e.st = 'suspended' else e.st = 'admitted' end
+  return e
+end
+
+-- ExecutionRecord::claimable on an effective record.
+local function claimable(e, now)
+  if terminal(e.st) or e.st == 'running' then return false end
+  if e.du == nil or e.du > now then return false end
+  if e.un > 0 and e.ld ~= nil and now < e.ld + delay(e.un) then return false end
+  return true
+end
