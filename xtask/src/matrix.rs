@@ -46,12 +46,12 @@ pub const MATRIX: &[Backend] = &[
     ),
     Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
-    // Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
+    Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
     // The facade's tests and examples, every feature on (so `lease::open` reaches each server).
     Backend::new(
         "facade",
         &["-p", "lease", "--all-features"],
-        &[Service::Postgres],
+        &[Service::Postgres, Service::Redis],
     ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | `sqlite` (default) | [`sqlite`] | embedded SQLite file or in-memory database |
 //! | `postgres` | [`postgres`] | PostgreSQL through sqlx |
-//! | `redis` | `redis` | Redis through Lua scripts |
+//! | `redis` | [`redis`] | Redis through Lua scripts |
 //! | `memory` | `memory` | the in-memory reference backend (tests) |
 //!
 //! [`open`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
@@ -81,3 +81,9 @@ pub use lease_sqlite as sqlite;
 /// per store.
 #[cfg(feature = "postgres")]
 pub use lease_postgres as postgres;
+
+/// The Redis backend ([`lease_redis`]), feature `redis`:
+/// `RedisBackend::connect(RedisConfig::new(url).namespace(name))`, one Lua script per
+/// operation, every key of a namespace in one hash slot.
+#[cfg(feature = "redis")]
+pub use lease_redis as redis;

@@ -44,6 +44,14 @@ pub async fn open(url: &str) -> Result<Arc<dyn LeaseBackend>, OpenError> {
                 lease_postgres::PostgresBackend::connect(config).await?,
             ))
         }
+        #[cfg(feature = "redis")]
+        crate::url::Target::Redis(driver_url) => {
+            let mut config = lease_redis::RedisConfig::new(driver_url.as_str());
+            if let Some(namespace) = &url.namespace {
+                config = config.namespace(namespace.as_str());
+            }
+            Ok(Arc::new(lease_redis::RedisBackend::connect(config).await?))
+        }
         #[cfg(feature = "memory")]
         crate::url::Target::Memory => Ok(Arc::new(lease_core::MemoryBackend::new())),
         // Reached only for backends whose feature is off in this build.

@@ -3,7 +3,12 @@
 
 // With no backend feature on, only the error cases below remain.
 #![cfg_attr(
-    not(any(feature = "sqlite", feature = "postgres", feature = "memory")),
+    not(any(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "redis",
+        feature = "memory"
+    )),
     allow(dead_code, unused_imports)
 )]
 
@@ -90,6 +95,37 @@ async fn postgres_url_opens_the_schema_named_by_namespace() {
     );
 }
 
+/// Opens `?namespace=<fresh namespace>` on the test server (`LEASE_REDIS_URL`, else the
+/// local default; unreachable fails), checks the execution landed in that namespace, and
+/// deletes the namespace.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_url_opens_the_namespace_named_by_namespace() {
+    use lease::ExecutionClient;
+    use lease::redis::{RedisBackend, RedisConfig};
+
+    let base =
+        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    let namespace = format!("lease_facade_{}_{nanos}", std::process::id());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    admit_and_read(&format!("{base}{sep}namespace={namespace}")).await;
+
+    let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
+        .await
+        .expect("connect");
+    let id = ExecutionId::new("order-42").expect("id");
+    let found = direct.get(&id).await;
+    direct.delete_namespace().await.expect("delete namespace");
+    assert!(
+        found.expect("get").is_some(),
+        "execution not in namespace {namespace}"
+    );
+}
+
 #[cfg(feature = "memory")]
 #[tokio::test]
 async fn memory_url_opens_the_reference_backend() {
@@ -128,6 +164,25 @@ async fn postgres_url_without_its_feature_is_a_typed_error() {
     );
     assert!(
         err.to_string().contains("enable feature \"postgres\""),
+        "{err}"
+    );
+}
+
+#[cfg(not(feature = "redis"))]
+#[tokio::test]
+async fn redis_url_without_its_feature_is_a_typed_error() {
+    let err = lease::open("redis://127.0.0.1:6379")
+        .await
+        .err()
+        .expect("feature off");
+    assert!(
+        matches!(
+            err,
+            OpenError::FeatureDisabled {
+                feature: "redis",
+                ..
+            }
+        ),
         "{err}"
     );
 }
