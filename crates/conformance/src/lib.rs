@@ -12,6 +12,7 @@
 pub mod cases;
 pub mod context;
 pub mod harness;
+pub mod history;
 
 pub use context::{Ctx, run_case};
 pub use harness::Harness;
