@@ -226,7 +226,8 @@ impl RedisBackend {
 async fn open(client: &redis::Client, config: &RedisConfig) -> Result<ConnectionManager> {
     let manager = ConnectionManagerConfig::new()
         .set_number_of_retries(2)
-        .set_connection_timeout(Some(config.connect_timeout));
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(config.response_timeout);
     ConnectionManager::new_with_config(client.clone(), manager)
         .await
         .map_err(|e| LeaseError::Unavailable {

@@ -22,6 +22,7 @@ pub struct RedisConfig {
     pub(crate) policy: RedeliveryPolicy,
     pub(crate) allow_evicting_policy: bool,
     pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Option<Duration>,
 }
 
 impl RedisConfig {
@@ -36,6 +37,7 @@ impl RedisConfig {
             policy: RedeliveryPolicy::default(),
             allow_evicting_policy: false,
             connect_timeout: Duration::from_secs(5),
+            response_timeout: Some(Duration::from_secs(10)),
         }
     }
 
@@ -75,6 +77,15 @@ impl RedisConfig {
         self.connect_timeout = timeout;
         self
     }
+
+    /// How long to wait for a reply (default 10 s; `None` waits forever). A writing
+    /// operation that times out fails with [`lease_core::LeaseError::OutcomeUnknown`]: the
+    /// script may still run. Keep it well below the lease duration so a renewal that hangs
+    /// is noticed before the lease runs out.
+    pub fn response_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -91,6 +102,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("policy", &self.policy)
             .field("allow_evicting_policy", &self.allow_evicting_policy)
             .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
             .finish()
     }
 }

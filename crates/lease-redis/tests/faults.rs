@@ -387,6 +387,86 @@ fn killed_connection_with_a_claim_in_flight_is_outcome_unknown() {
 }
 
 #[test]
+fn timed_out_claim_is_outcome_unknown_and_may_still_run() {
+    runtime().block_on(async {
+        let clock = ManualClock::starting_now();
+        let b = RedisBackend::connect(
+            lease_redis::RedisConfig::new(common::redis_url())
+                .namespace(common::random_namespace())
+                .clock(Arc::new(clock.clone()))
+                .policy(policy())
+                .response_timeout(Some(Duration::from_millis(300))),
+        )
+        .await
+        .expect("connect");
+        let _cleanup = common::Cleanup::of(&b);
+        b.admit(&Admission::new(id(0))).await.expect("admit");
+        let client = client_id(&b).await;
+        let blocker = {
+            let mut conn = b.connection();
+            let key = format!("{}blocker", b.key_prefix());
+            tokio::spawn(async move {
+                redis::cmd("BLPOP")
+                    .arg(key)
+                    .arg(30)
+                    .query_async::<redis::Value>(&mut conn)
+                    .await
+            })
+        };
+        until("the connection to block", || async move {
+            client_line(client)
+                .await
+                .is_some_and(|l| field(&l, "cmd") == Some("blpop"))
+        })
+        .await;
+        let err = b
+            .claim_due(ClaimRequest {
+                now: clock.now(),
+                limit: 10,
+                duration: LEASE,
+            })
+            .await
+            .expect_err("the claim waits behind the blocked read");
+        assert!(matches!(err, LeaseError::OutcomeUnknown { .. }), "{err:?}");
+        let err = b.get(&id(0)).await.expect_err("reads wait too");
+        assert!(matches!(err, LeaseError::Unavailable { .. }), "{err:?}");
+        assert!(blocker.await.expect("blocker task").is_err());
+        // Unblock the connection: the queued claim now runs, although its caller was told
+        // the outcome is unknown. Reading back shows it took effect.
+        let mut admin = common::admin().await;
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("UNBLOCK")
+            .arg(client)
+            .query_async(&mut admin)
+            .await
+            .expect("CLIENT UNBLOCK");
+        until("the claim to run", || {
+            let b = b.clone();
+            async move {
+                b.get(&id(0))
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.status == ExecutionStatus::Running)
+            }
+        })
+        .await;
+        assert!(
+            b.claim_due(ClaimRequest {
+                now: clock.now(),
+                limit: 10,
+                duration: LEASE,
+            })
+            .await
+            .expect("claim")
+            .is_empty(),
+            "the lease the timed-out claim issued is live"
+        );
+        b.delete_namespace().await.expect("cleanup");
+    });
+}
+
+#[test]
 fn connections_killed_during_a_workload_recover_and_lose_nothing() {
     runtime().block_on(async {
         const TOTAL: usize = 200;

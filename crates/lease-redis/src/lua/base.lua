@@ -22,8 +22,11 @@ local function fmt(n) return string.format('%.0f', n) end
 -- LeaseError::Protocol by the client.
 local function corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
 
-local function int(s, what)
-  if type(s) ~= 'string' or not string.match(s, '^%-?%d+$') then corrupt(what) end
+-- The integer stored in field `field` of execution `id`.
+local function int(s, id, field)
+  if not s or not string.match(s, '^%-?%d+$') then
+    corrupt('execution ' .. id .. ': ' .. field)
+  end
   return tonumber(s)
 end
 

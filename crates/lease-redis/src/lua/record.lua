@@ -25,30 +25,28 @@ end
 
 local function terminal(st) return st == 'completed' or st == 'failed' end
 
-local function opt_int(s, what)
-  if s == nil or s == false then return nil end
-  return int(s, what)
-end
-
--- The stored record of `id` (validated), or nil when there is none.
+-- The stored record of `id` (validated), or nil when there is none. Reads only the
+-- state-machine fields: payloads (input, outcome) stay in Redis.
 local function load(id)
-  local raw = redis.call('HGETALL', k_exec(id))
-  if #raw == 0 then return nil end
-  local h = {}
-  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
-  local what = 'execution ' .. id .. ': '
-  local r = {id = id}
-  r.st = h.st
-  if not STATUSES[r.st] then corrupt(what .. 'status') end
-  r.tk = int(h.tk, what .. 'token')
-  r.un = int(h.un, what .. 'unacknowledged deliveries')
-  r.du = opt_int(h.du, what .. 'due_at')
-  r.le = opt_int(h.le, what .. 'lease_expires_at')
-  r.wk = opt_int(h.wk, what .. 'wake_after_claim')
-  r.ld = opt_int(h.ld, what .. 'last_delivery_ended_at')
-  if h.es ~= '0' and h.es ~= '1' then corrupt(what .. 'ever_suspended') end
-  r.es = h.es == '1'
-  if r.st == 'running' and r.le == nil then corrupt(what .. 'running without a lease expiry') end
+  local key = k_exec(id)
+  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld')
+  local st = v[1]
+  if not STATUSES[st] then
+    if not st and redis.call('EXISTS', key) == 0 then return nil end
+    corrupt('execution ' .. id .. ': status')
+  end
+  local r = {id = id, st = st}
+  r.tk = int(v[2], id, 'token')
+  r.un = int(v[3], id, 'unacknowledged deliveries')
+  if v[4] ~= '0' and v[4] ~= '1' then corrupt('execution ' .. id .. ': ever_suspended') end
+  r.es = v[4] == '1'
+  if v[5] then r.du = int(v[5], id, 'due_at') end
+  if v[6] then r.le = int(v[6], id, 'lease_expires_at') end
+  if v[7] then r.wk = int(v[7], id, 'wake_after_claim') end
+  if v[8] then r.ld = int(v[8], id, 'last_delivery_ended_at') end
+  if st == 'running' and r.le == nil then
+    corrupt('execution ' .. id .. ': running without a lease expiry')
+  end
   return r
 end
 

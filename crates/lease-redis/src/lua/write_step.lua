@@ -6,7 +6,7 @@
 local h = redis.call('HMGET', k_exec(ARGV[3]), 'st', 'tk')
 if not h[1] then return {'unknown'} end
 if not STATUSES[h[1]] then corrupt('execution ' .. ARGV[3] .. ': status') end
-local r = {st = h[1], tk = int(h[2], 'execution ' .. ARGV[3] .. ': token')}
+local r = {st = h[1], tk = int(h[2], ARGV[3], 'token')}
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
 local key = P .. 'steps:' .. ARGV[3]
