@@ -159,18 +159,21 @@ impl RedisBackend {
             invocation.arg(*arg);
         }
         let mut conn = self.conn.clone();
-        invocation
-            .invoke_async::<Value>(&mut conn)
-            .await
-            .map_err(|e| map_error(op, access, e))
+        let mut result = invocation.invoke_async::<Value>(&mut conn).await;
+        if access == Access::Read && result.as_ref().is_err_and(retry_read) {
+            result = invocation.invoke_async::<Value>(&mut conn).await;
+        }
+        result.map_err(|e| map_error(op, access, e))
     }
 
     /// Runs one plain read command.
     pub(crate) async fn query(&self, op: &'static str, cmd: &redis::Cmd) -> Result<Value> {
         let mut conn = self.conn.clone();
-        cmd.query_async::<Value>(&mut conn)
-            .await
-            .map_err(|e| map_error(op, Access::Read, e))
+        let mut result = cmd.query_async::<Value>(&mut conn).await;
+        if result.as_ref().is_err_and(retry_read) {
+            result = cmd.query_async::<Value>(&mut conn).await;
+        }
+        result.map_err(|e| map_error(op, Access::Read, e))
     }
 
     /// The backend clock: the injected one, or Redis `TIME`.
@@ -220,6 +223,13 @@ impl RedisBackend {
         }
         Ok(())
     }
+}
+
+/// A read that failed because its connection dropped is retried once: reads change nothing,
+/// and the connection manager has started reconnecting. Refusals and timeouts are not
+/// retried (the server is down or slow; a retry would only double the wait).
+fn retry_read(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
 /// Opens a connection manager for `config`.

@@ -89,8 +89,14 @@ impl Reply {
         protocol(self.op, format!("unexpected reply {status:?}"))
     }
 
-    /// Field/value pairs (an `HGETALL` reply) as strings.
+    /// Field/value pairs (an `HGETALL` reply: a flat array, or a map under RESP3) as strings.
     pub(crate) fn pairs(self, v: Value) -> Result<Vec<(String, String)>> {
+        if let Value::Map(entries) = v {
+            return entries
+                .into_iter()
+                .map(|(f, v)| Ok((self.string(f)?, self.string(v)?)))
+                .collect();
+        }
         let items = self.array(v)?;
         if items.len() % 2 != 0 {
             return Err(protocol(self.op, "odd number of hash field elements"));
@@ -257,6 +263,12 @@ mod tests {
             .record(id(), Value::Array(vec![]))
             .expect("ok");
         assert!(empty.is_none());
+        // RESP3 returns HGETALL as a map.
+        let map = Value::Map(vec![(bulk("a"), bulk("1")), (bulk("b"), bulk("2"))]);
+        let pairs = Reply::new("t").pairs(map).expect("pairs");
+        assert_eq!(pairs, [("a".into(), "1".into()), ("b".into(), "2".into())]);
+        let bad = Value::Map(vec![(bulk("a"), Value::Int(1)), (Value::Nil, bulk("2"))]);
+        assert!(is_protocol(Reply::new("t").pairs(bad)));
     }
 
     #[test]
