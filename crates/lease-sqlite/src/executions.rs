@@ -104,20 +104,25 @@ pub(crate) fn request_wake(
     Ok(())
 }
 
+/// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
+pub(crate) const LAST_TOKEN: &str = "SELECT last_token FROM lease_counters WHERE namespace = ?1";
+
+/// `$1 namespace, $2 token`: records the namespace's last issued token.
+pub(crate) const STORE_LAST_TOKEN: &str =
+    "INSERT INTO lease_counters (namespace, last_token) VALUES (?1, ?2)
+         ON CONFLICT (namespace) DO UPDATE SET last_token = excluded.last_token";
+
 fn last_token(conn: &Connection, namespace: &str) -> OpResult<FencingToken> {
     let raw: Option<i64> = conn
-        .prepare_cached("SELECT last_token FROM lease_counters WHERE namespace = ?1")?
+        .prepare_cached(LAST_TOKEN)?
         .query_row([namespace], |row| row.get(0))
         .optional()?;
     rows::token_from_sql(raw.unwrap_or(0))
 }
 
 fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> OpResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO lease_counters (namespace, last_token) VALUES (?1, ?2)
-         ON CONFLICT (namespace) DO UPDATE SET last_token = excluded.last_token",
-    )?
-    .execute(params![namespace, rows::token_to_sql(token)?])?;
+    conn.prepare_cached(STORE_LAST_TOKEN)?
+        .execute(params![namespace, rows::token_to_sql(token)?])?;
     Ok(())
 }
 

@@ -104,3 +104,37 @@ mod tx;
 
 pub use backend::SqliteBackend;
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, SqliteConfig};
+
+/// The SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo xtask
+/// bench`) can issue exactly these statements without the library as its raw baseline.
+/// Each operation runs them in one `BEGIN IMMEDIATE` transaction. Not a stable API.
+#[doc(hidden)]
+pub mod raw {
+    /// `$1 namespace, $2 id` -> the stored execution row (columns in the order of
+    /// [`EXECUTION_COLUMNS`]).
+    pub const LOAD_EXECUTION: &str = crate::rows::LOAD;
+    /// The execution columns every execution read returns, in order.
+    pub const EXECUTION_COLUMNS: &str = crate::rows::execution_columns!();
+    /// Writes back every mutable field of an execution row (parameters in `rows.rs`).
+    pub const SAVE_EXECUTION: &str = crate::rows::SAVE;
+    /// `$1 namespace` -> the last issued token.
+    pub const LAST_TOKEN: &str = crate::executions::LAST_TOKEN;
+    /// `$1 namespace, $2 token`: records the last issued token.
+    pub const STORE_LAST_TOKEN: &str = crate::executions::STORE_LAST_TOKEN;
+    /// `$1 namespace, $2 now, $3 page size` -> claim candidates in (due, id) order.
+    pub const CLAIM_FIRST: &str = crate::executions::CLAIM_FIRST;
+    /// `$1..$7`: inserts a step record unless one exists.
+    pub const INSERT_STEP: &str = crate::steps::INSERT_STEP;
+    /// Opens a connection configured as the backend's (WAL, `synchronous = NORMAL`, busy
+    /// timeout, statement cache), creating or migrating the schema like
+    /// [`crate::SqliteBackend::open`].
+    pub fn open(
+        path: &std::path::Path,
+        busy_timeout: std::time::Duration,
+    ) -> lease_core::Result<rusqlite::Connection> {
+        crate::schema::open(
+            &crate::config::Location::File(path.to_path_buf()),
+            busy_timeout,
+        )
+    }
+}

@@ -159,6 +159,13 @@ pub(crate) fn claim_keys(
     (due, due.map(|d| gate.map_or(d, |g| d.max(g))))
 }
 
+/// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order.
+pub(crate) const LOAD: &str = concat!(
+    "SELECT ",
+    execution_columns!(),
+    " FROM lease_executions WHERE namespace = ?1 AND id = ?2"
+);
+
 /// Loads the stored (not effective) record.
 pub(crate) fn load(
     conn: &Connection,
@@ -166,11 +173,7 @@ pub(crate) fn load(
     id: &ExecutionId,
 ) -> OpResult<Option<ExecutionRecord>> {
     let raw = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            execution_columns!(),
-            " FROM lease_executions WHERE namespace = ?1 AND id = ?2"
-        ))?
+        .prepare_cached(LOAD)?
         .query_row(params![namespace, id.as_str()], read_raw)
         .optional()?;
     raw.map(RawExecution::into_record).transpose()
@@ -225,6 +228,16 @@ fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
     })
 }
 
+/// `$1 namespace, $2 id, $3 status, $4 token, $5 lease_expires_at, $6 due_at,
+/// $7 wake_after_claim, $8 unacknowledged, $9 last_delivery_ended_at, $10 ever_suspended,
+/// $11 outcome, $12 claim_due_at, $13 claimable_at`: writes back every mutable field.
+pub(crate) const SAVE: &str =
+    "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
+                 due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
+                 last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
+                 claim_due_at = ?12, claimable_at = ?13
+             WHERE namespace = ?1 AND id = ?2";
+
 /// Writes back every mutable field of a record loaded in the same transaction.
 pub(crate) fn save(
     conn: &Connection,
@@ -233,29 +246,21 @@ pub(crate) fn save(
     policy: &RedeliveryPolicy,
 ) -> OpResult<()> {
     let (claim_due_at, claimable_at) = claim_keys(r, policy);
-    let changed = conn
-        .prepare_cached(
-            "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
-                 due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
-                 last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
-                 claim_due_at = ?12, claimable_at = ?13
-             WHERE namespace = ?1 AND id = ?2",
-        )?
-        .execute(params![
-            namespace,
-            r.id.as_str(),
-            r.status.as_str(),
-            token_to_sql(r.token)?,
-            ms(r.lease_expires_at),
-            ms(r.due_at),
-            ms(r.wake_after_claim),
-            i64::from(r.unacknowledged_deliveries),
-            ms(r.last_delivery_ended_at),
-            r.ever_suspended,
-            outcome_text(r),
-            ms(claim_due_at),
-            ms(claimable_at),
-        ])?;
+    let changed = conn.prepare_cached(SAVE)?.execute(params![
+        namespace,
+        r.id.as_str(),
+        r.status.as_str(),
+        token_to_sql(r.token)?,
+        ms(r.lease_expires_at),
+        ms(r.due_at),
+        ms(r.wake_after_claim),
+        i64::from(r.unacknowledged_deliveries),
+        ms(r.last_delivery_ended_at),
+        r.ever_suspended,
+        outcome_text(r),
+        ms(claim_due_at),
+        ms(claimable_at),
+    ])?;
     if changed != 1 {
         return Err(OpError::Corrupt(format!(
             "execution {} vanished inside its transaction",

@@ -51,6 +51,13 @@ impl RawStep {
     }
 }
 
+/// `$1 namespace, $2 execution id, $3 step key, $4 attempt, $5 done, $6 response, $7 token`:
+/// inserts a step record unless one exists (1 row changed) or leaves it (0 rows).
+pub(crate) const INSERT_STEP: &str = "INSERT INTO lease_steps
+                 (namespace, execution_id, step_key, step_attempt, done, response, token)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (namespace, execution_id, step_key, step_attempt) DO NOTHING";
+
 /// `write_step` (fenced): when the lease holds, inserts the record unless one exists for
 /// (execution, key, attempt), and returns the stored record either way.
 pub(crate) fn write_step(
@@ -63,22 +70,15 @@ pub(crate) fn write_step(
     if !record.holds(lease)? {
         return Ok(Fenced::Lost);
     }
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO lease_steps
-                 (namespace, execution_id, step_key, step_attempt, done, response, token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (namespace, execution_id, step_key, step_attempt) DO NOTHING",
-        )?
-        .execute(params![
-            scope.namespace,
-            lease.execution_id.as_str(),
-            write.step_key.as_str(),
-            i64::from(write.step_attempt),
-            write.done,
-            write.response.as_str(),
-            rows::token_to_sql(lease.token)?,
-        ])?;
+    let inserted = conn.prepare_cached(INSERT_STEP)?.execute(params![
+        scope.namespace,
+        lease.execution_id.as_str(),
+        write.step_key.as_str(),
+        i64::from(write.step_attempt),
+        write.done,
+        write.response.as_str(),
+        rows::token_to_sql(lease.token)?,
+    ])?;
     if inserted == 1 {
         return Ok(Fenced::Accepted(HeapRecord::from_write(
             &lease.execution_id,
