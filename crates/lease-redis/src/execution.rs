@@ -18,29 +18,20 @@ use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{MAX_EXACT_MS, exact_time};
 
-/// What a fenced script answered when it did not take effect.
-pub(crate) enum Refusal {
-    /// `Fenced::Lost`.
-    Lost,
-}
-
-/// Interprets the status words every fenced script shares: `Ok(None)` for `ok`/`new`-like
-/// words the caller handles, `Ok(Some(Lost))`, or the typed error for `unknown` (no such
-/// execution), `zero` (token 0) and `foreign` (a token above the execution's own).
-pub(crate) fn fenced_status(
-    reply: Reply,
-    status: &str,
-    lease: &ExecutionLease,
-) -> Result<Option<Refusal>> {
+/// Interprets the status words every fenced script shares: `Ok(true)` for `lost`,
+/// `Ok(false)` for the words the caller handles (`ok`, `new`, `existing`), or the typed error
+/// for `unknown` (no such execution), `zero` (token 0) and `foreign` (a token above the
+/// execution's own).
+pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Result<bool> {
     match status {
-        "lost" => Ok(Some(Refusal::Lost)),
+        "lost" => Ok(true),
         "unknown" => Err(LeaseError::UnknownExecution(lease.execution_id.clone())),
         "zero" => Err(LeaseError::invalid("lease token", "0 is never issued")),
         "foreign" => Err(LeaseError::ForeignToken {
             execution: lease.execution_id.clone(),
             token: lease.token,
         }),
-        "ok" | "new" | "existing" => Ok(None),
+        "ok" | "new" | "existing" => Ok(false),
         other => Err(reply.unexpected(other)),
     }
 }
@@ -223,7 +214,7 @@ impl ExecutionClient for RedisBackend {
             .await?;
         let reply = Reply::new(OP);
         let (status, mut rest) = reply.status(v)?;
-        if let Some(Refusal::Lost) = fenced_status(reply, &status, lease)? {
+        if is_lost(reply, &status, lease)? {
             return Ok(Fenced::Lost);
         }
         if status != "ok" {
@@ -252,10 +243,10 @@ impl ExecutionClient for RedisBackend {
             .await?;
         let reply = Reply::new(OP);
         let (status, _) = reply.status(v)?;
-        match fenced_status(reply, &status, lease)? {
-            Some(Refusal::Lost) => Ok(Fenced::Lost),
-            None if status == "ok" => Ok(Fenced::Accepted(())),
-            None => Err(reply.unexpected(&status)),
+        match (is_lost(reply, &status, lease)?, status.as_str()) {
+            (true, _) => Ok(Fenced::Lost),
+            (false, "ok") => Ok(Fenced::Accepted(())),
+            (false, other) => Err(reply.unexpected(other)),
         }
     }
 
@@ -293,10 +284,10 @@ impl ExecutionClient for RedisBackend {
             .await?;
         let reply = Reply::new(OP);
         let (status, _) = reply.status(v)?;
-        match fenced_status(reply, &status, lease)? {
-            Some(Refusal::Lost) => Ok(Fenced::Lost),
-            None if status == "ok" => Ok(Fenced::Accepted(acknowledged)),
-            None => Err(reply.unexpected(&status)),
+        match (is_lost(reply, &status, lease)?, status.as_str()) {
+            (true, _) => Ok(Fenced::Lost),
+            (false, "ok") => Ok(Fenced::Accepted(acknowledged)),
+            (false, other) => Err(reply.unexpected(other)),
         }
     }
 

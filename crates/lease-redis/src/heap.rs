@@ -7,7 +7,7 @@ use lease_core::{
 
 use crate::backend::RedisBackend;
 use crate::errors::Access;
-use crate::execution::{Refusal, fenced_status};
+use crate::execution::is_lost;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{parse_step_field, parse_step_value, step_field, step_value};
@@ -37,7 +37,7 @@ impl HeapClient for RedisBackend {
             .await?;
         let reply = Reply::new(OP);
         let (status, mut rest) = reply.status(v)?;
-        if let Some(Refusal::Lost) = fenced_status(reply, &status, lease)? {
+        if is_lost(reply, &status, lease)? {
             return Ok(Fenced::Lost);
         }
         match status.as_str() {
