@@ -15,21 +15,40 @@
 //!
 //! # How it maps the RFC
 //!
-//! - **Atomicity.** Every mutating operation is one Lua script (`EVALSHA`, reloaded on
-//!   `NOSCRIPT`), so the token check and the write it guards are one step: a script runs
-//!   with no other command in between. Plain single-command reads (`read_step`,
-//!   `list_steps`, `read_entry`) are atomic on their own. One round trip per operation.
+//! - **Atomicity.** Every operation that reads or writes more than one thing is one Lua
+//!   script (`EVALSHA`, reloaded on `NOSCRIPT`), so the token check and the write it guards
+//!   are one step: a script runs with no other command in between. Scripts validate the
+//!   stored record they change before changing it, because a Lua error does not roll back
+//!   (a claim meeting a corrupt record returns the leases it already issued). Single-command reads (`read_step` = `HGET`, `list_steps` = `HGETALL`, `read_entry`
+//!   = `HMGET`) are atomic on their own. One round trip per operation.
 //! - **Keys.** Every key of a namespace starts with `lease:{<namespace>}:`; the hash tag
-//!   puts all of them in one cluster slot, so every script touches one slot. The layout is
-//!   documented in the `keys` module; JSON payloads are stored as strings.
+//!   puts all of them in one cluster slot, so every script touches one slot (scripts get the
+//!   prefix as `KEYS[1]`, which routes them to that slot). JSON payloads are stored as
+//!   strings. After the prefix:
+//!
+//!   | key | type | holds |
+//!   |---|---|---|
+//!   | `meta` | hash | `layout`: the version of this layout (checked at connect) |
+//!   | `token` | string | the fencing-token counter (`INCR`, no TTL) |
+//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`) |
+//!   | `steps:<id>` | hash | its step records: field `<step key>\x1f<attempt>`, value `<token>\|<done>\|<json>` |
+//!   | `ready` | zset | claimable-when-due executions, scored by due time |
+//!   | `waiting` | zset | executions claimable only after their due time, scored by that instant |
+//!   | `running` | zset | running executions, scored by lease expiry |
+//!   | `failing` | zset | executions with unacknowledged deliveries, scored by minus their count |
+//!   | `starts` | hash | start request id -> target execution id |
+//!   | `store:<id>` | hash | store entries, plus the existence marker field `""` |
+//!   | `receipts:<id>` | hash | store receipts: field `<execution>\x1f<step key>`, value the outcome |
 //! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
 //!   value, so tokens rise per execution and never repeat across executions.
-//! - **Claims.** Due executions live in sorted sets: `ready` (scored by due time, so a claim
-//!   is one `ZRANGEBYSCORE` in the RFC's `(due_at, id)` order) and `waiting` (executions
-//!   whose claimable instant `max(due_at, redelivery gate)`, or lease expiry plus the delay
-//!   then owed for running ones, lies after their due time, scored by that instant; a claim
-//!   first moves those whose instant has passed into `ready`). The redelivery gate is
-//!   evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call.
+//! - **Claims.** Due executions live in two sorted sets: `ready` (scored by due time, so a
+//!   claim is one `ZRANGEBYSCORE` in design.md's `(due_at, id)` order) and `waiting`
+//!   (executions whose claimable instant, `max(due_at, redelivery gate)` or for running ones
+//!   lease expiry plus the delay then owed, lies after their due time, scored by that
+//!   instant). A claim first moves the `waiting` members whose instant has passed into
+//!   `ready`, then claims from `ready`, re-checking each record in full. The redelivery gate
+//!   is evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call, so all
+//!   handles on a namespace must use the same policy.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
