@@ -11,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, Postgres};
 
 use crate::config::{PostgresConfig, quoted};
-use crate::error::{self, Attempt, Effect, Verdict};
+use crate::error::{self, Attempt, Effect, Verdict, settle};
 use crate::migrate;
 use crate::sql::Statements;
 
@@ -96,8 +96,8 @@ impl PostgresBackend {
         self.run("drop_schema", Effect::IdempotentWrite, |mut conn| {
             let sql = sql.clone();
             async move {
-                sqlx::query(AssertSqlSafe(sql)).execute(&mut *conn).await?;
-                Ok(())
+                let r = sqlx::query(AssertSqlSafe(sql)).execute(&mut *conn).await;
+                settle(r, &mut conn).map(|_| ())
             }
         })
         .await
@@ -140,10 +140,10 @@ impl PostgresBackend {
             .run("now", Effect::Read, |mut conn| {
                 let sql = sql.clone();
                 async move {
-                    let ms: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+                    let r = sqlx::query_scalar(AssertSqlSafe(sql))
                         .fetch_one(&mut *conn)
-                        .await?;
-                    Ok(ms)
+                        .await;
+                    settle(r, &mut conn)
                 }
             })
             .await?;

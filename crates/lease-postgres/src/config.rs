@@ -97,6 +97,12 @@ impl PostgresConfig {
 
     /// Checks the settings that cannot be checked by the type system.
     pub(crate) fn validate(&self) -> Result<()> {
+        if !(self.url.starts_with("postgres://") || self.url.starts_with("postgresql://")) {
+            return Err(LeaseError::invalid(
+                "postgres url",
+                "must start with postgres:// or postgresql://",
+            ));
+        }
         check_schema_name(&self.schema)?;
         if self.max_connections == 0 {
             return Err(LeaseError::invalid("max_connections", "must be at least 1"));
@@ -174,6 +180,9 @@ mod tests {
     fn zero_pool_is_rejected() {
         let c = PostgresConfig::new("postgres://x").max_connections(0);
         assert!(matches!(c.validate(), Err(LeaseError::InvalidInput { .. })));
+        let c = PostgresConfig::new("mysql://x");
+        assert!(matches!(c.validate(), Err(LeaseError::InvalidInput { .. })));
+        assert!(PostgresConfig::new("postgresql://x").validate().is_ok());
     }
 
     #[test]

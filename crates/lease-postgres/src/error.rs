@@ -11,6 +11,8 @@
 use std::time::Duration;
 
 use lease_core::LeaseError;
+use sqlx::Postgres;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgDatabaseError, PgSeverity};
 
 /// The backend name used in every error.
@@ -57,6 +59,23 @@ impl From<sqlx::Error> for Attempt {
             rolled_back: false,
         }
     }
+}
+
+/// Hands a driver result back as an attempt's result. A connection that failed at the
+/// connection level (I/O error, `FATAL`) is closed instead of returned to the pool: sqlx
+/// would otherwise ping it on release and on the next acquire, and a server process that
+/// has sent `FATAL` but not yet closed its socket leaves that ping hanging.
+pub(crate) fn settle<T, E: Into<Attempt>>(
+    result: Result<T, E>,
+    conn: &mut PoolConnection<Postgres>,
+) -> Result<T, Attempt> {
+    result.map_err(|e| {
+        let attempt = e.into();
+        if connection_level(&attempt.error) == Some(true) {
+            conn.close_on_drop();
+        }
+        attempt
+    })
 }
 
 /// What to do after a failed attempt.

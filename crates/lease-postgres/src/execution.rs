@@ -13,7 +13,7 @@ use lease_core::{
 use sqlx::AssertSqlSafe;
 
 use crate::backend::PostgresBackend;
-use crate::error::{Effect, protocol};
+use crate::error::{Effect, protocol, settle};
 use crate::rows::{self, FenceCheck, col, token_param};
 
 /// How often `admit` runs again when a concurrent admit of the same id committed after its
@@ -57,13 +57,14 @@ impl ExecutionClient for PostgresBackend {
             let clock = self.clock_param();
             let row = self
                 .run("admit", Effect::IdempotentWrite, |mut conn| async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(id)
                         .bind(workflow)
                         .bind(input)
                         .bind(clock)
                         .fetch_optional(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 })
                 .await?;
             if let Some(row) = row {
@@ -81,11 +82,12 @@ impl ExecutionClient for PostgresBackend {
         let clock = self.clock_param();
         let row = self
             .run("get", Effect::Read, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(id)
                     .bind(clock)
                     .fetch_optional(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         row.map(|row| {
@@ -104,12 +106,13 @@ impl ExecutionClient for PostgresBackend {
         let clock = self.clock_param();
         let found = self
             .run("list_failing", Effect::Read, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(min)
                     .bind(limit)
                     .bind(clock)
                     .fetch_all(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         found
@@ -131,12 +134,13 @@ impl ExecutionClient for PostgresBackend {
                 "request_wake",
                 Effect::IdempotentWrite,
                 |mut conn| async move {
-                    Ok(sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
                         .bind(key)
                         .bind(at.as_millis())
                         .bind(delays)
                         .fetch_one(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 },
             )
             .await?;
@@ -158,14 +162,15 @@ impl ExecutionClient for PostgresBackend {
             .run("claim_due", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
                 async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(requested)
                         .bind(clock)
                         .bind(limit)
                         .bind(lease_ms)
                         .bind(delays)
                         .fetch_all(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 }
             })
             .await?;
@@ -197,14 +202,15 @@ impl ExecutionClient for PostgresBackend {
             .run("renew", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
                 async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(id)
                         .bind(token)
                         .bind(clock)
                         .bind(lease_ms)
                         .bind(delays)
                         .fetch_optional(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 }
             })
             .await?;
@@ -234,13 +240,14 @@ impl ExecutionClient for PostgresBackend {
             .run("release", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
                 async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(id)
                         .bind(token)
                         .bind(clock)
                         .bind(delays)
                         .fetch_optional(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 }
             })
             .await?;
@@ -281,14 +288,15 @@ impl ExecutionClient for PostgresBackend {
             .run("acknowledge", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
                 async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(id)
                         .bind(token)
                         .bind(clock)
                         .bind(status)
                         .bind(value)
                         .fetch_optional(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 }
             })
             .await?;

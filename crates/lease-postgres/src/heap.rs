@@ -8,7 +8,7 @@ use lease_core::{
 use sqlx::AssertSqlSafe;
 
 use crate::backend::PostgresBackend;
-use crate::error::Effect;
+use crate::error::{Effect, settle};
 use crate::rows::{self, FenceCheck, col, token_param};
 
 #[async_trait]
@@ -27,7 +27,7 @@ impl HeapClient for PostgresBackend {
         let response = write.response.as_str();
         let row = self
             .run("write_step", Effect::Write, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(id)
                     .bind(token)
                     .bind(key)
@@ -35,7 +35,8 @@ impl HeapClient for PostgresBackend {
                     .bind(done)
                     .bind(response)
                     .fetch_optional(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         let decoded = row
@@ -71,12 +72,13 @@ impl HeapClient for PostgresBackend {
         let attempt = i64::from(step_attempt);
         let row = self
             .run("read_step", Effect::Read, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(id)
                     .bind(key)
                     .bind(attempt)
                     .fetch_optional(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         row.map(|row| rows::step(&row, "read_step")).transpose()
@@ -87,10 +89,11 @@ impl HeapClient for PostgresBackend {
         let id = id.as_str();
         let found = self
             .run("list_steps", Effect::Read, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(id)
                     .fetch_all(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         found

@@ -11,7 +11,7 @@ use lease_core::{
 use sqlx::{AssertSqlSafe, Connection, Row};
 
 use crate::backend::PostgresBackend;
-use crate::error::{Attempt, Effect, protocol};
+use crate::error::{Attempt, Effect, protocol, settle};
 use crate::rows::col;
 use crate::sql::EXECUTIONS_PKEY;
 
@@ -62,12 +62,13 @@ impl StoreClient for PostgresBackend {
         for _ in 0..SNAPSHOT_RETRIES {
             let found = self
                 .run("get_or_create", Effect::Write, |mut conn| async move {
-                    Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
                         .bind(id)
                         .bind(keys)
                         .bind(values)
                         .fetch_all(&mut *conn)
-                        .await?)
+                        .await;
+                    settle(r, &mut conn)
                 })
                 .await?;
             let mut created = None;
@@ -107,11 +108,12 @@ impl StoreClient for PostgresBackend {
         let (id, entry) = (store.as_str(), key.as_str());
         let row = self
             .run("read_entry", Effect::Read, |mut conn| async move {
-                Ok(sqlx::query(AssertSqlSafe(sql.clone()))
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
                     .bind(id)
                     .bind(entry)
                     .fetch_one(&mut *conn)
-                    .await?)
+                    .await;
+                settle(r, &mut conn)
             })
             .await?;
         let known: bool = col(&row, 0, "read_entry")?;
@@ -134,49 +136,53 @@ impl StoreClient for PostgresBackend {
         // leaves the outcome unknown.
         let reply = self
             .run("update", Effect::Write, |mut conn| async move {
-                let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
-                let locked = sqlx::query(AssertSqlSafe(sql.lock_store.clone()))
-                    .bind(store)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(Attempt::before_commit)?;
-                if locked.is_none() {
-                    return Ok(UpdateReply::UnknownStore);
+                let r: std::result::Result<UpdateReply, Attempt> = async {
+                    let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
+                    let locked = sqlx::query(AssertSqlSafe(sql.lock_store.clone()))
+                        .bind(store)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(Attempt::before_commit)?;
+                    if locked.is_none() {
+                        return Ok(UpdateReply::UnknownStore);
+                    }
+                    let row = sqlx::query(AssertSqlSafe(sql.read_receipt.clone()))
+                        .bind(store)
+                        .bind(execution)
+                        .bind(step)
+                        .bind(entry)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(Attempt::before_commit)?;
+                    let decode = |e| Attempt::before_commit(e);
+                    let exists: bool = row.try_get(0).map_err(decode)?;
+                    if exists {
+                        let applied: bool = row.try_get(1).map_err(decode)?;
+                        let previous: Option<String> = row.try_get(2).map_err(decode)?;
+                        return Ok(UpdateReply::Replayed(StoreOutcome {
+                            applied,
+                            previous: previous.map(Json::from_stored),
+                        }));
+                    }
+                    let current: Option<String> = row.try_get(3).map_err(decode)?;
+                    let current = current.map(Json::from_stored);
+                    let (next, outcome) = op.apply(current.as_ref());
+                    sqlx::query(AssertSqlSafe(sql.apply_update.clone()))
+                        .bind(store)
+                        .bind(entry)
+                        .bind(next.as_ref().map(Json::as_str))
+                        .bind(outcome.applied)
+                        .bind(execution)
+                        .bind(step)
+                        .bind(outcome.previous.as_ref().map(Json::as_str))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(Attempt::before_commit)?;
+                    tx.commit().await?;
+                    Ok(UpdateReply::Applied(outcome))
                 }
-                let row = sqlx::query(AssertSqlSafe(sql.read_receipt.clone()))
-                    .bind(store)
-                    .bind(execution)
-                    .bind(step)
-                    .bind(entry)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(Attempt::before_commit)?;
-                let decode = |e| Attempt::before_commit(e);
-                let exists: bool = row.try_get(0).map_err(decode)?;
-                if exists {
-                    let applied: bool = row.try_get(1).map_err(decode)?;
-                    let previous: Option<String> = row.try_get(2).map_err(decode)?;
-                    return Ok(UpdateReply::Replayed(StoreOutcome {
-                        applied,
-                        previous: previous.map(Json::from_stored),
-                    }));
-                }
-                let current: Option<String> = row.try_get(3).map_err(decode)?;
-                let current = current.map(Json::from_stored);
-                let (next, outcome) = op.apply(current.as_ref());
-                sqlx::query(AssertSqlSafe(sql.apply_update.clone()))
-                    .bind(store)
-                    .bind(entry)
-                    .bind(next.as_ref().map(Json::as_str))
-                    .bind(outcome.applied)
-                    .bind(execution)
-                    .bind(step)
-                    .bind(outcome.previous.as_ref().map(Json::as_str))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(Attempt::before_commit)?;
-                tx.commit().await?;
-                Ok(UpdateReply::Applied(outcome))
+                .await;
+                settle(r, &mut conn)
             })
             .await?;
         match reply {
@@ -220,7 +226,7 @@ impl StartClient for PostgresBackend {
                         {
                             return Ok(StartReply::TargetExists);
                         }
-                        Err(e) => return Err(e.into()),
+                        Err(e) => return settle(Err(e), &mut conn),
                     };
                     let created: bool = row.try_get(0)?;
                     let existing: Option<String> = row.try_get(1)?;

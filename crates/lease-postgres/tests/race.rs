@@ -110,9 +110,7 @@ async fn round(
         tokio::spawn(async move {
             barrier.wait().await;
             let leases = claim(&b, &clock).await;
-            let Some(lease) = leases.into_iter().next() else {
-                return None;
-            };
+            let lease = leases.into_iter().next()?;
             let seen = b.read_step(&id, &key, 0).await.expect("read_step");
             let outcome = WorkflowRunOutcome::Completed(Json::parse("t", "\"B\"").expect("json"));
             let acked = b
@@ -203,13 +201,13 @@ fn stale_holder_write_and_ack_race_peer_claim() {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(async {
-        let clock = ManualClock::starting_now();
-        let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
-            .expect("policy");
-        let a = PostgresBackend::connect(common::config(clock.clone(), policy))
-            .await
-            .expect("connect A");
+    let clock = ManualClock::starting_now();
+    let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
+        .expect("policy");
+    let config = common::config(clock.clone(), policy);
+    let schema = config.schema_name().to_owned();
+    rt.block_on(common::cleaning_up(schema, async move {
+        let a = PostgresBackend::connect(config).await.expect("connect A");
         let b = a.peer().await.expect("connect peer B");
         let payload = Json::to_json("response", &"x".repeat(2048)).expect("payload");
         let mut tally = Tally::default();
@@ -221,7 +219,6 @@ fn stale_holder_write_and_ack_race_peer_claim() {
                 break;
             }
         }
-        a.drop_schema().await.expect("drop schema");
         eprintln!(
             "{n} rounds: peer claim won {}, stale holder's ack won {}, \
              write committed before the claim {}, violations {}",
@@ -239,5 +236,5 @@ fn stale_holder_write_and_ack_race_peer_claim() {
             tally.claim_won > 0 && tally.holder_won > 0,
             "the operations never raced: {tally:?}"
         );
-    });
+    }));
 }

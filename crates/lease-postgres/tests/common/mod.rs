@@ -29,6 +29,34 @@ pub fn config(clock: ManualClock, policy: RedeliveryPolicy) -> PostgresConfig {
         .max_connections(4)
 }
 
+/// Drops `schema` (if it exists) over a fresh connection: cleanup that works after a test
+/// panicked with the backend in any state.
+pub async fn drop_schema_named(schema: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&url())
+        .await
+        .expect("cleanup connection");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("drop schema");
+}
+
+/// Runs `body` as a task, then drops `schema` whatever happened, then re-raises a panic of
+/// the body: no test leaves its schema behind in the shared database.
+pub async fn cleaning_up<F>(schema: String, body: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let outcome = tokio::spawn(body).await;
+    drop_schema_named(&schema).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
 /// Harness: a fresh random schema per case; peers are separate pools on the same schema;
 /// teardown drops the schema.
 pub struct PostgresHarness {

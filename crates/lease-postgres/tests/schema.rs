@@ -1,0 +1,174 @@
+//! Embedded migrations: idempotent, safe under concurrent first connects, version-checked.
+
+mod common;
+
+use lease_core::LeaseError;
+use lease_postgres::{PostgresBackend, PostgresConfig, SCHEMA_VERSION};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn config(schema: &str) -> PostgresConfig {
+    PostgresConfig::new(common::url())
+        .schema(schema)
+        .max_connections(2)
+}
+
+async fn admin() -> PgConnection {
+    PgConnection::connect(&common::url())
+        .await
+        .expect("admin connection")
+}
+
+async fn exec(conn: &mut PgConnection, sql: String) {
+    sqlx::raw_sql(AssertSqlSafe(sql))
+        .execute(conn)
+        .await
+        .expect("admin sql");
+}
+
+#[test]
+fn concurrent_first_connects_all_succeed_once_migrated() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let connects: Vec<_> = (0..8)
+            .map(|_| {
+                let config = config(&schema).max_connections(1);
+                tokio::spawn(PostgresBackend::connect(config))
+            })
+            .collect();
+        let mut backends = Vec::new();
+        for c in connects {
+            backends.push(c.await.expect("task").expect("connect"));
+        }
+        let mut conn = admin().await;
+        let version: i32 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT version FROM \"{schema}\".lease_schema"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        // Reconnecting to an up-to-date schema changes nothing.
+        let again = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("reconnect");
+        again.drop_schema().await.expect("drop");
+        for b in backends {
+            b.close().await;
+        }
+        again.close().await;
+    }));
+}
+
+#[test]
+fn newer_schema_version_is_a_schema_error() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!(
+                "UPDATE \"{schema}\".lease_schema SET version = {}",
+                SCHEMA_VERSION + 1
+            ),
+        )
+        .await;
+        let err = PostgresBackend::connect(config(&schema))
+            .await
+            .expect_err("newer schema");
+        assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
+        assert!(err.to_string().contains("newer"), "{err}");
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
+#[test]
+fn schema_of_someone_else_is_a_schema_error() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!("CREATE SCHEMA \"{schema}\"; CREATE TABLE \"{schema}\".executions (x int)"),
+        )
+        .await;
+        let err = PostgresBackend::connect(config(&schema))
+            .await
+            .expect_err("foreign schema");
+        assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
+        // Nothing was added to it.
+        let tables: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE schemaname = $1")
+                .bind(&schema)
+                .fetch_one(&mut conn)
+                .await
+                .expect("count");
+        assert_eq!(tables, 1);
+        exec(&mut conn, format!("DROP SCHEMA \"{schema}\" CASCADE")).await;
+    }));
+}
+
+#[test]
+fn version_table_of_another_owner_is_a_schema_error() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!("UPDATE \"{schema}\".lease_schema SET owner = 'someone-else'"),
+        )
+        .await;
+        let err = PostgresBackend::connect(config(&schema))
+            .await
+            .expect_err("not ours");
+        assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
+#[test]
+fn claim_uses_the_claimable_index() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        let mut conn = admin().await;
+        // Enough rows, mostly not claimable, that a sequential scan would be the wrong plan.
+        exec(
+            &mut conn,
+            format!(
+                "INSERT INTO \"{schema}\".executions (id, status, due_at, claimable_at) \
+                 SELECT 'x' || g, 'suspended', NULL, NULL FROM generate_series(1, 5000) g; \
+                 ANALYZE \"{schema}\".executions"
+            ),
+        )
+        .await;
+        let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "EXPLAIN SELECT e.id FROM \"{schema}\".executions e \
+             WHERE e.claimable_at <= 5 ORDER BY e.due_at, e.id LIMIT 10 FOR UPDATE SKIP LOCKED"
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .expect("explain");
+        let plan = plan.join("\n");
+        assert!(plan.contains("executions_claimable_at"), "{plan}");
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
