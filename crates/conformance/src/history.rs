@@ -161,6 +161,47 @@ pub enum Violation {
         /// A different one.
         other: String,
     },
+    /// The terminal outcome of an execution is not the one its workflow derives.
+    OutcomeCorrupt {
+        /// Execution.
+        execution: String,
+        /// The expected outcome.
+        expected: String,
+        /// The outcome found.
+        found: String,
+    },
+    /// Two executions were issued the same token (tokens come from one counter per
+    /// namespace, so every claim's token is unique: a reset counter shows up here).
+    TokenReused {
+        /// The token.
+        token: u64,
+        /// One execution it was issued to.
+        first: String,
+        /// Another execution it was issued to.
+        other: String,
+    },
+    /// A delivery was ended twice: two accepted acknowledgements or releases with one token
+    /// (the first ends the delivery, so a second must return `Lost`).
+    EndedTwice {
+        /// Execution.
+        execution: String,
+        /// The token of the delivery.
+        token: u64,
+    },
+    /// Something was accepted with a token above the token of an accepted terminal
+    /// acknowledgement: a terminal execution was claimed again (whatever the timing: a claim
+    /// committed before the acknowledgement makes the acknowledgement stale, and one after
+    /// it claims a terminal execution).
+    AfterOutcome {
+        /// Execution.
+        execution: String,
+        /// The token of the terminal acknowledgement.
+        outcome_token: u64,
+        /// The higher token.
+        token: u64,
+        /// Which operation.
+        op: String,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.
@@ -180,6 +221,10 @@ impl fmt::Display for Violation {
 /// Derives the value a step must hold from (execution, step key, step attempt), when known.
 pub type ExpectedStep<'a> = &'a dyn Fn(&str, &str, u32) -> Option<String>;
 
+/// Derives the terminal outcome (`completed:<json>` / `failed:<json>`) of an execution, when
+/// known.
+pub type ExpectedOutcome<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// What the checker needs besides the log.
 #[derive(Default)]
 pub struct CheckOptions<'a> {
@@ -190,6 +235,8 @@ pub struct CheckOptions<'a> {
     pub complete_by_us: Option<i64>,
     /// The value a step must hold, derived from execution and step key, when known.
     pub expected_step: Option<ExpectedStep<'a>>,
+    /// The terminal outcome an execution must reach, derived from its id, when known.
+    pub expected_outcome: Option<ExpectedOutcome<'a>>,
 }
 
 /// Checks a history. Returns every violation found (empty = the history is consistent).
@@ -199,6 +246,23 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
         by_exec.entry(op.execution.as_str()).or_default().push(op);
     }
     let mut out = Vec::new();
+    // Tokens are unique across executions (one counter per namespace).
+    let mut issued: BTreeMap<u64, &str> = BTreeMap::new();
+    for op in ops {
+        if matches!(op.kind, OpKind::Claim { .. }) && op.result == OpResult::Accepted {
+            match issued.get(&op.token) {
+                Some(first) if *first != op.execution => out.push(Violation::TokenReused {
+                    token: op.token,
+                    first: (*first).to_owned(),
+                    other: op.execution.clone(),
+                }),
+                Some(_) => {}
+                None => {
+                    issued.insert(op.token, &op.execution);
+                }
+            }
+        }
+    }
     for (execution, ops) in &by_exec {
         check_execution(execution, ops, options, &mut out);
     }
@@ -272,41 +336,48 @@ fn check_execution(
 
     // 2. At most one live lease at any instant (backend clock). A lease is live from its
     //    claim until its latest accepted expiry, unless an accepted release or
-    //    acknowledgement returned before the next claim was invoked.
+    //    acknowledgement ended it first. A fenced operation is only accepted while its token
+    //    is current, so every accepted release, acknowledgement or renewal of an earlier
+    //    lease that may have committed before the later claim (it was invoked before the
+    //    claim returned) did commit before it; one invoked after the claim returned is a
+    //    stale acceptance, reported by check 3.
     let mut ordered = claims.clone();
     ordered.sort_by_key(|c| c.token);
-    for pair in ordered.windows(2) {
-        let (prev, next) = (pair[0], pair[1]);
-        let ended_before = ops.iter().any(|op| {
-            op.token == prev.token
-                && op.result == OpResult::Accepted
-                && matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. })
-                && op.end_us < next.start_us
-        });
-        if ended_before {
-            continue;
-        }
-        let mut live_until = match prev.kind {
-            OpKind::Claim { expires_at, .. } => expires_at,
-            _ => continue,
-        };
-        for op in ops {
-            if op.token == prev.token
-                && op.result == OpResult::Accepted
-                && op.start_us < next.end_us
-                && let OpKind::Renew {
-                    expires_at: Some(e),
-                } = op.kind
-            {
-                live_until = live_until.max(e);
-            }
-        }
-        if let OpKind::Claim {
-            expires_at,
+    for (i, next) in ordered.iter().enumerate() {
+        let OpKind::Claim {
+            expires_at: next_expiry,
             duration_ms,
         } = next.kind
-        {
-            let claimed_at = expires_at - duration_ms;
+        else {
+            continue;
+        };
+        let claimed_at = next_expiry - duration_ms;
+        for prev in &ordered[..i] {
+            let before_next = |op: &&&Op| {
+                op.token == prev.token
+                    && op.result == OpResult::Accepted
+                    && op.start_us < next.end_us
+            };
+            let ended_before = ops
+                .iter()
+                .filter(before_next)
+                .any(|op| matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. }));
+            if ended_before {
+                continue;
+            }
+            let OpKind::Claim { expires_at, .. } = prev.kind else {
+                continue;
+            };
+            let live_until = ops
+                .iter()
+                .filter(before_next)
+                .filter_map(|op| match op.kind {
+                    OpKind::Renew {
+                        expires_at: Some(e),
+                    } => Some(e),
+                    _ => None,
+                })
+                .fold(expires_at, i64::max);
             if claimed_at < live_until {
                 out.push(Violation::OverlappingLeases {
                     execution: execution.into(),
@@ -391,7 +462,49 @@ fn check_execution(
         }
     }
 
-    // 5. An acknowledged outcome never changes.
+    // 5. An acknowledged outcome never changes, is the one the workflow derives, and
+    //    nothing is accepted for a later delivery; each delivery ends once.
+    let mut ended: BTreeSet<u64> = BTreeSet::new();
+    for op in ops {
+        if op.result == OpResult::Accepted
+            && matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. })
+            && !ended.insert(op.token)
+        {
+            out.push(Violation::EndedTwice {
+                execution: execution.into(),
+                token: op.token,
+            });
+        }
+    }
+    let terminal_token = ops
+        .iter()
+        .filter(|op| {
+            op.result == OpResult::Accepted
+                && matches!(&op.kind, OpKind::Acknowledge { outcome } if outcome != "suspended")
+        })
+        .map(|op| op.token)
+        .min();
+    if let Some(outcome_token) = terminal_token {
+        for op in ops {
+            let fenced_or_claim = matches!(
+                op.kind,
+                OpKind::Claim { .. }
+                    | OpKind::Renew { .. }
+                    | OpKind::WriteStep { .. }
+                    | OpKind::Acknowledge { .. }
+                    | OpKind::Release
+            );
+            if fenced_or_claim && op.result == OpResult::Accepted && op.token > outcome_token {
+                out.push(Violation::AfterOutcome {
+                    execution: execution.into(),
+                    outcome_token,
+                    token: op.token,
+                    op: op_name(&op.kind),
+                });
+            }
+        }
+    }
+    let expected_outcome = options.expected_outcome.and_then(|f| f(execution));
     let mut outcome: Option<&str> = None;
     for op in ops {
         if op.result != OpResult::Accepted {
@@ -404,6 +517,15 @@ fn check_execution(
             } => outcome.as_str(),
             _ => continue,
         };
+        if let Some(expected) = &expected_outcome
+            && expected != o
+        {
+            out.push(Violation::OutcomeCorrupt {
+                execution: execution.into(),
+                expected: expected.clone(),
+                found: o.into(),
+            });
+        }
         match outcome {
             Some(first) if first != o => out.push(Violation::OutcomeChanged {
                 execution: execution.into(),
@@ -673,6 +795,119 @@ mod tests {
         };
         assert_eq!(bounded(30), vec![]);
         assert!(matches!(bounded(29)[..], [Violation::NotCompleted { .. }]));
+    }
+
+    #[test]
+    fn an_end_concurrent_with_the_next_claim_committed_before_it() {
+        // The release was accepted, so it committed while token 1 was current: before the
+        // claim of token 2, even though its reply came back after the claim was invoked.
+        for end in [
+            op(1, 12, 40, OpKind::Release, OpResult::Accepted),
+            ack(1, 12, 40, "suspended", OpResult::Accepted),
+        ] {
+            let h = vec![claim(1, 0, 10, 0), end, claim(2, 20, 30, 50)];
+            assert_eq!(check_all(&h), vec![]);
+        }
+        // A renewal concurrent with the claim likewise committed before it.
+        let renewed = vec![
+            claim(1, 0, 10, 0),
+            op(
+                1,
+                18,
+                40,
+                OpKind::Renew {
+                    expires_at: Some(300),
+                },
+                OpResult::Accepted,
+            ),
+            claim(2, 20, 30, 200),
+        ];
+        assert!(matches!(
+            check_all(&renewed)[..],
+            [Violation::OverlappingLeases { .. }]
+        ));
+    }
+
+    #[test]
+    fn overlap_is_checked_against_every_earlier_lease() {
+        // Token 2's claim is missing from the log (its process died before logging it);
+        // token 3 is still compared with token 1.
+        let h = vec![claim(1, 0, 10, 0), claim(3, 20, 30, 50)];
+        assert!(matches!(
+            check_all(&h)[..],
+            [Violation::OverlappingLeases {
+                live: 1,
+                claimed: 3,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn detects_a_token_issued_to_two_executions() {
+        let mut other = claim(1, 20, 30, 500);
+        other.execution = "f".into();
+        let v = check_all(&[claim(1, 0, 10, 0), other]);
+        assert!(
+            matches!(&v[..], [Violation::TokenReused { token: 1, .. }]),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn detects_a_delivery_ended_twice() {
+        let h = vec![
+            claim(1, 0, 10, 0),
+            ack(1, 20, 30, "suspended", OpResult::Accepted),
+            op(1, 40, 50, OpKind::Release, OpResult::Accepted),
+        ];
+        assert!(matches!(
+            check_all(&h)[..],
+            [Violation::EndedTwice { token: 1, .. }]
+        ));
+    }
+
+    #[test]
+    fn detects_anything_accepted_after_a_terminal_outcome() {
+        // Even concurrent with the acknowledgement: one of the two must have been refused.
+        let h = vec![
+            claim(1, 0, 10, 0),
+            ack(1, 20, 60, "completed:1", OpResult::Accepted),
+            claim(2, 30, 40, 500),
+            write(2, 70, 80, "v", OpResult::Accepted),
+        ];
+        let v = check_all(&h);
+        assert_eq!(
+            v.iter()
+                .filter(|v| matches!(
+                    v,
+                    Violation::AfterOutcome {
+                        outcome_token: 1,
+                        token: 2,
+                        ..
+                    }
+                ))
+                .count(),
+            2,
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn detects_a_corrupt_outcome() {
+        let expected = |_: &str| Some("completed:1".to_string());
+        let h = vec![
+            claim(1, 0, 10, 0),
+            ack(1, 20, 30, "completed:2", OpResult::Accepted),
+        ];
+        let v = check(
+            &h,
+            &CheckOptions {
+                expected_outcome: Some(&expected),
+                ..CheckOptions::default()
+            },
+        );
+        assert!(matches!(v[..], [Violation::OutcomeCorrupt { .. }]), "{v:?}");
     }
 
     #[test]
