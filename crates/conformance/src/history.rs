@@ -72,7 +72,8 @@ pub enum OpResult {
     Lost,
     /// Failed before taking effect.
     Failed,
-    /// May or may not have taken effect (`LeaseError::OutcomeUnknown`).
+    /// May or may not have taken effect (`LeaseError::OutcomeUnknown`, or invoked by a
+    /// process that died before the reply came; then `end_us` is `i64::MAX`).
     Unknown,
 }
 
@@ -340,7 +341,8 @@ fn check_execution(
     //    is current, so every accepted release, acknowledgement or renewal of an earlier
     //    lease that may have committed before the later claim (it was invoked before the
     //    claim returned) did commit before it; one invoked after the claim returned is a
-    //    stale acceptance, reported by check 3.
+    //    stale acceptance, reported by check 3. A release or acknowledgement whose outcome
+    //    is unknown (its reply never came) may have ended the lease too.
     let mut ordered = claims.clone();
     ordered.sort_by_key(|c| c.token);
     for (i, next) in ordered.iter().enumerate() {
@@ -358,10 +360,12 @@ fn check_execution(
                     && op.result == OpResult::Accepted
                     && op.start_us < next.end_us
             };
-            let ended_before = ops
-                .iter()
-                .filter(before_next)
-                .any(|op| matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. }));
+            let ended_before = ops.iter().any(|op| {
+                op.token == prev.token
+                    && matches!(op.result, OpResult::Accepted | OpResult::Unknown)
+                    && op.start_us < next.end_us
+                    && matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. })
+            });
             if ended_before {
                 continue;
             }
@@ -801,9 +805,11 @@ mod tests {
     fn an_end_concurrent_with_the_next_claim_committed_before_it() {
         // The release was accepted, so it committed while token 1 was current: before the
         // claim of token 2, even though its reply came back after the claim was invoked.
+        // A release whose reply never came (result unknown) may have ended it too.
         for end in [
             op(1, 12, 40, OpKind::Release, OpResult::Accepted),
             ack(1, 12, 40, "suspended", OpResult::Accepted),
+            op(1, 12, i64::MAX, OpKind::Release, OpResult::Unknown),
         ] {
             let h = vec![claim(1, 0, 10, 0), end, claim(2, 20, 30, 50)];
             assert_eq!(check_all(&h), vec![]);
