@@ -107,3 +107,28 @@ mod wire;
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
 pub use keys::MAX_NAMESPACE_BYTES;
+
+/// The assembled Lua scripts of the hot-path operations, so the benchmark (`crates/bench`,
+/// `cargo xtask bench`) can run exactly these scripts without the library as its raw
+/// baseline. Arguments as documented at the top of each script (`KEYS[1]` the namespace
+/// prefix, `ARGV[1]` clock or `''`, `ARGV[2]` redelivery table, then the operation's).
+/// Not a stable API.
+#[doc(hidden)]
+pub mod raw {
+    /// `claim_due`.
+    pub fn claim_due() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.claim_due
+    }
+    /// `renew`.
+    pub fn renew() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.renew
+    }
+    /// `write_step`.
+    pub fn write_step() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.write_step
+    }
+    /// `acknowledge`.
+    pub fn acknowledge() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.acknowledge
+    }
+}
