@@ -62,6 +62,28 @@ impl Target {
         }
     }
 
+    /// A fresh schema on the server named by `LEASE_POSTGRES_URL` (apis.md fallback).
+    #[cfg(feature = "postgres")]
+    fn postgres(test: &str) -> Target {
+        Target {
+            url: std::env::var("LEASE_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
+            namespace: unique(test),
+            _dir: None,
+        }
+    }
+
+    /// A fresh key namespace on the server named by `LEASE_REDIS_URL` (apis.md fallback).
+    #[cfg(feature = "redis")]
+    fn redis(test: &str) -> Target {
+        Target {
+            url: std::env::var("LEASE_REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+            namespace: unique(test),
+            _dir: None,
+        }
+    }
+
     fn args(&self, name: &str, concurrency: usize) -> WorkerArgs {
         WorkerArgs {
             url: self.url.clone(),
@@ -80,6 +102,15 @@ impl Target {
         backend::open(&self.url, &self.namespace, policy)
             .await
             .expect("open the test backend")
+    }
+}
+
+impl Drop for Target {
+    /// Removes the run's Postgres schema or Redis keys, pass or fail.
+    fn drop(&mut self) {
+        if let Err(e) = runtime().block_on(backend::cleanup(&self.url, &self.namespace)) {
+            eprintln!("cleanup of {} failed: {e}", self.namespace);
+        }
     }
 }
 
@@ -323,9 +354,6 @@ fn sigkill_holder(target: Target) {
         .filter(|e| e.str("step") == "load" && e.json["replayed"] == true)
         .count();
     assert_eq!(replayed, N, "P2 skipped the steps P1 recorded");
-    drop(c);
-    rt.block_on(backend::cleanup(&target.url, &target.namespace))
-        .expect("cleanup");
 }
 
 /// SIGSTOP past expiry, then SIGCONT: every fenced write the frozen process tries returns
@@ -427,9 +455,6 @@ fn sigstop_holder(target: Target) {
         .filter(|e| e.msg() == "refused" || e.msg().starts_with("lost"))
         .count();
     assert!(lost_events >= N, "each delivery reported its Lost write");
-    drop(c);
-    rt.block_on(backend::cleanup(&target.url, &target.namespace))
-        .expect("cleanup");
 }
 
 /// Several processes run 500 executions to completion (some reply retry once, some charge
@@ -525,9 +550,6 @@ fn many_processes(target: Target) {
         total("releases"),
         elapsed.as_secs_f64()
     );
-    drop(c);
-    rt.block_on(backend::cleanup(&target.url, &target.namespace))
-        .expect("cleanup");
 }
 
 #[test]
@@ -543,4 +565,40 @@ fn sqlite_sigstop_holder_every_fenced_write_lost() {
 #[test]
 fn sqlite_500_executions_across_processes_one_live_lease() {
     many_processes(Target::sqlite("many"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_sigkill_holder_redelivered_after_expiry() {
+    sigkill_holder(Target::postgres("kill"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_sigstop_holder_every_fenced_write_lost() {
+    sigstop_holder(Target::postgres("stop"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_500_executions_across_processes_one_live_lease() {
+    many_processes(Target::postgres("many"));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_sigkill_holder_redelivered_after_expiry() {
+    sigkill_holder(Target::redis("kill"));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_sigstop_holder_every_fenced_write_lost() {
+    sigstop_holder(Target::redis("stop"));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn redis_500_executions_across_processes_one_live_lease() {
+    many_processes(Target::redis("many"));
 }

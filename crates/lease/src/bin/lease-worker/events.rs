@@ -120,7 +120,10 @@ pub fn install(worker: &str) {
         worker: worker.to_owned(),
         pid: std::process::id(),
     };
+    // A global filter, not a per-layer one: with per-layer filtering, spans created right
+    // after a filtered-out event of a driver (sqlx logs every query) lost their fields.
     let _ = tracing_subscriber::registry()
-        .with(layer.with_filter(filter))
+        .with(filter)
+        .with(layer)
         .try_init();
 }
