@@ -4,11 +4,12 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lease_core::{LeaseError, Result, Timestamp};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{AssertSqlSafe, PgPool, Postgres};
+use sqlx::{AssertSqlSafe, Connection, PgPool, Postgres};
 
 use crate::config::{PostgresConfig, quoted};
 use crate::error::{self, Attempt, Effect, Verdict, settle};
@@ -36,6 +37,9 @@ pub(crate) struct Inner {
     pub(crate) delays: Vec<i64>,
 }
 
+/// A pooled connection idle at least this long is pinged before use.
+const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
+
 /// Longest redelivery delay the SQL sees: about 31,700 years.
 const MAX_DELAY_MS: i64 = 1_000_000_000_000_000;
 
@@ -61,6 +65,19 @@ impl PostgresBackend {
             .max_connections(config.max_connections)
             .min_connections(0)
             .acquire_timeout(config.acquire_timeout)
+            // sqlx pings every connection when it returns to the pool; pinging again on
+            // acquire would add a round trip to every operation. Only a connection that sat
+            // idle (where the server may have dropped it meanwhile) is pinged, so a dead idle
+            // connection is replaced instead of turning a write into an unknown outcome.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_PING_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options);
         let schema = quoted(&config.schema);
         let delays = config

@@ -23,11 +23,13 @@
 //!   lock, version-checked; see [`SCHEMA_VERSION`]).
 //! - **Tokens** come from one sequence per schema, so they are unique across executions and
 //!   rise strictly per execution.
-//! - **Claim** is one `UPDATE ... FROM (SELECT ... WHERE claimable_at <= now ORDER BY due, id
-//!   LIMIT n FOR UPDATE SKIP LOCKED) RETURNING`. `claimable_at` is stored and kept current by
-//!   every write, so the inner select is one range scan of a partial index; the redelivery
-//!   gate is folded into it using the policy's delay table (`RedeliveryPolicy::table_ms`,
-//!   passed as a `bigint[]` parameter).
+//! - **Claim** is one `UPDATE ... FROM (SELECT ... WHERE sort_due <= now AND claimable_at <=
+//!   now ORDER BY sort_due, id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING`. `claimable_at` (the
+//!   instant the row becomes claimable, redelivery gate included) is stored and kept current by
+//!   every write, using the policy's delay table (`RedeliveryPolicy::table_ms`, passed as a
+//!   `bigint[]` parameter); `sort_due` (the effective due time) is a generated column. The
+//!   inner select walks the `(sort_due, id)` index in claim order and stops after n claimable
+//!   rows.
 //! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `acknowledge`, `renew`
 //!   and `release` lock it `FOR NO KEY UPDATE`. Both conflict with the claim's row lock and
 //!   the token is compared on the row version current after the lock is granted, in the same

@@ -17,10 +17,13 @@ use crate::sql::render;
 pub(crate) const OWNER: &str = "lease-postgres";
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/v1.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/v1.sql"),
+    include_str!("migrations/v2.sql"),
+];
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

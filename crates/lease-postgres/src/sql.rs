@@ -83,19 +83,21 @@ SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE 
 "#;
 
 /// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at)
-/// by (due, id). One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`: an
+/// by (due, id). One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
+/// select walks the `(sort_due, id)` index up to now (`claimable_at >= sort_due`, so the bound
+/// is implied) and stops after n claimable rows. An
 /// expired running row is first ended as an unacknowledged delivery ended at its expiry
 /// (unacked + 1, last_delivery_ended_at = expiry, due_at = min(due_at, wake_after_claim)),
 /// then claimed with the next token of the schema's single sequence, issued in claim order.
 const CLAIM: &str = r#"
 WITH clk AS MATERIALIZED (SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now),
 picked AS MATERIALIZED (
-    SELECT e.id,
-        CASE WHEN e.status = 'running' THEN LEAST(e.due_at, e.wake_after_claim)
-             ELSE e.due_at END AS due
+    SELECT e.id, e.sort_due AS due
     FROM {s}.executions e
-    WHERE e.claimable_at <= (SELECT now FROM clk)
-    ORDER BY 2, e.id
+    WHERE e.sort_due <= (SELECT now FROM clk)
+      AND e.claimable_at <= (SELECT now FROM clk)
+      AND e.claimable_at IS NOT NULL
+    ORDER BY e.sort_due, e.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 ),

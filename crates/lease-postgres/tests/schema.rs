@@ -2,7 +2,9 @@
 
 mod common;
 
-use lease_core::LeaseError;
+use std::time::Duration;
+
+use lease_core::{Admission, ClaimRequest, ExecutionClient, ExecutionId, LeaseError};
 use lease_postgres::{PostgresBackend, PostgresConfig, SCHEMA_VERSION};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -161,14 +163,68 @@ fn claim_uses_the_claimable_index() {
         .await;
         let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "EXPLAIN SELECT e.id FROM \"{schema}\".executions e \
-             WHERE e.claimable_at <= 5 ORDER BY e.due_at, e.id LIMIT 10 FOR UPDATE SKIP LOCKED"
+             WHERE e.sort_due <= 5 AND e.claimable_at <= 5 AND e.claimable_at IS NOT NULL \
+             ORDER BY e.sort_due, e.id LIMIT 10 FOR UPDATE SKIP LOCKED"
         )))
         .fetch_all(&mut conn)
         .await
         .expect("explain");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_claimable_at"), "{plan}");
+        assert!(plan.contains("executions_sort_due"), "{plan}");
+        assert!(
+            !plan.contains("Sort"),
+            "claims walk the index in order: {plan}"
+        );
         backend.drop_schema().await.expect("drop");
         backend.close().await;
+    }));
+}
+
+#[test]
+fn a_version_1_schema_is_upgraded_in_place() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        backend
+            .admit(&Admission::new(ExecutionId::new("old").expect("id")))
+            .await
+            .expect("admit");
+        backend.close().await;
+        // Turn the schema back into what version 1 created.
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!(
+                "DROP INDEX \"{schema}\".executions_sort_due; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
+                 CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \
+                     WHERE claimable_at IS NOT NULL; \
+                 UPDATE \"{schema}\".lease_schema SET version = 1"
+            ),
+        )
+        .await;
+        let upgraded = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("upgrade");
+        let version: i32 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT version FROM \"{schema}\".lease_schema"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        // The row written under version 1 is claimable through the new index.
+        let leases = upgraded
+            .claim_due(ClaimRequest {
+                now: upgraded.now().await.expect("now"),
+                limit: 10,
+                duration: Duration::from_secs(30),
+            })
+            .await
+            .expect("claim");
+        assert_eq!(leases.len(), 1);
+        upgraded.close().await;
     }));
 }
