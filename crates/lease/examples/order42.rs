@@ -451,7 +451,10 @@ fn describe(e: &Event, t0: i64) -> Option<String> {
             "charging the card ({} ms at the provider)",
             e.json["charge_ms"]
         ),
-        "charged" => format!("card charged; waiting for the receipt {}", e.str("receipt")),
+        "charged" => format!(
+            "card charged at the provider (receipt {})",
+            e.str("receipt")
+        ),
         "refused" => format!("saves its receipt with token {token}: REFUSED (Lost); it stops"),
         "lost on renewal: cancelling the worker" => {
             format!("renews with token {token}: REFUSED (Lost)")
