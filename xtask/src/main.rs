@@ -3,11 +3,14 @@
 //! Commands:
 //! - `test-all [--backend NAME]...`: fmt check, clippy, every backend's tests against
 //!   discovered (or throwaway) PostgreSQL and Redis servers, and a summary table.
+//! - `bench [ARGS]...`: builds and runs the `lease-bench` benchmarks in release mode
+//!   against the discovered servers (markdown table on stdout, JSON in target/bench/).
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
 //! Plain code with one dependency (`ctrlc`), in the rust-analyzer xtask style.
 
+mod bench;
 mod cleanup;
 mod matrix;
 mod process;
@@ -24,6 +27,7 @@ usage: cargo xtask <command>
 
 commands:
   test-all [--backend NAME]...   fmt, clippy, every backend's tests, summary
+  bench [ARGS]...                benchmarks vs raw baselines (release mode; --help)
   services [postgres|redis]...   find or start servers, print LEASE_*_URL to export
   help                           this text";
 
@@ -55,6 +59,21 @@ fn main() -> ExitCode {
             };
             cleanup::install_interrupt_handler();
             match test_all::run(&project_root(), &options) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("xtask: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        "bench" => {
+            if rest.iter().any(|a| a == "-h" || a == "--help") {
+                println!("{}", bench::USAGE);
+                return ExitCode::SUCCESS;
+            }
+            cleanup::install_interrupt_handler();
+            match bench::run(&project_root(), rest) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {

@@ -1,0 +1,108 @@
+//! `cargo xtask bench`: finds the PostgreSQL and Redis servers the way test-all does, then
+//! builds and runs `cargo run --release -p lease-bench -- <args>` with their URLs set
+//! (issue 6 item 3). Benchmarks, not tests: no target is enforced here.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::cleanup;
+use crate::services::{Found, Service, url};
+
+/// Usage text of the command.
+pub const USAGE: &str = "\
+usage: cargo xtask bench [--backend sqlite|postgres|redis|memory|all]... [--duration D]
+                         [--quick] [--only WORD]... [--wait-load L] [--wait-max D]
+
+Runs the lease-bench crate in release mode: ops/s of claim_due (batch 1 and 32), renew,
+write_step and acknowledge, and end-to-end executions/s through the dispatcher (0 and 3
+fenced steps at concurrency 1, 8 and 64), each next to the same SQL statements / Lua
+scripts issued without the library. Prints a markdown table; JSON goes to target/bench/.
+Arguments are passed to lease-bench (see `cargo run -p lease-bench -- --help`).
+
+PostgreSQL and Redis are found as test-all finds them (LEASE_POSTGRES_URL / LEASE_REDIS_URL,
+the local port, throwaway binaries, docker); only the servers of the selected backends.";
+
+/// The services the selected backends need (every one when no `--backend` is given).
+pub fn services_for(args: &[String]) -> Vec<Service> {
+    let mut names = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--backend" {
+            if let Some(v) = it.next() {
+                names.extend(v.split(',').map(str::trim).map(str::to_owned));
+            }
+        } else if let Some(v) = arg.strip_prefix("--backend=") {
+            names.extend(v.split(',').map(str::trim).map(str::to_owned));
+        }
+    }
+    let all = names.is_empty() || names.iter().any(|n| n == "all");
+    Service::ALL
+        .into_iter()
+        .filter(|s| all || names.iter().any(|n| n == s.name()))
+        .collect()
+}
+
+/// Runs the command; returns whether the benchmark ran to the end.
+pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
+    let mut held: Vec<Found> = Vec::new();
+    let mut env = Vec::new();
+    for service in services_for(args) {
+        let found = service
+            .discover()
+            .map_err(|e| format!("{}: {e}", service.name()))?;
+        eprintln!(
+            "{}: found via {} -> {}",
+            service.name(),
+            found.how,
+            url::redact(&found.url)
+        );
+        env.push((service.env_var(), found.url.clone()));
+        held.push(found);
+    }
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root)
+        .args(["run", "--release", "--quiet", "-p", "lease-bench", "--"])
+        .args(args);
+    if !args
+        .iter()
+        .any(|a| a == "--json-dir" || a.starts_with("--json-dir="))
+    {
+        cmd.arg("--json-dir").arg(root.join("target").join("bench"));
+    }
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;
+    cleanup::set_child(Some(child.id()));
+    let status = child.wait();
+    cleanup::set_child(None);
+    drop(held);
+    let status = status.map_err(|e| format!("waiting for lease-bench: {e}"))?;
+    Ok(status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn only_the_selected_backends_need_servers() {
+        assert_eq!(services_for(&[]), Service::ALL.to_vec());
+        assert_eq!(
+            services_for(&args(&["--backend", "sqlite,memory"])),
+            Vec::<Service>::new()
+        );
+        assert_eq!(
+            services_for(&args(&["--backend=redis", "--quick"])),
+            vec![Service::Redis]
+        );
+        assert_eq!(
+            services_for(&args(&["--backend", "all"])),
+            Service::ALL.to_vec()
+        );
+    }
+}
