@@ -1,9 +1,9 @@
 //! RFC 002 execution leases on PostgreSQL (sqlx, tokio).
 //!
 //! [`PostgresBackend`] implements every lease-core client trait over one schema of a
-//! PostgreSQL database (15 or newer), so any number of runtime processes sharing that schema
-//! follow RFC 002: at most one live lease per execution, tokens that rise on every claim, and
-//! fenced writes that a stale holder cannot make.
+//! PostgreSQL database (12 or newer; tested on 15), so any number of runtime processes sharing
+//! that schema follow RFC 002: at most one live lease per execution, tokens that rise on every
+//! claim, and fenced writes that a stale holder cannot make.
 //!
 //! ```no_run
 //! # async fn demo() -> lease_core::Result<()> {
