@@ -1,0 +1,125 @@
+//! Opening the backend under test from a URL and a namespace, with the short redelivery
+//! delays a torture run needs (the default policy caps at 5 minutes, far past any liveness
+//! bound of a short run).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease::url::{BackendUrl, Target};
+use lease_core::{LeaseBackend, RedeliveryPolicy};
+
+/// Which backend a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// SQLite file shared by the processes.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+    /// Redis.
+    Redis,
+}
+
+impl Kind {
+    /// Lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Sqlite => "sqlite",
+            Kind::Postgres => "postgres",
+            Kind::Redis => "redis",
+        }
+    }
+
+    /// The backend of `url`.
+    pub fn of(url: &str) -> Result<Kind, String> {
+        match BackendUrl::parse(url).map_err(|e| e.to_string())?.target {
+            Target::SqliteFile(_) => Ok(Kind::Sqlite),
+            Target::Postgres(_) => Ok(Kind::Postgres),
+            Target::Redis(_) => Ok(Kind::Redis),
+            other => Err(format!("torture needs a shared store, not {other:?}")),
+        }
+    }
+}
+
+/// Redelivery delays of a torture run: 50 ms, doubling, capped at 1 s.
+pub fn policy() -> RedeliveryPolicy {
+    RedeliveryPolicy::new(Duration::from_millis(50), 2, Duration::from_secs(1)).unwrap_or_default()
+}
+
+/// Opens the backend at `url` in `namespace` (schema for PostgreSQL) with a pool of
+/// `pool` connections (PostgreSQL).
+pub async fn open(url: &str, namespace: &str, pool: u32) -> Result<Arc<dyn LeaseBackend>, String> {
+    let parsed = BackendUrl::parse(url).map_err(|e| e.to_string())?;
+    let backend: Arc<dyn LeaseBackend> = match parsed.target {
+        Target::SqliteFile(path) => Arc::new(
+            lease::sqlite::SqliteBackend::open(
+                lease::sqlite::SqliteConfig::file(path)
+                    .namespace(namespace)
+                    .policy(policy())
+                    .busy_timeout(Duration::from_secs(10)),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
+        ),
+        Target::Postgres(u) => Arc::new(
+            lease::postgres::PostgresBackend::connect(
+                lease::postgres::PostgresConfig::new(u)
+                    .schema(namespace)
+                    .policy(policy())
+                    .max_connections(pool.max(1)),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
+        ),
+        Target::Redis(u) => Arc::new(
+            lease::redis::RedisBackend::connect(
+                lease::redis::RedisConfig::new(u)
+                    .namespace(namespace)
+                    .policy(policy()),
+            )
+            .await
+            .map_err(|e| e.to_string())?,
+        ),
+        other => return Err(format!("torture needs a shared store, not {other:?}")),
+    };
+    Ok(backend)
+}
+
+/// Opens with retries until `within` has passed (the server may be restarting).
+pub async fn open_retrying(
+    url: &str,
+    namespace: &str,
+    pool: u32,
+    within: Duration,
+) -> Result<Arc<dyn LeaseBackend>, String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match open(url, namespace, pool).await {
+            Ok(b) => return Ok(b),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Removes the run's schema (PostgreSQL) or keys (Redis); SQLite files go with the work dir.
+pub async fn destroy(url: &str, namespace: &str) -> Result<(), String> {
+    match BackendUrl::parse(url).map_err(|e| e.to_string())?.target {
+        Target::Postgres(u) => lease::postgres::PostgresBackend::connect(
+            lease::postgres::PostgresConfig::new(u).schema(namespace),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .drop_schema()
+        .await
+        .map_err(|e| e.to_string()),
+        Target::Redis(u) => lease::redis::RedisBackend::connect(
+            lease::redis::RedisConfig::new(u).namespace(namespace),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .delete_namespace()
+        .await
+        .map_err(|e| e.to_string()),
+        _ => Ok(()),
+    }
+}

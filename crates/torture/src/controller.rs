@@ -1,0 +1,862 @@
+//! Controller mode: admits executions, runs the runtime processes (re-executing this
+//! binary), injects the seeded fault schedule, shows progress, stops the faults at the
+//! deadline, waits for every execution within the liveness bound, reads the final state,
+//! runs the history checker and prints the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use lease_conformance::history::{self, CheckOptions, Op, OpKind, OpResult};
+use lease_core::{Admission, ExecutionId, LeaseBackend};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::time::Instant;
+
+use crate::args::Flags;
+use crate::backend::{self, Kind};
+use crate::faults::{self, Fault, FaultKind};
+use crate::nemesis::{self, Dropper};
+use crate::oplog::{self, OpLog, Tail, now_us};
+use crate::recorder::terminal_text;
+use crate::report::{self, Report};
+use crate::workflow;
+
+/// Usage of `lease-torture run`.
+pub const USAGE: &str = "\
+usage: lease-torture run --url URL [options]
+
+  --url URL            sqlite:PATH | postgres://... | redis://... (sqlite: default, a file
+                       in the work dir)
+  --processes N        runtime processes (3)
+  --concurrency N      deliveries per process (8)
+  --executions N       executions kept in flight: admitted, not yet complete (100)
+  --max-executions N   stop admitting after N in all (no limit)
+  --duration SECS      how long faults are injected and executions admitted (60)
+  --seed N             fault schedule seed (default: from the clock; printed)
+  --faults LIST        pause,kill,drop,slow-renew,restart | all | none (all that apply)
+  --fault-every MS     mean time between faults (2000)
+  --lease-ms MS        lease duration, renewed every third (1500)
+  --liveness SECS      every execution must complete this long after the faults stop (60)
+  --restart-cmd CMD    shell command restarting the server (needed for `restart`)
+  --work-dir DIR       logs and the SQLite file (default: a fresh temp dir)
+  --json FILE          also write the report as JSON
+  --keep               keep the work dir and the namespace even when the run passes";
+
+/// Options of a controller run.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// Backend URL (without namespace).
+    pub url: Option<String>,
+    /// Runtime processes.
+    pub processes: usize,
+    /// Concurrency per process.
+    pub concurrency: usize,
+    /// Executions kept in flight.
+    pub window: usize,
+    /// Total admission cap.
+    pub max_executions: Option<u64>,
+    /// Fault window.
+    pub duration: Duration,
+    /// Schedule seed.
+    pub seed: u64,
+    /// Fault kinds asked for.
+    pub faults: BTreeSet<FaultKind>,
+    /// Mean time between faults.
+    pub fault_every: Duration,
+    /// Lease duration.
+    pub lease_ms: u64,
+    /// Liveness bound after the faults stop.
+    pub liveness: Duration,
+    /// Server restart command.
+    pub restart_cmd: Option<String>,
+    /// Work dir.
+    pub work_dir: Option<PathBuf>,
+    /// JSON report path.
+    pub json: Option<PathBuf>,
+    /// Keep everything.
+    pub keep: bool,
+}
+
+impl RunArgs {
+    /// Parses the flags of `run`.
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut f = Flags::new(args)?;
+        let seed = match f.take("seed") {
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("--seed {s:?} is not a number"))?,
+            None => (now_us() as u64) % 1_000_000,
+        };
+        let a = RunArgs {
+            url: f.take("url"),
+            processes: f.number("processes", 3)?,
+            concurrency: f.number("concurrency", 8)?,
+            window: f.number("executions", 100)?,
+            max_executions: f
+                .take("max-executions")
+                .map(|v| v.parse())
+                .transpose()
+                .map_err(|_| "--max-executions is not a number".to_owned())?,
+            duration: Duration::from_secs_f64(f.number("duration", 60.0)?),
+            seed,
+            faults: faults::parse_kinds(&f.take("faults").unwrap_or_else(|| "all".into()))?,
+            fault_every: Duration::from_millis(f.number("fault-every", 2000)?),
+            lease_ms: f.number("lease-ms", 1500)?,
+            liveness: Duration::from_secs_f64(f.number("liveness", 60.0)?),
+            restart_cmd: f.take("restart-cmd"),
+            work_dir: f.take("work-dir").map(PathBuf::from),
+            json: f.take("json").map(PathBuf::from),
+            keep: f.switch("keep")?,
+        };
+        f.finish()?;
+        if a.processes == 0 || a.processes > 64 {
+            return Err("--processes must be 1..=64".into());
+        }
+        if a.window == 0 {
+            return Err("--executions must be at least 1".into());
+        }
+        if a.lease_ms < 30 {
+            return Err("--lease-ms must be at least 30".into());
+        }
+        Ok(a)
+    }
+}
+
+/// One runtime slot: the current process and its history.
+struct Slot {
+    incarnation: u32,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    pid: Option<u32>,
+    /// Set while we keep it down on purpose (killed, waiting to restart).
+    down: bool,
+}
+
+/// Something to do later.
+#[derive(Debug)]
+enum Later {
+    Resume { slot: usize, incarnation: u32 },
+    Respawn { slot: usize },
+    Fast { slot: usize, incarnation: u32 },
+}
+
+struct Controller {
+    a: RunArgs,
+    kind: Kind,
+    url: String,
+    namespace: String,
+    dir: PathBuf,
+    exe: PathBuf,
+    slots: Vec<Slot>,
+    logs: Vec<PathBuf>,
+    tails: Vec<Tail>,
+    later: Vec<(Instant, Later)>,
+    backend: Arc<dyn LeaseBackend>,
+    control: OpLog,
+    dropper: Option<Dropper>,
+    server_port: u16,
+    admitted: BTreeMap<String, Instant>,
+    done: BTreeSet<String>,
+    next_id: u64,
+    faults_done: BTreeMap<String, u64>,
+    faults_skipped: u64,
+    restarts: u64,
+    unexpected_exits: u64,
+    stale_refused: u64,
+    last_done_at: Instant,
+}
+
+fn execution_name(n: u64) -> String {
+    format!("e{n:06}")
+}
+
+/// Runs the controller; the exit code is 0 only for a clean, complete run.
+pub async fn main(mut a: RunArgs) -> ExitCode {
+    match run(&mut a).await {
+        Ok(report) => {
+            if report.violations == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("lease-torture: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn work_dir(a: &RunArgs, kind_hint: &str) -> Result<PathBuf, String> {
+    let dir = match &a.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!(
+            "lease-torture-{kind_hint}-{}-{}",
+            a.seed,
+            std::process::id()
+        )),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+async fn run(a: &mut RunArgs) -> Result<Report, String> {
+    let kind_hint = match &a.url {
+        Some(u) => Kind::of(u)?.name(),
+        None => "sqlite",
+    };
+    let dir = work_dir(a, kind_hint)?;
+    let url = match &a.url {
+        Some(u) => u.clone(),
+        None => format!("sqlite:{}", dir.join("torture.db").display()),
+    };
+    let kind = Kind::of(&url)?;
+    // What the backend and the options allow.
+    let mut skipped_kinds = Vec::new();
+    if kind == Kind::Sqlite {
+        for k in [FaultKind::Drop, FaultKind::Restart] {
+            if a.faults.remove(&k) {
+                skipped_kinds.push(format!(
+                    "{k} (SQLite is an embedded file: no connections, no server)"
+                ));
+            }
+        }
+    }
+    if a.restart_cmd.is_none() && a.faults.remove(&FaultKind::Restart) {
+        skipped_kinds.push(
+            "restart (no --restart-cmd: only a throwaway server may be restarted; \
+             cargo xtask torture starts one)"
+                .to_owned(),
+        );
+    }
+    for note in &skipped_kinds {
+        eprintln!("lease-torture: note: skipping fault {note}");
+    }
+    let namespace = format!("torture_{}_{}", a.seed, now_us() / 1000 % 1_000_000_000);
+    let lease = Duration::from_millis(a.lease_ms);
+    let schedule = faults::schedule(
+        a.seed,
+        a.duration,
+        a.fault_every,
+        a.processes,
+        &a.faults,
+        lease,
+    );
+    let fingerprint = faults::fingerprint(&schedule);
+    let kinds: Vec<String> = faults::count(&schedule)
+        .into_iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    eprintln!(
+        "lease-torture: {} at {}, namespace {namespace}, seed {} (schedule {fingerprint}: {} faults: {}), work dir {}",
+        kind.name(),
+        redact(&url),
+        a.seed,
+        schedule.len(),
+        if kinds.is_empty() {
+            "none".to_owned()
+        } else {
+            kinds.join(",")
+        },
+        dir.display()
+    );
+    let backend = backend::open_retrying(&url, &namespace, 4, Duration::from_secs(30)).await?;
+    let dropper = if a.faults.contains(&FaultKind::Drop) {
+        Some(Dropper::connect(&url, kind).await?)
+    } else {
+        None
+    };
+    let control =
+        OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+    let mut c = Controller {
+        kind,
+        server_port: nemesis::server_port(&url, kind),
+        url: url.clone(),
+        namespace: namespace.clone(),
+        dir: dir.clone(),
+        exe,
+        slots: (0..a.processes)
+            .map(|_| Slot {
+                incarnation: 0,
+                child: None,
+                stdin: None,
+                pid: None,
+                down: false,
+            })
+            .collect(),
+        logs: Vec::new(),
+        tails: Vec::new(),
+        later: Vec::new(),
+        backend,
+        control,
+        dropper,
+        admitted: BTreeMap::new(),
+        done: BTreeSet::new(),
+        next_id: 1,
+        faults_done: BTreeMap::new(),
+        faults_skipped: 0,
+        restarts: 0,
+        unexpected_exits: 0,
+        stale_refused: 0,
+        last_done_at: Instant::now(),
+        a: a.clone(),
+    };
+    let result = c.drive(&schedule).await;
+    c.stop_all().await;
+    let (started, faults_end) = result?;
+    let report = c.finish(started, faults_end, &fingerprint).await?;
+    println!("{report}");
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if report.violations == 0 && !a.keep {
+        if let Err(e) = backend::destroy(&url, &namespace).await {
+            eprintln!("lease-torture: warning: cleanup of {namespace}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        eprintln!(
+            "lease-torture: kept the logs in {} and namespace {namespace}",
+            dir.display()
+        );
+    }
+    Ok(report)
+}
+
+/// The URL without a password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl Controller {
+    /// Starts the runtime of `slot` (a new incarnation with its own log file).
+    fn spawn(&mut self, slot: usize) -> Result<(), String> {
+        let s = &mut self.slots[slot];
+        s.incarnation += 1;
+        let process = u32::try_from(slot + 1).unwrap_or(0) * 1000 + s.incarnation;
+        let log = self
+            .dir
+            .join(format!("p{}-{}.jsonl", slot + 1, s.incarnation));
+        let stderr = std::fs::File::create(self.dir.join(format!(
+            "p{}-{}.stderr",
+            slot + 1,
+            s.incarnation
+        )))
+        .map_err(|e| format!("runtime stderr file: {e}"))?;
+        let mut child = Command::new(&self.exe)
+            .arg("runtime")
+            .args(["--url", &self.url, "--namespace", &self.namespace])
+            .args(["--process", &process.to_string()])
+            .arg("--log")
+            .arg(&log)
+            .args(["--concurrency", &self.a.concurrency.to_string()])
+            .args(["--lease-ms", &self.a.lease_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start a runtime: {e}"))?;
+        s.stdin = child.stdin.take();
+        s.pid = child.id();
+        s.child = Some(child);
+        s.down = false;
+        self.tails.push(Tail::new(log.clone()));
+        self.logs.push(log);
+        Ok(())
+    }
+
+    async fn send(&mut self, slot: usize, line: &str) {
+        if let Some(stdin) = self.slots[slot].stdin.as_mut() {
+            let _ = stdin.write_all(format!("{line}\n").as_bytes()).await;
+            let _ = stdin.flush().await;
+        }
+    }
+
+    fn count_fault(&mut self, kind: FaultKind) {
+        *self.faults_done.entry(kind.name().to_owned()).or_default() += 1;
+    }
+
+    /// Injects one scheduled fault.
+    async fn inject(&mut self, f: &Fault) {
+        let now = Instant::now();
+        let slot = f.target;
+        let live = !self.slots[slot].down && self.slots[slot].pid.is_some();
+        match f.kind {
+            FaultKind::Pause | FaultKind::Kill | FaultKind::Drop | FaultKind::SlowRenew
+                if !live =>
+            {
+                self.faults_skipped += 1;
+            }
+            FaultKind::Pause => {
+                let pid = self.slots[slot].pid.unwrap_or(0);
+                match faults::signal("STOP", pid).await {
+                    Ok(()) => {
+                        self.count_fault(f.kind);
+                        let incarnation = self.slots[slot].incarnation;
+                        self.later
+                            .push((now + f.hold, Later::Resume { slot, incarnation }));
+                    }
+                    Err(e) => {
+                        eprintln!("\nlease-torture: pause: {e}");
+                        self.faults_skipped += 1;
+                    }
+                }
+            }
+            FaultKind::Kill => {
+                let s = &mut self.slots[slot];
+                s.down = true;
+                s.stdin = None;
+                if let Some(mut child) = s.child.take() {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                }
+                s.pid = None;
+                self.count_fault(f.kind);
+                self.later.push((now + f.hold, Later::Respawn { slot }));
+            }
+            FaultKind::Drop => {
+                let pid = self.slots[slot].pid.unwrap_or(0);
+                let port = self.server_port;
+                if let Some(d) = self.dropper.as_mut() {
+                    match d.drop_connections(pid, port).await {
+                        Ok(0) => self.faults_skipped += 1,
+                        Ok(_) => self.count_fault(f.kind),
+                        Err(e) => {
+                            eprintln!("\nlease-torture: drop: {e}");
+                            self.faults_skipped += 1;
+                        }
+                    }
+                }
+            }
+            FaultKind::SlowRenew => {
+                self.send(slot, &format!("slow {}", f.delay.as_millis()))
+                    .await;
+                self.count_fault(f.kind);
+                let incarnation = self.slots[slot].incarnation;
+                self.later
+                    .push((now + f.hold, Later::Fast { slot, incarnation }));
+            }
+            FaultKind::Restart => {
+                let Some(cmd) = self.a.restart_cmd.clone() else {
+                    self.faults_skipped += 1;
+                    return;
+                };
+                match nemesis::restart(&cmd, &self.dir.join("restart.log")).await {
+                    Ok(_) => self.count_fault(f.kind),
+                    Err(e) => {
+                        eprintln!("\nlease-torture: restart: {e}");
+                        self.faults_skipped += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs what is due in `later` (all of it when `all`).
+    async fn run_later(&mut self, all: bool) -> Result<(), String> {
+        let now = Instant::now();
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.later)
+            .into_iter()
+            .partition(|(at, _)| all || *at <= now);
+        self.later = keep;
+        for (_, what) in due {
+            match what {
+                Later::Resume { slot, incarnation } => {
+                    let s = &self.slots[slot];
+                    if s.incarnation == incarnation
+                        && let Some(pid) = s.pid
+                    {
+                        let _ = faults::signal("CONT", pid).await;
+                    }
+                }
+                Later::Respawn { slot } => {
+                    if self.slots[slot].down {
+                        self.spawn(slot)?;
+                        self.restarts += 1;
+                    }
+                }
+                Later::Fast { slot, incarnation } => {
+                    if self.slots[slot].incarnation == incarnation {
+                        self.send(slot, "fast").await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts runtimes that exited on their own (a crash is reported, not hidden).
+    fn reap(&mut self) -> Result<(), String> {
+        for slot in 0..self.slots.len() {
+            let exited = match self.slots[slot].child.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => Some(status),
+                _ => None,
+            };
+            if let Some(status) = exited {
+                self.unexpected_exits += 1;
+                let s = &self.slots[slot];
+                eprintln!(
+                    "\nlease-torture: runtime {} (incarnation {}) exited on its own: {status}; see {}",
+                    slot + 1,
+                    s.incarnation,
+                    self.dir
+                        .join(format!("p{}-{}.stderr", slot + 1, s.incarnation))
+                        .display()
+                );
+                self.slots[slot].child = None;
+                self.spawn(slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads new log lines: counts completions and stale refusals.
+    fn poll_logs(&mut self) {
+        for tail in &mut self.tails {
+            for op in tail.poll() {
+                match (&op.kind, op.result) {
+                    (OpKind::Acknowledge { outcome }, OpResult::Accepted)
+                        if outcome != "suspended" && self.done.insert(op.execution.clone()) =>
+                    {
+                        self.last_done_at = Instant::now();
+                    }
+                    (OpKind::WriteStep { .. } | OpKind::Acknowledge { .. }, OpResult::Lost) => {
+                        self.stale_refused += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Reads the executions (admitted at least `older` ago) not yet seen completing, at
+    /// most `limit` of them: an acknowledgement whose log line died with its process is
+    /// found this way. Terminal ones are logged as final reads.
+    async fn poll_outstanding(&mut self, older: Duration, limit: usize) {
+        let now = Instant::now();
+        let ids: Vec<String> = self
+            .admitted
+            .iter()
+            .filter(|(id, at)| !self.done.contains(*id) && now.duration_since(**at) >= older)
+            .map(|(id, _)| id.clone())
+            .take(limit)
+            .collect();
+        for id in ids {
+            if let Some(op) = self.read_outcome(&id).await
+                && matches!(op.kind, OpKind::ReadOutcome { outcome: Some(_) })
+            {
+                let seq = self.control.next_seq();
+                self.control.record(seq, op);
+                self.done.insert(id);
+                self.last_done_at = Instant::now();
+            }
+        }
+    }
+
+    async fn read_outcome(&self, id: &str) -> Option<Op> {
+        let eid = ExecutionId::new(id).ok()?;
+        let start_us = now_us();
+        let record = self.backend.get(&eid).await.ok()??;
+        Some(Op {
+            process: 0,
+            execution: id.to_owned(),
+            token: record.token.get(),
+            start_us,
+            end_us: now_us(),
+            kind: OpKind::ReadOutcome {
+                outcome: record.outcome.as_ref().map(terminal_text),
+            },
+            result: OpResult::Accepted,
+        })
+    }
+
+    /// Admits executions up to the window.
+    async fn admit_more(&mut self) {
+        let in_flight = self.admitted.len() - self.done.len();
+        let want = self.a.window.saturating_sub(in_flight);
+        for _ in 0..want {
+            if self.a.max_executions.is_some_and(|m| self.next_id > m) {
+                return;
+            }
+            let id = execution_name(self.next_id);
+            let Ok(eid) = ExecutionId::new(id.clone()) else {
+                return;
+            };
+            // Admission is idempotent by identity: retrying an unknown outcome is safe.
+            if self.backend.admit(&Admission::new(eid)).await.is_err() {
+                return;
+            }
+            self.admitted.insert(id, Instant::now());
+            self.next_id += 1;
+        }
+    }
+
+    fn progress(&self, started: Instant, phase: &str, force_line: bool) {
+        let elapsed = started.elapsed().as_secs_f64();
+        let done = self.done.len();
+        let rate = done as f64 / elapsed.max(0.001);
+        let faults: u64 = self.faults_done.values().sum();
+        let total = self.a.duration.as_secs_f64();
+        let width = 20usize;
+        let filled = ((elapsed / total.max(0.001)).min(1.0) * width as f64) as usize;
+        let bar = format!("{}{}", "=".repeat(filled), " ".repeat(width - filled));
+        let line = format!(
+            "[{bar}] {elapsed:>5.0}s/{total:.0}s {phase} | done {done} / admitted {} | {rate:.1}/s | faults {faults} | stale refused {}",
+            self.admitted.len(),
+            self.stale_refused
+        );
+        let mut err = std::io::stderr();
+        if err.is_terminal() && !force_line {
+            let _ = write!(err, "\r\x1b[2K{line}");
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+
+    /// Runs the fault window and the drain. Returns the start and the end of the faults.
+    async fn drive(&mut self, schedule: &[Fault]) -> Result<(Instant, i64), String> {
+        for slot in 0..self.slots.len() {
+            self.spawn(slot)?;
+        }
+        let started = Instant::now();
+        let deadline = started + self.a.duration;
+        let mut next_fault = 0;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut last_poll = Instant::now();
+        let mut last_progress = Instant::now();
+        let mut last_line = Instant::now();
+        let tty = std::io::stderr().is_terminal();
+        self.admit_more().await;
+        while Instant::now() < deadline {
+            tick.tick().await;
+            while next_fault < schedule.len() && started + schedule[next_fault].at <= Instant::now()
+            {
+                let f = schedule[next_fault].clone();
+                self.inject(&f).await;
+                next_fault += 1;
+            }
+            self.run_later(false).await?;
+            self.reap()?;
+            self.poll_logs();
+            if last_poll.elapsed() >= Duration::from_secs(2) {
+                self.poll_outstanding(Duration::from_secs(5), 32).await;
+                last_poll = Instant::now();
+            }
+            self.admit_more().await;
+            if last_progress.elapsed() >= Duration::from_millis(250) {
+                let line = !tty && last_line.elapsed() >= Duration::from_secs(10);
+                if tty || line {
+                    self.progress(started, "faults", false);
+                    last_line = Instant::now();
+                }
+                last_progress = Instant::now();
+            }
+        }
+        // Faults stop: resume, restart and speed up everything, then drain.
+        self.run_later(true).await?;
+        let faults_end = now_us();
+        let drain_deadline = Instant::now() + self.a.liveness;
+        while self.done.len() < self.admitted.len() && Instant::now() < drain_deadline {
+            tick.tick().await;
+            self.reap()?;
+            self.poll_logs();
+            if last_poll.elapsed() >= Duration::from_secs(1) {
+                self.poll_outstanding(Duration::ZERO, 256).await;
+                last_poll = Instant::now();
+            }
+            if last_progress.elapsed() >= Duration::from_millis(250) {
+                let line = !tty && last_line.elapsed() >= Duration::from_secs(10);
+                if tty || line {
+                    self.progress(started, "drain", false);
+                    last_line = Instant::now();
+                }
+                last_progress = Instant::now();
+            }
+        }
+        self.progress(started, "end", true);
+        Ok((started, faults_end))
+    }
+
+    /// Stops every runtime: closes its standard input (graceful shutdown), kills it after
+    /// ten seconds.
+    async fn stop_all(&mut self) {
+        for s in &mut self.slots {
+            if let Some(pid) = s.pid {
+                let _ = faults::signal("CONT", pid).await;
+            }
+            s.stdin = None;
+        }
+        for s in &mut self.slots {
+            if let Some(mut child) = s.child.take()
+                && tokio::time::timeout(Duration::from_secs(10), child.wait())
+                    .await
+                    .is_err()
+            {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+            s.pid = None;
+        }
+    }
+
+    /// Final reads, the check, the report.
+    async fn finish(
+        &mut self,
+        started: Instant,
+        faults_end: i64,
+        fingerprint: &str,
+    ) -> Result<Report, String> {
+        let elapsed = started.elapsed().as_secs_f64();
+        let drain_s = if self.done.len() == self.admitted.len() {
+            self.last_done_at
+                .saturating_duration_since(started + self.a.duration)
+                .as_secs_f64()
+        } else {
+            f64::NAN
+        };
+        eprintln!(
+            "lease-torture: reading the final state of {} executions",
+            self.admitted.len()
+        );
+        let backend = self.backend.clone();
+        let ids: Vec<String> = self.admitted.keys().cloned().collect();
+        let reads: Vec<Vec<Op>> = futures::stream::iter(ids)
+            .map(|id| final_reads(backend.clone(), id))
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for op in reads.into_iter().flatten() {
+            let seq = self.control.next_seq();
+            self.control.record(seq, op);
+        }
+        let mut ops = Vec::new();
+        let mut torn = 0;
+        for path in self.logs.iter().chain([&self.dir.join("controller.jsonl")]) {
+            let (o, t) = oplog::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ops.extend(o);
+            torn += t;
+        }
+        let lease_ms = self.a.lease_ms;
+        let expected_step = workflow::expected_step;
+        let expected_outcome = move |e: &str| workflow::expected_outcome(e, lease_ms);
+        let options = CheckOptions {
+            must_complete: self.admitted.keys().cloned().collect(),
+            complete_by_us: Some(
+                faults_end + i64::try_from(self.a.liveness.as_micros()).unwrap_or(i64::MAX),
+            ),
+            expected_step: Some(&expected_step),
+            expected_outcome: Some(&expected_outcome),
+        };
+        let violations = history::check(&ops, &options);
+        if !violations.is_empty() {
+            let path = self.dir.join("violations.json");
+            let text = serde_json::to_string_pretty(&violations).unwrap_or_default();
+            let _ = std::fs::write(&path, text);
+        }
+        let counts = report::count_ops(&ops);
+        let lost = |kinds: &[&str]| -> u64 {
+            kinds
+                .iter()
+                .filter_map(|k| counts.get(k).and_then(|r| r.get("lost")))
+                .sum()
+        };
+        let done = ops
+            .iter()
+            .filter(|op| {
+                op.result == OpResult::Accepted
+                    && match &op.kind {
+                        OpKind::ReadOutcome { outcome } => outcome.is_some(),
+                        _ => false,
+                    }
+            })
+            .map(|op| op.execution.as_str())
+            .collect::<BTreeSet<_>>()
+            .len() as u64;
+        let active = self
+            .last_done_at
+            .saturating_duration_since(started)
+            .as_secs_f64();
+        Ok(Report {
+            backend: self.kind.name().to_owned(),
+            seed: self.a.seed,
+            schedule: fingerprint.to_owned(),
+            processes: self.a.processes,
+            concurrency: self.a.concurrency,
+            lease_ms,
+            duration_s: self.a.duration.as_secs_f64(),
+            elapsed_s: elapsed,
+            drain_s,
+            admitted: self.admitted.len() as u64,
+            done,
+            executions_per_s: done as f64 / active.max(0.001),
+            faults: self.faults_done.clone(),
+            faults_skipped: self.faults_skipped,
+            restarts: self.restarts,
+            unexpected_exits: self.unexpected_exits,
+            stale_writes_refused: lost(&["write_step", "acknowledge"]),
+            stale_renewals_refused: lost(&["renew", "release"]),
+            ops: counts,
+            torn_lines: torn,
+            violations: violations.len(),
+            first_violations: violations.into_iter().take(20).collect(),
+        })
+    }
+}
+
+/// The final state of one execution as read operations: its outcome and every step.
+async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
+    let Ok(eid) = ExecutionId::new(id.clone()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for attempt in 0..5 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let start_us = now_us();
+        let (Ok(record), Ok(steps)) = (backend.get(&eid).await, backend.list_steps(&eid).await)
+        else {
+            continue;
+        };
+        let end_us = now_us();
+        let op = |kind| Op {
+            process: 0,
+            execution: id.clone(),
+            token: 0,
+            start_us,
+            end_us,
+            kind,
+            result: OpResult::Accepted,
+        };
+        out.push(op(OpKind::ReadOutcome {
+            outcome: record.and_then(|r| r.outcome.as_ref().map(terminal_text)),
+        }));
+        for s in steps {
+            out.push(op(OpKind::ReadStep {
+                step_key: s.step_key.as_str().to_owned(),
+                step_attempt: s.step_attempt,
+                value: Some(s.response.as_str().to_owned()),
+            }));
+        }
+        break;
+    }
+    out
+}

@@ -1,0 +1,307 @@
+//! The recording decorator: a [`LeaseBackend`] that forwards every call to the real backend
+//! and appends one [`Op`] per claim, renewal, step write or read, acknowledgement and
+//! release to the process's [`OpLog`]. It also injects the slow-renew fault: while the
+//! delay is set, each renewal waits that long before it is sent, so it reaches the backend
+//! after the lease expired.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_conformance::history::{Op, OpKind, OpResult};
+use lease_core::{
+    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend,
+    LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
+    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp,
+    WorkflowRunOutcome,
+};
+
+use crate::oplog::{OpLog, now_us};
+
+/// How an error is logged: `Failed` when it certainly changed nothing, else `Unknown`.
+pub fn error_result(e: &LeaseError) -> OpResult {
+    if e.is_retryable() || e.is_bad_input() {
+        OpResult::Failed
+    } else {
+        OpResult::Unknown
+    }
+}
+
+/// The outcome text of the history log: `suspended`, `completed:<json>`, `failed:<json>`.
+pub fn outcome_text(outcome: &WorkflowRunOutcome) -> String {
+    match outcome {
+        WorkflowRunOutcome::Suspended => "suspended".to_owned(),
+        WorkflowRunOutcome::Completed(j) => format!("completed:{}", j.as_str()),
+        WorkflowRunOutcome::Failed(j) => format!("failed:{}", j.as_str()),
+    }
+}
+
+/// The outcome text of a stored terminal outcome.
+pub fn terminal_text(outcome: &ExecutionOutcome) -> String {
+    match outcome {
+        ExecutionOutcome::Completed(j) => format!("completed:{}", j.as_str()),
+        ExecutionOutcome::Failed(j) => format!("failed:{}", j.as_str()),
+    }
+}
+
+/// A backend that logs what it does.
+pub struct Recorder {
+    inner: Arc<dyn LeaseBackend>,
+    log: Arc<OpLog>,
+    process: u32,
+    slow_renew_ms: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    /// Wraps `inner`, logging as `process`; renewals wait `slow_renew_ms` while it is > 0.
+    pub fn new(
+        inner: Arc<dyn LeaseBackend>,
+        log: Arc<OpLog>,
+        process: u32,
+        slow_renew_ms: Arc<AtomicU64>,
+    ) -> Self {
+        Recorder {
+            inner,
+            log,
+            process,
+            slow_renew_ms,
+        }
+    }
+
+    fn op(&self, execution: &ExecutionId, token: u64, start_us: i64, kind: OpKind) -> Op {
+        Op {
+            process: self.process,
+            execution: execution.as_str().to_owned(),
+            token,
+            start_us,
+            end_us: start_us,
+            kind,
+            result: OpResult::Unknown,
+        }
+    }
+
+    fn finish(&self, seq: u64, mut op: Op, result: OpResult) {
+        op.end_us = now_us();
+        op.result = result;
+        self.log.record(seq, op);
+    }
+}
+
+#[async_trait]
+impl ExecutionClient for Recorder {
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        self.inner.admit(admission).await
+    }
+
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        self.inner.get(id).await
+    }
+
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        self.inner.list_failing(min, limit).await
+    }
+
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        self.inner.request_wake(id, at).await
+    }
+
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let duration_ms = i64::try_from(request.duration.as_millis()).unwrap_or(i64::MAX);
+        let start_us = now_us();
+        let result = self.inner.claim_due(request).await;
+        let end_us = now_us();
+        if let Ok(leases) = &result {
+            for lease in leases {
+                let seq = self.log.next_seq();
+                let mut op = self.op(
+                    &lease.execution_id,
+                    lease.token.get(),
+                    start_us,
+                    OpKind::Claim {
+                        expires_at: lease.expires_at.as_millis(),
+                        duration_ms,
+                    },
+                );
+                op.end_us = end_us;
+                op.result = OpResult::Accepted;
+                self.log.record(seq, op);
+            }
+        }
+        result
+    }
+
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let slow = self.slow_renew_ms.load(Ordering::SeqCst);
+        if slow > 0 {
+            tokio::time::sleep(Duration::from_millis(slow)).await;
+        }
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::Renew { expires_at: None },
+        );
+        let result = self.inner.renew(lease, duration).await;
+        let (op, r) = match &result {
+            Ok(Fenced::Accepted(l)) => (
+                Op {
+                    kind: OpKind::Renew {
+                        expires_at: Some(l.expires_at.as_millis()),
+                    },
+                    ..op
+                },
+                OpResult::Accepted,
+            ),
+            Ok(Fenced::Lost) => (op, OpResult::Lost),
+            Err(e) => (op, error_result(e)),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::Release,
+        );
+        self.log.invoke(seq, &op);
+        let result = self.inner.release(lease).await;
+        let r = match &result {
+            Ok(Fenced::Accepted(())) => OpResult::Accepted,
+            Ok(Fenced::Lost) => OpResult::Lost,
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::Acknowledge {
+                outcome: outcome_text(outcome),
+            },
+        );
+        self.log.invoke(seq, &op);
+        let result = self.inner.acknowledge(lease, outcome).await;
+        let r = match &result {
+            Ok(Fenced::Accepted(_)) => OpResult::Accepted,
+            Ok(Fenced::Lost) => OpResult::Lost,
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        self.inner.now().await
+    }
+}
+
+#[async_trait]
+impl HeapClient for Recorder {
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::WriteStep {
+                step_key: write.step_key.as_str().to_owned(),
+                step_attempt: write.step_attempt,
+                written: write.response.as_str().to_owned(),
+                recorded: None,
+            },
+        );
+        let result = self.inner.write_step(lease, write).await;
+        let (op, r) = match &result {
+            Ok(Fenced::Accepted(record)) => {
+                let mut op = op;
+                if let OpKind::WriteStep { recorded, .. } = &mut op.kind {
+                    *recorded = Some(record.response.as_str().to_owned());
+                }
+                (op, OpResult::Accepted)
+            }
+            Ok(Fenced::Lost) => (op, OpResult::Lost),
+            Err(e) => (op, error_result(e)),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let start_us = now_us();
+        let result = self.inner.read_step(id, step_key, step_attempt).await;
+        if let Ok(Some(record)) = &result {
+            let seq = self.log.next_seq();
+            let op = self.op(
+                id,
+                record.token.get(),
+                start_us,
+                OpKind::ReadStep {
+                    step_key: step_key.as_str().to_owned(),
+                    step_attempt,
+                    value: Some(record.response.as_str().to_owned()),
+                },
+            );
+            self.finish(seq, op, OpResult::Accepted);
+        }
+        result
+    }
+
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        self.inner.list_steps(id).await
+    }
+}
+
+#[async_trait]
+impl StoreClient for Recorder {
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot> {
+        self.inner.get_or_create(store, initial).await
+    }
+
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
+        self.inner.read_entry(store, key).await
+    }
+
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        self.inner.update(receipt, op).await
+    }
+}
+
+#[async_trait]
+impl StartClient for Recorder {
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        self.inner.start(request).await
+    }
+}

@@ -1,0 +1,155 @@
+//! The end-of-run report: what ran, what was injected, what the checker found.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use lease_conformance::history::{Op, OpKind, OpResult, Violation};
+use serde::Serialize;
+
+/// Operation counts by kind, then by result.
+pub type OpCounts = BTreeMap<&'static str, BTreeMap<&'static str, u64>>;
+
+/// The kind name of an operation.
+pub fn kind_name(kind: &OpKind) -> &'static str {
+    match kind {
+        OpKind::Claim { .. } => "claim",
+        OpKind::Renew { .. } => "renew",
+        OpKind::WriteStep { .. } => "write_step",
+        OpKind::Acknowledge { .. } => "acknowledge",
+        OpKind::Release => "release",
+        OpKind::ReadStep { .. } => "read_step",
+        OpKind::ReadOutcome { .. } => "read_outcome",
+    }
+}
+
+/// The result name of an operation.
+pub fn result_name(r: OpResult) -> &'static str {
+    match r {
+        OpResult::Accepted => "accepted",
+        OpResult::Lost => "lost",
+        OpResult::Failed => "failed",
+        OpResult::Unknown => "unknown",
+    }
+}
+
+/// Counts `ops` by kind and result.
+pub fn count_ops(ops: &[Op]) -> OpCounts {
+    let mut m = OpCounts::new();
+    for op in ops {
+        *m.entry(kind_name(&op.kind))
+            .or_default()
+            .entry(result_name(op.result))
+            .or_default() += 1;
+    }
+    m
+}
+
+/// Everything a run reports.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Backend name.
+    pub backend: String,
+    /// Seed of the fault schedule.
+    pub seed: u64,
+    /// Fingerprint of the fault schedule.
+    pub schedule: String,
+    /// Runtime processes.
+    pub processes: usize,
+    /// Dispatcher concurrency per process.
+    pub concurrency: usize,
+    /// Lease duration, ms.
+    pub lease_ms: u64,
+    /// Fault window, seconds.
+    pub duration_s: f64,
+    /// Whole run, seconds (including the drain after the faults).
+    pub elapsed_s: f64,
+    /// Time from the end of the faults until the last execution completed, seconds.
+    pub drain_s: f64,
+    /// Executions admitted.
+    pub admitted: u64,
+    /// Executions that reached a terminal outcome.
+    pub done: u64,
+    /// Completed executions per second of run time.
+    pub executions_per_s: f64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Scheduled faults skipped (their runtime was down or the kind does not apply).
+    pub faults_skipped: u64,
+    /// Runtime processes started after a kill.
+    pub restarts: u64,
+    /// Runtime processes that exited without being killed.
+    pub unexpected_exits: u64,
+    /// Operations by kind and result.
+    pub ops: OpCounts,
+    /// Step writes and acknowledgements refused with `Lost` (stale holders fenced off).
+    pub stale_writes_refused: u64,
+    /// Renewals and releases refused with `Lost`.
+    pub stale_renewals_refused: u64,
+    /// Torn log lines (a SIGKILL mid-write).
+    pub torn_lines: usize,
+    /// Violations found (must be 0).
+    pub violations: usize,
+    /// The first violations.
+    pub first_violations: Vec<Violation>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "torture report: {}", self.backend)?;
+        writeln!(
+            f,
+            "  seed {} (schedule {}), {} processes x concurrency {}, lease {} ms",
+            self.seed, self.schedule, self.processes, self.concurrency, self.lease_ms
+        )?;
+        writeln!(
+            f,
+            "  faults for {:.0} s, run {:.1} s, drain after faults {:.1} s",
+            self.duration_s, self.elapsed_s, self.drain_s
+        )?;
+        writeln!(
+            f,
+            "  executions done {} / admitted {}, {:.1} executions/s",
+            self.done, self.admitted, self.executions_per_s
+        )?;
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        writeln!(
+            f,
+            "  faults {} ({}), skipped {}, runtime restarts {}, unexpected exits {}",
+            self.faults.values().sum::<u64>(),
+            faults.join(", "),
+            self.faults_skipped,
+            self.restarts,
+            self.unexpected_exits
+        )?;
+        writeln!(f, "  operations:")?;
+        for (kind, results) in &self.ops {
+            let r: Vec<String> = results.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            writeln!(
+                f,
+                "    {kind:<13} {:>8}  ({})",
+                results.values().sum::<u64>(),
+                r.join(", ")
+            )?;
+        }
+        writeln!(
+            f,
+            "  stale writes refused (step writes + acknowledgements Lost): {}",
+            self.stale_writes_refused
+        )?;
+        writeln!(
+            f,
+            "  stale renewals/releases refused: {}",
+            self.stale_renewals_refused
+        )?;
+        writeln!(f, "  torn log lines: {}", self.torn_lines)?;
+        writeln!(f, "  violations: {}", self.violations)?;
+        for v in &self.first_violations {
+            writeln!(f, "    {v}")?;
+        }
+        Ok(())
+    }
+}

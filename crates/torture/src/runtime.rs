@@ -1,0 +1,111 @@
+//! Runtime mode: one runtime process of a torture run. It opens the backend, wraps it in
+//! the [`Recorder`], and runs a [`Dispatcher`] with short leases over the torture workflow
+//! until its standard input closes. Control lines on standard input: `slow <ms>` delays
+//! every renewal by that long (the slow-renew fault), `fast` ends the delay.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use lease_core::{Delivery, Dispatcher, DispatcherOptions, LeaseBackend};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::args::Flags;
+use crate::backend;
+use crate::oplog::OpLog;
+use crate::recorder::Recorder;
+use crate::workflow;
+
+/// Options of a runtime process (set by the controller).
+#[derive(Debug, Clone)]
+pub struct RuntimeArgs {
+    /// Backend URL.
+    pub url: String,
+    /// Namespace / schema of the run.
+    pub namespace: String,
+    /// Process number written into every logged operation.
+    pub process: u32,
+    /// The op log file.
+    pub log: PathBuf,
+    /// Dispatcher concurrency.
+    pub concurrency: usize,
+    /// Lease duration, ms (renewed every third).
+    pub lease_ms: u64,
+}
+
+impl RuntimeArgs {
+    /// Parses `--url --namespace --process --log --concurrency --lease-ms`.
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut f = Flags::new(args)?;
+        let a = RuntimeArgs {
+            url: f.required("url")?,
+            namespace: f.required("namespace")?,
+            process: f.number("process", 0)?,
+            log: PathBuf::from(f.required("log")?),
+            concurrency: f.number("concurrency", 8)?,
+            lease_ms: f.number("lease-ms", 1500)?,
+        };
+        f.finish()?;
+        Ok(a)
+    }
+}
+
+/// Runs the runtime until standard input closes.
+pub async fn main(a: RuntimeArgs) -> ExitCode {
+    let log = match OpLog::create(&a.log) {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            eprintln!(
+                "runtime {}: cannot open {}: {e}",
+                a.process,
+                a.log.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let pool = u32::try_from(a.concurrency / 2 + 2).unwrap_or(8);
+    let inner =
+        match backend::open_retrying(&a.url, &a.namespace, pool, Duration::from_secs(120)).await {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("runtime {}: cannot open the backend: {e}", a.process);
+                return ExitCode::FAILURE;
+            }
+        };
+    let slow = Arc::new(AtomicU64::new(0));
+    let recorder: Arc<dyn LeaseBackend> =
+        Arc::new(Recorder::new(inner, log, a.process, slow.clone()));
+    let lease_ms = a.lease_ms;
+    let options = DispatcherOptions::new()
+        .concurrency(a.concurrency)
+        .lease_duration(Duration::from_millis(lease_ms))
+        .poll_interval(Duration::from_millis(50))
+        .claim_batch(a.concurrency.min(1000));
+    let for_worker = recorder.clone();
+    let dispatcher = match Dispatcher::start(
+        recorder,
+        move |d: Delivery| workflow::run(d, for_worker.clone(), lease_ms),
+        options,
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("runtime {}: cannot start the dispatcher: {e}", a.process);
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next().map(str::parse::<u64>)) {
+            (Some("slow"), Some(Ok(ms))) => slow.store(ms, Ordering::SeqCst),
+            (Some("fast"), None) => slow.store(0, Ordering::SeqCst),
+            _ => eprintln!("runtime {}: unknown control line {line:?}", a.process),
+        }
+    }
+    slow.store(0, Ordering::SeqCst);
+    let report = dispatcher.shutdown(Duration::from_secs(2)).await;
+    eprintln!("runtime {}: stopped: {:?}", a.process, report.metrics);
+    ExitCode::SUCCESS
+}

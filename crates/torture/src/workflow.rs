@@ -1,0 +1,195 @@
+//! The torture workflow: several steps whose values are a pure function of the execution id
+//! and the step key (each step's value also folds in the *recorded* value of the step
+//! before it, so a corrupt or replaced record shows up in every later step and in the
+//! outcome). Per execution, derived from its id: how many steps, an optional slow step
+//! longer than the lease (only renewals keep it), an optional durable nap (suspend with a
+//! wake, then replay), an optional retry reply (release, then replay), and whether the
+//! execution ends completed or failed.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_core::{Delivery, DeliveryError, Json, LeaseBackend, Reply, WorkflowRunOutcome};
+
+/// FNV-1a, 64 bit: a stable hash (std's hashers may change between releases).
+pub fn fnv(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// What one execution does, derived from its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Number of value steps `s0..`.
+    pub steps: usize,
+    /// Work time of each step, ms.
+    pub work_ms: Vec<u64>,
+    /// Before this step, a durable nap (step `nap` records the wake time; suspend).
+    pub nap_before: Option<usize>,
+    /// Before this step, one retry reply (step `retry` is recorded, then the lease released).
+    pub retry_before: Option<usize>,
+    /// Ends failed instead of completed.
+    pub fails: bool,
+}
+
+/// The plan of `execution` for leases of `lease_ms`.
+pub fn plan(execution: &str, lease_ms: u64) -> Plan {
+    let h = fnv(&[execution, "plan"]);
+    let steps = 3 + (h % 4) as usize;
+    let slow = (h >> 8).is_multiple_of(8);
+    let slow_step = ((h >> 12) as usize) % steps;
+    let work_ms = (0..steps)
+        .map(|i| {
+            let w = fnv(&[execution, "work", &i.to_string()]);
+            if slow && i == slow_step {
+                // Longer than a lease: only renewals keep the delivery alive.
+                lease_ms + lease_ms * (w % 8) / 10
+            } else {
+                w % 25
+            }
+        })
+        .collect();
+    let nap_before = (h >> 16)
+        .is_multiple_of(4)
+        .then(|| 1 + ((h >> 20) as usize) % (steps - 1));
+    let retry_before = (h >> 24)
+        .is_multiple_of(5)
+        .then(|| 1 + ((h >> 28) as usize) % (steps - 1));
+    Plan {
+        steps,
+        work_ms,
+        nap_before,
+        retry_before,
+        fails: (h >> 32).is_multiple_of(8),
+    }
+}
+
+/// How long a nap lasts.
+pub const NAP_MS: i64 = 150;
+
+/// The value of step `s{i}`, given the recorded value of the step before (empty for s0).
+pub fn step_value(execution: &str, i: usize, previous: &str) -> String {
+    let h = fnv(&[execution, &format!("s{i}"), previous]);
+    format!("{execution}/s{i}/{h:016x}")
+}
+
+fn json_text(value: &impl serde::Serialize) -> Option<String> {
+    Json::to_json("torture", value)
+        .ok()
+        .map(|j| j.as_str().to_owned())
+}
+
+/// The recorded JSON text step `key` must hold (attempt 1), or `None` for steps whose
+/// value is not derived (the nap's wake time).
+pub fn expected_step(execution: &str, key: &str, attempt: u32) -> Option<String> {
+    if attempt != lease_core::dispatcher::STEP_ATTEMPT {
+        return Some("<no such attempt>".to_owned());
+    }
+    if key == "retry" {
+        return json_text(&true);
+    }
+    let i: usize = key.strip_prefix('s')?.parse().ok()?;
+    let mut previous = String::new();
+    for j in 0..=i {
+        previous = step_value(execution, j, &previous);
+    }
+    json_text(&previous)
+}
+
+fn outcome_value(execution: &str, last: &str) -> serde_json::Value {
+    serde_json::json!({ "execution": execution, "last": last })
+}
+
+/// The terminal outcome text (`completed:<json>` / `failed:<json>`) of `execution`.
+pub fn expected_outcome(execution: &str, lease_ms: u64) -> Option<String> {
+    let p = plan(execution, lease_ms);
+    let last = expected_step(execution, &format!("s{}", p.steps - 1), 1)?;
+    let last: String = serde_json::from_str(&last).ok()?;
+    let value = json_text(&outcome_value(execution, &last))?;
+    Some(if p.fails {
+        format!("failed:{value}")
+    } else {
+        format!("completed:{value}")
+    })
+}
+
+/// Runs one delivery of the workflow.
+pub async fn run(
+    d: Delivery,
+    backend: Arc<dyn LeaseBackend>,
+    lease_ms: u64,
+) -> Result<Reply, DeliveryError> {
+    let execution = d.execution_id().as_str().to_owned();
+    let p = plan(&execution, lease_ms);
+    let mut previous = String::new();
+    for i in 0..p.steps {
+        if p.nap_before == Some(i) {
+            let now = backend.now().await?.as_millis();
+            let until: i64 = d
+                .step("nap", || async move { Ok::<_, Infallible>(now + NAP_MS) })
+                .await?;
+            let now = backend.now().await?.as_millis();
+            if now < until {
+                d.request_wake(lease_core::Timestamp::from_millis(until))
+                    .await?;
+                return Ok(Reply::Acknowledge(WorkflowRunOutcome::Suspended));
+            }
+        }
+        if p.retry_before == Some(i) {
+            let mut ran = false;
+            let _: bool = d
+                .step("retry", || {
+                    ran = true;
+                    async { Ok::<_, Infallible>(true) }
+                })
+                .await?;
+            if ran {
+                return Ok(Reply::Retry);
+            }
+        }
+        let work = Duration::from_millis(p.work_ms[i]);
+        let value = step_value(&execution, i, &previous);
+        previous = d
+            .step(&format!("s{i}"), || async move {
+                tokio::time::sleep(work).await;
+                Ok::<_, Infallible>(value)
+            })
+            .await?;
+    }
+    let value = Json::to_json("outcome", &outcome_value(&execution, &previous))?;
+    Ok(Reply::Acknowledge(if p.fails {
+        WorkflowRunOutcome::Failed(value)
+    } else {
+        WorkflowRunOutcome::Completed(value)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_chain_and_plans_vary() {
+        let a = expected_step("e1", "s0", 1).expect("s0");
+        assert_eq!(a, json_text(&step_value("e1", 0, "")).expect("json"));
+        let b = expected_step("e1", "s1", 1).expect("s1");
+        assert_eq!(
+            b,
+            json_text(&step_value("e1", 1, &step_value("e1", 0, ""))).expect("json")
+        );
+        assert_eq!(expected_step("e1", "nap", 1), None);
+        assert!(expected_outcome("e1", 1500).is_some());
+        let plans: Vec<Plan> = (0..200).map(|n| plan(&format!("e{n}"), 1500)).collect();
+        assert!(plans.iter().any(|p| p.nap_before.is_some()));
+        assert!(plans.iter().any(|p| p.retry_before.is_some()));
+        assert!(plans.iter().any(|p| p.fails));
+        assert!(plans.iter().any(|p| p.work_ms.iter().any(|w| *w >= 1500)));
+    }
+}
