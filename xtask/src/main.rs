@@ -5,6 +5,8 @@
 //!   discovered (or throwaway) PostgreSQL and Redis servers, and a summary table.
 //! - `bench [ARGS]...`: builds and runs the `lease-bench` benchmarks in release mode
 //!   against the discovered servers (markdown table on stdout, JSON in target/bench/).
+//! - `torture [--backend NAME]... [ARGS]...`: nemesis runs of each backend under faults,
+//!   checked by the history checker (lease-torture).
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
@@ -18,6 +20,7 @@ mod services;
 mod services_command;
 mod summary;
 mod test_all;
+mod torture;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,6 +31,7 @@ usage: cargo xtask <command>
 commands:
   test-all [--backend NAME]...   fmt, clippy, every backend's tests, summary
   bench [ARGS]...                benchmarks vs raw baselines (release mode; --help)
+  torture [ARGS]...              backends under faults + history check (--help)
   services [postgres|redis]...   find or start servers, print LEASE_*_URL to export
   help                           this text";
 
@@ -78,6 +82,21 @@ fn main() -> ExitCode {
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {
                     eprintln!("xtask: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        "torture" => {
+            if rest.iter().any(|a| a == "-h" || a == "--help") {
+                println!("{}", torture::USAGE);
+                return ExitCode::SUCCESS;
+            }
+            cleanup::install_interrupt_handler();
+            match torture::run(&project_root(), rest) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("xtask: {e}\n\n{}", torture::USAGE);
                     ExitCode::from(2)
                 }
             }

@@ -1,0 +1,349 @@
+//! `cargo xtask torture`: nemesis runs of each backend (issue 6 item 2). For each selected
+//! backend it finds a server the way test-all does (or, for the `restart` fault, starts a
+//! throwaway one it may restart), then runs `cargo run -p lease-torture -- run` with the
+//! server's URL, the restart command and every other argument, and prints a summary.
+//!
+//! The `restart` fault never touches a shared server: PostgreSQL restarts need a throwaway
+//! cluster from local initdb/pg_ctl (`pg_ctl restart -m immediate`, a crash and recovery),
+//! Redis restarts a throwaway `redis-server` started here with `appendonly yes` and
+//! `appendfsync always` (SIGKILL, then start again). A Redis without persistence loses the
+//! token counter on restart, which would break fencing: the torture run must not pass there.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::cleanup::{self, Guard};
+use crate::process::{run_ok, which};
+use crate::services::{Found, Service, postgres, probe, url};
+
+/// Usage text of the command.
+pub const USAGE: &str = "\
+usage: cargo xtask torture [--backend sqlite|postgres|redis|all]... [lease-torture run options]
+
+Runs lease-torture for each backend (all three by default): runtime processes running
+multi-step workflows under a seeded fault schedule, then the history checker; exits non-zero
+on any violation. Options are passed to `lease-torture run`:
+  --processes N --concurrency N --executions N --duration SECS --seed N
+  --faults pause,kill,drop,slow-renew,restart|all (default all) --fault-every MS
+  --lease-ms MS --liveness SECS --keep
+With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl
+(synchronous_commit on) and Redis on a throwaway redis-server with appendonly yes,
+appendfsync always; without it the servers are found as test-all finds them. SQLite skips
+drop and restart.";
+
+/// The backends `--backend` selects (all for none or `all`), and the other arguments.
+pub fn parse_args(args: &[String]) -> Result<(Vec<&'static str>, Vec<String>), String> {
+    const ALL: [&str; 3] = ["sqlite", "postgres", "redis"];
+    let mut names = Vec::new();
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let value = if arg == "--backend" {
+            Some(it.next().ok_or("--backend needs a name")?.clone())
+        } else {
+            arg.strip_prefix("--backend=").map(str::to_owned)
+        };
+        match value {
+            Some(v) => {
+                for name in v.split(',').map(str::trim) {
+                    if name == "all" {
+                        names.extend(ALL);
+                    } else {
+                        let known = ALL.into_iter().find(|b| *b == name).ok_or_else(|| {
+                            format!("unknown backend {name:?} (sqlite, postgres, redis, all)")
+                        })?;
+                        names.push(known);
+                    }
+                }
+            }
+            None => rest.push(arg.clone()),
+        }
+    }
+    if names.is_empty() {
+        names.extend(ALL);
+    }
+    names.dedup();
+    Ok((names, rest))
+}
+
+/// Whether the `--faults` argument asks for server restarts (default `all` does).
+pub fn wants_restart(args: &[String]) -> bool {
+    let mut faults = "all".to_owned();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--faults" {
+            if let Some(v) = it.next() {
+                faults = v.clone();
+            }
+        } else if let Some(v) = arg.strip_prefix("--faults=") {
+            faults = v.to_owned();
+        }
+    }
+    faults == "all" || faults.split(',').any(|f| f.trim() == "restart")
+}
+
+/// A server for one run: its URL, the restart command (throwaway servers only), and
+/// whatever keeps it alive.
+struct Server {
+    url: Option<String>,
+    restart: Option<String>,
+    _found: Option<Found>,
+    _guard: Option<Guard>,
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A throwaway PostgreSQL cluster (services::postgres) that `pg_ctl restart -m immediate`
+/// may crash and recover. Its commits are made durable against that crash: the throwaway
+/// settings turn `synchronous_commit` off, which could lose the last commits (a claim, a
+/// step) in an immediate stop, so the database sets it back on.
+fn postgres_restartable() -> Result<Server, String> {
+    let found = postgres::throwaway_cluster()?;
+    let dir = found
+        .workdir
+        .clone()
+        .ok_or("throwaway cluster without a dir")?;
+    let psql = which("psql").ok_or("no psql on PATH")?;
+    run_ok(
+        Command::new(psql).args([
+            "-X",
+            "-q",
+            "-w",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &found.url,
+            "-c",
+            "ALTER DATABASE test SET synchronous_commit = on",
+        ]),
+        Duration::from_secs(30),
+    )?;
+    let bin = postgres::find_bin_dir()?;
+    let root = run_ok(Command::new("id").arg("-u"), Duration::from_secs(10))?.trim() == "0";
+    let pg_ctl = format!(
+        "{}{} -D {} -l {} -m immediate -w -t 60 restart",
+        if root { "runuser -u postgres -- " } else { "" },
+        shell_quote(&bin.join("pg_ctl").to_string_lossy()),
+        shell_quote(&dir.join("data").to_string_lossy()),
+        shell_quote(&dir.join("postgres.log").to_string_lossy()),
+    );
+    eprintln!("postgres: {} (restartable)", found.how);
+    Ok(Server {
+        url: Some(found.url.clone()),
+        restart: Some(format!("cd / && {pg_ctl} >/dev/null")),
+        _found: Some(found),
+        _guard: None,
+    })
+}
+
+/// The arguments of a restartable throwaway `redis-server`: persistence on, every write
+/// fsynced before its reply, so a SIGKILL loses no acknowledged write (the token counter
+/// above all).
+pub fn redis_args(port: u16, dir: &Path) -> Vec<String> {
+    let d = dir.to_string_lossy();
+    vec![
+        "--port".into(),
+        port.to_string(),
+        "--bind".into(),
+        "127.0.0.1".into(),
+        "--save".into(),
+        String::new(),
+        "--appendonly".into(),
+        "yes".into(),
+        "--appendfsync".into(),
+        "always".into(),
+        "--daemonize".into(),
+        "yes".into(),
+        "--dir".into(),
+        d.to_string(),
+        "--pidfile".into(),
+        format!("{d}/redis.pid"),
+        "--logfile".into(),
+        format!("{d}/redis.log"),
+    ]
+}
+
+fn redis_restartable() -> Result<Server, String> {
+    let binary = which("redis-server").ok_or("no redis-server on PATH")?;
+    let port = probe::free_port()?;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "lease-xtask-torture-redis-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let pidfile = dir.join("redis.pid");
+    let guard = {
+        let (dir, pidfile) = (dir.clone(), pidfile.clone());
+        cleanup::register(
+            format!(
+                "stop the throwaway redis-server on port {port}, remove {}",
+                dir.display()
+            ),
+            move || {
+                if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+                    let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+            },
+        )
+    };
+    let args = redis_args(port, &dir);
+    run_ok(Command::new(&binary).args(&args), Duration::from_secs(30))?;
+    probe::wait_until(
+        Duration::from_secs(30),
+        || probe::redis("127.0.0.1", port, Duration::from_secs(2)),
+        || Ok(()),
+    )?;
+    let start = std::iter::once(binary.to_string_lossy().into_owned())
+        .chain(args)
+        .map(|a| shell_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let pid = shell_quote(&pidfile.to_string_lossy());
+    // SIGKILL (the socket closes at once, even if nobody reaps the process), then start
+    // again and wait until it answers (it replays the append-only file first).
+    let restart = format!(
+        "kill -KILL \"$(cat {pid})\"; sleep 0.2; {start} && \
+         for i in $(seq 1 300); do redis-cli -p {port} ping 2>/dev/null | grep -q PONG && exit 0; sleep 0.1; done; exit 1"
+    );
+    eprintln!(
+        "redis: a throwaway {} on port {port} in {} (appendonly yes, appendfsync always; restartable)",
+        binary.display(),
+        dir.display()
+    );
+    Ok(Server {
+        url: Some(format!("redis://127.0.0.1:{port}")),
+        restart: Some(restart),
+        _found: None,
+        _guard: Some(guard),
+    })
+}
+
+fn server_for(backend: &str, restart: bool) -> Result<Server, String> {
+    let discovered = |service: Service| -> Result<Server, String> {
+        let found = service.discover()?;
+        eprintln!(
+            "{}: found via {} -> {}",
+            service.name(),
+            found.how,
+            url::redact(&found.url)
+        );
+        Ok(Server {
+            url: Some(found.url.clone()),
+            restart: None,
+            _found: Some(found),
+            _guard: None,
+        })
+    };
+    match (backend, restart) {
+        ("postgres", true) => postgres_restartable(),
+        ("redis", true) => redis_restartable(),
+        ("postgres", false) => discovered(Service::Postgres),
+        ("redis", false) => discovered(Service::Redis),
+        _ => Ok(Server {
+            url: None,
+            restart: None,
+            _found: None,
+            _guard: None,
+        }),
+    }
+}
+
+/// Runs the command; returns whether every backend's run passed.
+pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
+    let (backends, rest) = parse_args(args)?;
+    let restart = wants_restart(&rest);
+    let mut results = Vec::new();
+    for backend in backends {
+        println!("\n==> torture: {backend}");
+        let started = Instant::now();
+        let server = match server_for(backend, restart) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("{backend}: no server: {e}");
+                results.push((backend, false, 0.0));
+                continue;
+            }
+        };
+        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cmd.current_dir(root)
+            .args(["run", "--quiet", "-p", "lease-torture", "--", "run"]);
+        if let Some(u) = &server.url {
+            cmd.args(["--url", u]);
+        }
+        if let Some(r) = &server.restart {
+            cmd.args(["--restart-cmd", r]);
+        }
+        cmd.args(&rest);
+        let ok = match cmd.spawn() {
+            Ok(mut child) => {
+                cleanup::set_child(Some(child.id()));
+                let status = child.wait();
+                cleanup::set_child(None);
+                status.is_ok_and(|s| s.success())
+            }
+            Err(e) => {
+                println!("cannot run cargo: {e}");
+                false
+            }
+        };
+        drop(server);
+        results.push((backend, ok, started.elapsed().as_secs_f64()));
+    }
+    println!("\n==> torture summary");
+    for (backend, ok, secs) in &results {
+        println!(
+            "{backend:<9} {:>6}  {secs:.1}s",
+            if *ok { "ok" } else { "FAILED" }
+        );
+    }
+    Ok(results.iter().all(|(_, ok, _)| *ok))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn backends_and_passed_through_arguments() {
+        let (b, rest) = parse_args(&args(&["--seed", "3"])).expect("parse");
+        assert_eq!(b, ["sqlite", "postgres", "redis"]);
+        assert_eq!(rest, ["--seed", "3"]);
+        let (b, rest) = parse_args(&args(&[
+            "--backend",
+            "redis",
+            "--duration",
+            "5",
+            "--backend=sqlite",
+        ]))
+        .expect("parse");
+        assert_eq!(b, ["redis", "sqlite"]);
+        assert_eq!(rest, ["--duration", "5"]);
+        assert!(parse_args(&args(&["--backend", "mysql"])).is_err());
+        assert!(parse_args(&args(&["--backend"])).is_err());
+    }
+
+    #[test]
+    fn restart_is_asked_for_by_default_and_by_name() {
+        assert!(wants_restart(&[]));
+        assert!(wants_restart(&args(&["--faults", "pause,restart"])));
+        assert!(!wants_restart(&args(&["--faults=pause,kill"])));
+    }
+
+    #[test]
+    fn restartable_redis_persists_every_write() {
+        let a = redis_args(7001, Path::new("/tmp/r")).join(" ");
+        assert!(a.contains("--appendonly yes --appendfsync always"), "{a}");
+    }
+}
