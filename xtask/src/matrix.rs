@@ -53,6 +53,12 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
+    // The short torture run (issue 6): each backend under faults for 20 s, history-checked.
+    Backend::new(
+        "torture",
+        &["-p", "lease-torture"],
+        &[Service::Postgres, Service::Redis],
+    ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
 ];

@@ -1,0 +1,92 @@
+//! The short torture run of CI (issue 6 item 2): each backend for 20 seconds of faults
+//! (pause, kill, drop, slow-renew; SQLite skips drop) with 3 runtime processes, then the
+//! history checker, which must find no violation, all within 60 seconds per backend.
+//!
+//! PostgreSQL and Redis are the shared servers of the test environment (LEASE_POSTGRES_URL
+//! / LEASE_REDIS_URL, else the local defaults): every run uses its own schema / namespace,
+//! `drop` kills only the connections of its own runtime processes (found by their
+//! sockets), and nothing restarts a shared server (`cargo xtask torture` does restarts on
+//! throwaway servers).
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One run at a time: the runs are timed, and the machine has two cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn torture(backend: &str, url: Option<String>) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lease-torture"));
+    cmd.args([
+        "run",
+        "--duration",
+        "20",
+        "--processes",
+        "3",
+        "--concurrency",
+        "6",
+        "--executions",
+        "40",
+        "--lease-ms",
+        "1000",
+        "--fault-every",
+        "1200",
+        "--liveness",
+        "30",
+        "--seed",
+        "20260",
+        "--faults",
+        "pause,kill,drop,slow-renew",
+    ]);
+    if let Some(url) = url {
+        cmd.args(["--url", &url]);
+    }
+    let started = Instant::now();
+    let out = cmd.output().expect("run lease-torture");
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{backend}: torture run failed ({}):\n{stdout}",
+        out.status
+    );
+    assert!(stdout.contains("violations: 0"), "{stdout}");
+    assert!(
+        elapsed < Duration::from_secs(60),
+        "{backend}: the CI run took {elapsed:?}, over the 60 s budget"
+    );
+}
+
+fn env_url(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+#[test]
+fn sqlite_survives_the_short_torture_run() {
+    torture("sqlite", None);
+}
+
+#[test]
+fn postgres_survives_the_short_torture_run() {
+    torture(
+        "postgres",
+        Some(env_url(
+            "LEASE_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        )),
+    );
+}
+
+#[test]
+fn redis_survives_the_short_torture_run() {
+    torture(
+        "redis",
+        Some(env_url("LEASE_REDIS_URL", "redis://127.0.0.1:6379")),
+    );
+}
