@@ -466,6 +466,49 @@ fn check_execution(
         }
     }
 
+    // 4b. A recorded step never disappears: a read that found nothing after a write or read
+    //     that found the record had returned is a lost record.
+    for read in ops {
+        let OpKind::ReadStep {
+            step_key,
+            step_attempt,
+            value: None,
+        } = &read.kind
+        else {
+            continue;
+        };
+        if read.result != OpResult::Accepted {
+            continue;
+        }
+        let earlier = ops.iter().find_map(|op| {
+            if op.result != OpResult::Accepted || op.end_us >= read.start_us {
+                return None;
+            }
+            match &op.kind {
+                OpKind::WriteStep {
+                    step_key: k,
+                    step_attempt: a,
+                    recorded: Some(v),
+                    ..
+                }
+                | OpKind::ReadStep {
+                    step_key: k,
+                    step_attempt: a,
+                    value: Some(v),
+                } if k == step_key && a == step_attempt => Some(v),
+                _ => None,
+            }
+        });
+        if let Some(first) = earlier {
+            out.push(Violation::StepChanged {
+                execution: execution.into(),
+                step: format!("{step_key}#{step_attempt}"),
+                first: first.clone(),
+                other: MISSING.into(),
+            });
+        }
+    }
+
     // 5. An acknowledged outcome never changes, is the one the workflow derives, and
     //    nothing is accepted for a later delivery; each delivery ends once.
     let mut ended: BTreeSet<u64> = BTreeSet::new();
@@ -530,17 +573,51 @@ fn check_execution(
                 found: o.into(),
             });
         }
-        match outcome {
-            Some(first) if first != o => out.push(Violation::OutcomeChanged {
+        if let Some(first) = outcome
+            && first != o
+        {
+            out.push(Violation::OutcomeChanged {
                 execution: execution.into(),
                 first: first.into(),
                 other: o.into(),
-            }),
-            Some(_) => {}
-            None => outcome = Some(o),
+            });
+        }
+        if outcome.is_none() {
+            outcome = Some(o);
+        }
+    }
+    // A terminal outcome never disappears: a read that found the execution not terminal
+    // after a terminal acknowledgement or read had returned.
+    for read in ops {
+        if read.result != OpResult::Accepted
+            || !matches!(read.kind, OpKind::ReadOutcome { outcome: None })
+        {
+            continue;
+        }
+        let earlier = ops.iter().find_map(|op| match &op.kind {
+            OpKind::Acknowledge { outcome }
+            | OpKind::ReadOutcome {
+                outcome: Some(outcome),
+            } if op.result == OpResult::Accepted
+                && outcome != "suspended"
+                && op.end_us < read.start_us =>
+            {
+                Some(outcome)
+            }
+            _ => None,
+        });
+        if let Some(first) = earlier {
+            out.push(Violation::OutcomeChanged {
+                execution: execution.into(),
+                first: first.clone(),
+                other: MISSING.into(),
+            });
         }
     }
 }
+
+/// What a changed step or outcome reads as when it disappeared.
+pub const MISSING: &str = "<missing>";
 
 #[cfg(test)]
 mod tests {
@@ -914,6 +991,54 @@ mod tests {
             },
         );
         assert!(matches!(v[..], [Violation::OutcomeCorrupt { .. }]), "{v:?}");
+    }
+
+    #[test]
+    fn detects_a_step_or_outcome_that_disappeared() {
+        let read_step = |start, value: Option<&str>| {
+            op(
+                0,
+                start,
+                start + 5,
+                OpKind::ReadStep {
+                    step_key: "charge".into(),
+                    step_attempt: 0,
+                    value: value.map(str::to_owned),
+                },
+                OpResult::Accepted,
+            )
+        };
+        let read_outcome = |start, outcome: Option<&str>| {
+            op(
+                0,
+                start,
+                start + 5,
+                OpKind::ReadOutcome {
+                    outcome: outcome.map(str::to_owned),
+                },
+                OpResult::Accepted,
+            )
+        };
+        let h = vec![
+            claim(1, 0, 10, 0),
+            // Concurrent with the write: may have read before it committed.
+            read_step(25, None),
+            write(1, 20, 30, "v", OpResult::Accepted),
+            ack(1, 40, 50, "completed:1", OpResult::Accepted),
+            read_outcome(45, None),
+            read_step(60, None),
+            read_outcome(60, None),
+        ];
+        let v = check_all(&h);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v.iter().any(|v| matches!(
+            v,
+            Violation::StepChanged { other, .. } if other == MISSING
+        )));
+        assert!(v.iter().any(|v| matches!(
+            v,
+            Violation::OutcomeChanged { other, .. } if other == MISSING
+        )));
     }
 
     #[test]

@@ -778,7 +778,7 @@ impl Controller {
                 .filter_map(|k| counts.get(k).and_then(|r| r.get("lost")))
                 .sum()
         };
-        let done = ops
+        let final_done = ops
             .iter()
             .filter(|op| {
                 op.result == OpResult::Accepted
@@ -788,6 +788,13 @@ impl Controller {
                     }
             })
             .map(|op| op.execution.as_str())
+            .collect::<BTreeSet<_>>();
+        let done_in_final_state = final_done.len() as u64;
+        let done = self
+            .done
+            .iter()
+            .map(String::as_str)
+            .chain(final_done)
             .collect::<BTreeSet<_>>()
             .len() as u64;
         let active = self
@@ -806,6 +813,7 @@ impl Controller {
             drain_s,
             admitted: self.admitted.len() as u64,
             done,
+            done_in_final_state,
             executions_per_s: done as f64 / active.max(0.001),
             faults: self.faults_done.clone(),
             faults_skipped: self.faults_skipped,
@@ -849,11 +857,22 @@ async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
         out.push(op(OpKind::ReadOutcome {
             outcome: record.and_then(|r| r.outcome.as_ref().map(terminal_text)),
         }));
+        let mut keys: BTreeSet<String> = workflow::step_keys(&id);
         for s in steps {
+            keys.remove(s.step_key.as_str());
             out.push(op(OpKind::ReadStep {
                 step_key: s.step_key.as_str().to_owned(),
                 step_attempt: s.step_attempt,
                 value: Some(s.response.as_str().to_owned()),
+            }));
+        }
+        // Steps the workflow may have written but the store does not hold: the checker
+        // reports any that an accepted write or an earlier read had seen.
+        for key in keys {
+            out.push(op(OpKind::ReadStep {
+                step_key: key,
+                step_attempt: lease_core::dispatcher::STEP_ATTEMPT,
+                value: None,
             }));
         }
         break;

@@ -69,6 +69,8 @@ pub struct Report {
     pub admitted: u64,
     /// Executions that reached a terminal outcome.
     pub done: u64,
+    /// Executions whose terminal outcome the final reads found.
+    pub done_in_final_state: u64,
     /// Completed executions per second of run time.
     pub executions_per_s: f64,
     /// Faults injected, by kind.
@@ -108,8 +110,8 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  executions done {} / admitted {}, {:.1} executions/s",
-            self.done, self.admitted, self.executions_per_s
+            "  executions done {} / admitted {} (terminal in the final state: {}), {:.1} executions/s",
+            self.done, self.admitted, self.done_in_final_state, self.executions_per_s
         )?;
         let faults: Vec<String> = self
             .faults

@@ -71,6 +71,20 @@ pub fn plan(execution: &str, lease_ms: u64) -> Plan {
     }
 }
 
+/// Every step key the workflow of `execution` may write.
+pub fn step_keys(execution: &str) -> std::collections::BTreeSet<String> {
+    let p = plan(execution, 1000);
+    let mut keys: std::collections::BTreeSet<String> =
+        (0..p.steps).map(|i| format!("s{i}")).collect();
+    if p.nap_before.is_some() {
+        keys.insert("nap".to_owned());
+    }
+    if p.retry_before.is_some() {
+        keys.insert("retry".to_owned());
+    }
+    keys
+}
+
 /// How long a nap lasts.
 pub const NAP_MS: i64 = 150;
 
