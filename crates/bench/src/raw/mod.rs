@@ -1,0 +1,40 @@
+//! The raw baselines: each backend's own SQL statements / Lua scripts, issued without the
+//! library, with the least client work that still checks every reply for success.
+//!
+//! A raw operation does what the library operation does on the server (the same
+//! statements, in the same transactions) and nothing else: no input validation, no typed
+//! decoding of the reply beyond "accepted", no retry loop. The difference between the two
+//! columns of the report is therefore the library's own cost.
+
+pub mod postgres;
+pub mod redis;
+pub mod sqlite;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+
+/// Lease duration of every raw claim and renewal (the dispatcher's default, 30 s).
+pub const LEASE_MS: i64 = 30_000;
+
+/// A lease as the raw baseline keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawLease {
+    /// Execution id.
+    pub id: String,
+    /// Fencing token.
+    pub token: i64,
+}
+
+/// The four hot-path operations, raw.
+#[async_trait]
+pub trait Raw: Send + Sync + 'static {
+    /// Claims up to `limit` due executions (the backend clock's now).
+    async fn claim(&self, limit: usize) -> Result<Vec<RawLease>>;
+    /// Renews a held lease for [`LEASE_MS`]; an error unless accepted.
+    async fn renew(&self, lease: &RawLease) -> Result<()>;
+    /// Writes a new done step record (attempt 1); an error unless accepted.
+    async fn write_step(&self, lease: &RawLease, step_key: &str, response: &str) -> Result<()>;
+    /// Acknowledges completed with `outcome` (JSON text); an error unless accepted.
+    async fn acknowledge(&self, lease: &RawLease, outcome: &str) -> Result<()>;
+}

@@ -1,0 +1,154 @@
+//! Raw Redis: the backend's own assembled Lua scripts (`lease_redis::raw`, the very
+//! `redis::Script` values the backend runs, so they share its SHA1s) over one multiplexed
+//! connection.
+
+use async_trait::async_trait;
+use lease_core::RedeliveryPolicy;
+use redis::aio::MultiplexedConnection;
+use redis::{Script, Value};
+
+use super::{LEASE_MS, Raw, RawLease};
+use crate::error::{Result, raw};
+
+/// Separator of a step record's hash field (`<key>\x1f<attempt>`), as the backend writes it.
+const SEP: char = '\u{1f}';
+
+/// The raw Redis client of one namespace.
+pub struct RawRedis {
+    conn: MultiplexedConnection,
+    prefix: String,
+    policy: String,
+    claim_due: &'static Script,
+    renew: &'static Script,
+    write_step: &'static Script,
+    acknowledge: &'static Script,
+}
+
+/// The first element of a script's reply as text (`ok`, `new`, `lost`, ...).
+fn status(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::Array(items) => match items.first()? {
+            Value::BulkString(b) => Some(b),
+            Value::SimpleString(s) => Some(s.as_bytes()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+impl RawRedis {
+    /// Connects to `url` for the namespace `namespace` (created by the library).
+    pub async fn connect(url: &str, namespace: &str, policy: &RedeliveryPolicy) -> Result<Self> {
+        let client = redis::Client::open(url).map_err(|e| raw("redis", "connect", e))?;
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| raw("redis", "connect", e))?;
+        Ok(RawRedis {
+            conn,
+            prefix: format!("lease:{{{namespace}}}:"),
+            policy: policy
+                .table_ms()
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            claim_due: lease_redis::raw::claim_due(),
+            renew: lease_redis::raw::renew(),
+            write_step: lease_redis::raw::write_step(),
+            acknowledge: lease_redis::raw::acknowledge(),
+        })
+    }
+
+    async fn eval(&self, op: &'static str, script: &Script, args: &[&str]) -> Result<Value> {
+        let mut invocation = script.prepare_invoke();
+        // KEYS[1] prefix, ARGV[1] clock ('' = Redis TIME), ARGV[2] redelivery table.
+        invocation.key(&self.prefix).arg("").arg(&self.policy);
+        for a in args {
+            invocation.arg(*a);
+        }
+        let mut conn = self.conn.clone();
+        invocation
+            .invoke_async::<Value>(&mut conn)
+            .await
+            .map_err(|e| raw("redis", op, e))
+    }
+
+    async fn expect(
+        &self,
+        op: &'static str,
+        script: &Script,
+        args: &[&str],
+        ok: &[u8],
+    ) -> Result<()> {
+        let v = self.eval(op, script, args).await?;
+        match status(&v) {
+            Some(s) if s == ok => Ok(()),
+            _ => Err(raw("redis", op, format!("not accepted: {v:?}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Raw for RawRedis {
+    async fn claim(&self, limit: usize) -> Result<Vec<RawLease>> {
+        let limit = limit.to_string();
+        let lease_ms = LEASE_MS.to_string();
+        let v = self
+            .eval("claim_due", self.claim_due, &["", &limit, &lease_ms])
+            .await?;
+        let Value::Array(items) = v else {
+            return Err(raw("redis", "claim_due", format!("reply {v:?}")));
+        };
+        let mut out = Vec::with_capacity(items.len() / 3);
+        let mut it = items.into_iter();
+        while let (Some(id), Some(token), Some(_expiry)) = (it.next(), it.next(), it.next()) {
+            let id = text(id).ok_or_else(|| raw("redis", "claim_due", "id"))?;
+            let token = text(token)
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| raw("redis", "claim_due", "token"))?;
+            out.push(RawLease { id, token });
+        }
+        Ok(out)
+    }
+
+    async fn renew(&self, lease: &RawLease) -> Result<()> {
+        let token = lease.token.to_string();
+        let lease_ms = LEASE_MS.to_string();
+        self.expect("renew", self.renew, &[&lease.id, &token, &lease_ms], b"ok")
+            .await
+    }
+
+    async fn write_step(&self, lease: &RawLease, step_key: &str, response: &str) -> Result<()> {
+        let token = lease.token.to_string();
+        let field = format!("{step_key}{SEP}1");
+        let value = format!("{}|1|{response}", lease.token);
+        self.expect(
+            "write_step",
+            self.write_step,
+            &[&lease.id, &token, &field, &value],
+            b"new",
+        )
+        .await
+    }
+
+    async fn acknowledge(&self, lease: &RawLease, outcome: &str) -> Result<()> {
+        let token = lease.token.to_string();
+        self.expect(
+            "acknowledge",
+            self.acknowledge,
+            &[&lease.id, &token, "completed", outcome],
+            b"ok",
+        )
+        .await
+    }
+}

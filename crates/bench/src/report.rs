@@ -1,0 +1,250 @@
+//! The report: one row per (backend, measurement) with the library's rate, the raw
+//! baseline's, their ratio and the issue's target; printed as a markdown table and written
+//! as JSON.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::args::Kind;
+use crate::error::{BenchError, Result};
+use crate::measure::Sample;
+
+/// The issue's target for a row (informational: a benchmark never fails on it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Target {
+    /// library/raw at least this.
+    Ratio(f64),
+    /// library rate above this.
+    Above(f64),
+}
+
+impl Target {
+    /// The target of measurement `name` on `kind` (issue 6, item 4).
+    pub fn of(kind: Kind, name: &str) -> Option<Target> {
+        if kind == Kind::Memory {
+            return None;
+        }
+        if name.starts_with("e2e 0 steps") {
+            if name.ends_with(" c1") {
+                return None;
+            }
+            return Some(Target::Above(match kind {
+                Kind::Redis => 20_000.0,
+                Kind::Postgres => 3_500.0,
+                _ => 7_500.0,
+            }));
+        }
+        if name.starts_with("e2e 3 steps") {
+            return Some(Target::Ratio(0.7));
+        }
+        Some(Target::Ratio(0.9))
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Target::Ratio(r) => format!(">= {r}x raw"),
+            Target::Above(v) => format!("> {}/s", thousands(v)),
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Backend name.
+    pub backend: &'static str,
+    /// Measurement name.
+    pub name: String,
+    /// What is counted.
+    pub unit: &'static str,
+    /// The library's sample.
+    pub library: Option<Sample>,
+    /// The raw baseline's sample.
+    pub raw: Option<Sample>,
+    /// The library's rate in every round.
+    pub library_rounds: Vec<f64>,
+    /// The raw baseline's rate in every round.
+    pub raw_rounds: Vec<f64>,
+    /// library rate / raw rate.
+    pub ratio: Option<f64>,
+    /// The target.
+    pub target: Option<Target>,
+    /// Whether the target was met.
+    pub met: Option<bool>,
+    /// 1-minute load average when the measurement started.
+    pub load_1m: f64,
+    /// Why the measurement did not complete.
+    pub error: Option<String>,
+}
+
+impl Row {
+    /// A row from its samples; computes the ratio and the verdict.
+    pub fn new(
+        kind: Kind,
+        name: String,
+        unit: &'static str,
+        library: Option<Sample>,
+        raw: Option<Sample>,
+        load_1m: f64,
+        error: Option<String>,
+    ) -> Row {
+        let ratio = match (library, raw) {
+            (Some(l), Some(r)) if r.rate() > 0.0 => Some(l.rate() / r.rate()),
+            _ => None,
+        };
+        let target = Target::of(kind, &name);
+        let met = match target {
+            Some(Target::Ratio(t)) => ratio.map(|r| r >= t),
+            Some(Target::Above(v)) => library.map(|l| l.rate() > v),
+            None => None,
+        };
+        Row {
+            backend: kind.name(),
+            name,
+            unit,
+            library,
+            raw,
+            library_rounds: Vec::new(),
+            raw_rounds: Vec::new(),
+            ratio,
+            target,
+            met,
+            load_1m,
+            error,
+        }
+    }
+}
+
+/// `12345.6` -> `12,346`.
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+fn rate(s: Option<Sample>) -> String {
+    s.map_or_else(|| "-".into(), |s| thousands(s.rate()))
+}
+
+/// The markdown table.
+pub fn markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| backend | measurement | unit | library | raw | library/raw | target | met | load 1m |\n\
+         |---|---|---|---:|---:|---:|---|---|---:|\n",
+    );
+    for r in rows {
+        let met = match (&r.error, r.met) {
+            (Some(e), _) => format!("ERROR: {e}"),
+            (None, Some(true)) => "yes".into(),
+            (None, Some(false)) => "**no**".into(),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+            r.backend,
+            r.name,
+            r.unit,
+            rate(r.library),
+            rate(r.raw),
+            r.ratio.map_or_else(|| "-".into(), |x| format!("{x:.2}")),
+            r.target.map_or_else(String::new, Target::describe),
+            met,
+            r.load_1m,
+        ));
+    }
+    out
+}
+
+/// Everything the JSON report holds.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    /// Unix time the run started.
+    pub started_unix: u64,
+    /// Seconds per measurement.
+    pub duration_secs: f64,
+    /// Rounds per measurement (median reported).
+    pub rounds: usize,
+    /// `--quick`.
+    pub quick: bool,
+    /// Logical CPUs.
+    pub cores: usize,
+    /// Load averages (1, 5, 15 min) before the first measurement.
+    pub load_before: Option<[f64; 3]>,
+    /// Load averages after the last one.
+    pub load_after: Option<[f64; 3]>,
+    /// Whether `--wait-load` was satisfied (None: not asked), and how long it waited.
+    pub load_wait: Option<(bool, f64)>,
+    /// The rows.
+    pub rows: &'a [Row],
+}
+
+/// Writes the report as `bench-<unix time>.json` and `latest.json` in `dir`.
+pub fn write_json(dir: &Path, report: &Report<'_>) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| BenchError::Setup(format!("create {}: {e}", dir.display())))?;
+    let text = serde_json::to_string_pretty(report)
+        .map_err(|e| BenchError::Setup(format!("json: {e}")))?;
+    let path = dir.join(format!("bench-{}.json", report.started_unix));
+    for p in [&path, &dir.join("latest.json")] {
+        std::fs::write(p, &text)
+            .map_err(|e| BenchError::Setup(format!("write {}: {e}", p.display())))?;
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1234.0), "1,234");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+    }
+
+    #[test]
+    fn targets_follow_the_issue() {
+        assert_eq!(
+            Target::of(Kind::Redis, "e2e 0 steps c8"),
+            Some(Target::Above(20_000.0))
+        );
+        assert_eq!(Target::of(Kind::Redis, "e2e 0 steps c1"), None);
+        assert_eq!(
+            Target::of(Kind::Postgres, "e2e 3 steps c64"),
+            Some(Target::Ratio(0.7))
+        );
+        assert_eq!(Target::of(Kind::Sqlite, "renew"), Some(Target::Ratio(0.9)));
+        assert_eq!(Target::of(Kind::Memory, "renew"), None);
+    }
+
+    #[test]
+    fn rows_compute_ratio_and_verdict() {
+        let s = |count, secs| Some(Sample { count, secs });
+        let row = Row::new(
+            Kind::Sqlite,
+            "renew".into(),
+            "ops/s",
+            s(90, 1.0),
+            s(100, 1.0),
+            0.5,
+            None,
+        );
+        assert_eq!(row.ratio, Some(0.9));
+        assert_eq!(row.met, Some(true));
+        assert!(markdown(&[row]).contains("| sqlite | renew | ops/s | 90 | 100 | 0.90 |"));
+    }
+}
