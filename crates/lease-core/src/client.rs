@@ -9,7 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::execution::{Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome};
+use crate::execution::{
+    Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome,
+};
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
@@ -119,4 +121,7 @@ pub trait StartClient: Send + Sync {
 /// Everything a backend provides.
 pub trait LeaseBackend: ExecutionClient + HeapClient + StoreClient + StartClient + 'static {}
 
-impl<T> LeaseBackend for T where T: ExecutionClient + HeapClient + StoreClient + StartClient + 'static {}
+impl<T> LeaseBackend for T where
+    T: ExecutionClient + HeapClient + StoreClient + StartClient + 'static
+{
+}

@@ -18,7 +18,10 @@ fn check_name(field: &'static str, value: &str) -> Result<()> {
         ));
     }
     if value.chars().any(char::is_control) {
-        return Err(LeaseError::invalid(field, "must not contain control characters"));
+        return Err(LeaseError::invalid(
+            field,
+            "must not contain control characters",
+        ));
     }
     Ok(())
 }

@@ -11,14 +11,18 @@ use async_trait::async_trait;
 
 use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
-use crate::execution::{Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome};
+use crate::execution::{
+    Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome,
+};
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
 use crate::redelivery::RedeliveryPolicy;
-use crate::store::{StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate};
+use crate::store::{
+    StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
+};
 use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
 
 #[derive(Debug, Default)]
