@@ -1,3 +1,288 @@
-//! Placeholder until the bench binary lands.
+//! `lease-bench`: throughput of every lease backend next to the raw baseline of its own
+//! statements (issue 6 items 3-4; run it with `cargo xtask bench`).
+//!
+//! For each backend it measures, on the system clock, each in a fresh isolated store that
+//! is removed afterwards:
+//! - single operations, one call in flight: `claim_due` (batch 1 and 32), `renew`,
+//!   `write_step`, `acknowledge`;
+//! - end-to-end executions/s through the dispatcher at concurrency 1, 8 and 64, for
+//!   workflows of 0 steps (claim + acknowledge) and of 3 fenced steps;
+//!
+//! and the same through the raw baseline (`raw`), then prints library/raw per row as a
+//! markdown table and writes JSON. Targets are shown, never enforced.
 
-fn main() {}
+mod args;
+mod client;
+mod e2e;
+mod error;
+mod fixture;
+mod load;
+mod measure;
+mod ops;
+mod raw;
+mod report;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::args::{Kind, Options};
+use crate::client::{Baseline, Library};
+use crate::e2e::Engine;
+use crate::error::{BenchError, Result};
+use crate::fixture::Fixture;
+use crate::measure::Sample;
+use crate::ops::Op;
+use crate::report::Row;
+
+/// One side of a comparison.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Library,
+    Raw,
+}
+
+/// Runs one single-operation measurement on a fresh store; `None` when `side` has no
+/// implementation on `kind` (raw on the memory backend).
+async fn op_sample(kind: Kind, side: Side, op: Op, options: &Options) -> Result<Option<Sample>> {
+    let mut fx = Fixture::new(kind, options).await?;
+    let result = async {
+        match side {
+            Side::Library => {
+                let client = Library::new(fx.lib.clone())?;
+                ops::measure(&client, &mut fx, op, options.round())
+                    .await
+                    .map(Some)
+            }
+            Side::Raw => match fx.raw().await? {
+                None => Ok(None),
+                Some(raw) => {
+                    let client = Baseline(raw);
+                    ops::measure(&client, &mut fx, op, options.round())
+                        .await
+                        .map(Some)
+                }
+            },
+        }
+    }
+    .await;
+    let removed = fx.remove().await;
+    let sample = result?;
+    removed?;
+    Ok(sample)
+}
+
+/// Runs one end-to-end measurement on a fresh store.
+async fn e2e_sample(
+    kind: Kind,
+    side: Side,
+    concurrency: usize,
+    steps: usize,
+    options: &Options,
+) -> Result<Option<Sample>> {
+    let mut fx = Fixture::new(kind, options).await?;
+    let result = async {
+        let engine = match side {
+            Side::Library => Engine::Library,
+            Side::Raw => match fx.raw_sqlite()? {
+                Some(sqlite) => Engine::RawSqlite(Arc::new(sqlite)),
+                None => match fx.raw().await? {
+                    Some(raw) => Engine::Raw(raw),
+                    None => return Ok(None),
+                },
+            },
+        };
+        e2e::measure(&engine, &mut fx, concurrency, steps, options.round())
+            .await
+            .map(Some)
+    }
+    .await;
+    let removed = fx.remove().await;
+    let sample = result?;
+    removed?;
+    Ok(sample)
+}
+
+fn progress(row: &Row) {
+    let rate = |s: Option<Sample>| s.map_or_else(|| "-".into(), |s| report::thousands(s.rate()));
+    eprintln!(
+        "lease-bench: {:<8} {:<16} library {:>9} raw {:>9} ratio {:>5} load {:.2}{}",
+        row.backend,
+        row.name,
+        rate(row.library),
+        rate(row.raw),
+        row.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}")),
+        row.load_1m,
+        row.error
+            .as_ref()
+            .map_or_else(String::new, |e| format!("  ERROR {e}")),
+    );
+}
+
+/// The round whose rate is the median (the lower middle one for an even count).
+fn median(mut samples: Vec<Sample>) -> Option<Sample> {
+    samples.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
+    let n = samples.len();
+    (n > 0).then(|| samples[(n - 1) / 2])
+}
+
+/// Runs `rounds` rounds alternating library and raw (each on a fresh store) and keeps
+/// the median round of each side.
+async fn measure_row(
+    kind: Kind,
+    name: String,
+    unit: &'static str,
+    options: &Options,
+    sample: impl AsyncFn(Side) -> Result<Option<Sample>>,
+) -> Row {
+    let load = load::one_minute();
+    let mut library = Vec::new();
+    let mut raw = Vec::new();
+    let mut error = None;
+    'rounds: for _ in 0..options.rounds {
+        for (side, into) in [(Side::Library, &mut library), (Side::Raw, &mut raw)] {
+            match sample(side).await {
+                Ok(Some(s)) => into.push(s),
+                Ok(None) => {}
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break 'rounds;
+                }
+            }
+        }
+    }
+    let mut row = Row::new(
+        kind,
+        name,
+        unit,
+        median(library.clone()),
+        median(raw.clone()),
+        load,
+        error,
+    );
+    row.library_rounds = library.iter().map(Sample::rate).collect();
+    row.raw_rounds = raw.iter().map(Sample::rate).collect();
+    progress(&row);
+    row
+}
+
+async fn run(options: &Options) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for &kind in &options.backends {
+        for op in Op::ALL {
+            let name = op.name();
+            if !options.selected(&name) {
+                continue;
+            }
+            rows.push(
+                measure_row(kind, name, op.unit(), options, async |side| {
+                    op_sample(kind, side, op, options).await
+                })
+                .await,
+            );
+        }
+        for steps in [0, 3] {
+            for concurrency in [1, 8, 64] {
+                let name = format!("e2e {steps} steps c{concurrency}");
+                if !options.selected(&name) {
+                    continue;
+                }
+                rows.push(
+                    measure_row(kind, name, "executions/s", options, async |side| {
+                        e2e_sample(kind, side, concurrency, steps, options).await
+                    })
+                    .await,
+                );
+            }
+        }
+    }
+    rows
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{}", args::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let options = match args::parse(&argv) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("lease-bench: {e}\n\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    match main_with(&options) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("lease-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main_with(options: &Options) -> Result<bool> {
+    let load_wait = options.wait_load.map(|below| {
+        let (ok, waited) = load::wait_below(below, options.wait_max);
+        (ok, waited.as_secs_f64())
+    });
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let load_before = load::now();
+    eprintln!(
+        "lease-bench: backends {}, {:?} per measurement in {} rounds, load average {:?}",
+        options
+            .backends
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        options.duration,
+        options.rounds,
+        load_before
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::Setup(format!("tokio runtime: {e}")))?;
+    let rows = runtime.block_on(run(options));
+    let load_after = load::now();
+    println!("{}", report::markdown(&rows));
+    println!(
+        "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
+        fmt_load(load_before),
+        fmt_load(load_after),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        options.duration,
+        match load_wait {
+            Some((false, w)) => format!("; load stayed high after waiting {w:.0}s"),
+            Some((true, w)) if w > 0.0 => format!("; waited {w:.0}s for the load to drop"),
+            _ => String::new(),
+        }
+    );
+    let path = report::write_json(
+        &options.json_dir,
+        &report::Report {
+            started_unix,
+            duration_secs: options.duration.as_secs_f64(),
+            rounds: options.rounds,
+            quick: options.quick,
+            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            load_before,
+            load_after,
+            load_wait,
+            rows: &rows,
+        },
+    )?;
+    eprintln!("lease-bench: JSON report in {}", path.display());
+    Ok(rows.iter().all(|r| r.error.is_none()))
+}
+
+fn fmt_load(l: Option<[f64; 3]>) -> String {
+    l.map_or_else(
+        || "unknown".into(),
+        |l| format!("{:.2}/{:.2}/{:.2}", l[0], l[1], l[2]),
+    )
+}
