@@ -42,34 +42,25 @@ enum Side {
     Raw,
 }
 
-/// Runs one single-operation measurement on a fresh store; `None` when `side` has no
-/// implementation on `kind` (raw on the memory backend).
-async fn op_sample(kind: Kind, side: Side, op: Op, options: &Options) -> Result<Option<Sample>> {
+/// Runs one round of a single-operation measurement on a fresh store: library and raw
+/// interleaved (raw `None` on the memory backend).
+async fn op_pair(kind: Kind, op: Op, options: &Options) -> Result<(Sample, Option<Sample>)> {
     let mut fx = Fixture::new(kind, options).await?;
     let result = async {
-        match side {
-            Side::Library => {
-                let client = Library::new(fx.lib.clone())?;
-                ops::measure(&client, &mut fx, op, options.round())
-                    .await
-                    .map(Some)
+        let lib = Library::new(fx.lib.clone())?;
+        match fx.raw().await? {
+            Some(raw) => {
+                let raw = Baseline(raw);
+                ops::measure(&lib, Some(&raw), &mut fx, op, options.round()).await
             }
-            Side::Raw => match fx.raw().await? {
-                None => Ok(None),
-                Some(raw) => {
-                    let client = Baseline(raw);
-                    ops::measure(&client, &mut fx, op, options.round())
-                        .await
-                        .map(Some)
-                }
-            },
+            None => ops::measure(&lib, None::<&Baseline>, &mut fx, op, options.round()).await,
         }
     }
     .await;
     let removed = fx.remove().await;
-    let sample = result?;
+    let pair = result?;
     removed?;
-    Ok(sample)
+    Ok(pair)
 }
 
 /// Runs one end-to-end measurement on a fresh store.
@@ -126,28 +117,28 @@ fn median(mut samples: Vec<Sample>) -> Option<Sample> {
     (n > 0).then(|| samples[(n - 1) / 2])
 }
 
-/// Runs `rounds` rounds alternating library and raw (each on a fresh store) and keeps
-/// the median round of each side.
+/// Runs `rounds` rounds of `round` (each on fresh stores) and keeps the median round of
+/// each side.
 async fn measure_row(
     kind: Kind,
     name: String,
     unit: &'static str,
     options: &Options,
-    sample: impl AsyncFn(Side) -> Result<Option<Sample>>,
+    round: impl AsyncFn() -> Result<(Option<Sample>, Option<Sample>)>,
 ) -> Row {
     let load = load::one_minute();
     let mut library = Vec::new();
     let mut raw = Vec::new();
     let mut error = None;
-    'rounds: for _ in 0..options.rounds {
-        for (side, into) in [(Side::Library, &mut library), (Side::Raw, &mut raw)] {
-            match sample(side).await {
-                Ok(Some(s)) => into.push(s),
-                Ok(None) => {}
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break 'rounds;
-                }
+    for _ in 0..options.rounds {
+        match round().await {
+            Ok((l, r)) => {
+                library.extend(l);
+                raw.extend(r);
+            }
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
             }
         }
     }
@@ -166,6 +157,19 @@ async fn measure_row(
     row
 }
 
+/// One round of an end-to-end measurement: the library, then the raw bound, each on its
+/// own fresh store.
+async fn e2e_round(
+    kind: Kind,
+    concurrency: usize,
+    steps: usize,
+    options: &Options,
+) -> Result<(Option<Sample>, Option<Sample>)> {
+    let lib = e2e_sample(kind, Side::Library, concurrency, steps, options).await?;
+    let raw = e2e_sample(kind, Side::Raw, concurrency, steps, options).await?;
+    Ok((lib, raw))
+}
+
 async fn run(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
     for &kind in &options.backends {
@@ -175,8 +179,8 @@ async fn run(options: &Options) -> Vec<Row> {
                 continue;
             }
             rows.push(
-                measure_row(kind, name, op.unit(), options, async |side| {
-                    op_sample(kind, side, op, options).await
+                measure_row(kind, name, op.unit(), options, async || {
+                    op_pair(kind, op, options).await.map(|(l, r)| (Some(l), r))
                 })
                 .await,
             );
@@ -188,8 +192,8 @@ async fn run(options: &Options) -> Vec<Row> {
                     continue;
                 }
                 rows.push(
-                    measure_row(kind, name, "executions/s", options, async |side| {
-                        e2e_sample(kind, side, concurrency, steps, options).await
+                    measure_row(kind, name, "executions/s", options, async || {
+                        e2e_round(kind, concurrency, steps, options).await
                     })
                     .await,
                 );

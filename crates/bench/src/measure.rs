@@ -1,13 +1,11 @@
-//! Timing: run an operation back to back on the system clock, and size the work queue of a
-//! measurement from a short probe so it neither runs dry early nor takes long to set up.
+//! Samples, and sizing the work queue of a measurement from a short probe so that it
+//! neither runs dry early nor takes long to set up.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::args::Kind;
-use crate::error::Result;
 
 /// What one measurement counted, over how long.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -27,33 +25,6 @@ impl Sample {
             0.0
         }
     }
-}
-
-/// Calls `op(i)` for i = 0, 1, ... one at a time until `limit` has passed or `op` returns
-/// 0 (nothing left to do); `op` returns how many items it completed.
-pub async fn run_for<F, Fut>(limit: Duration, mut op: F) -> Result<Sample>
-where
-    F: FnMut(u64) -> Fut,
-    Fut: Future<Output = Result<u64>>,
-{
-    let started = Instant::now();
-    let mut count = 0;
-    let mut i = 0;
-    loop {
-        let n = op(i).await?;
-        i += 1;
-        if n == 0 {
-            break;
-        }
-        count += n;
-        if started.elapsed() >= limit {
-            break;
-        }
-    }
-    Ok(Sample {
-        count,
-        secs: started.elapsed().as_secs_f64(),
-    })
 }
 
 /// How long a probe runs.
