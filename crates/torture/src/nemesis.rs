@@ -24,8 +24,9 @@ pub fn server_port(url: &str, kind: Kind) -> u16 {
 pub enum Dropper {
     /// PostgreSQL: `pg_terminate_backend` by client port.
     Postgres(sqlx::PgPool),
-    /// Redis: `CLIENT KILL ID` by client address.
-    Redis(redis::aio::MultiplexedConnection),
+    /// Redis: `CLIENT KILL ID` by client address, on a fresh connection each time (a
+    /// server restart breaks any connection kept open).
+    Redis(redis::Client),
 }
 
 impl Dropper {
@@ -41,11 +42,7 @@ impl Dropper {
             Kind::Redis => {
                 let client =
                     redis::Client::open(url).map_err(|e| format!("redis admin client: {e}"))?;
-                let conn = client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(|e| format!("redis admin connection: {e}"))?;
-                Ok(Dropper::Redis(conn))
+                Ok(Dropper::Redis(client))
             }
             Kind::Sqlite => Err("SQLite has no connections to drop".to_owned()),
         }
@@ -71,7 +68,11 @@ impl Dropper {
                 .map(|n| u64::try_from(n).unwrap_or(0))
                 .map_err(|e| format!("pg_terminate_backend: {e}"))
             }
-            Dropper::Redis(conn) => {
+            Dropper::Redis(client) => {
+                let conn = &mut client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| format!("redis admin connection: {e}"))?;
                 let list: String = redis::cmd("CLIENT")
                     .arg("LIST")
                     .query_async(conn)
