@@ -4,12 +4,17 @@
 //! For each backend it measures, on the system clock, each in a fresh isolated store that
 //! is removed afterwards:
 //! - single operations, one call in flight: `claim_due` (batch 1 and 32), `renew`,
-//!   `write_step`, `acknowledge`;
+//!   `write_step`, `acknowledge`. Library and raw calls are interleaved on one store and
+//!   timed one by one, so both sides see the same background load ([`ops`]);
 //! - end-to-end executions/s through the dispatcher at concurrency 1, 8 and 64, for
-//!   workflows of 0 steps (claim + acknowledge) and of 3 fenced steps;
+//!   workflows of 0 steps (claim + acknowledge) and of 3 fenced steps, next to a raw
+//!   pipeline of the same shape issuing the same statements ([`e2e`]).
 //!
-//! and the same through the raw baseline (`raw`), then prints library/raw per row as a
-//! markdown table and writes JSON. Targets are shown, never enforced.
+//! Each measurement runs `--rounds` times (alternating library and raw for end-to-end
+//! rows) and the median round of each side is reported: a markdown table on stdout with
+//! library/raw per row and the target, and JSON (every round, the load average)
+//! in `--json-dir`. Targets are shown, never enforced: the exit status only says whether
+//! every measurement ran.
 
 mod args;
 mod client;
