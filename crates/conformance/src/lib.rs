@@ -49,6 +49,7 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, leases, ack_suspended_without_wake_not_due);
         $crate::__case!($harness, leases, crashed_worker_redelivered_after_expiry);
         $crate::__case!($harness, leases, peers_claim_batch_each_leased_once);
+        $crate::__case!($harness, leases, claim_with_records_returns_what_get_reads);
         // fencing.rs
         $crate::__case!($harness, fencing, stale_step_write_after_reclaim_is_lost);
         $crate::__case!($harness, fencing, stale_ack_after_reclaim_is_lost);

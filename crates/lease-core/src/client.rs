@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::execution::{
-    Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome,
+    Acknowledged, Admission, ClaimRequest, Claimed, ExecutionRecord, WorkflowRunOutcome,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -42,6 +42,35 @@ pub trait ExecutionClient: Send + Sync {
     /// Claims up to `limit` due executions with no live lease, each with a token above every
     /// earlier token, ordered by due time then id (RFC 002 `claimDue`).
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>>;
+
+    /// [`ExecutionClient::claim_due`], returning with each lease the execution's record as it
+    /// stands right after the claim (what `get` returns at that instant), in the same order.
+    /// The dispatcher claims through this, so a delivery needs no `get` before it starts.
+    ///
+    /// The default claims, then reads each record with `get`; a lease whose record cannot be
+    /// read is released (its delivery ends unacknowledged, so the execution is delivered
+    /// again after the redelivery delay) and left out. Backends override it to return the
+    /// records from the claim's own atomic step.
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        let leases = self.claim_due(request).await?;
+        let mut claimed = Vec::with_capacity(leases.len());
+        for lease in leases {
+            match self.get(&lease.execution_id).await {
+                Ok(Some(record)) => claimed.push(Claimed { lease, record }),
+                other => {
+                    tracing::warn!(
+                        execution_id = %lease.execution_id,
+                        read = ?other.map(|r| r.is_some()),
+                        "reading a claimed execution failed; releasing it"
+                    );
+                    if let Err(e) = self.release(&lease).await {
+                        tracing::warn!(error = %e, "release failed; the lease will expire");
+                    }
+                }
+            }
+        }
+        Ok(claimed)
+    }
 
     /// Extends a current lease to `now + duration`; `Lost` for a stale token or an ended
     /// delivery (RFC 002 `renew`).

@@ -316,6 +316,19 @@ impl ExecutionRecord {
         }
     }
 
+    /// True when this record, read at or after the claim of `lease`, shows that no earlier
+    /// delivery of the execution existed: it holds `lease`'s token, no delivery ended
+    /// unacknowledged and none was acknowledged as suspended. Only holders write step
+    /// records and older tokens are refused once `lease` was issued, so then no step record
+    /// exists except those written under `lease` itself (the step driver skips its reads).
+    pub fn is_first_delivery(&self, lease: &ExecutionLease) -> bool {
+        self.id == lease.execution_id
+            && self.token == lease.token
+            && self.status == ExecutionStatus::Running
+            && self.unacknowledged_deliveries == 0
+            && !self.ever_suspended
+    }
+
     /// Records a wake request (unfenced): no-op when terminal; folded into
     /// `wake_after_claim` while a delivery is in progress; otherwise into `due_at`.
     pub fn request_wake(&mut self, at: Timestamp) {
@@ -348,6 +361,18 @@ pub struct ClaimRequest {
     pub limit: usize,
     /// Lease duration ([`crate::limits::MIN_LEASE`]..=[`crate::limits::MAX_LEASE`]).
     pub duration: Duration,
+}
+
+/// One claimed delivery and the execution's record right after the claim, as `get` would
+/// have returned it at that instant (RFC 002 `claimDue`; the record saves the runtime a
+/// `get` per claim, design.md section 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The lease of the new delivery.
+    pub lease: ExecutionLease,
+    /// The execution as it stands after the claim: status `Running`, the lease's token and
+    /// expiry.
+    pub record: ExecutionRecord,
 }
 
 impl ClaimRequest {

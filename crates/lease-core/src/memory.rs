@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
-    Acknowledged, Admission, ClaimRequest, ExecutionRecord, WorkflowRunOutcome,
+    Acknowledged, Admission, ClaimRequest, Claimed, ExecutionRecord, WorkflowRunOutcome,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -142,6 +142,15 @@ impl ExecutionClient for MemoryBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        Ok(self
+            .claim_due_with_records(request)
+            .await?
+            .into_iter()
+            .map(|c| c.lease)
+            .collect())
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let mut s = self.lock();
@@ -160,7 +169,11 @@ impl ExecutionClient for MemoryBackend {
             let token = FencingToken::new(s.last_token);
             let record = s.execution(&id)?;
             *record = record.effective(now);
-            leases.push(record.claim(now, lease_ms, token));
+            let lease = record.claim(now, lease_ms, token);
+            leases.push(Claimed {
+                lease,
+                record: record.clone(),
+            });
         }
         Ok(leases)
     }

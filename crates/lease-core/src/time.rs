@@ -18,6 +18,11 @@ use crate::limits::{MAX_LEASE, MIN_LEASE};
 pub struct Timestamp(i64);
 
 impl Timestamp {
+    /// The end of time. As a [`crate::ClaimRequest::now`] it means "claim at the backend's
+    /// own clock" (backends use `min(now, backend clock)`), which saves the `now()` round
+    /// trip before a claim (design.md section 2).
+    pub const MAX: Timestamp = Timestamp(i64::MAX);
+
     /// Wraps milliseconds since the Unix epoch.
     pub const fn from_millis(millis: i64) -> Self {
         Timestamp(millis)

@@ -410,3 +410,93 @@ pub async fn peers_claim_batch_each_leased_once<H: Harness>(ctx: Arc<Ctx<H>>) {
         assert_eq!(record.token, leases[0].token);
     }
 }
+
+/// Rule "claim_due_with_records returns what get reads right after the claim": the same
+/// leases in the same order as `claim_due` would issue, each with the effective record at
+/// that instant; a redelivered and a once-suspended execution are not first deliveries.
+pub async fn claim_with_records_returns_what_get_reads<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let b = ctx.backend();
+    for id in ["rec-b", "rec-a", "rec-released", "rec-suspended"] {
+        ctx.admit(id).await;
+    }
+    // Two complete, one is released, one acknowledged as suspended with a wake: the last
+    // two are due again.
+    let leases = ctx.claim(&b, 1000).await;
+    assert_eq!(leases.len(), 4, "all four: {leases:?}");
+    for l in &leases {
+        match l.execution_id.as_str() {
+            "rec-released" => {
+                let r = b.release(l).await.expect("release");
+                assert_eq!(r, Fenced::Accepted(()));
+            }
+            "rec-suspended" => {
+                b.request_wake(&l.execution_id, ctx.now())
+                    .await
+                    .expect("wake");
+                let ack = b
+                    .acknowledge(l, &WorkflowRunOutcome::Suspended)
+                    .await
+                    .expect("ack");
+                assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+            }
+            _ => {
+                let done = WorkflowRunOutcome::Completed(json("null"));
+                let ack = b.acknowledge(l, &done).await.expect("ack");
+                assert!(matches!(ack, Fenced::Accepted(Acknowledged::Terminal(_))));
+            }
+        }
+    }
+    ctx.admit("rec-c").await;
+    ctx.advance(ctx.policy.delay(1));
+    let expected_ids = {
+        // Due order: rec-released and rec-suspended (earlier due), then rec-c.
+        let mut due: Vec<_> = Vec::new();
+        for id in ["rec-released", "rec-suspended", "rec-c"] {
+            let r = ctx.get(id).await;
+            due.push((r.due_at.expect("due"), id.to_owned()));
+        }
+        due.sort();
+        due.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+    };
+    let peer = ctx.peer().await;
+    let claimed = peer
+        .claim_due_with_records(ClaimRequest {
+            now: lease_core::Timestamp::MAX,
+            limit: 10,
+            duration: LEASE,
+        })
+        .await
+        .expect("claim_due_with_records");
+    let got_ids: Vec<_> = claimed
+        .iter()
+        .map(|c| c.lease.execution_id.as_str().to_owned())
+        .collect();
+    assert_eq!(got_ids, expected_ids, "due time then id order");
+    for c in &claimed {
+        let id = c.lease.execution_id.as_str();
+        assert_eq!(c.record, ctx.get(id).await, "{id}: the record get reads");
+        assert_eq!(c.record.status, ExecutionStatus::Running);
+        assert_eq!(c.record.token, c.lease.token);
+        assert_eq!(c.record.lease_expires_at, Some(c.lease.expires_at));
+        assert_eq!(
+            c.lease.expires_at,
+            plus(ctx.now(), LEASE),
+            "{id}: expiry from the backend clock"
+        );
+        let first = c.record.is_first_delivery(&c.lease);
+        assert_eq!(first, id == "rec-c", "{id}: first delivery");
+    }
+    assert!(
+        claimed
+            .windows(2)
+            .all(|w| w[0].lease.token < w[1].lease.token),
+        "tokens rise in claim order"
+    );
+    let by_id: BTreeMap<_, _> = claimed
+        .iter()
+        .map(|c| (c.lease.execution_id.as_str(), &c.record))
+        .collect();
+    assert_eq!(by_id["rec-released"].unacknowledged_deliveries, 1);
+    assert!(by_id["rec-suspended"].ever_suspended);
+    ctx.assert_nothing_claimable("all claimed").await;
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lease_core::{
     Acknowledged, Admission, ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionStatus,
-    Fenced, FencingToken, HeapClient, StepWrite, WorkflowName, WorkflowRunOutcome,
+    Fenced, FencingToken, HeapClient, StepWrite, Timestamp, WorkflowName, WorkflowRunOutcome,
 };
 
 use crate::context::{Ctx, LEASE, json, just_before, key, plus, plus_ms};
@@ -474,8 +474,9 @@ pub async fn claim_respects_limit_and_order<H: Harness>(ctx: Arc<Ctx<H>>) {
 }
 
 /// Rule "claim_due uses min(request.now, backend clock)": a caller whose clock runs far
-/// ahead can take neither a live lease nor an execution not yet due on the backend clock,
-/// and its leases expire relative to the backend clock.
+/// ahead (up to [`Timestamp::MAX`], which the dispatcher sends) can take neither a live
+/// lease nor an execution not yet due on the backend clock, and its leases expire relative
+/// to the backend clock.
 pub async fn claim_with_future_now_uses_backend_clock<H: Harness>(ctx: Arc<Ctx<H>>) {
     let b = ctx.backend();
     let peer = ctx.peer().await;
@@ -497,9 +498,14 @@ pub async fn claim_with_future_now_uses_backend_clock<H: Harness>(ctx: Arc<Ctx<H
         .await
         .expect("claim_due");
     assert!(got.is_empty(), "a fast clock took {got:?}");
+    let got = ctx
+        .try_claim(&peer, Timestamp::MAX, 100, LEASE)
+        .await
+        .expect("claim_due at Timestamp::MAX");
+    assert!(got.is_empty(), "Timestamp::MAX took {got:?}");
     ctx.set_clock(plus(live.expires_at, ctx.policy.delay(1)));
     let got = ctx
-        .try_claim(&peer, far, 100, LEASE)
+        .try_claim(&peer, Timestamp::MAX, 100, LEASE)
         .await
         .expect("claim_due");
     assert_eq!(got.len(), 1, "only the expired lease: {got:?}");

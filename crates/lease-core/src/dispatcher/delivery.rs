@@ -1,6 +1,7 @@
 //! The context a worker receives for one delivery: its lease, the execution record, the
 //! clients it may use, and the cancellation signal (design.md section 4).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +35,10 @@ struct Inner {
     claimed: ExecutionLease,
     current: Mutex<ExecutionLease>,
     record: ExecutionRecord,
+    /// The record shows the first delivery: no step record can exist but this delivery's.
+    first: bool,
+    /// Step records this delivery wrote or read (records never change once written).
+    steps: Mutex<HashMap<(StepKey, u32), HeapRecord>>,
     backend: SharedBackend,
     cancel: CancellationToken,
     lost: AtomicBool,
@@ -51,7 +56,10 @@ impl std::fmt::Debug for Delivery {
 
 impl Delivery {
     /// A delivery of `record` under `lease`, cancelled by `cancel`. The dispatcher builds
-    /// these; tests and custom runtimes may too.
+    /// these; tests and custom runtimes may too. `record` must have been read at or after
+    /// the claim (as [`crate::ExecutionClient::claim_due_with_records`] returns it): when it
+    /// shows a first delivery ([`ExecutionRecord::is_first_delivery`]) the step driver reads
+    /// no step records.
     pub fn new(
         backend: SharedBackend,
         lease: ExecutionLease,
@@ -61,6 +69,8 @@ impl Delivery {
         Delivery {
             inner: Arc::new(Inner {
                 current: Mutex::new(lease.clone()),
+                first: record.is_first_delivery(&lease),
+                steps: Mutex::default(),
                 claimed: lease,
                 record,
                 backend,
@@ -146,10 +156,6 @@ impl Delivery {
         self.inner.cancel.cancel();
     }
 
-    pub(crate) fn backend(&self) -> &SharedBackend {
-        &self.inner.backend
-    }
-
     /// `Err(Lost)` or `Err(Cancelled)` when the delivery must not write any more.
     pub fn ensure_live(&self) -> Result<(), DeliveryError> {
         if self.is_lost() {
@@ -172,13 +178,52 @@ impl Delivery {
             .write_step(&self.inner.claimed, write)
             .await?
         {
-            Fenced::Accepted(record) => Ok(record),
+            Fenced::Accepted(record) => {
+                self.remember(&record);
+                Ok(record)
+            }
             Fenced::Lost => {
                 tracing::warn!(step = %write.step_key, "lost: step write refused");
                 self.mark_lost();
                 Err(DeliveryError::Lost)
             }
         }
+    }
+
+    /// The step record for (`step_key`, `attempt`) as far as this delivery needs to ask:
+    /// one it wrote or read before, none on a first delivery, else a read from the backend.
+    pub(crate) async fn known_step(
+        &self,
+        step_key: &StepKey,
+        attempt: u32,
+    ) -> crate::error::Result<Option<HeapRecord>> {
+        let key = (step_key.clone(), attempt);
+        if let Some(record) = self.lock_steps().get(&key) {
+            return Ok(Some(record.clone()));
+        }
+        if self.inner.first {
+            return Ok(None);
+        }
+        let read = self
+            .inner
+            .backend
+            .read_step(self.execution_id(), step_key, attempt)
+            .await?;
+        if let Some(record) = &read {
+            self.remember(record);
+        }
+        Ok(read)
+    }
+
+    fn remember(&self, record: &HeapRecord) {
+        self.lock_steps().insert(
+            (record.step_key.clone(), record.step_attempt),
+            record.clone(),
+        );
+    }
+
+    fn lock_steps(&self) -> std::sync::MutexGuard<'_, HashMap<(StepKey, u32), HeapRecord>> {
+        self.inner.steps.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Applies a store mutation once per (store, execution, `step_key`) receipt (RFC 002

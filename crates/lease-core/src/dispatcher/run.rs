@@ -17,7 +17,7 @@ use crate::dispatcher::error::DeliveryError;
 use crate::dispatcher::runtime::Shared;
 use crate::dispatcher::worker::Reply;
 use crate::error::{LeaseError, Result};
-use crate::execution::{Acknowledged, WorkflowRunOutcome};
+use crate::execution::{Acknowledged, Claimed, WorkflowRunOutcome};
 use crate::lease::{ExecutionLease, Fenced};
 
 /// Attempts for an acknowledgement or release that fails with a retryable error.
@@ -61,35 +61,21 @@ enum Ended {
     Panicked(String),
 }
 
-pub(crate) async fn run_delivery(shared: Arc<Shared>, lease: ExecutionLease, slot: SlotGuard) {
+pub(crate) async fn run_delivery(shared: Arc<Shared>, claimed: Claimed, slot: SlotGuard) {
     let span = tracing::info_span!(
         "delivery",
-        execution_id = %lease.execution_id,
-        token = lease.token.get()
+        execution_id = %claimed.lease.execution_id,
+        token = claimed.lease.token.get()
     );
-    deliver(shared, lease, slot).instrument(span).await;
+    deliver(shared, claimed, slot).instrument(span).await;
 }
 
-async fn deliver(shared: Arc<Shared>, lease: ExecutionLease, _slot: SlotGuard) {
+async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard) {
+    let Claimed { lease, record } = claimed;
     tracing::info!(expires_at = lease.expires_at.as_millis(), "claim");
-    let record = match shared.backend.get(&lease.execution_id).await {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            shared.metrics.backend_error();
-            tracing::error!("claimed execution has no record; releasing");
-            release(&shared, &lease).await;
-            return;
-        }
-        Err(e) => {
-            shared.metrics.backend_error();
-            tracing::warn!(error = %e, "reading the claimed execution failed; releasing");
-            release(&shared, &lease).await;
-            return;
-        }
-    };
     let delivery = Delivery::new(
         shared.backend.clone(),
-        lease.clone(),
+        lease,
         record,
         shared.root.child_token(),
     );

@@ -17,7 +17,8 @@ use crate::dispatcher::options::DispatcherOptions;
 use crate::dispatcher::run::{SlotGuard, run_delivery};
 use crate::dispatcher::worker::Worker;
 use crate::error::{LeaseError, Result};
-use crate::execution::ClaimRequest;
+use crate::execution::{ClaimRequest, Claimed};
+use crate::time::Timestamp;
 
 /// State shared by the claim loop and every delivery of one dispatcher.
 pub(crate) struct Shared {
@@ -192,12 +193,12 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         let want = free.min(opts.get_claim_batch());
         let mut got = 0;
         match claim(&shared, want).await {
-            Ok(leases) => {
-                got = leases.len();
+            Ok(claims) => {
+                got = claims.len();
                 shared.metrics.claimed(got);
-                for lease in leases {
+                for claimed in claims {
                     let slot = SlotGuard::new(shared.clone());
-                    deliveries.spawn(run_delivery(shared.clone(), lease, slot));
+                    deliveries.spawn(run_delivery(shared.clone(), claimed, slot));
                 }
             }
             Err(e) => {
@@ -218,12 +219,14 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     drain(&shared, deliveries).await
 }
 
-async fn claim(shared: &Shared, limit: usize) -> Result<Vec<crate::lease::ExecutionLease>> {
-    let now = shared.backend.now().await?;
+/// One claim round trip: `now` is [`Timestamp::MAX`], so the backend claims at its own
+/// clock (it uses `min(now, backend clock)`) without a `now()` call first, and the records
+/// come back with the leases.
+async fn claim(shared: &Shared, limit: usize) -> Result<Vec<Claimed>> {
     shared
         .backend
-        .claim_due(ClaimRequest {
-            now,
+        .claim_due_with_records(ClaimRequest {
+            now: Timestamp::MAX,
             limit,
             duration: shared.options.get_lease_duration(),
         })

@@ -39,10 +39,7 @@ impl Delivery {
     {
         let step_key = StepKey::new(key)?;
         self.ensure_live()?;
-        if let Some(record) = self
-            .backend()
-            .read_step(self.execution_id(), &step_key, STEP_ATTEMPT)
-            .await?
+        if let Some(record) = self.known_step(&step_key, STEP_ATTEMPT).await?
             && record.done
         {
             tracing::debug!(step = %step_key, "step replayed");
