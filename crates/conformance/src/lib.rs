@@ -73,6 +73,7 @@ macro_rules! conformance_tests {
             fencing,
             stale_renew_and_release_race_reclaim_atomically
         );
+        $crate::__case!($harness, fencing, ack_batch_fences_each_item);
         // redelivery.rs
         $crate::__case!($harness, redelivery, release_increments_unacked_and_delays);
         $crate::__case!($harness, redelivery, repeated_release_delays_never_shrink);
@@ -166,6 +167,7 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, bad_input, malformed_json_rejected);
         $crate::__case!($harness, bad_input, request_wake_unknown_execution_rejected);
         $crate::__case!($harness, bad_input, start_existing_target_rejected);
+        $crate::__case!($harness, bad_input, ack_batch_bad_input_changes_nothing);
         // dispatcher.rs lists its own cases.
         $crate::__dispatcher_cases!($harness);
     };

@@ -13,14 +13,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lease_conformance::{Ctx, Harness, cases, run_case};
+use lease_core::execution::check_ack_batch;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient, HeapRecord, Json,
-    LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result, StartClient, StartRequest,
-    Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreOutcome,
-    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, Clock, ExecutionClient,
+    ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken,
+    HeapClient, HeapRecord, Json, LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result,
+    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
+    StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
 };
 
 /// No flaw.
@@ -88,6 +89,13 @@ const CREATE_CHECK_THEN_WRITE: u8 = 29;
 const CLAIM_SWEEPS_EXPIRED: u8 = 30;
 /// release of an expired lease counts the expiry and the release (two deliveries).
 const RELEASE_COUNTS_EXPIRY_TOO: u8 = 31;
+
+/// claim_due_with_records returns each record as read before the claim.
+const CLAIM_RECORD_BEFORE_CLAIM: u8 = 32;
+/// acknowledge_batch applies every item without checking its token.
+const ACK_BATCH_UNFENCED: u8 = 33;
+/// acknowledge_batch applies items one by one, so a bad item leaves earlier ones applied.
+const ACK_BATCH_PARTIAL: u8 = 34;
 
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
@@ -333,6 +341,58 @@ impl<const F: u8> ExecutionClient for Lab<F> {
             record.unacknowledged_deliveries -= 1;
         }
         Ok(Fenced::Accepted(()))
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        let before: Vec<ExecutionRecord> = if F == CLAIM_RECORD_BEFORE_CLAIM {
+            self.lock().executions.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let mut claimed = Vec::new();
+        for lease in self.claim_due(request).await? {
+            let record = match before.iter().find(|r| r.id == lease.execution_id) {
+                Some(r) => r.clone(),
+                None => self
+                    .get(&lease.execution_id)
+                    .await?
+                    .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?,
+            };
+            claimed.push(Claimed { lease, record });
+        }
+        Ok(claimed)
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        if F != ACK_BATCH_PARTIAL {
+            let s = self.lock();
+            for ack in acks {
+                let record = s
+                    .executions
+                    .get(&ack.lease.execution_id)
+                    .ok_or_else(|| LeaseError::UnknownExecution(ack.lease.execution_id.clone()))?;
+                self.holds(record, &ack.lease)?;
+            }
+        }
+        let mut results = Vec::with_capacity(acks.len());
+        for ack in acks {
+            if F == ACK_BATCH_UNFENCED {
+                let now = self.now_ms();
+                let mut s = self.lock();
+                if let Some(record) = s.executions.get_mut(&ack.lease.execution_id) {
+                    record.status = ExecutionStatus::Running;
+                    record.token = ack.lease.token;
+                    results.push(Fenced::Accepted(record.acknowledge(now, &ack.outcome)));
+                    continue;
+                }
+            }
+            results.push(self.acknowledge(&ack.lease, &ack.outcome).await?);
+        }
+        Ok(results)
     }
 
     async fn acknowledge(
@@ -852,4 +912,19 @@ caught_by!(
     release_counts_expiry_too,
     RELEASE_COUNTS_EXPIRY_TOO,
     [semantics::end_after_expiry_without_reclaim_counts_once,]
+);
+caught_by!(
+    claim_record_before_claim,
+    CLAIM_RECORD_BEFORE_CLAIM,
+    [leases::claim_with_records_returns_what_get_reads]
+);
+caught_by!(
+    ack_batch_unfenced,
+    ACK_BATCH_UNFENCED,
+    [fencing::ack_batch_fences_each_item]
+);
+caught_by!(
+    ack_batch_partial,
+    ACK_BATCH_PARTIAL,
+    [bad_input::ack_batch_bad_input_changes_nothing]
 );

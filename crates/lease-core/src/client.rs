@@ -10,7 +10,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::execution::{
-    Acknowledged, Admission, ClaimRequest, Claimed, ExecutionRecord, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionRecord,
+    WorkflowRunOutcome, check_ack_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -91,6 +92,57 @@ pub trait ExecutionClient: Send + Sync {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>>;
+
+    /// Acknowledges several deliveries in one call; the dispatcher sends the
+    /// acknowledgements that queue up while one is in flight this way (design.md section 4).
+    /// Each item is checked and applied exactly as [`ExecutionClient::acknowledge`] would:
+    /// atomically with its own fencing check, independently of the others (one `Lost`
+    /// refuses nothing else). Results come back in the items' order.
+    ///
+    /// More than [`crate::limits::MAX_ACK_BATCH`] items or one execution twice:
+    /// `InvalidInput`, nothing changes. On any error except
+    /// [`crate::LeaseError::OutcomeUnknown`] no item was applied; after `OutcomeUnknown`
+    /// any of them may have been.
+    ///
+    /// The default validates, reads each execution to reject an unknown execution or a
+    /// foreign token before any write, then acknowledges item by item; an error after the
+    /// first item is reported as `OutcomeUnknown` (earlier items were applied). Backends
+    /// override it to apply the whole batch in one atomic step (one transaction, statement
+    /// or script).
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        for ack in acks {
+            let id = &ack.lease.execution_id;
+            let record = self
+                .get(id)
+                .await?
+                .ok_or_else(|| crate::LeaseError::UnknownExecution(id.clone()))?;
+            // Tokens only rise, so a token above the latest one read is foreign now.
+            record.holds(&ack.lease)?;
+        }
+        let mut results = Vec::with_capacity(acks.len());
+        for (i, ack) in acks.iter().enumerate() {
+            match self.acknowledge(&ack.lease, &ack.outcome).await {
+                Ok(r) => results.push(r),
+                Err(e) if i == 0 => return Err(e),
+                Err(e) => {
+                    return Err(crate::LeaseError::OutcomeUnknown {
+                        backend: "acknowledge_batch",
+                        operation: "acknowledge_batch",
+                        source: format!(
+                            "item {i} of {} failed after earlier items were applied: {e}",
+                            acks.len()
+                        )
+                        .into(),
+                    });
+                }
+            }
+        }
+        Ok(results)
+    }
 
     /// The backend's authoritative clock (design.md section 2).
     async fn now(&self) -> Result<Timestamp>;

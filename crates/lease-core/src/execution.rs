@@ -375,6 +375,41 @@ pub struct Claimed {
     pub record: ExecutionRecord,
 }
 
+/// One acknowledgement of a batch (RFC 002 `acknowledge`: a lease and its outcome).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledgement {
+    /// The lease of the delivery being acknowledged.
+    pub lease: ExecutionLease,
+    /// Its outcome.
+    pub outcome: WorkflowRunOutcome,
+}
+
+/// Validates a batch for `acknowledge_batch` before anything is written: at most
+/// [`crate::limits::MAX_ACK_BATCH`] items, each execution at most once (so every item's
+/// result is independent of the order within the batch).
+pub fn check_ack_batch(acks: &[Acknowledgement]) -> Result<()> {
+    if acks.len() > crate::limits::MAX_ACK_BATCH {
+        return Err(LeaseError::invalid(
+            "acknowledgements",
+            format!(
+                "{} items, over the limit of {}",
+                acks.len(),
+                crate::limits::MAX_ACK_BATCH
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(acks.len());
+    for ack in acks {
+        if !seen.insert(&ack.lease.execution_id) {
+            return Err(LeaseError::invalid(
+                "acknowledgements",
+                format!("execution {} appears twice", ack.lease.execution_id),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl ClaimRequest {
     /// Validates the limit and duration; returns the lease length in milliseconds.
     pub fn validate(&self) -> Result<i64> {

@@ -30,8 +30,8 @@ pub use dispatcher::{
 };
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
-    Acknowledged, Admission, ClaimRequest, Claimed, ExecutionOutcome, ExecutionRecord,
-    ExecutionStatus, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionOutcome,
+    ExecutionRecord, ExecutionStatus, WorkflowRunOutcome,
 };
 pub use heap::{HeapRecord, StepWrite};
 pub use ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};

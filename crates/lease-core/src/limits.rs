@@ -8,6 +8,8 @@ pub const MAX_ID_BYTES: usize = 255;
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 /// Largest `limit` accepted by `claim_due`.
 pub const MAX_CLAIM_LIMIT: usize = 1000;
+/// Most acknowledgements accepted by one `acknowledge_batch`.
+pub const MAX_ACK_BATCH: usize = 1000;
 /// Shortest lease (and renewal) duration.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);
 /// Longest lease (and renewal) duration: one day.

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
-    Acknowledged, Admission, ClaimRequest, Claimed, ExecutionRecord, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionRecord,
+    WorkflowRunOutcome, check_ack_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -215,6 +216,27 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => Fenced::Accepted(record.acknowledge(now, outcome)),
             None => Fenced::Lost,
         })
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        let now = self.clock.now();
+        let mut s = self.lock();
+        // Check every item before the first write: an error changes nothing.
+        for ack in acks {
+            s.held(&ack.lease)?;
+        }
+        let mut results = Vec::with_capacity(acks.len());
+        for ack in acks {
+            results.push(match s.held(&ack.lease)? {
+                Some(record) => Fenced::Accepted(record.acknowledge(now, &ack.outcome)),
+                None => Fenced::Lost,
+            });
+        }
+        Ok(results)
     }
 
     async fn now(&self) -> Result<Timestamp> {

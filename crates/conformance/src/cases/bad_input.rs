@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::limits::{MAX_CLAIM_LIMIT, MAX_ID_BYTES, MAX_LEASE, MAX_PAYLOAD_BYTES, MIN_LEASE};
+use lease_core::limits::{
+    MAX_ACK_BATCH, MAX_CLAIM_LIMIT, MAX_ID_BYTES, MAX_LEASE, MAX_PAYLOAD_BYTES, MIN_LEASE,
+};
 use lease_core::{
-    Admission, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, Fenced,
-    FencingToken, HeapClient, Json, LeaseError, RequestId, Result, StartClient, StartRequest,
-    StepKey, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, WorkflowName,
+    Acknowledgement, Admission, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
+    Fenced, FencingToken, HeapClient, Json, LeaseError, RequestId, Result, StartClient,
+    StartRequest, StepKey, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, WorkflowName,
     WorkflowRunOutcome,
 };
 
@@ -471,4 +473,54 @@ pub async fn start_existing_target_rejected<H: Harness>(ctx: Arc<Ctx<H>>) {
     let started = b.start(&request).await.expect("start");
     assert!(started.created, "the failed start recorded nothing");
     assert_eq!(started.target, ctx.id("free"));
+}
+
+/// Bad input in `acknowledge_batch`: one execution twice, more than
+/// [`lease_core::limits::MAX_ACK_BATCH`] items, and a foreign token or unknown execution
+/// after a valid item are typed errors, and the valid items are not applied either.
+pub async fn ack_batch_bad_input_changes_nothing<H: Harness>(ctx: Arc<Ctx<H>>) {
+    ctx.admit("a").await;
+    let la = ctx.claim_one("a").await;
+    ctx.admit("b").await;
+    let lb = ctx.claim_one("b").await;
+    let b = ctx.backend();
+    let before = (ctx.snapshot("a").await, ctx.snapshot("b").await);
+    let ack = |lease: &ExecutionLease| Acknowledgement {
+        lease: lease.clone(),
+        outcome: WorkflowRunOutcome::Completed(json("1")),
+    };
+    assert_invalid(
+        b.acknowledge_batch(&[ack(&la), ack(&lb), ack(&la)]).await,
+        "one execution twice",
+    );
+    let many = vec![ack(&la); MAX_ACK_BATCH + 1];
+    assert_invalid(b.acknowledge_batch(&many).await, "over MAX_ACK_BATCH");
+    let forged = ExecutionLease {
+        execution_id: ctx.id("a"),
+        token: lb.token,
+        expires_at: lb.expires_at,
+    };
+    let r = b.acknowledge_batch(&[ack(&lb), ack(&forged)]).await;
+    assert!(
+        matches!(&r, Err(LeaseError::ForeignToken { execution, .. }) if execution.as_str() == "a"),
+        "foreign token: {r:?}"
+    );
+    let unknown = ExecutionLease {
+        execution_id: ctx.id("never-admitted"),
+        token: la.token,
+        expires_at: la.expires_at,
+    };
+    let r = b.acknowledge_batch(&[ack(&lb), ack(&unknown)]).await;
+    assert!(
+        matches!(&r, Err(LeaseError::UnknownExecution(id)) if id.as_str() == "never-admitted"),
+        "unknown execution: {r:?}"
+    );
+    assert_eq!(ctx.snapshot("a").await, before.0, "a changed");
+    assert_eq!(ctx.snapshot("b").await, before.1, "b changed");
+    // Both leases still hold and a valid batch goes through.
+    let ok = b
+        .acknowledge_batch(&[ack(&la), ack(&lb)])
+        .await
+        .expect("valid batch");
+    assert!(ok.iter().all(|r| !r.is_lost()), "{ok:?}");
 }

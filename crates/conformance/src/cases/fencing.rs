@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lease_core::{
-    Acknowledged, ClaimRequest, ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionStatus,
-    Fenced, HeapClient, HeapRecord, RequestId, StartClient, StartRequest, StoreClient, StoreId,
-    StoreKey, StoreOp, StoreOutcome, StoreReceipt, WorkflowName, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, ClaimRequest, ExecutionClient, ExecutionLease, ExecutionOutcome,
+    ExecutionStatus, Fenced, HeapClient, HeapRecord, RequestId, StartClient, StartRequest,
+    StoreClient, StoreId, StoreKey, StoreOp, StoreOutcome, StoreReceipt, WorkflowName,
+    WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -673,4 +674,104 @@ pub async fn stale_renew_and_release_race_reclaim_atomically<H: Harness>(ctx: Ar
         }
         assert!(ctx.get(&id).await.status.is_terminal(), "round {round}");
     }
+}
+
+/// Rule "acknowledge_batch applies each item as acknowledge would": a stale item is `Lost`
+/// and changes nothing, the current items are applied (outcome, suspension with the wake
+/// requested during the delivery), results in order, and a second batch of the same leases
+/// is all `Lost` (their deliveries ended).
+pub async fn ack_batch_fences_each_item<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let b = ctx.backend();
+    for id in ["batch-done", "batch-stale", "batch-wait"] {
+        ctx.admit(id).await;
+    }
+    let leases = ctx.claim(&b, 10).await;
+    assert_eq!(leases.len(), 3);
+    let lease = |id: &str| {
+        leases
+            .iter()
+            .find(|l| l.execution_id.as_str() == id)
+            .cloned()
+            .expect("claimed")
+    };
+    let (done, stale, wait) = (
+        lease("batch-done"),
+        lease("batch-stale"),
+        lease("batch-wait"),
+    );
+    // Renew the other two so only batch-stale expires and is reclaimed.
+    ctx.advance(LEASE / 2);
+    for l in [&done, &wait] {
+        assert!(!b.renew(l, LEASE).await.expect("renew").is_lost());
+    }
+    let wake_at = plus(ctx.now(), LEASE * 10);
+    b.request_wake(&wait.execution_id, wake_at)
+        .await
+        .expect("wake");
+    let (_peer, current) = ctx.reclaim(&stale).await;
+    let stale_before = ctx.snapshot("batch-stale").await;
+    let batch = [
+        Acknowledgement {
+            lease: done.clone(),
+            outcome: completed(r#""done""#),
+        },
+        Acknowledgement {
+            lease: stale.clone(),
+            outcome: completed(r#""stale""#),
+        },
+        Acknowledgement {
+            lease: wait.clone(),
+            outcome: WorkflowRunOutcome::Suspended,
+        },
+    ];
+    let results = b
+        .acknowledge_batch(&batch)
+        .await
+        .expect("acknowledge_batch");
+    assert_eq!(
+        results,
+        vec![
+            Fenced::Accepted(Acknowledged::Terminal(ExecutionOutcome::Completed(json(
+                r#""done""#
+            )))),
+            Fenced::Lost,
+            Fenced::Accepted(Acknowledged::Suspended),
+        ]
+    );
+    assert_eq!(
+        ctx.snapshot("batch-stale").await,
+        stale_before,
+        "stale item"
+    );
+    let record = ctx.get("batch-stale").await;
+    assert_eq!(record.status, ExecutionStatus::Running);
+    assert_eq!(record.token, current.token);
+    let record = ctx.get("batch-done").await;
+    assert_eq!(record.status, ExecutionStatus::Completed);
+    assert_eq!(
+        record.outcome,
+        Some(ExecutionOutcome::Completed(json(r#""done""#)))
+    );
+    assert_eq!(record.unacknowledged_deliveries, 0);
+    let record = ctx.get("batch-wait").await;
+    assert_eq!(record.status, ExecutionStatus::Suspended);
+    assert_eq!(record.due_at, Some(wake_at), "the wake from the delivery");
+    assert!(record.ever_suspended);
+    // The same batch again: every delivery has ended.
+    let after = (
+        ctx.snapshot("batch-done").await,
+        ctx.snapshot("batch-wait").await,
+    );
+    let again = b
+        .acknowledge_batch(&batch)
+        .await
+        .expect("acknowledge_batch");
+    assert_eq!(again, vec![Fenced::Lost; 3]);
+    assert_eq!(ctx.snapshot("batch-done").await, after.0);
+    assert_eq!(ctx.snapshot("batch-wait").await, after.1);
+    assert_eq!(ctx.snapshot("batch-stale").await, stale_before);
+    assert_eq!(
+        b.acknowledge_batch(&[]).await.expect("empty batch"),
+        Vec::new()
+    );
 }
