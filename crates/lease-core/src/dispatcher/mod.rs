@@ -9,6 +9,7 @@
 //! }, DispatcherOptions::new().concurrency(8))?;
 //! ```
 
+mod acks;
 pub mod delivery;
 pub mod error;
 pub mod metrics;
@@ -26,5 +27,7 @@ pub use runtime::{Dispatcher, ShutdownReport};
 pub use step::STEP_ATTEMPT;
 pub use worker::{Reply, Worker};
 
+#[cfg(all(test, feature = "memory"))]
+mod probe_tests;
 #[cfg(all(test, feature = "memory"))]
 mod tests;

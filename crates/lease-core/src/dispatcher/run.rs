@@ -12,12 +12,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::dispatcher::acks;
 use crate::dispatcher::delivery::Delivery;
 use crate::dispatcher::error::DeliveryError;
 use crate::dispatcher::runtime::Shared;
 use crate::dispatcher::worker::Reply;
 use crate::error::{LeaseError, Result};
-use crate::execution::{Acknowledged, Claimed, WorkflowRunOutcome};
+use crate::execution::{Acknowledged, Acknowledgement, Claimed, WorkflowRunOutcome};
 use crate::lease::{ExecutionLease, Fenced};
 
 /// Attempts for an acknowledgement or release that fails with a retryable error.
@@ -118,7 +119,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard) {
             }
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
-            acknowledge(&shared, &delivery.lease(), &outcome).await;
+            acknowledge(&shared, &delivery.lease(), outcome).await;
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
@@ -174,11 +175,12 @@ async fn renew_loop(shared: Arc<Shared>, delivery: Delivery, stop: CancellationT
     }
 }
 
-async fn acknowledge(shared: &Shared, lease: &ExecutionLease, outcome: &WorkflowRunOutcome) {
-    let result = with_retries(shared, "acknowledge", || {
-        shared.backend.acknowledge(lease, outcome)
-    })
-    .await;
+async fn acknowledge(shared: &Arc<Shared>, lease: &ExecutionLease, outcome: WorkflowRunOutcome) {
+    let ack = Acknowledgement {
+        lease: lease.clone(),
+        outcome,
+    };
+    let result = acks::acknowledge(shared, ack).await;
     match result {
         Some(Fenced::Accepted(ack)) => {
             shared.metrics.acknowledged();
@@ -213,7 +215,11 @@ async fn release(shared: &Shared, lease: &ExecutionLease) {
 
 /// Runs a fenced dispatcher write, retrying errors that certainly changed nothing. `None`
 /// when it failed: the lease is then left to expire and the execution is delivered again.
-async fn with_retries<'a, T, F, Fut>(shared: &Shared, operation: &str, mut call: F) -> Option<T>
+pub(crate) async fn with_retries<'a, T, F, Fut>(
+    shared: &Shared,
+    operation: &str,
+    mut call: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, LeaseError>> + 'a,

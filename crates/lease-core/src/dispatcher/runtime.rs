@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::dispatcher::acks::AckQueue;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::DispatcherOptions;
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     /// Set when the dispatcher was dropped or aborted: no further fenced write at all.
     pub(crate) killed: AtomicBool,
     grace: Mutex<Duration>,
+    /// Acknowledgements waiting for the one in flight (sent as one batch).
+    pub(crate) acks: AckQueue,
 }
 
 /// What a graceful shutdown did.
@@ -100,6 +103,7 @@ impl Dispatcher {
             release_cancelled: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             grace: Mutex::new(Duration::ZERO),
+            acks: AckQueue::default(),
         });
         let main = handle.spawn(claim_loop(shared.clone()).instrument(tracing::info_span!(
             "dispatcher",
@@ -149,6 +153,12 @@ impl Dispatcher {
                 ..ShutdownReport::default()
             },
         }
+    }
+
+    /// Acknowledgements waiting behind the one in flight.
+    #[cfg(test)]
+    pub(crate) fn queued_acks(&self) -> usize {
+        self.shared.acks.queued()
     }
 
     /// Hard stop, as if the process died: every worker is cancelled at once and makes no
