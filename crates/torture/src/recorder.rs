@@ -11,10 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lease_conformance::history::{Op, OpKind, OpResult};
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend,
-    LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
+    LeaseBackend, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite,
+    StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp,
     WorkflowRunOutcome,
 };
 
@@ -26,6 +26,20 @@ pub fn error_result(e: &LeaseError) -> OpResult {
         OpResult::Failed
     } else {
         OpResult::Unknown
+    }
+}
+
+/// The claim's lease duration in ms, as the history log keeps it.
+fn duration_ms(request: &ClaimRequest) -> i64 {
+    i64::try_from(request.duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How an acknowledgement's result is logged.
+fn ack_result(result: &Result<Fenced<Acknowledged>>) -> OpResult {
+    match result {
+        Ok(Fenced::Accepted(_)) => OpResult::Accepted,
+        Ok(Fenced::Lost) => OpResult::Lost,
+        Err(e) => error_result(e),
     }
 }
 
@@ -82,6 +96,46 @@ impl Recorder {
         }
     }
 
+    /// Logs one accepted claim per lease, all with the claim call's start and end.
+    fn log_claims<'a>(
+        &self,
+        start_us: i64,
+        duration_ms: i64,
+        leases: impl Iterator<Item = &'a ExecutionLease>,
+    ) {
+        let end_us = now_us();
+        for lease in leases {
+            let seq = self.log.next_seq();
+            let mut op = self.op(
+                &lease.execution_id,
+                lease.token.get(),
+                start_us,
+                OpKind::Claim {
+                    expires_at: lease.expires_at.as_millis(),
+                    duration_ms,
+                },
+            );
+            op.end_us = end_us;
+            op.result = OpResult::Accepted;
+            self.log.record(seq, op);
+        }
+    }
+
+    /// Logs the invocation of an acknowledgement; returns its sequence number and op.
+    fn invoke_ack(&self, lease: &ExecutionLease, outcome: &WorkflowRunOutcome) -> (u64, Op) {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::Acknowledge {
+                outcome: outcome_text(outcome),
+            },
+        );
+        self.log.invoke(seq, &op);
+        (seq, op)
+    }
+
     fn finish(&self, seq: u64, mut op: Op, result: OpResult) {
         op.end_us = now_us();
         op.result = result;
@@ -108,26 +162,21 @@ impl ExecutionClient for Recorder {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let duration_ms = i64::try_from(request.duration.as_millis()).unwrap_or(i64::MAX);
+        let duration_ms = duration_ms(&request);
         let start_us = now_us();
         let result = self.inner.claim_due(request).await;
-        let end_us = now_us();
         if let Ok(leases) = &result {
-            for lease in leases {
-                let seq = self.log.next_seq();
-                let mut op = self.op(
-                    &lease.execution_id,
-                    lease.token.get(),
-                    start_us,
-                    OpKind::Claim {
-                        expires_at: lease.expires_at.as_millis(),
-                        duration_ms,
-                    },
-                );
-                op.end_us = end_us;
-                op.result = OpResult::Accepted;
-                self.log.record(seq, op);
-            }
+            self.log_claims(start_us, duration_ms, leases.iter());
+        }
+        result
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        let duration_ms = duration_ms(&request);
+        let start_us = now_us();
+        let result = self.inner.claim_due_with_records(request).await;
+        if let Ok(claims) = &result {
+            self.log_claims(start_us, duration_ms, claims.iter().map(|c| &c.lease));
         }
         result
     }
@@ -190,23 +239,31 @@ impl ExecutionClient for Recorder {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
-        let seq = self.log.next_seq();
-        let op = self.op(
-            &lease.execution_id,
-            lease.token.get(),
-            now_us(),
-            OpKind::Acknowledge {
-                outcome: outcome_text(outcome),
-            },
-        );
-        self.log.invoke(seq, &op);
+        let (seq, op) = self.invoke_ack(lease, outcome);
         let result = self.inner.acknowledge(lease, outcome).await;
-        let r = match &result {
-            Ok(Fenced::Accepted(_)) => OpResult::Accepted,
-            Ok(Fenced::Lost) => OpResult::Lost,
-            Err(e) => error_result(e),
-        };
-        self.finish(seq, op, r);
+        self.finish(seq, op, ack_result(&result));
+        result
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        let invoked: Vec<_> = acks
+            .iter()
+            .map(|a| self.invoke_ack(&a.lease, &a.outcome))
+            .collect();
+        let result = self.inner.acknowledge_batch(acks).await;
+        for (i, (seq, op)) in invoked.into_iter().enumerate() {
+            let r = match &result {
+                Ok(results) => match results.get(i) {
+                    Some(r) => ack_result(&Ok(r.clone())),
+                    None => OpResult::Unknown,
+                },
+                Err(e) => error_result(e),
+            };
+            self.finish(seq, op, r);
+        }
         result
     }
 
