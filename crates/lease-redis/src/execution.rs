@@ -6,31 +6,42 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, LeaseError, Result, Timestamp,
-    WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result, Timestamp, WorkflowRunOutcome,
 };
 use redis::Value;
 
+use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::{MAX_EXACT_MS, exact_time};
+use crate::wire::exact_time;
 
-/// Interprets the status words every fenced script shares: `Ok(true)` for `lost`,
-/// `Ok(false)` for the words the caller handles (`ok`, `new`, `existing`), or the typed error
-/// for `unknown` (no such execution), `zero` (token 0) and `foreign` (a token above the
-/// execution's own).
-pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Result<bool> {
+/// The typed error for the refusal words every fenced script shares: `unknown` (no such
+/// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
+/// for any other word.
+pub(crate) fn refusal(status: &str, lease: &ExecutionLease) -> Option<LeaseError> {
     match status {
-        "lost" => Ok(true),
-        "unknown" => Err(LeaseError::UnknownExecution(lease.execution_id.clone())),
-        "zero" => Err(LeaseError::invalid("lease token", "0 is never issued")),
-        "foreign" => Err(LeaseError::ForeignToken {
+        "unknown" => Some(LeaseError::UnknownExecution(lease.execution_id.clone())),
+        "zero" => Some(LeaseError::invalid("lease token", "0 is never issued")),
+        "foreign" => Some(LeaseError::ForeignToken {
             execution: lease.execution_id.clone(),
             token: lease.token,
         }),
+        _ => None,
+    }
+}
+
+/// Interprets the status words every fenced script shares: `Ok(true)` for `lost`,
+/// `Ok(false)` for the words the caller handles (`ok`, `new`, `existing`), or the
+/// [`refusal`] error.
+pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Result<bool> {
+    if let Some(e) = refusal(status, lease) {
+        return Err(e);
+    }
+    match status {
+        "lost" => Ok(true),
         "ok" | "new" | "existing" => Ok(false),
         other => Err(reply.unexpected(other)),
     }
@@ -149,48 +160,19 @@ impl ExecutionClient for RedisBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        const OP: &str = "claim_due";
-        let lease_ms = request.validate()?;
-        let requested = request.now.as_millis();
-        // A caller's now beyond the exact range is later than any clock: min() ignores it.
-        let requested = if requested > MAX_EXACT_MS {
-            String::new()
-        } else {
-            exact_time("claim now", request.now)?.to_string()
-        };
-        let v = self
-            .eval(
-                OP,
-                Access::Write,
-                &SCRIPTS.claim_due,
-                &[
-                    requested.as_bytes(),
-                    request.limit.to_string().as_bytes(),
-                    lease_ms.to_string().as_bytes(),
-                ],
-            )
-            .await?;
-        let reply = Reply::new(OP);
-        let items = reply.array(v)?;
-        if items.len() % 3 != 0 || items.len() / 3 > request.limit {
-            return Err(reply.unexpected(&format!("{} elements", items.len())));
-        }
-        let mut leases = Vec::with_capacity(items.len() / 3);
-        let mut items = items.into_iter();
-        while let Some(id) = items.next() {
-            let execution_id = reply.execution_id(id)?;
-            let token: u64 = reply.number(reply.next(&mut items, "token")?, "token")?;
-            let expires: i64 = reply.number(reply.next(&mut items, "expiry")?, "expiry")?;
-            if token == 0 {
-                return Err(reply.unexpected("token 0"));
-            }
-            leases.push(ExecutionLease {
-                execution_id,
-                token: FencingToken::new(token),
-                expires_at: Timestamp::from_millis(expires),
-            });
-        }
-        Ok(leases)
+        let claimed = self.claim(request, false).await?;
+        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        self.claim(request, true)
+            .await?
+            .into_iter()
+            .map(|(lease, record)| match record {
+                Some(record) => Ok(Claimed { lease, record }),
+                None => Err(Reply::new("claim_due_with_records").unexpected("no record")),
+            })
+            .collect()
     }
 
     async fn renew(
@@ -256,19 +238,7 @@ impl ExecutionClient for RedisBackend {
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
         const OP: &str = "acknowledge";
-        let (kind, value, acknowledged) = match outcome {
-            WorkflowRunOutcome::Suspended => ("suspended", "", Acknowledged::Suspended),
-            WorkflowRunOutcome::Completed(v) => (
-                "completed",
-                v.as_str(),
-                Acknowledged::Terminal(ExecutionOutcome::Completed(v.clone())),
-            ),
-            WorkflowRunOutcome::Failed(v) => (
-                "failed",
-                v.as_str(),
-                Acknowledged::Terminal(ExecutionOutcome::Failed(v.clone())),
-            ),
-        };
+        let (kind, value) = outcome_args(outcome);
         let v = self
             .eval(
                 OP,
@@ -286,9 +256,16 @@ impl ExecutionClient for RedisBackend {
         let (status, _) = reply.status(v)?;
         match (is_lost(reply, &status, lease)?, status.as_str()) {
             (true, _) => Ok(Fenced::Lost),
-            (false, "ok") => Ok(Fenced::Accepted(acknowledged)),
+            (false, "ok") => Ok(Fenced::Accepted(acknowledged(outcome))),
             (false, other) => Err(reply.unexpected(other)),
         }
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        self.ack_batch(acks).await
     }
 
     async fn now(&self) -> Result<Timestamp> {

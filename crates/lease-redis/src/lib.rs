@@ -49,6 +49,17 @@
 //!   `ready`, then claims from `ready`, re-checking each record in full. The redelivery gate
 //!   is evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call, so all
 //!   handles on a namespace must use the same policy.
+//! - **Claims with records.** `claim_due_with_records` runs the claim script with a flag
+//!   that makes it append, after each claimed lease, the execution's hash as it stands right
+//!   after the claim (an `HGETALL` inside the script, no extra round trip): the record `get`
+//!   reads at that instant. `claim_due` leaves the flag off, so its reply stays ids, tokens
+//!   and expiries.
+//! - **Batched acknowledgements.** `acknowledge_batch` is one script: it loads and checks
+//!   every item first (unknown execution, token 0, foreign token: the typed error of the
+//!   first such item, nothing written), then acknowledges each held item exactly as
+//!   `acknowledge` does (the two scripts share `lua/ack.lua`), at one clock reading; a
+//!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
+//!   between, so a concurrent claim sees either none or all of a batch.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
@@ -92,7 +103,9 @@
 //! [`LeaseError::Protocol`]: lease_core::LeaseError::Protocol
 //! [`LeaseError::UnsafeConfiguration`]: lease_core::LeaseError::UnsafeConfiguration
 
+mod ack;
 mod backend;
+mod claim;
 mod config;
 mod errors;
 mod execution;
@@ -130,5 +143,10 @@ pub mod raw {
     /// `acknowledge`.
     pub fn acknowledge() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge
+    }
+    /// `acknowledge_batch`: four arguments per item after `ARGV[2]` (id, token, outcome
+    /// kind, outcome JSON), as documented at the top of `lua/acknowledge_batch.lua`.
+    pub fn acknowledge_batch() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.acknowledge_batch
     }
 }

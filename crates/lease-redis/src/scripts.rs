@@ -1,8 +1,8 @@
 //! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`,
-//! and `lua/record.lua` for scripts that change execution records) followed by the
-//! operation's body. `redis::Script` sends `EVALSHA` and, on `NOSCRIPT` (after a
-//! restart or `SCRIPT FLUSH`), loads the script and retries, so scripts never need to be
-//! preloaded.
+//! `lua/record.lua` for scripts that change execution records, and `lua/ack.lua` for the
+//! two acknowledging ones) followed by the operation's body. `redis::Script` sends
+//! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
+//! retries, so scripts never need to be preloaded.
 
 use std::sync::LazyLock;
 
@@ -10,6 +10,7 @@ use redis::Script;
 
 const BASE: &str = include_str!("lua/base.lua");
 const RECORD: &str = include_str!("lua/record.lua");
+const ACK: &str = include_str!("lua/ack.lua");
 
 /// A script made of the base helpers and `body`.
 fn script(body: &str) -> Script {
@@ -19,6 +20,11 @@ fn script(body: &str) -> Script {
 /// A script made of the base and record helpers and `body`.
 fn record_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{RECORD}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record and acknowledgement helpers and `body`.
+fn ack_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{RECORD}\n{ACK}\n-- operation\n{body}"))
 }
 
 /// Every script of the backend, compiled (hashed) once per process.
@@ -32,6 +38,7 @@ pub(crate) struct Scripts {
     pub(crate) renew: Script,
     pub(crate) release: Script,
     pub(crate) acknowledge: Script,
+    pub(crate) acknowledge_batch: Script,
     pub(crate) write_step: Script,
     pub(crate) start: Script,
     pub(crate) get_or_create: Script,
@@ -48,7 +55,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     claim_due: record_script(include_str!("lua/claim_due.lua")),
     renew: record_script(include_str!("lua/renew.lua")),
     release: record_script(include_str!("lua/release.lua")),
-    acknowledge: record_script(include_str!("lua/acknowledge.lua")),
+    acknowledge: ack_script(include_str!("lua/acknowledge.lua")),
+    acknowledge_batch: ack_script(include_str!("lua/acknowledge_batch.lua")),
     write_step: script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, FencingToken,
-    HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey, StepWrite, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, Timestamp,
+    Acknowledgement, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
+    FencingToken, HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
+    StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, Timestamp, WorkflowRunOutcome,
 };
 use lease_redis::{RedisBackend, RedisConfig};
 
@@ -240,6 +240,61 @@ fn corrupt_records_are_protocol_errors_that_change_nothing() {
                 Err(e) => panic!("{corruption:?}: {e:?}"),
             }
         }
+        b.delete_namespace().await.expect("cleanup");
+    });
+}
+
+#[test]
+fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
+    runtime().block_on(async {
+        let clock = ManualClock::starting_now();
+        let b = common::fresh(&clock, policy()).await;
+        let _cleanup_b = common::Cleanup::of(&b);
+        for name in ["a", "b", "c"] {
+            b.admit(&Admission::new(id(name))).await.expect("admit");
+        }
+        let leases = claim(&b, &clock).await.expect("claim");
+        assert_eq!(leases.len(), 3);
+        let exec_b = format!("{}exec:b", b.key_prefix());
+        redis_cmd(&["HSET", &exec_b, "un", "-x"]).await;
+        let before = common::snapshot(&b).await;
+        let acks: Vec<Acknowledgement> = leases
+            .iter()
+            .map(|l| Acknowledgement {
+                lease: l.clone(),
+                outcome: WorkflowRunOutcome::Completed(Json::null()),
+            })
+            .collect();
+        let r = b.acknowledge_batch(&acks).await;
+        assert!(is_protocol(&r), "{r:?}");
+        assert_eq!(
+            common::snapshot(&b).await,
+            before,
+            "the valid items were applied"
+        );
+        redis_cmd(&["HSET", &exec_b, "un", "0"]).await;
+        let r = b.acknowledge_batch(&acks).await.expect("repaired batch");
+        assert!(r.iter().all(|r| !r.is_lost()), "{r:?}");
+
+        // A claim with records stops at a corrupt record after issuing a lease: that lease
+        // comes with its record, and the next claim reports the corruption.
+        clock.advance(Duration::from_secs(1));
+        for name in ["d", "e"] {
+            b.admit(&Admission::new(id(name))).await.expect("admit");
+        }
+        redis_cmd(&["HSET", &format!("{}exec:e", b.key_prefix()), "es", "maybe"]).await;
+        let request = ClaimRequest {
+            now: Timestamp::MAX,
+            limit: 10,
+            duration: LEASE,
+        };
+        let got = b.claim_due_with_records(request).await.expect("claim");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].lease.execution_id.as_str(), "d");
+        let record = b.get(&id("d")).await.expect("get").expect("record");
+        assert_eq!(got[0].record, record);
+        let again = b.claim_due_with_records(request).await;
+        assert!(is_protocol(&again), "{again:?}");
         b.delete_namespace().await.expect("cleanup");
     });
 }

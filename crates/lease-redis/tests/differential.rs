@@ -1,6 +1,8 @@
 //! Differential test: random operation sequences run against the in-memory reference
 //! backend (the executable spec) and against Redis, on one shared manual clock; every
-//! reply, every error kind and every effective record must be identical.
+//! reply, every error kind and every effective record must be identical. The operations
+//! include `claim_due_with_records` (the records must be the reference's) and
+//! `acknowledge_batch` (current, stale, forged and repeated leases mixed in one batch).
 //!
 //! `LEASE_DIFF_SEEDS` (default 24) and `LEASE_DIFF_OPS` (default 300) size the run.
 
@@ -10,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, FencingToken,
-    Json, LeaseBackend, LeaseError, ManualClock, MemoryBackend, RedeliveryPolicy, RequestId,
-    StartRequest, StepKey, StepWrite, StoreId, StoreKey, StoreOp, StoreReceipt, Timestamp,
-    WorkflowName, WorkflowRunOutcome,
+    Acknowledgement, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
+    FencingToken, Json, LeaseBackend, LeaseError, ManualClock, MemoryBackend, RedeliveryPolicy,
+    RequestId, StartRequest, StepKey, StepWrite, StoreId, StoreKey, StoreOp, StoreReceipt,
+    Timestamp, WorkflowName, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 use rand::rngs::StdRng;
@@ -78,6 +80,34 @@ impl World {
         }
     }
 
+    /// An outcome to acknowledge with.
+    fn outcome(&mut self) -> WorkflowRunOutcome {
+        match self.rng.random_range(0..4) {
+            0 | 1 => WorkflowRunOutcome::Suspended,
+            2 => WorkflowRunOutcome::Completed(self.json()),
+            _ => WorkflowRunOutcome::Failed(self.json()),
+        }
+    }
+
+    /// A batch of up to four acknowledgements: half the time the latest leases issued
+    /// (mostly current, distinct executions), otherwise any leases (stale, forged, token 0,
+    /// or one execution twice).
+    fn acks(&mut self) -> Vec<Acknowledgement> {
+        let n = self.rng.random_range(0..=4);
+        let leases: Vec<ExecutionLease> = if self.rng.random_bool(0.5) {
+            self.leases.iter().rev().take(n).cloned().collect()
+        } else {
+            (0..n).map(|_| self.lease()).collect()
+        };
+        leases
+            .into_iter()
+            .map(|lease| Acknowledgement {
+                lease,
+                outcome: self.outcome(),
+            })
+            .collect()
+    }
+
     /// A lease to use: one that was issued, a stale or forged variant, or token 0.
     fn lease(&mut self) -> ExecutionLease {
         let pick = self.rng.random_range(0..10);
@@ -110,7 +140,7 @@ async fn step(w: &mut World, mem: &MemoryBackend, red: &RedisBackend, n: usize) 
         let b = norm(f(Arc::new(red.clone())).await);
         (a, b)
     }
-    let op = w.rng.random_range(0..100);
+    let op = w.rng.random_range(0..110);
     let (what, (a, b)) = match op {
         0..=9 => {
             let adm = Admission::new(w.id());
@@ -146,12 +176,23 @@ async fn step(w: &mut World, mem: &MemoryBackend, red: &RedisBackend, n: usize) 
                 limit: w.rng.random_range(0..5),
                 duration: w.duration(),
             };
-            let (ra, rb) = (mem.claim_due(req).await, red.claim_due(req).await);
-            // Remember the leases (both replied the same, or the comparison fails below).
-            if let Ok(leases) = &ra {
-                w.leases.extend(leases.iter().cloned());
+            if w.rng.random_bool(0.5) {
+                let (ra, rb) = (mem.claim_due(req).await, red.claim_due(req).await);
+                // Remember the leases (both replied the same, or the comparison fails below).
+                if let Ok(leases) = &ra {
+                    w.leases.extend(leases.iter().cloned());
+                }
+                (format!("claim {req:?}"), (norm(ra), norm(rb)))
+            } else {
+                let (ra, rb) = (
+                    mem.claim_due_with_records(req).await,
+                    red.claim_due_with_records(req).await,
+                );
+                if let Ok(claimed) = &ra {
+                    w.leases.extend(claimed.iter().map(|c| c.lease.clone()));
+                }
+                (format!("claim with records {req:?}"), (norm(ra), norm(rb)))
             }
-            (format!("claim {req:?}"), (norm(ra), norm(rb)))
         }
         35..=42 => {
             let (lease, d) = (w.lease(), w.duration());
@@ -177,11 +218,7 @@ async fn step(w: &mut World, mem: &MemoryBackend, red: &RedisBackend, n: usize) 
         }
         50..=59 => {
             let lease = w.lease();
-            let outcome = match w.rng.random_range(0..4) {
-                0 | 1 => WorkflowRunOutcome::Suspended,
-                2 => WorkflowRunOutcome::Completed(w.json()),
-                _ => WorkflowRunOutcome::Failed(w.json()),
-            };
+            let outcome = w.outcome();
             (
                 format!("acknowledge {lease:?} {outcome:?}"),
                 both(mem, red, |x| {
@@ -276,6 +313,17 @@ async fn step(w: &mut World, mem: &MemoryBackend, red: &RedisBackend, n: usize) 
                 both(mem, red, |x| {
                     let request = request.clone();
                     async move { x.start(&request).await }
+                })
+                .await,
+            )
+        }
+        100..=109 => {
+            let acks = w.acks();
+            (
+                format!("acknowledge_batch {acks:?}"),
+                both(mem, red, |x| {
+                    let acks = acks.clone();
+                    async move { x.acknowledge_batch(&acks).await }
                 })
                 .await,
             )

@@ -229,22 +229,13 @@ async fn round(
 
 #[test]
 fn stale_holder_write_and_ack_race_peer_reclaim() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    common::runtime(4).block_on(async {
         let clock = ManualClock::starting_now();
         let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
             .expect("policy");
-        let a_write = common::fresh(&clock, policy).await;
+        let [a_write, a_ack, b] = common::connections(&clock, policy).await;
         let _cleanup_a_write = common::Cleanup::of(&a_write);
-        let conns = Conns {
-            a_ack: a_write.peer().await.expect("connection A2"),
-            b: a_write.peer().await.expect("connection B"),
-            a_write,
-        };
+        let conns = Conns { a_write, a_ack, b };
         let payload = Json::to_json("response", &"x".repeat(2048)).expect("payload");
         let mut tally = Tally::default();
         let mut n = 0;
@@ -260,19 +251,11 @@ fn stale_holder_write_and_ack_race_peer_reclaim() {
             .delete_namespace()
             .await
             .expect("delete namespace");
-        eprintln!(
-            "{n} rounds: peer claim won {}, stale holder's ack won {}, \
-             write committed before the claim {}, violations {}",
-            tally.claim_won,
-            tally.holder_won,
-            tally.write_before_claim,
-            tally.violations.len()
+        let summary = format!(
+            "peer claim won {}, stale holder's ack won {}, write committed before the claim {}",
+            tally.claim_won, tally.holder_won, tally.write_before_claim
         );
-        assert!(
-            tally.violations.is_empty(),
-            "fencing violated:\n{}",
-            tally.violations.join("\n")
-        );
+        common::assert_no_violations(n, &summary, &tally.violations);
         assert!(
             tally.claim_won > 0 && tally.holder_won > 0,
             "the operations never raced: {tally:?}"

@@ -1,7 +1,10 @@
 -- claim_due(now, limit, duration): claims up to `limit` claimable executions in
 -- (due_at, id) order, each with the next value of the namespace's token counter.
--- ARGV[3] the caller's now ('' = the clock's), ARGV[4] limit, ARGV[5] lease ms.
--- Reply: {id1, token1, expires_at1, id2, ...}.
+-- ARGV[3] the caller's now ('' = the clock's), ARGV[4] limit, ARGV[5] lease ms,
+-- ARGV[6] (optional) '1' to return each claimed record.
+-- Reply: {id1, token1, expires_at1, id2, ...}; with records
+-- {id1, token1, expires_at1, HGETALL1, id2, ...}, each HGETALL taken right after the claim
+-- (what get reads then).
 local now = clock_now()
 if ARGV[3] ~= '' then
   local requested = tonumber(ARGV[3])
@@ -9,6 +12,7 @@ if ARGV[3] ~= '' then
 end
 local limit = tonumber(ARGV[4])
 local lease_ms = tonumber(ARGV[5])
+local with_records = ARGV[6] == '1'
 
 -- Executions whose claimable instant has passed move to ready, scored by due time.
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', fmt(now))) do
@@ -58,6 +62,7 @@ while claimed < limit and rounds < 10000 do
         out[#out + 1] = id
         out[#out + 1] = fmt(e.tk)
         out[#out + 1] = fmt(e.le)
+        if with_records then out[#out + 1] = redis.call('HGETALL', k_exec(id)) end
         claimed = claimed + 1
       else
         reindex(r)

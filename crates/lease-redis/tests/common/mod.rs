@@ -74,6 +74,41 @@ pub async fn fresh(clock: &ManualClock, policy: RedeliveryPolicy) -> RedisBacken
     .expect("connect to redis (set LEASE_REDIS_URL)")
 }
 
+/// A multi-threaded runtime with `workers` threads, for tests that race connections.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// `N` handles on one fresh namespace over `clock`, each on its own connection (the first
+/// connects, the others are its peers), as `N` separate processes would be.
+pub async fn connections<const N: usize>(
+    clock: &ManualClock,
+    policy: RedeliveryPolicy,
+) -> [RedisBackend; N] {
+    let first = fresh(clock, policy).await;
+    let mut all = Vec::with_capacity(N);
+    for _ in 1..N {
+        all.push(first.peer().await.expect("peer connection"));
+    }
+    all.insert(0, first);
+    all.try_into().unwrap_or_else(|_| unreachable!("N handles"))
+}
+
+/// Reports a race test's `n` rounds with `summary` (its tally) and fails listing every
+/// violation found.
+pub fn assert_no_violations(n: usize, summary: &str, violations: &[String]) {
+    eprintln!("{n} rounds: {summary}, violations {}", violations.len());
+    assert!(
+        violations.is_empty(),
+        "fencing violated:\n{}",
+        violations.join("\n")
+    );
+}
+
 /// A separate admin connection (not one of the backend's).
 pub async fn admin() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url())

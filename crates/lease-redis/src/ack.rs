@@ -1,0 +1,98 @@
+//! `acknowledge_batch`: every item checked, then applied, in one script (RFC 002
+//! `acknowledge`, fenced per item; design.md section 4), and the outcome encoding it shares
+//! with `acknowledge`.
+
+use lease_core::execution::check_ack_batch;
+use lease_core::{
+    Acknowledged, Acknowledgement, ExecutionLease, ExecutionOutcome, Fenced, LeaseError, Result,
+    WorkflowRunOutcome,
+};
+
+use crate::backend::RedisBackend;
+use crate::errors::Access;
+use crate::execution::refusal;
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// An outcome as the acknowledging scripts take it: kind word and value JSON (`""` for
+/// suspended).
+pub(crate) fn outcome_args(outcome: &WorkflowRunOutcome) -> (&'static str, &str) {
+    match outcome {
+        WorkflowRunOutcome::Suspended => ("suspended", ""),
+        WorkflowRunOutcome::Completed(v) => ("completed", v.as_str()),
+        WorkflowRunOutcome::Failed(v) => ("failed", v.as_str()),
+    }
+}
+
+/// The reply to an accepted acknowledgement of `outcome`.
+pub(crate) fn acknowledged(outcome: &WorkflowRunOutcome) -> Acknowledged {
+    match outcome {
+        WorkflowRunOutcome::Suspended => Acknowledged::Suspended,
+        WorkflowRunOutcome::Completed(v) => {
+            Acknowledged::Terminal(ExecutionOutcome::Completed(v.clone()))
+        }
+        WorkflowRunOutcome::Failed(v) => {
+            Acknowledged::Terminal(ExecutionOutcome::Failed(v.clone()))
+        }
+    }
+}
+
+impl RedisBackend {
+    /// Acknowledges `acks` in one script: validated here first (`check_ack_batch`), then
+    /// the script checks every item before its first write, so an unknown execution, token
+    /// 0 or a foreign token in any item is reported (for the first such item) with nothing
+    /// applied; otherwise each held item is acknowledged exactly as `acknowledge` does and
+    /// each stale one is `Lost`, results in order.
+    pub(crate) async fn ack_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        const OP: &str = "acknowledge_batch";
+        check_ack_batch(acks)?;
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tokens: Vec<String> = acks
+            .iter()
+            .map(|a| a.lease.token.get().to_string())
+            .collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(acks.len() * 4);
+        for (ack, token) in acks.iter().zip(&tokens) {
+            let (kind, value) = outcome_args(&ack.outcome);
+            args.extend([
+                ack.lease.execution_id.as_str().as_bytes(),
+                token.as_bytes(),
+                kind.as_bytes(),
+                value.as_bytes(),
+            ]);
+        }
+        let v = self
+            .eval(OP, Access::Write, &SCRIPTS.acknowledge_batch, &args)
+            .await?;
+        let reply = Reply::new(OP);
+        let (status, mut rest) = reply.status(v)?;
+        if status != "ok" {
+            // A refused item: {word, 1-based index}; nothing was written.
+            let i: usize = reply.number(reply.next(&mut rest, "item")?, "item")?;
+            let lease: &ExecutionLease = i
+                .checked_sub(1)
+                .and_then(|i| acks.get(i))
+                .map(|a| &a.lease)
+                .ok_or_else(|| reply.unexpected(&format!("{status} for item {i}")))?;
+            let e: LeaseError =
+                refusal(&status, lease).unwrap_or_else(|| reply.unexpected(&status));
+            return Err(e);
+        }
+        if rest.len() != acks.len() {
+            return Err(reply.unexpected(&format!("{} results", rest.len())));
+        }
+        acks.iter()
+            .zip(rest)
+            .map(|(ack, v)| match reply.string(v)?.as_str() {
+                "ok" => Ok(Fenced::Accepted(acknowledged(&ack.outcome))),
+                "lost" => Ok(Fenced::Lost),
+                other => Err(reply.unexpected(other)),
+            })
+            .collect()
+    }
+}

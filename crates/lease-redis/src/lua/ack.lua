@@ -1,0 +1,33 @@
+-- lease-redis: acknowledging a delivery, shared by acknowledge and acknowledge_batch.
+
+-- The stored record of execution `id` and how `token` stands on it: 'held', 'lost',
+-- 'zero', 'foreign' (check_lease), or 'unknown' (no such execution; no record).
+local function lease_on(id, token)
+  local r = load(id)
+  if r == nil then return 'unknown', nil end
+  return check_lease(r, token), r
+end
+
+-- ExecutionRecord::acknowledge on the held record `r` at `now`: ends the delivery with
+-- `kind` ('suspended' | 'completed' | 'failed'; `value` the outcome JSON of a terminal
+-- one) and writes the record and its indexes.
+local function acknowledge(r, kind, value, now)
+  local old = copy(r)
+  local extra = nil
+  r.un = 0
+  r.ld = now
+  r.le = nil
+  local wake = r.wk
+  r.wk = nil
+  if kind == 'suspended' then
+    r.st = 'suspended'
+    r.es = true
+    r.du = wake
+  else
+    r.st = kind
+    r.du = nil
+    extra = {'oc', kind, 'ov', value}
+  end
+  save(r, old, extra)
+  place(r, old)
+end
