@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use crate::dispatcher::run::with_retries;
 use crate::dispatcher::runtime::Shared;
 use crate::error::LeaseError;
-use crate::execution::{Acknowledged, Acknowledgement};
+use crate::execution::{Acknowledged, Acknowledgement, WorkflowRunOutcome};
 use crate::lease::Fenced;
 use crate::limits::MAX_ACK_BATCH;
 
@@ -90,15 +90,35 @@ impl Drop for Handoff {
     }
 }
 
-/// Takes up to [`MAX_ACK_BATCH`] queued items, or clears the in-flight state when none are.
+/// Most outcome bytes in one batch (at least one item is always sent): keeps a batch of
+/// large outcomes within what one statement or script call should carry.
+const MAX_BATCH_BYTES: usize = crate::limits::MAX_PAYLOAD_BYTES;
+
+/// Takes queued items, oldest first, up to [`MAX_ACK_BATCH`] items and [`MAX_BATCH_BYTES`]
+/// of outcomes, or clears the in-flight state when none are queued.
 fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, oneshot::Sender<AckResult>)>> {
     let mut state = shared.acks.lock();
     if state.queued.is_empty() {
         state.in_flight = false;
         return None;
     }
-    let n = state.queued.len().min(MAX_ACK_BATCH);
+    let mut bytes = 0;
+    let mut n = 0;
+    for (ack, _) in state.queued.iter().take(MAX_ACK_BATCH) {
+        bytes += outcome_bytes(&ack.outcome);
+        if n > 0 && bytes > MAX_BATCH_BYTES {
+            break;
+        }
+        n += 1;
+    }
     Some(state.queued.drain(..n).collect())
+}
+
+fn outcome_bytes(outcome: &WorkflowRunOutcome) -> usize {
+    match outcome {
+        WorkflowRunOutcome::Suspended => 0,
+        WorkflowRunOutcome::Completed(j) | WorkflowRunOutcome::Failed(j) => j.as_str().len(),
+    }
 }
 
 async fn flush_until_empty(

@@ -402,3 +402,26 @@ async fn redelivery_reads_each_step_once() {
         "a missing step is read"
     );
 }
+
+/// Queued acknowledgements whose outcomes together exceed 1 MiB go out in several batches,
+/// each within the cap (one item at least).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_outcomes_split_batches_by_size() {
+    let (_clock, b) = Probe::new();
+    b.gated.store(true, Ordering::SeqCst);
+    let names = ["a", "b", "c", "d", "e"];
+    admit(&b, &names).await;
+    // 400 KB each: two fit in 1 MiB, three do not.
+    let big = Json::to_json("outcome", &"x".repeat(400 * 1024)).expect("json");
+    let worker = move |_d: Delivery| {
+        let big = big.clone();
+        async move { Ok::<_, DeliveryError>(Reply::Acknowledge(WorkflowRunOutcome::Completed(big))) }
+    };
+    let d = Dispatcher::start(Arc::new(b.clone()), worker, options(5)).expect("start");
+    wait_until("four queued acknowledgements", || d.queued_acks() == 4).await;
+    b.gated.store(false, Ordering::SeqCst);
+    b.gate.add_permits(1);
+    wait_until("five acknowledged", || d.snapshot().acknowledgements == 5).await;
+    assert_eq!(b.batch_sizes(), vec![2, 2], "two batches of two");
+    d.shutdown(Duration::from_secs(5)).await;
+}
