@@ -1,14 +1,17 @@
 //! [`ExecutionClient`] for [`PostgresBackend`]: admission, the effective record, wakes,
-//! claims and the fenced lease operations (RFC 002 "Leases", design.md section 2).
+//! claims (with the claimed records from the claim's own statement) and the fenced lease
+//! operations, single and batched (RFC 002 "Leases", design.md section 2).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lease_core::execution::check_ack_batch;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result, Timestamp,
+    WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 
@@ -43,6 +46,26 @@ impl PostgresBackend {
         }
         check.rejection(&lease.execution_id, lease.token, operation)?;
         Ok(Fenced::Lost)
+    }
+}
+
+/// The claim statement's first record column: after the lease's (id, token, expiry).
+const CLAIM_RECORD: usize = 3;
+
+/// An outcome as the acknowledge statements take it: (new status, stored outcome, reply).
+fn ack_params(outcome: &WorkflowRunOutcome) -> (&'static str, Option<&str>, Acknowledged) {
+    match outcome {
+        WorkflowRunOutcome::Suspended => ("suspended", None, Acknowledged::Suspended),
+        WorkflowRunOutcome::Completed(v) => (
+            "completed",
+            Some(v.as_str()),
+            Acknowledged::Terminal(ExecutionOutcome::Completed(v.clone())),
+        ),
+        WorkflowRunOutcome::Failed(v) => (
+            "failed",
+            Some(v.as_str()),
+            Acknowledged::Terminal(ExecutionOutcome::Failed(v.clone())),
+        ),
     }
 }
 
@@ -152,6 +175,15 @@ impl ExecutionClient for PostgresBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        Ok(self
+            .claim_due_with_records(request)
+            .await?
+            .into_iter()
+            .map(|c| c.lease)
+            .collect())
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         let lease_ms = request.validate()?;
         let sql = &self.inner.sql.claim;
         let delays = &self.inner.delays;
@@ -178,11 +210,18 @@ impl ExecutionClient for PostgresBackend {
             .iter()
             .map(|row| {
                 let id: String = col(row, 0, "claim_due")?;
-                Ok(ExecutionLease {
+                let lease = ExecutionLease {
                     execution_id: ExecutionId::new(id)
                         .map_err(|e| protocol("claim_due", e.to_string()))?,
                     token: rows::token(col(row, 1, "claim_due")?, "claim_due")?,
                     expires_at: Timestamp::from_millis(col(row, 2, "claim_due")?),
+                };
+                // The record as `get` decodes it, at the backend clock the claim read.
+                let record = rows::execution_from(row, CLAIM_RECORD, "claim_due")?;
+                let now = Timestamp::from_millis(col(row, CLAIM_RECORD + 12, "claim_due")?);
+                Ok(Claimed {
+                    lease,
+                    record: record.effective(now),
                 })
             })
             .collect()
@@ -268,19 +307,7 @@ impl ExecutionClient for PostgresBackend {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
-        let (status, value, reply) = match outcome {
-            WorkflowRunOutcome::Suspended => ("suspended", None, Acknowledged::Suspended),
-            WorkflowRunOutcome::Completed(v) => (
-                "completed",
-                Some(v.as_str()),
-                Acknowledged::Terminal(ExecutionOutcome::Completed(v.clone())),
-            ),
-            WorkflowRunOutcome::Failed(v) => (
-                "failed",
-                Some(v.as_str()),
-                Acknowledged::Terminal(ExecutionOutcome::Failed(v.clone())),
-            ),
-        };
+        let (status, value, reply) = ack_params(outcome);
         let sql = &self.inner.sql.acknowledge;
         let id = lease.execution_id.as_str();
         let token = token_param(lease.token);
@@ -310,6 +337,90 @@ impl ExecutionClient for PostgresBackend {
             })
             .transpose()?;
         self.fenced("acknowledge", lease, decoded)
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        const OP: &str = "acknowledge_batch";
+        check_ack_batch(acks)?;
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids = Vec::with_capacity(acks.len());
+        let mut tokens = Vec::with_capacity(acks.len());
+        let mut statuses = Vec::with_capacity(acks.len());
+        let mut values = Vec::with_capacity(acks.len());
+        let mut replies = Vec::with_capacity(acks.len());
+        for ack in acks {
+            let (status, value, reply) = ack_params(&ack.outcome);
+            ids.push(ack.lease.execution_id.as_str());
+            tokens.push(token_param(ack.lease.token));
+            statuses.push(status);
+            values.push(value);
+            replies.push(reply);
+        }
+        let sql = &self.inner.sql.acknowledge_batch;
+        let (ids, tokens, statuses, values) = (&ids, &tokens, &statuses, &values);
+        // One statement: a serialization failure or deadlock rolled all of it back and is
+        // retried like the single acknowledge; a lost connection is `OutcomeUnknown`.
+        let found = self
+            .run(OP, Effect::Write, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(ids)
+                        .bind(tokens)
+                        .bind(statuses)
+                        .bind(values)
+                        .bind(clock)
+                        .fetch_all(&mut *conn)
+                        .await;
+                    settle(r, &mut conn)
+                }
+            })
+            .await?;
+        if found.len() != acks.len() {
+            return Err(protocol(
+                OP,
+                format!("{} rows for {} items", found.len(), acks.len()),
+            ));
+        }
+        let mut verdicts = Vec::with_capacity(acks.len());
+        for (i, row) in found.iter().enumerate() {
+            let ord: i64 = col(row, 0, OP)?;
+            if usize::try_from(ord).ok() != Some(i + 1) {
+                return Err(protocol(OP, format!("row {i} is item {ord}")));
+            }
+            let check = FenceCheck::decode_optional(row, 1, OP)?;
+            let applied: bool = col(row, 3, OP)?;
+            verdicts.push((check, applied));
+        }
+        // The first item `acknowledge` would refuse with an error decides the reply; the
+        // statement then wrote nothing.
+        for (ack, (check, _)) in acks.iter().zip(&verdicts) {
+            let refused = match check {
+                None => Err(lease_core::LeaseError::UnknownExecution(
+                    ack.lease.execution_id.clone(),
+                )),
+                Some(check) => check.refusal(&ack.lease.execution_id, ack.lease.token),
+            };
+            if let Err(e) = refused {
+                if verdicts.iter().any(|(_, applied)| *applied) {
+                    return Err(protocol(OP, "items were applied although one was refused"));
+                }
+                return Err(e);
+            }
+        }
+        acks.iter()
+            .zip(verdicts)
+            .zip(replies)
+            .map(|((ack, (check, applied)), reply)| {
+                let decoded = check.map(|check| (check, applied.then_some(reply)));
+                self.fenced(OP, &ack.lease, decoded)
+            })
+            .collect()
     }
 
     async fn now(&self) -> Result<Timestamp> {

@@ -29,11 +29,22 @@
 //!   every write, using the policy's delay table (`RedeliveryPolicy::table_ms`, passed as a
 //!   `bigint[]` parameter); `sort_due` (the effective due time) is a generated column. The
 //!   inner select walks the `(sort_due, id)` index in claim order and stops after n claimable
-//!   rows.
+//!   rows. The same statement returns each claimed row as updated, so
+//!   `claim_due_with_records` hands the dispatcher the record `get` would read right after
+//!   the claim (decoded and made effective exactly as `get` does) without a second round
+//!   trip; `claim_due` is that call without the records.
 //! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `acknowledge`, `renew`
 //!   and `release` lock it `FOR NO KEY UPDATE`. Both conflict with the claim's row lock and
 //!   the token is compared on the row version current after the lock is granted, in the same
 //!   statement as the write. No fenced write reads a clock.
+//! - **Batched acknowledgements**: `acknowledge_batch` is one statement over
+//!   `unnest(ids, tokens, statuses, outcomes)`. It locks the items' rows `FOR NO KEY UPDATE`
+//!   in id order (so concurrent batches sharing rows queue instead of deadlocking), judges
+//!   every item on the row version current after its lock, and applies each item whose
+//!   token is current exactly as `acknowledge` would; a stale item is `Lost` and untouched.
+//!   If any item names an unknown execution, token 0 or a foreign token, the statement
+//!   writes nothing and the first such item's error is returned. Like every write it is
+//!   retried after a serialization failure or deadlock and never after a lost connection.
 //! - **Time** is the database's `clock_timestamp()` (one clock for every process), unless a
 //!   clock is injected with [`PostgresConfig::clock`] for tests.
 //! - **Failures** are typed: see [`lease_core::LeaseError`]. Serialization failures and
@@ -68,12 +79,18 @@ pub mod raw {
     /// Statements rendered for one schema; parameters as documented on each in `sql.rs`.
     #[derive(Debug, Clone)]
     pub struct Statements {
-        /// `claim_due`: `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays`.
+        /// `claim_due` and `claim_due_with_records`: `$1 request now, $2 clock, $3 limit,
+        /// $4 lease ms, $5 delays` -> rows (id, token, expires_at, the 12 execution columns,
+        /// backend clock).
         pub claim: String,
         /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
         pub renew: String,
         /// `acknowledge`: `$1 id, $2 token, $3 clock, $4 new status, $5 outcome`.
         pub acknowledge: String,
+        /// `acknowledge_batch`: `$1 ids text[], $2 tokens bigint[], $3 new statuses text[],
+        /// $4 outcomes text[] (NULL for suspended), $5 clock`; distinct ids -> one row per
+        /// item in order (item number from 1, current token, status, acknowledged).
+        pub acknowledge_batch: String,
         /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
         pub write_step: String,
         /// `read_step`: `$1 id, $2 step key, $3 attempt`.
@@ -92,6 +109,7 @@ pub mod raw {
             claim: s.claim.to_string(),
             renew: s.renew.to_string(),
             acknowledge: s.acknowledge.to_string(),
+            acknowledge_batch: s.acknowledge_batch.to_string(),
             write_step: s.write_step.to_string(),
             read_step: s.read_step.to_string(),
             get: s.get.to_string(),

@@ -49,14 +49,24 @@ fn name<T>(value: String, operation: &'static str, parse: fn(String) -> Result<T
 
 /// The stored execution record in the first 12 columns (`sql::COLS` order).
 pub(crate) fn execution(row: &PgRow, operation: &'static str) -> Result<ExecutionRecord> {
-    let id: String = col(row, 0, operation)?;
-    let workflow: Option<String> = col(row, 1, operation)?;
-    let input: Option<String> = col(row, 2, operation)?;
-    let status_text: String = col(row, 3, operation)?;
+    execution_from(row, 0, operation)
+}
+
+/// The stored execution record in the 12 columns from `first` on (`sql::COLS` order).
+pub(crate) fn execution_from(
+    row: &PgRow,
+    first: usize,
+    operation: &'static str,
+) -> Result<ExecutionRecord> {
+    let at = |i: usize| first + i;
+    let id: String = col(row, at(0), operation)?;
+    let workflow: Option<String> = col(row, at(1), operation)?;
+    let input: Option<String> = col(row, at(2), operation)?;
+    let status_text: String = col(row, at(3), operation)?;
     let status = status(&status_text, operation)?;
-    let token = token(col(row, 4, operation)?, operation)?;
-    let unacked: i64 = col(row, 8, operation)?;
-    let outcome: Option<String> = col(row, 11, operation)?;
+    let token = token(col(row, at(4), operation)?, operation)?;
+    let unacked: i64 = col(row, at(8), operation)?;
+    let outcome: Option<String> = col(row, at(11), operation)?;
     let outcome = match (status, outcome) {
         (ExecutionStatus::Completed, Some(v)) => {
             Some(ExecutionOutcome::Completed(Json::from_stored(v)))
@@ -76,13 +86,13 @@ pub(crate) fn execution(row: &PgRow, operation: &'static str) -> Result<Executio
         input: input.map(Json::from_stored),
         status,
         token,
-        lease_expires_at: ts(col(row, 5, operation)?),
-        due_at: ts(col(row, 6, operation)?),
-        wake_after_claim: ts(col(row, 7, operation)?),
+        lease_expires_at: ts(col(row, at(5), operation)?),
+        due_at: ts(col(row, at(6), operation)?),
+        wake_after_claim: ts(col(row, at(7), operation)?),
         unacknowledged_deliveries: u32::try_from(unacked)
             .map_err(|_| protocol(operation, format!("bad unacknowledged count {unacked}")))?,
-        last_delivery_ended_at: ts(col(row, 9, operation)?),
-        ever_suspended: col(row, 10, operation)?,
+        last_delivery_ended_at: ts(col(row, at(9), operation)?),
+        ever_suspended: col(row, at(10), operation)?,
         outcome,
     })
 }
@@ -113,12 +123,45 @@ pub(crate) struct FenceCheck {
 impl FenceCheck {
     /// Decodes columns 0 (token) and 1 (status).
     pub(crate) fn decode(row: &PgRow, operation: &'static str) -> Result<Self> {
-        let current = token(col(row, 0, operation)?, operation)?;
-        let status_text: String = col(row, 1, operation)?;
+        Self::decode_at(row, 0, operation)
+    }
+
+    /// Decodes columns `first` (token) and `first + 1` (status); `None` when both are NULL
+    /// (no such execution).
+    pub(crate) fn decode_optional(
+        row: &PgRow,
+        first: usize,
+        operation: &'static str,
+    ) -> Result<Option<Self>> {
+        let current: Option<i64> = col(row, first, operation)?;
+        current
+            .map(|_| Self::decode_at(row, first, operation))
+            .transpose()
+    }
+
+    fn decode_at(row: &PgRow, first: usize, operation: &'static str) -> Result<Self> {
+        let current = token(col(row, first, operation)?, operation)?;
+        let status_text: String = col(row, first + 1, operation)?;
         Ok(FenceCheck {
             current,
             status: status(&status_text, operation)?,
         })
+    }
+
+    /// The error `ExecutionRecord::holds` reports for this lease, if any: token 0 is bad
+    /// input, a token above the execution's latest was never issued to it. `Ok(())` when the
+    /// lease is either current or `Lost`.
+    pub(crate) fn refusal(&self, id: &ExecutionId, lease_token: FencingToken) -> Result<()> {
+        if lease_token == FencingToken::NONE {
+            return Err(LeaseError::invalid("lease token", "0 is never issued"));
+        }
+        if lease_token > self.current {
+            return Err(LeaseError::ForeignToken {
+                execution: id.clone(),
+                token: lease_token,
+            });
+        }
+        Ok(())
     }
 
     /// Why a lease did not take effect, exactly as `ExecutionRecord::holds` decides: token 0
@@ -131,15 +174,7 @@ impl FenceCheck {
         lease_token: FencingToken,
         operation: &'static str,
     ) -> Result<()> {
-        if lease_token == FencingToken::NONE {
-            return Err(LeaseError::invalid("lease token", "0 is never issued"));
-        }
-        if lease_token > self.current {
-            return Err(LeaseError::ForeignToken {
-                execution: id.clone(),
-                token: lease_token,
-            });
-        }
+        self.refusal(id, lease_token)?;
         if lease_token == self.current && self.status == ExecutionStatus::Running {
             return Err(protocol(
                 operation,

@@ -14,6 +14,8 @@
 //! changed since the statement's snapshot waits for the lock and returns the row's *newest*
 //! version, so the token and status the statement compares are the ones current after the
 //! lock was granted, and the write commits before any later claim can lock the row.
+//! `acknowledge_batch` does the same for all its rows in one statement, locking them in id
+//! order so that two batches sharing rows wait for each other instead of deadlocking.
 
 use std::sync::Arc;
 
@@ -82,15 +84,20 @@ WITH upd AS (
 SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1)
 "#;
 
-/// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at)
-/// by (due, id). One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
+/// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at,
+/// the 12 execution columns as updated by the claim, the backend clock) by (due, id): the
+/// lease first (a stable prefix the benchmark reads), then the record right after the claim,
+/// so `claim_due_with_records` needs no second round trip. One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
 /// select walks the `(sort_due, id)` index up to now (`claimable_at >= sort_due`, so the bound
 /// is implied) and stops after n claimable rows. An
 /// expired running row is first ended as an unacknowledged delivery ended at its expiry
 /// (unacked + 1, last_delivery_ended_at = expiry, due_at = min(due_at, wake_after_claim)),
 /// then claimed with the next token of the schema's single sequence, issued in claim order.
 const CLAIM: &str = r#"
-WITH clk AS MATERIALIZED (SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now),
+WITH clk AS MATERIALIZED (
+    SELECT LEAST($1::bigint, c.clock) AS now, c.clock
+    FROM (SELECT COALESCE($2::bigint, {now}) AS clock) c
+),
 picked AS MATERIALIZED (
     SELECT e.id, e.sort_due AS due
     FROM {s}.executions e
@@ -124,9 +131,11 @@ claimed AS (
             NULL, $5)
     FROM issued i, clk
     WHERE e.id = i.id
-    RETURNING e.id, e.token, e.lease_expires_at, i.due
+    RETURNING {cols}, i.due AS claim_order
 )
-SELECT id, token, lease_expires_at FROM claimed ORDER BY due, id
+SELECT e.id, e.token, e.lease_expires_at, {cols}, clk.clock
+FROM claimed e, clk
+ORDER BY e.claim_order, e.id
 "#;
 
 /// `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays` -> (current token, status, new expiry
@@ -198,6 +207,59 @@ upd AS (
     RETURNING true AS acknowledged
 )
 SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 ids text[], $2 tokens bigint[], $3 new statuses text[], $4 outcomes text[] (NULL for
+/// suspended), $5 clock` -> one row per item in item order: (item number from 1, current
+/// token, status; both NULL for an unknown execution, acknowledged?). The ids must be
+/// distinct (`check_ack_batch`).
+///
+/// Each item is the single [`ACKNOWLEDGE`] applied independently, in one statement: the
+/// items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their
+/// common rows in the same order, so they cannot deadlock each other), every item gets a
+/// verdict from the row version current after its lock, and the update applies the items
+/// whose token is current on a running row, but only when no item is refused outright
+/// (unknown execution, token 0 or a token above the execution's latest): then nothing is
+/// written and the caller reports the first refused item's error.
+const ACKNOWLEDGE_BATCH: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($5::bigint, {now}) AS now),
+items AS MATERIALIZED (
+    SELECT u.ord, u.id, u.token, u.status, u.outcome
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])
+        WITH ORDINALITY AS u(id, token, status, outcome, ord)
+),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, e.status FROM {s}.executions e
+    WHERE e.id = ANY ($1::text[])
+    ORDER BY e.id
+    FOR NO KEY UPDATE
+),
+verdict AS MATERIALIZED (
+    SELECT i.ord, i.id, i.token AS lease_token, i.status AS new_status, i.outcome,
+        c.token AS cur_token, c.status AS cur_status,
+        (c.id IS NULL OR i.token = 0 OR i.token > c.token) AS refused
+    FROM items i LEFT JOIN cur c ON c.id = i.id
+),
+upd AS (
+    UPDATE {s}.executions e SET
+        unacknowledged_deliveries = 0,
+        last_delivery_ended_at = clk.now,
+        lease_expires_at = NULL,
+        wake_after_claim = NULL,
+        status = v.new_status,
+        ever_suspended = e.ever_suspended OR v.new_status = 'suspended',
+        due_at = CASE WHEN v.new_status = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        outcome = CASE WHEN v.new_status = 'suspended' THEN e.outcome ELSE v.outcome END,
+        claimable_at = CASE WHEN v.new_status = 'suspended'
+            THEN e.wake_after_claim ELSE NULL END
+    FROM verdict v, clk
+    WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
+      AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)
+    RETURNING e.id
+)
+SELECT v.ord, v.cur_token, v.cur_status, (u.id IS NOT NULL) AS acknowledged
+FROM verdict v LEFT JOIN upd u ON u.id = v.id
+ORDER BY v.ord
 "#;
 
 /// `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response` -> (current token,
@@ -374,6 +436,7 @@ pub(crate) struct Statements {
     pub(crate) renew: Arc<str>,
     pub(crate) release: Arc<str>,
     pub(crate) acknowledge: Arc<str>,
+    pub(crate) acknowledge_batch: Arc<str>,
     pub(crate) write_step: Arc<str>,
     pub(crate) read_step: Arc<str>,
     pub(crate) list_steps: Arc<str>,
@@ -407,6 +470,7 @@ impl Statements {
             renew: r(RENEW),
             release: r(RELEASE),
             acknowledge,
+            acknowledge_batch: r(ACKNOWLEDGE_BATCH),
             write_step,
             read_step: r(READ_STEP),
             list_steps: r(LIST_STEPS),
@@ -439,7 +503,14 @@ mod tests {
     #[test]
     fn every_placeholder_is_rendered() {
         let s = Statements::new("\"t\"");
-        for sql in [&s.admit, &s.claim, &s.write_step, &s.start, &s.list_failing] {
+        for sql in [
+            &s.admit,
+            &s.claim,
+            &s.acknowledge_batch,
+            &s.write_step,
+            &s.start,
+            &s.list_failing,
+        ] {
             assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
         }
         assert!(s.claim.contains("\"t\".fencing_tokens"));

@@ -11,9 +11,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use lease_core::{
-    Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease, ExecutionStatus, Fenced,
-    HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
-    WorkflowRunOutcome,
+    Acknowledgement, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionStatus, Fenced, HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey,
+    StepWrite, WorkflowRunOutcome,
 };
 use lease_postgres::{PostgresBackend, PostgresConfig};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
@@ -528,6 +528,96 @@ fn real_deadlock_in_step_write_is_retried() {
                 panic!("the retry must be accepted: {written:?}");
             };
             assert_eq!(record.response.as_str(), "\"mine\"");
+            w.finish().await;
+        },
+    );
+}
+
+/// Admits `f` next to `e` and claims both: the batch tests' two leases, in id order.
+async fn two_leases(w: &World) -> Vec<ExecutionLease> {
+    let f = ExecutionId::new("f").expect("id");
+    w.backend.admit(&Admission::new(f)).await.expect("admit f");
+    let leases = w.claim().await;
+    assert_eq!(leases.len(), 2);
+    leases
+}
+
+fn batch(leases: &[ExecutionLease]) -> Vec<Acknowledgement> {
+    leases
+        .iter()
+        .map(|lease| Acknowledgement {
+            lease: lease.clone(),
+            outcome: completed(),
+        })
+        .collect()
+}
+
+#[test]
+fn ack_batch_serialization_failure_is_retried_as_a_whole() {
+    scenario(
+        |c| c,
+        |mut w| async move {
+            let leases = two_leases(&w).await;
+            w.inject(
+                "UPDATE",
+                "executions",
+                "RAISE EXCEPTION 'injected' USING ERRCODE = '40001'",
+                1,
+            )
+            .await;
+            let results = w
+                .backend
+                .acknowledge_batch(&batch(&leases))
+                .await
+                .expect("retried");
+            assert!(results.iter().all(|r| !r.is_lost()), "{results:?}");
+            assert_eq!(
+                w.firings().await,
+                3,
+                "one row of the rolled-back attempt, then both rows"
+            );
+            for lease in &leases {
+                let record = w.backend.get(&lease.execution_id).await.expect("get");
+                assert_eq!(record.expect("record").status, ExecutionStatus::Completed);
+            }
+            w.finish().await;
+        },
+    );
+}
+
+#[test]
+fn terminated_ack_batch_is_outcome_unknown_and_changed_nothing() {
+    scenario(
+        |c| c,
+        |mut w| async move {
+            let leases = two_leases(&w).await;
+            // Hold the second row: the batch locks `e`, then waits for `f`.
+            w.exec("BEGIN; SELECT 1 FROM {s}.executions WHERE id = 'f' FOR UPDATE")
+                .await;
+            let mut acked = {
+                let (b, items) = (w.backend.clone(), batch(&leases));
+                tokio::spawn(async move { b.acknowledge_batch(&items).await })
+            };
+            let pid = w.blocked_pid(&mut acked).await;
+            w.exec(&format!("SELECT pg_terminate_backend({pid})")).await;
+            let err = acked
+                .await
+                .expect("task")
+                .expect_err("connection was killed");
+            assert!(matches!(err, LeaseError::OutcomeUnknown { .. }), "{err:?}");
+            w.exec("COMMIT").await;
+            for lease in &leases {
+                let record = w.backend.get(&lease.execution_id).await.expect("get");
+                let record = record.expect("record");
+                assert_eq!(record.status, ExecutionStatus::Running, "not applied");
+                assert_eq!(record.token, lease.token);
+            }
+            let again = w
+                .backend
+                .acknowledge_batch(&batch(&leases))
+                .await
+                .expect("batch");
+            assert!(again.iter().all(|r| !r.is_lost()), "{again:?}");
             w.finish().await;
         },
     );
