@@ -1,17 +1,18 @@
-//! [`SqliteBackend`]: the lease-core client traits over one SQLite connection thread.
+//! [`SqliteBackend`]: the lease-core client traits over one SQLite connection.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lease_core::execution::check_ack_batch;
 use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseError, Result, StartClient,
-    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
-    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseError, Result,
+    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
+    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -24,11 +25,12 @@ use crate::{executions, schema, starts, steps, stores, tx};
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
 ///
-/// Each handle owns one connection on its own OS thread; clones share that connection
-/// (operations queue on it), [`SqliteBackend::peer`] opens another one to the same
-/// database, as a second runtime process would. Every mutating operation is one
-/// `BEGIN IMMEDIATE` transaction, so the fencing check and the write it guards are atomic
-/// across every connection and process sharing the file (RFC 002 "Fencing").
+/// Each handle owns one connection with its own OS thread; clones share that connection
+/// (an operation runs inline when it is idle, else queues on its thread),
+/// [`SqliteBackend::peer`] opens another one to the same database, as a second runtime
+/// process would. Every mutating operation is one `BEGIN IMMEDIATE` transaction, so the
+/// fencing check and the write it guards are atomic across every connection and process
+/// sharing the file (RFC 002 "Fencing").
 #[derive(Clone)]
 pub struct SqliteBackend {
     conn: ConnHandle,
@@ -156,6 +158,15 @@ impl ExecutionClient for SqliteBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        Ok(self
+            .claim_due_with_records(request)
+            .await?
+            .into_iter()
+            .map(|c| c.lease)
+            .collect())
+    }
+
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         let lease_ms = request.validate()?;
         self.write("claim_due", move |tx, s| {
             executions::claim_due(tx, s, request.now, request.limit, lease_ms)
@@ -191,6 +202,21 @@ impl ExecutionClient for SqliteBackend {
         let outcome = outcome.clone();
         self.write("acknowledge", move |tx, s| {
             executions::acknowledge(tx, s, &lease, &outcome)
+        })
+        .await
+    }
+
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let acks = acks.to_vec();
+        self.write("acknowledge_batch", move |tx, s| {
+            executions::acknowledge_batch(tx, s, &acks)
         })
         .await
     }

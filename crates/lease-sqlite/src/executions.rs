@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, FencingToken,
-    Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, Claimed, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, FencingToken, Timestamp, WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -149,16 +149,18 @@ pub(crate) const CLAIM_NEXT: &str = concat!(
 /// Candidates per index page when claiming.
 const PAGE_MIN: usize = 16;
 
-/// `claim_due`: walks the claim index in (due, id) order over rows whose `claimable_at` is
-/// at most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
-/// policy), and claims until `limit`. Tokens come from the namespace's one counter.
+/// `claim_due_with_records`: walks the claim index in (due, id) order over rows whose
+/// `claimable_at` is at most `now`, re-checks each with `effective()` + `claimable()` (with
+/// this handle's policy), and claims until `limit`. Tokens come from the namespace's one
+/// counter. Each lease comes with the record exactly as written back, which is what `get`
+/// reads right after the claim.
 pub(crate) fn claim_due(
     conn: &Connection,
     scope: &Scope,
     requested_now: Timestamp,
     limit: usize,
     lease_ms: i64,
-) -> OpResult<Vec<ExecutionLease>> {
+) -> OpResult<Vec<Claimed>> {
     let now = requested_now.min(scope.now());
     let ns = scope.namespace.as_str();
     let page = limit.max(PAGE_MIN);
@@ -191,8 +193,9 @@ pub(crate) fn claim_due(
                 continue;
             }
             token = FencingToken::new(token.get().saturating_add(1));
-            leases.push(record.claim(now, lease_ms, token));
+            let lease = record.claim(now, lease_ms, token);
             rows::save(conn, ns, &record, &scope.policy)?;
+            leases.push(Claimed { lease, record });
             if leases.len() == limit {
                 break;
             }
@@ -263,6 +266,23 @@ pub(crate) fn acknowledge(
     let acknowledged = record.acknowledge(scope.now(), outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Fenced::Accepted(acknowledged))
+}
+
+/// `acknowledge_batch` (fenced per item), inside the caller's one transaction: checks every
+/// item first, so an unknown execution, a foreign token or token 0 in any item fails the
+/// whole batch before anything is written; then acknowledges each item exactly as
+/// [`acknowledge`] does (a `Lost` item changes nothing and refuses no other item).
+pub(crate) fn acknowledge_batch(
+    conn: &Connection,
+    scope: &Scope,
+    acks: &[Acknowledgement],
+) -> OpResult<Vec<Fenced<Acknowledged>>> {
+    for ack in acks {
+        held(conn, scope, &ack.lease)?;
+    }
+    acks.iter()
+        .map(|ack| acknowledge(conn, scope, &ack.lease, &ack.outcome))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Group commit: mutating operations queued on one connection at the same moment share one
 //! `BEGIN IMMEDIATE` transaction, each inside its own savepoint.
 //!
-//! Each operation stays atomic and isolated: it runs alone on the connection thread, sees
+//! Each operation stays atomic and isolated: it runs alone on the connection, sees
 //! every earlier operation of the group, and a failure rolls back only its own savepoint.
 //! Nobody hears of a success before the COMMIT returned, so what a caller was told always
 //! reached the database. The group saves the per-commit cost (WAL frames for pages several

@@ -2,7 +2,7 @@
 
 use lease_core::{RedeliveryPolicy, SharedClock, Timestamp};
 
-/// The per-handle context passed to every operation on the connection thread.
+/// The per-handle context passed to every operation on the connection.
 #[derive(Debug)]
 pub(crate) struct Scope {
     /// The namespace column value of every row this handle reads or writes.

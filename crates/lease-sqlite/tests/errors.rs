@@ -10,8 +10,19 @@ fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("valid id")
 }
 
+/// On a current_thread runtime every operation goes through the connection thread.
 #[tokio::test]
 async fn a_lock_held_past_the_busy_timeout_is_unavailable_and_changes_nothing() {
+    lock_held_past_the_busy_timeout().await;
+}
+
+/// On a multi-thread runtime an idle connection runs operations inline: same outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_a_lock_held_past_the_busy_timeout_is_unavailable_and_changes_nothing() {
+    lock_held_past_the_busy_timeout().await;
+}
+
+async fn lock_held_past_the_busy_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("locked.db");
     let b = SqliteBackend::open(SqliteConfig::file(&path).busy_timeout(Duration::from_millis(20)))
