@@ -44,8 +44,10 @@ pub trait ExecutionClient: Send + Sync {
     /// earlier token, ordered by due time then id (RFC 002 `claimDue`).
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>>;
 
-    /// [`ExecutionClient::claim_due`], returning with each lease the execution's record as it
-    /// stands right after the claim (what `get` returns at that instant), in the same order.
+    /// [`ExecutionClient::claim_due`], returning with each lease the execution's record as the
+    /// claim left it (status running, the lease's token and expiry), in the same order: what
+    /// `get` returns at that instant whenever the lease is live at the backend clock, which
+    /// is always so for a claim at `now >= backend clock` such as [`Timestamp::MAX`].
     /// The dispatcher claims through this, so a delivery needs no `get` before it starts.
     ///
     /// The default claims, then reads each record with `get`; a lease whose record cannot be

@@ -363,9 +363,8 @@ pub struct ClaimRequest {
     pub duration: Duration,
 }
 
-/// One claimed delivery and the execution's record right after the claim, as `get` would
-/// have returned it at that instant (RFC 002 `claimDue`; the record saves the runtime a
-/// `get` per claim, design.md section 4).
+/// One claimed delivery and the execution's record as the claim left it (RFC 002
+/// `claimDue`; the record saves the runtime a `get` per claim, design.md section 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
     /// The lease of the new delivery.

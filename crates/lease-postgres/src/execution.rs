@@ -216,13 +216,9 @@ impl ExecutionClient for PostgresBackend {
                     token: rows::token(col(row, 1, "claim_due")?, "claim_due")?,
                     expires_at: Timestamp::from_millis(col(row, 2, "claim_due")?),
                 };
-                // The record as `get` decodes it, at the backend clock the claim read.
+                // The record as the claim left it, decoded as `get` decodes rows.
                 let record = rows::execution_from(row, CLAIM_RECORD, "claim_due")?;
-                let now = Timestamp::from_millis(col(row, CLAIM_RECORD + 12, "claim_due")?);
-                Ok(Claimed {
-                    lease,
-                    record: record.effective(now),
-                })
+                Ok(Claimed { lease, record })
             })
             .collect()
     }
