@@ -374,6 +374,14 @@ pub struct Claimed {
     pub record: ExecutionRecord,
 }
 
+impl Claimed {
+    /// The leases of `claims`, in order: `claim_due` for a backend whose claim produces
+    /// records anyway.
+    pub fn leases(claims: Vec<Claimed>) -> Vec<ExecutionLease> {
+        claims.into_iter().map(|c| c.lease).collect()
+    }
+}
+
 /// One acknowledgement of a batch (RFC 002 `acknowledge`: a lease and its outcome).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acknowledgement {

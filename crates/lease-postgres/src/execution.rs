@@ -175,12 +175,7 @@ impl ExecutionClient for PostgresBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        Ok(self
-            .claim_due_with_records(request)
-            .await?
-            .into_iter()
-            .map(|c| c.lease)
-            .collect())
+        Ok(Claimed::leases(self.claim_due_with_records(request).await?))
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::tests::{id, wait_until};
 use super::*;
 use crate::{
     Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
@@ -170,27 +171,12 @@ impl StartClient for Probe {
     }
 }
 
-fn id(s: &str) -> ExecutionId {
-    ExecutionId::new(s).expect("id")
-}
-
 fn options(concurrency: usize) -> DispatcherOptions {
     DispatcherOptions::new()
         .concurrency(concurrency)
         .lease_duration(LEASE)
         .renew_every(Duration::from_secs(15))
         .poll_interval(Duration::from_millis(5))
-}
-
-async fn wait_until<F: FnMut() -> bool>(what: &str, mut f: F) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 async fn admit(b: &Probe, ids: &[&str]) {

@@ -23,7 +23,7 @@ fn setup() -> (ManualClock, MemoryBackend) {
     (clock, backend)
 }
 
-fn id(s: &str) -> ExecutionId {
+pub(super) fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")
 }
 
@@ -40,7 +40,7 @@ fn options() -> DispatcherOptions {
         .poll_interval(Duration::from_millis(5))
 }
 
-async fn wait_until<F: FnMut() -> bool>(what: &str, mut f: F) {
+pub(super) async fn wait_until<F: FnMut() -> bool>(what: &str, mut f: F) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !f() {
         assert!(
