@@ -374,3 +374,64 @@ fn delete_namespace_removes_every_key_and_only_those() {
         other.delete_namespace().await.expect("cleanup");
     });
 }
+
+/// A foreign key of the wrong type at an index key or the token counter: every
+/// record-changing script refuses with `Schema` before its first write, so nothing in the
+/// namespace changes (no half-applied acknowledgement, claim or admission).
+#[test]
+fn foreign_key_types_at_index_keys_are_schema_errors_that_change_nothing() {
+    runtime().block_on(async {
+        for name in ["ready", "waiting", "running", "failing", "token"] {
+            let clock = ManualClock::starting_now();
+            let b = common::fresh(&clock, policy()).await;
+            for e in ["a", "b"] {
+                b.admit(&Admission::new(id(e))).await.expect("admit");
+            }
+            let leases = claim_n(&b, &clock, 1).await.expect("claim");
+            let lease = leases.first().expect("one lease").clone();
+            let key = format!("{}{name}", b.key_prefix());
+            let saved = format!("{}saved-{name}", b.key_prefix());
+            // Swap the real key out for a list (wrong for all five) while the operations run.
+            let had = matches!(redis_cmd(&["EXISTS", &key]).await, redis::Value::Int(1));
+            if had {
+                redis_cmd(&["RENAME", &key, &saved]).await;
+            }
+            redis_cmd(&["RPUSH", &key, "foreign"]).await;
+            let before = common::snapshot(&b).await;
+            let done = WorkflowRunOutcome::Completed(Json::null());
+            let schema = |what: &str, r: lease_core::Result<()>| {
+                assert!(
+                    matches!(r, Err(LeaseError::Schema { .. })),
+                    "{name}: {what}: {r:?}"
+                );
+            };
+            schema("acknowledge", b.acknowledge(&lease, &done).await.map(drop));
+            let batch = [Acknowledgement {
+                lease: lease.clone(),
+                outcome: done.clone(),
+            }];
+            schema(
+                "acknowledge_batch",
+                b.acknowledge_batch(&batch).await.map(drop),
+            );
+            schema("release", b.release(&lease).await.map(drop));
+            schema("renew", b.renew(&lease, LEASE).await.map(drop));
+            schema("claim_due", claim(&b, &clock).await.map(drop));
+            schema("admit", b.admit(&Admission::new(id("c"))).await.map(drop));
+            schema("request_wake", b.request_wake(&id("b"), clock.now()).await);
+            assert_eq!(
+                common::snapshot(&b).await,
+                before,
+                "{name}: nothing changed"
+            );
+            redis_cmd(&["DEL", &key]).await;
+            if had {
+                redis_cmd(&["RENAME", &saved, &key]).await;
+            }
+            // With the key restored the same lease acknowledges normally.
+            let ack = b.acknowledge(&lease, &done).await.expect("ack");
+            assert!(!ack.is_lost(), "{name}: {ack:?}");
+            b.delete_namespace().await.expect("cleanup");
+        }
+    });
+}

@@ -37,6 +37,21 @@ local function clock_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The keys a record-changing script may write besides the records: the four index sorted
+-- sets and the token counter. Checked before the script's first write, so a foreign key of
+-- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
+-- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
+local function check_key_types()
+  local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset', token = 'string'}
+  for name, kind in pairs(want) do
+    local t = redis.call('TYPE', P .. name)
+    t = t.ok or t
+    if t ~= kind and t ~= 'none' then
+      error({err = 'WRONGTYPE ' .. P .. name .. ' holds a ' .. t .. ', expected a ' .. kind})
+    end
+  end
+end
+
 local STATUSES = {admitted = true, running = true, suspended = true, completed = true, failed = true}
 
 -- ExecutionRecord::holds on the stored record: 'held', 'lost', 'zero' (token 0 is never

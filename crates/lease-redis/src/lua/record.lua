@@ -4,6 +4,9 @@ local K_WAITING = P .. 'waiting'
 local K_RUNNING = P .. 'running'
 local K_FAILING = P .. 'failing'
 
+-- Every script that changes records checks its other keys' types first.
+check_key_types()
+
 -- RedeliveryPolicy::delay(n) = table[min(n, len)], the table parsed on first use.
 local TABLE = nil
 local function delay(n)

@@ -2,6 +2,7 @@
 -- request id -> target (idempotent by receipt).
 -- ARGV[3] request id, ARGV[4] target id, ARGV[5] workflow, ARGV[6] input JSON.
 -- Reply: {'existing', target} | {'created', target} | {'taken'} (target id already exists).
+check_key_types()
 local starts = P .. 'starts'
 local known = redis.call('HGET', starts, ARGV[3])
 if known then return {'existing', known} end

@@ -159,6 +159,14 @@ pub async fn snapshot(backend: &RedisBackend) -> BTreeMap<String, String> {
                     .query_async(&mut conn)
                     .await
             }
+            "list" => {
+                redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut conn)
+                    .await
+            }
             _ => redis::cmd("GET").arg(&key).query_async(&mut conn).await,
         }
         .expect("read key");
