@@ -101,8 +101,9 @@ pub trait ExecutionClient: Send + Sync {
     /// atomically with its own fencing check, independently of the others (one `Lost`
     /// refuses nothing else). Results come back in the items' order.
     ///
-    /// More than [`crate::limits::MAX_ACK_BATCH`] items or one execution twice:
-    /// `InvalidInput`, nothing changes. On any error except
+    /// An empty batch changes nothing and returns no results. More than
+    /// [`crate::limits::MAX_ACK_BATCH`] items or one execution twice: `InvalidInput`, nothing
+    /// changes. On any error except
     /// [`crate::LeaseError::OutcomeUnknown`] no item was applied; after `OutcomeUnknown`
     /// any of them may have been.
     ///

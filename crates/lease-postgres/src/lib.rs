@@ -80,8 +80,7 @@ pub mod raw {
     #[derive(Debug, Clone)]
     pub struct Statements {
         /// `claim_due` and `claim_due_with_records`: `$1 request now, $2 clock, $3 limit,
-        /// $4 lease ms, $5 delays` -> rows (id, token, expires_at, the 12 execution columns,
-        /// backend clock).
+        /// $4 lease ms, $5 delays` -> rows (id, token, expires_at, the 12 execution columns).
         pub claim: String,
         /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
         pub renew: String,

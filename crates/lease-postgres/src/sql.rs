@@ -85,9 +85,10 @@ SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE 
 "#;
 
 /// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at,
-/// the 12 execution columns as updated by the claim, the backend clock) by (due, id): the
-/// lease first (a stable prefix the benchmark reads), then the record right after the claim,
-/// so `claim_due_with_records` needs no second round trip. One `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
+/// the 12 execution columns as updated by the claim) by (due, id): the lease first (a stable
+/// prefix the benchmark reads), then the record as the claim left it, so
+/// `claim_due_with_records` needs no second round trip. One
+/// `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
 /// select walks the `(sort_due, id)` index up to now (`claimable_at >= sort_due`, so the bound
 /// is implied) and stops after n claimable rows. An
 /// expired running row is first ended as an unacknowledged delivery ended at its expiry
@@ -95,8 +96,7 @@ SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE 
 /// then claimed with the next token of the schema's single sequence, issued in claim order.
 const CLAIM: &str = r#"
 WITH clk AS MATERIALIZED (
-    SELECT LEAST($1::bigint, c.clock) AS now, c.clock
-    FROM (SELECT COALESCE($2::bigint, {now}) AS clock) c
+    SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now
 ),
 picked AS MATERIALIZED (
     SELECT e.id, e.sort_due AS due
@@ -133,8 +133,8 @@ claimed AS (
     WHERE e.id = i.id
     RETURNING {cols}, i.due AS claim_order
 )
-SELECT e.id, e.token, e.lease_expires_at, {cols}, clk.clock
-FROM claimed e, clk
+SELECT e.id, e.token, e.lease_expires_at, {cols}
+FROM claimed e
 ORDER BY e.claim_order, e.id
 "#;
 
