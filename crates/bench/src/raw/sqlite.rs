@@ -153,6 +153,29 @@ impl RawSqlite {
         }
     }
 
+    /// Saves `row` as running with a lease until `expires` (claim and renew).
+    fn save_running(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        op: &'static str,
+        row: &Row,
+        expires: i64,
+    ) -> Result<()> {
+        let keys = self.running_keys(row, expires);
+        self.save(
+            tx,
+            op,
+            row,
+            "running",
+            Some(expires),
+            row.due,
+            row.unacked,
+            row.ended,
+            row.outcome.as_deref(),
+            keys,
+        )
+    }
+
     /// The claim keys of a running row: due `min(due, wake)`, claimable once the lease has
     /// expired and the delay it will then owe has passed.
     fn running_keys(&self, row: &Row, expires: i64) -> (Option<i64>, Option<i64>) {
@@ -198,21 +221,7 @@ impl RawSqlite {
                 token += 1;
                 row.token = token;
                 row.wake = None;
-                let expires = now + LEASE_MS;
-                let keys = self.running_keys(&row, expires);
-                let outcome = row.outcome.clone();
-                self.save(
-                    tx,
-                    OP,
-                    &row,
-                    "running",
-                    Some(expires),
-                    row.due,
-                    row.unacked,
-                    row.ended,
-                    outcome.as_deref(),
-                    keys,
-                )?;
+                self.save_running(tx, OP, &row, now + LEASE_MS)?;
                 out.push(RawLease { id: row.id, token });
             }
             if token != first {
@@ -230,21 +239,7 @@ impl RawSqlite {
         const OP: &str = "renew";
         self.write(OP, |tx| {
             let row = self.held(tx, OP, lease)?;
-            let expires = now_ms() + LEASE_MS;
-            let keys = self.running_keys(&row, expires);
-            let outcome = row.outcome.clone();
-            self.save(
-                tx,
-                OP,
-                &row,
-                "running",
-                Some(expires),
-                row.due,
-                row.unacked,
-                row.ended,
-                outcome.as_deref(),
-                keys,
-            )
+            self.save_running(tx, OP, &row, now_ms() + LEASE_MS)
         })
     }
 
