@@ -72,12 +72,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
     for (k, v) in &env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run cargo: {e}"))?;
-    cleanup::set_child(Some(child.id()));
-    let status = child.wait();
-    cleanup::set_child(None);
+    let status = cleanup::run_child(&mut cmd).map_err(|e| format!("running lease-bench: {e}"))?;
     drop(held);
-    let status = status.map_err(|e| format!("waiting for lease-bench: {e}"))?;
     Ok(status.success())
 }
 

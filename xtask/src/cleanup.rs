@@ -69,6 +69,15 @@ pub fn set_child(pid: Option<u32>) {
     *CHILD.lock().unwrap_or_else(|e| e.into_inner()) = pid;
 }
 
+/// Runs `cmd` to its end as the tracked cargo child (the handler stops it on an interrupt).
+pub fn run_child(cmd: &mut Command) -> std::io::Result<std::process::ExitStatus> {
+    let mut child = cmd.spawn()?;
+    set_child(Some(child.id()));
+    let status = child.wait();
+    set_child(None);
+    status
+}
+
 /// Installs the Ctrl-C / SIGTERM / SIGHUP handler. Failing to install it is not fatal.
 pub fn install_interrupt_handler() {
     let installed = ctrlc::set_handler(|| {

@@ -66,13 +66,8 @@ fn check(root: &Path, label: &str, args: &[&str]) -> (bool, f64) {
     let started = Instant::now();
     let mut cmd = cargo(root);
     cmd.args(args);
-    let ok = match cmd.spawn() {
-        Ok(mut child) => {
-            cleanup::set_child(Some(child.id()));
-            let status = child.wait();
-            cleanup::set_child(None);
-            status.is_ok_and(|s| s.success())
-        }
+    let ok = match cleanup::run_child(&mut cmd) {
+        Ok(status) => status.success(),
         Err(e) => {
             eprintln!("xtask: cannot run cargo: {e}");
             false

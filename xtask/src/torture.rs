@@ -282,13 +282,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
             cmd.args(["--restart-cmd", r]);
         }
         cmd.args(&rest);
-        let ok = match cmd.spawn() {
-            Ok(mut child) => {
-                cleanup::set_child(Some(child.id()));
-                let status = child.wait();
-                cleanup::set_child(None);
-                status.is_ok_and(|s| s.success())
-            }
+        let ok = match cleanup::run_child(&mut cmd) {
+            Ok(status) => status.success(),
             Err(e) => {
                 println!("cannot run cargo: {e}");
                 false
