@@ -13,6 +13,21 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// The backend type.
     type Backend: LeaseBackend + Clone;
 
+    /// The backend sends wake-ups ([`lease_core::ExecutionClient::wakeups`]) and reports
+    /// the next claimable instant with each claim (issue 10). The pickup cases assert both
+    /// when `true`; with `false` they check only what polling guarantees.
+    const WAKEUPS: bool = false;
+
+    /// Wake-ups travel over a connection that [`Harness::kill_listeners`] can kill on the
+    /// server (PostgreSQL LISTEN, Redis SUBSCRIBE).
+    const KILLABLE_LISTENER: bool = false;
+
+    /// Kills, on the server, every connection this store's backends listen for wake-ups on
+    /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.
+    async fn kill_listeners(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Builds a fresh, isolated store over `clock`, using `policy` for redelivery delays.
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self>;
 

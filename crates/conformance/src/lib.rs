@@ -168,6 +168,34 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, bad_input, request_wake_unknown_execution_rejected);
         $crate::__case!($harness, bad_input, start_existing_target_rejected);
         $crate::__case!($harness, bad_input, ack_batch_bad_input_changes_nothing);
+        // pickup.rs (issue 10)
+        $crate::__case!($harness, pickup, pickup_admission_by_peer_is_claimed);
+        $crate::__case!($harness, pickup, pickup_wake_by_peer_is_claimed);
+        $crate::__case!($harness, pickup, pickup_expired_lease_is_reclaimed);
+        $crate::__case!($harness, pickup, pickup_survives_a_killed_listener);
+        $crate::__case!(
+            $harness,
+            pickup,
+            pickup_idle_dispatchers_claim_once_per_admission
+        );
+        $crate::__case!(
+            $harness,
+            pickup,
+            scheduled_admission_claimable_from_its_time
+        );
+        $crate::__case!(
+            $harness,
+            pickup,
+            scheduled_admission_past_due_and_idempotent
+        );
+        $crate::__case!($harness, pickup, scheduled_admission_out_of_range_rejected);
+        $crate::__case!(
+            $harness,
+            pickup,
+            claim_horizon_is_the_earliest_claimable_instant
+        );
+        $crate::__case!($harness, pickup, admit_batch_admits_each_like_admit);
+        $crate::__case!($harness, pickup, admit_batch_bad_input_admits_nothing);
         // dispatcher.rs lists its own cases.
         $crate::__dispatcher_cases!($harness);
     };
@@ -199,6 +227,7 @@ mod tests {
             ("semantics", include_str!("cases/semantics.rs")),
             ("store", include_str!("cases/store.rs")),
             ("bad_input", include_str!("cases/bad_input.rs")),
+            ("pickup", include_str!("cases/pickup.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -9,6 +9,7 @@ pub struct MemoryHarness(MemoryBackend);
 #[async_trait]
 impl lease_conformance::Harness for MemoryHarness {
     type Backend = MemoryBackend;
+    const WAKEUPS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

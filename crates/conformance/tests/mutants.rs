@@ -97,6 +97,8 @@ const ACK_BATCH_UNFENCED: u8 = 33;
 /// acknowledge_batch applies items one by one, so a bad item leaves earlier ones applied.
 const ACK_BATCH_PARTIAL: u8 = 34;
 
+/// admit ignores `not_before`: a scheduled admission is due at once.
+const ADMIT_IGNORES_SCHEDULE: u8 = 35;
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
 
@@ -166,12 +168,17 @@ impl<const F: u8> Lab<F> {
 #[async_trait]
 impl<const F: u8> ExecutionClient for Lab<F> {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
         let now = self.now_ms();
         let mut s = self.lock();
+        let mut admission = admission.clone();
+        if F == ADMIT_IGNORES_SCHEDULE {
+            admission.not_before = None;
+        }
         let record = s
             .executions
             .entry(admission.id.clone())
-            .or_insert_with(|| ExecutionRecord::admitted(admission, now));
+            .or_insert_with(|| ExecutionRecord::admitted(&admission, now));
         Ok(record.effective(now))
     }
 
@@ -927,4 +934,9 @@ caught_by!(
     ack_batch_partial,
     ACK_BATCH_PARTIAL,
     [bad_input::ack_batch_bad_input_changes_nothing]
+);
+caught_by!(
+    admit_ignores_schedule,
+    ADMIT_IGNORES_SCHEDULE,
+    [pickup::scheduled_admission_claimable_from_its_time]
 );

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionRecord,
-    WorkflowRunOutcome, check_ack_batch,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionRecord,
+    WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -19,13 +19,50 @@ use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
+use crate::wakeup::WakeReceiver;
 
 /// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
 #[async_trait]
 pub trait ExecutionClient: Send + Sync {
-    /// Creates an execution, admitted and due now. Idempotent by identity: a second admit of
-    /// the same id returns the existing record unchanged.
+    /// Creates an execution, admitted and due now, or at [`Admission::not_before`] when it
+    /// is scheduled (not claimable before then). Idempotent by identity: a second admit of
+    /// the same id returns the existing record unchanged. A scheduled instant outside
+    /// [`Admission::validate`]'s range is `InvalidInput` and admits nothing.
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord>;
+
+    /// Admits several executions in one call, each exactly as [`ExecutionClient::admit`]
+    /// would (idempotent by identity: an existing id returns its record unchanged); records
+    /// come back in the items' order. An empty batch admits nothing.
+    ///
+    /// More than [`crate::limits::MAX_ADMIT_BATCH`] items, one id twice or a scheduled
+    /// instant out of range: `InvalidInput`, nothing admitted. On any error except
+    /// [`crate::LeaseError::OutcomeUnknown`] nothing was admitted.
+    ///
+    /// The default validates the whole batch, then admits item by item, reporting an error
+    /// after the first item as `OutcomeUnknown`. Backends override it to admit the batch in
+    /// one atomic step (transaction, statement or script).
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        let mut records = Vec::with_capacity(admissions.len());
+        for (i, admission) in admissions.iter().enumerate() {
+            match self.admit(admission).await {
+                Ok(r) => records.push(r),
+                Err(e) if i == 0 => return Err(e),
+                Err(e) => {
+                    return Err(crate::LeaseError::OutcomeUnknown {
+                        backend: "admit_batch",
+                        operation: "admit_batch",
+                        source: format!(
+                            "item {i} of {} failed after earlier items were admitted: {e}",
+                            admissions.len()
+                        )
+                        .into(),
+                    });
+                }
+            }
+        }
+        Ok(records)
+    }
 
     /// The effective record: a running lease whose expiry has passed reads as ended without
     /// acknowledgement (status back to suspended/admitted, `unacknowledged_deliveries + 1`).
@@ -73,6 +110,34 @@ pub trait ExecutionClient: Send + Sync {
             }
         }
         Ok(claimed)
+    }
+
+    /// [`ExecutionClient::claim_due_with_records`], plus what the dispatcher needs to sleep
+    /// until the next claimable instant without another round trip (issue 10): the backend
+    /// clock the claim ran at, and the earliest [`ExecutionRecord::claimable_at`] of what it
+    /// left unclaimed (a due wake, the end of a redelivery delay, another holder's lease
+    /// expiry), read in the claim's own atomic step.
+    ///
+    /// The default returns the claims with neither (the dispatcher then polls). Backends
+    /// override it; the conformance suite checks the instant is never later than the truth.
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        Ok(ClaimBatch {
+            claimed: self.claim_due_with_records(request).await?,
+            now: None,
+            next_claimable_at: None,
+        })
+    }
+
+    /// Optional capability (issue 10): a receiver of wake-ups, signalled whenever any
+    /// process sharing the store makes something claimable (admit, a wake that makes an
+    /// execution due, release, a claim's future expiry, a suspended acknowledgement with a
+    /// wake), with the instant from which it is claimable. A signal arrives after the write
+    /// committed, never before; after a reconnect the backend signals "now".
+    ///
+    /// `None` (the default) means the backend cannot tell, and the dispatcher polls. Each
+    /// call returns a new receiver; a backend handle and its clones share one listener.
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        None
     }
 
     /// Extends a current lease to `now + duration`; `Lost` for a stale token or an ended

@@ -103,7 +103,8 @@ pub enum Acknowledged {
     Terminal(ExecutionOutcome),
 }
 
-/// What `admit` creates: an id and, optionally, the workflow to run and its input.
+/// What `admit` creates: an id and, optionally, the workflow to run, its input and the
+/// instant before which it is not due (scheduled admission, issue 10).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
     /// The execution id.
@@ -112,6 +113,8 @@ pub struct Admission {
     pub workflow: Option<WorkflowName>,
     /// The workflow's input, if any.
     pub input: Option<Json>,
+    /// Not due before this backend-clock instant; `None` = due now (RFC 001's admit).
+    pub not_before: Option<Timestamp>,
 }
 
 impl Admission {
@@ -121,7 +124,29 @@ impl Admission {
             id,
             workflow: None,
             input: None,
+            not_before: None,
         }
+    }
+
+    /// Schedules the execution: not claimable before `at` (backend clock), then due at `at`.
+    /// An instant already past is due at once (still ordered by `at`). Validated by
+    /// [`Admission::validate`]: `0..=`[`crate::limits::MAX_SCHEDULED_MS`].
+    pub fn not_before(mut self, at: Timestamp) -> Self {
+        self.not_before = Some(at);
+        self
+    }
+
+    /// Checks what the newtypes cannot: the scheduled instant's range.
+    pub fn validate(&self) -> Result<()> {
+        match self.not_before {
+            Some(at) => crate::limits::check_scheduled("admission not_before", at),
+            None => Ok(()),
+        }
+    }
+
+    /// The due time of a new execution admitted at `now`: `not_before`, or `now`.
+    pub fn due_at(&self, now: Timestamp) -> Timestamp {
+        self.not_before.unwrap_or(now)
     }
 
     /// Names the workflow.
@@ -167,7 +192,7 @@ pub struct ExecutionRecord {
 }
 
 impl ExecutionRecord {
-    /// A freshly admitted execution, due at `now`.
+    /// A freshly admitted execution, due at `now` (or at its `not_before`).
     pub fn admitted(admission: &Admission, now: Timestamp) -> Self {
         ExecutionRecord {
             id: admission.id.clone(),
@@ -176,7 +201,7 @@ impl ExecutionRecord {
             status: ExecutionStatus::Admitted,
             token: FencingToken::NONE,
             lease_expires_at: None,
-            due_at: Some(now),
+            due_at: Some(admission.due_at(now)),
             wake_after_claim: None,
             unacknowledged_deliveries: 0,
             last_delivery_ended_at: None,
@@ -209,6 +234,32 @@ impl ExecutionRecord {
             && self.status != ExecutionStatus::Running
             && self.due_at.is_some_and(|d| d <= now)
             && self.redelivery_gate_open(now, policy)
+    }
+
+    /// The earliest backend-clock instant from which this stored record is claimable if
+    /// nothing else happens: for a running delivery, once its lease expires and the
+    /// redelivery delay after that has passed; otherwise its due time, or the end of its
+    /// redelivery delay if later. `None` when terminal or not due. For an effective record,
+    /// [`ExecutionRecord::claimable`]`(now)` holds exactly when this is `<= now` (issue 10:
+    /// the dispatcher sleeps until the earliest such instant).
+    pub fn claimable_at(&self, policy: &RedeliveryPolicy) -> Option<Timestamp> {
+        let ended;
+        let r = match (self.status, self.lease_expires_at) {
+            (ExecutionStatus::Running, Some(expiry)) => {
+                ended = self.effective(expiry);
+                &ended
+            }
+            (ExecutionStatus::Running, None) => return None,
+            _ => self,
+        };
+        if r.status.is_terminal() {
+            return None;
+        }
+        let due = r.due_at?;
+        Some(
+            r.redelivery_not_before(policy)
+                .map_or(due, |gate| gate.max(due)),
+        )
     }
 
     /// The time from which the redelivery delay allows a claim, or `None` when there is no
@@ -380,6 +431,47 @@ impl Claimed {
     pub fn leases(claims: Vec<Claimed>) -> Vec<ExecutionLease> {
         claims.into_iter().map(|c| c.lease).collect()
     }
+}
+
+/// What one claim call returns to a dispatcher (issue 10): the claims, the backend clock the
+/// claim ran at, and the earliest instant at which something it left unclaimed becomes
+/// claimable, so the dispatcher can sleep until exactly then.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimBatch {
+    /// The claims, as [`crate::ExecutionClient::claim_due_with_records`] returns them.
+    pub claimed: Vec<Claimed>,
+    /// The backend clock at which the claim was evaluated, when the backend reports it.
+    pub now: Option<Timestamp>,
+    /// The earliest [`ExecutionRecord::claimable_at`] over the executions the claim left
+    /// (including the leases it just issued and those other processes hold), as seen by the
+    /// claim's atomic step. `None`: nothing pending, or the backend does not say.
+    pub next_claimable_at: Option<Timestamp>,
+}
+
+/// Validates a batch for `admit_batch` before anything is written: at most
+/// [`crate::limits::MAX_ADMIT_BATCH`] items, no id twice, every scheduled instant in range.
+pub fn check_admit_batch(admissions: &[Admission]) -> Result<()> {
+    if admissions.len() > crate::limits::MAX_ADMIT_BATCH {
+        return Err(LeaseError::invalid(
+            "admissions",
+            format!(
+                "{} items, over the limit of {}",
+                admissions.len(),
+                crate::limits::MAX_ADMIT_BATCH
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(admissions.len());
+    for admission in admissions {
+        admission.validate()?;
+        if !seen.insert(&admission.id) {
+            return Err(LeaseError::invalid(
+                "admissions",
+                format!("execution {} appears twice", admission.id),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One acknowledgement of a batch (RFC 002 `acknowledge`: a lease and its outcome).

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod redelivery;
 pub mod store;
 pub mod time;
+pub mod wakeup;
 
 pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
 pub use dispatcher::{
@@ -30,7 +31,7 @@ pub use dispatcher::{
 };
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionOutcome,
     ExecutionRecord, ExecutionStatus, WorkflowRunOutcome,
 };
 pub use heap::{HeapRecord, StepWrite};
@@ -44,3 +45,4 @@ pub use store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
 };
 pub use time::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
+pub use wakeup::{WakeHub, WakeReceiver};

@@ -10,6 +10,11 @@ pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 pub const MAX_CLAIM_LIMIT: usize = 1000;
 /// Most acknowledgements accepted by one `acknowledge_batch`.
 pub const MAX_ACK_BATCH: usize = 1000;
+/// Most admissions accepted by one `admit_batch`.
+pub const MAX_ADMIT_BATCH: usize = 1000;
+/// Latest instant an admission may be scheduled at: the end of year 9999 UTC, in ms since
+/// the Unix epoch (well inside the 2^52 ms every backend stores exactly).
+pub const MAX_SCHEDULED_MS: i64 = 253_402_300_799_999;
 /// Shortest lease (and renewal) duration.
 pub const MIN_LEASE: Duration = Duration::from_millis(1);
 /// Longest lease (and renewal) duration: one day.
@@ -21,6 +26,17 @@ pub fn check_limit(field: &'static str, limit: usize) -> crate::Result<()> {
         return Err(crate::LeaseError::invalid(
             field,
             format!("{limit} is outside 1..={MAX_CLAIM_LIMIT}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates a scheduled instant (`Admission::not_before`): 0..=[`MAX_SCHEDULED_MS`].
+pub fn check_scheduled(field: &'static str, at: crate::Timestamp) -> crate::Result<()> {
+    if !(0..=MAX_SCHEDULED_MS).contains(&at.as_millis()) {
+        return Err(crate::LeaseError::invalid(
+            field,
+            format!("{} ms is outside 0..={MAX_SCHEDULED_MS}", at.as_millis()),
         ));
     }
     Ok(())

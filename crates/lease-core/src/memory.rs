@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionRecord,
-    WorkflowRunOutcome, check_ack_batch,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionRecord,
+    WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -25,6 +25,7 @@ use crate::store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
 };
 use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
+use crate::wakeup::{WakeHub, WakeReceiver};
 
 #[derive(Debug, Default)]
 struct State {
@@ -54,12 +55,15 @@ impl State {
     }
 }
 
-/// The in-memory reference backend.
+/// The in-memory reference backend. Peers share one [`WakeHub`], signalled after every
+/// operation that makes something claimable (issue 10).
 #[derive(Debug, Clone)]
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
     clock: SharedClock,
     policy: RedeliveryPolicy,
+    hub: WakeHub,
+    wakeups_enabled: bool,
 }
 
 impl Default for MemoryBackend {
@@ -80,7 +84,41 @@ impl MemoryBackend {
             state: Arc::default(),
             clock,
             policy: RedeliveryPolicy::default(),
+            hub: WakeHub::new(),
+            wakeups_enabled: true,
         }
+    }
+
+    /// This handle without the wake-up capability ([`ExecutionClient::wakeups`] is `None`),
+    /// as an adapter that only polls: for tests of the dispatcher's polling path.
+    pub fn without_wakeups(mut self) -> Self {
+        self.wakeups_enabled = false;
+        self
+    }
+
+    /// Signals the hub with the instant `record` becomes claimable, if it ever does.
+    fn signal(&self, record: &ExecutionRecord) {
+        if let Some(at) = record.claimable_at(&self.policy) {
+            self.hub.signal(at);
+        }
+    }
+
+    fn admit_locked(
+        &self,
+        s: &mut State,
+        admission: &Admission,
+        now: Timestamp,
+    ) -> ExecutionRecord {
+        let mut created = false;
+        let record = s.executions.entry(admission.id.clone()).or_insert_with(|| {
+            created = true;
+            ExecutionRecord::admitted(admission, now)
+        });
+        let record = record.effective(now);
+        if created {
+            self.signal(&record);
+        }
+        record
     }
 
     /// Replaces the redelivery policy.
@@ -104,13 +142,20 @@ impl MemoryBackend {
 #[async_trait]
 impl ExecutionClient for MemoryBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
         let now = self.clock.now();
         let mut s = self.lock();
-        let record = s
-            .executions
-            .entry(admission.id.clone())
-            .or_insert_with(|| ExecutionRecord::admitted(admission, now));
-        Ok(record.effective(now))
+        Ok(self.admit_locked(&mut s, admission, now))
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        let now = self.clock.now();
+        let mut s = self.lock();
+        Ok(admissions
+            .iter()
+            .map(|a| self.admit_locked(&mut s, a, now))
+            .collect())
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
@@ -138,7 +183,13 @@ impl ExecutionClient for MemoryBackend {
     }
 
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        self.lock().execution(id)?.request_wake(at);
+        let mut s = self.lock();
+        let record = s.execution(id)?;
+        record.request_wake(at);
+        if record.status != crate::ExecutionStatus::Running {
+            let record = record.clone();
+            self.signal(&record);
+        }
         Ok(())
     }
 
@@ -147,6 +198,10 @@ impl ExecutionClient for MemoryBackend {
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        Ok(self.claim_due_with_horizon(request).await?.claimed)
+    }
+
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let mut s = self.lock();
@@ -171,7 +226,29 @@ impl ExecutionClient for MemoryBackend {
                 record: record.clone(),
             });
         }
-        Ok(leases)
+        let next_claimable_at = s
+            .executions
+            .values()
+            .filter_map(|r| r.claimable_at(&self.policy))
+            .min();
+        drop(s);
+        // Other processes learn when the new leases would expire.
+        if let Some(at) = leases
+            .iter()
+            .filter_map(|c| c.record.claimable_at(&self.policy))
+            .min()
+        {
+            self.hub.signal(at);
+        }
+        Ok(ClaimBatch {
+            claimed: leases,
+            now: Some(now),
+            next_claimable_at,
+        })
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.wakeups_enabled.then(|| self.hub.subscribe())
     }
 
     async fn renew(
@@ -194,6 +271,8 @@ impl ExecutionClient for MemoryBackend {
         Ok(match s.held(lease)? {
             Some(record) => {
                 record.release(now);
+                let record = record.clone();
+                self.signal(&record);
                 Fenced::Accepted(())
             }
             None => Fenced::Lost,
@@ -208,7 +287,12 @@ impl ExecutionClient for MemoryBackend {
         let now = self.clock.now();
         let mut s = self.lock();
         Ok(match s.held(lease)? {
-            Some(record) => Fenced::Accepted(record.acknowledge(now, outcome)),
+            Some(record) => {
+                let ack = record.acknowledge(now, outcome);
+                let record = record.clone();
+                self.signal(&record);
+                Fenced::Accepted(ack)
+            }
             None => Fenced::Lost,
         })
     }
@@ -227,7 +311,12 @@ impl ExecutionClient for MemoryBackend {
         let mut results = Vec::with_capacity(acks.len());
         for ack in acks {
             results.push(match s.held(&ack.lease)? {
-                Some(record) => Fenced::Accepted(record.acknowledge(now, &ack.outcome)),
+                Some(record) => {
+                    let acked = record.acknowledge(now, &ack.outcome);
+                    let record = record.clone();
+                    self.signal(&record);
+                    Fenced::Accepted(acked)
+                }
                 None => Fenced::Lost,
             });
         }
@@ -366,10 +455,9 @@ impl StartClient for MemoryBackend {
         let admission = Admission::new(request.target.clone())
             .workflow(request.workflow.clone())
             .input(request.input.clone());
-        s.executions.insert(
-            request.target.clone(),
-            ExecutionRecord::admitted(&admission, now),
-        );
+        let record = ExecutionRecord::admitted(&admission, now);
+        self.signal(&record);
+        s.executions.insert(request.target.clone(), record);
         s.starts
             .insert(request.request_id.clone(), request.target.clone());
         Ok(Started {

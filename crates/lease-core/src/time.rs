@@ -23,6 +23,9 @@ impl Timestamp {
     /// trip before a claim (design.md section 2).
     pub const MAX: Timestamp = Timestamp(i64::MAX);
 
+    /// The beginning of time: as a wake-up signal it means "claimable now" (issue 10).
+    pub const MIN: Timestamp = Timestamp(i64::MIN);
+
     /// Wraps milliseconds since the Unix epoch.
     pub const fn from_millis(millis: i64) -> Self {
         Timestamp(millis)

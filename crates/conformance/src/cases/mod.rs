@@ -8,6 +8,7 @@ pub mod bad_input;
 pub mod dispatcher;
 pub mod fencing;
 pub mod leases;
+pub mod pickup;
 pub mod redelivery;
 pub mod semantics;
 pub mod store;

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[derive(Debug, Default)]
 pub struct DispatcherMetrics {
     claims: AtomicU64,
+    claim_calls: AtomicU64,
+    empty_claims: AtomicU64,
+    wakeups: AtomicU64,
     renewals: AtomicU64,
     lost: AtomicU64,
     acknowledgements: AtomicU64,
@@ -22,6 +25,12 @@ pub struct DispatcherMetrics {
 pub struct MetricsSnapshot {
     /// Leases granted to this dispatcher by `claim_due`.
     pub claims: u64,
+    /// Claim calls made (each one statement or script on the backend).
+    pub claim_calls: u64,
+    /// Claim calls that granted nothing (a poll, or a wake-up another dispatcher won).
+    pub empty_claims: u64,
+    /// Wake-ups received from the backend ([`crate::ExecutionClient::wakeups`]).
+    pub wakeups: u64,
     /// Accepted renewals.
     pub renewals: u64,
     /// Deliveries that lost their lease (a fenced write, renewal, release or acknowledgement
@@ -46,6 +55,9 @@ impl DispatcherMetrics {
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             claims: self.claims.load(Ordering::SeqCst),
+            claim_calls: self.claim_calls.load(Ordering::SeqCst),
+            empty_claims: self.empty_claims.load(Ordering::SeqCst),
+            wakeups: self.wakeups.load(Ordering::SeqCst),
             renewals: self.renewals.load(Ordering::SeqCst),
             lost: self.lost.load(Ordering::SeqCst),
             acknowledgements: self.acknowledgements.load(Ordering::SeqCst),
@@ -57,8 +69,16 @@ impl DispatcherMetrics {
         }
     }
 
-    pub(crate) fn claimed(&self, n: usize) {
+    /// One claim call that granted `n` leases.
+    pub(crate) fn claim_call(&self, n: usize) {
         self.claims.fetch_add(n as u64, Ordering::SeqCst);
+        self.claim_calls.fetch_add(1, Ordering::SeqCst);
+        if n == 0 {
+            self.empty_claims.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    pub(crate) fn wakeup(&self) {
+        self.wakeups.fetch_add(1, Ordering::SeqCst);
     }
     pub(crate) fn renewed(&self) {
         self.renewals.fetch_add(1, Ordering::SeqCst);

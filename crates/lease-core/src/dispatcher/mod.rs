@@ -12,6 +12,7 @@
 mod acks;
 pub mod delivery;
 pub mod error;
+mod horizon;
 pub mod metrics;
 pub mod options;
 mod run;

@@ -9,6 +9,11 @@ use crate::limits::{MAX_CLAIM_LIMIT, MAX_LEASE, MIN_LEASE};
 pub const MAX_CONCURRENCY: usize = 10_000;
 /// Longest accepted poll interval.
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(3600);
+/// Default poll interval of a dispatcher whose backend sends no wake-ups.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// Default backstop poll of a dispatcher whose backend sends wake-ups: only a lost
+/// notification waits this long.
+pub const DEFAULT_BACKSTOP: Duration = Duration::from_secs(10);
 
 /// How a [`crate::dispatcher::Dispatcher`] claims, renews and runs deliveries.
 ///
@@ -21,19 +26,19 @@ pub struct DispatcherOptions {
     concurrency: usize,
     lease_duration: Duration,
     renew_every: Option<Duration>,
-    poll_interval: Duration,
+    poll_interval: Option<Duration>,
     claim_batch: usize,
 }
 
 impl Default for DispatcherOptions {
-    /// Concurrency 16, 30 s leases renewed every 10 s, polling every second, claims of up
-    /// to 32 at a time.
+    /// Concurrency 16, 30 s leases renewed every 10 s, claims of up to 32 at a time; polling
+    /// every second, or every 10 s as a backstop when the backend sends wake-ups.
     fn default() -> Self {
         DispatcherOptions {
             concurrency: 16,
             lease_duration: Duration::from_secs(30),
             renew_every: None,
-            poll_interval: Duration::from_secs(1),
+            poll_interval: None,
             claim_batch: 32,
         }
     }
@@ -65,10 +70,14 @@ impl DispatcherOptions {
         self
     }
 
-    /// How long the claim loop waits when nothing was due (it wakes earlier when a slot
-    /// frees or [`crate::dispatcher::Dispatcher::wake`] is called).
+    /// The longest the claim loop waits between claims when nothing was due. It claims
+    /// earlier when a slot frees, [`crate::dispatcher::Dispatcher::wake`] is called, the
+    /// backend sends a wake-up ([`crate::ExecutionClient::wakeups`]) or the next claimable
+    /// instant the last claim reported arrives; with wake-ups it is only the backstop for a
+    /// lost notification. Default: [`DEFAULT_POLL`] without wake-ups, [`DEFAULT_BACKSTOP`]
+    /// with them.
     pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.poll_interval = every;
+        self.poll_interval = Some(every);
         self
     }
 
@@ -94,9 +103,20 @@ impl DispatcherOptions {
         self.renew_every.unwrap_or(self.lease_duration / 3)
     }
 
-    /// The configured poll interval.
+    /// The poll interval for a backend without wake-ups: the configured one or
+    /// [`DEFAULT_POLL`].
     pub fn get_poll_interval(&self) -> Duration {
-        self.poll_interval
+        self.poll_interval.unwrap_or(DEFAULT_POLL)
+    }
+
+    /// The longest wait between claims: the configured poll interval, else [`DEFAULT_POLL`]
+    /// for a backend that only polls and [`DEFAULT_BACKSTOP`] for one that sends wake-ups.
+    pub fn get_backstop(&self, wakeups: bool) -> Duration {
+        match (self.poll_interval, wakeups) {
+            (Some(d), _) => d,
+            (None, false) => DEFAULT_POLL,
+            (None, true) => DEFAULT_BACKSTOP,
+        }
     }
 
     /// The configured claim batch size.
@@ -140,13 +160,11 @@ impl DispatcherOptions {
                 ),
             ));
         }
-        if self.poll_interval < Duration::from_millis(1) || self.poll_interval > MAX_POLL_INTERVAL {
+        let poll = self.get_poll_interval();
+        if poll < Duration::from_millis(1) || poll > MAX_POLL_INTERVAL {
             return Err(LeaseError::invalid(
                 "poll_interval",
-                format!(
-                    "{:?} is outside 1ms..={MAX_POLL_INTERVAL:?}",
-                    self.poll_interval
-                ),
+                format!("{poll:?} is outside 1ms..={MAX_POLL_INTERVAL:?}"),
             ));
         }
         crate::limits::check_limit("claim_batch", self.claim_batch)?;

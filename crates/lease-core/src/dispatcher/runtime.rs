@@ -13,13 +13,15 @@ use tracing::Instrument;
 
 use crate::dispatcher::acks::AckQueue;
 use crate::dispatcher::delivery::SharedBackend;
+use crate::dispatcher::horizon::Horizon;
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::DispatcherOptions;
 use crate::dispatcher::run::{SlotGuard, run_delivery};
 use crate::dispatcher::worker::Worker;
 use crate::error::{LeaseError, Result};
-use crate::execution::{ClaimRequest, Claimed};
+use crate::execution::{ClaimBatch, ClaimRequest};
 use crate::time::Timestamp;
+use crate::wakeup::WakeReceiver;
 
 /// State shared by the claim loop and every delivery of one dispatcher.
 pub(crate) struct Shared {
@@ -186,6 +188,10 @@ impl Drop for Dispatcher {
 async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     let mut deliveries = JoinSet::new();
     let opts = shared.options;
+    let wakeups = shared.backend.wakeups();
+    let backstop = opts.get_backstop(wakeups.is_some());
+    let mut horizon = Horizon::default();
+    let mut failures = 0u32;
     loop {
         while deliveries.try_join_next().is_some() {}
         if shared.stop_claiming.is_cancelled() {
@@ -195,6 +201,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             .get_concurrency()
             .saturating_sub(shared.metrics.in_flight());
         if free == 0 {
+            // Wake-ups received meanwhile wait in the receiver; a freed slot claims.
             tokio::select! {
                 () = shared.wake.notified() => continue,
                 () = shared.stop_claiming.cancelled() => break,
@@ -203,15 +210,23 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         let want = free.min(opts.get_claim_batch());
         let mut got = 0;
         match claim(&shared, want).await {
-            Ok(claims) => {
-                got = claims.len();
-                shared.metrics.claimed(got);
-                for claimed in claims {
+            Ok(batch) => {
+                got = batch.claimed.len();
+                failures = 0;
+                horizon.claimed(
+                    batch.now,
+                    batch.next_claimable_at,
+                    Instant::now(),
+                    got < want,
+                );
+                shared.metrics.claim_call(got);
+                for claimed in batch.claimed {
                     let slot = SlotGuard::new(shared.clone());
                     deliveries.spawn(run_delivery(shared.clone(), claimed, slot));
                 }
             }
             Err(e) => {
+                failures = failures.saturating_add(1);
                 shared.metrics.backend_error();
                 tracing::warn!(error = %e, "claim_due failed");
             }
@@ -220,22 +235,74 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             // Everything asked for was due: more may be. Claim again without waiting.
             continue;
         }
-        tokio::select! {
-            () = tokio::time::sleep(opts.get_poll_interval()) => {}
-            () = shared.wake.notified() => {}
-            () = shared.stop_claiming.cancelled() => break,
+        let polled = Instant::now();
+        let keep_going = if failures > 0 {
+            // A failing backend is retried with backoff, never at the pace of wake-ups.
+            pause(&shared, error_backoff(failures).min(backstop)).await
+        } else {
+            wait_for_claim(&shared, &mut horizon, wakeups.as_ref(), polled + backstop).await
+        };
+        if !keep_going {
+            break;
         }
     }
     drain(&shared, deliveries).await
 }
 
+/// Sleeps until the next claim is due: the earliest claimable instant known (from the last
+/// claim or a wake-up), the backstop poll, a freed slot or [`Dispatcher::wake`]. `false` when
+/// the dispatcher stops claiming.
+async fn wait_for_claim(
+    shared: &Shared,
+    horizon: &mut Horizon,
+    wakeups: Option<&WakeReceiver>,
+    backstop: Instant,
+) -> bool {
+    loop {
+        let deadline = horizon.deadline(backstop);
+        if deadline <= Instant::now() {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            () = shared.stop_claiming.cancelled() => return false,
+            () = shared.wake.notified() => return true,
+            at = next_wakeup(wakeups) => {
+                shared.metrics.wakeup();
+                horizon.signalled(at);
+            }
+            () = tokio::time::sleep_until(deadline) => return true,
+        }
+    }
+}
+
+async fn next_wakeup(wakeups: Option<&WakeReceiver>) -> Timestamp {
+    match wakeups {
+        Some(w) => w.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps `d` unless the dispatcher stops claiming first (`false`).
+async fn pause(shared: &Shared, d: Duration) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(d) => true,
+        () = shared.stop_claiming.cancelled() => false,
+    }
+}
+
+/// Wait after `failures` failed claims in a row: 10 ms doubling, at most 5 s.
+fn error_backoff(failures: u32) -> Duration {
+    Duration::from_millis(10u64 << failures.saturating_sub(1).min(9)).min(Duration::from_secs(5))
+}
+
 /// One claim round trip: `now` is [`Timestamp::MAX`], so the backend claims at its own
-/// clock (it uses `min(now, backend clock)`) without a `now()` call first, and the records
-/// come back with the leases.
-async fn claim(shared: &Shared, limit: usize) -> Result<Vec<Claimed>> {
+/// clock (it uses `min(now, backend clock)`) without a `now()` call first; the records and
+/// the next claimable instant come back with the leases.
+async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
     shared
         .backend
-        .claim_due_with_records(ClaimRequest {
+        .claim_due_with_horizon(ClaimRequest {
             now: Timestamp::MAX,
             limit,
             duration: shared.options.get_lease_duration(),
