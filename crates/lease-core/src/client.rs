@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionRecord,
-    WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionRecord, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -72,6 +72,14 @@ pub trait ExecutionClient: Send + Sync {
     /// first, then by id; at most `limit` (RFC 002: operators find executions that keep
     /// failing).
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>>;
+
+    /// Stored execution records this backend found it cannot decode, at most `limit`
+    /// (1..=1000), by id (issue 11). Claims skip such records instead of failing. The
+    /// default lists none: a backend whose storage cannot hold an undecodable record.
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        crate::limits::check_limit("list limit", limit)?;
+        Ok(Vec::new())
+    }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
     /// it is remembered for the acknowledgement; otherwise it makes the execution due.

@@ -59,6 +59,17 @@ pub enum LeaseError {
         /// The token it carries.
         token: FencingToken,
     },
+    /// The backend's token counter cannot issue a token above every token already stored
+    /// (the counter was deleted or rolled back by a restore, or its range is used up): the
+    /// claim is refused and nothing changed, so no token is ever issued twice (issue 11).
+    /// An operator must repair the counter (set it above the highest stored token).
+    #[error("token counter of {location} is unusable: {reason}")]
+    TokenCounter {
+        /// Database file, schema or key prefix.
+        location: String,
+        /// What was found (e.g. "next token 3 is not above token 7 of execution order-42").
+        reason: String,
+    },
     /// The operation certainly did not take effect: connection refused, pool exhausted,
     /// connection lost before the write was sent. Safe to retry.
     #[error("{backend} unavailable during {operation}: {source}")]

@@ -433,6 +433,17 @@ impl Claimed {
     }
 }
 
+/// A stored execution record a backend cannot decode (issue 11): claims skip it (the rest of
+/// the namespace is claimed as usual) and report it once in the log; operators list these
+/// with [`crate::ExecutionClient::list_corrupt`] to repair or delete them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRecord {
+    /// The stored id (as text: it may itself be what is corrupt).
+    pub id: String,
+    /// What could not be decoded.
+    pub problem: String,
+}
+
 /// What one claim call returns to a dispatcher (issue 10): the claims, the backend clock the
 /// claim ran at, and the earliest instant at which something it left unclaimed becomes
 /// claimable, so the dispatcher can sleep until exactly then.
