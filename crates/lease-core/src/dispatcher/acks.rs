@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+use crate::dispatcher::call::guarded;
 use crate::dispatcher::run::with_retries;
 use crate::dispatcher::runtime::Shared;
 use crate::error::LeaseError;
@@ -140,7 +141,11 @@ async fn flush_until_empty(
 
 async fn send_one(shared: &Shared, ack: &Acknowledgement) -> AckResult {
     with_retries(shared, "acknowledge", || {
-        shared.backend.acknowledge(&ack.lease, &ack.outcome)
+        guarded(
+            shared,
+            "acknowledge",
+            shared.backend.acknowledge(&ack.lease, &ack.outcome),
+        )
     })
     .await
 }
@@ -156,7 +161,13 @@ async fn send_batch(shared: &Shared, acks: &[Acknowledgement]) -> Vec<AckResult>
     if shared.killed.load(Ordering::SeqCst) {
         return vec![None; acks.len()];
     }
-    match shared.backend.acknowledge_batch(acks).await {
+    match guarded(
+        shared,
+        "acknowledge_batch",
+        shared.backend.acknowledge_batch(acks),
+    )
+    .await
+    {
         Ok(results) if results.len() == acks.len() => results.into_iter().map(Some).collect(),
         Ok(results) => {
             shared.metrics.backend_error();

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{LeaseBackend, StartClient, StoreClient};
@@ -42,6 +43,9 @@ struct Inner {
     backend: SharedBackend,
     cancel: CancellationToken,
     lost: AtomicBool,
+    /// The local deadline (issue 11): past it, the lease may have expired unrenewed, so the
+    /// delivery counts as lost. `None` for a delivery built outside a dispatcher.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -76,6 +80,7 @@ impl Delivery {
                 backend,
                 cancel,
                 lost: AtomicBool::new(false),
+                deadline: Mutex::new(None),
             }),
         }
     }
@@ -156,8 +161,32 @@ impl Delivery {
         self.inner.cancel.cancel();
     }
 
-    /// `Err(Lost)` or `Err(Cancelled)` when the delivery must not write any more.
+    /// Sets the local deadline: the monotonic instant after which the lease may have
+    /// expired without a renewal (issue 11; etcd's `Session.Done()`).
+    pub(crate) fn set_deadline(&self, at: Instant) {
+        *self
+            .inner
+            .deadline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    /// The local deadline, if a dispatcher set one.
+    pub fn deadline(&self) -> Option<Instant> {
+        *self
+            .inner
+            .deadline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `Err(Lost)` or `Err(Cancelled)` when the delivery must not write any more: lost,
+    /// cancelled, or past its local deadline (which marks it lost).
     pub fn ensure_live(&self) -> Result<(), DeliveryError> {
+        if self.deadline().is_some_and(|d| Instant::now() >= d) && !self.is_lost() {
+            tracing::warn!("local lease deadline passed without a renewal: stopping");
+            self.mark_lost();
+        }
         if self.is_lost() {
             Err(DeliveryError::Lost)
         } else if self.is_cancelled() {

@@ -10,6 +10,7 @@
 //! ```
 
 mod acks;
+mod call;
 pub mod delivery;
 pub mod error;
 mod horizon;
@@ -25,9 +26,11 @@ pub use error::DeliveryError;
 pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
-pub use step::STEP_ATTEMPT;
+pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT};
 pub use worker::{Reply, Worker};
 
+#[cfg(all(test, feature = "memory"))]
+mod fault_tests;
 #[cfg(all(test, feature = "memory"))]
 mod probe_tests;
 #[cfg(all(test, feature = "memory"))]

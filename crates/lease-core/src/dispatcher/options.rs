@@ -9,6 +9,8 @@ use crate::limits::{MAX_CLAIM_LIMIT, MAX_LEASE, MIN_LEASE};
 pub const MAX_CONCURRENCY: usize = 10_000;
 /// Longest accepted poll interval.
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(3600);
+/// Default bound on each backend call the dispatcher makes.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default poll interval of a dispatcher whose backend sends no wake-ups.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// Default backstop poll of a dispatcher whose backend sends wake-ups: only a lost
@@ -28,6 +30,7 @@ pub struct DispatcherOptions {
     renew_every: Option<Duration>,
     poll_interval: Option<Duration>,
     claim_batch: usize,
+    call_timeout: Duration,
 }
 
 impl Default for DispatcherOptions {
@@ -40,6 +43,7 @@ impl Default for DispatcherOptions {
             renew_every: None,
             poll_interval: None,
             claim_batch: 32,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
     }
 }
@@ -86,6 +90,27 @@ impl DispatcherOptions {
     pub fn claim_batch(mut self, batch: usize) -> Self {
         self.claim_batch = batch;
         self
+    }
+
+    /// The longest the dispatcher waits for any one backend call it makes (claim, renew,
+    /// acknowledge, release), 1 ms..=1 h, default [`DEFAULT_CALL_TIMEOUT`]. A call that
+    /// times out counts as an unknown outcome: the dispatcher never assumes it applied.
+    /// A renewal is also cut off at the delivery's local deadline (design: local deadline).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The configured call timeout.
+    pub fn get_call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// The local deadline margin: a delivery stops this long before its lease would expire
+    /// unrenewed, measured from when the claim or last successful renewal was sent (a tenth
+    /// of the lease, so a clock running up to 10% slower than the backend's stays safe).
+    pub fn get_deadline_margin(&self) -> Duration {
+        self.lease_duration / 10
     }
 
     /// The configured concurrency.
@@ -168,6 +193,15 @@ impl DispatcherOptions {
             ));
         }
         crate::limits::check_limit("claim_batch", self.claim_batch)?;
+        if self.call_timeout < Duration::from_millis(1) || self.call_timeout > MAX_POLL_INTERVAL {
+            return Err(LeaseError::invalid(
+                "call_timeout",
+                format!(
+                    "{:?} is outside 1ms..={MAX_POLL_INTERVAL:?}",
+                    self.call_timeout
+                ),
+            ));
+        }
         debug_assert!(self.claim_batch <= MAX_CLAIM_LIMIT);
         Ok(())
     }

@@ -1,7 +1,6 @@
 //! One delivery from claim to acknowledgement or release: the worker raced against
 //! cancellation, and the renewal task beside it (RFC 002 "Leases"; design.md section 4).
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::dispatcher::acks;
+use crate::dispatcher::call::{guarded, panic_message};
 use crate::dispatcher::delivery::Delivery;
 use crate::dispatcher::error::DeliveryError;
 use crate::dispatcher::runtime::Shared;
@@ -62,16 +62,25 @@ enum Ended {
     Panicked(String),
 }
 
-pub(crate) async fn run_delivery(shared: Arc<Shared>, claimed: Claimed, slot: SlotGuard) {
+/// Runs one delivery claimed by a call sent at `claim_sent` (the start of its local
+/// deadline).
+pub(crate) async fn run_delivery(
+    shared: Arc<Shared>,
+    claimed: Claimed,
+    slot: SlotGuard,
+    claim_sent: Instant,
+) {
     let span = tracing::info_span!(
         "delivery",
         execution_id = %claimed.lease.execution_id,
         token = claimed.lease.token.get()
     );
-    deliver(shared, claimed, slot).instrument(span).await;
+    deliver(shared, claimed, slot, claim_sent)
+        .instrument(span)
+        .await;
 }
 
-async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard) {
+async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_sent: Instant) {
     let Claimed { lease, record } = claimed;
     tracing::info!(expires_at = lease.expires_at.as_millis(), "claim");
     let delivery = Delivery::new(
@@ -80,6 +89,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard) {
         record,
         shared.root.child_token(),
     );
+    delivery.set_deadline(local_deadline(&shared, claim_sent));
 
     let stop_renewal = CancellationToken::new();
     let mut renewal = AbortOnDrop(tokio::spawn(
@@ -138,31 +148,61 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard) {
     }
 }
 
-/// Renews the lease every `renew_every` until stopped; `Lost` cancels the worker at once.
+/// The local deadline of a lease claimed or renewed by a call sent at `sent`: the lease
+/// duration less the margin, on the monotonic clock (issue 11). The backend started the
+/// lease no earlier than `sent`, so the lease cannot expire before this instant unless the
+/// local clock runs slower than the backend's by more than the margin.
+fn local_deadline(shared: &Shared, sent: Instant) -> Instant {
+    let opts = &shared.options;
+    sent + opts.get_lease_duration() - opts.get_deadline_margin()
+}
+
+/// Renews the lease every `renew_every` until stopped. `Lost`, a permanent error (bad
+/// input, schema) or reaching the local deadline without a successful renewal marks the
+/// delivery lost and cancels the worker at once (RFC 002: "A holder whose lease is lost will
+/// stop"; issue 11: a worker that cannot renew stops before its lease can expire).
 async fn renew_loop(shared: Arc<Shared>, delivery: Delivery, stop: CancellationToken) {
     let every = shared.options.get_renew_every();
     let retry_after = (every / 4).max(Duration::from_millis(1));
     let duration = shared.options.get_lease_duration();
     let mut next = Instant::now() + every;
     loop {
+        let deadline = delivery
+            .deadline()
+            .unwrap_or_else(|| Instant::now() + duration);
         tokio::select! {
             () = stop.cancelled() => return,
             () = delivery.cancelled() => return,
+            () = tokio::time::sleep_until(deadline) => return deadline_passed(&delivery),
             () = tokio::time::sleep_until(next) => {}
         }
-        match shared
-            .backend
-            .renew(delivery.claimed_lease(), duration)
-            .await
-        {
+        let sent = Instant::now();
+        let renewal = guarded(
+            &shared,
+            "renew",
+            shared.backend.renew(delivery.claimed_lease(), duration),
+        );
+        let result = tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep_until(deadline) => return deadline_passed(&delivery),
+            result = renewal => result,
+        };
+        match result {
             Ok(Fenced::Accepted(lease)) => {
                 shared.metrics.renewed();
                 tracing::debug!(expires_at = lease.expires_at.as_millis(), "renew");
                 delivery.set_lease(lease);
+                delivery.set_deadline(local_deadline(&shared, sent));
                 next = Instant::now() + every;
             }
             Ok(Fenced::Lost) => {
                 tracing::warn!("lost on renewal: cancelling the worker");
+                delivery.mark_lost();
+                return;
+            }
+            Err(e) if renewal_error_is_permanent(&e) => {
+                shared.metrics.backend_error();
+                tracing::error!(error = %e, "renewal refused: cancelling the worker as lost");
                 delivery.mark_lost();
                 return;
             }
@@ -173,6 +213,23 @@ async fn renew_loop(shared: Arc<Shared>, delivery: Delivery, stop: CancellationT
             }
         }
     }
+}
+
+/// The local deadline passed with no successful renewal: the lease may have expired and
+/// been claimed elsewhere, so the worker stops and makes no further fenced write.
+fn deadline_passed(delivery: &Delivery) {
+    if !delivery.is_lost() {
+        tracing::warn!(
+            "no successful renewal before the local lease deadline: cancelling the worker"
+        );
+        delivery.mark_lost();
+    }
+}
+
+/// A renewal error that retrying cannot fix: the lease or its input is wrong (foreign
+/// token, unknown execution, invalid input) or the store is not ours (schema).
+fn renewal_error_is_permanent(e: &LeaseError) -> bool {
+    e.is_bad_input() || matches!(e, LeaseError::Schema { .. })
 }
 
 async fn acknowledge(shared: &Arc<Shared>, lease: &ExecutionLease, outcome: WorkflowRunOutcome) {
@@ -200,7 +257,11 @@ async fn acknowledge(shared: &Arc<Shared>, lease: &ExecutionLease, outcome: Work
 }
 
 async fn release(shared: &Shared, lease: &ExecutionLease) {
-    match with_retries(shared, "release", || shared.backend.release(lease)).await {
+    match with_retries(shared, "release", || {
+        guarded(shared, "release", shared.backend.release(lease))
+    })
+    .await
+    {
         Some(Fenced::Accepted(())) => {
             shared.metrics.released();
             tracing::info!("release");
@@ -247,15 +308,5 @@ where
                 return None;
             }
         }
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::dispatcher::acks::AckQueue;
+use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::Horizon;
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
@@ -140,21 +141,26 @@ impl Dispatcher {
     /// Graceful shutdown: stops claiming, lets running deliveries finish for up to `grace`,
     /// then cancels the rest and releases their leases (unacknowledged). Returns when every
     /// delivery has ended.
+    ///
+    /// Dropping the returned future before it completes (under a timeout, say) aborts the
+    /// dispatcher exactly as dropping it would: every worker is cancelled at once and
+    /// nothing more is written, so the remaining leases expire.
     pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
         *self.shared.grace.lock().unwrap_or_else(|p| p.into_inner()) = grace;
         self.shared.stop_claiming.cancel();
         self.shared.wake.notify_one();
         let snapshot = self.shared.metrics.snapshot();
-        match self.main.take() {
-            Some(main) => main.await.unwrap_or(ShutdownReport {
-                metrics: snapshot,
-                ..ShutdownReport::default()
-            }),
-            None => ShutdownReport {
-                metrics: snapshot,
-                ..ShutdownReport::default()
-            },
-        }
+        // The handle stays in `self` while awaited: if this future is dropped, `Drop` for
+        // the dispatcher still sees it and aborts the drain.
+        let report = match self.main.as_mut() {
+            Some(main) => main.await.ok(),
+            None => None,
+        };
+        self.main = None;
+        report.unwrap_or(ShutdownReport {
+            metrics: snapshot,
+            ..ShutdownReport::default()
+        })
     }
 
     /// Acknowledgements waiting behind the one in flight.
@@ -209,6 +215,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         }
         let want = free.min(opts.get_claim_batch());
         let mut got = 0;
+        let sent = Instant::now();
         match claim(&shared, want).await {
             Ok(batch) => {
                 got = batch.claimed.len();
@@ -222,7 +229,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
                 shared.metrics.claim_call(got);
                 for claimed in batch.claimed {
                     let slot = SlotGuard::new(shared.clone());
-                    deliveries.spawn(run_delivery(shared.clone(), claimed, slot));
+                    deliveries.spawn(run_delivery(shared.clone(), claimed, slot, sent));
                 }
             }
             Err(e) => {
@@ -300,14 +307,17 @@ fn error_backoff(failures: u32) -> Duration {
 /// clock (it uses `min(now, backend clock)`) without a `now()` call first; the records and
 /// the next claimable instant come back with the leases.
 async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
-    shared
-        .backend
-        .claim_due_with_horizon(ClaimRequest {
-            now: Timestamp::MAX,
-            limit,
-            duration: shared.options.get_lease_duration(),
-        })
-        .await
+    let request = ClaimRequest {
+        now: Timestamp::MAX,
+        limit,
+        duration: shared.options.get_lease_duration(),
+    };
+    guarded(
+        shared,
+        "claim_due",
+        shared.backend.claim_due_with_horizon(request),
+    )
+    .await
 }
 
 async fn drain(shared: &Shared, mut deliveries: JoinSet<()>) -> ShutdownReport {

@@ -16,17 +16,23 @@ use crate::heap::StepWrite;
 use crate::ids::StepKey;
 use crate::json::Json;
 
-/// The step attempt the driver reads and writes. Failed attempts are not recorded (a
-/// failing closure releases the delivery), so every step has exactly one attempt.
+/// The first step attempt the driver reads and writes. Failed closures are not recorded
+/// (a failing closure releases the delivery), so a step normally has exactly this one
+/// attempt; an attempt recorded as not done (by [`Delivery::write_step`] with
+/// `done: false`) is passed over and the step continues at the next attempt.
 pub const STEP_ATTEMPT: u32 = 1;
+
+/// Most attempts the driver walks for one step before giving up with an error.
+pub const MAX_STEP_ATTEMPTS: u32 = 1000;
 
 impl Delivery {
     /// Runs one step under the replay rule.
     ///
     /// - A done record for `key` exists: its value is returned and `f` does not run.
-    /// - Otherwise `f` runs and its result is recorded with a fenced write. If a record
-    ///   appeared meanwhile (a stale holder got there first), the *recorded* value is
-    ///   returned, not `f`'s.
+    /// - Otherwise `f` runs and its result is recorded with a fenced write at the first
+    ///   attempt with no record (attempts recorded as not done are passed over: a not-done
+    ///   value is never returned, issue 11). If a done record appeared meanwhile, the
+    ///   *recorded* value is returned, not `f`'s.
     /// - A `Lost` write cancels the delivery and returns [`DeliveryError::Lost`]; the worker
     ///   should propagate it with `?`. A failing `f` returns [`DeliveryError::Step`] and
     ///   records nothing.
@@ -39,26 +45,44 @@ impl Delivery {
     {
         let step_key = StepKey::new(key)?;
         self.ensure_live()?;
-        if let Some(record) = self.known_step(&step_key, STEP_ATTEMPT).await?
-            && record.done
-        {
-            tracing::debug!(step = %step_key, "step replayed");
-            return Ok(record.response.decode()?);
+        let mut attempt = STEP_ATTEMPT;
+        while let Some(record) = self.known_step(&step_key, attempt).await? {
+            if record.done {
+                tracing::debug!(step = %step_key, attempt, "step replayed");
+                return Ok(record.response.decode()?);
+            }
+            attempt = next_attempt(&step_key, attempt)?;
         }
         let value = f().await.map_err(|e| DeliveryError::Step {
             step: step_key.clone(),
             source: e.into(),
         })?;
         let response = Json::to_json("step response", &value)?;
-        // write_step checks the cancellation signal before the fenced write.
-        let record = self
-            .write_step(&StepWrite {
-                step_key,
-                step_attempt: STEP_ATTEMPT,
-                done: true,
-                response,
-            })
-            .await?;
-        Ok(record.response.decode()?)
+        loop {
+            // write_step checks the cancellation signal before the fenced write.
+            let record = self
+                .write_step(&StepWrite {
+                    step_key: step_key.clone(),
+                    step_attempt: attempt,
+                    done: true,
+                    response: response.clone(),
+                })
+                .await?;
+            if record.done {
+                return Ok(record.response.decode()?);
+            }
+            attempt = next_attempt(&step_key, attempt)?;
+        }
     }
+}
+
+/// The attempt after `attempt`, or an error past [`MAX_STEP_ATTEMPTS`].
+fn next_attempt(step_key: &StepKey, attempt: u32) -> Result<u32, DeliveryError> {
+    if attempt >= MAX_STEP_ATTEMPTS {
+        return Err(DeliveryError::Backend(crate::LeaseError::invalid(
+            "step attempt",
+            format!("step {step_key} has {MAX_STEP_ATTEMPTS} attempts recorded as not done"),
+        )));
+    }
+    Ok(attempt + 1)
 }

@@ -370,3 +370,51 @@ fn start_outside_a_runtime_is_a_typed_error() {
         }
     ));
 }
+
+/// Issue 11 finding 9: after a `done: false` write the driver ran the closure again and
+/// returned the not-done value, and the step could never complete. Now the not-done attempt
+/// is passed over: the closure's value is recorded at the next attempt and returned, and a
+/// redelivery replays that record.
+#[tokio::test]
+async fn step_never_returns_a_not_done_value() {
+    let (clock, b) = setup();
+    let d = manual_delivery(&b, "order-42").await;
+    d.write_step(&StepWrite {
+        step_key: StepKey::new("charge").expect("key"),
+        step_attempt: STEP_ATTEMPT,
+        done: false,
+        response: json(r#""pending""#),
+    })
+    .await
+    .expect("write not-done");
+    let runs = Arc::new(AtomicU32::new(0));
+    let r = runs.clone();
+    let got: String = d
+        .step("charge", || async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, DeliveryError>("receipt-1".to_owned())
+        })
+        .await
+        .expect("step");
+    assert_eq!(got, "receipt-1");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let steps = b.list_steps(&id("order-42")).await.expect("steps");
+    let attempts: Vec<(u32, bool)> = steps.iter().map(|s| (s.step_attempt, s.done)).collect();
+    assert_eq!(attempts, [(1, false), (2, true)]);
+    // A redelivery replays attempt 2 without running the closure.
+    assert!(!b.release(&d.lease()).await.expect("release").is_lost());
+    clock.advance(Duration::from_secs(1));
+    let lease = claim(&b).await.pop().expect("reclaim");
+    let record = b.get(&id("order-42")).await.expect("get").expect("record");
+    let again = Delivery::new(Arc::new(b.clone()), lease, record, CancellationToken::new());
+    let r = runs.clone();
+    let replayed: String = again
+        .step("charge", || async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, DeliveryError>("receipt-2".to_owned())
+        })
+        .await
+        .expect("replay");
+    assert_eq!(replayed, "receipt-1");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,48 @@
+//! Every backend call the dispatcher makes goes through [`guarded`]: bounded by the call
+//! timeout, and a panicking adapter becomes an error instead of killing a dispatcher task
+//! (issue 11: a hung connection must not stall a delivery forever, a panic must not wedge
+//! the dispatcher).
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+
+use crate::dispatcher::runtime::Shared;
+use crate::error::{LeaseError, Result};
+
+/// Runs `call` with the dispatcher's call timeout. A timeout or a panic is
+/// [`LeaseError::OutcomeUnknown`]: the call may have been applied, so it is never retried
+/// as if it had not been.
+pub(crate) async fn guarded<T>(
+    shared: &Shared,
+    operation: &'static str,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let limit = shared.options.get_call_timeout();
+    match tokio::time::timeout(limit, AssertUnwindSafe(call).catch_unwind()).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => Err(LeaseError::OutcomeUnknown {
+            backend: "dispatcher",
+            operation,
+            source: format!("the backend panicked: {}", panic_message(&*panic)).into(),
+        }),
+        Err(_) => Err(LeaseError::OutcomeUnknown {
+            backend: "dispatcher",
+            operation,
+            source: format!("no reply within the call timeout of {limit:?}").into(),
+        }),
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
