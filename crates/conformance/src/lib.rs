@@ -196,6 +196,11 @@ macro_rules! conformance_tests {
         );
         $crate::__case!($harness, pickup, admit_batch_admits_each_like_admit);
         $crate::__case!($harness, pickup, admit_batch_bad_input_admits_nothing);
+        // differential.rs (issue 11: every harness runs the differential test)
+        $crate::__case!($harness, differential, differential_seed_1);
+        $crate::__case!($harness, differential, differential_seed_2);
+        $crate::__case!($harness, differential, differential_seed_3);
+        $crate::__case!($harness, differential, differential_seed_4);
         // dispatcher.rs lists its own cases.
         $crate::__dispatcher_cases!($harness);
     };
@@ -228,6 +233,7 @@ mod tests {
             ("store", include_str!("cases/store.rs")),
             ("bad_input", include_str!("cases/bad_input.rs")),
             ("pickup", include_str!("cases/pickup.rs")),
+            ("differential", include_str!("cases/differential.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {
