@@ -4,28 +4,66 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, Claimed, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, FencingToken, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, ExecutionId, ExecutionLease,
+    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, Timestamp, WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::OpResult;
+use crate::error::{OpError, OpResult};
+use crate::group::{Woken, earliest};
 use crate::rows::{self, RawExecution, claim_keys, execution_columns, read_raw};
 use crate::scope::Scope;
 
-/// `admit`: creates the execution unless it exists; returns the effective record.
+/// Admits one execution at `now` unless its id exists: the effective record, and the
+/// instant it is claimable from when this call created it (an existing one wakes nothing).
+fn admit_one(
+    conn: &Connection,
+    scope: &Scope,
+    admission: &Admission,
+    now: Timestamp,
+) -> OpResult<Woken<ExecutionRecord>> {
+    let record = ExecutionRecord::admitted(admission, now);
+    if rows::insert(conn, &scope.namespace, &record, &scope.policy)? {
+        let wake = record.claimable_at(&scope.policy);
+        return Ok(Woken::at(record.effective(now), wake));
+    }
+    let existing = rows::load(conn, &scope.namespace, &admission.id)?.ok_or_else(|| {
+        OpError::Corrupt(format!(
+            "execution {} conflicts on insert but cannot be read",
+            admission.id
+        ))
+    })?;
+    Ok(Woken::quiet(existing.effective(now)))
+}
+
+/// `admit` (due at `not_before`, or now): creates the execution unless it exists; returns
+/// the effective record. The caller validated the admission.
 pub(crate) fn admit(
     conn: &Connection,
     scope: &Scope,
     admission: &Admission,
-) -> OpResult<ExecutionRecord> {
+) -> OpResult<Woken<ExecutionRecord>> {
+    admit_one(conn, scope, admission, scope.now())
+}
+
+/// `admit_batch`: every item admitted exactly as [`admit`] would, in the caller's one
+/// transaction with one clock reading; records in the items' order. Wakes at the earliest
+/// instant over the executions it created. The caller checked the batch
+/// (`check_admit_batch`).
+pub(crate) fn admit_batch(
+    conn: &Connection,
+    scope: &Scope,
+    admissions: &[Admission],
+) -> OpResult<Woken<Vec<ExecutionRecord>>> {
     let now = scope.now();
-    if let Some(existing) = rows::load(conn, &scope.namespace, &admission.id)? {
-        return Ok(existing.effective(now));
+    let mut records = Vec::with_capacity(admissions.len());
+    let mut wake = None;
+    for admission in admissions {
+        let admitted = admit_one(conn, scope, admission, now)?;
+        wake = earliest(wake, admitted.wake);
+        records.push(admitted.value);
     }
-    let record = ExecutionRecord::admitted(admission, now);
-    rows::insert(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(record.effective(now))
+    Ok(Woken::at(records, wake))
 }
 
 /// `get`: the effective record.
@@ -88,20 +126,27 @@ pub(crate) fn list_failing(
     Ok(out)
 }
 
-/// `request_wake` (unfenced).
+/// `request_wake` (unfenced). Wakes when it changed an execution that is not running
+/// (a running one keeps the wake for its acknowledgement).
 pub(crate) fn request_wake(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
     at: Timestamp,
-) -> OpResult<()> {
+) -> OpResult<Woken<()>> {
     let mut record = rows::load_required(conn, &scope.namespace, id)?;
     let before = record.clone();
     record.request_wake(at);
-    if record != before {
-        rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    if record == before {
+        return Ok(Woken::quiet(()));
     }
-    Ok(())
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let wake = if record.status == ExecutionStatus::Running {
+        None
+    } else {
+        record.claimable_at(&scope.policy)
+    };
+    Ok(Woken::at((), wake))
 }
 
 /// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
@@ -146,21 +191,39 @@ pub(crate) const CLAIM_NEXT: &str = concat!(
      ORDER BY claim_due_at, id LIMIT ?3"
 );
 
+/// The earliest `claimable_at` of a namespace: one seek of `lease_executions_horizon`.
+pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
+     WHERE namespace = ?1 AND claimable_at IS NOT NULL
+     ORDER BY claimable_at LIMIT 1";
+
 /// Candidates per index page when claiming.
 const PAGE_MIN: usize = 16;
 
-/// `claim_due_with_records`: walks the claim index in (due, id) order over rows whose
-/// `claimable_at` is at most `now`, re-checks each with `effective()` + `claimable()` (with
-/// this handle's policy), and claims until `limit`. Tokens come from the namespace's one
-/// counter. Each lease comes with the record exactly as written back, which is what `get`
-/// reads right after the claim.
+/// The earliest instant anything in the namespace becomes claimable, read after the claim
+/// in its own transaction (issue 10: the dispatcher sleeps until then).
+fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
+    let at: Option<i64> = conn
+        .prepare_cached(HORIZON)?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    Ok(at.map(Timestamp::from_millis))
+}
+
+/// `claim_due_with_horizon` (and through it `claim_due`, `claim_due_with_records`): walks
+/// the claim index in (due, id) order over rows whose `claimable_at` is at most `now`,
+/// re-checks each with `effective()` + `claimable()` (with this handle's policy), and claims
+/// until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// record exactly as written back, which is what `get` reads right after the claim. The
+/// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
+/// after it; the claim wakes at the earliest instant its new leases would be claimable
+/// again (their expiry plus the redelivery delay), so idle dispatchers arm a timer.
 pub(crate) fn claim_due(
     conn: &Connection,
     scope: &Scope,
     requested_now: Timestamp,
     limit: usize,
     lease_ms: i64,
-) -> OpResult<Vec<Claimed>> {
+) -> OpResult<Woken<ClaimBatch>> {
     let now = requested_now.min(scope.now());
     let ns = scope.namespace.as_str();
     let page = limit.max(PAGE_MIN);
@@ -207,7 +270,16 @@ pub(crate) fn claim_due(
     if token != first_token {
         store_last_token(conn, ns, token)?;
     }
-    Ok(leases)
+    let wake = leases
+        .iter()
+        .filter_map(|c| c.record.claimable_at(&scope.policy))
+        .min();
+    let batch = ClaimBatch {
+        claimed: leases,
+        now: Some(now),
+        next_claimable_at: horizon(conn, ns)?,
+    };
+    Ok(Woken::at(batch, wake))
 }
 
 /// Loads the record a lease names and checks it (`holds`): `None` when lost.
@@ -240,49 +312,63 @@ pub(crate) fn renew(
 }
 
 /// `release` (fenced): ends the delivery unacknowledged.
+/// Wakes at the end of the redelivery delay.
 pub(crate) fn release(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
-) -> OpResult<Fenced<()>> {
+) -> OpResult<Woken<Fenced<()>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
-        return Ok(Fenced::Lost);
+        return Ok(Woken::quiet(Fenced::Lost));
     };
     record.release(scope.now());
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(Fenced::Accepted(()))
+    Ok(Woken::at(
+        Fenced::Accepted(()),
+        record.claimable_at(&scope.policy),
+    ))
 }
 
-/// `acknowledge` (fenced): ends the delivery with an outcome.
+/// `acknowledge` (fenced): ends the delivery with an outcome. Wakes when the outcome
+/// leaves the execution due (suspended with a wake requested during the delivery).
 pub(crate) fn acknowledge(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
     outcome: &WorkflowRunOutcome,
-) -> OpResult<Fenced<Acknowledged>> {
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
-        return Ok(Fenced::Lost);
+        return Ok(Woken::quiet(Fenced::Lost));
     };
     let acknowledged = record.acknowledge(scope.now(), outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(Fenced::Accepted(acknowledged))
+    Ok(Woken::at(
+        Fenced::Accepted(acknowledged),
+        record.claimable_at(&scope.policy),
+    ))
 }
 
 /// `acknowledge_batch` (fenced per item), inside the caller's one transaction: checks every
 /// item first, so an unknown execution, a foreign token or token 0 in any item fails the
 /// whole batch before anything is written; then acknowledges each item exactly as
 /// [`acknowledge`] does (a `Lost` item changes nothing and refuses no other item).
+/// Wakes at the earliest instant over the items.
 pub(crate) fn acknowledge_batch(
     conn: &Connection,
     scope: &Scope,
     acks: &[Acknowledgement],
-) -> OpResult<Vec<Fenced<Acknowledged>>> {
+) -> OpResult<Woken<Vec<Fenced<Acknowledged>>>> {
     for ack in acks {
         held(conn, scope, &ack.lease)?;
     }
-    acks.iter()
-        .map(|ack| acknowledge(conn, scope, &ack.lease, &ack.outcome))
-        .collect()
+    let mut results = Vec::with_capacity(acks.len());
+    let mut wake = None;
+    for ack in acks {
+        let acked = acknowledge(conn, scope, &ack.lease, &ack.outcome)?;
+        wake = earliest(wake, acked.wake);
+        results.push(acked.value);
+    }
+    Ok(Woken::at(results, wake))
 }
 
 #[cfg(test)]
@@ -309,6 +395,14 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .expect("rows");
         rows.join(" | ")
+    }
+
+    #[test]
+    fn the_horizon_is_one_seek_of_its_index() {
+        let plan = plan(super::HORIZON, 1);
+        assert!(plan.contains("lease_executions_horizon"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.starts_with("SCAN"), "{plan}");
     }
 
     #[test]
