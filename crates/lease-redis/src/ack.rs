@@ -56,7 +56,8 @@ impl RedisBackend {
             .iter()
             .map(|a| a.lease.token.get().to_string())
             .collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(acks.len() * 4);
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + acks.len() * 4);
+        args.push(self.publish_word());
         for (ack, token) in acks.iter().zip(&tokens) {
             let (kind, value) = outcome_args(&ack.outcome);
             args.extend([

@@ -1,5 +1,7 @@
-//! `claim_due` and `claim_due_with_records`: one claim script, with or without each claimed
-//! execution's record in its reply (RFC 002 `claimDue`; design.md section 4).
+//! `claim_due`, `claim_due_with_records` and `claim_due_with_horizon`: one claim script,
+//! with or without each claimed execution's record and the horizon (the script's clock and
+//! the earliest claimable instant it left) in its reply (RFC 002 `claimDue`; design.md
+//! section 4; issue 10).
 
 use lease_core::{
     ClaimRequest, ExecutionLease, ExecutionRecord, ExecutionStatus, FencingToken, Result, Timestamp,
@@ -14,6 +16,30 @@ use crate::wire::{MAX_EXACT_MS, exact_time};
 /// One claimed delivery: its lease and, when asked for, the record right after the claim.
 pub(crate) type ClaimedItem = (ExecutionLease, Option<ExecutionRecord>);
 
+/// What the claim script should return besides the leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimReply {
+    /// Ids, tokens and expiries (`claim_due`).
+    Leases,
+    /// Each claimed execution's record too (`claim_due_with_records`).
+    Records,
+    /// Records, the script's clock and the earliest claimable instant left
+    /// (`claim_due_with_horizon`).
+    Horizon,
+}
+
+/// A decoded claim reply.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimOutcome {
+    /// The claimed deliveries, in claim order.
+    pub(crate) items: Vec<ClaimedItem>,
+    /// The clock the script claimed at ([`ClaimReply::Horizon`] only).
+    pub(crate) now: Option<Timestamp>,
+    /// The earliest claimable instant left in the namespace ([`ClaimReply::Horizon`] only;
+    /// `None` also when nothing is pending).
+    pub(crate) next_claimable_at: Option<Timestamp>,
+}
+
 impl RedisBackend {
     /// Runs the claim script. With `with_records`, the script also returns each claimed
     /// execution's hash as it stands right after its claim (`HGETALL` inside the script, no
@@ -21,16 +47,22 @@ impl RedisBackend {
     /// running with the lease's token and expiry, and a lease always expires after the
     /// claim's now, so the effective record is the stored one. Without, the reply carries
     /// only ids, tokens and expiries (`claim_due` stays as cheap as before).
+    ///
+    /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
+    /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
+    /// than the truth: see `slots` in `lua/record.lua`).
     pub(crate) async fn claim(
         &self,
         request: ClaimRequest,
-        with_records: bool,
-    ) -> Result<Vec<ClaimedItem>> {
-        let op: &'static str = if with_records {
-            "claim_due_with_records"
-        } else {
-            "claim_due"
+        what: ClaimReply,
+    ) -> Result<ClaimOutcome> {
+        let op: &'static str = match what {
+            ClaimReply::Leases => "claim_due",
+            ClaimReply::Records => "claim_due_with_records",
+            ClaimReply::Horizon => "claim_due_with_horizon",
         };
+        let with_records = what != ClaimReply::Leases;
+        let with_horizon = what == ClaimReply::Horizon;
         let lease_ms = request.validate()?;
         // A caller's now beyond the exact range is later than any clock: min() ignores it.
         let requested = if request.now.as_millis() > MAX_EXACT_MS {
@@ -38,7 +70,7 @@ impl RedisBackend {
         } else {
             exact_time("claim now", request.now)?.to_string()
         };
-        let flag: &[u8] = if with_records { b"1" } else { b"" };
+        let flag = |on: bool| -> &'static [u8] { if on { b"1" } else { b"" } };
         let v = self
             .eval(
                 op,
@@ -48,17 +80,39 @@ impl RedisBackend {
                     requested.as_bytes(),
                     request.limit.to_string().as_bytes(),
                     lease_ms.to_string().as_bytes(),
-                    flag,
+                    flag(with_records),
+                    self.publish_word(),
+                    flag(with_horizon),
                 ],
             )
             .await?;
         let reply = Reply::new(op);
-        let items = reply.array(v)?;
+        let mut items = reply.array(v)?;
+        let mut outcome = ClaimOutcome::default();
+        if with_horizon {
+            if items.len() < 2 {
+                return Err(reply.unexpected(&format!("{} elements", items.len())));
+            }
+            let mut head = items.drain(..2);
+            let now: i64 = reply.number(reply.next(&mut head, "now")?, "now")?;
+            let next = reply.opt_string(reply.next(&mut head, "next")?)?;
+            drop(head);
+            outcome.now = Some(Timestamp::from_millis(now));
+            outcome.next_claimable_at = match next.as_deref() {
+                None | Some("") => None,
+                Some(t) => {
+                    Some(Timestamp::from_millis(t.parse().map_err(|_| {
+                        reply.unexpected(&format!("next claimable {t:?}"))
+                    })?))
+                }
+            };
+        }
         let stride = if with_records { 4 } else { 3 };
         if items.len() % stride != 0 || items.len() / stride > request.limit {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
-        let mut out = Vec::with_capacity(items.len() / stride);
+        let out = &mut outcome.items;
+        out.reserve(items.len() / stride);
         let mut items = items.into_iter();
         while let Some(id) = items.next() {
             let execution_id = reply.execution_id(id)?;
@@ -90,6 +144,6 @@ impl RedisBackend {
             };
             out.push((lease, record));
         }
-        Ok(out)
+        Ok(outcome)
     }
 }

@@ -6,13 +6,15 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionClient,
+    ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result, Timestamp,
+    WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
+use crate::claim::{ClaimReply, ClaimedItem};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -47,6 +49,30 @@ pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Res
     }
 }
 
+/// The claims of a records-carrying claim reply (every item has its record).
+fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<Vec<Claimed>> {
+    items
+        .into_iter()
+        .map(|(lease, record)| match record {
+            Some(record) => Ok(Claimed { lease, record }),
+            None => Err(Reply::new(op).unexpected("no record")),
+        })
+        .collect()
+}
+
+/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
+/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
+pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
+    (
+        admission.id.as_str(),
+        admission.workflow.as_ref().map_or("", |w| w.as_str()),
+        admission.input.as_ref().map_or("", |j| j.as_str()),
+        admission
+            .not_before
+            .map_or(String::new(), |t| t.as_millis().to_string()),
+    )
+}
+
 impl RedisBackend {
     /// Decodes `{now, HGETALL}` into the effective record.
     fn effective_reply(
@@ -66,17 +92,19 @@ impl RedisBackend {
 impl ExecutionClient for RedisBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         const OP: &str = "admit";
-        let workflow = admission.workflow.as_ref().map_or("", |w| w.as_str());
-        let input = admission.input.as_ref().map_or("", |j| j.as_str());
+        admission.validate()?;
+        let (id, workflow, input, not_before) = admission_args(admission);
         let v = self
             .eval(
                 OP,
                 Access::Write,
                 &SCRIPTS.admit,
                 &[
-                    admission.id.as_str().as_bytes(),
+                    id.as_bytes(),
                     workflow.as_bytes(),
                     input.as_bytes(),
+                    not_before.as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;
@@ -92,6 +120,10 @@ impl ExecutionClient for RedisBackend {
                 .map(|r| r.effective(now))
                 .ok_or_else(|| reply.unexpected("an empty record")),
         }
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        self.admit_many(admissions).await
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
@@ -147,7 +179,11 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 &SCRIPTS.request_wake,
-                &[id.as_str().as_bytes(), at.to_string().as_bytes()],
+                &[
+                    id.as_str().as_bytes(),
+                    at.to_string().as_bytes(),
+                    self.publish_word(),
+                ],
             )
             .await?;
         let reply = Reply::new(OP);
@@ -160,19 +196,26 @@ impl ExecutionClient for RedisBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let claimed = self.claim(request, false).await?;
-        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
+        let claimed = self.claim(request, ClaimReply::Leases).await?;
+        Ok(claimed.items.into_iter().map(|(lease, _)| lease).collect())
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        self.claim(request, true)
-            .await?
-            .into_iter()
-            .map(|(lease, record)| match record {
-                Some(record) => Ok(Claimed { lease, record }),
-                None => Err(Reply::new("claim_due_with_records").unexpected("no record")),
-            })
-            .collect()
+        let claimed = self.claim(request, ClaimReply::Records).await?;
+        with_records("claim_due_with_records", claimed.items)
+    }
+
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        let claimed = self.claim(request, ClaimReply::Horizon).await?;
+        Ok(ClaimBatch {
+            claimed: with_records("claim_due_with_horizon", claimed.items)?,
+            now: claimed.now,
+            next_claimable_at: claimed.next_claimable_at,
+        })
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.wake_receiver()
     }
 
     async fn renew(
@@ -220,6 +263,7 @@ impl ExecutionClient for RedisBackend {
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     lease.token.get().to_string().as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;
@@ -249,6 +293,7 @@ impl ExecutionClient for RedisBackend {
                     lease.token.get().to_string().as_bytes(),
                     kind.as_bytes(),
                     value.as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;

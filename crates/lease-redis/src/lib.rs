@@ -60,6 +60,16 @@
 //!   `acknowledge` does (the two scripts share `lua/ack.lua`), at one clock reading; a
 //!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
 //!   between, so a concurrent claim sees either none or all of a batch.
+//! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
+//!   start, request_wake without a live lease, release, a suspended acknowledgement with a
+//!   wake, claim) publish, in the same script as the write, the record's
+//!   `ExecutionRecord::claimable_at` in ms on the channel `lease:{<namespace>}:wake` (one
+//!   message per script, the minimum), with `SPUBLISH` on Redis >= 7 and `PUBLISH` on Redis 6
+//!   (decided at connect; Redis 5 has no wake-ups). Each handle family keeps one RESP3
+//!   subscriber connection named `lease-wake:<namespace>` ([`RedisBackend::listener_name`]),
+//!   started by the first `wakeups()` call and reconnected with backoff, signalling "now"
+//!   after every (re)subscribe. `claim_due_with_horizon` returns the script's clock and the
+//!   first score of `ready` and `waiting`, a lower bound of the earliest claimable instant.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
@@ -104,6 +114,7 @@
 //! [`LeaseError::UnsafeConfiguration`]: lease_core::LeaseError::UnsafeConfiguration
 
 mod ack;
+mod admit;
 mod backend;
 mod claim;
 mod config;
@@ -115,6 +126,7 @@ mod keys;
 mod reply;
 mod scripts;
 mod store;
+mod wake;
 mod wire;
 
 pub use backend::RedisBackend;
@@ -144,8 +156,9 @@ pub mod raw {
     pub fn acknowledge() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge
     }
-    /// `acknowledge_batch`: four arguments per item after `ARGV[2]` (id, token, outcome
-    /// kind, outcome JSON), as documented at the top of `lua/acknowledge_batch.lua`.
+    /// `acknowledge_batch`: `ARGV[3]` the wake publish command (`''` for none), then four
+    /// arguments per item (id, token, outcome kind, outcome JSON), as documented at the top
+    /// of `lua/acknowledge_batch.lua`.
     pub fn acknowledge_batch() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge_batch
     }

@@ -31,6 +31,7 @@ fn ack_script(body: &str) -> Script {
 pub(crate) struct Scripts {
     pub(crate) meta: Script,
     pub(crate) admit: Script,
+    pub(crate) admit_batch: Script,
     pub(crate) get: Script,
     pub(crate) list_failing: Script,
     pub(crate) request_wake: Script,
@@ -49,6 +50,7 @@ pub(crate) struct Scripts {
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     meta: script(include_str!("lua/meta.lua")),
     admit: script(include_str!("lua/admit.lua")),
+    admit_batch: script(include_str!("lua/admit_batch.lua")),
     get: script(include_str!("lua/get.lua")),
     list_failing: script(include_str!("lua/list_failing.lua")),
     request_wake: record_script(include_str!("lua/request_wake.lua")),

@@ -64,9 +64,22 @@ local function check_lease(r, token_s)
   return 'lost'
 end
 
--- A new admitted execution, due now (always ready: no delivery yet, so no gate).
-local function create(id, workflow, input, now)
-  local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(now)}
+-- Wake-ups (issue 10): tells every listening dispatcher that an execution is claimable from
+-- backend-clock instant `at` (ExecutionRecord::claimable_at of the record the script just
+-- wrote), on the channel `<prefix>wake`, which carries the namespace's hash tag. `cmd` is
+-- the publish command chosen at connect from the server version: 'SPUBLISH' (Redis >= 7:
+-- sharded, the message stays in the namespace's slot), 'PUBLISH', or '' (no listener can
+-- exist: nothing is sent). Called once per script, after its writes; a failed publish is
+-- ignored (pcall), because correctness never rests on a wake-up.
+local function publish_wake(cmd, at)
+  if at == nil or (cmd ~= 'SPUBLISH' and cmd ~= 'PUBLISH') then return end
+  redis.pcall(cmd, P .. 'wake', fmt(at))
+end
+
+-- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
+-- admission's not_before).
+local function create_record(id, workflow, input, due)
+  local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
   if workflow ~= '' then
     fields[#fields + 1] = 'wf'
     fields[#fields + 1] = workflow
@@ -76,5 +89,12 @@ local function create(id, workflow, input, now)
     fields[#fields + 1] = input
   end
   redis.call('HSET', k_exec(id), unpack(fields))
-  redis.call('ZADD', P .. 'ready', fmt(now), id)
+end
+
+-- A new admitted execution due at `due`: always in ready, scored by `due` (no delivery yet,
+-- so no redelivery gate; a claim takes only members scored at or before its now, so a
+-- scheduled execution is not claimable before its time).
+local function create(id, workflow, input, due)
+  create_record(id, workflow, input, due)
+  redis.call('ZADD', P .. 'ready', fmt(due), id)
 end
