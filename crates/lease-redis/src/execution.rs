@@ -18,7 +18,7 @@ use crate::claim::{ClaimReply, ClaimedItem};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::exact_time;
+use crate::wire::{exact_time, token_arg};
 
 /// The typed error for the refusal words every fenced script shares: `unknown` (no such
 /// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
@@ -232,7 +232,7 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.renew,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     lease_ms.to_string().as_bytes(),
                 ],
             )
@@ -262,7 +262,7 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.release,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     self.publish_word(),
                 ],
             )
@@ -290,7 +290,7 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.acknowledge,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     kind.as_bytes(),
                     value.as_bytes(),
                     self.publish_word(),

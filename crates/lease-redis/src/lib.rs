@@ -132,6 +132,7 @@ mod wire;
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
 pub use keys::MAX_NAMESPACE_BYTES;
+pub use wire::MAX_TOKEN;
 
 /// The assembled Lua scripts of the hot-path operations, so the benchmark (`crates/bench`,
 /// `cargo xtask bench`) can run exactly these scripts without the library as its raw
