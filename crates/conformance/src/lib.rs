@@ -196,6 +196,23 @@ macro_rules! conformance_tests {
         );
         $crate::__case!($harness, pickup, admit_batch_admits_each_like_admit);
         $crate::__case!($harness, pickup, admit_batch_bad_input_admits_nothing);
+        // combined.rs (issue 12)
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_acknowledges_then_claims_next
+        );
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_stale_ack_is_lost_and_still_claims
+        );
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_sees_its_own_acknowledgement
+        );
+        $crate::__case!($harness, combined, ack_and_claim_bad_input_changes_nothing);
         // differential.rs (issue 11: every harness runs the differential test)
         $crate::__case!($harness, differential, differential_seed_1);
         $crate::__case!($harness, differential, differential_seed_2);
@@ -234,6 +251,7 @@ mod tests {
             ("bad_input", include_str!("cases/bad_input.rs")),
             ("pickup", include_str!("cases/pickup.rs")),
             ("differential", include_str!("cases/differential.rs")),
+            ("combined", include_str!("cases/combined.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

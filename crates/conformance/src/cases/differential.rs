@@ -152,7 +152,7 @@ async fn step<B: LeaseBackend + Clone>(
         let b = norm(f(Arc::new(red.clone())).await);
         (a, b)
     }
-    let op = w.rng.random_range(0..125);
+    let op = w.rng.random_range(0..130);
     let (what, (a, b)) = match op {
         0..=9 => {
             let adm = Admission::new(w.id());
@@ -249,6 +249,33 @@ async fn step<B: LeaseBackend + Clone>(
             };
             let (ra, rb) = (view(ra), view(rb));
             (format!("claim with horizon {req:?}"), (norm(ra), norm(rb)))
+        }
+        125..=129 => {
+            let ack = Acknowledgement {
+                lease: w.lease(),
+                outcome: w.outcome(),
+            };
+            let req = ClaimRequest {
+                now: w.time(),
+                limit: w.rng.random_range(0..3),
+                duration: w.duration(),
+            };
+            let (ra, rb) = (
+                mem.acknowledge_and_claim(&ack, req).await,
+                red.acknowledge_and_claim(&ack, req).await,
+            );
+            if let Ok(r) = &ra {
+                w.leases
+                    .extend(r.next.claimed.iter().map(|c| c.lease.clone()));
+            }
+            // Compared as claim_due_with_horizon is: claims and clock exactly.
+            let view = |r: lease_core::Result<lease_core::AckAndClaim>| {
+                r.map(|r| format!("{:?} then {:?}", r.acknowledged, r.next.claimed))
+            };
+            (
+                format!("acknowledge_and_claim {ack:?} {req:?}"),
+                (norm(view(ra)), norm(view(rb))),
+            )
         }
         10..=19 => {
             let (id, at) = (w.id(), w.time());

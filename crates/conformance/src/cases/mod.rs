@@ -5,6 +5,7 @@
 //! name must be unique across these modules.
 
 pub mod bad_input;
+pub mod combined;
 pub mod differential;
 pub mod dispatcher;
 pub mod fencing;
