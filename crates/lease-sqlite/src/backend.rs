@@ -91,6 +91,7 @@ impl SqliteBackend {
         let busy_timeout = config.busy_timeout;
         let conn = ConnHandle::spawn(move || schema::open(&location, busy_timeout)).await?;
         let scope = Arc::new(Scope {
+            location: config.location.describe(),
             namespace: config.namespace.clone(),
             clock: config.clock.clone(),
             policy: config.policy,

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use lease_core::{
     Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, ExecutionId, ExecutionLease,
-    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, Timestamp, WorkflowRunOutcome,
+    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
+    WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -171,6 +172,37 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
+/// The token after `last` for claiming `stored`: it must be above every token stored, or
+/// a stale holder's token would be issued again (issue 11). A counter that is behind the
+/// record (deleted, or restored from an older copy) or used up fails the claim with
+/// `TokenCounter`; the caller's transaction (or savepoint) rolls back, so nothing changes.
+fn next_token(
+    scope: &Scope,
+    last: FencingToken,
+    stored: &ExecutionRecord,
+) -> OpResult<FencingToken> {
+    let refuse = |reason: String| {
+        OpError::Lease(LeaseError::TokenCounter {
+            location: format!("{} (namespace {})", scope.location, scope.namespace),
+            reason,
+        })
+    };
+    let next = last
+        .get()
+        .checked_add(1)
+        .filter(|n| i64::try_from(*n).is_ok())
+        .ok_or_else(|| refuse(format!("last token {last} leaves no token to issue")))?;
+    let next = FencingToken::new(next);
+    if next <= stored.token {
+        return Err(refuse(format!(
+            "next token {next} is not above token {} of execution {}; set the counter \
+             above the highest stored token",
+            stored.token, stored.id
+        )));
+    }
+    Ok(next)
+}
+
 /// Claim candidates, first page: an index range scan of `lease_executions_claim` in
 /// (due, id) order, filtered on the index's own `claimable_at` column.
 pub(crate) const CLAIM_FIRST: &str = concat!(
@@ -255,7 +287,7 @@ pub(crate) fn claim_due(
             if !record.claimable(now, &scope.policy) {
                 continue;
             }
-            token = FencingToken::new(token.get().saturating_add(1));
+            token = next_token(scope, token, &stored)?;
             let lease = record.claim(now, lease_ms, token);
             rows::save(conn, ns, &record, &scope.policy)?;
             leases.push(Claimed { lease, record });
