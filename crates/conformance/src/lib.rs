@@ -213,6 +213,15 @@ macro_rules! conformance_tests {
             ack_and_claim_sees_its_own_acknowledgement
         );
         $crate::__case!($harness, combined, ack_and_claim_bad_input_changes_nothing);
+        // retention.rs (issue 12)
+        $crate::__case!(
+            $harness,
+            retention,
+            purge_removes_old_terminal_executions_and_what_names_them
+        );
+        $crate::__case!($harness, retention, purge_respects_its_limit);
+        $crate::__case!($harness, retention, purged_id_is_unknown_then_new);
+        $crate::__case!($harness, retention, purge_limit_out_of_range_rejected);
         // differential.rs (issue 11: every harness runs the differential test)
         $crate::__case!($harness, differential, differential_seed_1);
         $crate::__case!($harness, differential, differential_seed_2);
@@ -252,6 +261,7 @@ mod tests {
             ("pickup", include_str!("cases/pickup.rs")),
             ("differential", include_str!("cases/differential.rs")),
             ("combined", include_str!("cases/combined.rs")),
+            ("retention", include_str!("cases/retention.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

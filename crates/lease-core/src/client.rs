@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionRecord, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -79,6 +79,27 @@ pub trait ExecutionClient: Send + Sync {
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         crate::limits::check_limit("list limit", limit)?;
         Ok(Vec::new())
+    }
+
+    /// Retention (issue 12): removes up to `limit` (1..=1000) executions whose terminal
+    /// acknowledgement (completed or failed) happened before `before` on the backend clock,
+    /// with their step records, the store receipts they made and the start records that
+    /// name them, in one atomic step; in id order. Never touches an execution that is not
+    /// terminal. Call it again while it returns `limit` ids.
+    ///
+    /// Afterwards the id is unknown: `get` is `None`, a lease of it is `UnknownExecution`
+    /// (no record is ever re-created by a write), and `admit` creates a new execution whose
+    /// tokens are above every old one (the counter is the namespace's), so a stale holder of
+    /// the purged one gets `ForeignToken` or `Lost`. A store receipt or start request id of a
+    /// purged execution is forgotten: the cutoff must be older than any holder can live.
+    ///
+    /// The default is [`crate::LeaseError::Unsupported`].
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let _ = (before, limit);
+        Err(crate::LeaseError::Unsupported {
+            backend: "adapter",
+            operation: "purge_terminal",
+        })
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery

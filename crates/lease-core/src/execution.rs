@@ -470,6 +470,13 @@ pub struct AckAndClaim {
     pub next: ClaimBatch,
 }
 
+/// What one retention call removed (issue 12, [`crate::ExecutionClient::purge_terminal`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Purged {
+    /// The executions removed, in id order. Fewer than the limit means none older is left.
+    pub ids: Vec<ExecutionId>,
+}
+
 /// Validates a batch for `admit_batch` before anything is written: at most
 /// [`crate::limits::MAX_ADMIT_BATCH`] items, no id twice, every scheduled instant in range.
 pub fn check_admit_batch(admissions: &[Admission]) -> Result<()> {

@@ -32,7 +32,7 @@ pub use dispatcher::{
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, WorkflowRunOutcome,
+    CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
 };
 pub use heap::{HeapRecord, StepWrite};
 pub use ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};

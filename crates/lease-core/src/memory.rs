@@ -13,7 +13,7 @@ use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    ExecutionRecord, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -290,6 +290,25 @@ impl ExecutionClient for MemoryBackend {
             acknowledged,
             next: batch,
         })
+    }
+
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        let mut s = self.lock();
+        let ids: Vec<ExecutionId> = s
+            .executions
+            .values()
+            .filter(|r| r.status.is_terminal())
+            .filter(|r| r.last_delivery_ended_at.is_some_and(|t| t < before))
+            .map(|r| r.id.clone())
+            .take(limit)
+            .collect();
+        let gone: std::collections::HashSet<&ExecutionId> = ids.iter().collect();
+        s.executions.retain(|id, _| !gone.contains(id));
+        s.steps.retain(|(id, _, _), _| !gone.contains(id));
+        s.receipts.retain(|(_, id, _), _| !gone.contains(id));
+        s.starts.retain(|_, target| !gone.contains(target));
+        Ok(Purged { ids })
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {

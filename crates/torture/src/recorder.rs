@@ -11,11 +11,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lease_conformance::history::{Op, OpKind, OpResult};
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced,
-    HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result, StartClient, StartRequest,
-    Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
-    StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
+    Fenced, HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result, StartClient,
+    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
+    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::oplog::{OpLog, now_us};
@@ -190,6 +190,30 @@ impl ExecutionClient for Recorder {
                 start_us,
                 duration_ms,
                 batch.claimed.iter().map(|c| &c.lease),
+            );
+        }
+        result
+    }
+
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let duration_ms = duration_ms(&next);
+        let (seq, op) = self.invoke_ack(&ack.lease, &ack.outcome);
+        let start_us = now_us();
+        let result = self.inner.acknowledge_and_claim(ack, next).await;
+        let logged = match &result {
+            Ok(r) => ack_result(&Ok(r.acknowledged.clone())),
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, logged);
+        if let Ok(r) = &result {
+            self.log_claims(
+                start_us,
+                duration_ms,
+                r.next.claimed.iter().map(|c| &c.lease),
             );
         }
         result

@@ -12,5 +12,6 @@ pub mod fencing;
 pub mod leases;
 pub mod pickup;
 pub mod redelivery;
+pub mod retention;
 pub mod semantics;
 pub mod store;
