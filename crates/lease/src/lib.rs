@@ -18,7 +18,7 @@
 //! | `redis` | [`redis`] | Redis through Lua scripts |
 //! | `memory` | `memory` | the in-memory reference backend (tests) |
 //!
-//! [`open`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
+//! [`open()`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
 //!
 //! # Example
 //!
