@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use crate::config::RedisConfig;
-use crate::errors::{Access, BACKEND, map_error, protocol};
+use crate::errors::{Access, BACKEND, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_VERSION};
 use crate::reply::Reply;
@@ -201,7 +201,10 @@ impl RedisBackend {
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
-        result.map_err(|e| map_error(op, access, e))
+        result.map_err(|e| {
+            token_counter_error(self.shared.keys.prefix(), &e)
+                .unwrap_or_else(|| map_error(op, access, e))
+        })
     }
 
     /// Runs one plain read command.

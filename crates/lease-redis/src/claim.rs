@@ -12,6 +12,7 @@ use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{MAX_EXACT_MS, exact_time};
+use redis::Value;
 
 /// One claimed delivery: its lease and, when asked for, the record right after the claim.
 pub(crate) type ClaimedItem = (ExecutionLease, Option<ExecutionRecord>);
@@ -108,42 +109,93 @@ impl RedisBackend {
             };
         }
         let stride = if with_records { 4 } else { 3 };
+        if items.len() % stride == 1 {
+            // The last element reports the records the claim moved out as corrupt.
+            if let Some(report) = items.pop() {
+                report_corrupt(reply, report);
+            }
+        }
         if items.len() % stride != 0 || items.len() / stride > request.limit {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
-        let out = &mut outcome.items;
-        out.reserve(items.len() / stride);
+        // The script has committed: from here on a bad item is logged and left out, never an
+        // error that would hide the leases it issued (issue 11). The script validates what
+        // the client decodes, so this is a last line of defence.
         let mut items = items.into_iter();
         while let Some(id) = items.next() {
-            let execution_id = reply.execution_id(id)?;
-            let token: u64 = reply.number(reply.next(&mut items, "token")?, "token")?;
-            let expires: i64 = reply.number(reply.next(&mut items, "expiry")?, "expiry")?;
-            if token == 0 {
-                return Err(reply.unexpected("token 0"));
+            let item: Vec<Value> = std::iter::once(id)
+                .chain(items.by_ref().take(stride - 1))
+                .collect();
+            match decode_item(reply, item, with_records) {
+                Ok(claimed) => outcome.items.push(claimed),
+                Err(e) => tracing::error!(
+                    operation = op,
+                    error = %e,
+                    "a claimed lease could not be decoded; it reaches nobody and will expire"
+                ),
             }
-            let lease = ExecutionLease {
-                execution_id,
-                token: FencingToken::new(token),
-                expires_at: Timestamp::from_millis(expires),
-            };
-            let record = if with_records {
-                let fields = reply.next(&mut items, "record")?;
-                let record = reply
-                    .record(lease.execution_id.clone(), fields)?
-                    .ok_or_else(|| reply.unexpected("an empty record"))?;
-                // The script wrote the lease into the record it read back.
-                if record.status != ExecutionStatus::Running
-                    || record.token != lease.token
-                    || record.lease_expires_at != Some(lease.expires_at)
-                {
-                    return Err(reply.unexpected("a record that does not hold its lease"));
-                }
-                Some(record)
-            } else {
-                None
-            };
-            out.push((lease, record));
         }
         Ok(outcome)
+    }
+}
+
+/// One claimed item of the reply: id, token, expiry and, with records, the `HGETALL`.
+fn decode_item(reply: Reply, item: Vec<Value>, with_records: bool) -> Result<ClaimedItem> {
+    let mut item = item.into_iter();
+    let execution_id = reply.execution_id(reply.next(&mut item, "id")?)?;
+    let token: u64 = reply.number(reply.next(&mut item, "token")?, "token")?;
+    let expires: i64 = reply.number(reply.next(&mut item, "expiry")?, "expiry")?;
+    if token == 0 {
+        return Err(reply.unexpected("token 0"));
+    }
+    let lease = ExecutionLease {
+        execution_id,
+        token: FencingToken::new(token),
+        expires_at: Timestamp::from_millis(expires),
+    };
+    if !with_records {
+        return Ok((lease, None));
+    }
+    let fields = reply.next(&mut item, "record")?;
+    let record = reply
+        .record(lease.execution_id.clone(), fields)?
+        .ok_or_else(|| reply.unexpected("an empty record"))?;
+    // The script wrote the lease into the record it read back.
+    if record.status != ExecutionStatus::Running
+        || record.token != lease.token
+        || record.lease_expires_at != Some(lease.expires_at)
+    {
+        return Err(reply.unexpected("a record that does not hold its lease"));
+    }
+    Ok((lease, Some(record)))
+}
+
+/// Logs each record the claim moved out of the indexes as corrupt (`{'corrupt', id,
+/// problem, ...}`); operators list them with `list_corrupt`.
+fn report_corrupt(reply: Reply, report: Value) {
+    let Ok(parts) = reply.array(report) else {
+        tracing::warn!(operation = reply.op, "an unreadable corrupt-record report");
+        return;
+    };
+    let mut parts = parts.into_iter().map(lossy);
+    if parts.next().as_deref() != Some("corrupt") {
+        tracing::warn!(operation = reply.op, "an unreadable corrupt-record report");
+        return;
+    }
+    while let (Some(id), Some(problem)) = (parts.next(), parts.next()) {
+        tracing::warn!(
+            execution_id = %id,
+            %problem,
+            "corrupt execution record skipped by the claim and listed (list_corrupt)"
+        );
+    }
+}
+
+/// A reply string as text, invalid UTF-8 replaced (ids of corrupt records may be anything).
+pub(crate) fn lossy(v: Value) -> String {
+    match v {
+        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::SimpleString(s) => s,
+        other => format!("{other:?}"),
     }
 }

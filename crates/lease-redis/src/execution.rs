@@ -6,15 +6,15 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionClient,
-    ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result, Timestamp,
-    WakeReceiver, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result,
+    Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimReply, ClaimedItem};
+use crate::claim::{ClaimReply, ClaimedItem, lossy};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -168,6 +168,30 @@ impl ExecutionClient for RedisBackend {
                 .then_with(|| a.id.cmp(&b.id))
         });
         out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        const OP: &str = "list_corrupt";
+        check_limit("list limit", limit)?;
+        let v = self
+            .eval(
+                OP,
+                Access::Read,
+                &SCRIPTS.list_corrupt,
+                &[limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let items = reply.array(v)?;
+        if items.len() % 2 != 0 || items.len() / 2 > limit {
+            return Err(reply.unexpected(&format!("{} elements", items.len())));
+        }
+        let mut items = items.into_iter().map(lossy);
+        let mut out = Vec::with_capacity(limit.min(16));
+        while let (Some(id), Some(problem)) = (items.next(), items.next()) {
+            out.push(CorruptRecord { id, problem });
+        }
         Ok(out)
     }
 

@@ -22,9 +22,10 @@ local function fmt(n) return string.format('%.0f', n) end
 -- LeaseError::Protocol by the client.
 local function corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
 
--- The integer stored in field `field` of execution `id`.
+-- The integer stored in field `field` of execution `id` (at most 16 digits: every stored
+-- number is below 2^53).
 local function int(s, id, field)
-  if not s or not string.match(s, '^%-?%d+$') then
+  if not s or #s > 17 or not string.match(s, '^%-?%d+$') then
     corrupt('execution ' .. id .. ': ' .. field)
   end
   return tonumber(s)
@@ -38,11 +39,12 @@ local function clock_now()
 end
 
 -- The keys a record-changing script may write besides the records: the four index sorted
--- sets and the token counter. Checked before the script's first write, so a foreign key of
+-- sets, the corrupt list (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
 -- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
 -- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
 local function check_key_types()
-  local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset', token = 'string'}
+  local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
+    corrupt = 'zset', corrupt_why = 'hash', token = 'string'}
   for name, kind in pairs(want) do
     local t = redis.call('TYPE', P .. name)
     t = t.ok or t

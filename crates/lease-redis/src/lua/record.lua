@@ -3,6 +3,9 @@ local K_READY = P .. 'ready'
 local K_WAITING = P .. 'waiting'
 local K_RUNNING = P .. 'running'
 local K_FAILING = P .. 'failing'
+-- Records a claim found it cannot use (issue 11): ids by id (score 0), and their problems.
+local K_CORRUPT = P .. 'corrupt'
+local K_CORRUPT_WHY = P .. 'corrupt_why'
 
 -- Every script that changes records checks its other keys' types first.
 check_key_types()
@@ -49,6 +52,11 @@ local function load(id)
   if v[8] then r.ld = int(v[8], id, 'last_delivery_ended_at') end
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
+  end
+  -- What the client decodes as u64 / u32, and what Lua holds exactly.
+  if r.tk < 0 or r.tk > 9007199254740991 then corrupt('execution ' .. id .. ': token') end
+  if r.un < 0 or r.un > 4294967295 then
+    corrupt('execution ' .. id .. ': unacknowledged deliveries')
   end
   return r
 end
