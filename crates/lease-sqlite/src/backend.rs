@@ -9,10 +9,11 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionClient,
-    ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseError,
-    Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
-    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord,
+    Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
+    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -186,6 +187,14 @@ impl ExecutionClient for SqliteBackend {
         check_limit("list limit", limit)?;
         self.read("list_failing", move |tx, s| {
             executions::list_failing(tx, s, min, limit)
+        })
+        .await
+    }
+
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_corrupt", move |tx, s| {
+            executions::list_corrupt(tx, s, limit)
         })
         .await
     }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, ExecutionId, ExecutionLease,
-    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord, ExecutionId,
+    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
     WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
@@ -208,7 +208,7 @@ fn next_token(
 pub(crate) const CLAIM_FIRST: &str = concat!(
     "SELECT ",
     execution_columns!(),
-    " FROM lease_executions
+    ", rowid FROM lease_executions
      WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
      ORDER BY claim_due_at, id LIMIT ?3"
 );
@@ -217,7 +217,7 @@ pub(crate) const CLAIM_FIRST: &str = concat!(
 pub(crate) const CLAIM_NEXT: &str = concat!(
     "SELECT ",
     execution_columns!(),
-    " FROM lease_executions
+    ", rowid FROM lease_executions
      WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
        AND (claim_due_at, id) > (?4, ?5)
      ORDER BY claim_due_at, id LIMIT ?3"
@@ -227,6 +227,60 @@ pub(crate) const CLAIM_NEXT: &str = concat!(
 pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
      WHERE namespace = ?1 AND claimable_at IS NOT NULL
      ORDER BY claimable_at LIMIT 1";
+
+/// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
+const QUARANTINE: &str = "UPDATE lease_executions
+     SET corrupt = ?2, claim_due_at = NULL, claimable_at = NULL WHERE rowid = ?1";
+
+/// A claim candidate: its rowid and its record, or what made it undecodable.
+type Candidate = (i64, Result<ExecutionRecord, String>);
+
+fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+    let rowid: i64 = row.get(12)?;
+    let record = match read_raw(row) {
+        Ok(raw) => raw.into_record().map_err(|e| match e {
+            OpError::Corrupt(problem) => problem,
+            other => format!("{other:?}"),
+        }),
+        Err(e) => Err(format!("stored row is unreadable: {e}")),
+    };
+    Ok((rowid, record))
+}
+
+/// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
+/// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
+fn quarantine(conn: &Connection, scope: &Scope, rowid: i64, problem: &str) -> OpResult<()> {
+    tracing::warn!(
+        namespace = %scope.namespace,
+        rowid,
+        problem,
+        "skipping a corrupt execution record; quarantined (see list_corrupt)"
+    );
+    conn.prepare_cached(QUARANTINE)?
+        .execute(params![rowid, problem])?;
+    Ok(())
+}
+
+/// `list_corrupt`: quarantined records by id, at most `limit`.
+pub(crate) fn list_corrupt(
+    conn: &Connection,
+    scope: &Scope,
+    limit: usize,
+) -> OpResult<Vec<CorruptRecord>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(conn
+        .prepare_cached(
+            "SELECT CAST(id AS TEXT), corrupt FROM lease_executions
+             WHERE namespace = ?1 AND corrupt IS NOT NULL ORDER BY id LIMIT ?2",
+        )?
+        .query_map(params![scope.namespace, limit], |row| {
+            Ok(CorruptRecord {
+                id: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                problem: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?)
+}
 
 /// Candidates per index page when claiming.
 const PAGE_MIN: usize = 16;
@@ -265,19 +319,29 @@ pub(crate) fn claim_due(
     let mut leases = Vec::with_capacity(limit);
     let mut after: Option<(i64, String)> = None;
     loop {
-        let raw: Vec<RawExecution> = match &after {
+        let candidates: Vec<Candidate> = match &after {
             None => conn
                 .prepare_cached(CLAIM_FIRST)?
-                .query_map(params![ns, now.as_millis(), page_sql], read_raw)?
+                .query_map(params![ns, now.as_millis(), page_sql], read_candidate)?
                 .collect::<rusqlite::Result<_>>()?,
             Some((due, id)) => conn
                 .prepare_cached(CLAIM_NEXT)?
-                .query_map(params![ns, now.as_millis(), page_sql, due, id], read_raw)?
+                .query_map(
+                    params![ns, now.as_millis(), page_sql, due, id],
+                    read_candidate,
+                )?
                 .collect::<rusqlite::Result<_>>()?,
         };
-        let fetched = raw.len();
-        for r in raw {
-            let stored = r.into_record()?;
+        let fetched = candidates.len();
+        for (rowid, decoded) in candidates {
+            // A quarantined row leaves the index, so the next page never returns it.
+            let stored = match decoded {
+                Ok(stored) => stored,
+                Err(problem) => {
+                    quarantine(conn, scope, rowid, &problem)?;
+                    continue;
+                }
+            };
             let (due, _) = claim_keys(&stored, &scope.policy);
             after = Some((
                 due.map_or(i64::MIN, Timestamp::as_millis),

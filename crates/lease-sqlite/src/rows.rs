@@ -233,11 +233,12 @@ fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
 /// `$1 namespace, $2 id, $3 status, $4 token, $5 lease_expires_at, $6 due_at,
 /// $7 wake_after_claim, $8 unacknowledged, $9 last_delivery_ended_at, $10 ever_suspended,
 /// $11 outcome, $12 claim_due_at, $13 claimable_at`: writes back every mutable field.
+/// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
 pub(crate) const SAVE: &str =
     "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
                  due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
                  last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
-                 claim_due_at = ?12, claimable_at = ?13
+                 claim_due_at = ?12, claimable_at = ?13, corrupt = NULL
              WHERE namespace = ?1 AND id = ?2";
 
 /// Writes back every mutable field of a record loaded in the same transaction.

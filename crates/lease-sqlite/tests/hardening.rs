@@ -83,3 +83,57 @@ async fn a_claim_whose_token_is_not_above_the_stored_one_is_refused() {
         stale[0].token
     );
 }
+
+/// Finding 5: one record the library cannot decode used to fail every claim, so nothing
+/// else was ever claimed. Claims skip it (and quarantine it so later claims do not walk it
+/// again), the rest are claimed, and `list_corrupt` names it.
+#[tokio::test]
+async fn corrupt_records_are_skipped_quarantined_and_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("corrupt.db");
+    let b = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    for name in ["a-bad-status", "b-good", "c-bad-type", "d-good"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    Connection::open(&path)
+        .expect("raw open")
+        .execute_batch(
+            "UPDATE lease_executions SET status = 'exploded' WHERE id = 'a-bad-status';
+             UPDATE lease_executions SET token = 'not a number' WHERE id = 'c-bad-type';",
+        )
+        .expect("corrupt rows");
+    let claimed: Vec<String> = claim(&b, 10, Duration::from_secs(30))
+        .await
+        .iter()
+        .map(|l| l.execution_id.to_string())
+        .collect();
+    assert_eq!(claimed, ["b-good", "d-good"], "the rest are claimed");
+    let corrupt = b.list_corrupt(10).await.expect("list_corrupt");
+    let ids: Vec<&str> = corrupt.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["a-bad-status", "c-bad-type"]);
+    assert!(corrupt[0].problem.contains("status"), "{:?}", corrupt[0]);
+    assert!(corrupt.iter().all(|c| !c.problem.is_empty()), "{corrupt:?}");
+    // Quarantined: out of the claim index, so later claims (and the horizon) skip it.
+    b.admit(&Admission::new(id("e-later")))
+        .await
+        .expect("admit");
+    let batch = b
+        .claim_due_with_horizon(ClaimRequest {
+            now: lease_core::Timestamp::MAX,
+            limit: 10,
+            duration: Duration::from_secs(30),
+        })
+        .await
+        .expect("claim");
+    let ids: Vec<&str> = batch
+        .claimed
+        .iter()
+        .map(|c| c.lease.execution_id.as_str())
+        .collect();
+    assert_eq!(ids, ["e-later"]);
+    assert_eq!(b.list_corrupt(1).await.expect("list").len(), 1, "limit");
+    let err = b.list_corrupt(0).await.expect_err("limit 0");
+    assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err:?}");
+}
