@@ -90,7 +90,8 @@ impl SqliteBackend {
         wake::check_poll(config.wake_poll)?;
         let location = config.location.clone();
         let busy_timeout = config.busy_timeout;
-        let conn = ConnHandle::spawn(move || schema::open(&location, busy_timeout)).await?;
+        let conn =
+            ConnHandle::spawn(move || schema::open(&location, busy_timeout), busy_timeout).await?;
         let scope = Arc::new(Scope {
             location: config.location.describe(),
             namespace: config.namespace.clone(),
@@ -148,9 +149,10 @@ impl SqliteBackend {
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
+        let busy_timeout = self.config.busy_timeout;
         self.conn
             .call(operation, move |conn| {
-                tx::read(conn, operation, |tx| f(tx, &scope))
+                tx::read(conn, operation, busy_timeout, |tx| f(tx, &scope))
             })
             .await
     }

@@ -20,6 +20,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
+use std::time::Duration;
 
 use lease_core::{LeaseError, Result};
 use rusqlite::Connection;
@@ -39,10 +40,10 @@ enum Job {
 
 impl Job {
     /// Runs the job by itself (the inline path: a write is a group of one).
-    fn run(self, conn: &mut Connection) {
+    fn run(self, conn: &mut Connection, busy_timeout: Duration) {
         match self {
             Job::Alone(f) => guarded(|| f(conn)),
-            Job::Write(member) => guarded(|| group::run(conn, vec![member])),
+            Job::Write(member) => guarded(|| group::run(conn, busy_timeout, vec![member])),
         }
     }
 }
@@ -59,6 +60,8 @@ struct Shared {
     /// The thread's last turn found more than one job waiting: callers are concurrent, so
     /// new jobs queue too and keep sharing commits. A turn that finds one job clears it.
     contended: AtomicBool,
+    /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
+    busy_timeout: Duration,
     /// How jobs ran, for tests.
     #[cfg(test)]
     counts: Counts,
@@ -125,7 +128,7 @@ fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
                 shared.take(members.len());
                 #[cfg(test)]
                 shared.counts.groups.fetch_add(1, Ordering::SeqCst);
-                guarded(|| group::run(&mut conn, members));
+                guarded(|| group::run(&mut conn, shared.busy_timeout, members));
             }
         }
     }
@@ -159,6 +162,7 @@ impl ConnHandle {
     /// Starts a thread that opens its connection with `open`, and waits until it did.
     pub(crate) async fn spawn(
         open: impl FnOnce() -> Result<Connection> + Send + 'static,
+        busy_timeout: Duration,
     ) -> Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Arc<Shared>>>();
@@ -170,6 +174,7 @@ impl ConnHandle {
                         conn: Mutex::new(conn),
                         queued: AtomicUsize::new(0),
                         contended: AtomicBool::new(false),
+                        busy_timeout,
                         #[cfg(test)]
                         counts: Counts::default(),
                     }),
@@ -216,7 +221,8 @@ impl ConnHandle {
         {
             #[cfg(test)]
             self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
-            tokio::task::block_in_place(|| job.run(&mut conn));
+            let busy_timeout = self.shared.busy_timeout;
+            tokio::task::block_in_place(|| job.run(&mut conn, busy_timeout));
             return Ok(());
         }
         #[cfg(test)]
@@ -294,9 +300,10 @@ mod tests {
     }
 
     async fn open() -> ConnHandle {
-        ConnHandle::spawn(|| {
-            Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e))
-        })
+        ConnHandle::spawn(
+            || Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e)),
+            Duration::from_secs(1),
+        )
         .await
         .expect("spawn")
     }
@@ -387,9 +394,12 @@ mod tests {
     #[test]
     fn a_failed_open_is_reported() {
         runtime().block_on(async {
-            let err = ConnHandle::spawn(|| Err(LeaseError::invalid("test", "no")))
-                .await
-                .expect_err("open fails");
+            let err = ConnHandle::spawn(
+                || Err(LeaseError::invalid("test", "no")),
+                Duration::from_secs(1),
+            )
+            .await
+            .expect_err("open fails");
             assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err:?}");
         });
     }

@@ -17,13 +17,14 @@
 //! signals the hub right after COMMIT succeeded, before any member is answered.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lease_core::{LeaseError, Result, Timestamp};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy};
-use crate::tx::{BUSY_RETRIES, backoff};
+use crate::tx::BusyBudget;
 use crate::wake::Wakes;
 
 /// What a mutating operation produced: its value and, when it made an execution claimable,
@@ -237,8 +238,15 @@ fn message(e: &rusqlite::Error) -> lease_core::BoxError {
     e.to_string().into()
 }
 
-/// Runs a group to its end and replies to every member.
-pub(crate) fn run(conn: &mut Connection, mut members: Vec<Box<dyn Member>>) {
+/// Runs a group to its end and replies to every member. Retries on contention share one
+/// `busy_timeout` ([`BusyBudget`]).
+pub(crate) fn run(conn: &mut Connection, busy_timeout: Duration, members: Vec<Box<dyn Member>>) {
+    let mut budget = BusyBudget::start(busy_timeout);
+    run_within(conn, &mut budget, members);
+    budget.finish(conn);
+}
+
+fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<Box<dyn Member>>) {
     let mut retries = 0;
     loop {
         match attempt(conn, &mut members) {
@@ -249,9 +257,8 @@ pub(crate) fn run(conn: &mut Connection, mut members: Vec<Box<dyn Member>>) {
                 members.into_iter().for_each(|m| m.complete());
                 return;
             }
-            Err(Failure::Busy(e)) if retries < BUSY_RETRIES => {
+            Err(Failure::Busy(e)) if budget.before_retry(conn, retries) => {
                 tracing::debug!(retries, error = %e, "sqlite busy; retrying the group");
-                std::thread::sleep(backoff(retries));
                 retries += 1;
             }
             Err(Failure::Busy(e)) => {

@@ -22,9 +22,10 @@
 //!   is not allowed, every operation takes the hop. Either way operations run in submission
 //!   order. Clones of a handle share its connection; [`SqliteBackend::peer`] opens another
 //!   connection.
-//! * **Contention.** `busy_timeout` (default 5 s, [`SqliteConfig::busy_timeout`]) plus a
-//!   bounded retry of the whole transaction on `SQLITE_BUSY`/`SQLITE_LOCKED`; still busy ->
-//!   [`lease_core::LeaseError::Unavailable`] with nothing changed.
+//! * **Contention.** A bounded retry of the whole transaction on `SQLITE_BUSY`/
+//!   `SQLITE_LOCKED`, all attempts together waiting at most one `busy_timeout` (default 5 s,
+//!   [`SqliteConfig::busy_timeout`]); still busy -> [`lease_core::LeaseError::Unavailable`]
+//!   with nothing changed.
 //! * **Claims through an index.** Each row carries two derived columns, the due time it is
 //!   claimed with and `claimable_at` (the earliest instant it becomes claimable: due time,
 //!   redelivery gate and lease expiry folded together). `claim_due` walks an index in
