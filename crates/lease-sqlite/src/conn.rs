@@ -248,6 +248,17 @@ impl ConnHandle {
         (self.shared.queued.load(Ordering::SeqCst) == 0).then_some(conn)
     }
 
+    /// Test support: holds the connection, so jobs submitted meanwhile queue and the
+    /// thread runs them as one group once it is released.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.shared.conn)
+    }
+
+    /// Test support: jobs sent to the thread and not yet taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::SeqCst)
+    }
+
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
     fn submit(&self, operation: &'static str, mut job: Job) -> Result<()> {
