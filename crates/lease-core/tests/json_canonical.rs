@@ -187,6 +187,8 @@ fn accepted_numbers_read_back() {
     .map(|t| canon(t))
     .collect();
     texts.push(canon(&"9".repeat(308)));
+    texts.push(canon(&format!("-0.{}e-7", "1".repeat(100_000))));
+    texts.push(canon(&format!("{}.5", "7".repeat(300))));
     let mut f = f64::MAX;
     for _ in 0..2000 {
         texts.push(Json::to_json("t", &f).expect("f64").as_str().to_owned());
