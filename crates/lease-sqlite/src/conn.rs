@@ -143,9 +143,44 @@ fn guarded(f: impl FnOnce()) {
     }
 }
 
-/// True where the calling thread may block in `block_in_place`: a multi-thread runtime.
+thread_local! {
+    /// `block_in_place` refused this thread once (issue 11 finding 17): a current_thread
+    /// runtime or `LocalSet` under an entered multi-thread handle, which reports the
+    /// multi-thread flavour. Its jobs queue from then on.
+    static REFUSED_BLOCK_IN_PLACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True where the calling thread may try `block_in_place`: the entered runtime is
+/// multi-thread and this thread was never refused. Tokio has no way to ask whether
+/// `block_in_place` is allowed, so [`run_in_place`] catches its refusal; without unwinding
+/// (`panic = "abort"`) nothing could catch it, and every job queues.
 fn may_block_in_place() -> bool {
-    Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+    cfg!(panic = "unwind")
+        && !REFUSED_BLOCK_IN_PLACE.get()
+        && Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
+/// Runs `job` inside `block_in_place`, or hands it back untouched when `block_in_place`
+/// refused this thread (it panics before running anything; the panic hook reports that
+/// once per thread, the caller never sees it).
+fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Option<Job> {
+    let mut slot = Some(job);
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        tokio::task::block_in_place(|| {
+            if let Some(job) = slot.take() {
+                job.run(conn, busy_timeout);
+            }
+        });
+    }));
+    match (ran, slot) {
+        (Err(_), Some(job)) => {
+            REFUSED_BLOCK_IN_PLACE.set(true);
+            tracing::debug!("block_in_place is not allowed on this thread; queueing its jobs");
+            Some(job)
+        }
+        // Ran (a job catches its own panics, so it cannot unwind out of `run`).
+        _ => None,
+    }
 }
 
 /// A handle on a connection and its thread. Clones share the connection; the thread closes
@@ -213,17 +248,31 @@ impl ConnHandle {
         (self.shared.queued.load(Ordering::SeqCst) == 0).then_some(conn)
     }
 
+    /// Test support: holds the connection, so jobs submitted meanwhile queue and the
+    /// thread runs them as one group once it is released.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.shared.conn)
+    }
+
+    /// Test support: jobs sent to the thread and not yet taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::SeqCst)
+    }
+
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
-    fn submit(&self, operation: &'static str, job: Job) -> Result<()> {
+    fn submit(&self, operation: &'static str, mut job: Job) -> Result<()> {
         if may_block_in_place()
             && let Some(mut conn) = self.idle()
         {
-            #[cfg(test)]
-            self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
-            let busy_timeout = self.shared.busy_timeout;
-            tokio::task::block_in_place(|| job.run(&mut conn, busy_timeout));
-            return Ok(());
+            match run_in_place(job, &mut conn, self.shared.busy_timeout) {
+                None => {
+                    #[cfg(test)]
+                    self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
+                    return Ok(());
+                }
+                Some(refused) => job = refused,
+            }
         }
         #[cfg(test)]
         self.shared.counts.queued.fetch_add(1, Ordering::SeqCst);
@@ -420,6 +469,22 @@ mod tests {
             assert_eq!(insert(&conn, 2).await.expect("write"), 1);
         });
         assert_eq!(counts(&conn), (3, 0, 0));
+    }
+
+    /// Finding 17: a current_thread runtime that entered a multi-thread runtime's handle
+    /// reports the multi-thread flavour, and `block_in_place` panicked there.
+    #[test]
+    fn a_current_thread_runtime_inside_a_multi_thread_handle_does_not_panic() {
+        let mt = multi_thread();
+        runtime().block_on(async {
+            let _entered = mt.handle().enter();
+            let conn = open().await;
+            assert_eq!(insert(&conn, 1).await.expect("write"), 1);
+            assert_eq!(select_one(&conn).await.expect("read"), 1);
+            assert_eq!(insert(&conn, 2).await.expect("write"), 1);
+            let (inline, queued, _) = counts(&conn);
+            assert_eq!((inline, queued), (0, 3), "every job went to the thread");
+        });
     }
 
     #[test]

@@ -114,7 +114,7 @@ mod stores;
 mod tx;
 mod wake;
 
-pub use backend::SqliteBackend;
+pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
 
 /// The SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo xtask
