@@ -9,11 +9,11 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord,
-    Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
+    HeapClient, HeapRecord, Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey,
+    StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
+    Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -277,6 +277,24 @@ impl ExecutionClient for SqliteBackend {
         let outcome = outcome.clone();
         self.write_waking("acknowledge", move |tx, s| {
             executions::acknowledge(tx, s, &lease, &outcome)
+        })
+        .await
+    }
+
+    /// One operation in one transaction (issue 12), grouped like every write: the
+    /// acknowledgement exactly as [`ExecutionClient::acknowledge`], then the claim exactly as
+    /// [`ExecutionClient::claim_due_with_horizon`] after it. The claim request is validated
+    /// first; bad input in either part is a typed error with nothing applied. Both parts'
+    /// wake-ups are signalled after the COMMIT.
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        let ack = ack.clone();
+        self.write_waking("acknowledge_and_claim", move |tx, s| {
+            executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
         })
         .await
     }

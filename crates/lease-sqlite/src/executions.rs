@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord, ExecutionId,
-    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
+    ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken,
+    LeaseError, Timestamp, WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -310,7 +310,18 @@ pub(crate) fn claim_due(
     limit: usize,
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
-    let now = requested_now.min(scope.now());
+    claim_at(conn, scope, requested_now.min(scope.now()), limit, lease_ms)
+}
+
+/// The claim of [`claim_due`] evaluated at `now` (already `min(requested, backend clock)`):
+/// the one claim code path, shared with [`acknowledge_and_claim`].
+fn claim_at(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
     let ns = scope.namespace.as_str();
     let page = limit.max(PAGE_MIN);
     let page_sql = i64::try_from(page).unwrap_or(i64::MAX);
@@ -433,10 +444,23 @@ pub(crate) fn acknowledge(
     lease: &ExecutionLease,
     outcome: &WorkflowRunOutcome,
 ) -> OpResult<Woken<Fenced<Acknowledged>>> {
+    acknowledge_at(conn, scope, lease, outcome, scope.now())
+}
+
+/// The acknowledgement of [`acknowledge`] at `now`: the one acknowledgement code path,
+/// shared with [`acknowledge_batch`] and [`acknowledge_and_claim`]. An unknown execution,
+/// token 0 or a foreign token fails before anything is written.
+fn acknowledge_at(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    outcome: &WorkflowRunOutcome,
+    now: Timestamp,
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
-    let acknowledged = record.acknowledge(scope.now(), outcome);
+    let acknowledged = record.acknowledge(now, outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
@@ -457,14 +481,80 @@ pub(crate) fn acknowledge_batch(
     for ack in acks {
         held(conn, scope, &ack.lease)?;
     }
+    let now = scope.now();
     let mut results = Vec::with_capacity(acks.len());
     let mut wake = None;
     for ack in acks {
-        let acked = acknowledge(conn, scope, &ack.lease, &ack.outcome)?;
+        let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
         wake = earliest(wake, acked.wake);
         results.push(acked.value);
     }
     Ok(Woken::at(results, wake))
+}
+
+/// Savepoint around the claim part of [`acknowledge_and_claim`].
+const CLAIM_SAVEPOINT: &str = "SAVEPOINT lease_ack_claim";
+const CLAIM_SAVEPOINT_RELEASE: &str = "RELEASE lease_ack_claim";
+const CLAIM_SAVEPOINT_ROLLBACK: &str = "ROLLBACK TO lease_ack_claim; RELEASE lease_ack_claim";
+
+/// `acknowledge_and_claim` (issue 12), inside the caller's one transaction and with one
+/// clock reading: the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an
+/// unknown execution, token 0 or a foreign token fails the whole call before anything is
+/// written, so no claim is made either), then the claim exactly as [`claim_due`], evaluated
+/// after it at `min(requested_now, now)`. The caller validated the claim request.
+///
+/// A claim the store refuses after the acknowledgement applied (`TokenCounter`, an
+/// unreadable counter row) rolls back to its own savepoint: the acknowledgement stays, the
+/// claim is empty and logged, as the trait's default and lease-redis do (the delivery's
+/// outcome is not lost to a counter an operator has to repair). Lock contention and driver
+/// errors fail the whole call (the group retries or rolls back, nothing applied). Wakes at
+/// the earlier of the two parts' instants.
+pub(crate) fn acknowledge_and_claim(
+    conn: &Connection,
+    scope: &Scope,
+    ack: &Acknowledgement,
+    requested_now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<AckAndClaim>> {
+    let now = scope.now();
+    let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
+    let claimed = claim_after_ack(conn, scope, requested_now.min(now), limit, lease_ms)?;
+    Ok(Woken::at(
+        AckAndClaim {
+            acknowledged: acked.value,
+            next: claimed.value,
+        },
+        earliest(acked.wake, claimed.wake),
+    ))
+}
+
+/// [`claim_at`] in a savepoint: a refusal of its own (a typed or corrupt-data error) is an
+/// empty claim with nothing of the claim applied; SQLite errors propagate.
+fn claim_after_ack(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
+    conn.execute_batch(CLAIM_SAVEPOINT)?;
+    match claim_at(conn, scope, now, limit, lease_ms) {
+        Ok(claimed) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_RELEASE)?;
+            Ok(claimed)
+        }
+        Err(e @ OpError::Sqlite(_)) => Err(e),
+        Err(refused) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_ROLLBACK)?;
+            tracing::warn!(
+                namespace = %scope.namespace,
+                error = %refused.into_lease("acknowledge_and_claim"),
+                "the claim after an applied acknowledgement was refused; claimed nothing"
+            );
+            Ok(Woken::quiet(ClaimBatch::default()))
+        }
+    }
 }
 
 #[cfg(test)]
