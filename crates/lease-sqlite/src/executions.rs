@@ -67,19 +67,44 @@ pub(crate) fn admit_batch(
     Ok(Woken::at(records, wake))
 }
 
-/// `get`: the effective record.
+/// `get`: the effective record. A stored record this library cannot decode stays a typed
+/// error for its id (`Protocol`): there is no record to return, and `None` would claim the
+/// id is unknown. When a claim has quarantined it, the error says so and points at
+/// `list_corrupt`.
 pub(crate) fn get(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
 ) -> OpResult<Option<ExecutionRecord>> {
     let now = scope.now();
-    Ok(rows::load(conn, &scope.namespace, id)?.map(|r| r.effective(now)))
+    match rows::load(conn, &scope.namespace, id) {
+        Ok(record) => Ok(record.map(|r| r.effective(now))),
+        Err(OpError::Corrupt(problem)) => {
+            Err(OpError::Corrupt(match quarantined(conn, scope, id)? {
+                Some(note) => format!(
+                    "execution {id} is quarantined as corrupt (listed by list_corrupt): {note}"
+                ),
+                None => problem,
+            }))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// The problem a claim recorded when it quarantined `id`, if it did.
+fn quarantined(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT corrupt FROM lease_executions WHERE namespace = ?1 AND id = ?2")?
+        .query_row(params![scope.namespace, id.as_str()], |row| row.get(0))
+        .optional()?
+        .flatten())
 }
 
 /// `list_failing`: effective `unacknowledged_deliveries >= max(min, 1)`, most failing first,
 /// then id. Reads the top `limit` rows by stored count through an index, plus every running
 /// row whose lease has expired (its effective count is one higher); merging the two is exact.
+/// Quarantined records are skipped (they are listed by `list_corrupt`, and `get` reports
+/// them); an undecodable record no claim has quarantined yet is still `Protocol`.
 pub(crate) fn list_failing(
     conn: &Connection,
     scope: &Scope,
@@ -95,6 +120,7 @@ pub(crate) fn list_failing(
             execution_columns!(),
             " FROM lease_executions
              WHERE namespace = ?1 AND unacknowledged > 0 AND unacknowledged >= ?2
+               AND corrupt IS NULL
              ORDER BY unacknowledged DESC, id LIMIT ?3"
         ))?
         .query_map(params![scope.namespace, min, limit_sql], read_raw)?
@@ -105,7 +131,7 @@ pub(crate) fn list_failing(
             execution_columns!(),
             " FROM lease_executions
              WHERE namespace = ?1 AND status = 'running' AND unacknowledged + 1 >= ?2
-               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)"
+               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3) AND corrupt IS NULL"
         ))?
         .query_map(params![scope.namespace, min, now.as_millis()], read_raw)?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -235,3 +235,51 @@ async fn a_counter_refusal_after_an_acknowledgement_keeps_it_and_claims_nothing(
         .expect_err("still refused");
     assert!(matches!(err, LeaseError::TokenCounter { .. }), "{err:?}");
 }
+
+/// A quarantined record is listed by `list_corrupt` only: `list_failing` skips it (it used
+/// to fail with `Protocol`, hiding every failing execution), and `get` of its id stays a
+/// typed error that names the quarantine.
+#[tokio::test]
+async fn list_failing_skips_quarantined_records_and_get_names_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("failing.db");
+    let clock = ManualClock::starting_now();
+    let b = SqliteBackend::open(SqliteConfig::file(&path).clock(Arc::new(clock.clone())))
+        .await
+        .expect("open");
+    for name in ["a-bad", "b-good"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    for lease in claim(&b, 2, Duration::from_secs(30)).await {
+        assert!(!b.release(&lease).await.expect("release").is_lost());
+    }
+    Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_executions SET status = 'exploded' WHERE id = 'a-bad'",
+            [],
+        )
+        .expect("corrupt a row");
+    clock.advance(Duration::from_secs(3600));
+    let claimed = claim(&b, 10, Duration::from_secs(30)).await;
+    assert_eq!(claimed.len(), 1, "a-bad is quarantined, b-good claimed");
+
+    let failing: Vec<String> = b
+        .list_failing(1, 10)
+        .await
+        .expect("list_failing skips the quarantined record")
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(failing, ["b-good"]);
+    let corrupt = b.list_corrupt(10).await.expect("list_corrupt");
+    assert_eq!(corrupt.len(), 1);
+    assert_eq!(corrupt[0].id, "a-bad");
+    let err = b.get(&id("a-bad")).await.expect_err("still undecodable");
+    match err {
+        LeaseError::Protocol { reason, .. } => {
+            assert!(reason.contains("list_corrupt"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
