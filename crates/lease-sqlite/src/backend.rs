@@ -11,9 +11,9 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    HeapClient, HeapRecord, Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey,
-    StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
-    Timestamp, WakeReceiver, WorkflowRunOutcome,
+    HeapClient, HeapRecord, Json, LeaseError, Purged, Result, StartClient, StartRequest, Started,
+    StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot,
+    StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -23,7 +23,7 @@ use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
 use crate::wake::{self, Wakes};
-use crate::{executions, schema, starts, steps, stores, tx};
+use crate::{executions, retention, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
@@ -217,6 +217,16 @@ impl ExecutionClient for SqliteBackend {
         check_limit("list limit", limit)?;
         self.read("list_corrupt", move |tx, s| {
             executions::list_corrupt(tx, s, limit)
+        })
+        .await
+    }
+
+    /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit
+    /// outside 1..=1000 is `InvalidInput` and deletes nothing.
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        self.write("purge_terminal", move |tx, s| {
+            retention::purge_terminal(tx, s, before, limit)
         })
         .await
     }

@@ -584,12 +584,13 @@ fn claim_after_ack(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use crate::config::Location;
 
-    fn plan(sql: &str, params: usize) -> String {
+    /// `EXPLAIN QUERY PLAN` of `sql` on a fresh schema, its details joined by " | ".
+    pub(crate) fn plan(sql: &str, params: usize) -> String {
         let conn = crate::schema::open(
             &Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
             Duration::from_secs(1),
