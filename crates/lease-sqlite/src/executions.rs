@@ -10,9 +10,10 @@ use lease_core::{
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::candidates::Candidates;
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
-use crate::rows::{self, RawExecution, claim_keys, execution_columns, read_raw};
+use crate::rows::{self, RawExecution, execution_columns, read_raw};
 use crate::scope::Scope;
 
 /// Admits one execution at `now` unless its id exists: the effective record, and the
@@ -229,26 +230,6 @@ fn next_token(
     Ok(next)
 }
 
-/// Claim candidates, first page: an index range scan of `lease_executions_claim` in
-/// (due, id) order, filtered on the index's own `claimable_at` column.
-pub(crate) const CLAIM_FIRST: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    ", rowid FROM lease_executions
-     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
-
-/// Claim candidates after the page ending at (?4, ?5).
-pub(crate) const CLAIM_NEXT: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    ", rowid FROM lease_executions
-     WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
-       AND (claim_due_at, id) > (?4, ?5)
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
-
 /// The earliest `claimable_at` of a namespace: one seek of `lease_executions_horizon`.
 pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
      WHERE namespace = ?1 AND claimable_at IS NOT NULL
@@ -257,21 +238,6 @@ pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
 /// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
 const QUARANTINE: &str = "UPDATE lease_executions
      SET corrupt = ?2, claim_due_at = NULL, claimable_at = NULL WHERE rowid = ?1";
-
-/// A claim candidate: its rowid and its record, or what made it undecodable.
-type Candidate = (i64, Result<ExecutionRecord, String>);
-
-fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
-    let rowid: i64 = row.get(12)?;
-    let record = match read_raw(row) {
-        Ok(raw) => raw.into_record().map_err(|e| match e {
-            OpError::Corrupt(problem) => problem,
-            other => format!("{other:?}"),
-        }),
-        Err(e) => Err(format!("stored row is unreadable: {e}")),
-    };
-    Ok((rowid, record))
-}
 
 /// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
 /// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
@@ -349,56 +315,30 @@ fn claim_at(
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
     let ns = scope.namespace.as_str();
-    let page = limit.max(PAGE_MIN);
-    let page_sql = i64::try_from(page).unwrap_or(i64::MAX);
     let mut token = last_token(conn, ns)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
-    let mut after: Option<(i64, String)> = None;
-    loop {
-        let candidates: Vec<Candidate> = match &after {
-            None => conn
-                .prepare_cached(CLAIM_FIRST)?
-                .query_map(params![ns, now.as_millis(), page_sql], read_candidate)?
-                .collect::<rusqlite::Result<_>>()?,
-            Some((due, id)) => conn
-                .prepare_cached(CLAIM_NEXT)?
-                .query_map(
-                    params![ns, now.as_millis(), page_sql, due, id],
-                    read_candidate,
-                )?
-                .collect::<rusqlite::Result<_>>()?,
+    let mut candidates = Candidates::new(conn, ns, now, limit.max(PAGE_MIN))?;
+    while leases.len() < limit {
+        let Some(candidate) = candidates.next(conn)? else {
+            break;
         };
-        let fetched = candidates.len();
-        for (rowid, decoded) in candidates {
-            // A quarantined row leaves the index, so the next page never returns it.
-            let stored = match decoded {
-                Ok(stored) => stored,
-                Err(problem) => {
-                    quarantine(conn, scope, rowid, &problem)?;
-                    continue;
-                }
-            };
-            let (due, _) = claim_keys(&stored, &scope.policy);
-            after = Some((
-                due.map_or(i64::MIN, Timestamp::as_millis),
-                stored.id.to_string(),
-            ));
-            let mut record = stored.effective(now);
-            if !record.claimable(now, &scope.policy) {
+        // A quarantined row leaves both claim indexes, so no later page returns it.
+        let stored = match candidate.record {
+            Ok(stored) => stored,
+            Err(problem) => {
+                quarantine(conn, scope, candidate.rowid, &problem)?;
                 continue;
             }
-            token = next_token(scope, token, &stored)?;
-            let lease = record.claim(now, lease_ms, token);
-            rows::save(conn, ns, &record, &scope.policy)?;
-            leases.push(Claimed { lease, record });
-            if leases.len() == limit {
-                break;
-            }
+        };
+        let mut record = stored.effective(now);
+        if !record.claimable(now, &scope.policy) {
+            continue;
         }
-        if leases.len() == limit || fetched < page {
-            break;
-        }
+        token = next_token(scope, token, &stored)?;
+        let lease = record.claim(now, lease_ms, token);
+        rows::save(conn, ns, &record, &scope.policy)?;
+        leases.push(Claimed { lease, record });
     }
     if token != first_token {
         store_last_token(conn, ns, token)?;
@@ -616,14 +556,5 @@ pub(crate) mod tests {
         assert!(plan.contains("lease_executions_horizon"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         assert!(!plan.starts_with("SCAN"), "{plan}");
-    }
-
-    #[test]
-    fn claims_use_the_claim_index_without_sorting() {
-        for (sql, params) in [(super::CLAIM_FIRST, 3), (super::CLAIM_NEXT, 5)] {
-            let plan = plan(sql, params);
-            assert!(plan.contains("lease_executions_claim"), "{plan}");
-            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
-        }
     }
 }

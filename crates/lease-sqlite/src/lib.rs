@@ -100,6 +100,7 @@
 //! ```
 
 mod backend;
+mod candidates;
 mod config;
 mod conn;
 mod error;
@@ -134,8 +135,12 @@ pub mod raw {
     pub const LAST_TOKEN: &str = crate::executions::LAST_TOKEN;
     /// `$1 namespace, $2 token`: records the last issued token.
     pub const STORE_LAST_TOKEN: &str = crate::executions::STORE_LAST_TOKEN;
-    /// `$1 namespace, $2 now, $3 page size` -> claim candidates in (due, id) order.
-    pub const CLAIM_FIRST: &str = crate::executions::CLAIM_FIRST;
+    /// `$1 namespace, $2 now, $3 page size` -> claim candidates that are not running, in
+    /// (due, id) order (columns of [`EXECUTION_COLUMNS`], then rowid, due, id).
+    pub const CLAIM_FIRST: &str = crate::candidates::WAITING_FIRST;
+    /// `$1 namespace, $2 now, $3 page size` -> running executions whose lease expired
+    /// (and redelivery delay passed), in (due, id) order; a claim merges both.
+    pub const CLAIM_RUNNING_FIRST: &str = crate::candidates::RUNNING_FIRST;
     /// `$1..$7`: inserts a step record unless one exists.
     pub const INSERT_STEP: &str = crate::steps::INSERT_STEP;
     /// Opens a connection configured as the backend's (WAL, `synchronous = NORMAL`, busy

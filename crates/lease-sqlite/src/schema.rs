@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 const V1: &str = r#"
 CREATE TABLE lease_meta (
@@ -156,6 +156,20 @@ CREATE INDEX lease_store_receipts_execution
     ON lease_store_receipts (namespace, execution_id);
 CREATE INDEX lease_starts_target
     ON lease_starts (namespace, target);
+"#;
+
+/// Version 5 (issue 12, cost flat in stored work): the claim index splits in two, so a
+/// claim never walks past live leases. Rows that are not running keep (due, id) order;
+/// running rows are keyed by `claimable_at` first, so only expired leases are read (see
+/// `candidates.rs`).
+const V5: &str = r#"
+DROP INDEX lease_executions_claim;
+CREATE INDEX lease_executions_claim_waiting
+    ON lease_executions (namespace, claim_due_at, id, claimable_at)
+    WHERE claimable_at IS NOT NULL AND status <> 'running';
+CREATE INDEX lease_executions_claim_running
+    ON lease_executions (namespace, claimable_at, claim_due_at, id)
+    WHERE claimable_at IS NOT NULL AND status = 'running';
 "#;
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {

@@ -283,3 +283,36 @@ async fn list_failing_skips_quarantined_records_and_get_names_them() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Issue 12 item 2: a claim merges two indexes (rows not running; expired running leases)
+/// and must still return (due, id) order across both, as one index did.
+#[tokio::test]
+async fn claims_merge_expired_leases_and_waiting_rows_in_due_order() {
+    let clock = ManualClock::starting_now();
+    let b = SqliteBackend::open(SqliteConfig::in_memory().clock(Arc::new(clock.clone())))
+        .await
+        .expect("open");
+    let t0 = lease_core::Clock::now(&clock);
+    let name = |i: usize| format!("e{i:02}");
+    // Even ids: admitted, claimed with a short lease that will expire (running rows).
+    for i in (0..40).step_by(2) {
+        b.admit(&Admission::new(id(&name(i))).not_before(t0))
+            .await
+            .expect("admit");
+    }
+    assert_eq!(claim(&b, 20, Duration::from_millis(1)).await.len(), 20);
+    // Odd ids: admitted with the same due time, waiting (never claimed).
+    for i in (1..40).step_by(2) {
+        b.admit(&Admission::new(id(&name(i))).not_before(t0))
+            .await
+            .expect("admit");
+    }
+    clock.advance(Duration::from_secs(3600));
+    let claimed: Vec<String> = claim(&b, 40, Duration::from_secs(30))
+        .await
+        .iter()
+        .map(|l| l.execution_id.to_string())
+        .collect();
+    let want: Vec<String> = (0..40).map(name).collect();
+    assert_eq!(claimed, want);
+}

@@ -244,8 +244,9 @@ async fn bad_namespace_is_rejected() {
     }
 }
 
-/// A version 3 file (before retention) with a completed execution migrates to version 4 on
-/// open: the retention indexes are created and `purge_terminal` removes the old row.
+/// A version 3 file (before retention and the split claim index) with a completed and an
+/// admitted execution migrates on open: `purge_terminal` removes the completed one through
+/// its new index, and a claim finds the admitted one through the new claim indexes.
 #[tokio::test]
 async fn a_version_3_file_migrates_and_purges() {
     use lease_core::{ClaimRequest, Json, Timestamp, WorkflowRunOutcome};
@@ -269,6 +270,9 @@ async fn a_version_3_file_migrates_and_purges() {
         .await
         .expect("acknowledge");
     assert!(!acked.is_lost());
+    b.admit(&Admission::new(id("waiting")))
+        .await
+        .expect("admit");
     drop(b);
     Connection::open(&path)
         .expect("raw open")
@@ -276,14 +280,32 @@ async fn a_version_3_file_migrates_and_purges() {
             "DROP INDEX lease_executions_terminal;
              DROP INDEX lease_store_receipts_execution;
              DROP INDEX lease_starts_target;
+             DROP INDEX lease_executions_claim_waiting;
+             DROP INDEX lease_executions_claim_running;
+             CREATE INDEX lease_executions_claim
+                 ON lease_executions (namespace, claim_due_at, id, claimable_at)
+                 WHERE claimable_at IS NOT NULL;
              UPDATE lease_meta SET value = '3' WHERE key = 'schema_version';",
         )
         .expect("back to version 3");
     let b = SqliteBackend::open(SqliteConfig::file(&path))
         .await
         .expect("migrate");
-    assert_eq!(meta(&path, "schema_version"), Some("4".to_owned()));
+    assert_eq!(
+        meta(&path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
     let purged = b.purge_terminal(Timestamp::MAX, 10).await.expect("purge");
     assert_eq!(purged.ids, [id("done")]);
     assert!(b.get(&id("done")).await.expect("get").is_none());
+    let claimed = b
+        .claim_due(ClaimRequest {
+            now: Timestamp::MAX,
+            limit: 10,
+            duration: std::time::Duration::from_secs(30),
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].execution_id, id("waiting"));
 }
