@@ -84,8 +84,9 @@ pub trait ExecutionClient: Send + Sync {
     /// Retention (issue 12): removes up to `limit` (1..=1000) executions whose terminal
     /// acknowledgement (completed or failed) happened before `before` on the backend clock,
     /// with their step records, the store receipts they made and the start records that
-    /// name them, in one atomic step; in id order. Never touches an execution that is not
-    /// terminal. Call it again while it returns `limit` ids.
+    /// name them, in one atomic step, returned in id order (which eligible executions a call
+    /// takes first is the backend's choice: smallest ids, or earliest ended). Never touches
+    /// an execution that is not terminal. Call it again while it returns `limit` ids.
     ///
     /// Afterwards the id is unknown: `get` is `None`, a lease of it is `UnknownExecution`
     /// (no record is ever re-created by a write), and `admit` creates a new execution whose

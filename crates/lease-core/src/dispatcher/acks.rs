@@ -113,7 +113,7 @@ async fn send_one_and_claim(
     };
     let got = next.claimed.len();
     shared.metrics.claim_call(got);
-    shared.claimed_by_ack(next.now, next.next_claimable_at, got);
+    shared.claimed_by_ack(next.now, next.next_claimable_at, got, sent);
     let claimed = next.claimed.into_iter().next().map(|c| (c, sent));
     (Some(acknowledged), claimed)
 }

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use crate::dispatcher::acks::AckQueue;
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
-use crate::dispatcher::horizon::Horizon;
+use crate::dispatcher::horizon::{ClaimSeen, Horizon};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
 use crate::dispatcher::run::{SlotGuard, run_delivery};
@@ -59,17 +59,24 @@ impl Shared {
         !self.stop_claiming.is_cancelled() && !self.killed.load(Ordering::SeqCst)
     }
 
-    /// An acknowledgement claimed `got` executions at backend clock `now`, seeing `next` as
-    /// the next claimable instant.
+    /// An acknowledgement sent at `sent` claimed `got` executions at backend clock `now`,
+    /// seeing `next` as the next claimable instant. Its freed slot needs no claim of the
+    /// loop's own when it found nothing and no wake-up came after it was sent.
     pub(crate) fn claimed_by_ack(
         &self,
         now: Option<Timestamp>,
         next: Option<Timestamp>,
         got: usize,
+        sent: Instant,
     ) {
-        self.lock_horizon()
-            .claimed(now, next, Instant::now(), got == 0);
-        if got == 0 {
+        let superseded = self.lock_horizon().claimed(ClaimSeen {
+            now,
+            next,
+            sent,
+            arrived: Instant::now(),
+            short: got == 0,
+        });
+        if got == 0 && !superseded {
             self.slot_claimed.store(true, Ordering::SeqCst);
         }
     }
@@ -265,12 +272,13 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             Ok(batch) => {
                 got = batch.claimed.len();
                 failures = 0;
-                shared.lock_horizon().claimed(
-                    batch.now,
-                    batch.next_claimable_at,
-                    Instant::now(),
-                    got < want,
-                );
+                shared.lock_horizon().claimed(ClaimSeen {
+                    now: batch.now,
+                    next: batch.next_claimable_at,
+                    sent,
+                    arrived: Instant::now(),
+                    short: got < want,
+                });
                 shared.metrics.claim_call(got);
                 for claimed in batch.claimed {
                     let slot = SlotGuard::new(shared.clone());
