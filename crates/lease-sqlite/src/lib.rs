@@ -141,6 +141,12 @@ pub mod raw {
     /// `$1 namespace, $2 now, $3 page size` -> running executions whose lease expired
     /// (and redelivery delay passed), in (due, id) order; a claim merges both.
     pub const CLAIM_RUNNING_FIRST: &str = crate::candidates::RUNNING_FIRST;
+    /// `$1 namespace, $2 now` -> a row when some running execution is claimable (the probe
+    /// a claim makes before [`CLAIM_RUNNING_FIRST`]; without a row it skips that query).
+    pub const ANY_RUNNING_CLAIMABLE: &str = crate::candidates::ANY_RUNNING;
+    /// `$1 namespace, $2 before, $3 limit` -> (rowid, id) of the terminal executions
+    /// `purge_terminal` deletes, in id order.
+    pub const PURGEABLE: &str = crate::retention::PURGEABLE;
     /// `$1..$7`: inserts a step record unless one exists.
     pub const INSERT_STEP: &str = crate::steps::INSERT_STEP;
     /// Opens a connection configured as the backend's (WAL, `synchronous = NORMAL`, busy
