@@ -28,9 +28,15 @@
 //!   with nothing changed.
 //! * **Claims through an index.** Each row carries two derived columns, the due time it is
 //!   claimed with and `claimable_at` (the earliest instant it becomes claimable: due time,
-//!   redelivery gate and lease expiry folded together). `claim_due` walks an index in
-//!   (due, id) order over `claimable_at <= now`, re-checks each row with the state machine,
-//!   and claims a whole batch in one transaction with the namespace's one token counter.
+//!   redelivery gate and lease expiry folded together). `claim_due` merges two partial
+//!   indexes in (due, id) order: rows not running, walked by due time over
+//!   `claimable_at <= now`, and running rows keyed by `claimable_at` so only expired leases
+//!   are read (a claim's cost does not grow with live leases). It re-checks each row with the
+//!   state machine and claims a whole batch in one transaction with the namespace's one
+//!   token counter. `acknowledge_and_claim` is one such transaction (ack, then claim).
+//! * **Retention.** `purge_terminal` deletes old completed/failed executions with their
+//!   steps, store receipts and start records in one transaction, walking a partial index of
+//!   terminal rows in id order.
 //! * **Namespaces.** Every row carries a namespace ([`SqliteConfig::namespace`]); two
 //!   applications sharing a file never see each other's executions, tokens, steps, stores
 //!   or starts, and each namespace has its own token counter.
