@@ -16,7 +16,8 @@ pub const USAGE: &str = "\
 usage: cargo xtask test-all [--backend NAME]...
 
 Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`,
-then each backend's tests, then prints a summary. With --backend (repeatable) only the named
+`RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --all-features --no-deps`, then each
+backend's tests, then prints a summary. With --backend (repeatable) only the named
 backends run. Exits non-zero if anything failed.
 
 PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
@@ -60,12 +61,14 @@ fn banner(text: &str) {
     let _ = std::io::stdout().flush();
 }
 
-/// Runs a check (fmt, clippy) with inherited output; returns whether it passed and its time.
-fn check(root: &Path, label: &str, args: &[&str]) -> (bool, f64) {
-    banner(&format!("{label}: cargo {}", args.join(" ")));
+/// Runs a check (fmt, clippy, doc) with inherited output and extra environment; returns
+/// whether it passed and its time.
+fn check(root: &Path, label: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, f64) {
+    let shown: String = env.iter().map(|(k, v)| format!("{k}=\"{v}\" ")).collect();
+    banner(&format!("{label}: {shown}cargo {}", args.join(" ")));
     let started = Instant::now();
     let mut cmd = cargo(root);
-    cmd.args(args);
+    cmd.args(args).envs(env.iter().copied());
     let ok = match cleanup::run_child(&mut cmd) {
         Ok(status) => status.success(),
         Err(e) => {
@@ -166,8 +169,9 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     let services = discover(&selected);
 
     let mut checks = Vec::new();
-    for (label, args) in [
-        ("fmt", &["fmt", "--all", "--check"][..]),
+    let deny_doc_warnings: &[(&str, &str)] = &[("RUSTDOCFLAGS", "-D warnings")];
+    for (label, args, env) in [
+        ("fmt", &["fmt", "--all", "--check"][..], &[][..]),
         (
             "clippy",
             &[
@@ -178,9 +182,16 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
                 "-D",
                 "warnings",
             ][..],
+            &[][..],
+        ),
+        // Every public item's docs build without a warning (broken links included).
+        (
+            "doc",
+            &["doc", "--workspace", "--all-features", "--no-deps"][..],
+            deny_doc_warnings,
         ),
     ] {
-        let (ok, secs) = check(root, label, args);
+        let (ok, secs) = check(root, label, args, env);
         checks.push((label, ok, secs));
     }
 

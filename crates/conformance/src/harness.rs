@@ -22,6 +22,10 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// server (PostgreSQL LISTEN, Redis SUBSCRIBE).
     const KILLABLE_LISTENER: bool = false;
 
+    /// The backend implements retention ([`lease_core::ExecutionClient::purge_terminal`]);
+    /// with `false` the retention cases check only that it reports `Unsupported`.
+    const RETENTION: bool = false;
+
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.
     async fn kill_listeners(&self) -> Result<bool> {

@@ -196,6 +196,37 @@ macro_rules! conformance_tests {
         );
         $crate::__case!($harness, pickup, admit_batch_admits_each_like_admit);
         $crate::__case!($harness, pickup, admit_batch_bad_input_admits_nothing);
+        // combined.rs (issue 12)
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_acknowledges_then_claims_next
+        );
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_stale_ack_is_lost_and_still_claims
+        );
+        $crate::__case!(
+            $harness,
+            combined,
+            ack_and_claim_sees_its_own_acknowledgement
+        );
+        $crate::__case!($harness, combined, ack_and_claim_bad_input_changes_nothing);
+        // retention.rs (issue 12)
+        $crate::__case!(
+            $harness,
+            retention,
+            purge_removes_old_terminal_executions_and_what_names_them
+        );
+        $crate::__case!($harness, retention, purge_respects_its_limit);
+        $crate::__case!($harness, retention, purged_id_is_unknown_then_new);
+        $crate::__case!($harness, retention, purge_limit_out_of_range_rejected);
+        // differential.rs (issue 11: every harness runs the differential test)
+        $crate::__case!($harness, differential, differential_seed_1);
+        $crate::__case!($harness, differential, differential_seed_2);
+        $crate::__case!($harness, differential, differential_seed_3);
+        $crate::__case!($harness, differential, differential_seed_4);
         // dispatcher.rs lists its own cases.
         $crate::__dispatcher_cases!($harness);
     };
@@ -228,6 +259,9 @@ mod tests {
             ("store", include_str!("cases/store.rs")),
             ("bad_input", include_str!("cases/bad_input.rs")),
             ("pickup", include_str!("cases/pickup.rs")),
+            ("differential", include_str!("cases/differential.rs")),
+            ("combined", include_str!("cases/combined.rs")),
+            ("retention", include_str!("cases/retention.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

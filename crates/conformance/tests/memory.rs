@@ -10,6 +10,7 @@ pub struct MemoryHarness(MemoryBackend);
 impl lease_conformance::Harness for MemoryHarness {
     type Backend = MemoryBackend;
     const WAKEUPS: bool = true;
+    const RETENTION: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

@@ -940,3 +940,21 @@ caught_by!(
     ADMIT_IGNORES_SCHEDULE,
     [pickup::scheduled_admission_claimable_from_its_time]
 );
+
+// The differential case (moved from lease-redis so every harness runs it) catches flaws
+// on its own: each of these fails it.
+caught_by!(
+    differential_catches_order_by_id,
+    ORDER_BY_ID,
+    [differential::differential_seed_1]
+);
+caught_by!(
+    differential_catches_ack_keeps_due,
+    ACK_KEEPS_DUE,
+    [differential::differential_seed_1]
+);
+caught_by!(
+    differential_catches_admit_ignores_schedule,
+    ADMIT_IGNORES_SCHEDULE,
+    [differential::differential_seed_1]
+);

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionRecord, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
@@ -79,6 +79,27 @@ pub trait ExecutionClient: Send + Sync {
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         crate::limits::check_limit("list limit", limit)?;
         Ok(Vec::new())
+    }
+
+    /// Retention (issue 12): removes up to `limit` (1..=1000) executions whose terminal
+    /// acknowledgement (completed or failed) happened before `before` on the backend clock,
+    /// with their step records, the store receipts they made and the start records that
+    /// name them, in one atomic step; in id order. Never touches an execution that is not
+    /// terminal. Call it again while it returns `limit` ids.
+    ///
+    /// Afterwards the id is unknown: `get` is `None`, a lease of it is `UnknownExecution`
+    /// (no record is ever re-created by a write), and `admit` creates a new execution whose
+    /// tokens are above every old one (the counter is the namespace's), so a stale holder of
+    /// the purged one gets `ForeignToken` or `Lost`. A store receipt or start request id of a
+    /// purged execution is forgotten: the cutoff must be older than any holder can live.
+    ///
+    /// The default is [`crate::LeaseError::Unsupported`].
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        let _ = (before, limit);
+        Err(crate::LeaseError::Unsupported {
+            backend: "adapter",
+            operation: "purge_terminal",
+        })
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
@@ -167,6 +188,36 @@ pub trait ExecutionClient: Send + Sync {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>>;
+
+    /// Acknowledges one delivery and claims the next due executions in the same atomic step
+    /// (issue 12: at low concurrency a delivery then costs one round trip and one commit, not
+    /// two). The acknowledgement is checked and applied exactly as
+    /// [`ExecutionClient::acknowledge`] would (fenced: a stale lease is `Lost` and changes
+    /// nothing); the claim is then evaluated exactly as
+    /// [`ExecutionClient::claim_due_with_horizon`] would, after the acknowledgement, whether
+    /// or not it was lost. Bad input in either part (a foreign token, a claim limit of 0) is a
+    /// typed error and changes nothing; any error except `OutcomeUnknown` applied nothing.
+    ///
+    /// The default validates the claim request, acknowledges, then claims; a failed claim
+    /// after an applied acknowledgement is logged and reported as an empty claim (the
+    /// dispatcher claims again through its loop). Backends override it to do both in one
+    /// transaction, statement or script.
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        next.validate()?;
+        let acknowledged = self.acknowledge(&ack.lease, &ack.outcome).await?;
+        let next = match self.claim_due_with_horizon(next).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                tracing::warn!(error = %e, "claim after an acknowledgement failed");
+                ClaimBatch::default()
+            }
+        };
+        Ok(AckAndClaim { acknowledged, next })
+    }
 
     /// Acknowledges several deliveries in one call; the dispatcher sends the
     /// acknowledgements that queue up while one is in flight this way (design.md section 4).

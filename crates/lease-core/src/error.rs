@@ -70,6 +70,15 @@ pub enum LeaseError {
         /// What was found (e.g. "next token 3 is not above token 7 of execution order-42").
         reason: String,
     },
+    /// The backend does not implement this optional operation (for example retention on an
+    /// adapter that cannot delete); nothing changed.
+    #[error("{backend} does not support {operation}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+    },
     /// The operation certainly did not take effect: connection refused, pool exhausted,
     /// connection lost before the write was sent. Safe to retry.
     #[error("{backend} unavailable during {operation}: {source}")]

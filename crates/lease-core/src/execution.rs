@@ -459,6 +459,24 @@ pub struct ClaimBatch {
     pub next_claimable_at: Option<Timestamp>,
 }
 
+/// What [`crate::ExecutionClient::acknowledge_and_claim`] returns: the acknowledgement's
+/// result, exactly as `acknowledge` would give it, and the claim made in the same atomic step
+/// right after it (issue 12: one round trip per delivery at low concurrency).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckAndClaim {
+    /// The acknowledgement: accepted with its outcome, or `Lost` (nothing acknowledged).
+    pub acknowledged: crate::lease::Fenced<Acknowledged>,
+    /// The claim, evaluated after the acknowledgement.
+    pub next: ClaimBatch,
+}
+
+/// What one retention call removed (issue 12, [`crate::ExecutionClient::purge_terminal`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Purged {
+    /// The executions removed, in id order. Fewer than the limit means none older is left.
+    pub ids: Vec<ExecutionId>,
+}
+
 /// Validates a batch for `admit_batch` before anything is written: at most
 /// [`crate::limits::MAX_ADMIT_BATCH`] items, no id twice, every scheduled instant in range.
 pub fn check_admit_batch(admissions: &[Admission]) -> Result<()> {

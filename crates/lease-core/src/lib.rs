@@ -31,8 +31,8 @@ pub use dispatcher::{
 };
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionOutcome, ExecutionRecord, ExecutionStatus, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
 };
 pub use heap::{HeapRecord, StepWrite};
 pub use ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};

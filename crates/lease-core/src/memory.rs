@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionRecord,
-    WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -99,6 +99,60 @@ impl MemoryBackend {
     /// Signals the hub with the instant `record` becomes claimable, if it ever does.
     fn signal(&self, record: &ExecutionRecord) {
         if let Some(at) = record.claimable_at(&self.policy) {
+            self.hub.signal(at);
+        }
+    }
+
+    /// Claims up to `limit` claimable executions at `now` (one critical section with the
+    /// caller's other changes) and reports the horizon after the claim.
+    fn claim_locked(
+        &self,
+        s: &mut State,
+        now: Timestamp,
+        lease_ms: i64,
+        limit: usize,
+    ) -> Result<ClaimBatch> {
+        let mut due: Vec<(Timestamp, ExecutionId)> = s
+            .executions
+            .values()
+            .map(|r| r.effective(now))
+            .filter(|r| r.claimable(now, &self.policy))
+            .filter_map(|r| r.due_at.map(|d| (d, r.id)))
+            .collect();
+        due.sort();
+        due.truncate(limit);
+        let mut claimed = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            s.last_token += 1;
+            let token = FencingToken::new(s.last_token);
+            let record = s.execution(&id)?;
+            *record = record.effective(now);
+            let lease = record.claim(now, lease_ms, token);
+            claimed.push(Claimed {
+                lease,
+                record: record.clone(),
+            });
+        }
+        let next_claimable_at = s
+            .executions
+            .values()
+            .filter_map(|r| r.claimable_at(&self.policy))
+            .min();
+        Ok(ClaimBatch {
+            claimed,
+            now: Some(now),
+            next_claimable_at,
+        })
+    }
+
+    /// Other processes learn when new leases would expire.
+    fn signal_claims(&self, batch: &ClaimBatch) {
+        if let Some(at) = batch
+            .claimed
+            .iter()
+            .filter_map(|c| c.record.claimable_at(&self.policy))
+            .min()
+        {
             self.hub.signal(at);
         }
     }
@@ -205,46 +259,56 @@ impl ExecutionClient for MemoryBackend {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let mut s = self.lock();
-        let mut due: Vec<(Timestamp, ExecutionId)> = s
-            .executions
-            .values()
-            .map(|r| r.effective(now))
-            .filter(|r| r.claimable(now, &self.policy))
-            .filter_map(|r| r.due_at.map(|d| (d, r.id)))
-            .collect();
-        due.sort();
-        due.truncate(request.limit);
-        let mut leases = Vec::with_capacity(due.len());
-        for (_, id) in due {
-            s.last_token += 1;
-            let token = FencingToken::new(s.last_token);
-            let record = s.execution(&id)?;
-            *record = record.effective(now);
-            let lease = record.claim(now, lease_ms, token);
-            leases.push(Claimed {
-                lease,
-                record: record.clone(),
-            });
-        }
-        let next_claimable_at = s
-            .executions
-            .values()
-            .filter_map(|r| r.claimable_at(&self.policy))
-            .min();
+        let batch = self.claim_locked(&mut s, now, lease_ms, request.limit)?;
         drop(s);
-        // Other processes learn when the new leases would expire.
-        if let Some(at) = leases
-            .iter()
-            .filter_map(|c| c.record.claimable_at(&self.policy))
-            .min()
-        {
-            self.hub.signal(at);
-        }
-        Ok(ClaimBatch {
-            claimed: leases,
-            now: Some(now),
-            next_claimable_at,
+        self.signal_claims(&batch);
+        Ok(batch)
+    }
+
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        let now = self.clock.now();
+        let claim_now = next.now.min(now);
+        let mut s = self.lock();
+        let acknowledged = match s.held(&ack.lease)? {
+            Some(record) => {
+                let acked = record.acknowledge(now, &ack.outcome);
+                let record = record.clone();
+                self.signal(&record);
+                Fenced::Accepted(acked)
+            }
+            None => Fenced::Lost,
+        };
+        let batch = self.claim_locked(&mut s, claim_now, lease_ms, next.limit)?;
+        drop(s);
+        self.signal_claims(&batch);
+        Ok(AckAndClaim {
+            acknowledged,
+            next: batch,
         })
+    }
+
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        let mut s = self.lock();
+        let ids: Vec<ExecutionId> = s
+            .executions
+            .values()
+            .filter(|r| r.status.is_terminal())
+            .filter(|r| r.last_delivery_ended_at.is_some_and(|t| t < before))
+            .map(|r| r.id.clone())
+            .take(limit)
+            .collect();
+        let gone: std::collections::HashSet<&ExecutionId> = ids.iter().collect();
+        s.executions.retain(|id, _| !gone.contains(id));
+        s.steps.retain(|(id, _, _), _| !gone.contains(id));
+        s.receipts.retain(|(_, id, _), _| !gone.contains(id));
+        s.starts.retain(|_, target| !gone.contains(target));
+        Ok(Purged { ids })
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {

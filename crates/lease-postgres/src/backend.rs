@@ -3,10 +3,10 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{LeaseError, Result, Timestamp};
+use lease_core::{LeaseError, Result, Timestamp, WakeHub, WakeReceiver};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgPool, Postgres};
@@ -15,6 +15,7 @@ use crate::config::{PostgresConfig, quoted};
 use crate::error::{self, Attempt, Effect, Verdict, settle};
 use crate::migrate;
 use crate::sql::Statements;
+use crate::wakeup::{self, ListenState, ListenerTask};
 
 /// The PostgreSQL lease backend: a `Clone` handle (one shared pool) implementing every
 /// lease-core client trait, so it is a [`lease_core::LeaseBackend`].
@@ -35,6 +36,18 @@ pub(crate) struct Inner {
     /// `RedeliveryPolicy::table_ms()` as bigint parameters (clamped far beyond any real
     /// delay so that `ended + delay` cannot overflow a bigint).
     pub(crate) delays: Vec<i64>,
+    /// Fans this handle's wake-up notifications out to its receivers (issue 10).
+    pub(crate) hub: WakeHub,
+    /// The listener task feeding `hub`, started by the first `wakeups()` call.
+    listener: Mutex<Option<ListenerTask>>,
+    /// Whether the listener ever listened (claims wait for its first LISTEN).
+    pub(crate) listen_state: Arc<tokio::sync::watch::Sender<ListenState>>,
+    /// Connect options of the listener connection (its own `application_name`).
+    listen_options: PgConnectOptions,
+    /// The schema's NOTIFY channel.
+    channel: String,
+    /// Set by `close()`: no listener is started afterwards.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A pooled connection idle at least this long is pinged before use.
@@ -56,6 +69,9 @@ impl PostgresBackend {
             .url
             .parse()
             .map_err(|e| LeaseError::invalid("postgres url", format!("{e}")))?;
+        let listen_options = options
+            .clone()
+            .application_name(&wakeup::application_name(&config.schema));
         options = options.application_name("lease-postgres");
         if let Some(timeout) = config.statement_timeout {
             options =
@@ -86,12 +102,19 @@ impl PostgresBackend {
             .into_iter()
             .map(|d| i64::try_from(d).unwrap_or(MAX_DELAY_MS).min(MAX_DELAY_MS))
             .collect();
+        let channel = wakeup::channel_name(&config.schema);
         let backend = PostgresBackend {
             inner: Arc::new(Inner {
                 pool,
-                sql: Statements::new(&schema),
+                sql: Statements::new(&schema, &channel),
                 config,
                 delays,
+                hub: WakeHub::new(),
+                listener: Mutex::new(None),
+                listen_state: Arc::new(tokio::sync::watch::Sender::new(ListenState::Idle)),
+                listen_options,
+                channel,
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         let mut conn = backend.acquire("connect").await?;
@@ -123,7 +146,52 @@ impl PostgresBackend {
     /// Closes the pool: waits for checked-out connections to return, then closes them all.
     /// Later operations on any clone fail with [`LeaseError::Unavailable`].
     pub async fn close(&self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(listener) = self.listener_slot().take() {
+            listener.abort();
+        }
         self.inner.pool.close().await;
+    }
+
+    /// The `application_name` of this schema's wake-up listener connections
+    /// (`lease-listen:<schema>`, cut to 63 bytes by the server), so operators and tests can
+    /// find them in `pg_stat_activity`.
+    pub fn listener_application_name(&self) -> String {
+        wakeup::application_name(&self.inner.config.schema)
+    }
+
+    /// The schema's NOTIFY channel (see `wakeup::channel_name`).
+    pub fn wakeup_channel(&self) -> &str {
+        &self.inner.channel
+    }
+
+    /// A new receiver of this handle's wake-ups, starting the listener task if none runs
+    /// (first call, or its runtime is gone). `None` outside a tokio runtime when no listener
+    /// runs, and after [`PostgresBackend::close`]: the caller then polls.
+    pub(crate) fn subscribe_wakeups(&self) -> Option<WakeReceiver> {
+        if self.inner.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let mut slot = self.listener_slot();
+        if slot.as_ref().is_none_or(ListenerTask::is_finished) {
+            *slot = Some(ListenerTask::spawn(
+                self.inner.listen_options.clone(),
+                self.inner.channel.clone(),
+                self.inner.hub.clone(),
+                self.inner.listen_state.clone(),
+            )?);
+        }
+        Some(self.inner.hub.subscribe())
+    }
+
+    fn listener_slot(&self) -> std::sync::MutexGuard<'_, Option<ListenerTask>> {
+        // The slot holds no invariant a panic could break.
+        self.inner
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The schema this backend's tables live in.

@@ -5,15 +5,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::execution::check_ack_batch;
+use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result, Timestamp,
-    WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionClient,
+    ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result,
+    Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgRow;
 
 use crate::backend::PostgresBackend;
 use crate::error::{Effect, protocol, settle};
@@ -47,10 +48,96 @@ impl PostgresBackend {
         check.rejection(&lease.execution_id, lease.token, operation)?;
         Ok(Fenced::Lost)
     }
+
+    /// One run of the admit-batch statement over `items` (distinct ids): (index into
+    /// `items`, record as `admit` would return it) for every item the statement could see.
+    async fn admit_batch_once(
+        &self,
+        items: &[&Admission],
+    ) -> Result<Vec<(usize, ExecutionRecord)>> {
+        const OP: &str = "admit_batch";
+        let mut ids = Vec::with_capacity(items.len());
+        let mut workflows = Vec::with_capacity(items.len());
+        let mut inputs = Vec::with_capacity(items.len());
+        let mut not_befores = Vec::with_capacity(items.len());
+        for item in items {
+            let (id, workflow, input, not_before) = admit_params(item);
+            ids.push(id);
+            workflows.push(workflow);
+            inputs.push(input);
+            not_befores.push(not_before);
+        }
+        let sql = &self.inner.sql.admit_batch;
+        let (ids, workflows, inputs, not_befores) = (&ids, &workflows, &inputs, &not_befores);
+        let found = self
+            .run(OP, Effect::IdempotentWrite, |mut conn| {
+                let clock = self.clock_param();
+                async move {
+                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
+                        .bind(ids)
+                        .bind(workflows)
+                        .bind(inputs)
+                        .bind(not_befores)
+                        .bind(clock)
+                        .fetch_all(&mut *conn)
+                        .await;
+                    settle(r, &mut conn)
+                }
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                let ord: i64 = col(row, 0, OP)?;
+                let index = usize::try_from(ord)
+                    .ok()
+                    .and_then(|o| o.checked_sub(1))
+                    .filter(|&i| i < items.len())
+                    .ok_or_else(|| protocol(OP, format!("row for item {ord}")))?;
+                let record = rows::execution_from(row, ADMIT_BATCH_RECORD, OP)?;
+                let now = Timestamp::from_millis(col(row, ADMIT_BATCH_NOW, OP)?);
+                Ok((index, record.effective(now)))
+            })
+            .collect()
+    }
 }
 
 /// The claim statement's first record column: after the lease's (id, token, expiry).
 const CLAIM_RECORD: usize = 3;
+/// The claim's summary row columns: the clock it ran at and the horizon.
+const CLAIM_NOW: usize = 15;
+const CLAIM_NEXT: usize = 16;
+/// The claim's row kind: 0 for a claimed execution, 1 for the summary.
+const CLAIM_PART: usize = 18;
+
+/// `admit_batch`'s first record column: after the item number.
+const ADMIT_BATCH_RECORD: usize = 1;
+/// `admit_batch`'s clock column: after the record.
+const ADMIT_BATCH_NOW: usize = 13;
+
+/// One admission as the admit statements take it: (id, workflow, input, not_before).
+fn admit_params(a: &Admission) -> (&str, Option<&str>, Option<&str>, Option<i64>) {
+    (
+        a.id.as_str(),
+        a.workflow.as_ref().map(|w| w.as_str()),
+        a.input.as_ref().map(|i| i.as_str()),
+        a.not_before.map(Timestamp::as_millis),
+    )
+}
+
+/// One claimed row: its lease and the record as the claim left it.
+fn claimed_row(row: &PgRow) -> Result<Claimed> {
+    const OP: &str = "claim_due";
+    let id: String = col(row, 0, OP)?;
+    let lease = ExecutionLease {
+        execution_id: ExecutionId::new(id).map_err(|e| protocol(OP, e.to_string()))?,
+        token: rows::token(col(row, 1, OP)?, OP)?,
+        expires_at: Timestamp::from_millis(col(row, 2, OP)?),
+    };
+    // The record as the claim left it, decoded as `get` decodes rows.
+    let record = rows::execution_from(row, CLAIM_RECORD, OP)?;
+    Ok(Claimed { lease, record })
+}
 
 /// An outcome as the acknowledge statements take it: (new status, stored outcome, reply).
 fn ack_params(outcome: &WorkflowRunOutcome) -> (&'static str, Option<&str>, Acknowledged) {
@@ -71,11 +158,13 @@ fn ack_params(outcome: &WorkflowRunOutcome) -> (&'static str, Option<&str>, Ackn
 
 #[async_trait]
 impl ExecutionClient for PostgresBackend {
+    /// Admits one execution, due at `admission.due_at(now)`; a created row notifies its due
+    /// time in the same statement (issue 10). A scheduled instant out of range is
+    /// `InvalidInput` before any statement.
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
         let sql = &self.inner.sql.admit;
-        let id = admission.id.as_str();
-        let workflow = admission.workflow.as_ref().map(|w| w.as_str());
-        let input = admission.input.as_ref().map(|i| i.as_str());
+        let (id, workflow, input, not_before) = admit_params(admission);
         for _ in 0..SNAPSHOT_RETRIES {
             let clock = self.clock_param();
             let row = self
@@ -85,6 +174,7 @@ impl ExecutionClient for PostgresBackend {
                         .bind(workflow)
                         .bind(input)
                         .bind(clock)
+                        .bind(not_before)
                         .fetch_optional(&mut *conn)
                         .await;
                     settle(r, &mut conn)
@@ -97,6 +187,30 @@ impl ExecutionClient for PostgresBackend {
             }
         }
         Err(protocol("admit", "the admitted execution stayed invisible"))
+    }
+
+    /// Admits the batch in one statement after `check_admit_batch` (so bad input admits
+    /// nothing); items a concurrent admission made invisible to the statement's snapshot
+    /// are fetched by running it again for them alone (admission is idempotent).
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
+        for _ in 0..SNAPSHOT_RETRIES {
+            let missing: Vec<usize> = (0..admissions.len())
+                .filter(|&i| records[i].is_none())
+                .collect();
+            if missing.is_empty() {
+                break;
+            }
+            let items: Vec<&Admission> = missing.iter().map(|&i| &admissions[i]).collect();
+            for (item, record) in self.admit_batch_once(&items).await? {
+                records[missing[item]] = Some(record);
+            }
+        }
+        records
+            .into_iter()
+            .map(|r| r.ok_or_else(|| protocol("admit_batch", "an admitted item stayed invisible")))
+            .collect()
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
@@ -179,11 +293,20 @@ impl ExecutionClient for PostgresBackend {
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        Ok(self.claim_due_with_horizon(request).await?.claimed)
+    }
+
+    /// The claim statement (shared by every claim method): the leases and records as the
+    /// claim left them, the clock it ran at, and the earliest `claimable_at` after it over
+    /// the schema's non-terminal executions (an index seek), in one round trip. The claim
+    /// notifies its new leases' earliest `claimable_at` (expiry + redelivery delay).
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let sql = &self.inner.sql.claim;
         let delays = &self.inner.delays;
         let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
         let requested = request.now.as_millis();
+        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
         // Never retried after the statement may have run: a retry could issue a second token.
         let found = self
             .run("claim_due", Effect::Write, |mut conn| {
@@ -201,21 +324,25 @@ impl ExecutionClient for PostgresBackend {
                 }
             })
             .await?;
-        found
-            .iter()
-            .map(|row| {
-                let id: String = col(row, 0, "claim_due")?;
-                let lease = ExecutionLease {
-                    execution_id: ExecutionId::new(id)
-                        .map_err(|e| protocol("claim_due", e.to_string()))?,
-                    token: rows::token(col(row, 1, "claim_due")?, "claim_due")?,
-                    expires_at: Timestamp::from_millis(col(row, 2, "claim_due")?),
-                };
-                // The record as the claim left it, decoded as `get` decodes rows.
-                let record = rows::execution_from(row, CLAIM_RECORD, "claim_due")?;
-                Ok(Claimed { lease, record })
-            })
-            .collect()
+        let mut batch = ClaimBatch::default();
+        for row in &found {
+            let part: i32 = col(row, CLAIM_PART, "claim_due")?;
+            if part == 1 {
+                let now: i64 = col(row, CLAIM_NOW, "claim_due")?;
+                let next: Option<i64> = col(row, CLAIM_NEXT, "claim_due")?;
+                batch.now = Some(Timestamp::from_millis(now));
+                batch.next_claimable_at = next.map(Timestamp::from_millis);
+            } else {
+                batch.claimed.push(claimed_row(row)?);
+            }
+        }
+        Ok(batch)
+    }
+
+    /// A receiver of this handle's LISTEN/NOTIFY wake-ups (see `wakeup.rs`): `None` outside
+    /// a tokio runtime (no listener can run) or after `close`.
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.subscribe_wakeups()
     }
 
     async fn renew(

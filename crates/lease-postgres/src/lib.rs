@@ -45,6 +45,18 @@
 //!   If any item names an unknown execution, token 0 or a foreign token, the statement
 //!   writes nothing and the first such item's error is returned. Like every write it is
 //!   retried after a serialization failure or deadlock and never after a lost connection.
+//! - **Wake-ups** (issue 10): every statement that makes an execution claimable (admit,
+//!   `admit_batch`, start, a wake on a row not running, release, a suspended acknowledgement
+//!   with a wake, and the claim for its leases' expiry) calls `pg_notify` on the schema's
+//!   channel with the row's `claimable_at` after the write, so it is delivered at commit and
+//!   never before. [`lease_core::ExecutionClient::wakeups`] starts one listener connection
+//!   per handle (outside the pool, `application_name` `lease-listen:<schema>`), reconnected
+//!   with backoff and signalling "now" after every reconnect.
+//! - **Claim horizon**: the claim statement also returns the clock it ran at and the
+//!   earliest `claimable_at` after the claim (its new leases and one index seek over the
+//!   rest), so `claim_due_with_horizon` costs the same single round trip.
+//! - **Admission** may be scheduled (`Admission::not_before`); `admit_batch` is one
+//!   `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` statement.
 //! - **Time** is the database's `clock_timestamp()` (one clock for every process), unless a
 //!   clock is injected with [`PostgresConfig::clock`] for tests.
 //! - **Failures** are typed: see [`lease_core::LeaseError`]. Serialization failures and
@@ -64,6 +76,7 @@ mod migrate;
 mod rows;
 mod sql;
 mod store;
+mod wakeup;
 
 pub use backend::PostgresBackend;
 pub use config::{
@@ -79,8 +92,12 @@ pub mod raw {
     /// Statements rendered for one schema; parameters as documented on each in `sql.rs`.
     #[derive(Debug, Clone)]
     pub struct Statements {
-        /// `claim_due` and `claim_due_with_records`: `$1 request now, $2 clock, $3 limit,
-        /// $4 lease ms, $5 delays` -> rows (id, token, expires_at, the 12 execution columns).
+        /// The claim statement of `claim_due`, `claim_due_with_records` and
+        /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
+        /// which the library reads and this baseline would have to skip): `$1 request now,
+        /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
+        /// 12 execution columns, then columns the library uses). It notifies like the
+        /// library's.
         pub claim: String,
         /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
         pub renew: String,
@@ -103,9 +120,12 @@ pub mod raw {
     /// Renders the statements for `schema` (unquoted, as given to
     /// [`crate::PostgresConfig::schema`]).
     pub fn statements(schema: &str) -> Statements {
-        let s = crate::sql::Statements::new(&crate::config::quoted(schema));
+        let s = crate::sql::Statements::new(
+            &crate::config::quoted(schema),
+            &crate::wakeup::channel_name(schema),
+        );
         Statements {
-            claim: s.claim.to_string(),
+            claim: s.claim_leases_only.to_string(),
             renew: s.renew.to_string(),
             acknowledge: s.acknowledge.to_string(),
             acknowledge_batch: s.acknowledge_batch.to_string(),

@@ -20,10 +20,11 @@ pub(crate) const OWNER: &str = "lease-postgres";
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/v1.sql"),
     include_str!("migrations/v2.sql"),
+    include_str!("migrations/v3.sql"),
 ];
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

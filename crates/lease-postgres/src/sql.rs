@@ -27,24 +27,77 @@ const COLS: &str = "e.id, e.workflow, e.input, e.status, e.token, e.lease_expire
      e.wake_after_claim, e.unacknowledged_deliveries, e.last_delivery_ended_at, \
      e.ever_suspended, e.outcome";
 
-/// `$1 id, $2 workflow, $3 input, $4 clock` -> the record (created or existing) and now.
-/// No row: the id was inserted by a transaction that committed after this statement's
-/// snapshot; run it again.
+/// `$1 id, $2 workflow, $3 input, $4 clock, $5 not_before (NULL: due now)` -> the record
+/// (created or existing), now, and the notification count. No row: the id was inserted by a
+/// transaction that committed after this statement's snapshot; run it again. A created row
+/// notifies its due time (= its `claimable_at`); an existing one nothing.
 const ADMIT: &str = r#"
 WITH clk AS MATERIALIZED (SELECT COALESCE($4::bigint, {now}) AS now),
 ins AS (
     INSERT INTO {s}.executions AS e
         (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
          ever_suspended, claimable_at)
-    SELECT $1, $2, $3, 'admitted', 0, clk.now, 0, false, clk.now FROM clk
+    SELECT $1, $2, $3, 'admitted', 0, COALESCE($5::bigint, clk.now), 0, false,
+        COALESCE($5::bigint, clk.now)
+    FROM clk
     ON CONFLICT (id) DO NOTHING
-    RETURNING {cols}
-)
-SELECT e.*, clk.now FROM ins e, clk
+    RETURNING {cols}, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM ins HAVING count(*) > 0)
+SELECT {cols}, clk.now, (SELECT count(*) FROM note) FROM ins e, clk
 UNION ALL
-SELECT {cols}, clk.now FROM {s}.executions e, clk
+SELECT {cols}, clk.now, 0 FROM {s}.executions e, clk
 WHERE e.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)
 "#;
+
+/// `$1 ids text[], $2 workflows text[], $3 inputs text[], $4 not_befores bigint[] (NULL:
+/// due now), $5 clock` -> one row per item whose record this statement can see: (item
+/// number from 1, the 12 execution columns, now, notification count), by item. The ids
+/// must be distinct (`check_admit_batch`). [`ADMIT`] for every item in one statement:
+/// rows are inserted in id order (two batches sharing ids wait instead of deadlocking),
+/// an existing id is returned as stored. A missing item was inserted by a transaction that
+/// committed after this statement's snapshot; run the statement again for it. One
+/// notification: the earliest due time among the created rows.
+const ADMIT_BATCH: &str = r#"
+WITH clk AS MATERIALIZED (SELECT COALESCE($5::bigint, {now}) AS now),
+items AS MATERIALIZED (
+    SELECT u.ord, u.id, u.workflow, u.input, COALESCE(u.not_before, clk.now) AS due
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+        WITH ORDINALITY AS u(id, workflow, input, not_before, ord), clk
+),
+ins AS (
+    INSERT INTO {s}.executions AS e
+        (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
+         ever_suspended, claimable_at)
+    SELECT i.id, i.workflow, i.input, 'admitted', 0, i.due, 0, false, i.due
+    FROM items i ORDER BY i.id
+    ON CONFLICT (id) DO NOTHING
+    RETURNING {cols}, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM ins HAVING count(*) > 0),
+found AS (
+    SELECT {cols} FROM ins e
+    UNION ALL
+    SELECT {cols} FROM {s}.executions e JOIN items i ON i.id = e.id
+    WHERE NOT EXISTS (SELECT 1 FROM ins x WHERE x.id = e.id)
+)
+SELECT i.ord, {found_cols}, clk.now, (SELECT count(*) FROM note)
+FROM items i JOIN found f ON f.id = i.id, clk
+ORDER BY i.ord
+"#;
+
+/// The execution columns of `admit_batch`'s `found` CTE.
+const FOUND_COLS: &str = "f.id, f.workflow, f.input, f.status, f.token, f.lease_expires_at, \
+     f.due_at, f.wake_after_claim, f.unacknowledged_deliveries, f.last_delivery_ended_at, \
+     f.ever_suspended, f.outcome";
+
+/// The wake-up of a statement (issue 10), as the head of a `note` CTE over the rows it
+/// made claimable (`... FROM <rows> [WHERE ...] HAVING ...`): one `pg_notify` on the
+/// schema's channel `{chan}` with the earliest `claimable_at` of those rows, in
+/// backend-clock milliseconds. Inside the writing statement, so it is sent at its commit
+/// and never if it rolls back. Every statement reads the CTE through a scalar subquery in
+/// an output row it returns whenever it wrote something, so the CTE is evaluated.
+const NOTIFY: &str = "SELECT pg_notify('{chan}', min(claimable_at)::text)";
 
 /// `$1 id, $2 clock` -> the stored record and now.
 const GET: &str = r#"
@@ -65,8 +118,10 @@ eff AS (
 SELECT * FROM eff WHERE effective_unacked >= $1 ORDER BY effective_unacked DESC, id LIMIT $2
 "#;
 
-/// `$1 id, $2 at, $3 delays` -> whether the execution exists. Unfenced; terminal: no-op;
-/// stored status running: folded into wake_after_claim; otherwise into due_at.
+/// `$1 id, $2 at, $3 delays` -> (whether the execution exists, notification count).
+/// Unfenced; terminal: no-op; stored status running: folded into wake_after_claim (no
+/// notification: the acknowledgement or the lease's end decides); otherwise into due_at,
+/// notifying the row's new `claimable_at`.
 const REQUEST_WAKE: &str = r#"
 WITH upd AS (
     UPDATE {s}.executions e SET
@@ -79,15 +134,21 @@ WITH upd AS (
                 THEN LEAST(e.wake_after_claim, $2) ELSE e.wake_after_claim END,
             e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at, $3)
     WHERE e.id = $1 AND e.status NOT IN ('completed', 'failed')
-    RETURNING 1
+    RETURNING e.status, e.claimable_at
+),
+note AS MATERIALIZED (
+    {notify} FROM upd WHERE upd.status <> 'running' HAVING min(upd.claimable_at) IS NOT NULL
 )
-SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1)
+SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1),
+    (SELECT count(*) FROM note)
 "#;
 
 /// `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at,
-/// the 12 execution columns as updated by the claim) by (due, id): the lease first (a stable
-/// prefix the benchmark reads), then the record as the claim left it, so
-/// `claim_due_with_records` needs no second round trip. One
+/// the 12 execution columns as updated by the claim, NULL, NULL, notification count, 0,
+/// due) by (due, id): the lease first (a stable prefix the benchmark reads), then the record
+/// as the claim left it, so `claim_due_with_records` needs no second round trip; then
+/// `{horizon}` appends one summary row (id NULL; columns 15 and 16: the clock the claim ran
+/// at and the horizon, see [`CLAIM_HORIZON`]). One
 /// `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
 /// select walks the `(sort_due, id)` index up to now (`claimable_at >= sort_due`, so the bound
 /// is implied) and stops after n claimable rows. An
@@ -131,11 +192,37 @@ claimed AS (
             NULL, $5)
     FROM issued i, clk
     WHERE e.id = i.id
-    RETURNING {cols}, i.due AS claim_order
+    RETURNING {cols}, e.claimable_at, i.due AS claim_order
+),
+note AS MATERIALIZED ({notify} FROM claimed e HAVING count(*) > 0),
+others AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
+    ORDER BY e.claimable_at
+    LIMIT 1
 )
-SELECT e.id, e.token, e.lease_expires_at, {cols}
+SELECT e.id AS lease_id, e.token AS lease_token, e.lease_expires_at AS lease_expiry, {cols},
+    NULL::bigint AS now_ms, NULL::bigint AS next_claimable_at,
+    (SELECT count(*) FROM note) AS notified, 0 AS part, e.claim_order
 FROM claimed e
-ORDER BY e.claim_order, e.id
+{horizon}
+ORDER BY part, claim_order, lease_id
+"#;
+
+/// The claim's summary row: the clock it ran at and the earliest `claimable_at` over the
+/// schema's non-terminal executions after the claim: the new leases' (from `claimed`) and
+/// every other row's (an index seek on `executions_horizon` from the smallest value,
+/// skipping the at most `limit` rows this claim picked). Rows changed by transactions that
+/// committed after the claim's snapshot show their earlier value (a lock skipped, a claim
+/// elsewhere) or are absent (an admission, which notifies), so the horizon is never later
+/// than the truth.
+const CLAIM_HORIZON: &str = r#"
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, clk.now,
+    LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT o.claimable_at FROM others o)),
+    0, 1, NULL
+FROM clk
 "#;
 
 /// `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays` -> (current token, status, new expiry
@@ -157,8 +244,10 @@ upd AS (
 SELECT cur.token, cur.status, upd.lease_expires_at FROM cur LEFT JOIN upd ON true
 "#;
 
-/// `$1 id, $2 token, $3 clock, $4 delays` -> (current token, status, released?). Ends the
-/// delivery unacknowledged: unacked + 1, last_delivery_ended_at = now, still due.
+/// `$1 id, $2 token, $3 clock, $4 delays` -> (current token, status, released?,
+/// notification count). Ends the delivery unacknowledged: unacked + 1,
+/// last_delivery_ended_at = now, still due; notifies the end of the redelivery delay (the
+/// row's new `claimable_at`).
 const RELEASE: &str = r#"
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
@@ -178,14 +267,17 @@ upd AS (
             LEAST(e.unacknowledged_deliveries + 1, 4294967295), clk.now, $4)
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
-    RETURNING true AS released
-)
-SELECT cur.token, cur.status, upd.released FROM cur LEFT JOIN upd ON true
+    RETURNING true AS released, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
+SELECT cur.token, cur.status, upd.released, (SELECT count(*) FROM note)
+FROM cur LEFT JOIN upd ON true
 "#;
 
 /// `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
-/// acknowledged?). Resets unacked; suspended: due at the earliest wake requested during the
-/// delivery (or never); completed/failed: terminal with the outcome.
+/// acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
+/// requested during the delivery (or never), notified when there is one; completed/failed:
+/// terminal with the outcome.
 const ACKNOWLEDGE: &str = r#"
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
@@ -204,15 +296,18 @@ upd AS (
         claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
-    RETURNING true AS acknowledged
-)
-SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
+    RETURNING true AS acknowledged, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
+SELECT cur.token, cur.status, upd.acknowledged, (SELECT count(*) FROM note)
+FROM cur LEFT JOIN upd ON true
 "#;
 
 /// `$1 ids text[], $2 tokens bigint[], $3 new statuses text[], $4 outcomes text[] (NULL for
 /// suspended), $5 clock` -> one row per item in item order: (item number from 1, current
-/// token, status; both NULL for an unknown execution, acknowledged?). The ids must be
-/// distinct (`check_ack_batch`).
+/// token, status; both NULL for an unknown execution, acknowledged?, notification count).
+/// The ids must be distinct (`check_ack_batch`). One notification: the earliest wake of
+/// the items acknowledged as suspended with one.
 ///
 /// Each item is the single [`ACKNOWLEDGE`] applied independently, in one statement: the
 /// items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their
@@ -255,9 +350,11 @@ upd AS (
     FROM verdict v, clk
     WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)
-    RETURNING e.id
-)
-SELECT v.ord, v.cur_token, v.cur_status, (u.id IS NOT NULL) AS acknowledged
+    RETURNING e.id, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
+SELECT v.ord, v.cur_token, v.cur_status, (u.id IS NOT NULL) AS acknowledged,
+    (SELECT count(*) FROM note)
 FROM verdict v LEFT JOIN upd u ON u.id = v.id
 ORDER BY v.ord
 "#;
@@ -395,7 +492,7 @@ VALUES ($1, $5, $6, $4, $7)
 "#;
 
 /// `$1 request id, $2 target, $3 workflow, $4 input, $5 clock` -> (created, existing
-/// target). A target id that already exists raises a unique violation on
+/// target, notification count; a created target notifies its due time). A target id that already exists raises a unique violation on
 /// `executions_pkey`, which rolls the mapping back too. (false, NULL): the request was
 /// recorded by a transaction this snapshot cannot see; run it again.
 const START: &str = r#"
@@ -410,10 +507,12 @@ ins AS (
         (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
          ever_suspended, claimable_at)
     SELECT $2, $3, $4, 'admitted', 0, clk.now, 0, false, clk.now FROM m, clk
-    RETURNING id
-)
+    RETURNING id, claimable_at
+),
+note AS MATERIALIZED ({notify} FROM ins HAVING count(*) > 0)
 SELECT EXISTS (SELECT 1 FROM ins),
-       (SELECT target FROM {s}.start_requests WHERE request_id = $1)
+       (SELECT target FROM {s}.start_requests WHERE request_id = $1),
+       (SELECT count(*) FROM note)
 "#;
 
 /// `()` -> the database clock.
@@ -429,10 +528,13 @@ pub(crate) const EXECUTIONS_PKEY: &str = "executions_pkey";
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub(crate) admit: Arc<str>,
+    pub(crate) admit_batch: Arc<str>,
     pub(crate) get: Arc<str>,
     pub(crate) list_failing: Arc<str>,
     pub(crate) request_wake: Arc<str>,
     pub(crate) claim: Arc<str>,
+    /// The claim without its summary row (the benchmark's raw baseline reads only leases).
+    pub(crate) claim_leases_only: Arc<str>,
     pub(crate) renew: Arc<str>,
     pub(crate) release: Arc<str>,
     pub(crate) acknowledge: Arc<str>,
@@ -451,9 +553,17 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// Renders every statement for the quoted schema name `schema`.
-    pub(crate) fn new(schema: &str) -> Self {
-        let r = |template: &str| render(template, schema);
+    /// Renders every statement for the quoted schema name `schema`, notifying `channel`.
+    pub(crate) fn new(schema: &str, channel: &str) -> Self {
+        let notify = NOTIFY.replace("{chan}", channel);
+        let r = |template: &str| {
+            render(
+                &template
+                    .replace("{horizon}", CLAIM_HORIZON)
+                    .replace("{notify}", &notify),
+                schema,
+            )
+        };
         #[cfg(not(feature = "unsafe-nonatomic-fencing-experiment"))]
         let (write_step, acknowledge) = (r(WRITE_STEP), r(ACKNOWLEDGE));
         #[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
@@ -463,10 +573,12 @@ impl Statements {
         };
         Statements {
             admit: r(ADMIT),
+            admit_batch: r(ADMIT_BATCH),
             get: r(GET),
             list_failing: r(LIST_FAILING),
             request_wake: r(REQUEST_WAKE),
             claim: r(CLAIM),
+            claim_leases_only: r(&CLAIM.replace("{horizon}", "")),
             renew: r(RENEW),
             release: r(RELEASE),
             acknowledge,
@@ -489,6 +601,7 @@ impl Statements {
 /// Substitutes the placeholders of a template.
 pub(crate) fn render(template: &str, schema: &str) -> Arc<str> {
     template
+        .replace("{found_cols}", FOUND_COLS)
         .replace("{cols}", COLS)
         .replace("{now}", DB_NOW)
         .replace("{s}", schema)
@@ -502,7 +615,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_rendered() {
-        let s = Statements::new("\"t\"");
+        let s = Statements::new("\"t\"", "lease_wake_t");
         for sql in [
             &s.admit,
             &s.claim,

@@ -192,12 +192,13 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created.
+        // Turn the schema back into what version 1 created (undoing versions 3 and 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP INDEX \"{schema}\".executions_sort_due; \
+                "DROP INDEX \"{schema}\".executions_horizon; \
+                 DROP INDEX \"{schema}\".executions_sort_due; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
                  CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \
                      WHERE claimable_at IS NOT NULL; \

@@ -13,6 +13,7 @@ use crate::errors::Access;
 use crate::execution::refusal;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::wire::token_arg;
 
 /// An outcome as the acknowledging scripts take it: kind word and value JSON (`""` for
 /// suspended).
@@ -54,9 +55,10 @@ impl RedisBackend {
         }
         let tokens: Vec<String> = acks
             .iter()
-            .map(|a| a.lease.token.get().to_string())
-            .collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(acks.len() * 4);
+            .map(|a| token_arg(a.lease.token))
+            .collect::<Result<_>>()?;
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + acks.len() * 4);
+        args.push(self.publish_word());
         for (ack, token) in acks.iter().zip(&tokens) {
             let (kind, value) = outcome_args(&ack.outcome);
             args.extend([

@@ -7,21 +7,24 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use crate::config::RedisConfig;
-use crate::errors::{Access, BACKEND, map_error, protocol};
+use crate::errors::{Access, BACKEND, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_VERSION};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::wake::{Listener, Subscriber, WakeMode, channel, listener_name};
 use crate::wire::{exact_time, policy_arg};
 
 /// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
 /// `lease_core` client trait (so it is a [`lease_core::LeaseBackend`]).
 ///
 /// Clones share one multiplexed connection ([`ConnectionManager`], which reconnects after a
-/// failure); [`RedisBackend::peer`] opens another, as a second runtime process would.
+/// failure) and one wake-up listener; [`RedisBackend::peer`] opens another of each, as a
+/// second runtime process would.
 #[derive(Clone)]
 pub struct RedisBackend {
     conn: ConnectionManager,
+    listener: Arc<Listener>,
     shared: Arc<Shared>,
 }
 
@@ -31,6 +34,8 @@ struct Shared {
     client: redis::Client,
     keys: Keys,
     policy_arg: String,
+    /// How this server delivers wake-ups (decided at connect from its version).
+    wake: WakeMode,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -53,16 +58,23 @@ impl RedisBackend {
         let client = redis::Client::open(config.url.as_str())
             .map_err(|e| LeaseError::invalid("redis url", e.to_string()))?;
         let conn = open(&client, &config).await?;
+        let major = check_server(&conn, &config).await?;
+        let wake = match WakeMode::for_version(major) {
+            WakeMode::Sharded if config.classic_pubsub => WakeMode::Classic,
+            mode => mode,
+        };
+        let shared = Arc::new(Shared {
+            policy_arg: policy_arg(&config.policy),
+            config,
+            client,
+            keys,
+            wake,
+        });
         let backend = RedisBackend {
             conn,
-            shared: Arc::new(Shared {
-                policy_arg: policy_arg(&config.policy),
-                config,
-                client,
-                keys,
-            }),
+            listener: Arc::new(new_listener(&shared)?),
+            shared,
         };
-        backend.check_server().await?;
         backend.claim_layout().await?;
         Ok(backend)
     }
@@ -73,8 +85,34 @@ impl RedisBackend {
         let conn = open(&self.shared.client, &self.shared.config).await?;
         Ok(RedisBackend {
             conn,
+            listener: Arc::new(new_listener(&self.shared)?),
             shared: self.shared.clone(),
         })
+    }
+
+    /// A receiver of this handle family's wake-ups (`ExecutionClient::wakeups`): `None` on a
+    /// server without wake-ups (Redis 5) or outside a tokio runtime.
+    pub(crate) fn wake_receiver(&self) -> Option<lease_core::WakeReceiver> {
+        match self.shared.wake {
+            WakeMode::Off => None,
+            WakeMode::Sharded | WakeMode::Classic => self.listener.receiver(),
+        }
+    }
+
+    /// The publish command the scripts take (`publish_wake` in `lua/base.lua`).
+    pub(crate) fn publish_word(&self) -> &'static [u8] {
+        self.shared.wake.publish_word().as_bytes()
+    }
+
+    /// The `CLIENT SETNAME` of this namespace's wake-up subscriber connections
+    /// (`lease-wake:<namespace>`), for operators and fault-injection tests.
+    pub fn listener_name(&self) -> String {
+        listener_name(&self.shared.config.namespace)
+    }
+
+    /// Whether wake-ups use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis >= 7).
+    pub fn sharded_pubsub(&self) -> bool {
+        self.shared.wake == WakeMode::Sharded
     }
 
     /// Removes every key of the namespace (`SCAN MATCH` + `UNLINK`), including the token
@@ -163,7 +201,10 @@ impl RedisBackend {
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
-        result.map_err(|e| map_error(op, access, e))
+        result.map_err(|e| {
+            token_counter_error(self.shared.keys.prefix(), &e)
+                .unwrap_or_else(|| map_error(op, access, e))
+        })
     }
 
     /// Runs one plain read command.
@@ -191,14 +232,6 @@ impl RedisBackend {
             .and_then(|ms| ms.checked_add(micros / 1000))
             .map(Timestamp::from_millis)
             .ok_or_else(|| protocol(OP, "TIME out of range"))
-    }
-
-    async fn check_server(&self) -> Result<()> {
-        const OP: &str = "connect";
-        let v = self.query(OP, &redis::cmd("INFO")).await?;
-        let info = Reply::new(OP).string(v)?;
-        guard::check_version(&info)?;
-        guard::check_eviction(&info, self.shared.config.allow_evicting_policy)
     }
 
     async fn claim_layout(&self) -> Result<()> {
@@ -230,6 +263,36 @@ impl RedisBackend {
 /// retried (the server is down or slow; a retry would only double the wait).
 fn retry_read(e: &redis::RedisError) -> bool {
     e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
+/// Checks the server behind `conn` (version, eviction policy); returns its major version
+/// when it reports one.
+async fn check_server(conn: &ConnectionManager, config: &RedisConfig) -> Result<Option<u32>> {
+    const OP: &str = "connect";
+    let mut conn = conn.clone();
+    let cmd = redis::cmd("INFO");
+    let mut result = cmd.query_async::<Value>(&mut conn).await;
+    if result.as_ref().is_err_and(retry_read) {
+        result = cmd.query_async::<Value>(&mut conn).await;
+    }
+    let v = result.map_err(|e| map_error(OP, Access::Read, e))?;
+    let info = Reply::new(OP).string(v)?;
+    guard::check_version(&info)?;
+    guard::check_eviction(&info, config.allow_evicting_policy)?;
+    Ok(guard::major_version(&info))
+}
+
+/// A listener for a new handle family (it connects on the first `wakeups()` call).
+fn new_listener(shared: &Shared) -> Result<Listener> {
+    let client = Subscriber::resp3_client(&shared.client)
+        .map_err(|e| LeaseError::invalid("redis url", e.to_string()))?;
+    Ok(Listener::new(Subscriber {
+        client,
+        channel: channel(shared.keys.prefix()),
+        name: listener_name(&shared.config.namespace),
+        mode: shared.wake,
+        connect_timeout: shared.config.connect_timeout,
+    }))
 }
 
 /// Opens a connection manager for `config`.

@@ -1,5 +1,7 @@
-//! `claim_due` and `claim_due_with_records`: one claim script, with or without each claimed
-//! execution's record in its reply (RFC 002 `claimDue`; design.md section 4).
+//! `claim_due`, `claim_due_with_records` and `claim_due_with_horizon`: one claim script,
+//! with or without each claimed execution's record and the horizon (the script's clock and
+//! the earliest claimable instant it left) in its reply (RFC 002 `claimDue`; design.md
+//! section 4; issue 10).
 
 use lease_core::{
     ClaimRequest, ExecutionLease, ExecutionRecord, ExecutionStatus, FencingToken, Result, Timestamp,
@@ -10,9 +12,34 @@ use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{MAX_EXACT_MS, exact_time};
+use redis::Value;
 
 /// One claimed delivery: its lease and, when asked for, the record right after the claim.
 pub(crate) type ClaimedItem = (ExecutionLease, Option<ExecutionRecord>);
+
+/// What the claim script should return besides the leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimReply {
+    /// Ids, tokens and expiries (`claim_due`).
+    Leases,
+    /// Each claimed execution's record too (`claim_due_with_records`).
+    Records,
+    /// Records, the script's clock and the earliest claimable instant left
+    /// (`claim_due_with_horizon`).
+    Horizon,
+}
+
+/// A decoded claim reply.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimOutcome {
+    /// The claimed deliveries, in claim order.
+    pub(crate) items: Vec<ClaimedItem>,
+    /// The clock the script claimed at ([`ClaimReply::Horizon`] only).
+    pub(crate) now: Option<Timestamp>,
+    /// The earliest claimable instant left in the namespace ([`ClaimReply::Horizon`] only;
+    /// `None` also when nothing is pending).
+    pub(crate) next_claimable_at: Option<Timestamp>,
+}
 
 impl RedisBackend {
     /// Runs the claim script. With `with_records`, the script also returns each claimed
@@ -21,16 +48,22 @@ impl RedisBackend {
     /// running with the lease's token and expiry, and a lease always expires after the
     /// claim's now, so the effective record is the stored one. Without, the reply carries
     /// only ids, tokens and expiries (`claim_due` stays as cheap as before).
+    ///
+    /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
+    /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
+    /// than the truth: see `slots` in `lua/record.lua`).
     pub(crate) async fn claim(
         &self,
         request: ClaimRequest,
-        with_records: bool,
-    ) -> Result<Vec<ClaimedItem>> {
-        let op: &'static str = if with_records {
-            "claim_due_with_records"
-        } else {
-            "claim_due"
+        what: ClaimReply,
+    ) -> Result<ClaimOutcome> {
+        let op: &'static str = match what {
+            ClaimReply::Leases => "claim_due",
+            ClaimReply::Records => "claim_due_with_records",
+            ClaimReply::Horizon => "claim_due_with_horizon",
         };
+        let with_records = what != ClaimReply::Leases;
+        let with_horizon = what == ClaimReply::Horizon;
         let lease_ms = request.validate()?;
         // A caller's now beyond the exact range is later than any clock: min() ignores it.
         let requested = if request.now.as_millis() > MAX_EXACT_MS {
@@ -38,7 +71,7 @@ impl RedisBackend {
         } else {
             exact_time("claim now", request.now)?.to_string()
         };
-        let flag: &[u8] = if with_records { b"1" } else { b"" };
+        let flag = |on: bool| -> &'static [u8] { if on { b"1" } else { b"" } };
         let v = self
             .eval(
                 op,
@@ -48,48 +81,121 @@ impl RedisBackend {
                     requested.as_bytes(),
                     request.limit.to_string().as_bytes(),
                     lease_ms.to_string().as_bytes(),
-                    flag,
+                    flag(with_records),
+                    self.publish_word(),
+                    flag(with_horizon),
                 ],
             )
             .await?;
         let reply = Reply::new(op);
-        let items = reply.array(v)?;
+        let mut items = reply.array(v)?;
+        let mut outcome = ClaimOutcome::default();
+        if with_horizon {
+            if items.len() < 2 {
+                return Err(reply.unexpected(&format!("{} elements", items.len())));
+            }
+            let mut head = items.drain(..2);
+            let now: i64 = reply.number(reply.next(&mut head, "now")?, "now")?;
+            let next = reply.opt_string(reply.next(&mut head, "next")?)?;
+            drop(head);
+            outcome.now = Some(Timestamp::from_millis(now));
+            outcome.next_claimable_at = match next.as_deref() {
+                None | Some("") => None,
+                Some(t) => {
+                    Some(Timestamp::from_millis(t.parse().map_err(|_| {
+                        reply.unexpected(&format!("next claimable {t:?}"))
+                    })?))
+                }
+            };
+        }
         let stride = if with_records { 4 } else { 3 };
+        if items.len() % stride == 1 {
+            // The last element reports the records the claim moved out as corrupt.
+            if let Some(report) = items.pop() {
+                report_corrupt(reply, report);
+            }
+        }
         if items.len() % stride != 0 || items.len() / stride > request.limit {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
-        let mut out = Vec::with_capacity(items.len() / stride);
+        // The script has committed: from here on a bad item is logged and left out, never an
+        // error that would hide the leases it issued (issue 11). The script validates what
+        // the client decodes, so this is a last line of defence.
         let mut items = items.into_iter();
         while let Some(id) = items.next() {
-            let execution_id = reply.execution_id(id)?;
-            let token: u64 = reply.number(reply.next(&mut items, "token")?, "token")?;
-            let expires: i64 = reply.number(reply.next(&mut items, "expiry")?, "expiry")?;
-            if token == 0 {
-                return Err(reply.unexpected("token 0"));
+            let item: Vec<Value> = std::iter::once(id)
+                .chain(items.by_ref().take(stride - 1))
+                .collect();
+            match decode_item(reply, item, with_records) {
+                Ok(claimed) => outcome.items.push(claimed),
+                Err(e) => tracing::error!(
+                    operation = op,
+                    error = %e,
+                    "a claimed lease could not be decoded; it reaches nobody and will expire"
+                ),
             }
-            let lease = ExecutionLease {
-                execution_id,
-                token: FencingToken::new(token),
-                expires_at: Timestamp::from_millis(expires),
-            };
-            let record = if with_records {
-                let fields = reply.next(&mut items, "record")?;
-                let record = reply
-                    .record(lease.execution_id.clone(), fields)?
-                    .ok_or_else(|| reply.unexpected("an empty record"))?;
-                // The script wrote the lease into the record it read back.
-                if record.status != ExecutionStatus::Running
-                    || record.token != lease.token
-                    || record.lease_expires_at != Some(lease.expires_at)
-                {
-                    return Err(reply.unexpected("a record that does not hold its lease"));
-                }
-                Some(record)
-            } else {
-                None
-            };
-            out.push((lease, record));
         }
-        Ok(out)
+        Ok(outcome)
+    }
+}
+
+/// One claimed item of the reply: id, token, expiry and, with records, the `HGETALL`.
+fn decode_item(reply: Reply, item: Vec<Value>, with_records: bool) -> Result<ClaimedItem> {
+    let mut item = item.into_iter();
+    let execution_id = reply.execution_id(reply.next(&mut item, "id")?)?;
+    let token: u64 = reply.number(reply.next(&mut item, "token")?, "token")?;
+    let expires: i64 = reply.number(reply.next(&mut item, "expiry")?, "expiry")?;
+    if token == 0 {
+        return Err(reply.unexpected("token 0"));
+    }
+    let lease = ExecutionLease {
+        execution_id,
+        token: FencingToken::new(token),
+        expires_at: Timestamp::from_millis(expires),
+    };
+    if !with_records {
+        return Ok((lease, None));
+    }
+    let fields = reply.next(&mut item, "record")?;
+    let record = reply
+        .record(lease.execution_id.clone(), fields)?
+        .ok_or_else(|| reply.unexpected("an empty record"))?;
+    // The script wrote the lease into the record it read back.
+    if record.status != ExecutionStatus::Running
+        || record.token != lease.token
+        || record.lease_expires_at != Some(lease.expires_at)
+    {
+        return Err(reply.unexpected("a record that does not hold its lease"));
+    }
+    Ok((lease, Some(record)))
+}
+
+/// Logs each record the claim moved out of the indexes as corrupt (`{'corrupt', id,
+/// problem, ...}`); operators list them with `list_corrupt`.
+fn report_corrupt(reply: Reply, report: Value) {
+    let Ok(parts) = reply.array(report) else {
+        tracing::warn!(operation = reply.op, "an unreadable corrupt-record report");
+        return;
+    };
+    let mut parts = parts.into_iter().map(lossy);
+    if parts.next().as_deref() != Some("corrupt") {
+        tracing::warn!(operation = reply.op, "an unreadable corrupt-record report");
+        return;
+    }
+    while let (Some(id), Some(problem)) = (parts.next(), parts.next()) {
+        tracing::warn!(
+            execution_id = %id,
+            %problem,
+            "corrupt execution record skipped by the claim and listed (list_corrupt)"
+        );
+    }
+}
+
+/// A reply string as text, invalid UTF-8 replaced (ids of corrupt records may be anything).
+pub(crate) fn lossy(v: Value) -> String {
+    match v {
+        Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::SimpleString(s) => s,
+        other => format!("{other:?}"),
     }
 }

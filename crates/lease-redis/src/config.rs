@@ -23,6 +23,7 @@ pub struct RedisConfig {
     pub(crate) allow_evicting_policy: bool,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Option<Duration>,
+    pub(crate) classic_pubsub: bool,
 }
 
 impl RedisConfig {
@@ -38,6 +39,7 @@ impl RedisConfig {
             allow_evicting_policy: false,
             connect_timeout: Duration::from_secs(5),
             response_timeout: Some(Duration::from_secs(10)),
+            classic_pubsub: false,
         }
     }
 
@@ -86,6 +88,14 @@ impl RedisConfig {
         self.response_timeout = timeout;
         self
     }
+
+    /// With `true`, wake-ups use classic pub/sub (`PUBLISH`/`SUBSCRIBE`) even on a server
+    /// with sharded pub/sub, as on Redis 6: for tests of that path. Not a stable API.
+    #[doc(hidden)]
+    pub fn classic_pubsub(mut self, classic: bool) -> Self {
+        self.classic_pubsub = classic;
+        self
+    }
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -103,6 +113,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("allow_evicting_policy", &self.allow_evicting_policy)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("classic_pubsub", &self.classic_pubsub)
             .finish()
     }
 }

@@ -10,6 +10,26 @@ pub(crate) const BACKEND: &str = "redis";
 /// The code a script raises for a stored value this library never writes.
 pub(crate) const CORRUPT_CODE: &str = "LEASECORRUPT";
 
+/// The code the claim script raises, before any write, when the token counter cannot issue
+/// a token above every candidate's stored token within 2^53 - 1 (issue 11).
+pub(crate) const TOKEN_COUNTER_CODE: &str = "LEASETOKEN";
+
+/// [`LeaseError::TokenCounter`] for a `LEASETOKEN` script error of the namespace at
+/// `location`; `None` for any other error.
+pub(crate) fn token_counter_error(location: &str, e: &RedisError) -> Option<LeaseError> {
+    if e.code() != Some(TOKEN_COUNTER_CODE) {
+        return None;
+    }
+    let reason = e
+        .detail()
+        .map(|d| d.split(" script: ").next().unwrap_or(d).trim().to_owned())
+        .unwrap_or_else(|| e.to_string());
+    Some(LeaseError::TokenCounter {
+        location: location.to_owned(),
+        reason,
+    })
+}
+
 /// Whether an operation can change state: decides what a lost connection means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {

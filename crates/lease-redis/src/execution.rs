@@ -6,17 +6,19 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result,
+    Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
+use crate::claim::{ClaimReply, ClaimedItem, lossy};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::exact_time;
+use crate::wire::{exact_time, token_arg};
 
 /// The typed error for the refusal words every fenced script shares: `unknown` (no such
 /// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
@@ -47,6 +49,30 @@ pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Res
     }
 }
 
+/// The claims of a records-carrying claim reply (every item has its record).
+fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<Vec<Claimed>> {
+    items
+        .into_iter()
+        .map(|(lease, record)| match record {
+            Some(record) => Ok(Claimed { lease, record }),
+            None => Err(Reply::new(op).unexpected("no record")),
+        })
+        .collect()
+}
+
+/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
+/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
+pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
+    (
+        admission.id.as_str(),
+        admission.workflow.as_ref().map_or("", |w| w.as_str()),
+        admission.input.as_ref().map_or("", |j| j.as_str()),
+        admission
+            .not_before
+            .map_or(String::new(), |t| t.as_millis().to_string()),
+    )
+}
+
 impl RedisBackend {
     /// Decodes `{now, HGETALL}` into the effective record.
     fn effective_reply(
@@ -66,17 +92,19 @@ impl RedisBackend {
 impl ExecutionClient for RedisBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         const OP: &str = "admit";
-        let workflow = admission.workflow.as_ref().map_or("", |w| w.as_str());
-        let input = admission.input.as_ref().map_or("", |j| j.as_str());
+        admission.validate()?;
+        let (id, workflow, input, not_before) = admission_args(admission);
         let v = self
             .eval(
                 OP,
                 Access::Write,
                 &SCRIPTS.admit,
                 &[
-                    admission.id.as_str().as_bytes(),
+                    id.as_bytes(),
                     workflow.as_bytes(),
                     input.as_bytes(),
+                    not_before.as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;
@@ -92,6 +120,10 @@ impl ExecutionClient for RedisBackend {
                 .map(|r| r.effective(now))
                 .ok_or_else(|| reply.unexpected("an empty record")),
         }
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        self.admit_many(admissions).await
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
@@ -139,6 +171,30 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        const OP: &str = "list_corrupt";
+        check_limit("list limit", limit)?;
+        let v = self
+            .eval(
+                OP,
+                Access::Read,
+                &SCRIPTS.list_corrupt,
+                &[limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let items = reply.array(v)?;
+        if items.len() % 2 != 0 || items.len() / 2 > limit {
+            return Err(reply.unexpected(&format!("{} elements", items.len())));
+        }
+        let mut items = items.into_iter().map(lossy);
+        let mut out = Vec::with_capacity(limit.min(16));
+        while let (Some(id), Some(problem)) = (items.next(), items.next()) {
+            out.push(CorruptRecord { id, problem });
+        }
+        Ok(out)
+    }
+
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         const OP: &str = "request_wake";
         let at = exact_time("wake time", at)?;
@@ -147,7 +203,11 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 &SCRIPTS.request_wake,
-                &[id.as_str().as_bytes(), at.to_string().as_bytes()],
+                &[
+                    id.as_str().as_bytes(),
+                    at.to_string().as_bytes(),
+                    self.publish_word(),
+                ],
             )
             .await?;
         let reply = Reply::new(OP);
@@ -160,19 +220,26 @@ impl ExecutionClient for RedisBackend {
     }
 
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let claimed = self.claim(request, false).await?;
-        Ok(claimed.into_iter().map(|(lease, _)| lease).collect())
+        let claimed = self.claim(request, ClaimReply::Leases).await?;
+        Ok(claimed.items.into_iter().map(|(lease, _)| lease).collect())
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        self.claim(request, true)
-            .await?
-            .into_iter()
-            .map(|(lease, record)| match record {
-                Some(record) => Ok(Claimed { lease, record }),
-                None => Err(Reply::new("claim_due_with_records").unexpected("no record")),
-            })
-            .collect()
+        let claimed = self.claim(request, ClaimReply::Records).await?;
+        with_records("claim_due_with_records", claimed.items)
+    }
+
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        let claimed = self.claim(request, ClaimReply::Horizon).await?;
+        Ok(ClaimBatch {
+            claimed: with_records("claim_due_with_horizon", claimed.items)?,
+            now: claimed.now,
+            next_claimable_at: claimed.next_claimable_at,
+        })
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.wake_receiver()
     }
 
     async fn renew(
@@ -189,7 +256,7 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.renew,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     lease_ms.to_string().as_bytes(),
                 ],
             )
@@ -219,7 +286,8 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.release,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;
@@ -246,9 +314,10 @@ impl ExecutionClient for RedisBackend {
                 &SCRIPTS.acknowledge,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     kind.as_bytes(),
                     value.as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;

@@ -80,6 +80,14 @@ pub(crate) fn check_version(info: &str) -> Result<()> {
     Ok(())
 }
 
+/// The server's major version from `INFO` (`redis_version`), if it reports one.
+pub(crate) fn major_version(info: &str) -> Option<u32> {
+    info_field(info, "redis_version")?
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+}
+
 /// A `name:value` line of `INFO` output.
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|line| {
@@ -132,5 +140,8 @@ mod tests {
         assert!(check_version("redis_version:4.0.14\r\n").is_err());
         assert!(check_version("redis_version:5.0.0\r\n").is_ok());
         assert!(check_version("").is_ok());
+        assert_eq!(major_version(&info("noeviction")), Some(7));
+        assert_eq!(major_version("redis_version:6.2.1\r\n"), Some(6));
+        assert_eq!(major_version(""), None);
     }
 }

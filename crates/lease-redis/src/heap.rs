@@ -10,7 +10,7 @@ use crate::errors::Access;
 use crate::execution::is_lost;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::{parse_step_field, parse_step_value, step_field, step_value};
+use crate::wire::{parse_step_field, parse_step_value, step_field, step_value, token_arg};
 
 #[async_trait]
 impl HeapClient for RedisBackend {
@@ -29,7 +29,7 @@ impl HeapClient for RedisBackend {
                 &SCRIPTS.write_step,
                 &[
                     lease.execution_id.as_str().as_bytes(),
-                    lease.token.get().to_string().as_bytes(),
+                    token_arg(lease.token)?.as_bytes(),
                     field.as_bytes(),
                     value.as_bytes(),
                 ],

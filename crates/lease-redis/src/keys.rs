@@ -11,9 +11,13 @@
 //! | `waiting` | zset | executions claimable later than their due time, scored by that instant |
 //! | `running` | zset | running executions, scored by lease expiry |
 //! | `failing` | zset | executions with unacknowledged deliveries, scored by minus their count |
+//! | `corrupt` | zset | records a claim could not use, by id (score 0) |
+//! | `corrupt_why` | hash | id of a corrupt record -> its problem |
 //! | `starts` | hash | start request id -> target execution id |
 //! | `store:<id>` | hash | store entries, plus the existence marker field `""` |
 //! | `receipts:<id>` | hash | store receipts, field `<execution>\x1f<step key>` |
+//!
+//! The wake-up channel `wake` (issue 10) shares the prefix, so it has the namespace's slot.
 
 use lease_core::{ExecutionId, LeaseError, Result, StoreId};
 

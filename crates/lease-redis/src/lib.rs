@@ -19,7 +19,7 @@
 //!   script (`EVALSHA`, reloaded on `NOSCRIPT`), so the token check and the write it guards
 //!   are one step: a script runs with no other command in between. Scripts validate the
 //!   stored record they change before changing it, because a Lua error does not roll back
-//!   (a claim meeting a corrupt record returns the leases it already issued). Single-command reads (`read_step` = `HGET`, `list_steps` = `HGETALL`, `read_entry`
+//!   (a claim skips and lists a corrupt record, see below). Single-command reads (`read_step` = `HGET`, `list_steps` = `HGETALL`, `read_entry`
 //!   = `HMGET`) are atomic on their own. One round trip per operation.
 //! - **Keys.** Every key of a namespace starts with `lease:{<namespace>}:`; the hash tag
 //!   puts all of them in one cluster slot, so every script touches one slot (scripts get the
@@ -36,6 +36,8 @@
 //!   | `waiting` | zset | executions claimable only after their due time, scored by that instant |
 //!   | `running` | zset | running executions, scored by lease expiry |
 //!   | `failing` | zset | executions with unacknowledged deliveries, scored by minus their count |
+//!   | `corrupt` | zset | ids of records a claim could not use (score 0, so by id), out of every index |
+//!   | `corrupt_why` | hash | id -> what could not be decoded (`list_corrupt`) |
 //!   | `starts` | hash | start request id -> target execution id |
 //!   | `store:<id>` | hash | store entries, plus the existence marker field `""` |
 //!   | `receipts:<id>` | hash | store receipts: field `<execution>\x1f<step key>`, value the outcome |
@@ -48,7 +50,22 @@
 //!   instant). A claim first moves the `waiting` members whose instant has passed into
 //!   `ready`, then claims from `ready`, re-checking each record in full. The redelivery gate
 //!   is evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call, so all
-//!   handles on a namespace must use the same policy.
+//!   handles on a namespace must use the same policy. The script plans first (reads only),
+//!   then checks the token counter, then writes. Work per call is bounded: at most
+//!   `max(limit * 4, 100)` moves out of `waiting` (oldest first) and `limit` plus as many
+//!   `ready` members examined; what is left waits for the next call, and the horizon then
+//!   reports "now".
+//! - **Token counter checks.** Before its first write the claim checks that the tokens it is
+//!   about to issue (`counter + 1 ..= counter + n`) are each above the candidate's stored
+//!   token and at most [`MAX_TOKEN`] (2^53 - 1, exact in a Lua double); otherwise it fails
+//!   with `LeaseError::TokenCounter` and changes nothing. Lease tokens above [`MAX_TOKEN`]
+//!   are `InvalidInput` before any script.
+//! - **Corrupt records.** A candidate the claim cannot use (a state field that does not
+//!   parse, a wrong key type, an id or workflow name that is not a valid name, input or
+//!   outcome that is not UTF-8) is skipped: moved out of `ready`, `waiting`, `running` and
+//!   `failing` into `corrupt` with its problem, logged as a `tracing` warning and listed by
+//!   `list_corrupt`; the rest is claimed. A claim that issued leases never reports an error
+//!   afterwards.
 //! - **Claims with records.** `claim_due_with_records` runs the claim script with a flag
 //!   that makes it append, after each claimed lease, the execution's hash as it stands right
 //!   after the claim (an `HGETALL` inside the script, no extra round trip): the record `get`
@@ -60,12 +77,22 @@
 //!   `acknowledge` does (the two scripts share `lua/ack.lua`), at one clock reading; a
 //!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
 //!   between, so a concurrent claim sees either none or all of a batch.
+//! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
+//!   start, request_wake without a live lease, release, a suspended acknowledgement with a
+//!   wake, claim) publish, in the same script as the write, the record's
+//!   `ExecutionRecord::claimable_at` in ms on the channel `lease:{<namespace>}:wake` (one
+//!   message per script, the minimum), with `SPUBLISH` on Redis >= 7 and `PUBLISH` on Redis 6
+//!   (decided at connect; Redis 5 has no wake-ups). Each handle family keeps one RESP3
+//!   subscriber connection named `lease-wake:<namespace>` ([`RedisBackend::listener_name`]),
+//!   started by the first `wakeups()` call and reconnected with backoff, signalling "now"
+//!   after every (re)subscribe. `claim_due_with_horizon` returns the script's clock and the
+//!   first score of `ready` and `waiting`, a lower bound of the earliest claimable instant.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
 //! - **Numbers.** Lua numbers are doubles, exact up to 2^53. Timestamps handed to a script
-//!   must lie within ±2^52 ms (a typed error otherwise) and tokens would need 2^53 claims to
-//!   lose exactness; integers travel as decimal strings.
+//!   must lie within ±2^52 ms (a typed error otherwise) and tokens stop at [`MAX_TOKEN`]
+//!   (see above); integers travel as decimal strings.
 //!
 //! # Failures
 //!
@@ -104,6 +131,7 @@
 //! [`LeaseError::UnsafeConfiguration`]: lease_core::LeaseError::UnsafeConfiguration
 
 mod ack;
+mod admit;
 mod backend;
 mod claim;
 mod config;
@@ -115,11 +143,13 @@ mod keys;
 mod reply;
 mod scripts;
 mod store;
+mod wake;
 mod wire;
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
 pub use keys::MAX_NAMESPACE_BYTES;
+pub use wire::MAX_TOKEN;
 
 /// The assembled Lua scripts of the hot-path operations, so the benchmark (`crates/bench`,
 /// `cargo xtask bench`) can run exactly these scripts without the library as its raw
@@ -144,8 +174,9 @@ pub mod raw {
     pub fn acknowledge() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge
     }
-    /// `acknowledge_batch`: four arguments per item after `ARGV[2]` (id, token, outcome
-    /// kind, outcome JSON), as documented at the top of `lua/acknowledge_batch.lua`.
+    /// `acknowledge_batch`: `ARGV[3]` the wake publish command (`''` for none), then four
+    /// arguments per item (id, token, outcome kind, outcome JSON), as documented at the top
+    /// of `lua/acknowledge_batch.lua`.
     pub fn acknowledge_batch() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge_batch
     }

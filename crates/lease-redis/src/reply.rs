@@ -109,15 +109,40 @@ impl Reply {
         Ok(out)
     }
 
+    /// Field/value pairs of an `HGETALL` reply, undecoded.
+    fn raw_pairs(self, v: Value) -> Result<Vec<(Value, Value)>> {
+        if let Value::Map(entries) = v {
+            return Ok(entries);
+        }
+        let items = self.array(v)?;
+        if items.len() % 2 != 0 {
+            return Err(protocol(self.op, "odd number of hash field elements"));
+        }
+        let mut out = Vec::with_capacity(items.len() / 2);
+        let mut it = items.into_iter();
+        while let (Some(f), Some(v)) = (it.next(), it.next()) {
+            out.push((f, v));
+        }
+        Ok(out)
+    }
+
     /// The stored execution record of `id` from its hash fields; `None` for no fields.
+    /// Fields this library does not write are ignored, whatever they hold.
     pub(crate) fn record(self, id: ExecutionId, v: Value) -> Result<Option<ExecutionRecord>> {
-        let pairs = self.pairs(v)?;
+        let pairs = self.raw_pairs(v)?;
         if pairs.is_empty() {
             return Ok(None);
         }
         let mut f = Fields::default();
         for (name, value) in pairs {
-            match name.as_str() {
+            let Value::BulkString(name) = name else {
+                return Err(protocol(self.op, "a hash field name is not a string"));
+            };
+            if !KNOWN_FIELDS.contains(&name.as_slice()) {
+                continue;
+            }
+            let value = self.string(value)?;
+            match std::str::from_utf8(&name).unwrap_or_default() {
                 "st" => f.status = Some(value),
                 "tk" => f.token = Some(value),
                 "un" => f.unacknowledged = Some(value),
@@ -205,6 +230,11 @@ impl Reply {
         ExecutionId::new(s).map_err(|e| protocol(self.op, format!("stored execution id: {e}")))
     }
 }
+
+/// The hash fields of an execution record this library writes.
+const KNOWN_FIELDS: [&[u8]; 12] = [
+    b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov",
+];
 
 #[derive(Default)]
 struct Fields {

@@ -31,8 +31,10 @@ fn ack_script(body: &str) -> Script {
 pub(crate) struct Scripts {
     pub(crate) meta: Script,
     pub(crate) admit: Script,
+    pub(crate) admit_batch: Script,
     pub(crate) get: Script,
     pub(crate) list_failing: Script,
+    pub(crate) list_corrupt: Script,
     pub(crate) request_wake: Script,
     pub(crate) claim_due: Script,
     pub(crate) renew: Script,
@@ -49,8 +51,10 @@ pub(crate) struct Scripts {
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     meta: script(include_str!("lua/meta.lua")),
     admit: script(include_str!("lua/admit.lua")),
+    admit_batch: script(include_str!("lua/admit_batch.lua")),
     get: script(include_str!("lua/get.lua")),
     list_failing: script(include_str!("lua/list_failing.lua")),
+    list_corrupt: script(include_str!("lua/list_corrupt.lua")),
     request_wake: record_script(include_str!("lua/request_wake.lua")),
     claim_due: record_script(include_str!("lua/claim_due.lua")),
     renew: record_script(include_str!("lua/renew.lua")),

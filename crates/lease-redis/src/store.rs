@@ -132,6 +132,7 @@ impl StartClient for RedisBackend {
                     request.target.as_str().as_bytes(),
                     request.workflow.as_str().as_bytes(),
                     request.input.as_str().as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;

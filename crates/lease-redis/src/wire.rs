@@ -28,6 +28,24 @@ pub(crate) fn exact_time(field: &'static str, t: Timestamp) -> Result<i64> {
     Ok(ms)
 }
 
+/// The largest fencing token this backend issues: 2^53 - 1, the largest integer a Lua
+/// number (a double) holds exactly. The claim script refuses to pass it
+/// (`LeaseError::TokenCounter`), so no token is ever issued twice by rounding.
+pub const MAX_TOKEN: u64 = (1 << 53) - 1;
+
+/// A lease's token as the fenced scripts take it (decimal). A token above [`MAX_TOKEN`] was
+/// never issued by this backend and would be rounded by Lua onto another one, so it is
+/// `InvalidInput` before any script runs.
+pub(crate) fn token_arg(token: FencingToken) -> Result<String> {
+    if token.get() > MAX_TOKEN {
+        return Err(LeaseError::invalid(
+            "lease token",
+            format!("{token} is above 2^53 - 1, which this backend never issues"),
+        ));
+    }
+    Ok(token.get().to_string())
+}
+
 /// The redelivery table for `ARGV[2]`: `RedeliveryPolicy::table_ms()`, comma separated,
 /// each entry clamped to [`MAX_EXACT_MS`] (a longer delay is never reached either way).
 pub(crate) fn policy_arg(policy: &RedeliveryPolicy) -> String {
@@ -152,6 +170,18 @@ mod tests {
         assert!(exact_time("t", Timestamp::from_millis(-MAX_EXACT_MS)).is_ok());
         assert!(exact_time("t", Timestamp::from_millis(MAX_EXACT_MS + 1)).is_err());
         assert!(exact_time("t", Timestamp::from_millis(i64::MIN)).is_err());
+    }
+
+    #[test]
+    fn tokens_beyond_the_exact_range_are_rejected() {
+        assert_eq!(token_arg(FencingToken::new(7)).expect("ok"), "7");
+        assert!(token_arg(FencingToken::new(MAX_TOKEN)).is_ok());
+        for bad in [MAX_TOKEN + 1, u64::MAX] {
+            assert!(matches!(
+                token_arg(FencingToken::new(bad)),
+                Err(LeaseError::InvalidInput { .. })
+            ));
+        }
     }
 
     #[test]

@@ -218,27 +218,35 @@ fn corrupt_records_are_protocol_errors_that_change_nothing() {
                 "{corruption:?}"
             );
             assert_eq!(common::snapshot(&b).await, before, "{corruption:?}");
-            // "a" (released, first in (due, id) order) is claimed; the claim stops at the
-            // corrupt "b" rather than losing the lease it already issued, and the next
-            // claim reports it.
-            let r = claim(&b, &clock).await;
-            match r {
-                Ok(leases) => {
-                    let ids: Vec<_> = leases.iter().map(|l| l.execution_id.as_str()).collect();
-                    assert_eq!(ids, ["a"], "{corruption:?}");
-                    let again = claim(&b, &clock).await;
-                    assert!(is_protocol(&again), "{corruption:?}: {again:?}");
-                    for l in leases {
-                        b.release(&l)
-                            .await
-                            .expect("release")
-                            .accepted()
-                            .expect("held");
-                    }
-                    clock.advance(Duration::from_secs(5));
-                }
-                Err(e) => panic!("{corruption:?}: {e:?}"),
+            // "a" (released, first in (due, id) order) is claimed; the corrupt "b" is
+            // skipped, moved out of the indexes and listed (issue 11), so the next claim
+            // claims nothing and fails nothing.
+            let leases = claim(&b, &clock).await.expect("claim");
+            let ids: Vec<_> = leases.iter().map(|l| l.execution_id.as_str()).collect();
+            assert_eq!(ids, ["a"], "{corruption:?}");
+            let listed = b.list_corrupt(10).await.expect("list_corrupt");
+            assert_eq!(listed.len(), 1, "{corruption:?}: {listed:?}");
+            assert_eq!(listed[0].id, "b", "{corruption:?}");
+            let again = claim(&b, &clock).await.expect("claim");
+            assert!(again.is_empty(), "{corruption:?}: {again:?}");
+            for l in leases {
+                b.release(&l)
+                    .await
+                    .expect("release")
+                    .accepted()
+                    .expect("held");
             }
+            clock.advance(Duration::from_secs(5));
+            // Back into ready and off the corrupt list for the next corruption.
+            let prefix = b.key_prefix().to_owned();
+            redis_cmd(&[
+                "DEL",
+                &format!("{prefix}corrupt"),
+                &format!("{prefix}corrupt_why"),
+            ])
+            .await;
+            let now = clock.now().as_millis().to_string();
+            redis_cmd(&["ZADD", &format!("{prefix}ready"), &now, "b"]).await;
         }
         b.delete_namespace().await.expect("cleanup");
     });
@@ -276,8 +284,8 @@ fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
         let r = b.acknowledge_batch(&acks).await.expect("repaired batch");
         assert!(r.iter().all(|r| !r.is_lost()), "{r:?}");
 
-        // A claim with records stops at a corrupt record after issuing a lease: that lease
-        // comes with its record, and the next claim reports the corruption.
+        // A claim with records skips a corrupt record (listed, issue 11): the valid lease
+        // comes with its record, and the next claim meets the corrupt one no more.
         clock.advance(Duration::from_secs(1));
         for name in ["d", "e"] {
             b.admit(&Admission::new(id(name))).await.expect("admit");
@@ -293,8 +301,11 @@ fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
         assert_eq!(got[0].lease.execution_id.as_str(), "d");
         let record = b.get(&id("d")).await.expect("get").expect("record");
         assert_eq!(got[0].record, record);
-        let again = b.claim_due_with_records(request).await;
-        assert!(is_protocol(&again), "{again:?}");
+        let listed = b.list_corrupt(10).await.expect("list_corrupt");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].id, "e");
+        let again = b.claim_due_with_records(request).await.expect("claim");
+        assert!(again.is_empty(), "{again:?}");
         b.delete_namespace().await.expect("cleanup");
     });
 }
@@ -381,7 +392,15 @@ fn delete_namespace_removes_every_key_and_only_those() {
 #[test]
 fn foreign_key_types_at_index_keys_are_schema_errors_that_change_nothing() {
     runtime().block_on(async {
-        for name in ["ready", "waiting", "running", "failing", "token"] {
+        for name in [
+            "ready",
+            "waiting",
+            "running",
+            "failing",
+            "corrupt",
+            "corrupt_why",
+            "token",
+        ] {
             let clock = ManualClock::starting_now();
             let b = common::fresh(&clock, policy()).await;
             for e in ["a", "b"] {
@@ -391,7 +410,7 @@ fn foreign_key_types_at_index_keys_are_schema_errors_that_change_nothing() {
             let lease = leases.first().expect("one lease").clone();
             let key = format!("{}{name}", b.key_prefix());
             let saved = format!("{}saved-{name}", b.key_prefix());
-            // Swap the real key out for a list (wrong for all five) while the operations run.
+            // Swap the real key out for a list (wrong for all of them) while the operations run.
             let had = matches!(redis_cmd(&["EXISTS", &key]).await, redis::Value::Int(1));
             if had {
                 redis_cmd(&["RENAME", &key, &saved]).await;

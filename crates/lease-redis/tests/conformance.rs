@@ -10,12 +10,26 @@ use lease_core::{ManualClock, RedeliveryPolicy, Result};
 use lease_redis::{RedisBackend, RedisConfig};
 
 /// Harness: a random namespace per case over `LEASE_REDIS_URL`; peers are separate
-/// connection managers; teardown deletes the namespace.
+/// connection managers (each with its own wake-up listener); teardown deletes the namespace.
+/// `kill_listeners` kills the namespace's subscriber connections by their name.
 pub struct RedisHarness(RedisBackend);
 
 #[async_trait]
 impl lease_conformance::Harness for RedisHarness {
     type Backend = RedisBackend;
+
+    const WAKEUPS: bool = true;
+    const KILLABLE_LISTENER: bool = true;
+
+    async fn kill_listeners(&self) -> Result<bool> {
+        common::kill_connections_named(&self.0.listener_name())
+            .await
+            .map_err(|e| lease_core::LeaseError::Backend {
+                backend: "redis",
+                operation: "kill_listeners",
+                source: Box::new(e),
+            })
+    }
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = RedisConfig::new(common::redis_url())

@@ -5,21 +5,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lease_core::execution::check_ack_batch;
+use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseError, Result,
-    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
-    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord,
+    Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
+    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
 use crate::config::SqliteConfig;
 use crate::conn::ConnHandle;
 use crate::error::OpResult;
+use crate::group::Woken;
 use crate::scope::Scope;
+use crate::wake::{self, Wakes};
 use crate::{executions, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
@@ -31,11 +34,17 @@ use crate::{executions, schema, starts, steps, stores, tx};
 /// process would. Every mutating operation is one `BEGIN IMMEDIATE` transaction, so the
 /// fencing check and the write it guards are atomic across every connection and process
 /// sharing the file (RFC 002 "Fencing").
+///
+/// Every handle of this process on one database and namespace shares one wake-up hub
+/// ([`ExecutionClient::wakeups`], issue 10), signalled right after each commit that made an
+/// execution claimable; other processes' such writes reach it through a wake log watched
+/// with `PRAGMA data_version` (see docs/DESIGN.md, "SQLite backend").
 #[derive(Clone)]
 pub struct SqliteBackend {
     conn: ConnHandle,
     scope: Arc<Scope>,
     config: Arc<SqliteConfig>,
+    wakes: Arc<Wakes>,
 }
 
 impl fmt::Debug for SqliteBackend {
@@ -78,18 +87,22 @@ impl SqliteBackend {
     /// namespace; with `Unavailable` when the database stays locked.
     pub async fn open(config: SqliteConfig) -> Result<Self> {
         check_namespace(&config.namespace)?;
+        wake::check_poll(config.wake_poll)?;
         let location = config.location.clone();
         let busy_timeout = config.busy_timeout;
         let conn = ConnHandle::spawn(move || schema::open(&location, busy_timeout)).await?;
         let scope = Arc::new(Scope {
+            location: config.location.describe(),
             namespace: config.namespace.clone(),
             clock: config.clock.clone(),
             policy: config.policy,
         });
+        let wakes = wake::shared(&config.location, &config.namespace, config.wake_poll);
         Ok(SqliteBackend {
             conn,
             scope,
             config: Arc::new(config),
+            wakes,
         })
     }
 
@@ -104,13 +117,29 @@ impl SqliteBackend {
         &self.scope.namespace
     }
 
+    /// A mutating operation that never makes anything claimable.
     async fn write<T: Send + 'static>(
         &self,
         operation: &'static str,
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
-        self.conn.write(operation, move |tx| f(tx, &scope)).await
+        self.conn
+            .write_waking(operation, None, move |tx| f(tx, &scope).map(Woken::quiet))
+            .await
+    }
+
+    /// A mutating operation that may make something claimable: signalled on this handle's
+    /// hub (and logged for other processes) once its transaction committed.
+    async fn write_waking<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<Woken<T>> + Send + 'static,
+    ) -> Result<T> {
+        let scope = self.scope.clone();
+        self.conn
+            .write_waking(operation, Some(self.wakes.clone()), move |tx| f(tx, &scope))
+            .await
     }
 
     async fn read<T: Send + 'static>(
@@ -130,9 +159,22 @@ impl SqliteBackend {
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
         let admission = admission.clone();
-        self.write("admit", move |tx, s| executions::admit(tx, s, &admission))
+        self.write_waking("admit", move |tx, s| executions::admit(tx, s, &admission))
             .await
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        if admissions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let admissions = admissions.to_vec();
+        self.write_waking("admit_batch", move |tx, s| {
+            executions::admit_batch(tx, s, &admissions)
+        })
+        .await
     }
 
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
@@ -149,9 +191,17 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_corrupt", move |tx, s| {
+            executions::list_corrupt(tx, s, limit)
+        })
+        .await
+    }
+
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let id = id.clone();
-        self.write("request_wake", move |tx, s| {
+        self.write_waking("request_wake", move |tx, s| {
             executions::request_wake(tx, s, &id, at)
         })
         .await
@@ -162,11 +212,19 @@ impl ExecutionClient for SqliteBackend {
     }
 
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        Ok(self.claim_due_with_horizon(request).await?.claimed)
+    }
+
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
-        self.write("claim_due", move |tx, s| {
+        self.write_waking("claim_due", move |tx, s| {
             executions::claim_due(tx, s, request.now, request.limit, lease_ms)
         })
         .await
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        Some(self.wakes.subscribe())
     }
 
     async fn renew(
@@ -184,7 +242,7 @@ impl ExecutionClient for SqliteBackend {
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let lease = lease.clone();
-        self.write("release", move |tx, s| executions::release(tx, s, &lease))
+        self.write_waking("release", move |tx, s| executions::release(tx, s, &lease))
             .await
     }
 
@@ -195,7 +253,7 @@ impl ExecutionClient for SqliteBackend {
     ) -> Result<Fenced<Acknowledged>> {
         let lease = lease.clone();
         let outcome = outcome.clone();
-        self.write("acknowledge", move |tx, s| {
+        self.write_waking("acknowledge", move |tx, s| {
             executions::acknowledge(tx, s, &lease, &outcome)
         })
         .await
@@ -210,7 +268,7 @@ impl ExecutionClient for SqliteBackend {
             return Ok(Vec::new());
         }
         let acks = acks.to_vec();
-        self.write("acknowledge_batch", move |tx, s| {
+        self.write_waking("acknowledge_batch", move |tx, s| {
             executions::acknowledge_batch(tx, s, &acks)
         })
         .await
@@ -293,7 +351,7 @@ impl StoreClient for SqliteBackend {
 impl StartClient for SqliteBackend {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let request = request.clone();
-        self.write("start", move |tx, s| starts::start(tx, s, &request))
+        self.write_waking("start", move |tx, s| starts::start(tx, s, &request))
             .await
     }
 }

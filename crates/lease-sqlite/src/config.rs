@@ -10,6 +10,10 @@ use lease_core::{RedeliveryPolicy, SharedClock, SystemClock};
 /// Default `busy_timeout`: how long one attempt waits for another connection's write lock.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Default [`SqliteConfig::wake_poll`]: how often a listening process looks for other
+/// processes' wake-ups (one `PRAGMA data_version` on an idle connection).
+pub const DEFAULT_WAKE_POLL: Duration = Duration::from_millis(5);
+
 /// The namespace used when none is configured.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
@@ -51,6 +55,7 @@ pub struct SqliteConfig {
     pub(crate) clock: SharedClock,
     pub(crate) policy: RedeliveryPolicy,
     pub(crate) busy_timeout: Duration,
+    pub(crate) wake_poll: Duration,
 }
 
 impl SqliteConfig {
@@ -74,6 +79,7 @@ impl SqliteConfig {
             clock: Arc::new(SystemClock),
             policy: RedeliveryPolicy::default(),
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            wake_poll: DEFAULT_WAKE_POLL,
         }
     }
 
@@ -108,6 +114,16 @@ impl SqliteConfig {
         self.busy_timeout = timeout;
         self
     }
+
+    /// How often this process's wake-up watcher looks for other processes' writes to the
+    /// file (default [`DEFAULT_WAKE_POLL`], 1 ms ..= 1 s, else `InvalidInput` at open): the
+    /// bound on how late a dispatcher here hears of work another process admitted. Handles
+    /// in this process on one file and namespace share one watcher, which uses the interval
+    /// of the first handle opened. In-memory databases have no watcher.
+    pub fn wake_poll(mut self, interval: Duration) -> Self {
+        self.wake_poll = interval;
+        self
+    }
 }
 
 impl fmt::Debug for SqliteConfig {
@@ -118,6 +134,7 @@ impl fmt::Debug for SqliteConfig {
             .field("clock", &self.clock)
             .field("policy", &self.policy)
             .field("busy_timeout", &self.busy_timeout)
+            .field("wake_poll", &self.wake_poll)
             .finish()
     }
 }

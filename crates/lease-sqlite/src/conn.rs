@@ -27,7 +27,8 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpResult, thread_gone};
-use crate::group::{self, MAX_GROUP, Member, Op};
+use crate::group::{self, MAX_GROUP, Member, Op, Woken};
+use crate::wake::Wakes;
 
 enum Job {
     /// Anything run on its own (reads).
@@ -245,13 +246,27 @@ impl ConnHandle {
 
     /// Runs a mutating operation alone (inline) or in the next group commit. `f` may run
     /// more than once (the group is retried on contention) and must only touch the database.
+    #[cfg(test)]
     pub(crate) async fn write<T: Send + 'static>(
         &self,
         operation: &'static str,
-        f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<T> + Send + 'static,
+        mut f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<T> + Send + 'static,
+    ) -> Result<T> {
+        self.write_waking(operation, None, move |tx| f(tx).map(Woken::quiet))
+            .await
+    }
+
+    /// [`ConnHandle::write`] for an operation that may make something claimable: the
+    /// instant it reports is logged in its transaction and signalled on `wakes` right after
+    /// the commit ([`crate::group`]).
+    pub(crate) async fn write_waking<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        wakes: Option<Arc<Wakes>>,
+        f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job = Job::Write(Box::new(Op::new(operation, f, reply_tx)));
+        let job = Job::Write(Box::new(Op::new(operation, wakes, f, reply_tx)));
         self.submit(operation, job)?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }

@@ -4,28 +4,67 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, Claimed, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, FencingToken, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord, ExecutionId,
+    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
+    WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::error::OpResult;
+use crate::error::{OpError, OpResult};
+use crate::group::{Woken, earliest};
 use crate::rows::{self, RawExecution, claim_keys, execution_columns, read_raw};
 use crate::scope::Scope;
 
-/// `admit`: creates the execution unless it exists; returns the effective record.
+/// Admits one execution at `now` unless its id exists: the effective record, and the
+/// instant it is claimable from when this call created it (an existing one wakes nothing).
+fn admit_one(
+    conn: &Connection,
+    scope: &Scope,
+    admission: &Admission,
+    now: Timestamp,
+) -> OpResult<Woken<ExecutionRecord>> {
+    let record = ExecutionRecord::admitted(admission, now);
+    if rows::insert(conn, &scope.namespace, &record, &scope.policy)? {
+        let wake = record.claimable_at(&scope.policy);
+        return Ok(Woken::at(record.effective(now), wake));
+    }
+    let existing = rows::load(conn, &scope.namespace, &admission.id)?.ok_or_else(|| {
+        OpError::Corrupt(format!(
+            "execution {} conflicts on insert but cannot be read",
+            admission.id
+        ))
+    })?;
+    Ok(Woken::quiet(existing.effective(now)))
+}
+
+/// `admit` (due at `not_before`, or now): creates the execution unless it exists; returns
+/// the effective record. The caller validated the admission.
 pub(crate) fn admit(
     conn: &Connection,
     scope: &Scope,
     admission: &Admission,
-) -> OpResult<ExecutionRecord> {
+) -> OpResult<Woken<ExecutionRecord>> {
+    admit_one(conn, scope, admission, scope.now())
+}
+
+/// `admit_batch`: every item admitted exactly as [`admit`] would, in the caller's one
+/// transaction with one clock reading; records in the items' order. Wakes at the earliest
+/// instant over the executions it created. The caller checked the batch
+/// (`check_admit_batch`).
+pub(crate) fn admit_batch(
+    conn: &Connection,
+    scope: &Scope,
+    admissions: &[Admission],
+) -> OpResult<Woken<Vec<ExecutionRecord>>> {
     let now = scope.now();
-    if let Some(existing) = rows::load(conn, &scope.namespace, &admission.id)? {
-        return Ok(existing.effective(now));
+    let mut records = Vec::with_capacity(admissions.len());
+    let mut wake = None;
+    for admission in admissions {
+        let admitted = admit_one(conn, scope, admission, now)?;
+        wake = earliest(wake, admitted.wake);
+        records.push(admitted.value);
     }
-    let record = ExecutionRecord::admitted(admission, now);
-    rows::insert(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(record.effective(now))
+    Ok(Woken::at(records, wake))
 }
 
 /// `get`: the effective record.
@@ -88,20 +127,27 @@ pub(crate) fn list_failing(
     Ok(out)
 }
 
-/// `request_wake` (unfenced).
+/// `request_wake` (unfenced). Wakes when it changed an execution that is not running
+/// (a running one keeps the wake for its acknowledgement).
 pub(crate) fn request_wake(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
     at: Timestamp,
-) -> OpResult<()> {
+) -> OpResult<Woken<()>> {
     let mut record = rows::load_required(conn, &scope.namespace, id)?;
     let before = record.clone();
     record.request_wake(at);
-    if record != before {
-        rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    if record == before {
+        return Ok(Woken::quiet(()));
     }
-    Ok(())
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let wake = if record.status == ExecutionStatus::Running {
+        None
+    } else {
+        record.claimable_at(&scope.policy)
+    };
+    Ok(Woken::at((), wake))
 }
 
 /// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
@@ -126,12 +172,43 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
+/// The token after `last` for claiming `stored`: it must be above every token stored, or
+/// a stale holder's token would be issued again (issue 11). A counter that is behind the
+/// record (deleted, or restored from an older copy) or used up fails the claim with
+/// `TokenCounter`; the caller's transaction (or savepoint) rolls back, so nothing changes.
+fn next_token(
+    scope: &Scope,
+    last: FencingToken,
+    stored: &ExecutionRecord,
+) -> OpResult<FencingToken> {
+    let refuse = |reason: String| {
+        OpError::Lease(LeaseError::TokenCounter {
+            location: format!("{} (namespace {})", scope.location, scope.namespace),
+            reason,
+        })
+    };
+    let next = last
+        .get()
+        .checked_add(1)
+        .filter(|n| i64::try_from(*n).is_ok())
+        .ok_or_else(|| refuse(format!("last token {last} leaves no token to issue")))?;
+    let next = FencingToken::new(next);
+    if next <= stored.token {
+        return Err(refuse(format!(
+            "next token {next} is not above token {} of execution {}; set the counter \
+             above the highest stored token",
+            stored.token, stored.id
+        )));
+    }
+    Ok(next)
+}
+
 /// Claim candidates, first page: an index range scan of `lease_executions_claim` in
 /// (due, id) order, filtered on the index's own `claimable_at` column.
 pub(crate) const CLAIM_FIRST: &str = concat!(
     "SELECT ",
     execution_columns!(),
-    " FROM lease_executions
+    ", rowid FROM lease_executions
      WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
      ORDER BY claim_due_at, id LIMIT ?3"
 );
@@ -140,27 +217,99 @@ pub(crate) const CLAIM_FIRST: &str = concat!(
 pub(crate) const CLAIM_NEXT: &str = concat!(
     "SELECT ",
     execution_columns!(),
-    " FROM lease_executions
+    ", rowid FROM lease_executions
      WHERE namespace = ?1 AND claim_due_at <= ?2 AND claimable_at <= ?2
        AND (claim_due_at, id) > (?4, ?5)
      ORDER BY claim_due_at, id LIMIT ?3"
 );
 
+/// The earliest `claimable_at` of a namespace: one seek of `lease_executions_horizon`.
+pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
+     WHERE namespace = ?1 AND claimable_at IS NOT NULL
+     ORDER BY claimable_at LIMIT 1";
+
+/// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
+const QUARANTINE: &str = "UPDATE lease_executions
+     SET corrupt = ?2, claim_due_at = NULL, claimable_at = NULL WHERE rowid = ?1";
+
+/// A claim candidate: its rowid and its record, or what made it undecodable.
+type Candidate = (i64, Result<ExecutionRecord, String>);
+
+fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+    let rowid: i64 = row.get(12)?;
+    let record = match read_raw(row) {
+        Ok(raw) => raw.into_record().map_err(|e| match e {
+            OpError::Corrupt(problem) => problem,
+            other => format!("{other:?}"),
+        }),
+        Err(e) => Err(format!("stored row is unreadable: {e}")),
+    };
+    Ok((rowid, record))
+}
+
+/// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
+/// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
+fn quarantine(conn: &Connection, scope: &Scope, rowid: i64, problem: &str) -> OpResult<()> {
+    tracing::warn!(
+        namespace = %scope.namespace,
+        rowid,
+        problem,
+        "skipping a corrupt execution record; quarantined (see list_corrupt)"
+    );
+    conn.prepare_cached(QUARANTINE)?
+        .execute(params![rowid, problem])?;
+    Ok(())
+}
+
+/// `list_corrupt`: quarantined records by id, at most `limit`.
+pub(crate) fn list_corrupt(
+    conn: &Connection,
+    scope: &Scope,
+    limit: usize,
+) -> OpResult<Vec<CorruptRecord>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(conn
+        .prepare_cached(
+            "SELECT CAST(id AS TEXT), corrupt FROM lease_executions
+             WHERE namespace = ?1 AND corrupt IS NOT NULL ORDER BY id LIMIT ?2",
+        )?
+        .query_map(params![scope.namespace, limit], |row| {
+            Ok(CorruptRecord {
+                id: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                problem: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
 /// Candidates per index page when claiming.
 const PAGE_MIN: usize = 16;
 
-/// `claim_due_with_records`: walks the claim index in (due, id) order over rows whose
-/// `claimable_at` is at most `now`, re-checks each with `effective()` + `claimable()` (with
-/// this handle's policy), and claims until `limit`. Tokens come from the namespace's one
-/// counter. Each lease comes with the record exactly as written back, which is what `get`
-/// reads right after the claim.
+/// The earliest instant anything in the namespace becomes claimable, read after the claim
+/// in its own transaction (issue 10: the dispatcher sleeps until then).
+fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
+    let at: Option<i64> = conn
+        .prepare_cached(HORIZON)?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    Ok(at.map(Timestamp::from_millis))
+}
+
+/// `claim_due_with_horizon` (and through it `claim_due`, `claim_due_with_records`): walks
+/// the claim index in (due, id) order over rows whose `claimable_at` is at most `now`,
+/// re-checks each with `effective()` + `claimable()` (with this handle's policy), and claims
+/// until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// record exactly as written back, which is what `get` reads right after the claim. The
+/// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
+/// after it; the claim wakes at the earliest instant its new leases would be claimable
+/// again (their expiry plus the redelivery delay), so idle dispatchers arm a timer.
 pub(crate) fn claim_due(
     conn: &Connection,
     scope: &Scope,
     requested_now: Timestamp,
     limit: usize,
     lease_ms: i64,
-) -> OpResult<Vec<Claimed>> {
+) -> OpResult<Woken<ClaimBatch>> {
     let now = requested_now.min(scope.now());
     let ns = scope.namespace.as_str();
     let page = limit.max(PAGE_MIN);
@@ -170,19 +319,29 @@ pub(crate) fn claim_due(
     let mut leases = Vec::with_capacity(limit);
     let mut after: Option<(i64, String)> = None;
     loop {
-        let raw: Vec<RawExecution> = match &after {
+        let candidates: Vec<Candidate> = match &after {
             None => conn
                 .prepare_cached(CLAIM_FIRST)?
-                .query_map(params![ns, now.as_millis(), page_sql], read_raw)?
+                .query_map(params![ns, now.as_millis(), page_sql], read_candidate)?
                 .collect::<rusqlite::Result<_>>()?,
             Some((due, id)) => conn
                 .prepare_cached(CLAIM_NEXT)?
-                .query_map(params![ns, now.as_millis(), page_sql, due, id], read_raw)?
+                .query_map(
+                    params![ns, now.as_millis(), page_sql, due, id],
+                    read_candidate,
+                )?
                 .collect::<rusqlite::Result<_>>()?,
         };
-        let fetched = raw.len();
-        for r in raw {
-            let stored = r.into_record()?;
+        let fetched = candidates.len();
+        for (rowid, decoded) in candidates {
+            // A quarantined row leaves the index, so the next page never returns it.
+            let stored = match decoded {
+                Ok(stored) => stored,
+                Err(problem) => {
+                    quarantine(conn, scope, rowid, &problem)?;
+                    continue;
+                }
+            };
             let (due, _) = claim_keys(&stored, &scope.policy);
             after = Some((
                 due.map_or(i64::MIN, Timestamp::as_millis),
@@ -192,7 +351,7 @@ pub(crate) fn claim_due(
             if !record.claimable(now, &scope.policy) {
                 continue;
             }
-            token = FencingToken::new(token.get().saturating_add(1));
+            token = next_token(scope, token, &stored)?;
             let lease = record.claim(now, lease_ms, token);
             rows::save(conn, ns, &record, &scope.policy)?;
             leases.push(Claimed { lease, record });
@@ -207,7 +366,16 @@ pub(crate) fn claim_due(
     if token != first_token {
         store_last_token(conn, ns, token)?;
     }
-    Ok(leases)
+    let wake = leases
+        .iter()
+        .filter_map(|c| c.record.claimable_at(&scope.policy))
+        .min();
+    let batch = ClaimBatch {
+        claimed: leases,
+        now: Some(now),
+        next_claimable_at: horizon(conn, ns)?,
+    };
+    Ok(Woken::at(batch, wake))
 }
 
 /// Loads the record a lease names and checks it (`holds`): `None` when lost.
@@ -240,49 +408,63 @@ pub(crate) fn renew(
 }
 
 /// `release` (fenced): ends the delivery unacknowledged.
+/// Wakes at the end of the redelivery delay.
 pub(crate) fn release(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
-) -> OpResult<Fenced<()>> {
+) -> OpResult<Woken<Fenced<()>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
-        return Ok(Fenced::Lost);
+        return Ok(Woken::quiet(Fenced::Lost));
     };
     record.release(scope.now());
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(Fenced::Accepted(()))
+    Ok(Woken::at(
+        Fenced::Accepted(()),
+        record.claimable_at(&scope.policy),
+    ))
 }
 
-/// `acknowledge` (fenced): ends the delivery with an outcome.
+/// `acknowledge` (fenced): ends the delivery with an outcome. Wakes when the outcome
+/// leaves the execution due (suspended with a wake requested during the delivery).
 pub(crate) fn acknowledge(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
     outcome: &WorkflowRunOutcome,
-) -> OpResult<Fenced<Acknowledged>> {
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
-        return Ok(Fenced::Lost);
+        return Ok(Woken::quiet(Fenced::Lost));
     };
     let acknowledged = record.acknowledge(scope.now(), outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
-    Ok(Fenced::Accepted(acknowledged))
+    Ok(Woken::at(
+        Fenced::Accepted(acknowledged),
+        record.claimable_at(&scope.policy),
+    ))
 }
 
 /// `acknowledge_batch` (fenced per item), inside the caller's one transaction: checks every
 /// item first, so an unknown execution, a foreign token or token 0 in any item fails the
 /// whole batch before anything is written; then acknowledges each item exactly as
 /// [`acknowledge`] does (a `Lost` item changes nothing and refuses no other item).
+/// Wakes at the earliest instant over the items.
 pub(crate) fn acknowledge_batch(
     conn: &Connection,
     scope: &Scope,
     acks: &[Acknowledgement],
-) -> OpResult<Vec<Fenced<Acknowledged>>> {
+) -> OpResult<Woken<Vec<Fenced<Acknowledged>>>> {
     for ack in acks {
         held(conn, scope, &ack.lease)?;
     }
-    acks.iter()
-        .map(|ack| acknowledge(conn, scope, &ack.lease, &ack.outcome))
-        .collect()
+    let mut results = Vec::with_capacity(acks.len());
+    let mut wake = None;
+    for ack in acks {
+        let acked = acknowledge(conn, scope, &ack.lease, &ack.outcome)?;
+        wake = earliest(wake, acked.wake);
+        results.push(acked.value);
+    }
+    Ok(Woken::at(results, wake))
 }
 
 #[cfg(test)]
@@ -309,6 +491,14 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .expect("rows");
         rows.join(" | ")
+    }
+
+    #[test]
+    fn the_horizon_is_one_seek_of_its_index() {
+        let plan = plan(super::HORIZON, 1);
+        assert!(plan.contains("lease_executions_horizon"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.starts_with("SCAN"), "{plan}");
     }
 
     #[test]

@@ -11,13 +11,49 @@
 //! Contention (SQLITE_BUSY/LOCKED at BEGIN, COMMIT or inside) rolls the whole group back and
 //! retries it, bounded as in [`crate::tx`]; then every member fails `Unavailable`. A COMMIT
 //! that fails otherwise makes every member that had succeeded `OutcomeUnknown`.
+//!
+//! Wake-ups (issue 10): a member that made something claimable reports the instant; the group
+//! appends one wake-log row per hub (the earliest instant) inside its transaction, and
+//! signals the hub right after COMMIT succeeded, before any member is answered.
 
-use lease_core::{LeaseError, Result};
+use std::sync::Arc;
+
+use lease_core::{LeaseError, Result, Timestamp};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy};
 use crate::tx::{BUSY_RETRIES, backoff};
+use crate::wake::Wakes;
+
+/// What a mutating operation produced: its value and, when it made an execution claimable,
+/// the instant from which it is ([`lease_core::ExecutionRecord::claimable_at`]).
+pub(crate) struct Woken<T> {
+    /// The operation's result.
+    pub(crate) value: T,
+    /// The earliest instant the operation made claimable, if any.
+    pub(crate) wake: Option<Timestamp>,
+}
+
+impl<T> Woken<T> {
+    /// A result that made nothing claimable.
+    pub(crate) fn quiet(value: T) -> Self {
+        Woken { value, wake: None }
+    }
+
+    /// A result that made something claimable from `wake` (if `Some`).
+    pub(crate) fn at(value: T, wake: Option<Timestamp>) -> Self {
+        Woken { value, wake }
+    }
+}
+
+/// The earlier of two optional instants.
+pub(crate) fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 /// Most operations sharing one transaction.
 pub(crate) const MAX_GROUP: usize = 64;
@@ -36,6 +72,8 @@ pub(crate) enum Ran {
 pub(crate) trait Member: Send {
     /// Runs the operation inside the group's transaction, keeping its result.
     fn run(&mut self, tx: &Transaction<'_>) -> Ran;
+    /// The hub to signal and the instant, when the kept result made something claimable.
+    fn wake(&self) -> Option<(&Arc<Wakes>, Timestamp)>;
     /// Forgets a kept result before the group is retried.
     fn reset(&mut self);
     /// Replies with the kept result (after a successful COMMIT).
@@ -49,16 +87,24 @@ pub(crate) trait Member: Send {
 pub(crate) struct Op<T, F> {
     operation: &'static str,
     f: F,
-    result: Option<OpResult<T>>,
+    wakes: Option<Arc<Wakes>>,
+    result: Option<OpResult<Woken<T>>>,
     reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T, F> Op<T, F> {
     /// Wraps `f`, which may run more than once (retries): it must only touch the database.
-    pub(crate) fn new(operation: &'static str, f: F, reply: oneshot::Sender<Result<T>>) -> Self {
+    /// What it reports as claimable is signalled on `wakes` after the commit.
+    pub(crate) fn new(
+        operation: &'static str,
+        wakes: Option<Arc<Wakes>>,
+        f: F,
+        reply: oneshot::Sender<Result<T>>,
+    ) -> Self {
         Op {
             operation,
             f,
+            wakes,
             result: None,
             reply,
         }
@@ -68,8 +114,15 @@ impl<T, F> Op<T, F> {
 impl<T, F> Member for Op<T, F>
 where
     T: Send + 'static,
-    F: FnMut(&Transaction<'_>) -> OpResult<T> + Send + 'static,
+    F: FnMut(&Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
 {
+    fn wake(&self) -> Option<(&Arc<Wakes>, Timestamp)> {
+        match (&self.wakes, &self.result) {
+            (Some(wakes), Some(Ok(Woken { wake: Some(at), .. }))) => Some((wakes, *at)),
+            _ => None,
+        }
+    }
+
     fn run(&mut self, tx: &Transaction<'_>) -> Ran {
         match (self.f)(tx) {
             Ok(v) => {
@@ -91,7 +144,7 @@ where
     fn complete(self: Box<Self>) {
         let operation = self.operation;
         let reply = match self.result {
-            Some(r) => r.map_err(|e| e.into_lease(operation)),
+            Some(r) => r.map(|w| w.value).map_err(|e| e.into_lease(operation)),
             None => Err(LeaseError::Protocol {
                 backend: BACKEND,
                 operation,
@@ -117,7 +170,21 @@ enum Failure {
     Commit(rusqlite::Error),
 }
 
-fn attempt(conn: &mut Connection, members: &mut [Box<dyn Member>]) -> Result<(), Failure> {
+/// The hubs the group's successful members signal, each with its earliest instant.
+type Signals = Vec<(Arc<Wakes>, Timestamp)>;
+
+fn signals(members: &[Box<dyn Member>]) -> Signals {
+    let mut out: Signals = Vec::new();
+    for (wakes, at) in members.iter().filter_map(|m| m.wake()) {
+        match out.iter_mut().find(|(w, _)| Arc::ptr_eq(w, wakes)) {
+            Some((_, earliest)) => *earliest = (*earliest).min(at),
+            None => out.push((wakes.clone(), at)),
+        }
+    }
+    out
+}
+
+fn attempt(conn: &mut Connection, members: &mut [Box<dyn Member>]) -> Result<Signals, Failure> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| {
@@ -139,12 +206,22 @@ fn attempt(conn: &mut Connection, members: &mut [Box<dyn Member>]) -> Result<(),
                 .execute_batch("RELEASE lease_op")
                 .map_err(Failure::Other)?,
             Ran::Done => {}
-            Ran::Failed if alone => return Ok(()), // dropping `tx` rolls back
+            Ran::Failed if alone => return Ok(Vec::new()), // dropping `tx` rolls back
             Ran::Failed => tx
                 .execute_batch("ROLLBACK TO lease_op; RELEASE lease_op")
                 .map_err(Failure::Other)?,
             Ran::Busy(e) => return Err(Failure::Busy(e)),
         }
+    }
+    let signals = signals(members);
+    for (wakes, at) in &signals {
+        wakes.record(&tx, *at).map_err(|e| {
+            if is_busy(&e) {
+                Failure::Busy(e)
+            } else {
+                Failure::Other(e)
+            }
+        })?;
     }
     tx.commit().map_err(|e| {
         if is_busy(&e) {
@@ -152,7 +229,8 @@ fn attempt(conn: &mut Connection, members: &mut [Box<dyn Member>]) -> Result<(),
         } else {
             Failure::Commit(e)
         }
-    })
+    })?;
+    Ok(signals)
 }
 
 fn message(e: &rusqlite::Error) -> lease_core::BoxError {
@@ -164,7 +242,10 @@ pub(crate) fn run(conn: &mut Connection, mut members: Vec<Box<dyn Member>>) {
     let mut retries = 0;
     loop {
         match attempt(conn, &mut members) {
-            Ok(()) => {
+            Ok(signals) => {
+                for (wakes, at) in signals {
+                    wakes.signal(at);
+                }
                 members.into_iter().for_each(|m| m.complete());
                 return;
             }

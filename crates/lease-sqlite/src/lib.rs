@@ -111,9 +111,10 @@ mod starts;
 mod steps;
 mod stores;
 mod tx;
+mod wake;
 
 pub use backend::SqliteBackend;
-pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, SqliteConfig};
+pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
 
 /// The SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo xtask
 /// bench`) can issue exactly these statements without the library as its raw baseline.

@@ -188,38 +188,40 @@ pub(crate) fn load_required(
     load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
 }
 
-/// Inserts a new record.
+/// Inserts a new record unless the id exists: `true` when it inserted.
 pub(crate) fn insert(
     conn: &Connection,
     namespace: &str,
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
-) -> OpResult<()> {
+) -> OpResult<bool> {
     let (claim_due_at, claimable_at) = claim_keys(r, policy);
-    conn.prepare_cached(
-        "INSERT INTO lease_executions (namespace, id, workflow, input, status, token,
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO lease_executions (namespace, id, workflow, input, status, token,
              lease_expires_at, due_at, wake_after_claim, unacknowledged,
              last_delivery_ended_at, ever_suspended, outcome, claim_due_at, claimable_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?
-    .execute(params![
-        namespace,
-        r.id.as_str(),
-        r.workflow.as_ref().map(WorkflowName::as_str),
-        r.input.as_ref().map(Json::as_str),
-        r.status.as_str(),
-        token_to_sql(r.token)?,
-        ms(r.lease_expires_at),
-        ms(r.due_at),
-        ms(r.wake_after_claim),
-        i64::from(r.unacknowledged_deliveries),
-        ms(r.last_delivery_ended_at),
-        r.ever_suspended,
-        outcome_text(r),
-        ms(claim_due_at),
-        ms(claimable_at),
-    ])?;
-    Ok(())
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT (namespace, id) DO NOTHING",
+        )?
+        .execute(params![
+            namespace,
+            r.id.as_str(),
+            r.workflow.as_ref().map(WorkflowName::as_str),
+            r.input.as_ref().map(Json::as_str),
+            r.status.as_str(),
+            token_to_sql(r.token)?,
+            ms(r.lease_expires_at),
+            ms(r.due_at),
+            ms(r.wake_after_claim),
+            i64::from(r.unacknowledged_deliveries),
+            ms(r.last_delivery_ended_at),
+            r.ever_suspended,
+            outcome_text(r),
+            ms(claim_due_at),
+            ms(claimable_at),
+        ])?;
+    Ok(inserted == 1)
 }
 
 fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
@@ -231,11 +233,12 @@ fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
 /// `$1 namespace, $2 id, $3 status, $4 token, $5 lease_expires_at, $6 due_at,
 /// $7 wake_after_claim, $8 unacknowledged, $9 last_delivery_ended_at, $10 ever_suspended,
 /// $11 outcome, $12 claim_due_at, $13 claimable_at`: writes back every mutable field.
+/// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
 pub(crate) const SAVE: &str =
     "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
                  due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
                  last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
-                 claim_due_at = ?12, claimable_at = ?13
+                 claim_due_at = ?12, claimable_at = ?13, corrupt = NULL
              WHERE namespace = ?1 AND id = ?2";
 
 /// Writes back every mutable field of a record loaded in the same transaction.

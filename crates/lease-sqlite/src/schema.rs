@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 const V1: &str = r#"
 CREATE TABLE lease_meta (
@@ -119,6 +119,30 @@ CREATE TABLE lease_starts (
     target     TEXT NOT NULL,
     PRIMARY KEY (namespace, request_id)
 ) WITHOUT ROWID;
+"#;
+
+/// Version 2 (issue 10): the wake log other processes watch, and the index a claim's
+/// horizon (earliest `claimable_at` of a namespace) seeks.
+const V2: &str = r#"
+CREATE TABLE lease_wake_log (
+    namespace TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    origin    INTEGER NOT NULL,
+    at        INTEGER NOT NULL,
+    PRIMARY KEY (namespace, seq)
+) WITHOUT ROWID;
+CREATE INDEX lease_executions_horizon
+    ON lease_executions (namespace, claimable_at)
+    WHERE claimable_at IS NOT NULL;
+"#;
+
+/// Version 3 (issue 11): quarantine of records a claim could not decode. `corrupt` holds
+/// the problem; a quarantined row has no claim columns, so claims and the horizon skip it.
+const V3: &str = r#"
+ALTER TABLE lease_executions ADD COLUMN corrupt TEXT;
+CREATE INDEX lease_executions_corrupt
+    ON lease_executions (namespace, id)
+    WHERE corrupt IS NOT NULL;
 "#;
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {

@@ -5,6 +5,8 @@ use lease_core::{RedeliveryPolicy, SharedClock, Timestamp};
 /// The per-handle context passed to every operation on the connection.
 #[derive(Debug)]
 pub(crate) struct Scope {
+    /// The database, for errors that name it.
+    pub(crate) location: String,
     /// The namespace column value of every row this handle reads or writes.
     pub(crate) namespace: String,
     /// The authoritative clock.

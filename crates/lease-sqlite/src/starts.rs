@@ -4,13 +4,20 @@ use lease_core::{Admission, ExecutionId, ExecutionRecord, LeaseError, StartReque
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{OpError, OpResult};
+use crate::group::Woken;
 use crate::rows;
 use crate::scope::Scope;
 
 /// `start`: a known request id returns its first target; otherwise admits the target (with
 /// workflow and input) and records the mapping in the same transaction. A target id that
 /// already exists is rejected with `InvalidInput`, changing nothing.
-pub(crate) fn start(conn: &Connection, scope: &Scope, request: &StartRequest) -> OpResult<Started> {
+///
+/// Wakes (issue 10) at the new target's claimable instant.
+pub(crate) fn start(
+    conn: &Connection,
+    scope: &Scope,
+    request: &StartRequest,
+) -> OpResult<Woken<Started>> {
     let known: Option<String> = conn
         .prepare_cached("SELECT target FROM lease_starts WHERE namespace = ?1 AND request_id = ?2")?
         .query_row(
@@ -21,10 +28,10 @@ pub(crate) fn start(conn: &Connection, scope: &Scope, request: &StartRequest) ->
     if let Some(target) = known {
         let target = ExecutionId::new(target)
             .map_err(|e| OpError::Corrupt(format!("stored start target is invalid: {e}")))?;
-        return Ok(Started {
+        return Ok(Woken::quiet(Started {
             target,
             created: false,
-        });
+        }));
     }
     if rows::load(conn, &scope.namespace, &request.target)?.is_some() {
         return Err(LeaseError::invalid(
@@ -37,7 +44,12 @@ pub(crate) fn start(conn: &Connection, scope: &Scope, request: &StartRequest) ->
         .workflow(request.workflow.clone())
         .input(request.input.clone());
     let record = ExecutionRecord::admitted(&admission, scope.now());
-    rows::insert(conn, &scope.namespace, &record, &scope.policy)?;
+    if !rows::insert(conn, &scope.namespace, &record, &scope.policy)? {
+        return Err(OpError::Corrupt(format!(
+            "execution {} appeared inside its transaction",
+            request.target
+        )));
+    }
     conn.prepare_cached(
         "INSERT INTO lease_starts (namespace, request_id, target) VALUES (?1, ?2, ?3)",
     )?
@@ -46,8 +58,11 @@ pub(crate) fn start(conn: &Connection, scope: &Scope, request: &StartRequest) ->
         request.request_id.as_str(),
         request.target.as_str()
     ])?;
-    Ok(Started {
-        target: request.target.clone(),
-        created: true,
-    })
+    Ok(Woken::at(
+        Started {
+            target: request.target.clone(),
+            created: true,
+        },
+        record.claimable_at(&scope.policy),
+    ))
 }

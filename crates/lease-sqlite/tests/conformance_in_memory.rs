@@ -13,6 +13,7 @@ pub struct InMemoryHarness(SqliteBackend);
 #[async_trait]
 impl lease_conformance::Harness for InMemoryHarness {
     type Backend = SqliteBackend;
+    const WAKEUPS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

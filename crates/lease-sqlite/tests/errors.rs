@@ -106,17 +106,25 @@ async fn rows_this_library_did_not_write_are_protocol_errors() {
         .await
         .expect_err("empty step key");
     assert!(matches!(err, LeaseError::Protocol { .. }), "{err:?}");
-    // A claim meeting a corrupt row fails as a whole and changes nothing.
+    // A claim skips corrupt rows (issue 11) and quarantines them for list_corrupt.
     let now = b.now().await.expect("now");
-    let err = b
+    let leases = b
         .claim_due(lease_core::ClaimRequest {
             now,
             limit: 10,
             duration: Duration::from_secs(30),
         })
         .await
-        .expect_err("corrupt candidate");
-    assert!(matches!(err, LeaseError::Protocol { .. }), "{err:?}");
+        .expect("corrupt candidates are skipped");
+    assert!(leases.is_empty(), "{leases:?}");
+    let corrupt: Vec<String> = b
+        .list_corrupt(10)
+        .await
+        .expect("list_corrupt")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(corrupt, ["bad-outcome", "bad-status", "bad-token"]);
 }
 
 #[tokio::test]
@@ -167,8 +175,9 @@ async fn a_failing_operation_does_not_disturb_its_commit_group() {
     }
 }
 
-/// A claim that meets a corrupt row after claiming others undoes those claims (its
-/// savepoint rolls back) while the operations grouped with it commit.
+/// A claim that fails after claiming others (its next token is not above a stored one)
+/// undoes those claims (its savepoint rolls back) while the operations grouped with it
+/// commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_half_done_claim_is_rolled_back_inside_its_group() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -182,10 +191,10 @@ async fn a_half_done_claim_is_rolled_back_inside_its_group() {
     Connection::open(&path)
         .expect("raw open")
         .execute(
-            "UPDATE lease_executions SET status = 'exploded' WHERE id = 'c-bad'",
+            "UPDATE lease_executions SET token = 5 WHERE id = 'c-bad'",
             [],
         )
-        .expect("corrupt");
+        .expect("a stored token above the counter");
     let admits: Vec<_> = (0..50)
         .map(|i| {
             let b = b.clone();
@@ -201,7 +210,7 @@ async fn a_half_done_claim_is_rolled_back_inside_its_group() {
         })
         .await;
     assert!(
-        matches!(claim, Err(LeaseError::Protocol { .. })),
+        matches!(claim, Err(LeaseError::TokenCounter { .. })),
         "{claim:?}"
     );
     for a in admits {

@@ -1,8 +1,8 @@
-//! Why [`crate::open`] could not open a backend.
+//! Why [`crate::open()`] could not open a backend.
 
 use lease_core::LeaseError;
 
-/// The error of [`crate::open`]: a URL it cannot use, a backend not compiled in, or the
+/// The error of [`crate::open()`]: a URL it cannot use, a backend not compiled in, or the
 /// backend's own failure to open.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

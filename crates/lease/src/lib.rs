@@ -18,7 +18,7 @@
 //! | `redis` | [`redis`] | Redis through Lua scripts |
 //! | `memory` | `memory` | the in-memory reference backend (tests) |
 //!
-//! [`open`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
+//! [`open()`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
 //!
 //! # Example
 //!
@@ -56,6 +56,53 @@
 //!         continue; // nothing changed; the current holder decides the outcome
 //!     }
 //! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Pickup and scheduling
+//!
+//! A [`Dispatcher`] claims, renews and acknowledges for you. It claims as soon as work is
+//! admitted (wake-ups across processes) or becomes due (a timer on the next claimable
+//! instant every claim reports), not at a poll; admissions can be scheduled and batched:
+//!
+//! ```
+//! use std::time::Duration;
+//! use lease::{Admission, Delivery, Dispatcher, DispatcherOptions, ExecutionId, Json, Reply,
+//!             WorkflowRunOutcome};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # if !cfg!(feature = "sqlite") { return Ok(()); }
+//! let backend = lease::open("sqlite::memory:").await?;
+//! let (tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
+//! let dispatcher = Dispatcher::start(backend.clone(), move |d: Delivery| {
+//!     let tx = tx.clone();
+//!     async move {
+//!         let _ = tx.send(d.execution_id().to_string());
+//!         Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(Json::parse("out", "true")?)))
+//!     }
+//! }, DispatcherOptions::new().concurrency(8))?;
+//!
+//! // Due now: a dispatcher in this process or any other starts it at once.
+//! backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
+//! assert_eq!(ran.recv().await.as_deref(), Some("order-42"));
+//!
+//! // Not claimable before a given instant of the backend clock.
+//! let at = backend.now().await?.saturating_add(Duration::from_millis(50));
+//! backend.admit(&Admission::new(ExecutionId::new("reminder-42")?).not_before(at)).await?;
+//! assert_eq!(ran.recv().await.as_deref(), Some("reminder-42"));
+//! assert!(backend.now().await? >= at);
+//!
+//! // Up to 1000 at once, atomically; bad input in any item admits nothing.
+//! let batch = (0..100)
+//!     .map(|i| ExecutionId::new(format!("import-{i:03}")).map(Admission::new))
+//!     .collect::<Result<Vec<_>, _>>()?;
+//! backend.admit_batch(&batch).await?;
+//! for _ in 0..100 {
+//!     assert!(ran.recv().await.is_some_and(|id| id.starts_with("import-")));
+//! }
+//! dispatcher.shutdown(Duration::from_secs(5)).await;
 //! # Ok(())
 //! # }
 //! ```

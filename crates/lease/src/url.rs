@@ -1,4 +1,4 @@
-//! Which backend a URL names (the scheme part of [`crate::open`]), and its namespace.
+//! Which backend a URL names (the scheme part of [`crate::open()`]), and its namespace.
 
 use std::path::PathBuf;
 

@@ -11,11 +11,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lease_conformance::history::{Op, OpKind, OpResult};
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
-    LeaseBackend, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite,
-    StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
+    Fenced, HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result, StartClient,
+    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
+    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::oplog::{OpLog, now_us};
@@ -179,6 +179,56 @@ impl ExecutionClient for Recorder {
             self.log_claims(start_us, duration_ms, claims.iter().map(|c| &c.lease));
         }
         result
+    }
+
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        let duration_ms = duration_ms(&request);
+        let start_us = now_us();
+        let result = self.inner.claim_due_with_horizon(request).await;
+        if let Ok(batch) = &result {
+            self.log_claims(
+                start_us,
+                duration_ms,
+                batch.claimed.iter().map(|c| &c.lease),
+            );
+        }
+        result
+    }
+
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let duration_ms = duration_ms(&next);
+        let (seq, op) = self.invoke_ack(&ack.lease, &ack.outcome);
+        let start_us = now_us();
+        let result = self.inner.acknowledge_and_claim(ack, next).await;
+        let logged = match &result {
+            Ok(r) => ack_result(&Ok(r.acknowledged.clone())),
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, logged);
+        if let Ok(r) = &result {
+            self.log_claims(
+                start_us,
+                duration_ms,
+                r.next.claimed.iter().map(|c| &c.lease),
+            );
+        }
+        result
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        self.inner.admit_batch(admissions).await
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.inner.wakeups()
+    }
+
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        self.inner.list_corrupt(limit).await
     }
 
     async fn renew(

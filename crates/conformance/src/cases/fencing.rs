@@ -343,7 +343,7 @@ struct PeerSide {
 
 /// Fencing "The check and the write will be atomic": a stale holder's step writes and
 /// acknowledgement race a peer's claim of its expired lease (separate connections, real
-/// tasks started by a barrier), [`STALE_RACE_ROUNDS`] times.
+/// tasks started by a barrier), `STALE_RACE_ROUNDS` times.
 ///
 /// In every round: exactly one of "the peer got a lease" and "the stale acknowledgement
 /// was accepted" happens; no stale call issued after the peer's claim returned is
@@ -573,7 +573,7 @@ const END_RACE_ROUNDS: usize = 200;
 
 /// Fencing "The check and the write will be atomic", for renew and release: the holder of
 /// an expired lease renews (even rounds) or releases (odd rounds) while a peer claims the
-/// execution, on separate connections, [`END_RACE_ROUNDS`] times. Exactly one side wins,
+/// execution, on separate connections, `END_RACE_ROUNDS` times. Exactly one side wins,
 /// and the record is the winner's: a lost renewal never moves the new holder's expiry, a
 /// lost release never ends the new delivery.
 pub async fn stale_renew_and_release_race_reclaim_atomically<H: Harness>(ctx: Arc<Ctx<H>>) {

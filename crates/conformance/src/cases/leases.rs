@@ -17,7 +17,7 @@ const CLAIM_RACE_ROUNDS: usize = 50;
 
 /// Row "Two dispatchers call claimDue concurrently for one due execution": exactly one
 /// receives a lease. Two peers (separate connections) claim at once from real tokio tasks
-/// released together by a barrier, for [`CLAIM_RACE_ROUNDS`] fresh executions.
+/// released together by a barrier, for `CLAIM_RACE_ROUNDS` fresh executions.
 pub async fn two_peers_claim_concurrently_exactly_one_lease<H: Harness>(ctx: Arc<Ctx<H>>) {
     let peers = [ctx.peer().await, ctx.peer().await];
     let mut last_token = None;

@@ -5,10 +5,13 @@
 //! name must be unique across these modules.
 
 pub mod bad_input;
+pub mod combined;
+pub mod differential;
 pub mod dispatcher;
 pub mod fencing;
 pub mod leases;
 pub mod pickup;
 pub mod redelivery;
+pub mod retention;
 pub mod semantics;
 pub mod store;

@@ -17,9 +17,13 @@ use crate::dispatcher::call::guarded;
 use crate::dispatcher::run::with_retries;
 use crate::dispatcher::runtime::Shared;
 use crate::error::LeaseError;
-use crate::execution::{Acknowledged, Acknowledgement, WorkflowRunOutcome};
+use crate::execution::{
+    AckAndClaim, Acknowledged, Acknowledgement, ClaimRequest, Claimed, WorkflowRunOutcome,
+};
 use crate::lease::Fenced;
 use crate::limits::MAX_ACK_BATCH;
+use crate::time::Timestamp;
+use tokio::time::Instant;
 
 /// The result a delivery gets for its acknowledgement: `None` when it failed (the lease is
 /// then left to expire and the execution delivered again).
@@ -51,7 +55,13 @@ impl AckQueue {
 }
 
 /// Acknowledges one delivery, directly when nothing is in flight, else in the next batch.
-pub(crate) async fn acknowledge(shared: &Arc<Shared>, ack: Acknowledgement) -> AckResult {
+/// A direct acknowledgement also claims the next due execution in the same atomic step
+/// (`acknowledge_and_claim`, issue 12) while the dispatcher is claiming: that claim comes
+/// back for this delivery's task to run in the same slot.
+pub(crate) async fn acknowledge(
+    shared: &Arc<Shared>,
+    ack: Acknowledgement,
+) -> (AckResult, Option<(Claimed, Instant)>) {
     let turn = {
         let mut state = shared.acks.lock();
         if state.in_flight {
@@ -64,13 +74,48 @@ pub(crate) async fn acknowledge(shared: &Arc<Shared>, ack: Acknowledgement) -> A
         }
     };
     match turn {
-        Err(queued) => queued.await.unwrap_or(None),
+        Err(queued) => (queued.await.unwrap_or(None), None),
         Ok(ack) => {
             // Leader: whatever happens to this future, the guard hands the queue on.
             let _handoff = Handoff(shared.clone());
-            send_one(shared, &ack).await
+            if shared.claiming() {
+                send_one_and_claim(shared, &ack).await
+            } else {
+                (send_one(shared, &ack).await, None)
+            }
         }
     }
+}
+
+/// `acknowledge_and_claim` with a claim of one (this delivery's slot), with retries of
+/// errors that certainly changed nothing. The claim feeds the claim loop's horizon; an
+/// empty one tells the claim loop that the freed slot needs no claim of its own.
+async fn send_one_and_claim(
+    shared: &Shared,
+    ack: &Acknowledgement,
+) -> (AckResult, Option<(Claimed, Instant)>) {
+    let request = ClaimRequest {
+        now: Timestamp::MAX,
+        limit: 1,
+        duration: shared.options.get_lease_duration(),
+    };
+    let sent = Instant::now();
+    let result = with_retries(shared, "acknowledge_and_claim", || {
+        guarded(
+            shared,
+            "acknowledge_and_claim",
+            shared.backend.acknowledge_and_claim(ack, request),
+        )
+    })
+    .await;
+    let Some(AckAndClaim { acknowledged, next }) = result else {
+        return (None, None);
+    };
+    let got = next.claimed.len();
+    shared.metrics.claim_call(got);
+    shared.claimed_by_ack(next.now, next.next_claimable_at, got);
+    let claimed = next.claimed.into_iter().next().map(|c| (c, sent));
+    (Some(acknowledged), claimed)
 }
 
 /// Runs when the leader is done (or its task was dropped): ends the in-flight state, or

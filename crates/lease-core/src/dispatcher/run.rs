@@ -70,17 +70,24 @@ pub(crate) async fn run_delivery(
     slot: SlotGuard,
     claim_sent: Instant,
 ) {
-    let span = tracing::info_span!(
-        "delivery",
-        execution_id = %claimed.lease.execution_id,
-        token = claimed.lease.token.get()
-    );
-    deliver(shared, claimed, slot, claim_sent)
-        .instrument(span)
-        .await;
+    let _slot = slot;
+    let mut next = Some((claimed, claim_sent));
+    // An acknowledgement that claimed the next execution hands it to this same task and
+    // slot: the lease is never held without a worker running it.
+    while let Some((claimed, sent)) = next.take() {
+        let span = tracing::info_span!(
+            "delivery",
+            execution_id = %claimed.lease.execution_id,
+            token = claimed.lease.token.get()
+        );
+        next = deliver(shared.clone(), claimed, sent)
+            .instrument(span)
+            .await;
+    }
 }
 
-async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_sent: Instant) {
+/// One delivery; returns the execution its acknowledgement claimed next, if any.
+async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> Next {
     let Claimed { lease, record } = claimed;
     tracing::info!(expires_at = lease.expires_at.as_millis(), "claim");
     let delivery = Delivery::new(
@@ -112,7 +119,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_
     let _ = (&mut renewal.0).await;
 
     if shared.killed.load(Ordering::SeqCst) {
-        return;
+        return None;
     }
     if let Ended::Returned(Err(DeliveryError::Lost)) = &ended {
         delivery.mark_lost();
@@ -120,7 +127,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_
     if delivery.is_lost() {
         shared.metrics.lost();
         tracing::warn!("lost: the delivery stopped with no acknowledgement");
-        return;
+        return None;
     }
     match ended {
         Ended::Cancelled | Ended::Returned(Err(DeliveryError::Cancelled)) => {
@@ -129,7 +136,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_
             }
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
-            acknowledge(&shared, &delivery.lease(), outcome).await;
+            return acknowledge(&shared, &delivery.lease(), outcome).await;
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
@@ -146,7 +153,11 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, _slot: SlotGuard, claim_
             release(&shared, &delivery.lease()).await;
         }
     }
+    None
 }
+
+/// The execution an acknowledgement claimed next, with the send time of that claim.
+type Next = Option<(Claimed, Instant)>;
 
 /// The local deadline of a lease claimed or renewed by a call sent at `sent`: the lease
 /// duration less the margin, on the monotonic clock (issue 11). The backend started the
@@ -232,12 +243,16 @@ fn renewal_error_is_permanent(e: &LeaseError) -> bool {
     e.is_bad_input() || matches!(e, LeaseError::Schema { .. })
 }
 
-async fn acknowledge(shared: &Arc<Shared>, lease: &ExecutionLease, outcome: WorkflowRunOutcome) {
+async fn acknowledge(
+    shared: &Arc<Shared>,
+    lease: &ExecutionLease,
+    outcome: WorkflowRunOutcome,
+) -> Next {
     let ack = Acknowledgement {
         lease: lease.clone(),
         outcome,
     };
-    let result = acks::acknowledge(shared, ack).await;
+    let (result, next) = acks::acknowledge(shared, ack).await;
     match result {
         Some(Fenced::Accepted(ack)) => {
             shared.metrics.acknowledged();
@@ -254,6 +269,7 @@ async fn acknowledge(shared: &Arc<Shared>, lease: &ExecutionLease, outcome: Work
         }
         None => {}
     }
+    next
 }
 
 async fn release(shared: &Shared, lease: &ExecutionLease) {

@@ -16,7 +16,7 @@ use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::Horizon;
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
-use crate::dispatcher::options::DispatcherOptions;
+use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
 use crate::dispatcher::run::{SlotGuard, run_delivery};
 use crate::dispatcher::worker::Worker;
 use crate::error::{LeaseError, Result};
@@ -43,6 +43,40 @@ pub(crate) struct Shared {
     grace: Mutex<Duration>,
     /// Acknowledgements waiting for the one in flight (sent as one batch).
     pub(crate) acks: AckQueue,
+    /// When the next claim is due (the claim loop's timer; acknowledgements that claimed
+    /// update it too).
+    horizon: Mutex<Horizon>,
+    /// A slot freed by a delivery whose acknowledgement already claimed (and found
+    /// nothing): the claim loop need not claim for it.
+    slot_claimed: AtomicBool,
+    /// `Dispatcher::wake` was called: claim even if `slot_claimed` says otherwise.
+    wake_forced: AtomicBool,
+}
+
+impl Shared {
+    /// The dispatcher still claims new work (not shutting down or dropped).
+    pub(crate) fn claiming(&self) -> bool {
+        !self.stop_claiming.is_cancelled() && !self.killed.load(Ordering::SeqCst)
+    }
+
+    /// An acknowledgement claimed `got` executions at backend clock `now`, seeing `next` as
+    /// the next claimable instant.
+    pub(crate) fn claimed_by_ack(
+        &self,
+        now: Option<Timestamp>,
+        next: Option<Timestamp>,
+        got: usize,
+    ) {
+        self.lock_horizon()
+            .claimed(now, next, Instant::now(), got == 0);
+        if got == 0 {
+            self.slot_claimed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn lock_horizon(&self) -> std::sync::MutexGuard<'_, Horizon> {
+        self.horizon.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What a graceful shutdown did.
@@ -107,6 +141,9 @@ impl Dispatcher {
             killed: AtomicBool::new(false),
             grace: Mutex::new(Duration::ZERO),
             acks: AckQueue::default(),
+            horizon: Mutex::default(),
+            slot_claimed: AtomicBool::new(false),
+            wake_forced: AtomicBool::new(false),
         });
         let main = handle.spawn(claim_loop(shared.clone()).instrument(tracing::info_span!(
             "dispatcher",
@@ -135,6 +172,7 @@ impl Dispatcher {
 
     /// Makes the claim loop look for due executions now instead of at its next poll.
     pub fn wake(&self) {
+        self.shared.wake_forced.store(true, Ordering::SeqCst);
         self.shared.wake.notify_one();
     }
 
@@ -196,8 +234,8 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     let opts = shared.options;
     let wakeups = shared.backend.wakeups();
     let backstop = opts.get_backstop(wakeups.is_some());
-    let mut horizon = Horizon::default();
     let mut failures = 0u32;
+    let mut polled = Instant::now();
     loop {
         while deliveries.try_join_next().is_some() {}
         if shared.stop_claiming.is_cancelled() {
@@ -213,6 +251,13 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
                 () = shared.stop_claiming.cancelled() => break,
             }
         }
+        if skip_claim_for_freed_slot(&shared) {
+            // The acknowledgement that freed the slot claimed already and found nothing.
+            if !wait_for_claim(&shared, wakeups.as_ref(), polled + backstop).await {
+                break;
+            }
+            continue;
+        }
         let want = free.min(opts.get_claim_batch());
         let mut got = 0;
         let sent = Instant::now();
@@ -220,7 +265,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             Ok(batch) => {
                 got = batch.claimed.len();
                 failures = 0;
-                horizon.claimed(
+                shared.lock_horizon().claimed(
                     batch.now,
                     batch.next_claimable_at,
                     Instant::now(),
@@ -242,12 +287,12 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             // Everything asked for was due: more may be. Claim again without waiting.
             continue;
         }
-        let polled = Instant::now();
+        polled = Instant::now();
         let keep_going = if failures > 0 {
             // A failing backend is retried with backoff, never at the pace of wake-ups.
             pause(&shared, error_backoff(failures).min(backstop)).await
         } else {
-            wait_for_claim(&shared, &mut horizon, wakeups.as_ref(), polled + backstop).await
+            wait_for_claim(&shared, wakeups.as_ref(), polled + backstop).await
         };
         if !keep_going {
             break;
@@ -256,17 +301,29 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     drain(&shared, deliveries).await
 }
 
+/// True when the slot just freed needs no claim: its acknowledgement claimed (and found
+/// nothing), no wake-up or `Dispatcher::wake` came since, and the horizon is not due.
+fn skip_claim_for_freed_slot(shared: &Shared) -> bool {
+    let claimed = shared.slot_claimed.swap(false, Ordering::SeqCst);
+    let forced = shared.wake_forced.swap(false, Ordering::SeqCst);
+    claimed
+        && !forced
+        && shared
+            .lock_horizon()
+            .deadline(Instant::now() + DEFAULT_BACKSTOP)
+            > Instant::now()
+}
+
 /// Sleeps until the next claim is due: the earliest claimable instant known (from the last
 /// claim or a wake-up), the backstop poll, a freed slot or [`Dispatcher::wake`]. `false` when
 /// the dispatcher stops claiming.
 async fn wait_for_claim(
     shared: &Shared,
-    horizon: &mut Horizon,
     wakeups: Option<&WakeReceiver>,
     backstop: Instant,
 ) -> bool {
     loop {
-        let deadline = horizon.deadline(backstop);
+        let deadline = shared.lock_horizon().deadline(backstop);
         if deadline <= Instant::now() {
             return true;
         }
@@ -276,7 +333,7 @@ async fn wait_for_claim(
             () = shared.wake.notified() => return true,
             at = next_wakeup(wakeups) => {
                 shared.metrics.wakeup();
-                horizon.signalled(at);
+                shared.lock_horizon().signalled(at);
             }
             () = tokio::time::sleep_until(deadline) => return true,
         }

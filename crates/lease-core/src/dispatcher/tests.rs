@@ -418,3 +418,47 @@ async fn step_never_returns_a_not_done_value() {
     assert_eq!(replayed, "receipt-1");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+/// Issue 12: at concurrency 1 each acknowledgement claims the next execution in the same
+/// call (`acknowledge_and_claim`), so N executions cost one claim call of the loop plus N
+/// acknowledgement-claims, and the slot the last one frees is not claimed for again.
+#[tokio::test]
+async fn acknowledgements_claim_the_next_execution_at_low_concurrency() {
+    let (_clock, b) = setup();
+    for i in 0..5 {
+        b.admit(&Admission::new(id(&format!("e-{i}"))))
+            .await
+            .expect("admit");
+    }
+    let worker =
+        |_d: Delivery| async { Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(json("1")))) };
+    let dispatcher = Dispatcher::start(
+        Arc::new(b.clone()),
+        worker,
+        options()
+            .concurrency(1)
+            .poll_interval(Duration::from_secs(3600)),
+    )
+    .expect("start");
+    let m = dispatcher.metrics();
+    wait_until("all five acknowledged", || {
+        m.snapshot().acknowledgements == 5
+    })
+    .await;
+    let report = dispatcher.shutdown(LEASE).await;
+    assert_eq!(report.metrics.claims, 5);
+    assert_eq!(report.metrics.max_in_flight, 1);
+    assert_eq!(
+        report.metrics.claim_calls, 6,
+        "one claim by the loop, then one acknowledge_and_claim per execution: {:?}",
+        report.metrics
+    );
+    for i in 0..5 {
+        let r = b
+            .get(&id(&format!("e-{i}")))
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(r.status, ExecutionStatus::Completed);
+    }
+}

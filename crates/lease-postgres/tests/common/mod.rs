@@ -63,9 +63,67 @@ pub struct PostgresHarness {
     backend: PostgresBackend,
 }
 
+/// Terminates, on the server, every wake-up listener connection of `backend`'s schema
+/// (found by the listener's `application_name`); the number terminated.
+pub async fn kill_listeners_of(backend: &PostgresBackend) -> usize {
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(backend.listener_application_name())
+    .fetch_one(backend.pool())
+    .await
+    .expect("terminate listeners");
+    usize::try_from(killed).expect("a count")
+}
+
+/// [`kill_listeners_of`], polling (10 s deadline) until there was at least one to kill: a
+/// listener is started by the first `wakeups()` call and connects asynchronously.
+pub async fn kill_listeners_when_connected(backend: &PostgresBackend) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let killed = kill_listeners_of(backend).await;
+        if killed > 0 || std::time::Instant::now() > deadline {
+            return killed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits (10 s deadline) until `backend`'s wake-up listener has run its LISTEN: from then
+/// on every committed notification reaches it.
+pub async fn wait_until_listening(backend: &PostgresBackend) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE application_name = $1 AND state = 'idle' AND query LIKE 'LISTEN %'",
+        )
+        .bind(backend.listener_application_name())
+        .fetch_one(backend.pool())
+        .await
+        .expect("pg_stat_activity");
+        if listening > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wake-up listener never listened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 #[async_trait]
 impl lease_conformance::Harness for PostgresHarness {
     type Backend = PostgresBackend;
+
+    const WAKEUPS: bool = true;
+    const KILLABLE_LISTENER: bool = true;
+
+    async fn kill_listeners(&self) -> Result<bool> {
+        Ok(kill_listeners_when_connected(&self.backend).await > 0)
+    }
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let backend = PostgresBackend::connect(config(clock, policy)).await?;

@@ -1,7 +1,11 @@
 -- acknowledge(lease, outcome), fenced: ends a held delivery with an outcome.
--- ARGV[3] id, ARGV[4] token, ARGV[5] 'suspended' | 'completed' | 'failed', ARGV[6] value JSON.
+-- ARGV[3] id, ARGV[4] token, ARGV[5] 'suspended' | 'completed' | 'failed', ARGV[6] value JSON,
+-- ARGV[7] wake publish command (see publish_wake).
 -- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+-- Publishes the record's claimable instant when the outcome leaves it due (suspended with a
+-- wake requested during the delivery).
 local held, r = lease_on(ARGV[3], ARGV[4])
 if held ~= 'held' then return {held} end
 acknowledge(r, ARGV[5], ARGV[6], clock_now())
+publish_wake(ARGV[7], (claimable_at(r)))
 return {'ok'}

@@ -1,20 +1,23 @@
 -- acknowledge_batch(acks), fenced per item: every item is checked before anything is
 -- written; then each held item is acknowledged exactly as acknowledge does, all at one now.
--- ARGV[3..] four arguments per item, in order: id, token,
--- 'suspended' | 'completed' | 'failed', value JSON ('' for suspended). No id twice.
+-- ARGV[3] wake publish command (see publish_wake), ARGV[4..] four arguments per item, in
+-- order: id, token, 'suspended' | 'completed' | 'failed', value JSON ('' for suspended).
+-- No id twice.
 -- Reply: {'ok', result1, result2, ...} with each result 'ok' (applied) or 'lost'
 -- (unchanged); or, when an item is refused, nothing written and {word, i} naming the
 -- first refused item (1-based): 'unknown' | 'zero' | 'foreign' | 'twice' (an id already in
 -- the batch) | 'args' (the arguments are not whole items).
-if (#ARGV - 2) % 4 ~= 0 then return {'args', fmt(#ARGV)} end
-local n = (#ARGV - 2) / 4
+-- Publishes the earliest claimable instant among the acknowledged records that stay due
+-- (one message per batch).
+if (#ARGV - 3) % 4 ~= 0 then return {'args', fmt(#ARGV)} end
+local n = (#ARGV - 3) / 4
 local records = {}
 local seen = {}
 for i = 1, n do
-  local id = ARGV[4 * i - 1]
+  local id = ARGV[4 * i]
   if seen[id] then return {'twice', fmt(i)} end
   seen[id] = true
-  local held, r = lease_on(id, ARGV[4 * i])
+  local held, r = lease_on(id, ARGV[4 * i + 1])
   if held == 'held' then
     records[i] = r
   elseif held ~= 'lost' then
@@ -23,13 +26,16 @@ for i = 1, n do
 end
 local now = clock_now()
 local out = {'ok'}
+local earliest = nil
 for i = 1, n do
   local r = records[i]
   if r then
-    acknowledge(r, ARGV[4 * i + 1], ARGV[4 * i + 2], now)
+    acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
+    earliest = min_opt(earliest, (claimable_at(r)))
     out[i + 1] = 'ok'
   else
     out[i + 1] = 'lost'
   end
 end
+publish_wake(ARGV[3], earliest)
 return out

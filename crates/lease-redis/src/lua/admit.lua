@@ -1,11 +1,17 @@
--- admit(id): create admitted and due now unless it exists (idempotent by identity).
--- ARGV[3] id, ARGV[4] workflow ('' = none), ARGV[5] input JSON ('' = none).
+-- admit(admission): create admitted, due now or at its not_before, unless it exists
+-- (idempotent by identity; an existing record is returned unchanged).
+-- ARGV[3] id, ARGV[4] workflow ('' = none), ARGV[5] input JSON ('' = none),
+-- ARGV[6] not_before ms ('' = due now), ARGV[7] wake publish command (see publish_wake).
 -- Reply: {now} when created (the client knows the new record), else {now, HGETALL}.
+-- Publishes the new record's due time when it created one.
 check_key_types()
 local now = clock_now()
 local key = k_exec(ARGV[3])
 if redis.call('EXISTS', key) == 0 then
-  create(ARGV[3], ARGV[4], ARGV[5], now)
+  local due = now
+  if ARGV[6] ~= nil and ARGV[6] ~= '' then due = tonumber(ARGV[6]) end
+  create(ARGV[3], ARGV[4], ARGV[5], due)
+  publish_wake(ARGV[7], due)
   return {fmt(now)}
 end
 return {fmt(now), redis.call('HGETALL', key)}

@@ -22,9 +22,10 @@ local function fmt(n) return string.format('%.0f', n) end
 -- LeaseError::Protocol by the client.
 local function corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
 
--- The integer stored in field `field` of execution `id`.
+-- The integer stored in field `field` of execution `id` (at most 16 digits: every stored
+-- number is below 2^53).
 local function int(s, id, field)
-  if not s or not string.match(s, '^%-?%d+$') then
+  if not s or #s > 17 or not string.match(s, '^%-?%d+$') then
     corrupt('execution ' .. id .. ': ' .. field)
   end
   return tonumber(s)
@@ -38,11 +39,12 @@ local function clock_now()
 end
 
 -- The keys a record-changing script may write besides the records: the four index sorted
--- sets and the token counter. Checked before the script's first write, so a foreign key of
+-- sets, the corrupt list (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
 -- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
 -- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
 local function check_key_types()
-  local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset', token = 'string'}
+  local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
+    corrupt = 'zset', corrupt_why = 'hash', token = 'string'}
   for name, kind in pairs(want) do
     local t = redis.call('TYPE', P .. name)
     t = t.ok or t
@@ -64,9 +66,22 @@ local function check_lease(r, token_s)
   return 'lost'
 end
 
--- A new admitted execution, due now (always ready: no delivery yet, so no gate).
-local function create(id, workflow, input, now)
-  local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(now)}
+-- Wake-ups (issue 10): tells every listening dispatcher that an execution is claimable from
+-- backend-clock instant `at` (ExecutionRecord::claimable_at of the record the script just
+-- wrote), on the channel `<prefix>wake`, which carries the namespace's hash tag. `cmd` is
+-- the publish command chosen at connect from the server version: 'SPUBLISH' (Redis >= 7:
+-- sharded, the message stays in the namespace's slot), 'PUBLISH', or '' (no listener can
+-- exist: nothing is sent). Called once per script, after its writes; a failed publish is
+-- ignored (pcall), because correctness never rests on a wake-up.
+local function publish_wake(cmd, at)
+  if at == nil or (cmd ~= 'SPUBLISH' and cmd ~= 'PUBLISH') then return end
+  redis.pcall(cmd, P .. 'wake', fmt(at))
+end
+
+-- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
+-- admission's not_before).
+local function create_record(id, workflow, input, due)
+  local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
   if workflow ~= '' then
     fields[#fields + 1] = 'wf'
     fields[#fields + 1] = workflow
@@ -76,5 +91,12 @@ local function create(id, workflow, input, now)
     fields[#fields + 1] = input
   end
   redis.call('HSET', k_exec(id), unpack(fields))
-  redis.call('ZADD', P .. 'ready', fmt(now), id)
+end
+
+-- A new admitted execution due at `due`: always in ready, scored by `due` (no delivery yet,
+-- so no redelivery gate; a claim takes only members scored at or before its now, so a
+-- scheduled execution is not claimable before its time).
+local function create(id, workflow, input, due)
+  create_record(id, workflow, input, due)
+  redis.call('ZADD', P .. 'ready', fmt(due), id)
 end

@@ -3,6 +3,9 @@ local K_READY = P .. 'ready'
 local K_WAITING = P .. 'waiting'
 local K_RUNNING = P .. 'running'
 local K_FAILING = P .. 'failing'
+-- Records a claim found it cannot use (issue 11): ids by id (score 0), and their problems.
+local K_CORRUPT = P .. 'corrupt'
+local K_CORRUPT_WHY = P .. 'corrupt_why'
 
 -- Every script that changes records checks its other keys' types first.
 check_key_types()
@@ -50,6 +53,11 @@ local function load(id)
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
+  -- What the client decodes as u64 / u32, and what Lua holds exactly.
+  if r.tk < 0 or r.tk > 9007199254740991 then corrupt('execution ' .. id .. ': token') end
+  if r.un < 0 or r.un > 4294967295 then
+    corrupt('execution ' .. id .. ': unacknowledged deliveries')
+  end
   return r
 end
 
@@ -89,30 +97,36 @@ local function save(r, old, extra)
   if #del > 0 then redis.call('HDEL', k_exec(r.id), unpack(del)) end
 end
 
+-- ExecutionRecord::claimable_at of the stored record `r`: the instant from which it is
+-- claimable if nothing else happens (for a running delivery: once its lease expired and the
+-- delay then owed passed; otherwise its due time, or the end of its redelivery delay if
+-- later), and the due time it is ordered by. nil, nil when terminal or not due.
+local function claimable_at(r)
+  if r.st == 'running' then
+    local due = min_opt(r.du, r.wk)
+    if due == nil then return nil, nil end
+    return math.max(due, r.le + delay(r.un + 1)), due
+  end
+  if terminal(r.st) or r.du == nil then return nil, nil end
+  local at = r.du
+  if r.un > 0 and r.ld ~= nil then at = math.max(at, r.ld + delay(r.un)) end
+  return at, r.du
+end
+
 -- Where a stored state belongs:
 --   run:  running executions, scored by lease expiry (list_failing finds expired ones);
 --   fail: executions with unacknowledged deliveries, scored -count (most failing first,
 --         then id, since equal scores sort by member);
---   due:  'ready' when due and the redelivery gate (if any) is open by the due time, scored
---         by due_at, so claim order is (due_at, id); 'waiting' when the claimable instant
---         max(due_at, gate) lies after due_at, scored by that instant (claim_due moves it
---         to ready once passed). A running execution's gate is its lease expiry plus the
---         delay it will then owe.
+--   due:  'ready' when claimable from its due time (claimable_at = due), scored by due_at,
+--         so claim order is (due_at, id); 'waiting' when claimable_at lies after due_at,
+--         scored by claimable_at (claim_due moves it to ready once passed).
+-- Either way a member's score is never later than its claimable_at, which is what makes the
+-- claim's horizon (the first score of each set) a safe lower bound.
 local function slots(r)
   local s = {}
   if r.st == 'running' then s.run = r.le end
   if r.un > 0 then s.fail = -r.un end
-  local due, at = nil, nil
-  if r.st == 'running' then
-    due = min_opt(r.du, r.wk)
-    if due ~= nil then at = math.max(due, r.le + delay(r.un + 1)) end
-  elseif not terminal(r.st) then
-    due = r.du
-    if due ~= nil then
-      at = due
-      if r.un > 0 and r.ld ~= nil then at = math.max(due, r.ld + delay(r.un)) end
-    end
-  end
+  local at, due = claimable_at(r)
   if at ~= nil then
     if at <= due then
       s.due = 'ready'

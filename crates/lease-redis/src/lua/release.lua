@@ -1,5 +1,7 @@
 -- release(lease), fenced: ends a held delivery unacknowledged at now.
--- ARGV[3] id, ARGV[4] token. Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+-- ARGV[3] id, ARGV[4] token, ARGV[5] wake publish command (see publish_wake).
+-- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+-- Publishes the end of the redelivery delay (the record's new claimable instant).
 local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
@@ -13,4 +15,5 @@ r.le = nil
 if r.es then r.st = 'suspended' else r.st = 'admitted' end
 save(r, old)
 place(r, old)
+publish_wake(ARGV[5], (claimable_at(r)))
 return {'ok'}

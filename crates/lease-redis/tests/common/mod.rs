@@ -188,3 +188,50 @@ pub async fn snapshot(backend: &RedisBackend) -> BTreeMap<String, String> {
 pub async fn key_count(backend: &RedisBackend) -> usize {
     snapshot(backend).await.len()
 }
+
+/// Kills, with `CLIENT KILL ID`, every connection named `name` (`CLIENT LIST`), as an
+/// operator or a network fault would; `true` when it killed at least one.
+pub async fn kill_connections_named(name: &str) -> redis::RedisResult<bool> {
+    let mut conn = admin().await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await?;
+    let mut killed = false;
+    for id in connection_ids_named(&list, name) {
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut conn)
+            .await?;
+        killed |= n > 0;
+    }
+    Ok(killed)
+}
+
+/// The ids of the `CLIENT LIST` entries whose name is exactly `name`.
+pub fn connection_ids_named(list: &str, name: &str) -> Vec<String> {
+    list.lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|f| f.strip_prefix("name=") == Some(name))
+        })
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix("id="))
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The number of connections named `name`.
+pub async fn connections_named(name: &str) -> usize {
+    let mut conn = admin().await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .expect("client list");
+    connection_ids_named(&list, name).len()
+}

@@ -1,0 +1,100 @@
+//! `admit_batch`: every admission of a batch in one script (issue 10), each exactly as
+//! `admit` would (created unless its id exists, due now or at its `not_before`).
+
+use lease_core::execution::check_admit_batch;
+use lease_core::{Admission, ExecutionRecord, LeaseError, Result, Timestamp};
+use redis::Value;
+
+use crate::backend::RedisBackend;
+use crate::errors::{Access, BACKEND};
+use crate::execution::admission_args;
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+impl RedisBackend {
+    /// Admits `admissions` in one script after `check_admit_batch` (too many items, an id
+    /// twice or a scheduled instant out of range: `InvalidInput`, nothing sent). Records come
+    /// back in the items' order: a created one as `ExecutionRecord::admitted` at the script's
+    /// clock, an existing one as stored (effective at that clock).
+    ///
+    /// An existing record that does not decode is `Protocol` when the batch created nothing,
+    /// and `OutcomeUnknown` (saying which items were created) when it did, so that an error
+    /// other than `OutcomeUnknown` always means nothing was admitted.
+    pub(crate) async fn admit_many(
+        &self,
+        admissions: &[Admission],
+    ) -> Result<Vec<ExecutionRecord>> {
+        const OP: &str = "admit_batch";
+        check_admit_batch(admissions)?;
+        if admissions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encoded: Vec<_> = admissions.iter().map(admission_args).collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 4 * encoded.len());
+        args.push(self.publish_word());
+        for (id, workflow, input, not_before) in &encoded {
+            args.extend([
+                id.as_bytes(),
+                workflow.as_bytes(),
+                input.as_bytes(),
+                not_before.as_bytes(),
+            ]);
+        }
+        let v = self
+            .eval(OP, Access::Write, &SCRIPTS.admit_batch, &args)
+            .await?;
+        let reply = Reply::new(OP);
+        let mut items = reply.array(v)?.into_iter();
+        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
+        let now = Timestamp::from_millis(now);
+        if items.len() != admissions.len() {
+            return Err(reply.unexpected(&format!("{} results", items.len())));
+        }
+        let results: Vec<(bool, Result<ExecutionRecord>)> = admissions
+            .iter()
+            .zip(items)
+            .map(|(admission, v)| decode_item(reply, admission, now, v))
+            .collect();
+        let created = results.iter().filter(|(created, _)| *created).count();
+        let mut records = Vec::with_capacity(results.len());
+        for (i, (_, record)) in results.into_iter().enumerate() {
+            match record {
+                Ok(r) => records.push(r),
+                Err(e) if created == 0 => return Err(e),
+                Err(e) => {
+                    return Err(LeaseError::OutcomeUnknown {
+                        backend: BACKEND,
+                        operation: OP,
+                        source: format!(
+                            "{created} of {} items were admitted, but the existing record of \
+                             item {i} cannot be read: {e}",
+                            admissions.len()
+                        )
+                        .into(),
+                    });
+                }
+            }
+        }
+        Ok(records)
+    }
+}
+
+/// One item of the reply: `(created, record)`; the integer 1 marks a record the script
+/// created, anything else is the existing record's `HGETALL`.
+fn decode_item(
+    reply: Reply,
+    admission: &Admission,
+    now: Timestamp,
+    v: Value,
+) -> (bool, Result<ExecutionRecord>) {
+    match v {
+        Value::Int(1) => (true, Ok(ExecutionRecord::admitted(admission, now))),
+        fields => (
+            false,
+            reply
+                .record(admission.id.clone(), fields)
+                .and_then(|r| r.ok_or_else(|| reply.unexpected("an empty record")))
+                .map(|r| r.effective(now)),
+        ),
+    }
+}
