@@ -22,8 +22,8 @@ use tokio::sync::mpsc;
 
 use crate::error::{BenchError, Result, raw};
 
-/// The SQLite backend's default watcher poll (`lease_sqlite::DEFAULT_WAKE_POLL`).
-pub const SQLITE_WAKE_POLL: Duration = Duration::from_millis(5);
+/// The SQLite backend's default watcher poll.
+pub const SQLITE_WAKE_POLL: Duration = lease_sqlite::DEFAULT_WAKE_POLL;
 
 /// Latencies (ms) of `n` bare NOTIFY -> LISTEN deliveries.
 pub async fn postgres(url: &str, n: usize, every: Duration) -> Result<Vec<f64>> {
