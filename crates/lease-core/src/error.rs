@@ -25,7 +25,8 @@ pub enum LeaseError {
         /// Why it was rejected.
         reason: String,
     },
-    /// A JSON payload is larger than [`crate::limits::MAX_PAYLOAD_BYTES`].
+    /// A JSON payload's canonical text is larger than [`crate::limits::MAX_PAYLOAD_BYTES`],
+    /// or its raw input larger than [`crate::limits::MAX_JSON_INPUT_BYTES`].
     #[error("{field} is {size} bytes, over the limit of {max} bytes")]
     PayloadTooLarge {
         /// Which payload.

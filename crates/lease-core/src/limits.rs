@@ -4,8 +4,17 @@ use std::time::Duration;
 
 /// Longest id, step key, store id, store key, request id or workflow name, in bytes.
 pub const MAX_ID_BYTES: usize = 255;
-/// Largest JSON payload (step response, outcome, input, store value), in bytes.
+/// Largest JSON payload (step response, outcome, input, store value), in bytes of its
+/// canonical text (what is stored and compared), not of the text the caller passed.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Largest JSON text `Json::parse` reads, in bytes (4 x [`MAX_PAYLOAD_BYTES`]): room for
+/// pretty-printing and escapes around a payload at the limit, while bounding the work done
+/// on input that is refused anyway.
+pub const MAX_JSON_INPUT_BYTES: usize = 4 * MAX_PAYLOAD_BYTES;
+/// Deepest nesting of arrays and objects in a JSON payload (`[[1]]` is 2 deep). Half of
+/// serde_json's recursion limit (128, which reads at most 127 levels), so a payload at the
+/// limit still parses inside an envelope of up to 63 more levels.
+pub const MAX_JSON_DEPTH: usize = 64;
 /// Largest `limit` accepted by `claim_due`.
 pub const MAX_CLAIM_LIMIT: usize = 1000;
 /// Most acknowledgements accepted by one `acknowledge_batch`.

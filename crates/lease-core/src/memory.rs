@@ -240,10 +240,10 @@ impl ExecutionClient for MemoryBackend {
         let mut s = self.lock();
         let record = s.execution(id)?;
         record.request_wake(at);
-        if record.status != crate::ExecutionStatus::Running {
-            let record = record.clone();
-            self.signal(&record);
-        }
+        // A live delivery only arms timers (its claimable instant is its expiry); an expired
+        // one may be claimable at once.
+        let record = record.clone();
+        self.signal(&record);
         Ok(())
     }
 

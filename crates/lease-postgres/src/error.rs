@@ -179,6 +179,14 @@ fn statement_failed(operation: &'static str, error: sqlx::Error) -> Verdict {
         // retry, but repeating a timed-out statement here would only multiply the wait.
         "57014" | "55P03" | "25P03" => Verdict::Fail(unavailable(error)),
         c if c.starts_with("53") => Verdict::Fail(unavailable(error)),
+        // The claim met a token not above a stored one (LT001, raised by the schema's
+        // `token_counter_behind`), or the sequence is used up (sequence_generator_limit_
+        // exceeded, from nextval): rolled back, and no retry can help. The caller names the
+        // schema.
+        TOKEN_COUNTER_BEHIND | SEQUENCE_EXHAUSTED => Verdict::Fail(LeaseError::TokenCounter {
+            location: String::from("postgres schema"),
+            reason: database_message(&error),
+        }),
         // invalid_schema_name, undefined_table, undefined_function: the schema is gone or
         // damaged (dropped under a running backend).
         "3F000" | "42P01" | "42883" => Verdict::Fail(LeaseError::Schema {
@@ -190,6 +198,30 @@ fn statement_failed(operation: &'static str, error: sqlx::Error) -> Verdict {
             operation,
             source: Box::new(error),
         }),
+    }
+}
+
+/// SQLSTATE of the claim's refusal to issue a token not above a stored one (migration v4).
+const TOKEN_COUNTER_BEHIND: &str = "LT001";
+/// SQLSTATE sequence_generator_limit_exceeded: `nextval` reached the sequence's maximum.
+const SEQUENCE_EXHAUSTED: &str = "2200H";
+
+/// The server's message of a database error (the driver's text otherwise).
+fn database_message(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// `error` with the schema named where the classification could not know it.
+pub(crate) fn in_schema(error: LeaseError, schema: &str) -> LeaseError {
+    match error {
+        LeaseError::TokenCounter { reason, .. } => LeaseError::TokenCounter {
+            location: format!("postgres schema {schema:?}"),
+            reason,
+        },
+        other => other,
     }
 }
 

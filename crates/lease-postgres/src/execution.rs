@@ -9,9 +9,9 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, ExecutionClient,
-    ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, Result,
-    Timestamp, WakeReceiver, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced,
+    FencingToken, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
@@ -123,6 +123,47 @@ fn admit_params(a: &Admission) -> (&str, Option<&str>, Option<&str>, Option<i64>
         a.input.as_ref().map(|i| i.as_str()),
         a.not_before.map(Timestamp::as_millis),
     )
+}
+
+/// The acknowledge-batch statement's rows as (fence check or `None` for an unknown
+/// execution, applied?) per item, checking there is one row per item in item order.
+fn batch_verdicts(found: &[PgRow], items: usize) -> Result<Vec<(Option<FenceCheck>, bool)>> {
+    const OP: &str = "acknowledge_batch";
+    if found.len() != items {
+        return Err(protocol(
+            OP,
+            format!("{} rows for {} items", found.len(), items),
+        ));
+    }
+    let mut verdicts = Vec::with_capacity(items);
+    for (i, row) in found.iter().enumerate() {
+        let ord: i64 = col(row, 0, OP)?;
+        if usize::try_from(ord).ok() != Some(i + 1) {
+            return Err(protocol(OP, format!("row {i} is item {ord}")));
+        }
+        let check = FenceCheck::decode_optional(row, 1, OP)?;
+        let applied: bool = col(row, 3, OP)?;
+        verdicts.push((check, applied));
+    }
+    Ok(verdicts)
+}
+
+/// An error found in the reply of a write statement that committed: the caller must not
+/// read it as "nothing was applied" (the contract of every error but `OutcomeUnknown`), so a
+/// reply that cannot be interpreted becomes [`lease_core::LeaseError::OutcomeUnknown`].
+fn after_commit(error: lease_core::LeaseError) -> lease_core::LeaseError {
+    match error {
+        lease_core::LeaseError::Protocol {
+            backend,
+            operation,
+            reason,
+        } => lease_core::LeaseError::OutcomeUnknown {
+            backend,
+            operation,
+            source: format!("the statement committed but its reply is unreadable: {reason}").into(),
+        },
+        other => other,
+    }
 }
 
 /// One claimed row: its lease and the record as the claim left it.
@@ -262,6 +303,35 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
+    /// Rows no claim takes because they cannot be decoded (migration v5's `record_problem`:
+    /// an id or workflow name no `ExecutionId`/`WorkflowName` can hold, an unknown status, a
+    /// negative token, an unacknowledged count beyond `u32`, a terminal row without an
+    /// outcome), by id (issue 11). A full scan, for operators.
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        const OP: &str = "list_corrupt";
+        check_limit("list limit", limit)?;
+        let sql = &self.inner.sql.list_corrupt;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found = self
+            .run(OP, Effect::Read, |mut conn| async move {
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await;
+                settle(r, &mut conn)
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                Ok(CorruptRecord {
+                    id: col(row, 0, OP)?,
+                    problem: col(row, 1, OP)?,
+                })
+            })
+            .collect()
+    }
+
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let sql = &self.inner.sql.request_wake;
         let key = id.as_str();
@@ -300,6 +370,10 @@ impl ExecutionClient for PostgresBackend {
     /// claim left them, the clock it ran at, and the earliest `claimable_at` after it over
     /// the schema's non-terminal executions (an index seek), in one round trip. The claim
     /// notifies its new leases' earliest `claimable_at` (expiry + redelivery delay).
+    ///
+    /// Issue 11: a token not above an execution's stored token (the sequence was reset or
+    /// restored behind the tokens issued) and a used-up sequence are
+    /// [`lease_core::LeaseError::TokenCounter`], with nothing claimed.
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let sql = &self.inner.sql.claim;
@@ -323,7 +397,8 @@ impl ExecutionClient for PostgresBackend {
                     settle(r, &mut conn)
                 }
             })
-            .await?;
+            .await
+            .map_err(|e| crate::error::in_schema(e, self.schema()))?;
         let mut batch = ClaimBatch::default();
         for row in &found {
             let part: i32 = col(row, CLAIM_PART, "claim_due")?;
@@ -333,7 +408,19 @@ impl ExecutionClient for PostgresBackend {
                 batch.now = Some(Timestamp::from_millis(now));
                 batch.next_claimable_at = next.map(Timestamp::from_millis);
             } else {
-                batch.claimed.push(claimed_row(row)?);
+                // The claim committed: a row that fails to decode cannot become an error
+                // (the good leases would be issued to nobody too). The statement skips every
+                // row `record_problem` rejects, which are the decoder's rules, so this does
+                // not happen; if it did, that lease expires unused and the row is
+                // redelivered, and the others are returned.
+                match claimed_row(row) {
+                    Ok(claimed) => batch.claimed.push(claimed),
+                    Err(e) => tracing::error!(
+                        schema = self.schema(),
+                        error = %e,
+                        "a claimed row cannot be decoded; its lease is left to expire"
+                    ),
+                }
             }
         }
         Ok(batch)
@@ -354,7 +441,7 @@ impl ExecutionClient for PostgresBackend {
         let sql = &self.inner.sql.renew;
         let delays = &self.inner.delays;
         let id = lease.execution_id.as_str();
-        let token = token_param(lease.token);
+        let token = token_param(lease)?;
         let row = self
             .run("renew", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
@@ -392,7 +479,7 @@ impl ExecutionClient for PostgresBackend {
         let sql = &self.inner.sql.release;
         let delays = &self.inner.delays;
         let id = lease.execution_id.as_str();
-        let token = token_param(lease.token);
+        let token = token_param(lease)?;
         let row = self
             .run("release", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
@@ -428,7 +515,7 @@ impl ExecutionClient for PostgresBackend {
         let (status, value, reply) = ack_params(outcome);
         let sql = &self.inner.sql.acknowledge;
         let id = lease.execution_id.as_str();
-        let token = token_param(lease.token);
+        let token = token_param(lease)?;
         let row = self
             .run("acknowledge", Effect::Write, |mut conn| {
                 let clock = self.clock_param();
@@ -474,7 +561,7 @@ impl ExecutionClient for PostgresBackend {
         for ack in acks {
             let (status, value, reply) = ack_params(&ack.outcome);
             ids.push(ack.lease.execution_id.as_str());
-            tokens.push(token_param(ack.lease.token));
+            tokens.push(token_param(&ack.lease)?);
             statuses.push(status);
             values.push(value);
             replies.push(reply);
@@ -499,22 +586,9 @@ impl ExecutionClient for PostgresBackend {
                 }
             })
             .await?;
-        if found.len() != acks.len() {
-            return Err(protocol(
-                OP,
-                format!("{} rows for {} items", found.len(), acks.len()),
-            ));
-        }
-        let mut verdicts = Vec::with_capacity(acks.len());
-        for (i, row) in found.iter().enumerate() {
-            let ord: i64 = col(row, 0, OP)?;
-            if usize::try_from(ord).ok() != Some(i + 1) {
-                return Err(protocol(OP, format!("row {i} is item {ord}")));
-            }
-            let check = FenceCheck::decode_optional(row, 1, OP)?;
-            let applied: bool = col(row, 3, OP)?;
-            verdicts.push((check, applied));
-        }
+        // The statement committed: from here on, a reply this code cannot interpret is
+        // `OutcomeUnknown` (items may have been applied), never `Protocol` (issue 11).
+        let verdicts = batch_verdicts(&found, acks.len()).map_err(after_commit)?;
         // The first item `acknowledge` would refuse with an error decides the reply; the
         // statement then wrote nothing.
         for (ack, (check, _)) in acks.iter().zip(&verdicts) {
@@ -526,7 +600,10 @@ impl ExecutionClient for PostgresBackend {
             };
             if let Err(e) = refused {
                 if verdicts.iter().any(|(_, applied)| *applied) {
-                    return Err(protocol(OP, "items were applied although one was refused"));
+                    return Err(after_commit(protocol(
+                        OP,
+                        "items were applied although one was refused",
+                    )));
                 }
                 return Err(e);
             }
@@ -536,7 +613,7 @@ impl ExecutionClient for PostgresBackend {
             .zip(replies)
             .map(|((ack, (check, applied)), reply)| {
                 let decoded = check.map(|check| (check, applied.then_some(reply)));
-                self.fenced(OP, &ack.lease, decoded)
+                self.fenced(OP, &ack.lease, decoded).map_err(after_commit)
             })
             .collect()
     }

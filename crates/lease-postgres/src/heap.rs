@@ -20,7 +20,7 @@ impl HeapClient for PostgresBackend {
     ) -> Result<Fenced<HeapRecord>> {
         let sql = &self.inner.sql.write_step;
         let id = lease.execution_id.as_str();
-        let token = token_param(lease.token);
+        let token = token_param(lease)?;
         let key = write.step_key.as_str();
         let attempt = i64::from(write.step_attempt);
         let done = write.done;

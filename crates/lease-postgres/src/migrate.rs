@@ -21,10 +21,12 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/v1.sql"),
     include_str!("migrations/v2.sql"),
     include_str!("migrations/v3.sql"),
+    include_str!("migrations/v4.sql"),
+    include_str!("migrations/v5.sql"),
 ];
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 5;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

@@ -3,8 +3,8 @@
 //! never a panic.
 
 use lease_core::{
-    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, HeapRecord,
-    Json, LeaseError, Result, StepKey, Timestamp, WorkflowName,
+    ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
+    HeapRecord, Json, LeaseError, Result, StepKey, Timestamp, WorkflowName,
 };
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -27,9 +27,17 @@ pub(crate) fn token(value: i64, operation: &'static str) -> Result<FencingToken>
         .map_err(|_| protocol(operation, format!("negative token {value}")))
 }
 
-/// A token as a bigint parameter; tokens beyond `i64::MAX` were never issued here.
-pub(crate) fn token_param(token: FencingToken) -> i64 {
-    i64::try_from(token.get()).unwrap_or(i64::MAX)
+/// A lease's token as a bigint parameter. Tokens come from a bigint sequence, so one above
+/// `i64::MAX` was never issued to any execution: [`LeaseError::ForeignToken`] for the
+/// execution the lease names, before any statement (issue 11; saturating it to `i64::MAX`
+/// would make it equal the latest token once the sequence reaches its top). The lease names
+/// its execution, so this holds even when that execution does not exist (where a statement
+/// would have said `UnknownExecution`): both are bad input and nothing changed.
+pub(crate) fn token_param(lease: &ExecutionLease) -> Result<i64> {
+    i64::try_from(lease.token.get()).map_err(|_| LeaseError::ForeignToken {
+        execution: lease.execution_id.clone(),
+        token: lease.token,
+    })
 }
 
 /// A status as stored.

@@ -99,6 +99,23 @@ const FOUND_COLS: &str = "f.id, f.workflow, f.input, f.status, f.token, f.lease_
 /// an output row it returns whenever it wrote something, so the CTE is evaluated.
 const NOTIFY: &str = "SELECT pg_notify('{chan}', min(claimable_at)::text)";
 
+/// Whether the row `e` can be decoded (`record_problem`, migration v5): claims and their
+/// horizon skip rows that cannot, so no lease is ever issued for a record nobody can read.
+const DECODABLE: &str = "{s}.record_problem(e.id, e.workflow, e.status, e.token, \
+     e.unacknowledged_deliveries, e.outcome) IS NULL";
+
+/// `$1 limit` -> (id, problem) of every row `record_problem` rejects, by id. A full scan:
+/// an operator's call, never on a hot path.
+const LIST_CORRUPT: &str = r#"
+SELECT e.id, p.problem
+FROM {s}.executions e,
+    LATERAL (SELECT {s}.record_problem(e.id, e.workflow, e.status, e.token,
+        e.unacknowledged_deliveries, e.outcome) AS problem) p
+WHERE p.problem IS NOT NULL
+ORDER BY e.id
+LIMIT $1
+"#;
+
 /// `$1 id, $2 clock` -> the stored record and now.
 const GET: &str = r#"
 SELECT {cols}, COALESCE($2::bigint, {now}) FROM {s}.executions e WHERE e.id = $1
@@ -155,6 +172,9 @@ SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE 
 /// expired running row is first ended as an unacknowledged delivery ended at its expiry
 /// (unacked + 1, last_delivery_ended_at = expiry, due_at = min(due_at, wake_after_claim)),
 /// then claimed with the next token of the schema's single sequence, issued in claim order.
+/// A token not above the row's stored (post-lock) token means the sequence fell behind the
+/// tokens already issued: `token_counter_behind` aborts the whole statement (SQLSTATE
+/// LT001, nothing claimed) instead of issuing a token twice.
 const CLAIM: &str = r#"
 WITH clk AS MATERIALIZED (
     SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now
@@ -165,6 +185,7 @@ picked AS MATERIALIZED (
     WHERE e.sort_due <= (SELECT now FROM clk)
       AND e.claimable_at <= (SELECT now FROM clk)
       AND e.claimable_at IS NOT NULL
+      AND {decodable}
     ORDER BY e.sort_due, e.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -175,7 +196,8 @@ issued AS MATERIALIZED (
 ),
 claimed AS (
     UPDATE {s}.executions e SET
-        token = i.token,
+        token = CASE WHEN i.token > e.token THEN i.token
+            ELSE {s}.token_counter_behind(i.token, e.token, e.id) END,
         status = 'running',
         unacknowledged_deliveries = CASE WHEN e.status = 'running'
             THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
@@ -195,9 +217,28 @@ claimed AS (
     RETURNING {cols}, e.claimable_at, i.due AS claim_order
 ),
 note AS MATERIALIZED ({notify} FROM claimed e HAVING count(*) > 0),
-others AS MATERIALIZED (
+short AS MATERIALIZED (SELECT (SELECT count(*) FROM picked) < $3 AS short),
+unpicked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
-    WHERE e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
+    WHERE NOT (SELECT short FROM short)
+      AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND {decodable}
+    ORDER BY e.claimable_at
+    LIMIT 1
+),
+due_unlocked AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE (SELECT short FROM short)
+      AND e.claimable_at <= (SELECT now FROM clk) AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND {decodable}
+    ORDER BY e.claimable_at
+    LIMIT 1
+    FOR KEY SHARE SKIP LOCKED
+),
+later AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
+      AND {decodable}
     ORDER BY e.claimable_at
     LIMIT 1
 )
@@ -211,16 +252,30 @@ ORDER BY part, claim_order, lease_id
 
 /// The claim's summary row: the clock it ran at and the earliest `claimable_at` over the
 /// schema's non-terminal executions after the claim: the new leases' (from `claimed`) and
-/// every other row's (an index seek on `executions_horizon` from the smallest value,
-/// skipping the at most `limit` rows this claim picked). Rows changed by transactions that
-/// committed after the claim's snapshot show their earlier value (a lock skipped, a claim
-/// elsewhere) or are absent (an admission, which notifies), so the horizon is never later
-/// than the truth.
+/// every other row's, each part one index seek on `executions_horizon`:
+///
+/// - a full claim (as many leases as asked; the dispatcher claims again at once): `unpicked`,
+///   the smallest value in the statement's snapshot, skipping the rows this claim picked;
+/// - a short claim: `later`, the smallest value above the claim's clock in the snapshot, and
+///   `due_unlocked`, a row already due that no claim is taking. It reads `FOR KEY SHARE SKIP
+///   LOCKED`: KEY SHARE conflicts only with `FOR UPDATE`, which only a claim's `picked`
+///   takes, so it skips exactly the rows a concurrent claim is taking (that claim notifies
+///   their new instant when it commits), never waits, and reads a row changed by a
+///   transaction that committed after the snapshot in its newest version (dropped if no
+///   longer due). Without it, every claim racing another for a row reported the row as due
+///   and its dispatcher claimed again for nothing. A short claim met no due row it could
+///   take, so this never locks a row another claim could pick (bar one made due after the
+///   snapshot, for a moment).
+///
+/// Rows admitted after the snapshot are absent (admission notifies). The horizon is later
+/// than the truth only while a concurrent claim that holds a row rolls back, when the
+/// dispatcher's backstop poll (and that claimer's own retry) still claims it.
 const CLAIM_HORIZON: &str = r#"
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     NULL, clk.now,
-    LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT o.claimable_at FROM others o)),
+    LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT u.claimable_at FROM unpicked u),
+        (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)),
     0, 1, NULL
 FROM clk
 "#;
@@ -531,6 +586,7 @@ pub(crate) struct Statements {
     pub(crate) admit_batch: Arc<str>,
     pub(crate) get: Arc<str>,
     pub(crate) list_failing: Arc<str>,
+    pub(crate) list_corrupt: Arc<str>,
     pub(crate) request_wake: Arc<str>,
     pub(crate) claim: Arc<str>,
     /// The claim without its summary row (the benchmark's raw baseline reads only leases).
@@ -576,6 +632,7 @@ impl Statements {
             admit_batch: r(ADMIT_BATCH),
             get: r(GET),
             list_failing: r(LIST_FAILING),
+            list_corrupt: r(LIST_CORRUPT),
             request_wake: r(REQUEST_WAKE),
             claim: r(CLAIM),
             claim_leases_only: r(&CLAIM.replace("{horizon}", "")),
@@ -601,6 +658,7 @@ impl Statements {
 /// Substitutes the placeholders of a template.
 pub(crate) fn render(template: &str, schema: &str) -> Arc<str> {
     template
+        .replace("{decodable}", DECODABLE)
         .replace("{found_cols}", FOUND_COLS)
         .replace("{cols}", COLS)
         .replace("{now}", DB_NOW)

@@ -192,12 +192,14 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 3 and 2).
+        // Turn the schema back into what version 1 created (undoing versions 5 to 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP INDEX \"{schema}\".executions_horizon; \
+                "DROP FUNCTION \"{schema}\".record_problem; \
+                 DROP FUNCTION \"{schema}\".token_counter_behind; \
+                 DROP INDEX \"{schema}\".executions_horizon; \
                  DROP INDEX \"{schema}\".executions_sort_due; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
                  CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \

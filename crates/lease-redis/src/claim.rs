@@ -4,7 +4,8 @@
 //! section 4; issue 10).
 
 use lease_core::{
-    ClaimRequest, ExecutionLease, ExecutionRecord, ExecutionStatus, FencingToken, Result, Timestamp,
+    ClaimBatch, ClaimRequest, Claimed, ExecutionLease, ExecutionRecord, ExecutionStatus,
+    FencingToken, Result, Timestamp,
 };
 
 use crate::backend::RedisBackend;
@@ -57,20 +58,8 @@ impl RedisBackend {
         request: ClaimRequest,
         what: ClaimReply,
     ) -> Result<ClaimOutcome> {
-        let op: &'static str = match what {
-            ClaimReply::Leases => "claim_due",
-            ClaimReply::Records => "claim_due_with_records",
-            ClaimReply::Horizon => "claim_due_with_horizon",
-        };
-        let with_records = what != ClaimReply::Leases;
-        let with_horizon = what == ClaimReply::Horizon;
-        let lease_ms = request.validate()?;
-        // A caller's now beyond the exact range is later than any clock: min() ignores it.
-        let requested = if request.now.as_millis() > MAX_EXACT_MS {
-            String::new()
-        } else {
-            exact_time("claim now", request.now)?.to_string()
-        };
+        let op = what.op();
+        let args = ClaimArgs::new(&request)?;
         let flag = |on: bool| -> &'static [u8] { if on { b"1" } else { b"" } };
         let v = self
             .eval(
@@ -78,65 +67,139 @@ impl RedisBackend {
                 Access::Write,
                 &SCRIPTS.claim_due,
                 &[
-                    requested.as_bytes(),
-                    request.limit.to_string().as_bytes(),
-                    lease_ms.to_string().as_bytes(),
-                    flag(with_records),
+                    args.now.as_bytes(),
+                    args.limit.as_bytes(),
+                    args.lease_ms.as_bytes(),
+                    flag(what != ClaimReply::Leases),
                     self.publish_word(),
-                    flag(with_horizon),
+                    flag(what == ClaimReply::Horizon),
                 ],
             )
             .await?;
-        let reply = Reply::new(op);
-        let mut items = reply.array(v)?;
-        let mut outcome = ClaimOutcome::default();
-        if with_horizon {
-            if items.len() < 2 {
-                return Err(reply.unexpected(&format!("{} elements", items.len())));
-            }
-            let mut head = items.drain(..2);
-            let now: i64 = reply.number(reply.next(&mut head, "now")?, "now")?;
-            let next = reply.opt_string(reply.next(&mut head, "next")?)?;
-            drop(head);
-            outcome.now = Some(Timestamp::from_millis(now));
-            outcome.next_claimable_at = match next.as_deref() {
-                None | Some("") => None,
-                Some(t) => {
-                    Some(Timestamp::from_millis(t.parse().map_err(|_| {
-                        reply.unexpected(&format!("next claimable {t:?}"))
-                    })?))
-                }
-            };
+        decode_claim(Reply::new(op), v, what, request.limit)
+    }
+}
+
+impl ClaimReply {
+    /// The operation this reply shape serves, for errors and logs.
+    fn op(self) -> &'static str {
+        match self {
+            ClaimReply::Leases => "claim_due",
+            ClaimReply::Records => "claim_due_with_records",
+            ClaimReply::Horizon => "claim_due_with_horizon",
         }
-        let stride = if with_records { 4 } else { 3 };
-        if items.len() % stride == 1 {
-            // The last element reports the records the claim moved out as corrupt.
-            if let Some(report) = items.pop() {
-                report_corrupt(reply, report);
-            }
-        }
-        if items.len() % stride != 0 || items.len() / stride > request.limit {
+    }
+}
+
+/// A claim request as the claiming scripts take it (`lua/claim_due.lua`,
+/// `lua/acknowledge_and_claim.lua`): validated (limit, duration, the caller's now) before
+/// any script runs, so bad input changes nothing.
+pub(crate) struct ClaimArgs {
+    /// The caller's now in ms, or `""` for the clock's (a now beyond the exact range is
+    /// later than any clock, so `min()` ignores it).
+    pub(crate) now: String,
+    /// The claim limit.
+    pub(crate) limit: String,
+    /// The lease duration in ms.
+    pub(crate) lease_ms: String,
+}
+
+impl ClaimArgs {
+    /// Validates `request` (`ClaimRequest::validate`, the exact time range).
+    pub(crate) fn new(request: &ClaimRequest) -> Result<Self> {
+        let lease_ms = request.validate()?;
+        let now = if request.now.as_millis() > MAX_EXACT_MS {
+            String::new()
+        } else {
+            exact_time("claim now", request.now)?.to_string()
+        };
+        Ok(ClaimArgs {
+            now,
+            limit: request.limit.to_string(),
+            lease_ms: lease_ms.to_string(),
+        })
+    }
+}
+
+impl ClaimOutcome {
+    /// The batch `claim_due_with_horizon` returns (every item carries its record).
+    pub(crate) fn into_batch(self, op: &'static str) -> Result<ClaimBatch> {
+        Ok(ClaimBatch {
+            claimed: with_records(op, self.items)?,
+            now: self.now,
+            next_claimable_at: self.next_claimable_at,
+        })
+    }
+}
+
+/// The claims of a records-carrying claim reply (every item has its record).
+pub(crate) fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<Vec<Claimed>> {
+    items
+        .into_iter()
+        .map(|(lease, record)| match record {
+            Some(record) => Ok(Claimed { lease, record }),
+            None => Err(Reply::new(op).unexpected("no record")),
+        })
+        .collect()
+}
+
+/// Decodes the claim script's reply `v` of shape `what` for a claim of at most `limit`
+/// (`lua/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
+pub(crate) fn decode_claim(
+    reply: Reply,
+    v: Value,
+    what: ClaimReply,
+    limit: usize,
+) -> Result<ClaimOutcome> {
+    let with_records = what != ClaimReply::Leases;
+    let mut items = reply.array(v)?;
+    let mut outcome = ClaimOutcome::default();
+    if what == ClaimReply::Horizon {
+        if items.len() < 2 {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
-        // The script has committed: from here on a bad item is logged and left out, never an
-        // error that would hide the leases it issued (issue 11). The script validates what
-        // the client decodes, so this is a last line of defence.
-        let mut items = items.into_iter();
-        while let Some(id) = items.next() {
-            let item: Vec<Value> = std::iter::once(id)
-                .chain(items.by_ref().take(stride - 1))
-                .collect();
-            match decode_item(reply, item, with_records) {
-                Ok(claimed) => outcome.items.push(claimed),
-                Err(e) => tracing::error!(
-                    operation = op,
-                    error = %e,
-                    "a claimed lease could not be decoded; it reaches nobody and will expire"
-                ),
+        let mut head = items.drain(..2);
+        let now: i64 = reply.number(reply.next(&mut head, "now")?, "now")?;
+        let next = reply.opt_string(reply.next(&mut head, "next")?)?;
+        drop(head);
+        outcome.now = Some(Timestamp::from_millis(now));
+        outcome.next_claimable_at = match next.as_deref() {
+            None | Some("") => None,
+            Some(t) => {
+                Some(Timestamp::from_millis(t.parse().map_err(|_| {
+                    reply.unexpected(&format!("next claimable {t:?}"))
+                })?))
             }
-        }
-        Ok(outcome)
+        };
     }
+    let stride = if with_records { 4 } else { 3 };
+    if items.len() % stride == 1 {
+        // The last element reports the records the claim moved out as corrupt.
+        if let Some(report) = items.pop() {
+            report_corrupt(reply, report);
+        }
+    }
+    if items.len() % stride != 0 || items.len() / stride > limit {
+        return Err(reply.unexpected(&format!("{} elements", items.len())));
+    }
+    // The script has committed: from here on a bad item is logged and left out, never an
+    // error that would hide the leases it issued (issue 11). The script validates what
+    // the client decodes, so this is a last line of defence.
+    let mut items = items.into_iter();
+    while let Some(id) = items.next() {
+        let item: Vec<Value> = std::iter::once(id)
+            .chain(items.by_ref().take(stride - 1))
+            .collect();
+        match decode_item(reply, item, with_records) {
+            Ok(claimed) => outcome.items.push(claimed),
+            Err(e) => tracing::error!(
+                operation = reply.op,
+                error = %e,
+                "a claimed lease could not be decoded; it reaches nobody and will expire"
+            ),
+        }
+    }
+    Ok(outcome)
 }
 
 /// One claimed item of the reply: id, token, expiry and, with records, the `HGETALL`.

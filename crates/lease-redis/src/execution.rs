@@ -6,15 +6,15 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, Result,
-    Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
+    LeaseError, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimReply, ClaimedItem, lossy};
+use crate::claim::{ClaimReply, lossy, with_records};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -47,17 +47,6 @@ pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Res
         "ok" | "new" | "existing" => Ok(false),
         other => Err(reply.unexpected(other)),
     }
-}
-
-/// The claims of a records-carrying claim reply (every item has its record).
-fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<Vec<Claimed>> {
-    items
-        .into_iter()
-        .map(|(lease, record)| match record {
-            Some(record) => Ok(Claimed { lease, record }),
-            None => Err(Reply::new(op).unexpected("no record")),
-        })
-        .collect()
 }
 
 /// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
@@ -230,12 +219,9 @@ impl ExecutionClient for RedisBackend {
     }
 
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
-        let claimed = self.claim(request, ClaimReply::Horizon).await?;
-        Ok(ClaimBatch {
-            claimed: with_records("claim_due_with_horizon", claimed.items)?,
-            now: claimed.now,
-            next_claimable_at: claimed.next_claimable_at,
-        })
+        self.claim(request, ClaimReply::Horizon)
+            .await?
+            .into_batch("claim_due_with_horizon")
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {
@@ -335,6 +321,14 @@ impl ExecutionClient for RedisBackend {
         acks: &[Acknowledgement],
     ) -> Result<Vec<Fenced<Acknowledged>>> {
         self.ack_batch(acks).await
+    }
+
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        self.ack_and_claim(ack, next).await
     }
 
     async fn now(&self) -> Result<Timestamp> {

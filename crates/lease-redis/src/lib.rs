@@ -77,6 +77,17 @@
 //!   `acknowledge` does (the two scripts share `lua/ack.lua`), at one clock reading; a
 //!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
 //!   between, so a concurrent claim sees either none or all of a batch.
+//! - **Acknowledge and claim (issue 12).** `acknowledge_and_claim` is one script built from
+//!   the acknowledgement helpers (`lua/ack.lua`, shared with `acknowledge` and
+//!   `acknowledge_batch`) and the claim helpers (`lua/claim.lua`, shared with `claim_due`):
+//!   the lease is checked first (unknown execution, token 0, foreign token: the typed error,
+//!   nothing written, no claim), a held one is acknowledged at the script's clock, then the
+//!   claim is planned, counter-checked and written after it at `min(caller's now, clock)`,
+//!   with records and horizon. If the token counter refuses the claim after an applied
+//!   acknowledgement, the claim writes nothing, the call returns the acknowledgement with
+//!   an empty claim and logs the refusal; after a lost one it is `TokenCounter`. One wake-up
+//!   message: the earliest of the acknowledged record's claimable instant (unless the same
+//!   script claimed it) and the new leases'.
 //! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
 //!   start, request_wake without a live lease, release, a suspended acknowledgement with a
 //!   wake, claim) publish, in the same script as the write, the record's
@@ -134,6 +145,7 @@ mod ack;
 mod admit;
 mod backend;
 mod claim;
+mod combined;
 mod config;
 mod errors;
 mod execution;
@@ -179,5 +191,11 @@ pub mod raw {
     /// of `lua/acknowledge_batch.lua`.
     pub fn acknowledge_batch() -> &'static redis::Script {
         &crate::scripts::SCRIPTS.acknowledge_batch
+    }
+    /// `acknowledge_and_claim`: `ARGV[3..=7]` as `acknowledge`, then the claim's caller now
+    /// (`''` = the clock's), limit and lease ms, as documented at the top of
+    /// `lua/acknowledge_and_claim.lua`.
+    pub fn acknowledge_and_claim() -> &'static redis::Script {
+        &crate::scripts::SCRIPTS.acknowledge_and_claim
     }
 }

@@ -1,6 +1,7 @@
 //! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`,
-//! `lua/record.lua` for scripts that change execution records, and `lua/ack.lua` for the
-//! two acknowledging ones) followed by the operation's body. `redis::Script` sends
+//! `lua/record.lua` for scripts that change execution records, `lua/ack.lua` for the
+//! acknowledging ones and `lua/claim.lua` for the claiming ones) followed by the operation's
+//! body. `redis::Script` sends
 //! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
 //! retries, so scripts never need to be preloaded.
 
@@ -11,6 +12,7 @@ use redis::Script;
 const BASE: &str = include_str!("lua/base.lua");
 const RECORD: &str = include_str!("lua/record.lua");
 const ACK: &str = include_str!("lua/ack.lua");
+const CLAIM: &str = include_str!("lua/claim.lua");
 
 /// A script made of the base helpers and `body`.
 fn script(body: &str) -> Script {
@@ -27,6 +29,18 @@ fn ack_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{RECORD}\n{ACK}\n-- operation\n{body}"))
 }
 
+/// A script made of the base, record and claim helpers and `body`.
+fn claim_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{RECORD}\n{CLAIM}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record, acknowledgement and claim helpers and `body`.
+fn ack_claim_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{RECORD}\n{ACK}\n{CLAIM}\n-- operation\n{body}"
+    ))
+}
+
 /// Every script of the backend, compiled (hashed) once per process.
 pub(crate) struct Scripts {
     pub(crate) meta: Script,
@@ -41,6 +55,7 @@ pub(crate) struct Scripts {
     pub(crate) release: Script,
     pub(crate) acknowledge: Script,
     pub(crate) acknowledge_batch: Script,
+    pub(crate) acknowledge_and_claim: Script,
     pub(crate) write_step: Script,
     pub(crate) start: Script,
     pub(crate) get_or_create: Script,
@@ -56,11 +71,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     list_failing: script(include_str!("lua/list_failing.lua")),
     list_corrupt: script(include_str!("lua/list_corrupt.lua")),
     request_wake: record_script(include_str!("lua/request_wake.lua")),
-    claim_due: record_script(include_str!("lua/claim_due.lua")),
+    claim_due: claim_script(include_str!("lua/claim_due.lua")),
     renew: record_script(include_str!("lua/renew.lua")),
     release: record_script(include_str!("lua/release.lua")),
     acknowledge: ack_script(include_str!("lua/acknowledge.lua")),
     acknowledge_batch: ack_script(include_str!("lua/acknowledge_batch.lua")),
+    acknowledge_and_claim: ack_claim_script(include_str!("lua/acknowledge_and_claim.lua")),
     write_step: script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),

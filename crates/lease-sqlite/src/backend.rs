@@ -56,6 +56,11 @@ impl fmt::Debug for SqliteBackend {
     }
 }
 
+/// Test support: see [`SqliteBackend::hold_connection_for_tests`].
+#[doc(hidden)]
+#[must_use = "the connection is released when the hold is dropped"]
+pub struct ConnectionHold<'a>(#[allow(dead_code)] std::sync::MutexGuard<'a, rusqlite::Connection>);
+
 fn check_namespace(namespace: &str) -> Result<()> {
     if namespace.is_empty() {
         return Err(LeaseError::invalid("namespace", "must not be empty"));
@@ -90,7 +95,8 @@ impl SqliteBackend {
         wake::check_poll(config.wake_poll)?;
         let location = config.location.clone();
         let busy_timeout = config.busy_timeout;
-        let conn = ConnHandle::spawn(move || schema::open(&location, busy_timeout)).await?;
+        let conn =
+            ConnHandle::spawn(move || schema::open(&location, busy_timeout), busy_timeout).await?;
         let scope = Arc::new(Scope {
             location: config.location.describe(),
             namespace: config.namespace.clone(),
@@ -110,6 +116,21 @@ impl SqliteBackend {
     /// (the createPeer model).
     pub async fn peer(&self) -> Result<Self> {
         Self::open((*self.config).clone()).await
+    }
+
+    /// Test support, not a stable API: holds this handle's connection until the guard is
+    /// dropped, so operations submitted meanwhile (on this handle and its clones) queue and
+    /// then run together as one group commit (up to 64). Deterministic grouping for tests.
+    #[doc(hidden)]
+    pub fn hold_connection_for_tests(&self) -> ConnectionHold<'_> {
+        ConnectionHold(self.conn.hold())
+    }
+
+    /// Test support, not a stable API: operations queued for this handle's connection
+    /// thread and not yet taken by it.
+    #[doc(hidden)]
+    pub fn queued_operations_for_tests(&self) -> usize {
+        self.conn.queued()
     }
 
     /// The namespace this handle reads and writes.
@@ -148,9 +169,10 @@ impl SqliteBackend {
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
+        let busy_timeout = self.config.busy_timeout;
         self.conn
             .call(operation, move |conn| {
-                tx::read(conn, operation, |tx| f(tx, &scope))
+                tx::read(conn, operation, busy_timeout, |tx| f(tx, &scope))
             })
             .await
     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use lease_core::{RedeliveryPolicy, SharedClock, SystemClock};
 
-/// Default `busy_timeout`: how long one attempt waits for another connection's write lock.
+/// Default `busy_timeout`: how long one operation waits in total for another connection's
+/// write lock.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Default [`SqliteConfig::wake_poll`]: how often a listening process looks for other
@@ -107,9 +108,10 @@ impl SqliteConfig {
         self
     }
 
-    /// How long one attempt waits on another connection's lock (SQLite `busy_timeout`,
-    /// default 5 s) before the backend's own short bounded retry; after that the
-    /// operation fails with [`lease_core::LeaseError::Unavailable`] and changed nothing.
+    /// How long one operation waits in total on another connection's lock (SQLite
+    /// `busy_timeout`, default 5 s), its own short bounded retries included (issue 11:
+    /// each retry waits only for what is left); after that the operation fails with
+    /// [`lease_core::LeaseError::Unavailable`] and changed nothing.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
         self

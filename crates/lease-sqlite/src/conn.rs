@@ -20,6 +20,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
+use std::time::Duration;
 
 use lease_core::{LeaseError, Result};
 use rusqlite::Connection;
@@ -39,10 +40,10 @@ enum Job {
 
 impl Job {
     /// Runs the job by itself (the inline path: a write is a group of one).
-    fn run(self, conn: &mut Connection) {
+    fn run(self, conn: &mut Connection, busy_timeout: Duration) {
         match self {
             Job::Alone(f) => guarded(|| f(conn)),
-            Job::Write(member) => guarded(|| group::run(conn, vec![member])),
+            Job::Write(member) => guarded(|| group::run(conn, busy_timeout, vec![member])),
         }
     }
 }
@@ -59,6 +60,8 @@ struct Shared {
     /// The thread's last turn found more than one job waiting: callers are concurrent, so
     /// new jobs queue too and keep sharing commits. A turn that finds one job clears it.
     contended: AtomicBool,
+    /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
+    busy_timeout: Duration,
     /// How jobs ran, for tests.
     #[cfg(test)]
     counts: Counts,
@@ -125,7 +128,7 @@ fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
                 shared.take(members.len());
                 #[cfg(test)]
                 shared.counts.groups.fetch_add(1, Ordering::SeqCst);
-                guarded(|| group::run(&mut conn, members));
+                guarded(|| group::run(&mut conn, shared.busy_timeout, members));
             }
         }
     }
@@ -140,9 +143,44 @@ fn guarded(f: impl FnOnce()) {
     }
 }
 
-/// True where the calling thread may block in `block_in_place`: a multi-thread runtime.
+thread_local! {
+    /// `block_in_place` refused this thread once (issue 11 finding 17): a current_thread
+    /// runtime or `LocalSet` under an entered multi-thread handle, which reports the
+    /// multi-thread flavour. Its jobs queue from then on.
+    static REFUSED_BLOCK_IN_PLACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True where the calling thread may try `block_in_place`: the entered runtime is
+/// multi-thread and this thread was never refused. Tokio has no way to ask whether
+/// `block_in_place` is allowed, so [`run_in_place`] catches its refusal; without unwinding
+/// (`panic = "abort"`) nothing could catch it, and every job queues.
 fn may_block_in_place() -> bool {
-    Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+    cfg!(panic = "unwind")
+        && !REFUSED_BLOCK_IN_PLACE.get()
+        && Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
+/// Runs `job` inside `block_in_place`, or hands it back untouched when `block_in_place`
+/// refused this thread (it panics before running anything; the panic hook reports that
+/// once per thread, the caller never sees it).
+fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Option<Job> {
+    let mut slot = Some(job);
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        tokio::task::block_in_place(|| {
+            if let Some(job) = slot.take() {
+                job.run(conn, busy_timeout);
+            }
+        });
+    }));
+    match (ran, slot) {
+        (Err(_), Some(job)) => {
+            REFUSED_BLOCK_IN_PLACE.set(true);
+            tracing::debug!("block_in_place is not allowed on this thread; queueing its jobs");
+            Some(job)
+        }
+        // Ran (a job catches its own panics, so it cannot unwind out of `run`).
+        _ => None,
+    }
 }
 
 /// A handle on a connection and its thread. Clones share the connection; the thread closes
@@ -159,6 +197,7 @@ impl ConnHandle {
     /// Starts a thread that opens its connection with `open`, and waits until it did.
     pub(crate) async fn spawn(
         open: impl FnOnce() -> Result<Connection> + Send + 'static,
+        busy_timeout: Duration,
     ) -> Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Arc<Shared>>>();
@@ -170,6 +209,7 @@ impl ConnHandle {
                         conn: Mutex::new(conn),
                         queued: AtomicUsize::new(0),
                         contended: AtomicBool::new(false),
+                        busy_timeout,
                         #[cfg(test)]
                         counts: Counts::default(),
                     }),
@@ -208,16 +248,31 @@ impl ConnHandle {
         (self.shared.queued.load(Ordering::SeqCst) == 0).then_some(conn)
     }
 
+    /// Test support: holds the connection, so jobs submitted meanwhile queue and the
+    /// thread runs them as one group once it is released.
+    pub(crate) fn hold(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.shared.conn)
+    }
+
+    /// Test support: jobs sent to the thread and not yet taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.shared.queued.load(Ordering::SeqCst)
+    }
+
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
-    fn submit(&self, operation: &'static str, job: Job) -> Result<()> {
+    fn submit(&self, operation: &'static str, mut job: Job) -> Result<()> {
         if may_block_in_place()
             && let Some(mut conn) = self.idle()
         {
-            #[cfg(test)]
-            self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
-            tokio::task::block_in_place(|| job.run(&mut conn));
-            return Ok(());
+            match run_in_place(job, &mut conn, self.shared.busy_timeout) {
+                None => {
+                    #[cfg(test)]
+                    self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
+                    return Ok(());
+                }
+                Some(refused) => job = refused,
+            }
         }
         #[cfg(test)]
         self.shared.counts.queued.fetch_add(1, Ordering::SeqCst);
@@ -294,9 +349,10 @@ mod tests {
     }
 
     async fn open() -> ConnHandle {
-        ConnHandle::spawn(|| {
-            Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e))
-        })
+        ConnHandle::spawn(
+            || Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e)),
+            Duration::from_secs(1),
+        )
         .await
         .expect("spawn")
     }
@@ -387,9 +443,12 @@ mod tests {
     #[test]
     fn a_failed_open_is_reported() {
         runtime().block_on(async {
-            let err = ConnHandle::spawn(|| Err(LeaseError::invalid("test", "no")))
-                .await
-                .expect_err("open fails");
+            let err = ConnHandle::spawn(
+                || Err(LeaseError::invalid("test", "no")),
+                Duration::from_secs(1),
+            )
+            .await
+            .expect_err("open fails");
             assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err:?}");
         });
     }
@@ -410,6 +469,22 @@ mod tests {
             assert_eq!(insert(&conn, 2).await.expect("write"), 1);
         });
         assert_eq!(counts(&conn), (3, 0, 0));
+    }
+
+    /// Finding 17: a current_thread runtime that entered a multi-thread runtime's handle
+    /// reports the multi-thread flavour, and `block_in_place` panicked there.
+    #[test]
+    fn a_current_thread_runtime_inside_a_multi_thread_handle_does_not_panic() {
+        let mt = multi_thread();
+        runtime().block_on(async {
+            let _entered = mt.handle().enter();
+            let conn = open().await;
+            assert_eq!(insert(&conn, 1).await.expect("write"), 1);
+            assert_eq!(select_one(&conn).await.expect("read"), 1);
+            assert_eq!(insert(&conn, 2).await.expect("write"), 1);
+            let (inline, queued, _) = counts(&conn);
+            assert_eq!((inline, queued), (0, 3), "every job went to the thread");
+        });
     }
 
     #[test]

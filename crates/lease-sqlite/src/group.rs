@@ -10,20 +10,23 @@
 //!
 //! Contention (SQLITE_BUSY/LOCKED at BEGIN, COMMIT or inside) rolls the whole group back and
 //! retries it, bounded as in [`crate::tx`]; then every member fails `Unavailable`. A COMMIT
-//! that fails otherwise makes every member that had succeeded `OutcomeUnknown`.
+//! that fails otherwise makes every member that had succeeded `OutcomeUnknown`. A member
+//! that failed on its own keeps its error only when no member before it succeeded; after
+//! one did, its error may rest on a change the rollback undid, so it gets `Unavailable`.
 //!
 //! Wake-ups (issue 10): a member that made something claimable reports the instant; the group
 //! appends one wake-log row per hub (the earliest instant) inside its transaction, and
 //! signals the hub right after COMMIT succeeded, before any member is answered.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lease_core::{LeaseError, Result, Timestamp};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy};
-use crate::tx::{BUSY_RETRIES, backoff};
+use crate::tx::BusyBudget;
 use crate::wake::Wakes;
 
 /// What a mutating operation produced: its value and, when it made an execution claimable,
@@ -78,9 +81,14 @@ pub(crate) trait Member: Send {
     fn reset(&mut self);
     /// Replies with the kept result (after a successful COMMIT).
     fn complete(self: Box<Self>);
-    /// Replies after the group failed: a member that failed on its own keeps its error;
-    /// one that had succeeded gets `error(operation)`.
-    fn abort(self: Box<Self>, error: &dyn Fn(&'static str) -> LeaseError);
+    /// The kept result is a success (its changes are in the group's transaction).
+    fn succeeded(&self) -> bool;
+    /// Replies after the group failed (issue 11 finding 16: no answer the rollback makes
+    /// false). One that had succeeded gets `error(operation)`. One that failed on its own
+    /// keeps its error only if no member before it succeeded (then it saw only committed
+    /// state); otherwise its error may rest on changes that were rolled back, and it gets
+    /// `Unavailable`: nothing of it was applied, a retry decides afresh.
+    fn abort(self: Box<Self>, after_success: bool, error: &dyn Fn(&'static str) -> LeaseError);
 }
 
 /// A mutating operation: closure, kept result, reply channel.
@@ -154,10 +162,25 @@ where
         let _ = self.reply.send(reply);
     }
 
-    fn abort(self: Box<Self>, error: &dyn Fn(&'static str) -> LeaseError) {
+    fn succeeded(&self) -> bool {
+        matches!(self.result, Some(Ok(_)))
+    }
+
+    fn abort(self: Box<Self>, after_success: bool, error: &dyn Fn(&'static str) -> LeaseError) {
         let operation = self.operation;
         let reply = match self.result {
-            Some(Err(e)) => Err(e.into_lease(operation)),
+            Some(Err(e)) if !after_success => Err(e.into_lease(operation)),
+            Some(Err(e)) => Err(LeaseError::Unavailable {
+                backend: BACKEND,
+                operation,
+                source: format!(
+                    "its commit group failed and rolled back, and its own failure may have \
+                     rested on an earlier member's rolled-back change ({}); nothing of it \
+                     was applied",
+                    e.into_lease(operation)
+                )
+                .into(),
+            }),
             _ => Err(error(operation)),
         };
         let _ = self.reply.send(reply);
@@ -233,12 +256,30 @@ fn attempt(conn: &mut Connection, members: &mut [Box<dyn Member>]) -> Result<Sig
     Ok(signals)
 }
 
+/// Replies to every member of a failed group, each told whether a member before it had
+/// succeeded (see [`Member::abort`]).
+fn abort_all(members: Vec<Box<dyn Member>>, error: &dyn Fn(&'static str) -> LeaseError) {
+    let mut after_success = false;
+    for m in members {
+        let succeeded = m.succeeded();
+        m.abort(after_success, error);
+        after_success |= succeeded;
+    }
+}
+
 fn message(e: &rusqlite::Error) -> lease_core::BoxError {
     e.to_string().into()
 }
 
-/// Runs a group to its end and replies to every member.
-pub(crate) fn run(conn: &mut Connection, mut members: Vec<Box<dyn Member>>) {
+/// Runs a group to its end and replies to every member. Retries on contention share one
+/// `busy_timeout` ([`BusyBudget`]).
+pub(crate) fn run(conn: &mut Connection, busy_timeout: Duration, members: Vec<Box<dyn Member>>) {
+    let mut budget = BusyBudget::start(busy_timeout);
+    run_within(conn, &mut budget, members);
+    budget.finish(conn);
+}
+
+fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<Box<dyn Member>>) {
     let mut retries = 0;
     loop {
         match attempt(conn, &mut members) {
@@ -249,43 +290,167 @@ pub(crate) fn run(conn: &mut Connection, mut members: Vec<Box<dyn Member>>) {
                 members.into_iter().for_each(|m| m.complete());
                 return;
             }
-            Err(Failure::Busy(e)) if retries < BUSY_RETRIES => {
+            Err(Failure::Busy(e)) if budget.before_retry(conn, retries) => {
                 tracing::debug!(retries, error = %e, "sqlite busy; retrying the group");
-                std::thread::sleep(backoff(retries));
                 retries += 1;
             }
             Err(Failure::Busy(e)) => {
                 // Rolled back: nothing happened, for any member.
-                for m in members {
-                    m.abort(&|operation| LeaseError::Unavailable {
-                        backend: BACKEND,
-                        operation,
-                        source: message(&e),
-                    });
-                }
-                return;
+                return abort_all(members, &|operation| LeaseError::Unavailable {
+                    backend: BACKEND,
+                    operation,
+                    source: message(&e),
+                });
             }
             Err(Failure::Other(e)) => {
                 // Before COMMIT: the transaction was rolled back.
-                for m in members {
-                    m.abort(&|operation| LeaseError::Backend {
-                        backend: BACKEND,
-                        operation,
-                        source: message(&e),
-                    });
-                }
-                return;
+                return abort_all(members, &|operation| LeaseError::Backend {
+                    backend: BACKEND,
+                    operation,
+                    source: message(&e),
+                });
             }
             Err(Failure::Commit(e)) => {
-                for m in members {
-                    m.abort(&|operation| LeaseError::OutcomeUnknown {
-                        backend: BACKEND,
-                        operation,
-                        source: message(&e),
-                    });
-                }
-                return;
+                return abort_all(members, &|operation| LeaseError::OutcomeUnknown {
+                    backend: BACKEND,
+                    operation,
+                    source: message(&e),
+                });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use lease_core::{
+        Admission, ClaimBatch, ExecutionId, Fenced, Json, ManualClock, RedeliveryPolicy, RequestId,
+        StartRequest, StepKey, StepWrite, WorkflowName,
+    };
+
+    use super::*;
+    use crate::config::Location;
+    use crate::scope::Scope;
+    use crate::{executions, starts, steps};
+
+    fn scope(clock: &ManualClock) -> Arc<Scope> {
+        Arc::new(Scope {
+            location: "test".to_owned(),
+            namespace: "default".to_owned(),
+            clock: Arc::new(clock.clone()),
+            policy: RedeliveryPolicy::default(),
+        })
+    }
+
+    /// A member built from a closure, and the receiver of its reply.
+    fn member<T: Send + 'static>(
+        f: impl FnMut(&Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
+    ) -> (Box<dyn Member>, oneshot::Receiver<Result<T>>) {
+        let (tx, rx) = oneshot::channel();
+        (Box::new(Op::new("test", None, f, tx)), rx)
+    }
+
+    fn id(s: &str) -> ExecutionId {
+        ExecutionId::new(s).expect("id")
+    }
+
+    /// Finding 16: a member that failed on its own after an earlier member's uncommitted
+    /// change (a start refused because the target "exists", admitted by the member before)
+    /// kept that answer when the COMMIT failed, though the rollback made it false.
+    #[test]
+    fn a_failed_commit_leaves_no_answer_that_the_rollback_made_false() {
+        let location = Location::Memory(format!("group-{}", uuid::Uuid::new_v4()));
+        let mut conn = crate::schema::open(&location, Duration::from_secs(1)).expect("open");
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE t_parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE t_child (p INTEGER REFERENCES t_parent (id)
+                 DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .expect("a table whose violation fails only the COMMIT");
+        let clock = ManualClock::starting_now();
+        let s = scope(&clock);
+        // Committed before the group: order-42 claimed with a lease that has expired.
+        let held = {
+            let tx = conn.transaction().expect("tx");
+            executions::admit(&tx, &s, &Admission::new(id("order-42"))).expect("admit");
+            let batch: Woken<ClaimBatch> =
+                executions::claim_due(&tx, &s, Timestamp::MAX, 1, 100).expect("claim");
+            tx.commit().expect("commit");
+            batch.value.claimed[0].lease.clone()
+        };
+        clock.advance(Duration::from_secs(60));
+
+        let (s1, s2, s3, s4) = (s.clone(), s.clone(), s.clone(), s.clone());
+        let (admit, admit_rx) =
+            member(move |tx| executions::admit(tx, &s1, &Admission::new(id("t"))));
+        let request = StartRequest {
+            request_id: RequestId::new("r").expect("request id"),
+            workflow: WorkflowName::new("wf").expect("workflow"),
+            input: Json::null(),
+            target: id("t"),
+        };
+        let (start, start_rx) = member(move |tx| starts::start(tx, &s2, &request));
+        let (reclaim, reclaim_rx) =
+            member(move |tx| executions::claim_due(tx, &s3, Timestamp::MAX, 1, 30_000));
+        let write = StepWrite {
+            step_key: StepKey::new("charge").expect("key"),
+            step_attempt: 1,
+            done: true,
+            response: Json::null(),
+        };
+        let (stale, stale_rx) =
+            member(move |tx| steps::write_step(tx, &s4, &held, &write).map(Woken::quiet));
+        let (breaker, breaker_rx) = member(|tx| {
+            tx.execute("INSERT INTO t_child (p) VALUES (42)", [])?;
+            Ok(Woken::quiet(()))
+        });
+        run(
+            &mut conn,
+            Duration::from_secs(1),
+            vec![admit, start, reclaim, stale, breaker],
+        );
+
+        let answers = [
+            (
+                "admit",
+                admit_rx.blocking_recv().expect("reply").map(|_| ()),
+            ),
+            (
+                "start",
+                start_rx.blocking_recv().expect("reply").map(|_| ()),
+            ),
+            (
+                "reclaim",
+                reclaim_rx.blocking_recv().expect("reply").map(|_| ()),
+            ),
+            (
+                "stale write",
+                stale_rx.blocking_recv().expect("reply").map(|r| {
+                    assert!(
+                        !matches!(r, Fenced::Lost),
+                        "told Lost against a rolled-back claim"
+                    );
+                }),
+            ),
+            ("breaker", breaker_rx.blocking_recv().expect("reply")),
+        ];
+        for (what, answer) in answers {
+            let err = answer.expect_err(what);
+            assert!(
+                matches!(
+                    err,
+                    LeaseError::OutcomeUnknown { .. } | LeaseError::Unavailable { .. }
+                ),
+                "{what}: {err:?} does not hold after the rollback"
+            );
+        }
+        let tx = conn.transaction().expect("tx");
+        assert!(
+            executions::get(&tx, &s, &id("t")).expect("get").is_none(),
+            "rolled back"
+        );
     }
 }

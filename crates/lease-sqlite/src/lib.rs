@@ -22,9 +22,10 @@
 //!   is not allowed, every operation takes the hop. Either way operations run in submission
 //!   order. Clones of a handle share its connection; [`SqliteBackend::peer`] opens another
 //!   connection.
-//! * **Contention.** `busy_timeout` (default 5 s, [`SqliteConfig::busy_timeout`]) plus a
-//!   bounded retry of the whole transaction on `SQLITE_BUSY`/`SQLITE_LOCKED`; still busy ->
-//!   [`lease_core::LeaseError::Unavailable`] with nothing changed.
+//! * **Contention.** A bounded retry of the whole transaction on `SQLITE_BUSY`/
+//!   `SQLITE_LOCKED`, all attempts together waiting at most one `busy_timeout` (default 5 s,
+//!   [`SqliteConfig::busy_timeout`]); still busy -> [`lease_core::LeaseError::Unavailable`]
+//!   with nothing changed.
 //! * **Claims through an index.** Each row carries two derived columns, the due time it is
 //!   claimed with and `claimable_at` (the earliest instant it becomes claimable: due time,
 //!   redelivery gate and lease expiry folded together). `claim_due` walks an index in
@@ -113,7 +114,7 @@ mod stores;
 mod tx;
 mod wake;
 
-pub use backend::SqliteBackend;
+pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
 
 /// The SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo xtask

@@ -186,16 +186,18 @@ pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connec
     if matches!(location, Location::File(_)) {
         configure_file(&conn, location)?;
     }
-    tx::write(&mut conn, "open", |tx| migrate(tx, location)).map_err(|e| match e {
-        LeaseError::Backend { source, .. }
-            if source
-                .downcast_ref::<rusqlite::Error>()
-                .is_some_and(is_not_a_database) =>
-        {
-            schema_error(location, format!("not a SQLite database ({source})"))
-        }
-        other => other,
-    })?;
+    tx::write(&mut conn, "open", busy_timeout, |tx| migrate(tx, location)).map_err(
+        |e| match e {
+            LeaseError::Backend { source, .. }
+                if source
+                    .downcast_ref::<rusqlite::Error>()
+                    .is_some_and(is_not_a_database) =>
+            {
+                schema_error(location, format!("not a SQLite database ({source})"))
+            }
+            other => other,
+        },
+    )?;
     Ok(conn)
 }
 

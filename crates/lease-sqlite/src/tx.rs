@@ -5,17 +5,62 @@
 //! interleaved with another connection's claim. Reads run in one deferred (read)
 //! transaction, so a read made of several statements sees one snapshot.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lease_core::{LeaseError, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy, sqlite_error};
 
-/// Attempts after the first when a lock is busy. Each attempt already waits up to the
-/// configured `busy_timeout` inside SQLite; this retry covers what the busy handler does
-/// not (SQLITE_LOCKED, a busy COMMIT, WAL recovery).
+/// Attempts after the first when a lock is busy. This retry covers what SQLite's busy
+/// handler does not (SQLITE_LOCKED, a busy COMMIT, WAL recovery); all attempts together
+/// wait at most one `busy_timeout` ([`BusyBudget`]).
 pub(crate) const BUSY_RETRIES: u32 = 4;
+
+/// One operation's busy-wait budget (issue 11 finding 15): every attempt, retries included,
+/// waits only for what is left of one `busy_timeout` counted from the first attempt, so a
+/// caller waits at most `busy_timeout` (plus a statement's slack) in total, as documented.
+pub(crate) struct BusyBudget {
+    full: Duration,
+    deadline: Instant,
+    shortened: bool,
+}
+
+impl BusyBudget {
+    /// Starts the budget of `full` (the connection's configured `busy_timeout`).
+    pub(crate) fn start(full: Duration) -> Self {
+        BusyBudget {
+            full,
+            deadline: Instant::now() + full,
+            shortened: false,
+        }
+    }
+
+    /// Before retry number `retry`: pauses (the backoff, at most what is left) and lets the
+    /// next attempt's busy handler wait only for the rest. `false` when the budget is spent.
+    pub(crate) fn before_retry(&mut self, conn: &Connection, retry: u32) -> bool {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if retry >= BUSY_RETRIES || left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(backoff(retry).min(left));
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        self.shortened = true;
+        conn.busy_timeout(left).is_ok()
+    }
+
+    /// Gives the connection its configured `busy_timeout` back.
+    pub(crate) fn finish(self, conn: &Connection) {
+        if self.shortened
+            && let Err(e) = conn.busy_timeout(self.full)
+        {
+            tracing::warn!(error = %e, "cannot restore the connection's busy_timeout");
+        }
+    }
+}
 
 enum Failure {
     /// Lock contention: nothing happened; retry the whole transaction.
@@ -55,18 +100,33 @@ fn run<T>(
     conn: &mut Connection,
     operation: &'static str,
     behavior: TransactionBehavior,
+    busy_timeout: Duration,
+    f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
+) -> Result<T> {
+    let mut budget = BusyBudget::start(busy_timeout);
+    let result = run_within(conn, operation, behavior, &mut budget, f);
+    budget.finish(conn);
+    result
+}
+
+fn run_within<T>(
+    conn: &mut Connection,
+    operation: &'static str,
+    behavior: TransactionBehavior,
+    budget: &mut BusyBudget,
     mut f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
     let mut retries = 0;
     loop {
         match attempt(conn, behavior, &mut f) {
             Ok(value) => return Ok(value),
-            Err(Failure::Busy(e)) if retries < BUSY_RETRIES => {
+            Err(Failure::Busy(e)) => {
+                if !budget.before_retry(conn, retries) {
+                    return Err(sqlite_error(operation, e));
+                }
                 tracing::debug!(operation, retries, error = %e, "sqlite busy; retrying");
-                std::thread::sleep(backoff(retries));
                 retries += 1;
             }
-            Err(Failure::Busy(e)) => return Err(sqlite_error(operation, e)),
             Err(Failure::Failed(e)) => return Err(e.into_lease(operation)),
             Err(Failure::Commit(e)) if matches!(behavior, TransactionBehavior::Deferred) => {
                 return Err(sqlite_error(operation, e));
@@ -92,20 +152,36 @@ pub(crate) fn backoff(retry: u32) -> Duration {
 }
 
 /// Runs a mutating operation as one `BEGIN IMMEDIATE` transaction, retried (whole) on
-/// contention. Busy after the retries -> `Unavailable`; a COMMIT failure -> `OutcomeUnknown`.
+/// contention within one `busy_timeout` in total. Still busy -> `Unavailable`; a COMMIT
+/// failure -> `OutcomeUnknown`.
 pub(crate) fn write<T>(
     conn: &mut Connection,
     operation: &'static str,
+    busy_timeout: Duration,
     f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
-    run(conn, operation, TransactionBehavior::Immediate, f)
+    run(
+        conn,
+        operation,
+        TransactionBehavior::Immediate,
+        busy_timeout,
+        f,
+    )
 }
 
-/// Runs a read-only operation in one deferred transaction (one snapshot).
+/// Runs a read-only operation in one deferred transaction (one snapshot), retried on
+/// contention within one `busy_timeout` in total.
 pub(crate) fn read<T>(
     conn: &mut Connection,
     operation: &'static str,
+    busy_timeout: Duration,
     f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
-    run(conn, operation, TransactionBehavior::Deferred, f)
+    run(
+        conn,
+        operation,
+        TransactionBehavior::Deferred,
+        busy_timeout,
+        f,
+    )
 }

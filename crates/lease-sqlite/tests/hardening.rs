@@ -137,3 +137,46 @@ async fn corrupt_records_are_skipped_quarantined_and_listed() {
     let err = b.list_corrupt(0).await.expect_err("limit 0");
     assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err:?}");
 }
+
+/// Finding 15: each whole-transaction retry used to wait a full `busy_timeout` again (five
+/// attempts: 25 s with the 5 s default). A write behind another connection's long
+/// transaction now gives up after about one `busy_timeout` in total.
+async fn busy_wait_is_bounded_by_one_busy_timeout() {
+    const BUSY: Duration = Duration::from_millis(400);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("busy.db");
+    let b = SqliteBackend::open(SqliteConfig::file(&path).busy_timeout(BUSY))
+        .await
+        .expect("open");
+    let mut holder = Connection::open(&path).expect("raw open");
+    let tx = holder
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .expect("take the write lock");
+    let started = std::time::Instant::now();
+    let err = b
+        .admit(&Admission::new(id("blocked")))
+        .await
+        .expect_err("the write lock is held");
+    let waited = started.elapsed();
+    assert!(matches!(err, LeaseError::Unavailable { .. }), "{err:?}");
+    assert!(waited >= BUSY, "gave up early: {waited:?}");
+    // The stated bound is busy_timeout plus small slack; five timeouts would be 2 s.
+    assert!(
+        waited < BUSY + Duration::from_millis(300),
+        "waited {waited:?} for a busy_timeout of {BUSY:?}"
+    );
+    tx.rollback().expect("release");
+    b.admit(&Admission::new(id("blocked")))
+        .await
+        .expect("the connection's own busy_timeout is back for later operations");
+}
+
+#[tokio::test]
+async fn busy_wait_is_bounded_queued() {
+    busy_wait_is_bounded_by_one_busy_timeout().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_wait_is_bounded_inline() {
+    busy_wait_is_bounded_by_one_busy_timeout().await;
+}

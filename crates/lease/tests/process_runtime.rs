@@ -446,7 +446,10 @@ fn sigstop_holder(target: Target) {
             let Some(ExecutionOutcome::Completed(v)) = r.outcome else {
                 panic!("no outcome")
             };
-            assert_eq!(v.to_value()["receipt"]["charged_by"], "P2");
+            assert_eq!(
+                v.to_value().expect("outcome")["receipt"]["charged_by"],
+                "P2"
+            );
         }
     });
     let lost_events = events

@@ -48,7 +48,7 @@ impl AckQueue {
     }
 
     /// Acknowledgements waiting behind the one in flight.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "memory"))]
     pub(crate) fn queued(&self) -> usize {
         self.lock().queued.len()
     }

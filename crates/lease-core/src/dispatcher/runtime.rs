@@ -202,7 +202,7 @@ impl Dispatcher {
     }
 
     /// Acknowledgements waiting behind the one in flight.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "memory"))]
     pub(crate) fn queued_acks(&self) -> usize {
         self.shared.acks.queued()
     }

@@ -32,10 +32,13 @@ struct OrderInput {
 }
 
 impl OrderInput {
-    fn from_json(input: Option<&Json>) -> Self {
-        let v = input.map(Json::to_value).unwrap_or(Value::Null);
+    fn from_json(input: Option<&Json>) -> lease::Result<Self> {
+        let v = input
+            .map(Json::to_value)
+            .transpose()?
+            .unwrap_or(Value::Null);
         let ms = |k: &str| Duration::from_millis(v[k].as_u64().unwrap_or(0));
-        OrderInput {
+        Ok(OrderInput {
             order: v["order"].as_u64().unwrap_or(42),
             amount_cents: v["amount_cents"].as_u64().unwrap_or(1999),
             load: ms("load_ms"),
@@ -44,7 +47,7 @@ impl OrderInput {
             charge: ms("charge_ms"),
             receipt: ms("receipt_ms"),
             retry_first: v["retry_first"].as_bool().unwrap_or(false),
-        }
+        })
     }
 }
 
@@ -121,7 +124,7 @@ impl OrderWorkflow {
     }
 
     async fn steps(&self, d: &Delivery) -> Result<Reply, DeliveryError> {
-        let input = OrderInput::from_json(d.input());
+        let input = OrderInput::from_json(d.input())?;
         let ran = AtomicBool::new(false);
         let order: Value = d
             .step("load", || async {
