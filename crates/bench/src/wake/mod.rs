@@ -19,7 +19,7 @@
 //!   and never renewed. Delay = the reclaiming start minus the instant the record became
 //!   claimable again (lease expiry plus the redelivery delay, from `get` after the kill).
 //!   Raw bound: the timer floor above.
-//! - `idle claims`: an idle dispatcher with default options over a window, claim calls/s
+//! - `idle cost`: an idle dispatcher with default options over a window, claim calls/s
 //!   from its own counters, beside the server's own count ([`servers`]).
 //! - `herd 4 processes`: four idle dispatchers; admissions one at a time; claim calls of
 //!   all four per admitted execution.
@@ -237,7 +237,7 @@ pub fn latency_names(kind: Kind) -> Vec<&'static str> {
 }
 
 /// The names of the cost rows.
-pub const COST_NAMES: [&str; 2] = ["idle claims", "herd 4 processes"];
+pub const COST_NAMES: [&str; 2] = ["idle cost", "herd 4 processes"];
 
 /// Samples of a latency series lasting about `duration` at one every `every`.
 fn samples(duration: Duration, every: Duration) -> usize {
@@ -288,7 +288,7 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut WakeRows) {
         }
         let load = crate::load::one_minute();
         let result = match name {
-            "idle claims" => idle(kind, options).await,
+            "idle cost" => idle(kind, options).await,
             _ => herd(kind, options).await,
         };
         let row = result.unwrap_or_else(|e| CostRow {
@@ -843,7 +843,7 @@ async fn idle(kind: Kind, options: &Options) -> Result<CostRow> {
     });
     Ok(CostRow {
         backend: kind.name(),
-        name: "idle claims".into(),
+        name: "idle cost".into(),
         unit: "claim calls/s",
         library: Some(library),
         server: server_rate,
