@@ -54,9 +54,29 @@ impl Horizon {
         }
     }
 
-    /// A wake-up said something becomes claimable at `at`.
-    pub(crate) fn signalled(&mut self, at: Timestamp) {
+    /// A wake-up said something becomes claimable at `at`; it arrived at `received`. A
+    /// signal is sent after its write committed, so an instant no later than the backend
+    /// clock's upper estimate now (the anchor was truncated to whole milliseconds: up to
+    /// 1 ms behind) is due at once rather than at its mapped local instant, which could be up
+    /// to a millisecond late. A future instant arms the timer.
+    pub(crate) fn signalled(&mut self, at: Timestamp, received: Instant) {
+        let at = if self.due_by(at, received) {
+            Timestamp::MIN
+        } else {
+            at
+        };
         self.next = Some(self.next.map_or(at, |n| n.min(at)));
+    }
+
+    /// `at` is no later than the backend clock can be at local instant `when`.
+    fn due_by(&self, at: Timestamp, when: Instant) -> bool {
+        let Some((now, arrived)) = self.anchor else {
+            return true;
+        };
+        let elapsed = when.saturating_duration_since(arrived);
+        let elapsed_ms = i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX);
+        // +1 for the truncated anchor, +1 for the truncated elapsed time.
+        at.as_millis() <= now.as_millis().saturating_add(elapsed_ms).saturating_add(2)
     }
 
     /// The local instant of backend instant `at`: `None` when the backend clock was never
@@ -95,11 +115,11 @@ mod tests {
         assert_eq!(h.deadline(backstop), backstop);
         h.claimed(Some(t(1_000)), Some(t(1_500)), start, true);
         assert_eq!(h.deadline(backstop), start + Duration::from_millis(500));
-        h.signalled(t(1_200));
+        h.signalled(t(1_200), start);
         assert_eq!(h.deadline(backstop), start + Duration::from_millis(200));
-        h.signalled(t(1_300));
+        h.signalled(t(1_300), start);
         assert_eq!(h.deadline(backstop), start + Duration::from_millis(200));
-        h.signalled(Timestamp::MIN);
+        h.signalled(Timestamp::MIN, start);
         assert_eq!(h.deadline(backstop), start);
         h.claimed(Some(t(1_000)), Some(t(900_000)), start, true);
         assert_eq!(h.deadline(backstop), backstop);
@@ -123,11 +143,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_signal_for_an_instant_already_reached_claims_at_once() {
+        let start = Instant::now();
+        let backstop = start + Duration::from_secs(10);
+        let mut h = Horizon::default();
+        h.claimed(Some(t(1_000)), None, start, true);
+        // 4 s later (local), a signal for backend instant 5_001: within the anchor's
+        // truncation, so due now rather than up to a millisecond late.
+        let later = start + Duration::from_secs(4);
+        h.signalled(t(5_001), later);
+        assert!(h.deadline(backstop) <= start);
+        h.claimed(Some(t(1_000)), None, start, true);
+        h.signalled(t(5_500), later);
+        assert_eq!(h.deadline(backstop), start + Duration::from_millis(4_500));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn without_a_known_clock_a_signal_claims_at_once() {
         let backstop = Instant::now() + Duration::from_secs(10);
         let mut h = Horizon::default();
         h.claimed(None, None, Instant::now(), true);
-        h.signalled(t(5_000));
+        h.signalled(t(5_000), Instant::now());
         assert!(h.deadline(backstop) <= Instant::now());
     }
 }

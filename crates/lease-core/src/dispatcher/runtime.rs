@@ -333,7 +333,7 @@ async fn wait_for_claim(
             () = shared.wake.notified() => return true,
             at = next_wakeup(wakeups) => {
                 shared.metrics.wakeup();
-                shared.lock_horizon().signalled(at);
+                shared.lock_horizon().signalled(at, Instant::now());
             }
             () = tokio::time::sleep_until(deadline) => return true,
         }
