@@ -218,8 +218,8 @@ fn verdict(error: &Option<String>, met: Option<bool>) -> String {
 /// The markdown table of the latency rows (milliseconds).
 pub fn latency_markdown(rows: &[crate::wake::LatencyRow]) -> String {
     let mut out = String::from(
-        "| backend | measurement (ms) | n | p50 | p95 | p99 | max | raw bound | raw p50 | raw p99 | raw max | target | met | load 1m |\n\
-         |---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|\n",
+        "| backend | measurement (ms) | n | p50 | p95 | p99 | max | raw bound | raw p50 | raw p99 | raw max | raw admit+claim p50 / p99 | target | met | load 1m |\n\
+         |---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|\n",
     );
     for r in rows {
         let lib =
@@ -227,7 +227,7 @@ pub fn latency_markdown(rows: &[crate::wake::LatencyRow]) -> String {
         let raw =
             |f: fn(&crate::wake::Dist) -> f64| r.raw.as_ref().map_or("-".into(), |d| ms(f(d)));
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
             r.backend,
             r.name,
             r.library.map_or(0, |d| d.n),
@@ -239,6 +239,8 @@ pub fn latency_markdown(rows: &[crate::wake::LatencyRow]) -> String {
             raw(|d| d.p50),
             raw(|d| d.p99),
             raw(|d| d.max),
+            r.raw_statements
+                .map_or_else(|| "-".into(), |d| format!("{} / {}", ms(d.p50), ms(d.p99))),
             r.target.map_or_else(String::new, |t| t.describe()),
             verdict(&r.error, r.met),
             r.load_1m,
