@@ -27,7 +27,7 @@ pub mod wakeup;
 pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
 pub use dispatcher::{
     Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
-    Reply, SharedBackend, ShutdownReport, Worker,
+    Reply, SharedBackend, ShutdownReport, StepSlot, Worker,
 };
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{

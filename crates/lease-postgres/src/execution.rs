@@ -9,9 +9,9 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced,
-    FencingToken, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
+    Fenced, FencingToken, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
@@ -100,6 +100,115 @@ impl PostgresBackend {
             })
             .collect()
     }
+    /// The claim statement's rows as the batch they describe (the claim committed).
+    fn claim_batch(&self, found: &[PgRow]) -> Result<ClaimBatch> {
+        let mut batch = ClaimBatch::default();
+        for row in found {
+            let part: i32 = col(row, CLAIM_PART, "claim_due")?;
+            if part == 1 {
+                let now: i64 = col(row, CLAIM_NOW, "claim_due")?;
+                let next: Option<i64> = col(row, CLAIM_NEXT, "claim_due")?;
+                batch.now = Some(Timestamp::from_millis(now));
+                batch.next_claimable_at = next.map(Timestamp::from_millis);
+            } else {
+                // The claim committed: a row that fails to decode cannot become an error
+                // (the good leases would be issued to nobody too). The statement skips every
+                // row `record_problem` rejects, which are the decoder's rules, so this does
+                // not happen; if it did, that lease expires unused and the row is
+                // redelivered, and the others are returned.
+                match claimed_row(row) {
+                    Ok(claimed) => batch.claimed.push(claimed),
+                    Err(e) => tracing::error!(
+                        schema = self.schema(),
+                        error = %e,
+                        "a claimed row cannot be decoded; its lease is left to expire"
+                    ),
+                }
+            }
+        }
+        Ok(batch)
+    }
+
+    /// The reply to `acknowledge`'s statement (`row`: its one row, `None` for an unknown
+    /// execution) for `lease`, as `acknowledge` reports it.
+    fn ack_reply(
+        &self,
+        lease: &ExecutionLease,
+        row: Option<&PgRow>,
+        reply: Acknowledged,
+    ) -> Result<Fenced<Acknowledged>> {
+        const OP: &str = "acknowledge";
+        let decoded = row
+            .map(|row| {
+                let acknowledged: Option<bool> = col(row, 2, OP)?;
+                Ok::<_, lease_core::LeaseError>((
+                    FenceCheck::decode(row, OP)?,
+                    acknowledged.filter(|a| *a).map(|_| reply),
+                ))
+            })
+            .transpose()?;
+        self.fenced(OP, lease, decoded)
+    }
+
+    /// One run of `acknowledge_and_claim`'s query ([`crate::sql::Statements::ack_then_claim`]):
+    /// the acknowledgement's reply and the claim's rows.
+    async fn ack_then_claim_once(
+        &self,
+        ack: &Acknowledgement,
+        next: &ClaimRequest,
+        lease_ms: i64,
+    ) -> Result<(Fenced<Acknowledged>, ClaimBatch)> {
+        const OP: &str = "acknowledge_and_claim";
+        let (status, value, reply) = ack_params(&ack.outcome);
+        let token = token_param(&ack.lease)?;
+        let delays = &self.inner.delays;
+        let params = |clock| crate::sql::AckThenClaim {
+            id: ack.lease.execution_id.as_str(),
+            token,
+            clock,
+            status,
+            outcome: value,
+            requested: next.now.as_millis(),
+            limit: i64::try_from(next.limit).unwrap_or(i64::MAX),
+            lease_ms,
+            delays,
+        };
+        let sql = &self.inner.sql;
+        // Built before any connection is taken: a value the server could not accept
+        // (U+0000 in an outcome) is refused with nothing sent, as a bound one would be.
+        if sql.ack_then_claim(&params(None)).is_none() {
+            return Err(lease_core::LeaseError::invalid(
+                "outcome",
+                "contains U+0000, which PostgreSQL text cannot hold",
+            ));
+        }
+        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
+        // Never retried after it may have run: the claim could issue a second token.
+        let parts = self
+            .run(OP, Effect::Write, |mut conn| {
+                let query = sql.ack_then_claim(&params(self.clock_param()));
+                async move {
+                    let query = query.unwrap_or_default();
+                    let r = statement_rows(sqlx::raw_sql(AssertSqlSafe(query)), &mut conn).await;
+                    settle(r, &mut conn)
+                }
+            })
+            .await
+            .map_err(|e| crate::error::in_schema(e, self.schema()))?;
+        // The transaction committed: from here on an unreadable reply is `OutcomeUnknown`.
+        let [ack_rows, claim_rows] = <[Vec<PgRow>; 2]>::try_from(parts)
+            .map_err(|p| after_commit(protocol(OP, format!("{} statement replies", p.len()))))?;
+        if ack_rows.len() > 1 {
+            return Err(after_commit(protocol(OP, "several acknowledgement rows")));
+        }
+        let batch = self.claim_batch(&claim_rows).map_err(after_commit)?;
+        match self.ack_reply(&ack.lease, ack_rows.first(), reply) {
+            Ok(acknowledged) => Ok((acknowledged, batch)),
+            // Refused: the claim was limited to 0, so nothing was written.
+            Err(e) if e.is_bad_input() && batch.claimed.is_empty() => Err(e),
+            Err(e) => Err(after_commit(e)),
+        }
+    }
 }
 
 /// The claim statement's first record column: after the lease's (id, token, expiry).
@@ -164,6 +273,26 @@ fn after_commit(error: lease_core::LeaseError) -> lease_core::LeaseError {
         },
         other => other,
     }
+}
+
+/// The rows of each statement of a simple-query message, in order (one group per
+/// statement that completed). Waits for the whole reply, so an error raised at commit is
+/// an error here.
+async fn statement_rows(
+    query: sqlx::RawSql,
+    conn: &mut sqlx::PgConnection,
+) -> std::result::Result<Vec<Vec<PgRow>>, sqlx::Error> {
+    use futures::TryStreamExt;
+    let mut parts = Vec::with_capacity(2);
+    let mut rows = Vec::new();
+    let mut stream = query.fetch_many(conn);
+    while let Some(item) = stream.try_next().await? {
+        match item {
+            sqlx::Either::Left(_done) => parts.push(std::mem::take(&mut rows)),
+            sqlx::Either::Right(row) => rows.push(row),
+        }
+    }
+    Ok(parts)
 }
 
 /// One claimed row: its lease and the record as the claim left it.
@@ -399,31 +528,70 @@ impl ExecutionClient for PostgresBackend {
             })
             .await
             .map_err(|e| crate::error::in_schema(e, self.schema()))?;
-        let mut batch = ClaimBatch::default();
-        for row in &found {
-            let part: i32 = col(row, CLAIM_PART, "claim_due")?;
-            if part == 1 {
-                let now: i64 = col(row, CLAIM_NOW, "claim_due")?;
-                let next: Option<i64> = col(row, CLAIM_NEXT, "claim_due")?;
-                batch.now = Some(Timestamp::from_millis(now));
-                batch.next_claimable_at = next.map(Timestamp::from_millis);
-            } else {
-                // The claim committed: a row that fails to decode cannot become an error
-                // (the good leases would be issued to nobody too). The statement skips every
-                // row `record_problem` rejects, which are the decoder's rules, so this does
-                // not happen; if it did, that lease expires unused and the row is
-                // redelivered, and the others are returned.
-                match claimed_row(row) {
-                    Ok(claimed) => batch.claimed.push(claimed),
-                    Err(e) => tracing::error!(
-                        schema = self.schema(),
-                        error = %e,
-                        "a claimed row cannot be decoded; its lease is left to expire"
-                    ),
-                }
+        self.claim_batch(&found)
+    }
+
+    /// The acknowledgement and the claim in one round trip and one commit (issue 12): the
+    /// `acknowledge` statement, then the claim statement, as one simple-query message (one
+    /// implicit transaction; see `sql::Statements::ack_then_claim`). The acknowledgement is
+    /// fenced exactly as `acknowledge` (same statement, same row lock, held to the commit);
+    /// the claim is `claim_due_with_horizon`'s statement, evaluated after it in its own
+    /// snapshot (so it sees the acknowledgement), limited to 0 when the acknowledgement is
+    /// refused (unknown execution, token 0, foreign token): then nothing is written and the
+    /// error is returned. The claim request is validated before any statement.
+    ///
+    /// A token-counter failure of the claim rolls the acknowledgement back with it; the
+    /// acknowledgement is then made alone, as the trait's default does, and the failed claim
+    /// is logged and reported as empty.
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        match self.ack_then_claim_once(ack, &next, lease_ms).await {
+            Ok((acknowledged, next)) => Ok(AckAndClaim { acknowledged, next }),
+            Err(e @ lease_core::LeaseError::TokenCounter { .. }) => {
+                tracing::error!(
+                    schema = self.schema(),
+                    error = %e,
+                    "the claim after an acknowledgement failed; acknowledging alone"
+                );
+                Ok(AckAndClaim {
+                    acknowledged: self.acknowledge(&ack.lease, &ack.outcome).await?,
+                    next: ClaimBatch::default(),
+                })
             }
+            Err(e) => Err(e),
         }
-        Ok(batch)
+    }
+
+    /// Retention (issue 12): one statement (`sql::PURGE_TERMINAL`) deletes up to `limit`
+    /// terminal executions acknowledged before `before`, oldest first, with their step
+    /// records, store receipts and start records, skipping rows other statements hold
+    /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
+    /// before any statement.
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        const OP: &str = "purge_terminal";
+        check_limit("purge limit", limit)?;
+        let sql = &self.inner.sql.purge_terminal;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found: Vec<String> = self
+            .run(OP, Effect::Write, |mut conn| async move {
+                let r = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
+                    .bind(before.as_millis())
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await;
+                settle(r, &mut conn)
+            })
+            .await?;
+        // The rows are deleted: an id that cannot be reported is `OutcomeUnknown`.
+        let ids = found
+            .into_iter()
+            .map(|id| ExecutionId::new(id).map_err(|e| after_commit(protocol(OP, e.to_string()))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Purged { ids })
     }
 
     /// A receiver of this handle's LISTEN/NOTIFY wake-ups (see `wakeup.rs`): `None` outside
@@ -463,7 +631,8 @@ impl ExecutionClient for PostgresBackend {
                 let expiry: Option<i64> = col(&row, 2, "renew")?;
                 Ok::<_, lease_core::LeaseError>((FenceCheck::decode(&row, "renew")?, expiry))
             })
-            .transpose()?;
+            .transpose()
+            .map_err(after_commit)?;
         let decoded = decoded.map(|(check, expiry)| {
             let renewed = expiry.map(|ms| ExecutionLease {
                 execution_id: lease.execution_id.clone(),
@@ -472,7 +641,8 @@ impl ExecutionClient for PostgresBackend {
             });
             (check, renewed)
         });
-        self.fenced("renew", lease, decoded)
+        // The statement committed: a reply that cannot be read is `OutcomeUnknown`.
+        self.fenced("renew", lease, decoded).map_err(after_commit)
     }
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
@@ -503,8 +673,10 @@ impl ExecutionClient for PostgresBackend {
                     released.filter(|r| *r).map(|_| ()),
                 ))
             })
-            .transpose()?;
-        self.fenced("release", lease, decoded)
+            .transpose()
+            .map_err(after_commit)?;
+        // The statement committed: a reply that cannot be read is `OutcomeUnknown`.
+        self.fenced("release", lease, decoded).map_err(after_commit)
     }
 
     async fn acknowledge(
@@ -532,16 +704,9 @@ impl ExecutionClient for PostgresBackend {
                 }
             })
             .await?;
-        let decoded = row
-            .map(|row| {
-                let acknowledged: Option<bool> = col(&row, 2, "acknowledge")?;
-                Ok::<_, lease_core::LeaseError>((
-                    FenceCheck::decode(&row, "acknowledge")?,
-                    acknowledged.filter(|a| *a).map(|_| reply.clone()),
-                ))
-            })
-            .transpose()?;
-        self.fenced("acknowledge", lease, decoded)
+        // The statement committed: a reply that cannot be read is `OutcomeUnknown`.
+        self.ack_reply(lease, row.as_ref(), reply)
+            .map_err(after_commit)
     }
 
     async fn acknowledge_batch(

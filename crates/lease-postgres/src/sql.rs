@@ -358,6 +358,17 @@ SELECT cur.token, cur.status, upd.acknowledged, (SELECT count(*) FROM note)
 FROM cur LEFT JOIN upd ON true
 "#;
 
+/// The claim limit of `acknowledge_and_claim`'s claim (issue 12): `$1 id, $2 lease token,
+/// $3 limit` -> `$3` when the acknowledgement was not refused outright, else 0 (the claim
+/// then writes nothing). Refused (token 0, an unknown execution, or a token above the
+/// execution's latest) is decided on the same row
+/// [`ACKNOWLEDGE`] locked `FOR NO KEY UPDATE` earlier in the transaction, so it cannot
+/// have changed in between and this agrees with the acknowledgement's verdict. An id
+/// unknown to the acknowledgement and admitted since has token 0, still below `$2`.
+const ACK_AND_CLAIM_LIMIT: &str = r#"(CASE WHEN EXISTS (
+    SELECT 1 FROM {s}.executions g WHERE g.id = $1 AND g.token >= $2 AND $2 > 0
+) THEN $3 ELSE 0 END)"#;
+
 /// `$1 ids text[], $2 tokens bigint[], $3 new statuses text[], $4 outcomes text[] (NULL for
 /// suspended), $5 clock` -> one row per item in item order: (item number from 1, current
 /// token, status; both NULL for an unknown execution, acknowledged?, notification count).
@@ -470,6 +481,42 @@ upd AS (
     RETURNING true AS acknowledged
 )
 SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
+"#;
+
+/// `$1 before, $2 limit` -> the ids purged, by id (issue 12, retention). Takes up to `$2`
+/// terminal executions acknowledged before `$1` (`last_delivery_ended_at` of a completed or
+/// failed row), oldest first, from the `executions_terminal` index (migration v6), and
+/// deletes them with their step records, the store receipts they made and the start
+/// records naming them, in one statement. Never a non-terminal row: no transition leaves a
+/// terminal status, so the condition re-checked on a row's newest version after its lock
+/// cannot change. Rows are locked `FOR UPDATE SKIP LOCKED`: a row some statement holds
+/// (a stale holder's fenced write, another purge) is left for a later call instead of
+/// waiting for it, so purges never queue behind the hot path nor each other, and two
+/// concurrent purges take disjoint rows; a fenced write that waited for a purge's lock
+/// then finds no row (`UnknownExecution`). Rows `record_problem` rejects are left for
+/// `list_corrupt` (their ids could not be reported).
+const PURGE_TERMINAL: &str = r#"
+WITH victims AS MATERIALIZED (
+    SELECT e.id FROM {s}.executions e
+    WHERE e.status IN ('completed', 'failed') AND e.last_delivery_ended_at < $1
+      AND {decodable}
+    ORDER BY e.last_delivery_ended_at, e.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM {s}.executions e USING victims v WHERE e.id = v.id RETURNING e.id
+),
+steps AS (
+    DELETE FROM {s}.steps st USING victims v WHERE st.execution_id = v.id
+),
+receipts AS (
+    DELETE FROM {s}.store_receipts r USING victims v WHERE r.execution_id = v.id
+),
+starts AS (
+    DELETE FROM {s}.start_requests q USING victims v WHERE q.target = v.id
+)
+SELECT g.id FROM gone g ORDER BY g.id
 "#;
 
 /// `$1 id, $2 step key, $3 attempt` -> one step record.
@@ -595,6 +642,9 @@ pub(crate) struct Statements {
     pub(crate) release: Arc<str>,
     pub(crate) acknowledge: Arc<str>,
     pub(crate) acknowledge_batch: Arc<str>,
+    /// The claim limit of `acknowledge_and_claim` ([`ACK_AND_CLAIM_LIMIT`]).
+    pub(crate) ack_and_claim_limit: Arc<str>,
+    pub(crate) purge_terminal: Arc<str>,
     pub(crate) write_step: Arc<str>,
     pub(crate) read_step: Arc<str>,
     pub(crate) list_steps: Arc<str>,
@@ -640,6 +690,8 @@ impl Statements {
             release: r(RELEASE),
             acknowledge,
             acknowledge_batch: r(ACKNOWLEDGE_BATCH),
+            ack_and_claim_limit: r(ACK_AND_CLAIM_LIMIT),
+            purge_terminal: r(PURGE_TERMINAL),
             write_step,
             read_step: r(READ_STEP),
             list_steps: r(LIST_STEPS),
@@ -652,6 +704,168 @@ impl Statements {
             now: r(NOW),
             drop_schema: r(DROP_SCHEMA),
         }
+    }
+}
+
+/// One parameter of a statement sent with its values inlined, over the simple query
+/// protocol (`acknowledge_and_claim`, which needs two statements in one round trip: sqlx
+/// cannot pipeline extended-protocol statements). Rendered typed and parenthesised, so it
+/// means in every position exactly what the bound parameter of the same type would.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Literal<'a> {
+    /// A text value (`NULL` for `None`).
+    Text(Option<&'a str>),
+    /// A bigint value (`NULL` for `None`).
+    BigInt(Option<i64>),
+    /// A `bigint[]` value.
+    BigInts(&'a [i64]),
+    /// An SQL expression this module rendered itself (never caller data).
+    Sql(&'a str),
+}
+
+impl Literal<'_> {
+    fn write(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        match self {
+            Literal::Text(None) => out.push_str("(NULL::text)"),
+            // An escape string literal: backslashes and quotes are escaped whatever
+            // `standard_conforming_strings` says, and in UTF-8 (the connection's encoding)
+            // no byte of a multi-byte character is a quote or a backslash.
+            Literal::Text(Some(text)) => {
+                out.push_str("(E'");
+                for c in text.chars() {
+                    match c {
+                        '\'' => out.push_str("''"),
+                        '\\' => out.push_str("\\\\"),
+                        c => out.push(c),
+                    }
+                }
+                out.push_str("'::text)");
+            }
+            Literal::BigInt(None) => out.push_str("(NULL::bigint)"),
+            Literal::BigInt(Some(n)) => {
+                let _ = write!(out, "({n}::bigint)");
+            }
+            Literal::BigInts(values) => {
+                out.push_str("(ARRAY[");
+                for (i, n) in values.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{n}::bigint");
+                }
+                out.push_str("]::bigint[])");
+            }
+            Literal::Sql(sql) => out.push_str(sql),
+        }
+    }
+
+    /// Whether the value can be sent at all: PostgreSQL text cannot hold U+0000 (as a bound
+    /// parameter the server refuses it too).
+    fn sendable(&self) -> bool {
+        !matches!(self, Literal::Text(Some(t)) if t.contains('\0'))
+    }
+}
+
+/// `statement` (rendered) with every parameter `$n` outside quoted literals and identifiers
+/// replaced by `params[n - 1]`. `None` when a value cannot be sent (see
+/// [`Literal::sendable`]). A `$n` without a value is left as is (the server then refuses the
+/// statement, which changes nothing); the unit tests cover every statement this renders.
+pub(crate) fn bind_literals(statement: &str, params: &[Literal<'_>]) -> Option<String> {
+    if !params.iter().all(Literal::sendable) {
+        return None;
+    }
+    let mut out = String::with_capacity(statement.len() + 64);
+    let mut chars = statement.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                // Copy the quoted run verbatim; a doubled quote stays inside it.
+                out.push(c);
+                for (_, q) in chars.by_ref() {
+                    out.push(q);
+                    if q == c {
+                        break;
+                    }
+                }
+            }
+            '$' => {
+                let digits: String = std::iter::from_fn(|| {
+                    chars.next_if(|(_, d)| d.is_ascii_digit()).map(|(_, d)| d)
+                })
+                .collect();
+                let param = digits
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|n| params.get(n));
+                match param {
+                    Some(p) => p.write(&mut out),
+                    None => {
+                        out.push_str(&statement[i..i + 1]);
+                        out.push_str(&digits);
+                    }
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// The parameters of `acknowledge_and_claim`: those of [`ACKNOWLEDGE`] and of [`CLAIM`].
+#[derive(Debug)]
+pub(crate) struct AckThenClaim<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) token: i64,
+    pub(crate) clock: Option<i64>,
+    pub(crate) status: &'a str,
+    pub(crate) outcome: Option<&'a str>,
+    pub(crate) requested: i64,
+    pub(crate) limit: i64,
+    pub(crate) lease_ms: i64,
+    pub(crate) delays: &'a [i64],
+}
+
+impl Statements {
+    /// `acknowledge_and_claim` (issue 12) as ONE simple-query message: the [`ACKNOWLEDGE`]
+    /// statement, then the [`CLAIM`] statement (with its summary row) limited by
+    /// [`ACK_AND_CLAIM_LIMIT`], values inlined. The server runs the statements of one
+    /// message as one implicit transaction: one round trip, one commit, and an error in
+    /// either rolls both back. Each statement takes its own snapshot, so the claim sees the
+    /// acknowledgement (an acknowledged row that is due again is claimed again); the
+    /// acknowledgement's row lock is held until the commit. `None`: a value cannot be sent.
+    pub(crate) fn ack_then_claim(&self, p: &AckThenClaim<'_>) -> Option<String> {
+        use Literal::{BigInt, BigInts, Sql, Text};
+        let ack = bind_literals(
+            &self.acknowledge,
+            &[
+                Text(Some(p.id)),
+                BigInt(Some(p.token)),
+                BigInt(p.clock),
+                Text(Some(p.status)),
+                Text(p.outcome),
+            ],
+        )?;
+        let limit = bind_literals(
+            &self.ack_and_claim_limit,
+            &[
+                Text(Some(p.id)),
+                BigInt(Some(p.token)),
+                BigInt(Some(p.limit)),
+            ],
+        )?;
+        let claim = bind_literals(
+            &self.claim,
+            &[
+                BigInt(Some(p.requested)),
+                BigInt(p.clock),
+                Sql(&limit),
+                BigInt(Some(p.lease_ms)),
+                BigInts(p.delays),
+            ],
+        )?;
+        Some(format!("{ack};\n{claim}"))
     }
 }
 
@@ -687,5 +901,48 @@ mod tests {
         assert!(s.claim.contains("\"t\".fencing_tokens"));
         assert!(s.claim.contains("clock_timestamp()"));
         assert!(!s.claim.contains("now()"));
+    }
+    #[test]
+    fn literals_are_quoted_and_typed() {
+        let sql = bind_literals(
+            "SELECT $1, '$2', \"$3\", $2, $10, $3, $4, $5",
+            &[
+                Literal::Text(Some(r"it's a \ back'slash")),
+                Literal::BigInt(Some(-7)),
+                Literal::BigInts(&[1, 2]),
+                Literal::BigInts(&[]),
+                Literal::Text(None),
+            ],
+        )
+        .expect("sendable");
+        assert_eq!(
+            sql,
+            "SELECT (E'it''s a \\\\ back''slash'::text), '$2', \"$3\", (-7::bigint), $10, \
+             (ARRAY[1::bigint,2::bigint]::bigint[]), (ARRAY[]::bigint[]), (NULL::text)"
+        );
+        assert!(bind_literals("SELECT $1", &[Literal::Text(Some("a\0b"))]).is_none());
+    }
+
+    #[test]
+    fn ack_then_claim_binds_every_parameter() {
+        let s = Statements::new("\"t\"", "lease_wake_t");
+        let sql = s
+            .ack_then_claim(&AckThenClaim {
+                id: "a",
+                token: 3,
+                clock: None,
+                status: "completed",
+                outcome: Some("{\"x\":\"'$1\"}"),
+                requested: 10,
+                limit: 1,
+                lease_ms: 30_000,
+                delays: &[100, 200],
+            })
+            .expect("sendable");
+        // No parameter is left unbound (the only `$` is inside the outcome's literal).
+        assert_eq!(sql.matches('$').count(), 1, "{sql}");
+        assert!(sql.contains("(E'{\"x\":\"''$1\"}'::text)"), "{sql}");
+        assert_eq!(sql.matches(';').count(), 1, "two statements: {sql}");
+        assert!(sql.contains("THEN (1::bigint) ELSE 0 END"), "{sql}");
     }
 }

@@ -339,3 +339,95 @@ fn an_undecodable_batch_reply_after_commit_is_outcome_unknown() {
         assert_eq!(w.get("x").await.status, ExecutionStatus::Completed);
     });
 }
+
+/// (issue 12 item 3) The single `acknowledge`, `renew` and `release` never report an error
+/// other than `OutcomeUnknown` once their statement committed a change. A row written by
+/// hand as running with token 0 (no claim issues 0) accepts a lease with token 0: the
+/// statement applies, and the reply ("token 0 was accepted") cannot be honoured. Before,
+/// that was `Protocol`, which tells the caller nothing was applied.
+#[test]
+fn a_committed_fenced_write_with_an_unusable_reply_is_outcome_unknown() {
+    scenario(|mut w| async move {
+        for name in ["ack", "renew", "release"] {
+            w.admit(name).await;
+        }
+        let far = w.now().as_millis() + 60_000;
+        w.exec(&format!(
+            "UPDATE {{s}}.executions SET status = 'running', token = 0, \
+             lease_expires_at = {far}, claimable_at = {far}"
+        ))
+        .await;
+        let lease = |name: &str| ExecutionLease {
+            execution_id: id(name),
+            token: FencingToken::NONE,
+            expires_at: w.now(),
+        };
+        let b = &w.backend;
+        let results = [
+            (
+                "acknowledge",
+                b.acknowledge(&lease("ack"), &completed()).await.map(|_| ()),
+            ),
+            ("renew", b.renew(&lease("renew"), LEASE).await.map(|_| ())),
+            ("release", b.release(&lease("release")).await.map(|_| ())),
+        ];
+        for (what, result) in results {
+            assert!(
+                matches!(result, Err(LeaseError::OutcomeUnknown { .. })),
+                "{what}: expected OutcomeUnknown, got {result:?}"
+            );
+        }
+        // Each statement did apply: the errors had to say "may have been applied".
+        assert_eq!(w.get("ack").await.status, ExecutionStatus::Completed);
+        assert_eq!(w.get("release").await.unacknowledged_deliveries, 1);
+        assert_eq!(
+            w.get("renew").await.lease_expires_at,
+            Some(Timestamp::from_millis(
+                w.now().as_millis() + i64::try_from(LEASE.as_millis()).expect("ms")
+            ))
+        );
+    });
+}
+
+/// (issue 12) A token-counter failure of `acknowledge_and_claim`'s claim rolls its
+/// acknowledgement back with it (one transaction); the acknowledgement is then applied
+/// alone, as `acknowledge` would, and the claim reported empty (as the trait's default
+/// does), so a broken counter does not also block acknowledgements.
+#[test]
+fn ack_and_claim_acknowledges_alone_when_the_claim_meets_a_broken_counter() {
+    scenario(|mut w| async move {
+        w.admit("a").await;
+        let lease = w.claim(1).await.expect("claim").claimed[0].lease.clone();
+        w.admit("b").await;
+        // a is due again after its acknowledgement (suspended with a due wake), and first
+        // in claim order: the restarted counter's token 1 is not above a's stored 1.
+        w.backend
+            .request_wake(&id("a"), w.now())
+            .await
+            .expect("wake");
+        w.exec("ALTER SEQUENCE {s}.fencing_tokens RESTART WITH 1")
+            .await;
+        let b_before = w.get("b").await;
+        let r = w
+            .backend
+            .acknowledge_and_claim(
+                &Acknowledgement {
+                    lease: lease.clone(),
+                    outcome: WorkflowRunOutcome::Suspended,
+                },
+                ClaimRequest {
+                    now: Timestamp::MAX,
+                    limit: 2,
+                    duration: LEASE,
+                },
+            )
+            .await
+            .expect("acknowledged alone");
+        assert!(!r.acknowledged.is_lost(), "{r:?}");
+        assert!(r.next.claimed.is_empty(), "{r:?}");
+        let a = w.get("a").await;
+        assert_eq!(a.status, ExecutionStatus::Suspended);
+        assert_eq!(a.token, lease.token, "nothing claimed a");
+        assert_eq!(w.get("b").await, b_before, "nothing claimed b");
+    });
+}

@@ -192,12 +192,15 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 5 to 2).
+        // Turn the schema back into what version 1 created (undoing versions 6 to 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP FUNCTION \"{schema}\".record_problem; \
+                "DROP INDEX \"{schema}\".executions_terminal; \
+                 DROP INDEX \"{schema}\".store_receipts_execution; \
+                 DROP INDEX \"{schema}\".start_requests_target; \
+                 DROP FUNCTION \"{schema}\".record_problem; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
                  DROP INDEX \"{schema}\".executions_horizon; \
                  DROP INDEX \"{schema}\".executions_sort_due; \

@@ -9,7 +9,7 @@ use redis::{Script, Value};
 use crate::config::RedisConfig;
 use crate::errors::{Access, BACKEND, map_error, protocol, token_counter_error};
 use crate::guard;
-use crate::keys::{Keys, LAYOUT_VERSION};
+use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wake::{Listener, Subscriber, WakeMode, channel, listener_name};
@@ -49,7 +49,8 @@ impl std::fmt::Debug for RedisBackend {
 impl RedisBackend {
     /// Connects, checks the server (Redis >= 5; a `maxmemory-policy` that cannot evict our
     /// keys, see [`RedisConfig::allow_evicting_policy`]) and claims the namespace's key
-    /// layout (a namespace holding another layout is [`LeaseError::Schema`]).
+    /// layout (a namespace holding another layout is [`LeaseError::Schema`]; one of layout 1,
+    /// before the retention indexes, is migrated first: see `crate::migrate`).
     ///
     /// Errors: `InvalidInput` for a bad URL or namespace, `Unavailable` when Redis cannot be
     /// reached, `UnsafeConfiguration` for an evicting policy or an old server.
@@ -244,7 +245,10 @@ impl RedisBackend {
                 &[LAYOUT_VERSION.as_bytes()],
             )
             .await?;
-        let found = Reply::new(OP).string(v)?;
+        let mut found = Reply::new(OP).string(v)?;
+        if found == LAYOUT_V1 {
+            found = self.migrate_from_v1().await?;
+        }
         if found != LAYOUT_VERSION {
             return Err(LeaseError::Schema {
                 location: self.shared.keys.prefix().to_owned(),

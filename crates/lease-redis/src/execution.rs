@@ -8,7 +8,7 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    LeaseError, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -18,7 +18,7 @@ use crate::claim::{ClaimReply, lossy, with_records};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::{exact_time, token_arg};
+use crate::wire::{MAX_EXACT_MS, exact_time, token_arg};
 
 /// The typed error for the refusal words every fenced script shares: `unknown` (no such
 /// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
@@ -182,6 +182,33 @@ impl ExecutionClient for RedisBackend {
             out.push(CorruptRecord { id, problem });
         }
         Ok(out)
+    }
+
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        const OP: &str = "purge_terminal";
+        check_limit("purge limit", limit)?;
+        // An instant past the exact range is after every stored end (and one before it,
+        // before every one).
+        let before = before.as_millis().clamp(-MAX_EXACT_MS, MAX_EXACT_MS);
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                &SCRIPTS.purge_terminal,
+                &[before.to_string().as_bytes(), limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let mut ids = reply
+            .array(v)?
+            .into_iter()
+            .map(|id| reply.execution_id(id))
+            .collect::<Result<Vec<_>>>()?;
+        if ids.len() > limit {
+            return Err(reply.unexpected(&format!("{} ids", ids.len())));
+        }
+        ids.sort();
+        Ok(Purged { ids })
     }
 
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {

@@ -16,13 +16,22 @@
 //! | `starts` | hash | start request id -> target execution id |
 //! | `store:<id>` | hash | store entries, plus the existence marker field `""` |
 //! | `receipts:<id>` | hash | store receipts, field `<execution>\x1f<step key>` |
+//! | `done` | zset | completed and failed executions, scored by the end of their last delivery |
+//! | `rcpt:<id>` | set | the receipts execution `<id>` made: `<store>\x1f<step key>` |
+//! | `start_of` | hash | target execution id -> the start request id that created it |
+//!
+//! Layout 2 added the last three (retention, issue 12); connecting to a layout-1 namespace
+//! builds them (`crate::migrate`) and then stores layout 2.
 //!
 //! The wake-up channel `wake` (issue 10) shares the prefix, so it has the namespace's slot.
 
 use lease_core::{ExecutionId, LeaseError, Result, StoreId};
 
 /// Version of the key layout above, stored in `meta` at connect.
-pub(crate) const LAYOUT_VERSION: &str = "1";
+pub(crate) const LAYOUT_VERSION: &str = "2";
+
+/// The layout before the retention indexes, migrated at connect.
+pub(crate) const LAYOUT_V1: &str = "1";
 
 /// Longest namespace, in bytes.
 pub const MAX_NAMESPACE_BYTES: usize = 128;

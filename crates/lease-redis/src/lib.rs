@@ -41,6 +41,9 @@
 //!   | `starts` | hash | start request id -> target execution id |
 //!   | `store:<id>` | hash | store entries, plus the existence marker field `""` |
 //!   | `receipts:<id>` | hash | store receipts: field `<execution>\x1f<step key>`, value the outcome |
+//!   | `done` | zset | completed and failed executions, scored by the end of their last delivery |
+//!   | `rcpt:<id>` | set | the receipts execution `<id>` made, as `<store>\x1f<step key>` |
+//!   | `start_of` | hash | target execution id -> the start request id that created it |
 //! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
 //!   value, so tokens rise per execution and never repeat across executions.
 //! - **Claims.** Due executions live in two sorted sets: `ready` (scored by due time, so a
@@ -88,6 +91,18 @@
 //!   an empty claim and logs the refusal; after a lost one it is `TokenCounter`. One wake-up
 //!   message: the earliest of the acknowledged record's claimable instant (unless the same
 //!   script claimed it) and the new leases'.
+//! - **Retention (issue 12).** `purge_terminal(before, limit)` is one script: it reads up to
+//!   `limit` members of `done` scored before `before` (the earliest ended first), re-checks
+//!   each record (only a completed or failed one whose end lies before `before` goes; a
+//!   stale member leaves the index, a mis-scored one is re-scored), then deletes each
+//!   execution's hash and step hash, its receipts (each member of `rcpt:<id>` names a field
+//!   of a `receipts:<store>` hash) and the start record `start_of` points to. The ids come
+//!   back sorted. Acknowledgements keep `done`, `store_update` keeps `rcpt:<id>`, `start`
+//!   keeps `start_of`. These indexes are key layout 2: connecting to a layout-1 namespace
+//!   builds them first (bounded `SCAN`/`HSCAN` pages, each indexed by one idempotent script)
+//!   and then stores layout 2; an older library refuses layout 2. A purged id is unknown:
+//!   `get` is `None`, a stale lease is `UnknownExecution`, and a new admission starts from
+//!   nothing, with tokens above the old ones (the counter is the namespace's).
 //! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
 //!   start, request_wake without a live lease, release, a suspended acknowledgement with a
 //!   wake, claim) publish, in the same script as the write, the record's
@@ -152,6 +167,7 @@ mod execution;
 mod guard;
 mod heap;
 mod keys;
+mod migrate;
 mod reply;
 mod scripts;
 mod store;

@@ -60,6 +60,8 @@ pub(crate) struct Scripts {
     pub(crate) start: Script,
     pub(crate) get_or_create: Script,
     pub(crate) store_update: Script,
+    pub(crate) purge_terminal: Script,
+    pub(crate) migrate: Script,
 }
 
 /// The scripts.
@@ -81,4 +83,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
     store_update: script(include_str!("lua/store_update.lua")),
+    purge_terminal: script(include_str!("lua/purge_terminal.lua")),
+    migrate: script(include_str!("lua/migrate.lua")),
 });

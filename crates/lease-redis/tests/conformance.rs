@@ -19,6 +19,7 @@ impl lease_conformance::Harness for RedisHarness {
     type Backend = RedisBackend;
 
     const WAKEUPS: bool = true;
+    const RETENTION: bool = true;
     const KILLABLE_LISTENER: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {

@@ -9,11 +9,11 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed, CorruptRecord,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord,
-    Json, LeaseError, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
+    HeapClient, HeapRecord, Json, LeaseError, Purged, Result, StartClient, StartRequest, Started,
+    StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot,
+    StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -23,7 +23,7 @@ use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
 use crate::wake::{self, Wakes};
-use crate::{executions, schema, starts, steps, stores, tx};
+use crate::{executions, retention, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
@@ -221,6 +221,16 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit
+    /// outside 1..=1000 is `InvalidInput` and deletes nothing.
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        self.write("purge_terminal", move |tx, s| {
+            retention::purge_terminal(tx, s, before, limit)
+        })
+        .await
+    }
+
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let id = id.clone();
         self.write_waking("request_wake", move |tx, s| {
@@ -277,6 +287,24 @@ impl ExecutionClient for SqliteBackend {
         let outcome = outcome.clone();
         self.write_waking("acknowledge", move |tx, s| {
             executions::acknowledge(tx, s, &lease, &outcome)
+        })
+        .await
+    }
+
+    /// One operation in one transaction (issue 12), grouped like every write: the
+    /// acknowledgement exactly as [`ExecutionClient::acknowledge`], then the claim exactly as
+    /// [`ExecutionClient::claim_due_with_horizon`] after it. The claim request is validated
+    /// first; bad input in either part is a typed error with nothing applied. Both parts'
+    /// wake-ups are signalled after the COMMIT.
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        let ack = ack.clone();
+        self.write_waking("acknowledge_and_claim", move |tx, s| {
+            executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
         })
         .await
     }

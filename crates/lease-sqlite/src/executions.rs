@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord, ExecutionId,
-    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, LeaseError, Timestamp,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
+    ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken,
+    LeaseError, Timestamp, WorkflowRunOutcome,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -67,19 +67,44 @@ pub(crate) fn admit_batch(
     Ok(Woken::at(records, wake))
 }
 
-/// `get`: the effective record.
+/// `get`: the effective record. A stored record this library cannot decode stays a typed
+/// error for its id (`Protocol`): there is no record to return, and `None` would claim the
+/// id is unknown. When a claim has quarantined it, the error says so and points at
+/// `list_corrupt`.
 pub(crate) fn get(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
 ) -> OpResult<Option<ExecutionRecord>> {
     let now = scope.now();
-    Ok(rows::load(conn, &scope.namespace, id)?.map(|r| r.effective(now)))
+    match rows::load(conn, &scope.namespace, id) {
+        Ok(record) => Ok(record.map(|r| r.effective(now))),
+        Err(OpError::Corrupt(problem)) => {
+            Err(OpError::Corrupt(match quarantined(conn, scope, id)? {
+                Some(note) => format!(
+                    "execution {id} is quarantined as corrupt (listed by list_corrupt): {note}"
+                ),
+                None => problem,
+            }))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// The problem a claim recorded when it quarantined `id`, if it did.
+fn quarantined(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT corrupt FROM lease_executions WHERE namespace = ?1 AND id = ?2")?
+        .query_row(params![scope.namespace, id.as_str()], |row| row.get(0))
+        .optional()?
+        .flatten())
 }
 
 /// `list_failing`: effective `unacknowledged_deliveries >= max(min, 1)`, most failing first,
 /// then id. Reads the top `limit` rows by stored count through an index, plus every running
 /// row whose lease has expired (its effective count is one higher); merging the two is exact.
+/// Quarantined records are skipped (they are listed by `list_corrupt`, and `get` reports
+/// them); an undecodable record no claim has quarantined yet is still `Protocol`.
 pub(crate) fn list_failing(
     conn: &Connection,
     scope: &Scope,
@@ -95,6 +120,7 @@ pub(crate) fn list_failing(
             execution_columns!(),
             " FROM lease_executions
              WHERE namespace = ?1 AND unacknowledged > 0 AND unacknowledged >= ?2
+               AND corrupt IS NULL
              ORDER BY unacknowledged DESC, id LIMIT ?3"
         ))?
         .query_map(params![scope.namespace, min, limit_sql], read_raw)?
@@ -105,7 +131,7 @@ pub(crate) fn list_failing(
             execution_columns!(),
             " FROM lease_executions
              WHERE namespace = ?1 AND status = 'running' AND unacknowledged + 1 >= ?2
-               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)"
+               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3) AND corrupt IS NULL"
         ))?
         .query_map(params![scope.namespace, min, now.as_millis()], read_raw)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -310,7 +336,18 @@ pub(crate) fn claim_due(
     limit: usize,
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
-    let now = requested_now.min(scope.now());
+    claim_at(conn, scope, requested_now.min(scope.now()), limit, lease_ms)
+}
+
+/// The claim of [`claim_due`] evaluated at `now` (already `min(requested, backend clock)`):
+/// the one claim code path, shared with [`acknowledge_and_claim`].
+fn claim_at(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
     let ns = scope.namespace.as_str();
     let page = limit.max(PAGE_MIN);
     let page_sql = i64::try_from(page).unwrap_or(i64::MAX);
@@ -433,10 +470,23 @@ pub(crate) fn acknowledge(
     lease: &ExecutionLease,
     outcome: &WorkflowRunOutcome,
 ) -> OpResult<Woken<Fenced<Acknowledged>>> {
+    acknowledge_at(conn, scope, lease, outcome, scope.now())
+}
+
+/// The acknowledgement of [`acknowledge`] at `now`: the one acknowledgement code path,
+/// shared with [`acknowledge_batch`] and [`acknowledge_and_claim`]. An unknown execution,
+/// token 0 or a foreign token fails before anything is written.
+fn acknowledge_at(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    outcome: &WorkflowRunOutcome,
+    now: Timestamp,
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
-    let acknowledged = record.acknowledge(scope.now(), outcome);
+    let acknowledged = record.acknowledge(now, outcome);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
@@ -457,23 +507,90 @@ pub(crate) fn acknowledge_batch(
     for ack in acks {
         held(conn, scope, &ack.lease)?;
     }
+    let now = scope.now();
     let mut results = Vec::with_capacity(acks.len());
     let mut wake = None;
     for ack in acks {
-        let acked = acknowledge(conn, scope, &ack.lease, &ack.outcome)?;
+        let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
         wake = earliest(wake, acked.wake);
         results.push(acked.value);
     }
     Ok(Woken::at(results, wake))
 }
 
+/// Savepoint around the claim part of [`acknowledge_and_claim`].
+const CLAIM_SAVEPOINT: &str = "SAVEPOINT lease_ack_claim";
+const CLAIM_SAVEPOINT_RELEASE: &str = "RELEASE lease_ack_claim";
+const CLAIM_SAVEPOINT_ROLLBACK: &str = "ROLLBACK TO lease_ack_claim; RELEASE lease_ack_claim";
+
+/// `acknowledge_and_claim` (issue 12), inside the caller's one transaction and with one
+/// clock reading: the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an
+/// unknown execution, token 0 or a foreign token fails the whole call before anything is
+/// written, so no claim is made either), then the claim exactly as [`claim_due`], evaluated
+/// after it at `min(requested_now, now)`. The caller validated the claim request.
+///
+/// A claim the store refuses after the acknowledgement applied (`TokenCounter`, an
+/// unreadable counter row) rolls back to its own savepoint: the acknowledgement stays, the
+/// claim is empty and logged, as the trait's default and lease-redis do (the delivery's
+/// outcome is not lost to a counter an operator has to repair). Lock contention and driver
+/// errors fail the whole call (the group retries or rolls back, nothing applied). Wakes at
+/// the earlier of the two parts' instants.
+pub(crate) fn acknowledge_and_claim(
+    conn: &Connection,
+    scope: &Scope,
+    ack: &Acknowledgement,
+    requested_now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<AckAndClaim>> {
+    let now = scope.now();
+    let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
+    let claimed = claim_after_ack(conn, scope, requested_now.min(now), limit, lease_ms)?;
+    Ok(Woken::at(
+        AckAndClaim {
+            acknowledged: acked.value,
+            next: claimed.value,
+        },
+        earliest(acked.wake, claimed.wake),
+    ))
+}
+
+/// [`claim_at`] in a savepoint: a refusal of its own (a typed or corrupt-data error) is an
+/// empty claim with nothing of the claim applied; SQLite errors propagate.
+fn claim_after_ack(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
+    conn.execute_batch(CLAIM_SAVEPOINT)?;
+    match claim_at(conn, scope, now, limit, lease_ms) {
+        Ok(claimed) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_RELEASE)?;
+            Ok(claimed)
+        }
+        Err(e @ OpError::Sqlite(_)) => Err(e),
+        Err(refused) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_ROLLBACK)?;
+            tracing::warn!(
+                namespace = %scope.namespace,
+                error = %refused.into_lease("acknowledge_and_claim"),
+                "the claim after an applied acknowledgement was refused; claimed nothing"
+            );
+            Ok(Woken::quiet(ClaimBatch::default()))
+        }
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use crate::config::Location;
 
-    fn plan(sql: &str, params: usize) -> String {
+    /// `EXPLAIN QUERY PLAN` of `sql` on a fresh schema, its details joined by " | ".
+    pub(crate) fn plan(sql: &str, params: usize) -> String {
         let conn = crate::schema::open(
             &Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
             Duration::from_secs(1),

@@ -105,6 +105,7 @@ mod conn;
 mod error;
 mod executions;
 mod group;
+mod retention;
 mod rows;
 pub mod schema;
 mod scope;

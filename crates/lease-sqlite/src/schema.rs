@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 const V1: &str = r#"
 CREATE TABLE lease_meta (
@@ -143,6 +143,19 @@ ALTER TABLE lease_executions ADD COLUMN corrupt TEXT;
 CREATE INDEX lease_executions_corrupt
     ON lease_executions (namespace, id)
     WHERE corrupt IS NOT NULL;
+"#;
+
+/// Version 4 (issue 12, retention): `purge_terminal` walks terminal rows in id order with
+/// their end time (partial index; only completed and failed rows that are not quarantined),
+/// and deletes the store receipts and start records naming an execution through indexes.
+const V4: &str = r#"
+CREATE INDEX lease_executions_terminal
+    ON lease_executions (namespace, id, last_delivery_ended_at)
+    WHERE status IN ('completed', 'failed') AND corrupt IS NULL;
+CREATE INDEX lease_store_receipts_execution
+    ON lease_store_receipts (namespace, execution_id);
+CREATE INDEX lease_starts_target
+    ON lease_starts (namespace, target);
 "#;
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {

@@ -14,6 +14,7 @@ pub struct InMemoryHarness(SqliteBackend);
 impl lease_conformance::Harness for InMemoryHarness {
     type Backend = SqliteBackend;
     const WAKEUPS: bool = true;
+    const RETENTION: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

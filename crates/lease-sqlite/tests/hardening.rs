@@ -180,3 +180,106 @@ async fn busy_wait_is_bounded_queued() {
 async fn busy_wait_is_bounded_inline() {
     busy_wait_is_bounded_by_one_busy_timeout().await;
 }
+
+/// Issue 12: `acknowledge_and_claim` whose claim meets a counter behind a stored token keeps
+/// the acknowledgement (applied exactly as `acknowledge`), claims nothing, and issues no
+/// token again; a plain claim still reports `TokenCounter`.
+#[tokio::test]
+async fn a_counter_refusal_after_an_acknowledgement_keeps_it_and_claims_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ack-counter.db");
+    let clock = ManualClock::starting_now();
+    let b = SqliteBackend::open(SqliteConfig::file(&path).clock(Arc::new(clock.clone())))
+        .await
+        .expect("open");
+    for name in ["a", "b"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    let a = claim(&b, 1, Duration::from_secs(3600)).await;
+    let stale_b = claim(&b, 1, Duration::from_millis(100)).await;
+    assert_eq!((a.len(), stale_b.len()), (1, 1));
+    clock.advance(Duration::from_secs(60));
+    Connection::open(&path)
+        .expect("raw open")
+        .execute("DELETE FROM lease_counters", [])
+        .expect("delete the counter");
+    let before_b = b.get(&id("b")).await.expect("get");
+
+    let ack = lease_core::Acknowledgement {
+        lease: a[0].clone(),
+        outcome: lease_core::WorkflowRunOutcome::Completed(Json::null()),
+    };
+    let r = b
+        .acknowledge_and_claim(
+            &ack,
+            ClaimRequest {
+                now: lease_core::Timestamp::MAX,
+                limit: 1,
+                duration: Duration::from_secs(30),
+            },
+        )
+        .await
+        .expect("the acknowledgement applies");
+    assert!(!r.acknowledged.is_lost(), "{r:?}");
+    assert!(r.next.claimed.is_empty(), "{r:?}");
+    let a_now = b.get(&id("a")).await.expect("get").expect("a");
+    assert!(a_now.status.is_terminal(), "{a_now:?}");
+    assert_eq!(b.get(&id("b")).await.expect("get"), before_b, "b unchanged");
+    let err = b
+        .claim_due(ClaimRequest {
+            now: lease_core::Timestamp::MAX,
+            limit: 1,
+            duration: Duration::from_secs(30),
+        })
+        .await
+        .expect_err("still refused");
+    assert!(matches!(err, LeaseError::TokenCounter { .. }), "{err:?}");
+}
+
+/// A quarantined record is listed by `list_corrupt` only: `list_failing` skips it (it used
+/// to fail with `Protocol`, hiding every failing execution), and `get` of its id stays a
+/// typed error that names the quarantine.
+#[tokio::test]
+async fn list_failing_skips_quarantined_records_and_get_names_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("failing.db");
+    let clock = ManualClock::starting_now();
+    let b = SqliteBackend::open(SqliteConfig::file(&path).clock(Arc::new(clock.clone())))
+        .await
+        .expect("open");
+    for name in ["a-bad", "b-good"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    for lease in claim(&b, 2, Duration::from_secs(30)).await {
+        assert!(!b.release(&lease).await.expect("release").is_lost());
+    }
+    Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_executions SET status = 'exploded' WHERE id = 'a-bad'",
+            [],
+        )
+        .expect("corrupt a row");
+    clock.advance(Duration::from_secs(3600));
+    let claimed = claim(&b, 10, Duration::from_secs(30)).await;
+    assert_eq!(claimed.len(), 1, "a-bad is quarantined, b-good claimed");
+
+    let failing: Vec<String> = b
+        .list_failing(1, 10)
+        .await
+        .expect("list_failing skips the quarantined record")
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(failing, ["b-good"]);
+    let corrupt = b.list_corrupt(10).await.expect("list_corrupt");
+    assert_eq!(corrupt.len(), 1);
+    assert_eq!(corrupt[0].id, "a-bad");
+    let err = b.get(&id("a-bad")).await.expect_err("still undecodable");
+    match err {
+        LeaseError::Protocol { reason, .. } => {
+            assert!(reason.contains("list_corrupt"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

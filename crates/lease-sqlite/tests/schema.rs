@@ -243,3 +243,47 @@ async fn bad_namespace_is_rejected() {
         );
     }
 }
+
+/// A version 3 file (before retention) with a completed execution migrates to version 4 on
+/// open: the retention indexes are created and `purge_terminal` removes the old row.
+#[tokio::test]
+async fn a_version_3_file_migrates_and_purges() {
+    use lease_core::{ClaimRequest, Json, Timestamp, WorkflowRunOutcome};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v3.db");
+    let b = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    b.admit(&Admission::new(id("done"))).await.expect("admit");
+    let lease = b
+        .claim_due(ClaimRequest {
+            now: Timestamp::MAX,
+            limit: 1,
+            duration: std::time::Duration::from_secs(30),
+        })
+        .await
+        .expect("claim")
+        .remove(0);
+    let acked = b
+        .acknowledge(&lease, &WorkflowRunOutcome::Completed(Json::null()))
+        .await
+        .expect("acknowledge");
+    assert!(!acked.is_lost());
+    drop(b);
+    Connection::open(&path)
+        .expect("raw open")
+        .execute_batch(
+            "DROP INDEX lease_executions_terminal;
+             DROP INDEX lease_store_receipts_execution;
+             DROP INDEX lease_starts_target;
+             UPDATE lease_meta SET value = '3' WHERE key = 'schema_version';",
+        )
+        .expect("back to version 3");
+    let b = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("migrate");
+    assert_eq!(meta(&path, "schema_version"), Some("4".to_owned()));
+    let purged = b.purge_terminal(Timestamp::MAX, 10).await.expect("purge");
+    assert_eq!(purged.ids, [id("done")]);
+    assert!(b.get(&id("done")).await.expect("get").is_none());
+}

@@ -244,7 +244,7 @@ impl Delivery {
         Ok(read)
     }
 
-    fn remember(&self, record: &HeapRecord) {
+    pub(crate) fn remember(&self, record: &HeapRecord) {
         self.lock_steps().insert(
             (record.step_key.clone(), record.step_attempt),
             record.clone(),

@@ -26,7 +26,7 @@ pub use error::DeliveryError;
 pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
-pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT};
+pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot};
 pub use worker::{Reply, Worker};
 
 #[cfg(all(test, feature = "memory"))]

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::dispatcher::delivery::Delivery;
 use crate::dispatcher::error::DeliveryError;
 use crate::error::BoxError;
-use crate::heap::StepWrite;
+use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::StepKey;
 use crate::json::Json;
 
@@ -44,15 +44,10 @@ impl Delivery {
         E: Into<BoxError>,
     {
         let step_key = StepKey::new(key)?;
-        self.ensure_live()?;
-        let mut attempt = STEP_ATTEMPT;
-        while let Some(record) = self.known_step(&step_key, attempt).await? {
-            if record.done {
-                tracing::debug!(step = %step_key, attempt, "step replayed");
-                return Ok(record.response.decode()?);
-            }
-            attempt = next_attempt(&step_key, attempt)?;
-        }
+        let mut attempt = match self.step_slot(&step_key).await? {
+            StepSlot::Recorded(record) => return Ok(record.response.decode()?),
+            StepSlot::Free { attempt } => attempt,
+        };
         let value = f().await.map_err(|e| DeliveryError::Step {
             step: step_key.clone(),
             source: e.into(),
@@ -72,6 +67,47 @@ impl Delivery {
                 return Ok(record.response.decode()?);
             }
             attempt = next_attempt(&step_key, attempt)?;
+        }
+    }
+}
+
+/// Where a step stands for this delivery (see [`Delivery::step_slot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepSlot {
+    /// A done record exists: replay its value, do not run the step.
+    Recorded(HeapRecord),
+    /// No done record: run the step and record it at this attempt.
+    Free {
+        /// The first attempt with no record (attempts recorded as not done are passed over).
+        attempt: u32,
+    },
+}
+
+impl Delivery {
+    /// The replay rule's first half, for backends that record a step inside their own
+    /// transaction together with the application's writes (issue 13, `step_in_tx`): the
+    /// done record of `step_key` if one exists, else the attempt to write. Reads exactly as
+    /// [`Delivery::step`] does (nothing on a first delivery, each record once). Refused once
+    /// the delivery is lost or cancelled.
+    pub async fn step_slot(&self, step_key: &StepKey) -> Result<StepSlot, DeliveryError> {
+        self.ensure_live()?;
+        let mut attempt = STEP_ATTEMPT;
+        while let Some(record) = self.known_step(step_key, attempt).await? {
+            if record.done {
+                tracing::debug!(step = %step_key, attempt, "step replayed");
+                return Ok(StepSlot::Recorded(record));
+            }
+            attempt = next_attempt(step_key, attempt)?;
+        }
+        Ok(StepSlot::Free { attempt })
+    }
+
+    /// Remembers a step record a backend wrote for this delivery in its own fenced
+    /// transaction (issue 13), so later steps of the delivery neither read it again nor
+    /// miss it. A record of another execution is ignored.
+    pub fn note_step_written(&self, record: &HeapRecord) {
+        if record.execution_id == *self.execution_id() {
+            self.remember(record);
         }
     }
 }

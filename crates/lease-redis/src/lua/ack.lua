@@ -10,7 +10,8 @@ end
 
 -- ExecutionRecord::acknowledge on the held record `r` at `now`: ends the delivery with
 -- `kind` ('suspended' | 'completed' | 'failed'; `value` the outcome JSON of a terminal
--- one) and writes the record and its indexes.
+-- one) and writes the record and its indexes; a terminal one enters `done`, scored by
+-- `now` (its last_delivery_ended_at), where purge_terminal finds it.
 local function acknowledge(r, kind, value, now)
   local old = copy(r)
   local extra = nil
@@ -30,4 +31,5 @@ local function acknowledge(r, kind, value, now)
   end
   save(r, old, extra)
   place(r, old)
+  if extra then redis.call('ZADD', K_DONE, fmt(now), r.id) end
 end

@@ -39,12 +39,13 @@ local function clock_now()
 end
 
 -- The keys a record-changing script may write besides the records: the four index sorted
--- sets, the corrupt list (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
+-- sets, the terminal index `done` (acknowledgements, purge_terminal), the corrupt list
+-- (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
 -- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
 -- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
-    corrupt = 'zset', corrupt_why = 'hash', token = 'string'}
+    done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string'}
   for name, kind in pairs(want) do
     local t = redis.call('TYPE', P .. name)
     t = t.ok or t

@@ -3,6 +3,8 @@ local K_READY = P .. 'ready'
 local K_WAITING = P .. 'waiting'
 local K_RUNNING = P .. 'running'
 local K_FAILING = P .. 'failing'
+-- Terminal executions scored by the end of their last delivery (retention, issue 12).
+local K_DONE = P .. 'done'
 -- Records a claim found it cannot use (issue 11): ids by id (score 0), and their problems.
 local K_CORRUPT = P .. 'corrupt'
 local K_CORRUPT_WHY = P .. 'corrupt_why'

@@ -3,6 +3,8 @@
 -- ARGV[3] request id, ARGV[4] target id, ARGV[5] workflow, ARGV[6] input JSON,
 -- ARGV[7] wake publish command (see publish_wake). Publishes the new target's due time.
 -- Reply: {'existing', target} | {'created', target} | {'taken'} (target id already exists).
+-- The reverse mapping target -> request id goes into `start_of` (purge_terminal drops the
+-- start record naming a purged execution).
 check_key_types()
 local starts = P .. 'starts'
 local known = redis.call('HGET', starts, ARGV[3])
@@ -12,4 +14,5 @@ local now = clock_now()
 create(ARGV[4], ARGV[5], ARGV[6], now)
 publish_wake(ARGV[7], now)
 redis.call('HSET', starts, ARGV[3], ARGV[4])
+redis.call('HSET', P .. 'start_of', ARGV[4], ARGV[3])
 return {'created', ARGV[4]}

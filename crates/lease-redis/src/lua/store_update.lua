@@ -6,6 +6,8 @@
 -- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value.
 -- Reply: {'nostore'} | {'replayed', outcome} | {'applied', outcome}, where outcome is
 -- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON.
+-- A new receipt is also indexed under its execution: `rcpt:<execution>` holds
+-- `<store>\31<step key>`, so purge_terminal drops an execution's receipts without a scan.
 local key = P .. 'store:' .. ARGV[3]
 if redis.call('EXISTS', key) == 0 then return {'nostore'} end
 local receipts = P .. 'receipts:' .. ARGV[3]
@@ -46,4 +48,9 @@ end
 local outcome = (applied and '1' or '0')
 if current then outcome = outcome .. '1' .. current else outcome = outcome .. '0' end
 redis.call('HSET', receipts, ARGV[4], outcome)
+local sep = string.find(ARGV[4], '\31', 1, true)
+if sep then
+  redis.call('SADD', P .. 'rcpt:' .. string.sub(ARGV[4], 1, sep - 1),
+    ARGV[3] .. '\31' .. string.sub(ARGV[4], sep + 1))
+end
 return {'applied', outcome}

@@ -159,6 +159,12 @@ pub async fn snapshot(backend: &RedisBackend) -> BTreeMap<String, String> {
                     .query_async(&mut conn)
                     .await
             }
+            "set" => {
+                redis::cmd("SMEMBERS")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+            }
             "list" => {
                 redis::cmd("LRANGE")
                     .arg(&key)
@@ -176,6 +182,12 @@ pub async fn snapshot(backend: &RedisBackend) -> BTreeMap<String, String> {
                 let mut pairs: Vec<String> = items.chunks(2).map(|c| format!("{:?}", c)).collect();
                 pairs.sort();
                 pairs.join(",")
+            }
+            // Nor is SMEMBERS order.
+            Value::Array(items) if kind == "set" => {
+                let mut members: Vec<String> = items.iter().map(|m| format!("{m:?}")).collect();
+                members.sort();
+                members.join(",")
             }
             other => format!("{other:?}"),
         };

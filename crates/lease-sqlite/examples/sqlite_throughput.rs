@@ -1,6 +1,6 @@
 //! Rough throughput of empty workflows (admit, then claim + acknowledge) on one file.
 //!
-//! `cargo run --release -p lease-sqlite --example throughput [executions] [concurrency]`
+//! `cargo run --release -p lease-sqlite --example sqlite_throughput [executions] [concurrency]`
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
