@@ -10,17 +10,27 @@ pub const USAGE: &str = "\
 usage: lease-bench [--backend sqlite|postgres|redis|memory|all]... [--duration D] [--rounds N]
                    [--quick] [--only WORD]... [--json-dir DIR] [--wait-load L] [--wait-max D]
 
-Measures ops/s of claim_due (batch 1 and 32), renew, write_step and acknowledge, and
-executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 64), for each
-backend, next to the same SQL statements / Lua scripts issued without the library (the raw
-baseline). Prints a markdown table; writes JSON to DIR (default target/bench).
+Measures ops/s of claim_due (batch 1 and 32), renew, write_step and acknowledge,
+executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 64) and
+admit_batch x1000, for each backend, next to the same SQL statements / Lua scripts issued
+without the library (the raw baseline). Then the wake-up rows (issue 10), with dispatchers
+in child processes of this binary where the store can be shared: pickup latency (cross-process
+and in-process) beside the bare change signal, timer lateness (not_before, request_wake),
+redelivery delay after a SIGKILL or an abandoned claim, idle claim calls beside the server's
+own counters, and claim calls per admission with a herd of 4 dispatcher processes. Prints
+markdown tables; writes JSON to DIR (default target/bench).
+
+Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
+timer, redelivery, idle, herd (or any part of a row's name, e.g. cross-process).
 
   --backend NAME   repeatable or comma-separated; default all (sqlite, postgres, redis, memory)
   --duration D     per measurement and side, e.g. 3s, 500ms (default 3s; --quick: 1s)
   --rounds N       split each measurement into N rounds alternating library and raw, each
                    on a fresh store, and report the median round (default 3; --quick: 1)
   --quick          short measurements, for trying the harness
-  --only WORD      only measurements whose name contains WORD (repeatable), e.g. claim, e2e
+  --only WORD      only measurements whose name contains WORD (repeatable), e.g. claim, e2e,
+                   pickup (latency rows run `--duration` of samples; idle watches 20s, 5s
+                   with --quick)
   --json-dir DIR   where the JSON report goes
   --wait-load L    before starting, wait until the 1-minute load average is below L
   --wait-max D     give up waiting after D (default 10m) and run anyway (noted in the report)

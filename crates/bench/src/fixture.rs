@@ -9,6 +9,7 @@ use lease_core::{Admission, ExecutionId, MemoryBackend, RedeliveryPolicy, Shared
 use lease_postgres::{DEFAULT_MAX_CONNECTIONS, PostgresBackend, PostgresConfig};
 use lease_redis::{RedisBackend, RedisConfig};
 use lease_sqlite::{SqliteBackend, SqliteConfig};
+use serde::{Deserialize, Serialize};
 
 use crate::args::{Kind, Options};
 use crate::error::{BenchError, Context, Result};
@@ -17,10 +18,73 @@ use crate::raw::postgres::RawPostgres;
 use crate::raw::redis::RawRedis;
 use crate::raw::sqlite::RawSqlite;
 
+/// Where a store lives, as a child process opens it (`lease-bench --child`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum StoreSpec {
+    /// A SQLite file and namespace.
+    Sqlite {
+        /// The database file.
+        file: PathBuf,
+        /// The namespace.
+        namespace: String,
+    },
+    /// A PostgreSQL server and schema.
+    Postgres {
+        /// Server URL.
+        url: String,
+        /// Schema.
+        schema: String,
+    },
+    /// A Redis server and namespace.
+    Redis {
+        /// Server URL.
+        url: String,
+        /// Namespace.
+        namespace: String,
+    },
+}
+
+impl StoreSpec {
+    /// Opens a new library handle on the store (default redelivery policy, as the fixture).
+    pub async fn open(&self) -> Result<SharedBackend> {
+        let policy = RedeliveryPolicy::default();
+        Ok(match self {
+            StoreSpec::Sqlite { file, namespace } => Arc::new(
+                SqliteBackend::open(
+                    SqliteConfig::file(file)
+                        .namespace(namespace.clone())
+                        .policy(policy),
+                )
+                .await
+                .context(|| format!("open {}", file.display()))?,
+            ),
+            StoreSpec::Postgres { url, schema } => Arc::new(
+                PostgresBackend::connect(
+                    PostgresConfig::new(url.clone())
+                        .schema(schema.clone())
+                        .policy(policy),
+                )
+                .await
+                .context(|| "connect to postgres".into())?,
+            ),
+            StoreSpec::Redis { url, namespace } => Arc::new(
+                RedisBackend::connect(
+                    RedisConfig::new(url.clone())
+                        .namespace(namespace.clone())
+                        .policy(policy),
+                )
+                .await
+                .context(|| "connect to redis".into())?,
+            ),
+        })
+    }
+}
+
 /// How a fixture's store is removed.
 enum Store {
     Memory,
     Sqlite {
+        backend: SqliteBackend,
         dir: PathBuf,
         file: PathBuf,
         namespace: String,
@@ -81,8 +145,9 @@ impl Fixture {
                 .await
                 .context(|| format!("open {}", file.display()))?;
                 (
-                    Arc::new(backend),
+                    Arc::new(backend.clone()),
                     Store::Sqlite {
+                        backend,
                         dir,
                         file,
                         namespace,
@@ -165,6 +230,45 @@ impl Fixture {
         }
     }
 
+    /// Where another process finds this store (`None` for the memory backend, which lives
+    /// in this process only).
+    pub fn spec(&self) -> Option<StoreSpec> {
+        match &self.store {
+            Store::Memory => None,
+            Store::Sqlite {
+                file, namespace, ..
+            } => Some(StoreSpec::Sqlite {
+                file: file.clone(),
+                namespace: namespace.clone(),
+            }),
+            Store::Postgres { url, schema, .. } => Some(StoreSpec::Postgres {
+                url: url.clone(),
+                schema: schema.clone(),
+            }),
+            Store::Redis { url, namespace, .. } => Some(StoreSpec::Redis {
+                url: url.clone(),
+                namespace: namespace.clone(),
+            }),
+        }
+    }
+
+    /// Another handle on the same store in this process, with its own connection(s) as a
+    /// second runtime would open (the same handle for the memory backend).
+    pub async fn peer(&self) -> Result<SharedBackend> {
+        Ok(match &self.store {
+            Store::Memory => self.lib.clone(),
+            Store::Sqlite { backend, .. } => {
+                Arc::new(backend.peer().await.context(|| "sqlite peer".into())?)
+            }
+            Store::Postgres { backend, .. } => {
+                Arc::new(backend.peer().await.context(|| "postgres peer".into())?)
+            }
+            Store::Redis { backend, .. } => {
+                Arc::new(backend.peer().await.context(|| "redis peer".into())?)
+            }
+        })
+    }
+
     /// Admits `n` more executions (through the library, many at once), due now.
     pub async fn admit(&mut self, n: u64) -> Result<()> {
         let first = self.admitted;
@@ -199,8 +303,11 @@ impl Fixture {
         drop(lib);
         match store {
             Store::Memory => Ok(()),
-            Store::Sqlite { dir, .. } => std::fs::remove_dir_all(&dir)
-                .map_err(|e| BenchError::Setup(format!("remove {}: {e}", dir.display()))),
+            Store::Sqlite { backend, dir, .. } => {
+                drop(backend);
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| BenchError::Setup(format!("remove {}: {e}", dir.display())))
+            }
             Store::Postgres { backend, .. } => {
                 let dropped = backend.drop_schema().await.context(|| "drop schema".into());
                 backend.close().await;

@@ -16,6 +16,7 @@
 //! in `--json-dir`. Targets are shown, never enforced: the exit status only says whether
 //! every measurement ran.
 
+mod admit;
 mod args;
 mod client;
 mod e2e;
@@ -26,6 +27,7 @@ mod measure;
 mod ops;
 mod raw;
 mod report;
+mod wake;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,7 +44,7 @@ use crate::report::Row;
 
 /// One side of a comparison.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub(crate) enum Side {
     Library,
     Raw,
 }
@@ -175,8 +177,9 @@ async fn e2e_round(
     Ok((lib, raw))
 }
 
-async fn run(options: &Options) -> Vec<Row> {
+async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows) {
     let mut rows = Vec::new();
+    let mut wake_rows = wake::WakeRows::default();
     for &kind in &options.backends {
         for op in Op::ALL {
             let name = op.name();
@@ -204,12 +207,35 @@ async fn run(options: &Options) -> Vec<Row> {
                 );
             }
         }
+        if options.selected(admit::NAME) {
+            rows.push(
+                measure_row(
+                    kind,
+                    admit::NAME.into(),
+                    "executions/s",
+                    options,
+                    async || {
+                        let d = options.round();
+                        let lib = admit::sample(kind, Side::Library, options, d).await?;
+                        let raw = admit::sample(kind, Side::Raw, options, d).await?;
+                        Ok((lib, raw))
+                    },
+                )
+                .await,
+            );
+        }
+        wake::run(kind, options, &mut wake_rows).await;
     }
-    rows
+    (rows, wake_rows)
 }
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, config] = argv.as_slice()
+        && flag == "--child"
+    {
+        return wake::worker::child_main(config);
+    }
     if argv.iter().any(|a| a == "-h" || a == "--help") {
         println!("{}", args::USAGE);
         return ExitCode::SUCCESS;
@@ -256,9 +282,15 @@ fn main_with(options: &Options) -> Result<bool> {
         .enable_all()
         .build()
         .map_err(|e| BenchError::Setup(format!("tokio runtime: {e}")))?;
-    let rows = runtime.block_on(run(options));
+    let (rows, wake_rows) = runtime.block_on(run(options));
     let load_after = load::now();
     println!("{}", report::markdown(&rows));
+    if !wake_rows.latency.is_empty() {
+        println!("{}", report::latency_markdown(&wake_rows.latency));
+    }
+    if !wake_rows.cost.is_empty() {
+        println!("{}", report::cost_markdown(&wake_rows.cost));
+    }
     println!(
         "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
         fmt_load(load_before),
@@ -283,10 +315,13 @@ fn main_with(options: &Options) -> Result<bool> {
             load_after,
             load_wait,
             rows: &rows,
+            wake: &wake_rows,
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
-    Ok(rows.iter().all(|r| r.error.is_none()))
+    Ok(rows.iter().all(|r| r.error.is_none())
+        && wake_rows.latency.iter().all(|r| r.error.is_none())
+        && wake_rows.cost.iter().all(|r| r.error.is_none()))
 }
 
 fn fmt_load(l: Option<[f64; 3]>) -> String {

@@ -26,6 +26,12 @@ impl Target {
         if kind == Kind::Memory {
             return None;
         }
+        if name.starts_with("admit_batch") {
+            return Some(Target::Above(match kind {
+                Kind::Postgres => 40_000.0,
+                _ => 100_000.0,
+            }));
+        }
         if name.starts_with("e2e 0 steps") {
             if name.ends_with(" c1") {
                 return None;
@@ -188,6 +194,83 @@ pub struct Report<'a> {
     pub load_wait: Option<(bool, f64)>,
     /// The rows.
     pub rows: &'a [Row],
+    /// The wake-up rows (latency and cost).
+    pub wake: &'a crate::wake::WakeRows,
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn verdict(error: &Option<String>, met: Option<bool>) -> String {
+    match (error, met) {
+        (Some(e), _) => format!("ERROR: {e}"),
+        (None, Some(true)) => "yes".into(),
+        (None, Some(false)) => "**no**".into(),
+        (None, None) => String::new(),
+    }
+}
+
+/// The markdown table of the latency rows (milliseconds).
+pub fn latency_markdown(rows: &[crate::wake::LatencyRow]) -> String {
+    let mut out = String::from(
+        "| backend | measurement (ms) | n | p50 | p95 | p99 | max | raw bound | raw p50 | raw p99 | raw max | raw admit+claim p50 / p99 | target | met | load 1m |\n\
+         |---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|\n",
+    );
+    for r in rows {
+        let lib =
+            |f: fn(&crate::wake::Dist) -> f64| r.library.as_ref().map_or("-".into(), |d| ms(f(d)));
+        let raw =
+            |f: fn(&crate::wake::Dist) -> f64| r.raw.as_ref().map_or("-".into(), |d| ms(f(d)));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+            r.backend,
+            r.name,
+            r.library.map_or(0, |d| d.n),
+            lib(|d| d.p50),
+            lib(|d| d.p95),
+            lib(|d| d.p99),
+            lib(|d| d.max),
+            if r.raw_is.is_empty() { "-" } else { r.raw_is },
+            raw(|d| d.p50),
+            raw(|d| d.p99),
+            raw(|d| d.max),
+            r.raw_statements
+                .map_or_else(|| "-".into(), |d| format!("{} / {}", ms(d.p50), ms(d.p99))),
+            r.target.map_or_else(String::new, |t| t.describe()),
+            verdict(&r.error, r.met),
+            r.load_1m,
+        ));
+    }
+    out
+}
+
+/// The markdown table of the cost rows.
+pub fn cost_markdown(rows: &[crate::wake::CostRow]) -> String {
+    let mut out = String::from(
+        "| backend | measurement | unit | library | server / bound | which | target | met | load 1m |\n\
+         |---|---|---|---:|---:|---|---|---|---:|\n",
+    );
+    let v = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.3}"));
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |\n",
+            r.backend,
+            r.name,
+            r.unit,
+            v(r.library),
+            v(r.server),
+            r.server_is,
+            r.target.clone().unwrap_or_default(),
+            verdict(&r.error, r.met),
+            r.load_1m,
+        ));
+    }
+    out
 }
 
 /// Writes the report as `bench-<unix time>.json` and `latest.json` in `dir`.

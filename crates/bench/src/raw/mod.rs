@@ -37,4 +37,7 @@ pub trait Raw: Send + Sync + 'static {
     async fn write_step(&self, lease: &RawLease, step_key: &str, response: &str) -> Result<()>;
     /// Acknowledges completed with `outcome` (JSON text); an error unless accepted.
     async fn acknowledge(&self, lease: &RawLease, outcome: &str) -> Result<()>;
+    /// Admits `ids` (new, due now) in one statement / script / transaction, skipping ids
+    /// that exist: the bare bound of `admit_batch` (issue 10). An error unless it ran.
+    async fn admit_batch(&self, ids: &[String]) -> Result<()>;
 }

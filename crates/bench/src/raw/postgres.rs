@@ -13,8 +13,20 @@ use crate::error::{Result, raw};
 pub struct RawPostgres {
     pool: PgPool,
     sql: lease_postgres::raw::Statements,
+    admit_batch: String,
     delays: Vec<i64>,
 }
+
+/// `$1 ids text[]`: the bare multi-row form of the backend's admit statement (the same
+/// columns and clock), skipping ids that exist.
+const ADMIT_BATCH: &str = "\
+INSERT INTO {s}.executions AS e
+    (id, workflow, input, status, token, due_at, unacknowledged_deliveries, ever_suspended,
+     claimable_at)
+SELECT i.id, NULL, NULL, 'admitted', 0, clk.now, 0, false, clk.now
+FROM unnest($1::text[]) AS i(id),
+     (SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint AS now) AS clk
+ON CONFLICT (id) DO NOTHING";
 
 impl RawPostgres {
     /// Connects to `url` for `schema` (created by the library) with a pool of
@@ -33,6 +45,8 @@ impl RawPostgres {
         Ok(RawPostgres {
             pool,
             sql: lease_postgres::raw::statements(schema),
+            admit_batch: ADMIT_BATCH
+                .replace("{s}", &format!("\"{}\"", schema.replace('"', "\"\""))),
             delays: policy
                 .table_ms()
                 .into_iter()
@@ -113,5 +127,14 @@ impl Raw for RawPostgres {
             .await
             .map_err(|e| raw("postgres", "acknowledge", e))?;
         took_effect::<bool>("acknowledge", row, 2)
+    }
+
+    async fn admit_batch(&self, ids: &[String]) -> Result<()> {
+        sqlx::query(AssertSqlSafe(self.admit_batch.as_str()))
+            .bind(ids)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", "admit_batch", e))?;
+        Ok(())
     }
 }

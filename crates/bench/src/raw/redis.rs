@@ -22,7 +22,27 @@ pub struct RawRedis {
     renew: &'static Script,
     write_step: &'static Script,
     acknowledge: &'static Script,
+    admit_batch: Script,
 }
+
+/// The bare bound of `admit_batch`: one script creating each new execution as the
+/// backend's `create` does (`HSET` of the record, `ZADD` to the ready index) at Redis
+/// `TIME`, skipping ids that exist. KEYS[1] prefix, ARGV ids.
+const ADMIT_BATCH: &str = r"
+local P = KEYS[1]
+local t = redis.call('TIME')
+local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local created = 0
+for i = 1, #ARGV do
+  local key = P .. 'exec:' .. ARGV[i]
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('HSET', key, 'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', now)
+    redis.call('ZADD', P .. 'ready', now, ARGV[i])
+    created = created + 1
+  end
+end
+return created
+";
 
 /// The first element of a script's reply as text (`ok`, `new`, `lost`, ...).
 fn status(v: &Value) -> Option<&[u8]> {
@@ -66,6 +86,7 @@ impl RawRedis {
             renew: lease_redis::raw::renew(),
             write_step: lease_redis::raw::write_step(),
             acknowledge: lease_redis::raw::acknowledge(),
+            admit_batch: Script::new(ADMIT_BATCH),
         })
     }
 
@@ -150,5 +171,27 @@ impl Raw for RawRedis {
             b"ok",
         )
         .await
+    }
+
+    async fn admit_batch(&self, ids: &[String]) -> Result<()> {
+        let mut invocation = self.admit_batch.prepare_invoke();
+        invocation.key(&self.prefix);
+        for id in ids {
+            invocation.arg(id);
+        }
+        let mut conn = self.conn.clone();
+        let created: i64 = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| raw("redis", "admit_batch", e))?;
+        if usize::try_from(created).ok() == Some(ids.len()) {
+            Ok(())
+        } else {
+            Err(raw(
+                "redis",
+                "admit_batch",
+                format!("created {created} of {}", ids.len()),
+            ))
+        }
     }
 }

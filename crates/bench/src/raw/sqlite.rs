@@ -187,6 +187,47 @@ impl RawSqlite {
         (due, due.map(|d| d.max(gate)))
     }
 
+    /// The bare bound of `admit_batch` (sync): one `BEGIN IMMEDIATE` transaction with one
+    /// multi-row `INSERT` of new rows, due now, with the claim keys the backend derives for
+    /// them (both `now`), skipping ids that exist.
+    pub fn admit_batch_sync(&self, ids: &[String]) -> Result<()> {
+        const OP: &str = "admit_batch";
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut sql = String::from(
+            "INSERT INTO lease_executions (namespace, id, workflow, input, status, token,
+                 lease_expires_at, due_at, wake_after_claim, unacknowledged,
+                 last_delivery_ended_at, ever_suspended, outcome, claim_due_at, claimable_at)
+             VALUES ",
+        );
+        for i in 0..ids.len() {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str(&format!(
+                "(?1, ?{}, NULL, NULL, 'admitted', 0, NULL, ?2, NULL, 0, NULL, 0, NULL, ?2, ?2)",
+                i + 3
+            ));
+        }
+        sql.push_str(" ON CONFLICT (namespace, id) DO NOTHING");
+        self.write(OP, |tx| {
+            let now = now_ms();
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&self.namespace, &now];
+            values.extend(ids.iter().map(|id| id as &dyn rusqlite::ToSql));
+            let n = tx
+                .prepare_cached(&sql)
+                .map_err(err(OP))?
+                .execute(values.as_slice())
+                .map_err(err(OP))?;
+            if n == ids.len() {
+                Ok(())
+            } else {
+                Err(raw("sqlite", OP, format!("inserted {n} of {}", ids.len())))
+            }
+        })
+    }
+
     /// `claim_due` (sync).
     pub fn claim_sync(&self, limit: usize) -> Result<Vec<RawLease>> {
         const OP: &str = "claim_due";
@@ -306,5 +347,9 @@ impl Raw for RawSqlite {
 
     async fn acknowledge(&self, lease: &RawLease, outcome: &str) -> Result<()> {
         self.acknowledge_sync(lease, outcome)
+    }
+
+    async fn admit_batch(&self, ids: &[String]) -> Result<()> {
+        self.admit_batch_sync(ids)
     }
 }

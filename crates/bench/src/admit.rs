@@ -1,0 +1,78 @@
+//! `admit_batch` throughput (issue 10): executions/s admitted in batches of [`BATCH`]
+//! through the library, beside the raw bound of one bare multi-row statement / script per
+//! batch ([`crate::raw::Raw::admit_batch`]). Each side on its own fresh store.
+
+use std::time::{Duration, Instant};
+
+use lease_core::{Admission, ExecutionId};
+
+use crate::Side;
+use crate::args::{Kind, Options};
+use crate::error::{Context, Result};
+use crate::fixture::Fixture;
+use crate::measure::Sample;
+
+/// Executions per batch.
+pub const BATCH: usize = 1000;
+
+/// The measurement's name.
+pub const NAME: &str = "admit_batch x1000";
+
+fn ids(batch: usize) -> Vec<String> {
+    (0..BATCH).map(|i| format!("a{batch:06}-{i:04}")).collect()
+}
+
+/// One side for `duration` on a fresh store (`None`: no raw client for this backend).
+pub async fn sample(
+    kind: Kind,
+    side: Side,
+    options: &Options,
+    duration: Duration,
+) -> Result<Option<Sample>> {
+    let fx = Fixture::new(kind, options).await?;
+    let result = async {
+        let raw = match side {
+            Side::Library => None,
+            Side::Raw => match fx.raw().await? {
+                Some(r) => Some(r),
+                None => return Ok(None),
+            },
+        };
+        let started = Instant::now();
+        let mut batches = 0;
+        while started.elapsed() < duration || batches == 0 {
+            let ids = ids(batches);
+            match &raw {
+                Some(r) => r.admit_batch(&ids).await?,
+                None => {
+                    let admissions = ids
+                        .into_iter()
+                        .map(|id| ExecutionId::new(id).map(Admission::new))
+                        .collect::<lease_core::Result<Vec<_>>>()
+                        .context(|| "id".into())?;
+                    let records = fx
+                        .lib
+                        .admit_batch(&admissions)
+                        .await
+                        .context(|| "admit_batch".into())?;
+                    if records.len() != BATCH {
+                        return Err(crate::error::BenchError::Setup(format!(
+                            "admit_batch returned {} records",
+                            records.len()
+                        )));
+                    }
+                }
+            }
+            batches += 1;
+        }
+        Ok(Some(Sample {
+            count: (batches * BATCH) as u64,
+            secs: started.elapsed().as_secs_f64(),
+        }))
+    }
+    .await;
+    let removed = fx.remove().await;
+    let s = result?;
+    removed?;
+    Ok(s)
+}
