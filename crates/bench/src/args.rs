@@ -90,6 +90,8 @@ pub struct Options {
     pub postgres_url: String,
     /// Redis URL.
     pub redis_url: String,
+    /// The largest stored count of the stored-work rows.
+    pub stored_max: u64,
 }
 
 impl Options {
@@ -151,6 +153,7 @@ pub fn parse(args: &[String]) -> Result<Options> {
     let mut json_dir = None;
     let mut wait_load = None;
     let mut wait_max = Duration::from_secs(600);
+    let mut stored_max = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -200,6 +203,14 @@ pub fn parse(args: &[String]) -> Result<Options> {
                 wait_load = Some(l);
             }
             "--wait-max" => wait_max = parse_duration(&value("--wait-max")?)?,
+            "--stored-max" => {
+                let v = value("--stored-max")?;
+                let n: u64 = v
+                    .replace('_', "")
+                    .parse()
+                    .map_err(|_| BenchError::Setup(format!("bad stored count {v:?}")))?;
+                stored_max = Some(n);
+            }
             other => return Err(BenchError::Setup(format!("unexpected argument {other:?}"))),
         }
     }
@@ -227,6 +238,7 @@ pub fn parse(args: &[String]) -> Result<Options> {
             "postgres://postgres@127.0.0.1:5432/test",
         ),
         redis_url: env_or("LEASE_REDIS_URL", "redis://127.0.0.1:6379"),
+        stored_max: stored_max.unwrap_or(if quick { 100_000 } else { 1_000_000 }),
     })
 }
 

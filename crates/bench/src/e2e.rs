@@ -65,7 +65,7 @@ pub async fn measure(
 /// Runs until `target` executions completed or `limit` passed. Returns the sample taken
 /// then, and how many executions had completed once every delivery in flight at that
 /// moment had ended too.
-async fn run(
+pub(crate) async fn run(
     engine: &Engine,
     fx: &Fixture,
     concurrency: usize,

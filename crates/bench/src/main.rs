@@ -18,15 +18,20 @@
 
 mod admit;
 mod args;
+mod chain;
 mod client;
+mod drain;
 mod e2e;
 mod error;
+mod fill;
 mod fixture;
 mod load;
 mod measure;
 mod ops;
+mod purge;
 mod raw;
 mod report;
+mod stored;
 mod wake;
 
 use std::process::ExitCode;
@@ -101,7 +106,7 @@ async fn e2e_sample(
     Ok(sample)
 }
 
-fn progress(row: &Row) {
+pub(crate) fn progress(row: &Row) {
     let rate = |s: Option<Sample>| s.map_or_else(|| "-".into(), |s| report::thousands(s.rate()));
     eprintln!(
         "lease-bench: {:<8} {:<16} library {:>9} raw {:>9} ratio {:>5} load {:.2}{}",
@@ -224,9 +229,113 @@ async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows) {
                 .await,
             );
         }
+        if kind != args::Kind::Memory {
+            issue12(kind, options, &mut rows).await;
+        }
         wake::run(kind, options, &mut wake_rows).await;
     }
     (rows, wake_rows)
+}
+
+/// The issue 12 rows of one backend (none for the memory backend: no raw bound, no store
+/// another process can open): the job-queue drain, acknowledge_and_claim, stored work,
+/// purge.
+async fn issue12(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
+    for c in drain::CONCURRENCY {
+        let name = drain::name(c);
+        if !options.selected(&name) {
+            continue;
+        }
+        let load = load::one_minute();
+        let mut lib = Vec::new();
+        let mut raw = Vec::new();
+        let mut error = None;
+        for _ in 0..drain::RUNS {
+            let run = async {
+                let l = drain::sample(
+                    kind,
+                    Side::Library,
+                    c,
+                    drain::JOBS,
+                    drain::Place::Child,
+                    options,
+                )
+                .await?;
+                let r = drain::sample(
+                    kind,
+                    Side::Raw,
+                    c,
+                    drain::JOBS,
+                    drain::Place::Child,
+                    options,
+                )
+                .await?;
+                Ok::<_, BenchError>((l, r))
+            };
+            match run.await {
+                Ok((l, r)) => {
+                    lib.push(l.rate());
+                    raw.push(r.rate());
+                }
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let mut row = Row::new(
+            kind,
+            name,
+            "jobs/s",
+            drain::median(lib.clone(), drain::JOBS),
+            drain::median(raw.clone(), drain::JOBS),
+            load,
+            error,
+        );
+        row.library_rounds = lib;
+        row.raw_rounds = raw;
+        progress(&row);
+        rows.push(row);
+    }
+    for (combined, name) in [(true, chain::NAMES[0]), (false, chain::NAMES[1])] {
+        if !options.selected(name) {
+            continue;
+        }
+        rows.push(
+            measure_row(kind, name.into(), "deliveries/s", options, async || {
+                let (l, r) = chain::measure(kind, combined, options, options.round()).await?;
+                Ok((Some(l), Some(r)))
+            })
+            .await,
+        );
+    }
+    for shape in stored::Shape::ALL {
+        for n in stored::SIZES
+            .into_iter()
+            .filter(|&n| n <= options.stored_max)
+        {
+            if !options.selected(&stored::group(shape, n)) {
+                continue;
+            }
+            rows.extend(stored::rows(kind, shape, n, options, options.round()).await);
+        }
+    }
+    if options.selected(purge::NAME) {
+        rows.push(
+            measure_row(
+                kind,
+                purge::NAME.into(),
+                "executions/s",
+                options,
+                async || {
+                    let l = purge::sample(kind, Side::Library, purge::EXECUTIONS, options).await?;
+                    let r = purge::sample(kind, Side::Raw, purge::EXECUTIONS, options).await?;
+                    Ok((Some(l), Some(r)))
+                },
+            )
+            .await,
+        );
+    }
 }
 
 fn main() -> ExitCode {
@@ -291,6 +400,10 @@ fn main_with(options: &Options) -> Result<bool> {
     if !wake_rows.cost.is_empty() {
         println!("{}", report::cost_markdown(&wake_rows.cost));
     }
+    let stored = stored::ratios(&rows);
+    if !stored.is_empty() {
+        println!("{}", stored::markdown(&stored));
+    }
     println!(
         "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
         fmt_load(load_before),
@@ -316,6 +429,7 @@ fn main_with(options: &Options) -> Result<bool> {
             load_wait,
             rows: &rows,
             wake: &wake_rows,
+            stored: &stored,
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());

@@ -18,6 +18,15 @@ pub enum Target {
     Ratio(f64),
     /// library rate above this.
     Above(f64),
+    /// library rate at least `factor` times `best`, the best job queue of issue 12's table.
+    Beat {
+        /// The factor.
+        factor: f64,
+        /// The job queue's jobs/s.
+        best: f64,
+        /// Which job queue.
+        who: &'static str,
+    },
 }
 
 impl Target {
@@ -25,6 +34,20 @@ impl Target {
     pub fn of(kind: Kind, name: &str) -> Option<Target> {
         if kind == Kind::Memory {
             return None;
+        }
+        if let Some(c) = name.strip_prefix("drain 20k c") {
+            let (best, who) = crate::drain::best(kind, c.parse().ok()?)?;
+            return Some(Target::Beat {
+                factor: 1.1,
+                best,
+                who,
+            });
+        }
+        if name.starts_with("stored ") {
+            return None;
+        }
+        if name.starts_with("purge_terminal") {
+            return Some(Target::Above(crate::purge::TARGET));
         }
         if name.starts_with("admit_batch") {
             return Some(Target::Above(match kind {
@@ -52,6 +75,11 @@ impl Target {
         match self {
             Target::Ratio(r) => format!(">= {r}x raw"),
             Target::Above(v) => format!("> {}/s", thousands(v)),
+            Target::Beat { factor, best, who } => format!(
+                ">= {}/s ({factor}x {who} {}, issue 12)",
+                thousands(factor * best),
+                thousands(best)
+            ),
         }
     }
 }
@@ -104,6 +132,7 @@ impl Row {
         let met = match target {
             Some(Target::Ratio(t)) => ratio.map(|r| r >= t),
             Some(Target::Above(v)) => library.map(|l| l.rate() > v),
+            Some(Target::Beat { factor, best, .. }) => library.map(|l| l.rate() >= factor * best),
             None => None,
         };
         Row {
@@ -196,6 +225,8 @@ pub struct Report<'a> {
     pub rows: &'a [Row],
     /// The wake-up rows (latency and cost).
     pub wake: &'a crate::wake::WakeRows,
+    /// The stored-work cost ratios (issue 12).
+    pub stored: &'a [crate::stored::CostRatio],
 }
 
 fn ms(v: f64) -> String {

@@ -14,7 +14,65 @@ pub struct RawPostgres {
     pool: PgPool,
     sql: lease_postgres::raw::Statements,
     admit_batch: String,
+    purge: String,
+    schema: String,
     delays: Vec<i64>,
+}
+
+/// `$1 limit`: the bare bound of `purge_terminal`, one statement deleting up to `$1`
+/// completed or failed executions, oldest ended first (the library's index order), with
+/// their step records; no row locks, re-checks, receipts or start records.
+const PURGE: &str = "\
+WITH v AS MATERIALIZED (
+    SELECT id FROM {s}.executions WHERE status IN ('completed', 'failed')
+    ORDER BY last_delivery_ended_at, id LIMIT $1
+),
+st AS (DELETE FROM {s}.steps s USING v WHERE s.execution_id = v.id)
+DELETE FROM {s}.executions e USING v WHERE e.id = v.id RETURNING e.id";
+
+/// `statement` with each `$n` outside quotes replaced by `values[n - 1]` (already SQL
+/// literals), for a simple-query message of several statements.
+fn inline(statement: &str, values: &[String]) -> String {
+    let mut out = String::with_capacity(statement.len() + 64);
+    let mut chars = statement.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for q in chars.by_ref() {
+                    out.push(q);
+                    if q == c {
+                        break;
+                    }
+                }
+            }
+            '$' if chars.peek().is_some_and(char::is_ascii_digit) => {
+                let mut digits = String::new();
+                while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                    digits.push(d);
+                }
+                match digits
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|n| values.get(n.wrapping_sub(1)))
+                {
+                    Some(v) => out.push_str(v),
+                    None => {
+                        out.push('$');
+                        out.push_str(&digits);
+                    }
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A text literal (the bench's ids and JSON hold no quote or backslash it must escape
+/// beyond doubling quotes).
+fn text_literal(v: &str) -> String {
+    format!("('{}'::text)", v.replace('\'', "''"))
 }
 
 /// `$1 ids text[]`: the bare multi-row form of the backend's admit statement (the same
@@ -45,8 +103,9 @@ impl RawPostgres {
         Ok(RawPostgres {
             pool,
             sql: lease_postgres::raw::statements(schema),
-            admit_batch: ADMIT_BATCH
-                .replace("{s}", &format!("\"{}\"", schema.replace('"', "\"\""))),
+            admit_batch: ADMIT_BATCH.replace("{s}", &quoted(schema)),
+            purge: PURGE.replace("{s}", &quoted(schema)),
+            schema: schema.to_owned(),
             delays: policy
                 .table_ms()
                 .into_iter()
@@ -54,6 +113,10 @@ impl RawPostgres {
                 .collect(),
         })
     }
+}
+
+fn quoted(schema: &str) -> String {
+    format!("\"{}\"", schema.replace('"', "\"\""))
 }
 
 /// Checks a fenced statement's reply: the "took effect" column `column` is non-NULL.
@@ -135,6 +198,121 @@ impl Raw for RawPostgres {
             .execute(&self.pool)
             .await
             .map_err(|e| raw("postgres", "admit_batch", e))?;
+        Ok(())
+    }
+
+    /// The backend's acknowledge and claim statements as one simple-query message (one
+    /// implicit transaction, one round trip), values inlined, as the library sends them,
+    /// without the library's claim-limit guard.
+    async fn ack_and_claim(
+        &self,
+        lease: &RawLease,
+        outcome: &str,
+        limit: usize,
+    ) -> Result<Vec<RawLease>> {
+        const OP: &str = "acknowledge_and_claim";
+        let null = "(NULL::bigint)".to_owned();
+        let big = |n: i64| format!("({n}::bigint)");
+        let ack = inline(
+            &self.sql.acknowledge,
+            &[
+                text_literal(&lease.id),
+                big(lease.token),
+                null.clone(),
+                text_literal("completed"),
+                text_literal(outcome),
+            ],
+        );
+        let delays: Vec<String> = self.delays.iter().map(|d| format!("{d}::bigint")).collect();
+        let claim = inline(
+            &self.sql.claim,
+            &[
+                big(i64::MAX),
+                null,
+                big(i64::try_from(limit).unwrap_or(i64::MAX)),
+                big(LEASE_MS),
+                format!("(ARRAY[{}]::bigint[])", delays.join(",")),
+            ],
+        );
+        let query = format!("{ack};\n{claim}");
+        let rows = sqlx::raw_sql(AssertSqlSafe(query))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", OP, e))?;
+        let mut it = rows.into_iter();
+        took_effect::<bool>(OP, it.next(), 2)?;
+        it.map(|r| {
+            Ok(RawLease {
+                id: r.try_get(0).map_err(|e| raw("postgres", OP, e))?,
+                token: r.try_get(1).map_err(|e| raw("postgres", OP, e))?,
+            })
+        })
+        .collect()
+    }
+
+    async fn settle(&self) -> Result<()> {
+        let s = quoted(&self.schema);
+        sqlx::raw_sql(AssertSqlSafe(format!("ANALYZE {s}.executions, {s}.steps")))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", "analyze", e))?;
+        Ok(())
+    }
+
+    async fn purge(&self, limit: usize) -> Result<usize> {
+        let rows = sqlx::query(AssertSqlSafe(self.purge.as_str()))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", "purge", e))?;
+        Ok(rows.len())
+    }
+
+    async fn clone_terminal(&self, template: &str, prefix: &str, from: u64, n: u64) -> Result<()> {
+        const OP: &str = "clone_terminal";
+        let s = quoted(&self.schema);
+        for (table, id_column) in [("executions", "id"), ("steps", "execution_id")] {
+            let cols: Vec<String> = sqlx::query_scalar(
+                "SELECT column_name::text FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER'
+                 ORDER BY ordinal_position",
+            )
+            .bind(&self.schema)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", OP, e))?;
+            let select: Vec<String> = cols
+                .iter()
+                .map(|c| {
+                    if c == id_column {
+                        "$1 || lpad(g::text, 9, '0')".to_owned()
+                    } else {
+                        format!("t.\"{c}\"")
+                    }
+                })
+                .collect();
+            let quoted_cols: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
+            let sql = format!(
+                "INSERT INTO {s}.{table} ({}) SELECT {} FROM {s}.{table} t,
+                 generate_series($2::bigint, $3::bigint - 1) g WHERE t.{id_column} = $4",
+                quoted_cols.join(", "),
+                select.join(", ")
+            );
+            let mut at = from;
+            while at < from + n {
+                let end = (at + 100_000).min(from + n);
+                sqlx::query(AssertSqlSafe(sql.as_str()))
+                    .bind(prefix)
+                    .bind(i64::try_from(at).unwrap_or(0))
+                    .bind(i64::try_from(end).unwrap_or(0))
+                    .bind(template)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| raw("postgres", OP, e))?;
+                at = end;
+            }
+        }
         Ok(())
     }
 }

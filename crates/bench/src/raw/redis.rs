@@ -22,8 +22,47 @@ pub struct RawRedis {
     renew: &'static Script,
     write_step: &'static Script,
     acknowledge: &'static Script,
+    ack_and_claim: &'static Script,
     admit_batch: Script,
+    purge: Script,
+    clone: Script,
 }
+
+/// The bare bound of `purge_terminal`: the first `ARGV[1]` members of the `done` index
+/// (terminal executions by end time, as the library walks it), each execution's record,
+/// step records and receipt set unlinked, the members removed from `done`. No re-checks,
+/// receipts or start records. KEYS[1] prefix.
+const PURGE: &str = r"
+local P = KEYS[1]
+local ids = redis.call('ZRANGE', P .. 'done', 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then return 0 end
+local keys = {}
+for _, id in ipairs(ids) do
+  keys[#keys + 1] = P .. 'exec:' .. id
+  keys[#keys + 1] = P .. 'steps:' .. id
+  keys[#keys + 1] = P .. 'rcpt:' .. id
+end
+redis.call('UNLINK', unpack(keys))
+redis.call('ZREM', P .. 'done', unpack(ids))
+return #ids
+";
+
+/// Setup only: copies of the terminal execution `ARGV[1]` (its record, its step records,
+/// its `done` entry) as ids `ARGV[2] .. %09d` of `ARGV[3]` up to `ARGV[4]` (excluded).
+const CLONE: &str = r"
+local P = KEYS[1]
+local rec = redis.call('HGETALL', P .. 'exec:' .. ARGV[1])
+local steps = redis.call('HGETALL', P .. 'steps:' .. ARGV[1])
+local score = redis.call('ZSCORE', P .. 'done', ARGV[1])
+if #rec == 0 or not score then return redis.error_reply('template is not terminal') end
+for i = tonumber(ARGV[3]), tonumber(ARGV[4]) - 1 do
+  local id = ARGV[2] .. string.format('%09d', i)
+  redis.call('HSET', P .. 'exec:' .. id, unpack(rec))
+  if #steps > 0 then redis.call('HSET', P .. 'steps:' .. id, unpack(steps)) end
+  redis.call('ZADD', P .. 'done', score, id)
+end
+return 1
+";
 
 /// The bare bound of `admit_batch`: one script creating each new execution as the
 /// backend's `create` does (`HSET` of the record, `ZADD` to the ready index) at Redis
@@ -86,7 +125,10 @@ impl RawRedis {
             renew: lease_redis::raw::renew(),
             write_step: lease_redis::raw::write_step(),
             acknowledge: lease_redis::raw::acknowledge(),
+            ack_and_claim: lease_redis::raw::acknowledge_and_claim(),
             admit_batch: Script::new(ADMIT_BATCH),
+            purge: Script::new(PURGE),
+            clone: Script::new(CLONE),
         })
     }
 
@@ -193,5 +235,89 @@ impl Raw for RawRedis {
                 format!("created {created} of {}", ids.len()),
             ))
         }
+    }
+
+    /// The library's own `acknowledge_and_claim` script (no wake publish, as the raw
+    /// acknowledge), claiming at the clock's now.
+    async fn ack_and_claim(
+        &self,
+        lease: &RawLease,
+        outcome: &str,
+        limit: usize,
+    ) -> Result<Vec<RawLease>> {
+        const OP: &str = "acknowledge_and_claim";
+        let token = lease.token.to_string();
+        let limit = limit.to_string();
+        let lease_ms = LEASE_MS.to_string();
+        let v = self
+            .eval(
+                OP,
+                self.ack_and_claim,
+                &[
+                    &lease.id,
+                    &token,
+                    "completed",
+                    outcome,
+                    "",
+                    "",
+                    &limit,
+                    &lease_ms,
+                ],
+            )
+            .await?;
+        if status(&v) != Some(b"ok") {
+            return Err(raw("redis", OP, format!("not accepted: {v:?}")));
+        }
+        let Value::Array(mut items) = v else {
+            return Err(raw("redis", OP, "reply"));
+        };
+        let Some(Value::Array(claim)) = items.pop() else {
+            return Err(raw("redis", OP, "claim reply"));
+        };
+        // {now, next, then id, token, expiry, record per lease}.
+        let mut out = Vec::new();
+        let mut it = claim.into_iter().skip(2);
+        while let (Some(id), Some(token), Some(_expiry), Some(_record)) =
+            (it.next(), it.next(), it.next(), it.next())
+        {
+            let id = text(id).ok_or_else(|| raw("redis", OP, "id"))?;
+            let token = text(token)
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| raw("redis", OP, "token"))?;
+            out.push(RawLease { id, token });
+        }
+        Ok(out)
+    }
+
+    async fn purge(&self, limit: usize) -> Result<usize> {
+        let mut invocation = self.purge.prepare_invoke();
+        invocation.key(&self.prefix).arg(limit);
+        let mut conn = self.conn.clone();
+        let n: i64 = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| raw("redis", "purge", e))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    async fn clone_terminal(&self, template: &str, prefix: &str, from: u64, n: u64) -> Result<()> {
+        let mut at = from;
+        while at < from + n {
+            let end = (at + 10_000).min(from + n);
+            let mut invocation = self.clone.prepare_invoke();
+            invocation
+                .key(&self.prefix)
+                .arg(template)
+                .arg(prefix)
+                .arg(at)
+                .arg(end);
+            let mut conn = self.conn.clone();
+            let _: i64 = invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| raw("redis", "clone_terminal", e))?;
+            at = end;
+        }
+        Ok(())
     }
 }

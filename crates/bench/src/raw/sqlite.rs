@@ -230,9 +230,27 @@ impl RawSqlite {
 
     /// `claim_due` (sync).
     pub fn claim_sync(&self, limit: usize) -> Result<Vec<RawLease>> {
+        self.write("claim_due", |tx| self.claim_in(tx, limit))
+    }
+
+    /// The claim's statements in `tx`: the running-claim probe (the bench never leaves an
+    /// expired lease, so it finds none), then the waiting candidates.
+    fn claim_in(&self, tx: &rusqlite::Transaction<'_>, limit: usize) -> Result<Vec<RawLease>> {
         const OP: &str = "claim_due";
-        self.write(OP, |tx| {
+        {
             let now = now_ms();
+            let expired = tx
+                .prepare_cached(sql::ANY_RUNNING_CLAIMABLE)
+                .map_err(err(OP))?
+                .exists(params![self.namespace, now])
+                .map_err(err(OP))?;
+            if expired {
+                return Err(raw(
+                    "sqlite",
+                    OP,
+                    "an expired lease (the bench leaves none)",
+                ));
+            }
             let mut token: i64 = tx
                 .prepare_cached(sql::LAST_TOKEN)
                 .map_err(err(OP))?
@@ -272,7 +290,7 @@ impl RawSqlite {
                     .map_err(err(OP))?;
             }
             Ok(out)
-        })
+        }
     }
 
     /// `renew` (sync).
@@ -312,22 +330,149 @@ impl RawSqlite {
 
     /// `acknowledge` completed (sync).
     pub fn acknowledge_sync(&self, lease: &RawLease, outcome: &str) -> Result<()> {
+        self.write("acknowledge", |tx| self.ack_in(tx, lease, outcome))
+    }
+
+    fn ack_in(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        lease: &RawLease,
+        outcome: &str,
+    ) -> Result<()> {
         const OP: &str = "acknowledge";
-        self.write(OP, |tx| {
-            let row = self.held(tx, OP, lease)?;
-            self.save(
-                tx,
-                OP,
-                &row,
-                "completed",
-                None,
-                None,
-                0,
-                Some(now_ms()),
-                Some(outcome),
-                (None, None),
-            )
+        let row = self.held(tx, OP, lease)?;
+        self.save(
+            tx,
+            OP,
+            &row,
+            "completed",
+            None,
+            None,
+            0,
+            Some(now_ms()),
+            Some(outcome),
+            (None, None),
+        )
+    }
+
+    /// `acknowledge_and_claim` (sync): the acknowledgement's and the claim's statements in
+    /// one `BEGIN IMMEDIATE` transaction.
+    pub fn ack_and_claim_sync(
+        &self,
+        lease: &RawLease,
+        outcome: &str,
+        limit: usize,
+    ) -> Result<Vec<RawLease>> {
+        self.write("acknowledge_and_claim", |tx| {
+            self.ack_in(tx, lease, outcome)?;
+            self.claim_in(tx, limit)
         })
+    }
+
+    /// The bare purge (sync): the library's walk of the terminal index ([`sql::PURGEABLE`]),
+    /// then one `DELETE` of the step records and one of the row per execution, in one
+    /// `BEGIN IMMEDIATE` transaction.
+    pub fn purge_sync(&self, limit: usize) -> Result<usize> {
+        const OP: &str = "purge";
+        self.write(OP, |tx| {
+            let found: Vec<(i64, String)> = tx
+                .prepare_cached(sql::PURGEABLE)
+                .map_err(err(OP))?
+                .query_map(
+                    params![
+                        self.namespace,
+                        i64::MAX,
+                        i64::try_from(limit).unwrap_or(i64::MAX)
+                    ],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(err(OP))?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(err(OP))?;
+            let mut steps = tx
+                .prepare_cached(
+                    "DELETE FROM lease_steps WHERE namespace = ?1 AND execution_id = ?2",
+                )
+                .map_err(err(OP))?;
+            let mut rows = tx
+                .prepare_cached("DELETE FROM lease_executions WHERE rowid = ?1")
+                .map_err(err(OP))?;
+            for (rowid, id) in &found {
+                steps
+                    .execute(params![self.namespace, id])
+                    .map_err(err(OP))?;
+                rows.execute([rowid]).map_err(err(OP))?;
+            }
+            Ok(found.len())
+        })
+    }
+
+    /// [`Raw::clone_terminal`] (sync): `INSERT .. SELECT` over a recursive series, every
+    /// column copied from the template but the id, 100,000 rows per transaction.
+    pub fn clone_terminal_sync(
+        &self,
+        template: &str,
+        prefix: &str,
+        from: u64,
+        n: u64,
+    ) -> Result<()> {
+        const OP: &str = "clone_terminal";
+        let columns = |table: &str| -> Result<Vec<String>> {
+            let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = conn
+                .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                .map_err(err(OP))?;
+            let names = st
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(err(OP))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(err(OP))?;
+            Ok(names)
+        };
+        let insert = |table: &str, id_column: &str| -> Result<String> {
+            let cols = columns(table)?;
+            let select: Vec<String> = cols
+                .iter()
+                .map(|c| {
+                    if c == id_column {
+                        "printf('%s%09d', ?4, g.i)".to_owned()
+                    } else {
+                        format!("t.\"{c}\"")
+                    }
+                })
+                .collect();
+            let quoted: Vec<String> = cols.iter().map(|c| format!("\"{c}\"")).collect();
+            Ok(format!(
+                "WITH RECURSIVE g(i) AS (SELECT ?2 UNION ALL SELECT i + 1 FROM g WHERE i + 1 < ?3)
+                 INSERT INTO {table} ({}) SELECT {} FROM {table} t, g
+                 WHERE t.namespace = ?1 AND t.{id_column} = ?5",
+                quoted.join(", "),
+                select.join(", ")
+            ))
+        };
+        let executions = insert("lease_executions", "id")?;
+        let steps = insert("lease_steps", "execution_id")?;
+        let mut at = from;
+        while at < from + n {
+            let end = (at + 100_000).min(from + n);
+            self.write(OP, |tx| {
+                let (a, b) = (
+                    i64::try_from(at).unwrap_or(0),
+                    i64::try_from(end).unwrap_or(0),
+                );
+                let made = tx
+                    .execute(&executions, params![self.namespace, a, b, prefix, template])
+                    .map_err(err(OP))?;
+                if made != usize::try_from(end - at).unwrap_or(0) {
+                    return Err(raw("sqlite", OP, format!("cloned {made} of {}", end - at)));
+                }
+                tx.execute(&steps, params![self.namespace, a, b, prefix, template])
+                    .map_err(err(OP))?;
+                Ok(())
+            })?;
+            at = end;
+        }
+        Ok(())
     }
 }
 
@@ -351,5 +496,22 @@ impl Raw for RawSqlite {
 
     async fn admit_batch(&self, ids: &[String]) -> Result<()> {
         self.admit_batch_sync(ids)
+    }
+
+    async fn ack_and_claim(
+        &self,
+        lease: &RawLease,
+        outcome: &str,
+        limit: usize,
+    ) -> Result<Vec<RawLease>> {
+        self.ack_and_claim_sync(lease, outcome, limit)
+    }
+
+    async fn purge(&self, limit: usize) -> Result<usize> {
+        self.purge_sync(limit)
+    }
+
+    async fn clone_terminal(&self, template: &str, prefix: &str, from: u64, n: u64) -> Result<()> {
+        self.clone_terminal_sync(template, prefix, from, n)
     }
 }

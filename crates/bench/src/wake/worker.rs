@@ -283,6 +283,7 @@ impl Worker {
         let config = serde_json::to_string(&ChildConfig {
             store: store.clone(),
             worker: spec,
+            drain: None,
         })
         .map_err(|e| BenchError::Setup(e.to_string()))?;
         let mut child = tokio::process::Command::new(exe)
@@ -403,6 +404,122 @@ fn parse_start(line: &str) -> Option<Event> {
 struct ChildConfig {
     store: StoreSpec,
     worker: WorkerSpec,
+    /// Drain mode (issue 12): no per-delivery lines; print `drained <started us> <done us>`
+    /// once this many acknowledgements are recorded.
+    #[serde(default)]
+    drain: Option<u64>,
+}
+
+/// When a drain's dispatcher started and when its last acknowledgement was recorded, µs
+/// since the Unix epoch (system clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Just before `Dispatcher::start` (after the backend connected).
+    pub started_us: i64,
+    /// When the dispatcher's acknowledgement counter reached the target (polled every ms).
+    pub done_us: i64,
+}
+
+/// Runs a dispatcher with the empty handler (no reporting) on `backend` until `jobs`
+/// acknowledgements are recorded (at most `limit`), then shuts it down; an error unless
+/// the run was clean.
+pub async fn drain_here(
+    backend: SharedBackend,
+    concurrency: usize,
+    jobs: u64,
+    limit: Duration,
+) -> Result<Drained> {
+    let spec = WorkerSpec {
+        concurrency,
+        lease_ms: None,
+        mode: Mode::Ack,
+    };
+    let started_us = unix_us();
+    let dispatcher = start_dispatcher(backend, spec, |_| {})?;
+    let deadline = tokio::time::Instant::now() + limit;
+    let done_us = loop {
+        if dispatcher.snapshot().acknowledgements >= jobs {
+            break unix_us();
+        }
+        if tokio::time::Instant::now() > deadline {
+            let _ = dispatcher.shutdown(Duration::from_secs(2)).await;
+            return Err(setup("the drain did not finish in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let report = dispatcher.shutdown(Duration::from_secs(10)).await;
+    let m = report.metrics;
+    if m.lost > 0 || m.worker_failures > 0 || m.backend_errors > 0 || report.cancelled > 0 {
+        return Err(BenchError::Setup(format!(
+            "drain dispatcher run was not clean: {m:?}, {} cancelled",
+            report.cancelled
+        )));
+    }
+    Ok(Drained {
+        started_us,
+        done_us,
+    })
+}
+
+/// Spawns a worker process of this binary on `store` that drains `jobs` executions at
+/// `concurrency` with the empty handler; returns when it spawned (µs, system clock) and
+/// what it reported, once it exited cleanly.
+pub async fn drain_child(
+    store: &StoreSpec,
+    concurrency: usize,
+    jobs: u64,
+) -> Result<(i64, Drained)> {
+    let exe = std::env::current_exe().map_err(|e| BenchError::Setup(format!("exe: {e}")))?;
+    let config = serde_json::to_string(&ChildConfig {
+        store: store.clone(),
+        worker: WorkerSpec {
+            concurrency,
+            lease_ms: None,
+            mode: Mode::Ack,
+        },
+        drain: Some(jobs),
+    })
+    .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let spawned_us = unix_us();
+    let mut child = tokio::process::Command::new(exe)
+        .arg("--child")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| BenchError::Setup(format!("spawn worker process: {e}")))?;
+    let stdout = child.stdout.take().ok_or_else(|| setup("child stdout"))?;
+    let read = async {
+        let mut lines = BufReader::new(stdout).lines();
+        let mut drained = None;
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("drained ") {
+                let mut it = rest.split(' ').map(|v| v.parse::<i64>().ok());
+                if let (Some(Some(started_us)), Some(Some(done_us))) = (it.next(), it.next()) {
+                    drained = Some(Drained {
+                        started_us,
+                        done_us,
+                    });
+                }
+            }
+        }
+        drained
+    };
+    let drained = tokio::time::timeout(Duration::from_secs(600), read)
+        .await
+        .map_err(|_| setup("the drain worker process did not finish in 600s"))?;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .map_err(|_| setup("the drain worker process did not exit"))?
+        .map_err(|e| BenchError::Setup(format!("drain worker process: {e}")))?;
+    match drained {
+        Some(d) if status.success() => Ok((spawned_us, d)),
+        _ => Err(BenchError::Setup(format!(
+            "the drain worker process failed ({status})"
+        ))),
+    }
 }
 
 /// The child process: `lease-bench --child <json>`.
@@ -430,6 +547,23 @@ const END: &str = "\u{0}end";
 
 async fn child(config: ChildConfig) -> Result<()> {
     let backend = config.store.open().await?;
+    if let Some(jobs) = config.drain {
+        let d = drain_here(
+            backend,
+            config.worker.concurrency,
+            jobs,
+            Duration::from_secs(590),
+        )
+        .await?;
+        let mut out = tokio::io::stdout();
+        out.write_all(format!("drained {} {}\n", d.started_us, d.done_us).as_bytes())
+            .await
+            .map_err(|e| BenchError::Setup(format!("stdout: {e}")))?;
+        out.flush()
+            .await
+            .map_err(|e| BenchError::Setup(format!("stdout: {e}")))?;
+        return Ok(());
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let events = tx.clone();
     let dispatcher = start_dispatcher(backend, config.worker, move |e| {
