@@ -78,3 +78,73 @@ pub async fn sample(kind: Kind, side: Side, n: u64, options: &Options) -> Result
     removed?;
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::Side;
+    use crate::args::Kind;
+    use crate::stored::{self, Shape};
+    use crate::{chain, drain};
+
+    /// Every issue 12 row's code on SQLite (no server needed), small: the drain (in this
+    /// process: the test binary cannot be the worker), both acknowledge_and_claim rows,
+    /// every stored shape with the cost ratios, purge on both sides.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn issue12_rows_run_on_sqlite() {
+        let options = crate::args::parse(&[]).expect("options");
+        let kind = Kind::Sqlite;
+        for side in [Side::Library, Side::Raw] {
+            let s = drain::sample(kind, side, 8, 300, drain::Place::Here, &options)
+                .await
+                .expect("drain");
+            assert_eq!(s.count, 300);
+            assert!(s.rate() > 0.0, "{s:?}");
+        }
+        let m = drain::median(vec![300.0, 100.0], 300).expect("median");
+        assert!((m.rate() - 200.0).abs() < 1e-6, "{m:?}");
+        for combined in [true, false] {
+            let (l, r) = chain::measure(kind, combined, &options, Duration::from_millis(100))
+                .await
+                .expect("ack_and_claim");
+            assert!(l.count > 10 && r.count > 10, "{l:?} {r:?}");
+        }
+        let mut rows = Vec::new();
+        for shape in Shape::ALL {
+            rows.extend(
+                stored::rows(kind, shape, 1_000, &options, Duration::from_millis(50)).await,
+            );
+        }
+        rows.extend(
+            stored::rows(
+                kind,
+                Shape::Terminal,
+                10_000,
+                &options,
+                Duration::from_millis(50),
+            )
+            .await,
+        );
+        assert_eq!(rows.len(), 16, "{rows:?}");
+        assert!(
+            rows.iter()
+                .all(|r| r.error.is_none() && r.library.is_some() && r.raw.is_some()),
+            "{rows:?}"
+        );
+        let ratios = stored::ratios(&rows);
+        assert_eq!(ratios.len(), 4, "{ratios:?}");
+        assert!(
+            ratios
+                .iter()
+                .all(|r| r.shape == "terminal" && r.library.is_some())
+        );
+        assert!(stored::markdown(&ratios).contains("| sqlite | terminal | renew | 10^4 / 10^3 |"));
+        for side in [Side::Library, Side::Raw] {
+            let s = super::sample(kind, side, 2_500, &options)
+                .await
+                .expect("purge");
+            assert_eq!(s.count, 2_500);
+        }
+    }
+}

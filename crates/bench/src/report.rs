@@ -343,6 +343,31 @@ mod tests {
         );
         assert_eq!(Target::of(Kind::Sqlite, "renew"), Some(Target::Ratio(0.9)));
         assert_eq!(Target::of(Kind::Memory, "renew"), None);
+        assert_eq!(
+            Target::of(Kind::Redis, "drain 20k c8"),
+            Some(Target::Beat {
+                factor: 1.1,
+                best: 13_454.0,
+                who: "BullMQ"
+            })
+        );
+        assert_eq!(
+            Target::of(Kind::Postgres, "purge_terminal x1000 (100k, 3 steps each)"),
+            Some(Target::Above(20_000.0))
+        );
+        assert_eq!(Target::of(Kind::Sqlite, "stored running 10^6 renew"), None);
+        let s = |count, secs| Some(Sample { count, secs });
+        let beat = Row::new(
+            Kind::Sqlite,
+            "drain 20k c1".into(),
+            "jobs/s",
+            s(7_000, 1.0),
+            None,
+            0.0,
+            None,
+        );
+        assert_eq!(beat.met, Some(false), "1.1 x 6,690 = 7,359");
+        assert!(markdown(&[beat]).contains(">= 7,359/s (1.1x apalis 6,690, issue 12)"));
     }
 
     #[test]
