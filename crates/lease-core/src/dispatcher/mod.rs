@@ -16,6 +16,7 @@ pub mod error;
 mod horizon;
 pub mod metrics;
 pub mod options;
+mod retention;
 mod run;
 pub mod runtime;
 pub mod step;
