@@ -164,6 +164,7 @@ mod combined;
 mod config;
 mod errors;
 mod execution;
+mod fenced;
 mod guard;
 mod heap;
 mod keys;
@@ -176,6 +177,7 @@ mod wire;
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
+pub use fenced::{FencedScript, ScriptBodyError};
 pub use keys::MAX_NAMESPACE_BYTES;
 pub use wire::MAX_TOKEN;
 
