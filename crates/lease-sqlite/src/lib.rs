@@ -105,12 +105,14 @@
 //! # }
 //! ```
 
+mod app;
 mod backend;
 mod candidates;
 mod config;
 mod conn;
 mod error;
 mod executions;
+mod fenced;
 mod group;
 mod retention;
 mod rows;
@@ -122,6 +124,7 @@ mod stores;
 mod tx;
 mod wake;
 
+pub use app::FencedError;
 pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
 
