@@ -4,7 +4,7 @@
 //! as the application's writes.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use lease_core::dispatcher::MAX_STEP_ATTEMPTS;
 use lease_core::limits::MAX_PAYLOAD_BYTES;
@@ -23,6 +23,9 @@ use crate::wire::{parse_step_value, step_field, step_value_prefix, token_arg};
 
 const OP_SCRIPT: &str = "fenced_script";
 const OP_STEP: &str = "step_in_script";
+
+/// The largest step response the script records, as its argument.
+static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_string());
 
 /// An application's Lua script that runs only while a lease is held (RFC 002 fencing,
 /// issue 13: the check and the write will be atomic): built once, run with
@@ -286,13 +289,12 @@ impl RedisBackend {
             self.keys().check_app_key(key)?;
         }
         let token = token_arg(lease.token)?;
-        let max = MAX_PAYLOAD_BYTES.to_string();
         let mut all: Vec<&[u8]> = Vec::with_capacity(5 + args.len());
         all.push(lease.execution_id.as_str().as_bytes());
         all.push(token.as_bytes());
         all.push(step.map_or(b"", |s| s.field.as_bytes()));
         all.push(step.map_or(b"", |s| s.value_prefix.as_bytes()));
-        all.push(max.as_bytes());
+        all.push(MAX_RESPONSE.as_bytes());
         all.extend(args.iter().map(|a| a.as_bytes()));
         let v = self
             .invoke(Access::Write, &script.script, keys, &all)

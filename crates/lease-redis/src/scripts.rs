@@ -1,7 +1,7 @@
-//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`,
-//! `lua/record.lua` for scripts that change execution records, `lua/ack.lua` for the
-//! acknowledging ones, `lua/claim.lua` for the claiming ones and `lua/step.lua` for the
-//! step writers) followed by the operation's body. The application's fenced scripts
+//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`;
+//! `lua/ops.lua` for all but the step writers; `lua/record.lua` for scripts that change
+//! execution records, `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
+//! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
 //! ([`fenced_source`]) are the caller's body, then the base and step helpers and
 //! `lua/fenced.lua`. `redis::Script` sends
 //! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
@@ -12,23 +12,24 @@ use std::sync::LazyLock;
 use redis::Script;
 
 const BASE: &str = include_str!("lua/base.lua");
+const OPS: &str = include_str!("lua/ops.lua");
 const RECORD: &str = include_str!("lua/record.lua");
 const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
 const STEP: &str = include_str!("lua/step.lua");
 const FENCED: &str = include_str!("lua/fenced.lua");
 
-/// A script made of the base helpers and `body`.
+/// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n-- operation\n{body}"))
+    Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
 }
 
 /// A script made of the base and record helpers and `body`.
 fn record_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n-- operation\n{body}"))
+    Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))
 }
 
-/// A script made of the base and step helpers and `body`.
+/// A script made of the base and step helpers and `body` (no clock, no wake-ups).
 fn step_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{STEP}\n-- operation\n{body}"))
 }
@@ -51,18 +52,22 @@ pub(crate) fn fenced_source(body: &str) -> String {
 
 /// A script made of the base, record and acknowledgement helpers and `body`.
 fn ack_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n{ACK}\n-- operation\n{body}"))
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{ACK}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base, record and claim helpers and `body`.
 fn claim_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n{CLAIM}\n-- operation\n{body}"))
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{CLAIM}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base, record, acknowledgement and claim helpers and `body`.
 fn ack_claim_script(body: &str) -> Script {
     Script::new(&format!(
-        "{BASE}\n{RECORD}\n{ACK}\n{CLAIM}\n-- operation\n{body}"
+        "{BASE}\n{OPS}\n{RECORD}\n{ACK}\n{CLAIM}\n-- operation\n{body}"
     ))
 }
 
