@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
-use lease_core::dispatcher::MAX_STEP_ATTEMPTS;
+use lease_core::dispatcher::next_step_attempt;
 use lease_core::limits::MAX_PAYLOAD_BYTES;
 use lease_core::{
     Delivery, DeliveryError, ExecutionLease, Fenced, HeapRecord, Json, LeaseError, Result, StepKey,
@@ -242,6 +242,7 @@ impl RedisBackend {
             match ran {
                 Ran::Lost => {
                     tracing::warn!(step = %key, "lost: fenced step script refused");
+                    delivery.mark_lost();
                     return Err(DeliveryError::Lost);
                 }
                 Ran::New(text) => {
@@ -261,7 +262,7 @@ impl RedisBackend {
                     if found.done {
                         return Ok(found.response);
                     }
-                    attempt = next_attempt(&key, attempt)?;
+                    attempt = next_step_attempt(&key, attempt)?;
                 }
                 Ran::Failed(e) => {
                     return Err(DeliveryError::Step {
@@ -334,17 +335,4 @@ fn decode(reply: Reply, lease: &ExecutionLease, v: Value) -> Result<Ran> {
 fn compile_error(e: &redis::RedisError) -> Option<String> {
     let text = e.to_string();
     text.contains("Error compiling script").then_some(text)
-}
-
-/// The attempt after `attempt` (attempts recorded as not done are passed over, as
-/// `Delivery::step` does), or an error past [`MAX_STEP_ATTEMPTS`].
-fn next_attempt(step_key: &StepKey, attempt: u32) -> std::result::Result<u32, DeliveryError> {
-    if attempt >= MAX_STEP_ATTEMPTS {
-        return Err(LeaseError::invalid(
-            "step attempt",
-            format!("step {step_key} has {MAX_STEP_ATTEMPTS} attempts recorded as not done"),
-        )
-        .into());
-    }
-    Ok(attempt + 1)
 }
