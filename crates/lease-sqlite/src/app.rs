@@ -283,6 +283,19 @@ impl SqliteBackend {
         into_fenced(self.run_fenced("unfenced", None, app_body(f)).await?)
     }
 
+    /// Test and benchmark support, not a stable API, and **not fenced**: runs `f` exactly as
+    /// [`SqliteBackend::fenced`] does (same connection path, group commit, guard) but with
+    /// no lease check, so `examples/fenced_cost` can price the check alone.
+    #[doc(hidden)]
+    pub async fn unfenced_for_tests<T, E, F>(&self, f: F) -> Result<Fenced<T>, FencedError<E>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
+    {
+        into_fenced(self.run_fenced("unfenced", None, app_body(f)).await?)
+    }
+
     /// Submits a fenced transaction (no check when `lease` is `None`) and awaits its answer.
     async fn run_fenced<R, E>(
         &self,
