@@ -182,6 +182,55 @@ impl SqliteBackend {
     ///   back only its own writes, and it sees earlier members' uncommitted writes (the
     ///   library's own rows). Should the group be rolled back by lock contention after `f`
     ///   ran, the answer is `Unavailable` with nothing applied rather than a second run.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use lease_core::{Admission, ClaimRequest, Delivery, ExecutionClient, ExecutionId, Fenced};
+    /// use lease_sqlite::{SqliteBackend, SqliteConfig};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    /// # rt.block_on(async {
+    /// # let dir = tempfile::tempdir()?;
+    /// let backend = SqliteBackend::open(SqliteConfig::file(dir.path().join("shop.db"))).await?;
+    /// // The application's own table, in the same file.
+    /// let charges = "CREATE TABLE IF NOT EXISTS charges (order_id TEXT PRIMARY KEY, cents INTEGER)";
+    /// rusqlite::Connection::open(dir.path().join("shop.db"))?.execute_batch(charges)?;
+    ///
+    /// backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
+    /// let now = backend.now().await?;
+    /// let request = ClaimRequest { now, limit: 1, duration: Duration::from_secs(30) };
+    /// let claimed = backend.claim_due_with_records(request).await?.remove(0);
+    ///
+    /// // The charge commits only while this lease is current.
+    /// let charged = backend
+    ///     .fenced(&claimed.lease, |tx| {
+    ///         tx.execute("INSERT INTO charges VALUES ('order-42', 1999)", [])
+    ///     })
+    ///     .await?;
+    /// assert!(matches!(charged, Fenced::Accepted(1)));
+    ///
+    /// // Inside a worker: the charge and the step's record in one transaction; a
+    /// // redelivery returns the recorded receipt and does not charge again.
+    /// let delivery = Delivery::new(
+    ///     Arc::new(backend.clone()),
+    ///     claimed.lease,
+    ///     claimed.record,
+    ///     CancellationToken::new(),
+    /// );
+    /// let receipt: String = backend
+    ///     .step_in_tx(&delivery, "refund", |tx| {
+    ///         tx.execute("UPDATE charges SET cents = 0 WHERE order_id = 'order-42'", [])?;
+    ///         Ok::<_, rusqlite::Error>("refund-1".to_owned())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(receipt, "refund-1");
+    /// # Ok::<_, Box<dyn std::error::Error>>(())
+    /// # })
+    /// # }
+    /// ```
     pub async fn fenced<T, E, F>(
         &self,
         lease: &ExecutionLease,
