@@ -8,7 +8,10 @@
 //!   `acknowledge` + `claim_due_with_horizon`;
 //! - `purge [n]`: executions/s of `purge_terminal` in batches of 1000 over n completed;
 //! - `sizes [n]`: table and index sizes after n completed executions with 3 steps each;
-//! - `churn [seconds]`: an admit/claim/ack/purge loop, sampling dead tuples.
+//! - `churn [seconds]`: an admit/claim/ack/purge loop, sampling dead tuples;
+//! - `populate [n]`: a realistic table for `EXPLAIN (ANALYZE, BUFFERS)` by hand: n completed
+//!   executions, n / 2 due, 50 running with live leases; the schema is kept (its name is
+//!   printed; drop it afterwards).
 
 use std::time::{Duration, Instant};
 
@@ -235,6 +238,23 @@ async fn churn(b: &PostgresBackend, seconds: u64) -> lease_core::Result<()> {
     Ok(())
 }
 
+async fn populate(b: &PostgresBackend, n: usize) -> lease_core::Result<()> {
+    complete(b, "t-", n).await?;
+    let due: Vec<Admission> = (0..n / 2)
+        .map(|j| Admission::new(ExecutionId::new(format!("d-{j:08}")).expect("id")))
+        .collect();
+    for chunk in due.chunks(1000) {
+        b.admit_batch(chunk).await?;
+    }
+    let running = b.claim_due_with_records(claim(50)).await?.len();
+    println!(
+        "schema {}: {n} completed, {} due, {running} running (kept)",
+        b.schema(),
+        n / 2 - running
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> lease_core::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -248,6 +268,11 @@ async fn main() -> lease_core::Result<()> {
         "purge" => purge(&b, n.unwrap_or(100_000)).await,
         "sizes" => sizes(&b, n.unwrap_or(1_000_000)).await,
         "churn" => churn(&b, n.unwrap_or(180) as u64).await,
+        "populate" => {
+            let r = populate(&b, n.unwrap_or(3_000)).await;
+            b.close().await;
+            return r;
+        }
         other => panic!("unknown mode {other}"),
     };
     b.drop_schema().await?;
