@@ -83,6 +83,7 @@ mod backend;
 mod config;
 mod error;
 mod execution;
+mod fenced;
 mod heap;
 mod migrate;
 mod rows;
@@ -94,6 +95,7 @@ pub use backend::PostgresBackend;
 pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresConfig,
 };
+pub use fenced::{FencedTx, MIN_STALL_BOUND_MS, stall_bound_ms};
 pub use migrate::SCHEMA_VERSION;
 
 /// The rendered SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo
