@@ -25,7 +25,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use lease_core::dispatcher::MAX_STEP_ATTEMPTS;
+use lease_core::dispatcher::next_step_attempt;
 use lease_core::{
     BoxError, Delivery, DeliveryError, ExecutionLease, Fenced, FencingToken, HeapRecord, Json,
     LeaseError, Result, StepKey, StepSlot,
@@ -296,7 +296,7 @@ impl PostgresBackend {
                 .await?;
             match step_outcome(&row, delivery, key, attempt)? {
                 Some(StepOutcome::Existing(r)) if !r.done => {
-                    attempt = next_attempt(key, attempt)?;
+                    attempt = next_step_attempt(key, attempt)?;
                 }
                 Some(outcome) => return Ok(outcome),
                 None => {
@@ -369,18 +369,6 @@ fn step_outcome(
     } else {
         StepOutcome::Existing(record)
     }))
-}
-
-/// The attempt after `attempt`, or an error past [`MAX_STEP_ATTEMPTS`] (as the step
-/// driver decides).
-fn next_attempt(key: &StepKey, attempt: u32) -> Result<u32> {
-    if attempt >= MAX_STEP_ATTEMPTS {
-        return Err(LeaseError::invalid(
-            "step attempt",
-            format!("step {key} has {MAX_STEP_ATTEMPTS} attempts recorded as not done"),
-        ));
-    }
-    Ok(attempt + 1)
 }
 
 impl FencedTx {
