@@ -473,7 +473,8 @@ pub struct AckAndClaim {
 /// What one retention call removed (issue 12, [`crate::ExecutionClient::purge_terminal`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Purged {
-    /// The executions removed, in id order. Fewer than the limit means none older is left.
+    /// The executions removed, in id order. Fewer than the limit means none older is left
+    /// that was free to take (a backend may skip a row another transaction holds).
     pub ids: Vec<ExecutionId>,
 }
 

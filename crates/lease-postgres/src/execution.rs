@@ -150,8 +150,9 @@ impl PostgresBackend {
         self.fenced(OP, lease, decoded)
     }
 
-    /// One run of `acknowledge_and_claim`'s query ([`crate::sql::Statements::ack_then_claim`]):
-    /// the acknowledgement's reply and the claim's rows.
+    /// One run of `acknowledge_and_claim`'s message
+    /// ([`crate::sql::AckAndClaimStatements`]): the acknowledgement's reply and the claim's
+    /// rows.
     async fn ack_then_claim_once(
         &self,
         ack: &Acknowledgement,
@@ -173,10 +174,10 @@ impl PostgresBackend {
             lease_ms,
             delays,
         };
-        let sql = &self.inner.sql;
+        let sql = &self.inner.sql.ack_and_claim;
         // Built before any connection is taken: a value the server could not accept
         // (U+0000 in an outcome) is refused with nothing sent, as a bound one would be.
-        if sql.ack_then_claim(&params(None)).is_none() {
+        if sql.execute(&params(None)).is_none() {
             return Err(lease_core::LeaseError::invalid(
                 "outcome",
                 "contains U+0000, which PostgreSQL text cannot hold",
@@ -186,10 +187,20 @@ impl PostgresBackend {
         // Never retried after it may have run: the claim could issue a second token.
         let parts = self
             .run(OP, Effect::Write, |mut conn| {
-                let query = sql.ack_then_claim(&params(self.clock_param()));
+                let query = sql.execute(&params(self.clock_param()));
                 async move {
                     let query = query.unwrap_or_default();
-                    let r = statement_rows(sqlx::raw_sql(AssertSqlSafe(query)), &mut conn).await;
+                    let message = || sqlx::raw_sql(AssertSqlSafe(query.clone()));
+                    let mut r = statement_rows(message(), &mut conn).await;
+                    if r.as_ref().is_err_and(|e| has_code(e, UNDEFINED_PREPARED)) {
+                        // A connection without the statements (its first such call, or
+                        // they were deallocated): the failed EXECUTE rolled the whole
+                        // message back, so nothing ran; prepare them and send it again.
+                        if let Err(e) = prepare_ack_then_claim(sql, &mut conn).await {
+                            return settle(Err(e), &mut conn);
+                        }
+                        r = statement_rows(message(), &mut conn).await;
+                    }
                     settle(r, &mut conn)
                 }
             })
@@ -273,6 +284,36 @@ fn after_commit(error: lease_core::LeaseError) -> lease_core::LeaseError {
         },
         other => other,
     }
+}
+
+/// SQLSTATE `invalid_sql_statement_name`: `EXECUTE` of a name the session has not prepared.
+const UNDEFINED_PREPARED: &str = "26000";
+/// SQLSTATE `duplicate_prepared_statement`.
+const DUPLICATE_PREPARED: &str = "42P05";
+
+/// Whether `error` is a server error with SQLSTATE `code`.
+fn has_code(error: &sqlx::Error, code: &str) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some(code))
+}
+
+/// Prepares `acknowledge_and_claim`'s two statements on `conn`, each in its own message so
+/// that one the session already has (`42P05`) does not stop the other.
+async fn prepare_ack_then_claim(
+    sql: &crate::sql::AckAndClaimStatements,
+    conn: &mut sqlx::PgConnection,
+) -> std::result::Result<(), sqlx::Error> {
+    for prepare in [&sql.prepare_ack, &sql.prepare_claim] {
+        match sqlx::raw_sql(AssertSqlSafe(prepare.to_string()))
+            .execute(&mut *conn)
+            .await
+        {
+            Err(e) if has_code(&e, DUPLICATE_PREPARED) => {}
+            r => {
+                r?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The rows of each statement of a simple-query message, in order (one group per
@@ -532,8 +573,9 @@ impl ExecutionClient for PostgresBackend {
     }
 
     /// The acknowledgement and the claim in one round trip and one commit (issue 12): the
-    /// `acknowledge` statement, then the claim statement, as one simple-query message (one
-    /// implicit transaction; see `sql::Statements::ack_then_claim`). The acknowledgement is
+    /// `acknowledge` statement, then the claim statement, prepared once per connection and
+    /// run as `EXECUTE ...; EXECUTE ...` in one simple-query message (one implicit
+    /// transaction; see `sql::AckAndClaimStatements`). The acknowledgement is
     /// fenced exactly as `acknowledge` (same statement, same row lock, held to the commit);
     /// the claim is `claim_due_with_horizon`'s statement, evaluated after it in its own
     /// snapshot (so it sees the acknowledgement), limited to 0 when the acknowledgement is

@@ -55,6 +55,18 @@
 //! - **Claim horizon**: the claim statement also returns the clock it ran at and the
 //!   earliest `claimable_at` after the claim (its new leases and one index seek over the
 //!   rest), so `claim_due_with_horizon` costs the same single round trip.
+//! - **Acknowledge-and-claim** (issue 12): the `acknowledge` statement and the claim
+//!   statement sent as one simple-query message, which the server runs as one implicit
+//!   transaction: one round trip, one commit. The claim runs in its own snapshot after the
+//!   acknowledgement (so an acknowledged execution that is due again is claimed again), with
+//!   its limit forced to 0 when the acknowledgement is refused (unknown execution, token 0,
+//!   foreign token), so a refused acknowledgement writes nothing. Values are inlined as typed
+//!   escape-string literals (sqlx cannot pipeline bound statements), so these two statements
+//!   are planned on every call.
+//! - **Retention** (issue 12): `purge_terminal` is one statement: `FOR UPDATE SKIP LOCKED` on
+//!   up to `limit` terminal rows acknowledged before the cutoff, oldest first, from the
+//!   partial index `executions_terminal` (schema v6), then deletes of those executions and
+//!   of their steps, store receipts and start records (indexed by execution id and target).
 //! - **Admission** may be scheduled (`Admission::not_before`); `admit_batch` is one
 //!   `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` statement.
 //! - **Time** is the database's `clock_timestamp()` (one clock for every process), unless a
@@ -71,6 +83,7 @@ mod backend;
 mod config;
 mod error;
 mod execution;
+mod fenced;
 mod heap;
 mod migrate;
 mod rows;
@@ -82,6 +95,7 @@ pub use backend::PostgresBackend;
 pub use config::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresConfig,
 };
+pub use fenced::{FencedTx, MIN_STALL_BOUND_MS, stall_bound_ms};
 pub use migrate::SCHEMA_VERSION;
 
 /// The rendered SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo

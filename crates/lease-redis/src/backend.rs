@@ -152,6 +152,15 @@ impl RedisBackend {
         self.shared.keys.prefix()
     }
 
+    /// The namespace's cluster hash tag, `{<namespace>}`: every key a [`FencedScript`]
+    /// declares must carry it as its first hash tag (and lie outside [`Self::key_prefix`]),
+    /// for example `format!("orders:{}:count", backend.hash_tag())`.
+    ///
+    /// [`FencedScript`]: crate::FencedScript
+    pub fn hash_tag(&self) -> String {
+        format!("{{{}}}", self.shared.keys.namespace())
+    }
+
     /// The redelivery policy this handle evaluates gates with.
     pub fn policy(&self) -> RedeliveryPolicy {
         self.shared.config.policy
@@ -188,10 +197,28 @@ impl RedisBackend {
         script: &Script,
         args: &[&[u8]],
     ) -> Result<Value> {
+        self.invoke(access, script, &[], args)
+            .await?
+            .map_err(|e| self.script_error(op, access, e))
+    }
+
+    /// Runs a script with the prefix and `keys` as `KEYS`, the clock and policy arguments
+    /// and then `args` as `ARGV`; the Redis error unmapped (a read whose connection dropped
+    /// is retried once).
+    pub(crate) async fn invoke(
+        &self,
+        access: Access,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<redis::RedisResult<Value>> {
         let clock = self.clock_arg()?;
         let mut invocation = script.prepare_invoke();
+        invocation.key(self.shared.keys.prefix());
+        for key in keys {
+            invocation.key(*key);
+        }
         invocation
-            .key(self.shared.keys.prefix())
             .arg(clock.as_str())
             .arg(self.shared.policy_arg.as_str());
         for arg in args {
@@ -202,10 +229,18 @@ impl RedisBackend {
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
-        result.map_err(|e| {
-            token_counter_error(self.shared.keys.prefix(), &e)
-                .unwrap_or_else(|| map_error(op, access, e))
-        })
+        Ok(result)
+    }
+
+    /// The typed error of a failed script of `op`.
+    pub(crate) fn script_error(
+        &self,
+        op: &'static str,
+        access: Access,
+        e: redis::RedisError,
+    ) -> LeaseError {
+        token_counter_error(self.shared.keys.prefix(), &e)
+            .unwrap_or_else(|| map_error(op, access, e))
     }
 
     /// Runs one plain read command.

@@ -45,6 +45,15 @@ pub(crate) struct Keys {
     prefix: String,
 }
 
+/// The cluster hash tag of `key` as Redis computes it: the text between the first `{` and
+/// the first `}` after it, if that text is not empty; `None` when the whole key is hashed.
+pub(crate) fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let rest = &key[open + 1..];
+    let close = rest.find('}')?;
+    (close > 0).then(|| &rest[..close])
+}
+
 impl Keys {
     /// Validates `namespace` and builds its prefix.
     pub(crate) fn new(namespace: &str) -> Result<Self> {
@@ -71,6 +80,39 @@ impl Keys {
     /// `lease:{<namespace>}:`, passed to every script as `KEYS[1]`.
     pub(crate) fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The namespace, which is the hash tag of every key of the namespace.
+    pub(crate) fn namespace(&self) -> &str {
+        // The prefix is `lease:{<namespace>}:`, built by `Keys::new`.
+        &self.prefix["lease:{".len()..self.prefix.len() - "}:".len()]
+    }
+
+    /// Checks a key an application's fenced script declares (issue 13): it must hash to the
+    /// namespace's cluster slot (its hash tag is `{<namespace>}`), so the script touches one
+    /// slot, and it must lie outside the library's prefix `lease:{<namespace>}:`, which only
+    /// this library writes. `InvalidInput` naming the key otherwise.
+    pub(crate) fn check_app_key(&self, key: &str) -> Result<()> {
+        let ns = self.namespace();
+        if hash_tag(key) != Some(ns) {
+            return Err(LeaseError::invalid(
+                "script key",
+                format!(
+                    "{key:?} does not hash to the namespace's slot: its first hash tag must be \
+                     {{{ns}}}"
+                ),
+            ));
+        }
+        if key.starts_with(&self.prefix) {
+            return Err(LeaseError::invalid(
+                "script key",
+                format!(
+                    "{key:?} lies inside the library's own key space {:?}",
+                    self.prefix
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The SCAN pattern matching every key of the namespace (the namespace has no glob
@@ -108,6 +150,43 @@ mod tests {
             );
         }
         assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES)).is_ok());
+        assert_eq!(Keys::new("a-b").expect("valid").namespace(), "a-b");
         assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn application_keys_must_share_the_slot_and_stay_outside_the_prefix() {
+        assert_eq!(hash_tag("app:{ns}:x"), Some("ns"));
+        assert_eq!(hash_tag("{}{ns}"), None);
+        assert_eq!(hash_tag("a{b{c}d}"), Some("b{c"));
+        assert_eq!(hash_tag("no-tag"), None);
+        assert_eq!(hash_tag("open{only"), None);
+        let keys = Keys::new("ns").expect("valid");
+        for good in [
+            "app:{ns}:counter",
+            "{ns}",
+            "x{ns}y{other}",
+            "lease:{ns}",
+            "lease:{ns}x",
+        ] {
+            assert!(keys.check_app_key(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            "app:ns:counter",
+            "app:{other}:x",
+            "app:{}{ns}:x",
+            "app:{other}{ns}",
+            "app:{ns:x}",
+            "lease:{ns}:exec:a",
+            "lease:{ns}:token",
+            "lease:{ns}:",
+            "",
+        ] {
+            let e = keys.check_app_key(bad).expect_err(bad);
+            assert!(
+                matches!(&e, LeaseError::InvalidInput { reason, .. } if reason.contains(&format!("{bad:?}"))),
+                "{bad:?}: {e:?}"
+            );
+        }
     }
 }

@@ -113,6 +113,17 @@
 //!   started by the first `wakeups()` call and reconnected with backoff, signalling "now"
 //!   after every (re)subscribe. `claim_due_with_horizon` returns the script's clock and the
 //!   first score of `ready` and `waiting`, a lower bound of the earliest claimable instant.
+//! - **The application's own writes (issue 13).** [`FencedScript`] wraps the application's
+//!   Lua body behind the `write_step` fence (`lua/step.lua`, shared with `write_step`):
+//!   [`RedisBackend::fenced_script`] runs the body only while the lease's token is current
+//!   and its delivery has not ended, in the same script as the check, so a stale holder's
+//!   body never runs (`Lost`); [`RedisBackend::step_in_script`] also writes the step's done
+//!   record in that script, so the body's writes and the record exist together or not at
+//!   all, and a redelivery replays the record without running the body. Every key the body
+//!   declares must carry the namespace's hash tag ([`RedisBackend::hash_tag`]) and lie
+//!   outside `lease:{<namespace>}:` (`InvalidInput` before anything runs). The body runs
+//!   under `pcall`: a failure after some of its writes leaves them (Redis does not roll a
+//!   script back) and is reported as [`ScriptBodyError`].
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
@@ -164,6 +175,7 @@ mod combined;
 mod config;
 mod errors;
 mod execution;
+mod fenced;
 mod guard;
 mod heap;
 mod keys;
@@ -176,6 +188,7 @@ mod wire;
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
+pub use fenced::{FencedScript, ScriptBodyError};
 pub use keys::MAX_NAMESPACE_BYTES;
 pub use wire::MAX_TOKEN;
 

@@ -1,7 +1,9 @@
-//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`,
-//! `lua/record.lua` for scripts that change execution records, `lua/ack.lua` for the
-//! acknowledging ones and `lua/claim.lua` for the claiming ones) followed by the operation's
-//! body. `redis::Script` sends
+//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`;
+//! `lua/ops.lua` for all but the step writers; `lua/record.lua` for scripts that change
+//! execution records, `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
+//! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
+//! ([`fenced_source`]) are the caller's body, then the base and step helpers and
+//! `lua/fenced.lua`. `redis::Script` sends
 //! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
 //! retries, so scripts never need to be preloaded.
 
@@ -10,34 +12,62 @@ use std::sync::LazyLock;
 use redis::Script;
 
 const BASE: &str = include_str!("lua/base.lua");
+const OPS: &str = include_str!("lua/ops.lua");
 const RECORD: &str = include_str!("lua/record.lua");
 const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
+const STEP: &str = include_str!("lua/step.lua");
+const FENCED: &str = include_str!("lua/fenced.lua");
 
-/// A script made of the base helpers and `body`.
+/// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n-- operation\n{body}"))
+    Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
 }
 
 /// A script made of the base and record helpers and `body`.
 fn record_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n-- operation\n{body}"))
+    Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))
+}
+
+/// A script made of the base and step helpers and `body` (no clock, no wake-ups).
+fn step_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{STEP}\n-- operation\n{body}"))
+}
+
+/// The source of an application's fenced script: the caller's `body` as the function
+/// `__fenced_body(KEYS, ARGV)`, opened on the first line so the body's line numbers in
+/// Redis error messages are its own, and defined before the helpers so it sees none of
+/// them; then the base and step helpers and `lua/fenced.lua`, which checks the lease (as
+/// `write_step` does, sharing `lua/step.lua`) before calling it.
+pub(crate) fn fenced_source(body: &str) -> String {
+    let fenced = FENCED.replace(
+        "__MAX_JSON_DEPTH__",
+        &lease_core::limits::MAX_JSON_DEPTH.to_string(),
+    );
+    format!(
+        "local __fenced_body = function(KEYS, ARGV) {body}\nend\n{BASE}\n{STEP}\n\
+         -- operation\n{fenced}"
+    )
 }
 
 /// A script made of the base, record and acknowledgement helpers and `body`.
 fn ack_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n{ACK}\n-- operation\n{body}"))
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{ACK}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base, record and claim helpers and `body`.
 fn claim_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{RECORD}\n{CLAIM}\n-- operation\n{body}"))
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{CLAIM}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base, record, acknowledgement and claim helpers and `body`.
 fn ack_claim_script(body: &str) -> Script {
     Script::new(&format!(
-        "{BASE}\n{RECORD}\n{ACK}\n{CLAIM}\n-- operation\n{body}"
+        "{BASE}\n{OPS}\n{RECORD}\n{ACK}\n{CLAIM}\n-- operation\n{body}"
     ))
 }
 
@@ -79,7 +109,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     acknowledge: ack_script(include_str!("lua/acknowledge.lua")),
     acknowledge_batch: ack_script(include_str!("lua/acknowledge_batch.lua")),
     acknowledge_and_claim: ack_claim_script(include_str!("lua/acknowledge_and_claim.lua")),
-    write_step: script(include_str!("lua/write_step.lua")),
+    write_step: step_script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
     store_update: script(include_str!("lua/store_update.lua")),

@@ -65,7 +65,13 @@ pub(crate) fn step_field(step_key: &StepKey, attempt: u32) -> String {
 
 /// The stored value of a step record: `<token>|<0|1>|<response JSON>`.
 pub(crate) fn step_value(token: FencingToken, done: bool, response: &Json) -> String {
-    format!("{}|{}|{}", token.get(), u8::from(done), response.as_str())
+    step_value_prefix(token, done) + response.as_str()
+}
+
+/// A step record's stored value up to its response, `<token>|<0|1>|` (a fenced step script
+/// appends the response its body returned).
+pub(crate) fn step_value_prefix(token: FencingToken, done: bool) -> String {
+    format!("{}|{}|", token.get(), u8::from(done))
 }
 
 /// Parses a step field back into its key and attempt.

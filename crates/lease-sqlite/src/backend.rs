@@ -138,8 +138,18 @@ impl SqliteBackend {
         &self.scope.namespace
     }
 
+    /// This handle's scope (namespace, clock, policy).
+    pub(crate) fn scope(&self) -> &Arc<Scope> {
+        &self.scope
+    }
+
+    /// This handle's connection.
+    pub(crate) fn connection(&self) -> &ConnHandle {
+        &self.conn
+    }
+
     /// A mutating operation that never makes anything claimable.
-    async fn write<T: Send + 'static>(
+    pub(crate) async fn write<T: Send + 'static>(
         &self,
         operation: &'static str,
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,

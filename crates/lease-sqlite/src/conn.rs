@@ -325,6 +325,18 @@ impl ConnHandle {
         self.submit(operation, job)?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }
+
+    /// Runs a ready-made group member (a fenced application transaction) alone (inline) or
+    /// in the next group commit, and awaits the answer it sends on `reply`.
+    pub(crate) async fn write_member<R>(
+        &self,
+        operation: &'static str,
+        member: Box<dyn Member>,
+        reply: oneshot::Receiver<R>,
+    ) -> Result<R> {
+        self.submit(operation, Job::Write(member))?;
+        reply.await.map_err(|_| thread_gone(operation))
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,14 @@
 //!   are read (a claim's cost does not grow with live leases). It re-checks each row with the
 //!   state machine and claims a whole batch in one transaction with the namespace's one
 //!   token counter. `acknowledge_and_claim` is one such transaction (ack, then claim).
+//! * **The application's own writes, fenced** (issue 13).
+//!   [`SqliteBackend::fenced`] runs a synchronous closure with the application's SQL on
+//!   the backend's connection, in the same `BEGIN IMMEDIATE` transaction (or group-commit
+//!   savepoint) as write_step's token check, so a stale holder's rows never commit after a
+//!   newer claim; [`SqliteBackend::step_in_tx`] adds the step's done record to that
+//!   transaction (the effect and its record exist together or not at all, and a replay
+//!   skips the closure). An authorizer keeps the closure from ending the transaction or
+//!   writing `lease_` tables.
 //! * **Retention.** `purge_terminal` deletes old completed/failed executions with their
 //!   steps, store receipts and start records in one transaction, walking a partial index of
 //!   terminal rows in id order.
@@ -105,12 +113,14 @@
 //! # }
 //! ```
 
+mod app;
 mod backend;
 mod candidates;
 mod config;
 mod conn;
 mod error;
 mod executions;
+mod fenced;
 mod group;
 mod retention;
 mod rows;
@@ -122,6 +132,7 @@ mod stores;
 mod tx;
 mod wake;
 
+pub use app::FencedError;
 pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
 

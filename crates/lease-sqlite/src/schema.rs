@@ -225,6 +225,7 @@ pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connec
             other => other,
         },
     )?;
+    crate::fenced::guard_app_sql(&conn);
     Ok(conn)
 }
 

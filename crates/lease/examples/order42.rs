@@ -24,7 +24,10 @@
 #[allow(dead_code)]
 mod args;
 #[path = "../src/bin/lease-worker/backend.rs"]
+#[allow(dead_code)]
 mod backend;
+#[path = "../src/bin/lease-worker/charges.rs"]
+mod charges;
 #[path = "../src/bin/lease-worker/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
@@ -42,6 +45,8 @@ use lease::{Admission, ExecutionId, ExecutionOutcome, Json, SharedBackend};
 use serde_json::json;
 
 use crate::args::WorkerArgs;
+use crate::backend::{Opened, Store};
+use crate::charges::ChargeRow;
 use crate::cluster::{Cluster, Event};
 
 type DemoResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -95,6 +100,7 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
     );
 
     let mut result = Ok(());
+    let mut has_charges = false;
     for act in 1..=3 {
         let stage = Stage {
             url: url.clone(),
@@ -102,10 +108,11 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
             exe: exe.clone(),
         };
         let outcome = match act {
-            1 => act_slow_charge(&stage).await,
-            2 => act_crash(&stage).await,
+            1 => act_slow_charge(&stage).await.map(|()| false),
+            2 => act_crash(&stage).await.map(|()| false),
             _ => act_freeze(&stage).await,
         };
+        has_charges = matches!(outcome, Ok(true));
         backend::cleanup(&url, &stage.namespace).await?;
         if let Err(e) = outcome {
             result = Err(e);
@@ -115,7 +122,12 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
     result?;
     println!(
         "\nThe lease decided when another worker could take over; the token decided whose saves \
-         counted.\nAll three acts ran as told in {:.1} s.",
+         counted{}.\nAll three acts ran as told in {:.1} s.",
+        if has_charges {
+            ";\nstep_in_tx kept the application's charges row and its step record together"
+        } else {
+            ""
+        },
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -142,8 +154,12 @@ impl Stage {
         }
     }
 
-    async fn backend(&self) -> DemoResult<SharedBackend> {
-        backend::open(&self.url, &self.namespace, backend::policy(REDELIVERY)?).await
+    async fn backend(&self) -> DemoResult<Opened> {
+        let opened =
+            backend::open_store(&self.url, &self.namespace, backend::policy(REDELIVERY)?).await?;
+        // The workers create it too; created here, it can be read before any worker wrote.
+        opened.store.create_charges().await?;
+        Ok(opened)
     }
 
     fn cluster(&self) -> Cluster {
@@ -190,7 +206,7 @@ async fn act_slow_charge(stage: &Stage) -> DemoResult<()> {
         let mut cluster = stage.cluster();
         let t0 = events::wall_ms();
         cluster.spawn(&stage.worker("A"))?;
-        admit(&backend, json!({ "order": 42, "charge_ms": 5000 })).await?;
+        admit(&backend.shared, json!({ "order": 42, "charge_ms": 5000 })).await?;
         cluster.note("order 42 comes in: the workflow run order-42 is admitted");
         cluster.wait_event(PATIENCE, |e| is(e, "A", "claim"))?;
         cluster.spawn(&stage.worker("B"))?;
@@ -210,6 +226,7 @@ async fn act_slow_charge(stage: &Stage) -> DemoResult<()> {
             "the lease was renewed past its original expiry",
         )?;
         check(charges == 1, "the card was charged once")?;
+        check(records.one_charge_row(), "one charges row")?;
         check(records.completed, "order-42 completed")?;
         Ok(())
     }
@@ -230,7 +247,7 @@ async fn act_crash(stage: &Stage) -> DemoResult<()> {
         let t0 = events::wall_ms();
         cluster.spawn(&stage.worker("A"))?;
         admit(
-            &backend,
+            &backend.shared,
             json!({ "order": 42, "review_ms": 1500, "charge_ms": 300 }),
         )
         .await?;
@@ -268,6 +285,7 @@ async fn act_crash(stage: &Stage) -> DemoResult<()> {
             count(&events, |e| e.msg() == "charging") == 1,
             "the card was charged once",
         )?;
+        check(records.one_charge_row(), "one charges row")?;
         check(records.completed, "order-42 completed")?;
         Ok(())
     }
@@ -276,27 +294,62 @@ async fn act_crash(stage: &Stage) -> DemoResult<()> {
 // ---------------------------------------------------------------------------------------
 // Act 3
 
-async fn act_freeze(stage: &Stage) -> DemoResult<()> {
+/// `Ok(true)` when the backend has the `charges` table and it was checked.
+async fn act_freeze(stage: &Stage) -> DemoResult<bool> {
     {
-        heading(
-            "Act 3: a server freezes",
-            "Worker A has just charged the card when its server freezes (SIGSTOP). Its lease \
-             runs out; worker B claims order-42 with a higher token, charges and saves its \
-             receipt. Then A wakes (SIGCONT) and tries to save its own receipt.",
-        );
         let backend = stage.backend().await?;
+        // Where A freezes. PostgreSQL checks the token when the transaction commits, so A
+        // can freeze inside its charge transaction, its row inserted and not committed.
+        // SQLite takes its single write lock and checks the token when the transaction
+        // begins: frozen inside, A would hold every other writer off (B's claim included)
+        // and commit as the current holder on waking. So there A freezes between the
+        // provider call and its charge transaction, as it does without a charges table.
+        let (input, freeze_in_tx, freeze_note, blurb) = match &backend.store {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => (
+                json!({ "order": 42, "charge_ms": 200, "stall_in_charge_tx_ms": 2000 }),
+                true,
+                "A's server freezes (SIGSTOP) inside A's charge transaction: row inserted, \
+                 not committed",
+                "Worker A has charged the card and is inside its charge transaction, its \
+                 charges row inserted but not committed, when its server freezes (SIGSTOP). \
+                 Its lease runs out; worker B claims order-42 with a higher token, charges and \
+                 commits its own row and receipt. Then A wakes (SIGCONT) and tries to commit.",
+            ),
+            Store::Other => (
+                json!({ "order": 42, "charge_ms": 200, "receipt_ms": 300 }),
+                false,
+                "A's server freezes (SIGSTOP) just after the charge",
+                "Worker A has just charged the card when its server freezes (SIGSTOP). Its \
+                 lease runs out; worker B claims order-42 with a higher token, charges and \
+                 saves its receipt. Then A wakes (SIGCONT) and tries to save its own receipt.",
+            ),
+            Store::Sqlite { .. } => (
+                json!({ "order": 42, "charge_ms": 200, "receipt_ms": 1000 }),
+                false,
+                "A's server freezes (SIGSTOP) after the provider charged the card, before \
+                 A's charge transaction",
+                "Worker A has just charged the card at the provider, and is about to write \
+                 its charges row and receipt in one transaction, when its server freezes \
+                 (SIGSTOP). Its lease runs out; worker B claims order-42 with a higher token, \
+                 charges and commits its own row and receipt. Then A wakes (SIGCONT) and \
+                 tries to write its row and receipt.",
+            ),
+        };
+        heading("Act 3: a server freezes", blurb);
         let mut cluster = stage.cluster();
         let t0 = events::wall_ms();
         cluster.spawn(&stage.worker("A"))?;
-        admit(
-            &backend,
-            json!({ "order": 42, "charge_ms": 200, "receipt_ms": 300 }),
-        )
-        .await?;
+        admit(&backend.shared, input).await?;
         cluster.note("order 42 comes in: the workflow run order-42 is admitted");
-        cluster.wait_event(PATIENCE, |e| is(e, "A", "charged"))?;
+        let freeze_on = if freeze_in_tx {
+            "stalling in the charge transaction"
+        } else {
+            "charged"
+        };
+        cluster.wait_event(PATIENCE, |e| is(e, "A", freeze_on))?;
         cluster.freeze("A")?;
-        cluster.note("A's server freezes (SIGSTOP) just after the charge");
+        cluster.note(freeze_note);
         cluster.spawn(&stage.worker("B"))?;
         cluster.wait_event(PATIENCE, |e| is(e, "B", "acknowledge"))?;
         cluster.note("A's server wakes up (SIGCONT)");
@@ -327,7 +380,11 @@ async fn act_freeze(stage: &Stage) -> DemoResult<()> {
             "A's first fenced write after waking was refused (Lost)",
         )?;
         if refused {
-            println!("  ok: it was A's receipt write");
+            if records.charges.is_some() {
+                println!("  ok: it was A's charge transaction (its charges row and receipt)");
+            } else {
+                println!("  ok: it was A's receipt write");
+            }
         }
         check(
             !events.iter().any(|e| is(e, "A", "acknowledge")),
@@ -338,13 +395,84 @@ async fn act_freeze(stage: &Stage) -> DemoResult<()> {
             "the one recorded receipt is B's (token decided whose save counts)",
         )?;
         check(records.completed, "order-42 completed")?;
-        println!(
-            "  note: A's charge went through before it froze, so the customer paid twice \
-             ({} charges); the token cannot undo that, but the records stay consistent. \
-             Stopping the charge itself from repeating is RFC 004's job.",
-            count(&events, |e| e.msg() == "charged")
-        );
-        Ok(())
+        let provider_charges = count(&events, |e| e.msg() == "charged");
+        match &records.charges {
+            Some(rows) => {
+                let tokens: Vec<u64> = rows.iter().map(|r| r.token).collect();
+                check(
+                    tokens == [b],
+                    "exactly one charges row for order 42, and it is B's",
+                )?;
+                let inserted = events.iter().any(|e| is(e, "A", "charge row inserted"));
+                if freeze_in_tx {
+                    check(
+                        inserted,
+                        "A had inserted its row before it froze; it was rolled back, never \
+                         committed",
+                    )?;
+                } else {
+                    check(
+                        !inserted,
+                        "A never inserted its row: its transaction was refused before the insert",
+                    )?;
+                }
+                let fate = if freeze_in_tx {
+                    "A's inserted row was rolled back; B's committed."
+                } else {
+                    "A's transaction was refused before its row was written; B's committed."
+                };
+                println!("\n  What made it so:");
+                println!(
+                    "    lease       when B could take over: once A, frozen, stopped renewing \
+                     and its lease ran out."
+                );
+                println!(
+                    "    token       whose saves count: B's #{b}; A's writes with #{a} return \
+                     Lost."
+                );
+                let step_in_tx = wrap(
+                    &format!(
+                        "the charges row and the charge step's record commit together, only \
+                         while the token is current, or not at all: {fate}"
+                    ),
+                    72,
+                    "                ",
+                );
+                println!("    step_in_tx  {}", step_in_tx.trim_start());
+                println!(
+                    "{}",
+                    wrap(
+                        &format!(
+                            "note: the provider was still called twice ({provider_charges} \
+                             charges at the provider): that call is outside any transaction, so \
+                             the customer paid twice even though the application's own table \
+                             says once. Stopping the charge itself from repeating (an \
+                             idempotency key the provider honours) is RFC 004's job."
+                        ),
+                        88,
+                        "  "
+                    )
+                );
+            }
+            None => {
+                println!(
+                    "{}",
+                    wrap(
+                        &format!(
+                            "note: A's charge went through before it froze, so the customer \
+                             paid twice ({provider_charges} charges); the token cannot undo \
+                             that, but the records stay consistent. This backend has no \
+                             charges table here (SQLite and PostgreSQL write one through \
+                             step_in_tx). Stopping the charge itself from repeating is RFC \
+                             004's job."
+                        ),
+                        88,
+                        "  "
+                    )
+                );
+            }
+        }
+        Ok(records.charges.is_some())
     }
 }
 
@@ -455,7 +583,18 @@ fn describe(e: &Event, t0: i64) -> Option<String> {
             "card charged at the provider (receipt {})",
             e.str("receipt")
         ),
+        "refused" if e.json["in_tx"] == true => format!(
+            "commits its charge transaction (charges row + receipt) with token {token}: \
+             REFUSED (Lost), nothing of it applied; it stops"
+        ),
         "refused" => format!("saves its receipt with token {token}: REFUSED (Lost); it stops"),
+        "charge row inserted" => format!(
+            "inserts its charges row (receipt {}) inside its charge transaction, token {token}",
+            e.str("receipt")
+        ),
+        "stalling in the charge transaction" => {
+            "blocks inside the charge transaction, before its commit".to_owned()
+        }
         "lost on renewal: cancelling the worker" => {
             format!("renews with token {token}: REFUSED (Lost)")
         }
@@ -470,15 +609,25 @@ fn describe(e: &Event, t0: i64) -> Option<String> {
     })
 }
 
-/// What `get` and `list_steps` say at the end of an act.
+/// What `get`, `list_steps` and the `charges` table say at the end of an act.
 struct Records {
     completed: bool,
     charge_token: Option<u64>,
+    /// The committed `charges` rows of order 42; `None` on a backend without the table.
+    charges: Option<Vec<ChargeRow>>,
 }
 
-async fn final_records(backend: &SharedBackend) -> DemoResult<Records> {
+impl Records {
+    /// Exactly one `charges` row (or no table on this backend).
+    fn one_charge_row(&self) -> bool {
+        self.charges.as_ref().is_none_or(|rows| rows.len() == 1)
+    }
+}
+
+async fn final_records(backend: &Opened) -> DemoResult<Records> {
     let id = order_id()?;
-    let record = backend.get(&id).await?.ok_or("order-42 has no record")?;
+    let shared = &backend.shared;
+    let record = shared.get(&id).await?.ok_or("order-42 has no record")?;
     println!("\n  final record of {}:", record.id);
     println!(
         "    status {}, token #{}, unacknowledged deliveries {}",
@@ -494,7 +643,7 @@ async fn final_records(backend: &SharedBackend) -> DemoResult<Records> {
         println!("    outcome {kind}: {value}");
     }
     let mut charge_token = None;
-    for step in backend.list_steps(&id).await? {
+    for step in shared.list_steps(&id).await? {
         println!(
             "    step {:<6} written with token #{}: {}",
             step.step_key.as_str(),
@@ -505,9 +654,23 @@ async fn final_records(backend: &SharedBackend) -> DemoResult<Records> {
             charge_token = Some(step.token.get());
         }
     }
+    let charges = backend.store.charges(42).await?;
+    if let Some(rows) = &charges {
+        println!(
+            "    SELECT count(*) FROM charges WHERE order_id = 42: {}",
+            rows.len()
+        );
+        for r in rows {
+            println!(
+                "      charges row: {} cents, receipt {}, written by {} with token #{}",
+                r.cents, r.receipt, r.worker, r.token
+            );
+        }
+    }
     println!();
     Ok(Records {
         completed: record.status == lease::ExecutionStatus::Completed,
         charge_token,
+        charges,
     })
 }

@@ -155,8 +155,10 @@ impl Delivery {
         self.inner.cancel.cancelled().await;
     }
 
-    /// Marks the lease lost and cancels the worker at once.
-    pub(crate) fn mark_lost(&self) {
+    /// Marks the lease lost and cancels the worker at once: for a fenced write made outside
+    /// this type (a backend's transactional step, issue 13) that returned `Lost`. The
+    /// delivery then makes no further fenced write and is neither acknowledged nor released.
+    pub fn mark_lost(&self) {
         self.inner.lost.store(true, Ordering::SeqCst);
         self.inner.cancel.cancel();
     }

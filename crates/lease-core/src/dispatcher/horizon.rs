@@ -231,9 +231,9 @@ mod tests {
         let later = start + Duration::from_secs(4);
         h.signalled(t(5_001), later);
         assert!(h.deadline(backstop) <= start);
-        h.claimed(seen(Some(t(1_000)), None, start, true));
+        h.claimed(seen(Some(t(5_000)), None, later, true));
         h.signalled(t(5_500), later);
-        assert_eq!(h.deadline(backstop), start + Duration::from_millis(4_500));
+        assert_eq!(h.deadline(backstop), later + Duration::from_millis(500));
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,6 +10,7 @@ pub struct DispatcherMetrics {
     claim_calls: AtomicU64,
     empty_claims: AtomicU64,
     wakeups: AtomicU64,
+    purged: AtomicU64,
     renewals: AtomicU64,
     lost: AtomicU64,
     acknowledgements: AtomicU64,
@@ -31,6 +32,8 @@ pub struct MetricsSnapshot {
     pub empty_claims: u64,
     /// Wake-ups received from the backend ([`crate::ExecutionClient::wakeups`]).
     pub wakeups: u64,
+    /// Terminal executions removed by the retention schedule.
+    pub purged: u64,
     /// Accepted renewals.
     pub renewals: u64,
     /// Deliveries that lost their lease (a fenced write, renewal, release or acknowledgement
@@ -58,6 +61,7 @@ impl DispatcherMetrics {
             claim_calls: self.claim_calls.load(Ordering::SeqCst),
             empty_claims: self.empty_claims.load(Ordering::SeqCst),
             wakeups: self.wakeups.load(Ordering::SeqCst),
+            purged: self.purged.load(Ordering::SeqCst),
             renewals: self.renewals.load(Ordering::SeqCst),
             lost: self.lost.load(Ordering::SeqCst),
             acknowledgements: self.acknowledgements.load(Ordering::SeqCst),
@@ -76,6 +80,9 @@ impl DispatcherMetrics {
         if n == 0 {
             self.empty_claims.fetch_add(1, Ordering::SeqCst);
         }
+    }
+    pub(crate) fn purged(&self, n: usize) {
+        self.purged.fetch_add(n as u64, Ordering::SeqCst);
     }
     pub(crate) fn wakeup(&self) {
         self.wakeups.fetch_add(1, Ordering::SeqCst);

@@ -16,6 +16,7 @@ pub mod error;
 mod horizon;
 pub mod metrics;
 pub mod options;
+mod retention;
 mod run;
 pub mod runtime;
 pub mod step;
@@ -26,7 +27,7 @@ pub use error::DeliveryError;
 pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
-pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot};
+pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot, next_step_attempt};
 pub use worker::{Reply, Worker};
 
 #[cfg(all(test, feature = "memory"))]

@@ -31,6 +31,7 @@ pub struct DispatcherOptions {
     poll_interval: Option<Duration>,
     claim_batch: usize,
     call_timeout: Duration,
+    retention: Option<(Duration, Duration)>,
 }
 
 impl Default for DispatcherOptions {
@@ -44,6 +45,7 @@ impl Default for DispatcherOptions {
             poll_interval: None,
             claim_batch: 32,
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            retention: None,
         }
     }
 }
@@ -99,6 +101,21 @@ impl DispatcherOptions {
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
+    }
+
+    /// Retention (issue 12): every `every`, purge terminal executions that ended more than
+    /// `keep` ago (backend clock), with their step records, receipts and start records
+    /// (`ExecutionClient::purge_terminal`, batches of 1000, at most 100 batches a pass).
+    /// Off by default. `keep` must be at least a day (a purged id's receipts and start
+    /// request are forgotten, so no holder may outlive it); `every` 1 s..=1 day.
+    pub fn retain_terminal(mut self, keep: Duration, every: Duration) -> Self {
+        self.retention = Some((keep, every));
+        self
+    }
+
+    /// The retention schedule: (keep, every), if set.
+    pub fn get_retention(&self) -> Option<(Duration, Duration)> {
+        self.retention
     }
 
     /// The configured call timeout.
@@ -201,6 +218,21 @@ impl DispatcherOptions {
                     self.call_timeout
                 ),
             ));
+        }
+        if let Some((keep, every)) = self.retention {
+            let day = Duration::from_secs(24 * 60 * 60);
+            if keep < day {
+                return Err(LeaseError::invalid(
+                    "retain_terminal keep",
+                    format!("{keep:?} is shorter than a day"),
+                ));
+            }
+            if every < Duration::from_secs(1) || every > day {
+                return Err(LeaseError::invalid(
+                    "retain_terminal every",
+                    format!("{every:?} is outside 1s..=1 day"),
+                ));
+            }
         }
         debug_assert!(self.claim_batch <= MAX_CLAIM_LIMIT);
         Ok(())

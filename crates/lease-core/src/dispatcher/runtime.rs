@@ -81,6 +81,11 @@ impl Shared {
         }
     }
 
+    /// Completes when the dispatcher stops claiming (shutdown or drop).
+    pub(crate) async fn stopped_claiming(&self) {
+        self.stop_claiming.cancelled().await;
+    }
+
     fn lock_horizon(&self) -> std::sync::MutexGuard<'_, Horizon> {
         self.horizon.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -152,6 +157,12 @@ impl Dispatcher {
             slot_claimed: AtomicBool::new(false),
             wake_forced: AtomicBool::new(false),
         });
+        if let Some((keep, every)) = options.get_retention() {
+            handle.spawn(
+                crate::dispatcher::retention::run(shared.clone(), keep, every)
+                    .instrument(tracing::info_span!("retention")),
+            );
+        }
         let main = handle.spawn(claim_loop(shared.clone()).instrument(tracing::info_span!(
             "dispatcher",
             concurrency = options.get_concurrency()

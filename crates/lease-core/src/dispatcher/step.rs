@@ -66,7 +66,7 @@ impl Delivery {
             if record.done {
                 return Ok(record.response.decode()?);
             }
-            attempt = next_attempt(&step_key, attempt)?;
+            attempt = next_step_attempt(&step_key, attempt)?;
         }
     }
 }
@@ -97,7 +97,7 @@ impl Delivery {
                 tracing::debug!(step = %step_key, attempt, "step replayed");
                 return Ok(StepSlot::Recorded(record));
             }
-            attempt = next_attempt(step_key, attempt)?;
+            attempt = next_step_attempt(step_key, attempt)?;
         }
         Ok(StepSlot::Free { attempt })
     }
@@ -112,8 +112,10 @@ impl Delivery {
     }
 }
 
-/// The attempt after `attempt`, or an error past [`MAX_STEP_ATTEMPTS`].
-fn next_attempt(step_key: &StepKey, attempt: u32) -> Result<u32, DeliveryError> {
+/// The attempt after `attempt` (an attempt recorded as not done is passed over), or an
+/// error past [`MAX_STEP_ATTEMPTS`]: for backends' transactional steps that meet a not-done
+/// record at the attempt [`Delivery::step_slot`] gave them.
+pub fn next_step_attempt(step_key: &StepKey, attempt: u32) -> Result<u32, DeliveryError> {
     if attempt >= MAX_STEP_ATTEMPTS {
         return Err(DeliveryError::Backend(crate::LeaseError::invalid(
             "step attempt",

@@ -462,3 +462,53 @@ async fn acknowledgements_claim_the_next_execution_at_low_concurrency() {
         assert_eq!(r.status, ExecutionStatus::Completed);
     }
 }
+
+/// Issue 12: the dispatcher-side retention schedule purges terminal executions older than
+/// the retention period, and nothing else.
+#[tokio::test(start_paused = true)]
+async fn the_retention_schedule_purges_old_terminal_executions() {
+    let (clock, b) = setup();
+    for name in ["old-1", "old-2", "suspended"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    for lease in claim(&b).await {
+        let outcome = if lease.execution_id.as_str() == "suspended" {
+            WorkflowRunOutcome::Suspended
+        } else {
+            WorkflowRunOutcome::Completed(json("1"))
+        };
+        assert!(
+            !b.acknowledge(&lease, &outcome)
+                .await
+                .expect("ack")
+                .is_lost()
+        );
+    }
+    clock.advance(Duration::from_secs(2 * 24 * 3600));
+    b.admit(&Admission::new(id("recent"))).await.expect("admit");
+    let worker =
+        |_d: Delivery| async { Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(json("2")))) };
+    let day = Duration::from_secs(24 * 3600);
+    let dispatcher = Dispatcher::start(
+        Arc::new(b.clone()),
+        worker,
+        options().retain_terminal(day, Duration::from_secs(1)),
+    )
+    .expect("start");
+    let m = dispatcher.metrics();
+    wait_until("two purged", || m.snapshot().purged == 2).await;
+    assert!(b.get(&id("old-1")).await.expect("get").is_none());
+    assert!(b.get(&id("old-2")).await.expect("get").is_none());
+    let kept = b.get(&id("suspended")).await.expect("get").expect("kept");
+    assert_eq!(kept.status, ExecutionStatus::Suspended);
+    // "recent" completed just now: kept.
+    wait_until("recent acknowledged", || m.snapshot().acknowledgements == 1).await;
+    dispatcher.shutdown(LEASE).await;
+    assert!(b.get(&id("recent")).await.expect("get").is_some());
+    let bad =
+        DispatcherOptions::new().retain_terminal(Duration::from_secs(60), Duration::from_secs(60));
+    assert!(
+        bad.validate().is_err(),
+        "a retention shorter than a day is refused"
+    );
+}

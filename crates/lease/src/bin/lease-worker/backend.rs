@@ -23,6 +23,47 @@ pub async fn open(
     namespace: &str,
     policy: RedeliveryPolicy,
 ) -> OpenResult<SharedBackend> {
+    Ok(open_store(url, namespace, policy).await?.shared)
+}
+
+/// A backend opened twice over: as the [`SharedBackend`] the dispatcher drives, and as the
+/// concrete backend whose fenced transactions (`step_in_tx`) write the application's own
+/// `charges` table (see `charges.rs`). Both are the same handle.
+#[derive(Clone)]
+pub struct Opened {
+    /// The backend behind the client traits.
+    pub shared: SharedBackend,
+    /// The same backend, concrete.
+    pub store: Store,
+}
+
+/// The concrete backend of an [`Opened`], for what the client traits do not cover.
+#[derive(Clone)]
+pub enum Store {
+    /// Embedded SQLite: `path` is the shared file the `charges` table lives in.
+    #[cfg(feature = "sqlite")]
+    Sqlite {
+        /// The backend handle.
+        backend: lease::sqlite::SqliteBackend,
+        /// The database file.
+        path: std::path::PathBuf,
+        /// The run's namespace (a column of `charges`, as of the library's own rows).
+        namespace: String,
+    },
+    /// PostgreSQL: `charges` lives in the run's schema.
+    #[cfg(feature = "postgres")]
+    Postgres(lease::postgres::PostgresBackend),
+    /// A backend without fenced application transactions here (Redis, memory): the charge
+    /// step is a plain step and there is no `charges` table.
+    Other,
+}
+
+/// [`open`], keeping the concrete backend next to the shared one.
+pub async fn open_store(
+    url: &str,
+    namespace: &str,
+    policy: RedeliveryPolicy,
+) -> OpenResult<Opened> {
     let url = url.trim();
     if let Some(rest) = url.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -45,17 +86,19 @@ pub async fn open(
 }
 
 #[cfg(feature = "sqlite")]
-async fn open_sqlite(
-    path: &str,
-    namespace: &str,
-    policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+async fn open_sqlite(path: &str, namespace: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
     let config = lease::sqlite::SqliteConfig::file(path)
         .namespace(namespace)
         .policy(policy);
-    Ok(std::sync::Arc::new(
-        lease::sqlite::SqliteBackend::open(config).await?,
-    ))
+    let backend = lease::sqlite::SqliteBackend::open(config).await?;
+    Ok(Opened {
+        shared: std::sync::Arc::new(backend.clone()),
+        store: Store::Sqlite {
+            backend,
+            path: path.into(),
+            namespace: namespace.to_owned(),
+        },
+    })
 }
 
 #[cfg(not(feature = "sqlite"))]
@@ -63,53 +106,40 @@ async fn open_sqlite(
     path: &str,
     _namespace: &str,
     _policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+) -> OpenResult<Opened> {
     Err(format!("sqlite:{path}: feature `sqlite` is off in this build").into())
 }
 
 #[cfg(feature = "postgres")]
-async fn open_postgres(
-    url: &str,
-    schema: &str,
-    policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+async fn open_postgres(url: &str, schema: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
     let config = lease::postgres::PostgresConfig::new(url)
         .schema(schema)
         .policy(policy);
-    Ok(std::sync::Arc::new(
-        lease::postgres::PostgresBackend::connect(config).await?,
-    ))
+    let backend = lease::postgres::PostgresBackend::connect(config).await?;
+    Ok(Opened {
+        shared: std::sync::Arc::new(backend.clone()),
+        store: Store::Postgres(backend),
+    })
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn open_postgres(
-    url: &str,
-    _schema: &str,
-    _policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+async fn open_postgres(url: &str, _schema: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
     Err(format!("{url}: build with `--features postgres`").into())
 }
 
 #[cfg(feature = "redis")]
-async fn open_redis(
-    url: &str,
-    namespace: &str,
-    policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+async fn open_redis(url: &str, namespace: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
     let config = lease::redis::RedisConfig::new(url)
         .namespace(namespace)
         .policy(policy);
-    Ok(std::sync::Arc::new(
-        lease::redis::RedisBackend::connect(config).await?,
-    ))
+    Ok(Opened {
+        shared: std::sync::Arc::new(lease::redis::RedisBackend::connect(config).await?),
+        store: Store::Other,
+    })
 }
 
 #[cfg(not(feature = "redis"))]
-async fn open_redis(
-    url: &str,
-    _namespace: &str,
-    _policy: RedeliveryPolicy,
-) -> OpenResult<SharedBackend> {
+async fn open_redis(url: &str, _namespace: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
     Err(format!("{url}: build with `--features redis`").into())
 }
 

@@ -9,6 +9,8 @@
 mod args;
 #[allow(dead_code)]
 mod backend;
+#[allow(dead_code)]
+mod charges;
 mod events;
 mod process;
 mod workflow;

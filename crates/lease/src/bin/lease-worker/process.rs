@@ -53,9 +53,12 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
 
 async fn run(args: WorkerArgs) -> OpenResult<()> {
     let policy = backend::policy(args.redelivery_base)?;
-    let shared = backend::open(&args.url, &args.namespace, policy).await?;
+    let opened = backend::open_store(&args.url, &args.namespace, policy).await?;
+    opened.store.create_charges().await?;
+    let shared = opened.shared;
     let workflow = OrderWorkflow {
         backend: shared.clone(),
+        store: opened.store,
         name: Arc::from(args.name.as_str()),
         lease: args.lease,
     };

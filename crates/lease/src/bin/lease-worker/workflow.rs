@@ -2,20 +2,32 @@
 //! external call), record the receipt, acknowledge. Every step goes through the step
 //! driver, so a redelivery skips recorded steps and a stale holder's receipt is refused.
 //!
+//! On SQLite and PostgreSQL the charge step also writes the application's own record of
+//! the charge, a row of the `charges` table, through the backend's fenced `step_in_tx`:
+//! the row and the step's done record commit together, only while the token is current
+//! (see `charges.rs`). The provider call itself stays outside the transaction. Elsewhere
+//! the charge step is a plain step.
+//!
 //! The execution's input tunes it: `{"order": 42, "amount_cents": 1999, "load_ms": 0,
 //! "review_ms": 0, "stall_first_ms": 0, "charge_ms": 5000, "receipt_ms": 0,
-//! "retry_first": false}`: how long loading takes, the fraud review between load and
-//! charge, a stall in the first delivery only (so a test can catch a process holding
-//! leases), the charge at the provider, the blocking wait for the provider's receipt after
-//! the card is charged, and whether the first delivery replies retry.
+//! "stall_in_charge_tx_ms": 0, "retry_first": false}`: how long loading takes, the fraud
+//! review between load and charge, a stall in the first delivery only (so a test can catch
+//! a process holding leases), the charge at the provider, the blocking wait for the
+//! provider's receipt after the card is charged, a blocking stall of the first delivery
+//! inside its charge transaction after the row is inserted and before the commit, and
+//! whether the first delivery replies retry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lease::{Delivery, DeliveryError, Json, Reply, SharedBackend, WorkflowRunOutcome};
+use lease::{
+    Delivery, DeliveryError, Json, Reply, SharedBackend, StepKey, StepSlot, WorkflowRunOutcome,
+};
 use serde_json::{Value, json};
 
+use crate::backend::Store;
+use crate::charges::ChargeRow;
 use crate::events::TARGET;
 
 /// The workflow input, with defaults for missing fields.
@@ -28,6 +40,7 @@ struct OrderInput {
     stall_first: Duration,
     charge: Duration,
     receipt: Duration,
+    stall_in_charge_tx: Duration,
     retry_first: bool,
 }
 
@@ -46,6 +59,7 @@ impl OrderInput {
             stall_first: ms("stall_first_ms"),
             charge: ms("charge_ms"),
             receipt: ms("receipt_ms"),
+            stall_in_charge_tx: ms("stall_in_charge_tx_ms"),
             retry_first: v["retry_first"].as_bool().unwrap_or(false),
         })
     }
@@ -56,6 +70,8 @@ impl OrderInput {
 pub struct OrderWorkflow {
     /// For reading the backend clock at the end of a delivery (the claims log).
     pub backend: SharedBackend,
+    /// The same backend, concrete: the charge step's fenced transaction.
+    pub store: Store,
     /// This process's worker name.
     pub name: Arc<str>,
     /// The lease duration (a claim's time is its first expiry minus this).
@@ -155,30 +171,20 @@ impl OrderWorkflow {
             tracing::info!(target: TARGET, review_ms = millis(input.review), "reviewing");
             tokio::time::sleep(input.review).await;
         }
-        let token = d.token().get();
-        let name = self.name.clone();
-        let charged = d
-            .step("charge", || async {
-                ran.store(true, Ordering::SeqCst);
-                tracing::info!(
-                    target: TARGET,
-                    charge_ms = millis(input.charge),
-                    "charging"
-                );
-                tokio::time::sleep(input.charge).await;
-                let receipt = format!("rcpt-{}-{name}-{token}", input.order);
-                tracing::info!(target: TARGET, receipt = %receipt, "charged");
-                // A synchronous SDK call: the process does nothing else meanwhile. Frozen
-                // here and resumed, the worker's next action is its receipt write, before
-                // any timer of the process (a renewal) gets to run.
-                std::thread::sleep(input.receipt);
-                Ok::<_, DeliveryError>(json!({ "receipt": receipt, "charged_by": &*name }))
-            })
-            .await;
+        let charged = if self.store.has_charges() {
+            self.charge_in_tx(d, &input, &ran).await
+        } else {
+            self.charge(d, &input, &ran).await
+        };
         let receipt = match charged {
             Ok(receipt) => receipt,
             Err(DeliveryError::Lost) => {
-                tracing::warn!(target: TARGET, step = "charge", "refused");
+                tracing::warn!(
+                    target: TARGET,
+                    step = "charge",
+                    in_tx = self.store.has_charges(),
+                    "refused"
+                );
                 return Err(DeliveryError::Lost);
             }
             Err(e) => return Err(e),
@@ -192,6 +198,73 @@ impl OrderWorkflow {
         );
         let outcome = Json::from_value("outcome", &json!({ "order": order, "receipt": receipt }))?;
         Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(outcome)))
+    }
+}
+
+impl OrderWorkflow {
+    /// The provider call: charges the card and returns the receipt.
+    async fn call_provider(&self, d: &Delivery, input: &OrderInput) -> String {
+        tracing::info!(
+            target: TARGET,
+            charge_ms = millis(input.charge),
+            "charging"
+        );
+        tokio::time::sleep(input.charge).await;
+        let receipt = format!("rcpt-{}-{}-{}", input.order, self.name, d.token().get());
+        tracing::info!(target: TARGET, receipt = %receipt, "charged");
+        // A synchronous SDK call: the process does nothing else meanwhile. Frozen here and
+        // resumed, the worker's next action is its charge write, before any timer of the
+        // process (a renewal) gets to run.
+        std::thread::sleep(input.receipt);
+        receipt
+    }
+
+    /// The charge step as a plain step: the provider call, then its receipt recorded with
+    /// a fenced write.
+    async fn charge(
+        &self,
+        d: &Delivery,
+        input: &OrderInput,
+        ran: &AtomicBool,
+    ) -> Result<Value, DeliveryError> {
+        d.step("charge", || async {
+            ran.store(true, Ordering::SeqCst);
+            let receipt = self.call_provider(d, input).await;
+            Ok::<_, DeliveryError>(json!({ "receipt": receipt, "charged_by": &*self.name }))
+        })
+        .await
+    }
+
+    /// The charge step with the application's `charges` row: the replay rule, the provider
+    /// call (outside any transaction: a stale worker's call still reaches the provider),
+    /// then the row and the step's done record in one fenced `step_in_tx` transaction.
+    async fn charge_in_tx(
+        &self,
+        d: &Delivery,
+        input: &OrderInput,
+        ran: &AtomicBool,
+    ) -> Result<Value, DeliveryError> {
+        if let StepSlot::Recorded(record) = d.step_slot(&StepKey::new("charge")?).await? {
+            return Ok(record.response.decode()?);
+        }
+        ran.store(true, Ordering::SeqCst);
+        let receipt = self.call_provider(d, input).await;
+        let first = d.record().unacknowledged_deliveries == 0;
+        let row = ChargeRow {
+            order_id: i64::try_from(input.order).unwrap_or(i64::MAX),
+            execution_id: d.execution_id().to_string(),
+            worker: self.name.to_string(),
+            token: d.token().get(),
+            receipt: receipt.clone(),
+            cents: i64::try_from(input.amount_cents).unwrap_or(i64::MAX),
+        };
+        let value = json!({ "receipt": receipt, "charged_by": &*self.name });
+        let stall = if first {
+            input.stall_in_charge_tx
+        } else {
+            Duration::ZERO
+        };
+        self.store.charge_in_tx(d, row, value, stall).await
     }
 }
 

@@ -1,0 +1,338 @@
+//! Fencing the application's own Redis writes (issue 13): a [`FencedScript`] is the
+//! application's Lua, run by [`RedisBackend::fenced_script`] only while a lease is held, and
+//! by [`RedisBackend::step_in_script`] as a step whose record is written in the same script
+//! as the application's writes.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+
+use lease_core::dispatcher::next_step_attempt;
+use lease_core::limits::MAX_PAYLOAD_BYTES;
+use lease_core::{
+    Delivery, DeliveryError, ExecutionLease, Fenced, HeapRecord, Json, LeaseError, Result, StepKey,
+    StepSlot,
+};
+use redis::{Script, Value};
+
+use crate::backend::RedisBackend;
+use crate::errors::{Access, BACKEND, protocol};
+use crate::execution::refusal;
+use crate::reply::Reply;
+use crate::scripts::fenced_source;
+use crate::wire::{parse_step_value, step_field, step_value_prefix, token_arg};
+
+const OP_SCRIPT: &str = "fenced_script";
+const OP_STEP: &str = "step_in_script";
+
+/// The largest step response the script records, as its argument.
+static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_string());
+
+/// An application's Lua script that runs only while a lease is held (RFC 002 fencing,
+/// issue 13: the check and the write will be atomic): built once, run with
+/// [`RedisBackend::fenced_script`] or [`RedisBackend::step_in_script`].
+///
+/// [`FencedScript::new`] builds one Lua script from the caller's body and the library's
+/// prelude, which checks the lease exactly as `write_step` does (the execution's stored
+/// token equals the lease's and its delivery has not ended), and only then calls the body,
+/// all inside one script, so no other command runs between the check and the body's writes.
+/// The body sees only its own `KEYS` and `ARGV` (numbered from 1, as in a plain `EVAL`) and
+/// none of the library's helpers; what it returns is the call's result. The combined script
+/// is hashed once and sent with `EVALSHA` (loaded again after `NOSCRIPT`), like every
+/// script of the backend; keep the value and reuse it.
+///
+/// Rules for the body:
+///
+/// - **Declare every key it touches**, and touch no other: Redis enforces this only in
+///   cluster mode, and only a declared key is checked to lie in the namespace's slot.
+///   Each key must carry the namespace's hash tag `{<namespace>}` as its first hash tag and
+///   lie outside the library's prefix `lease:{<namespace>}:`; other keys are
+///   `LeaseError::InvalidInput` before anything runs.
+/// - **Check before writing.** Redis scripts do not roll back on error: a body that raises
+///   an error (or returns `redis.error_reply`) after some writes leaves those writes. The
+///   body runs under `pcall`, so such a failure is reported as a typed error
+///   ([`ScriptBodyError`]) rather than an unknown outcome; validate inputs and read what you
+///   need first, then write.
+/// - No shebang (`#!lua`): the body is wrapped in a function. Its line numbers in error
+///   messages are its own. A body that does not compile is `LeaseError::InvalidInput` and
+///   nothing runs.
+#[derive(Clone)]
+pub struct FencedScript {
+    body: Arc<str>,
+    script: Script,
+}
+
+impl FencedScript {
+    /// Builds the fenced script for `body`, Lua as for `EVAL` (using `KEYS`, `ARGV` and
+    /// `redis.call`). Cheap to clone; build it once.
+    pub fn new(body: impl Into<String>) -> Self {
+        let body: String = body.into();
+        let script = Script::new(&fenced_source(&body));
+        FencedScript {
+            body: body.into(),
+            script,
+        }
+    }
+
+    /// The caller's body as given (runnable on its own with `EVAL`, unfenced).
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    /// The SHA-1 of the combined script (`EVALSHA`, `SCRIPT EXISTS`).
+    pub fn hash(&self) -> &str {
+        self.script.get_hash()
+    }
+}
+
+impl fmt::Debug for FencedScript {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedScript")
+            .field("hash", &self.hash())
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
+}
+
+/// A fenced script's body failed after the lease check passed: it raised a Lua error,
+/// returned an error reply, or (for [`RedisBackend::step_in_script`]) returned something
+/// that is not JSON text. Writes the body made before failing remain (Redis does not roll
+/// a script back); for a step, nothing was recorded, so the step runs again on redelivery.
+///
+/// [`RedisBackend::fenced_script`] returns it as the source of `LeaseError::Backend`;
+/// [`RedisBackend::step_in_script`] as the source of `DeliveryError::Step`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptBodyError {
+    message: String,
+}
+
+impl ScriptBodyError {
+    /// What Redis or the body reported.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ScriptBodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the fenced script's body failed after the lease check (writes it made before \
+             failing remain): {}",
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ScriptBodyError {}
+
+/// What one run of a fenced script reported.
+#[derive(Debug)]
+enum Ran {
+    /// The lease was not held: nothing of the body ran.
+    Lost,
+    /// The body returned this (no step).
+    Returned(Value),
+    /// The body returned this response and the step record was written with it.
+    New(String),
+    /// A record existed at the attempt (its stored value); the body did not run.
+    Existing(String),
+    /// The body failed, or its step response was refused; no record was written.
+    Failed(ScriptBodyError),
+}
+
+/// The step record a fenced step would write: its field and its value before the response.
+struct StepArgs {
+    field: String,
+    value_prefix: String,
+}
+
+impl RedisBackend {
+    /// Runs `script`'s body only while `lease` holds its execution (RFC 002 fencing, issue
+    /// 13: the check and the write will be atomic), in one script: the lease is checked
+    /// exactly as `write_step` checks it, then the body runs with `keys` as its `KEYS` and
+    /// `args` as its `ARGV`, and its return value is the result.
+    ///
+    /// - `Accepted(value)`: the token was current and the body ran; `value` is what it
+    ///   returned (`Nil` for nothing).
+    /// - `Lost`: a higher token exists or the delivery already ended: nothing of the body
+    ///   ran. Stop, as for any `Lost`.
+    /// - `InvalidInput` (a key without the namespace's hash tag, or inside the library's
+    ///   prefix, named in the error; token 0; a token above 2^53 - 1; a body that does not
+    ///   compile), `UnknownExecution`, `ForeignToken`: nothing ran.
+    /// - `Backend` with a [`ScriptBodyError`] source: the body failed after the check;
+    ///   writes it made before failing remain. `OutcomeUnknown`: the connection failed after
+    ///   the call was sent.
+    ///
+    /// See [`FencedScript`] for the body's rules.
+    pub async fn fenced_script(
+        &self,
+        lease: &ExecutionLease,
+        script: &FencedScript,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<Fenced<Value>> {
+        match self
+            .run_fenced(OP_SCRIPT, lease, script, None, keys, args)
+            .await?
+        {
+            Ran::Lost => Ok(Fenced::Lost),
+            Ran::Returned(value) => Ok(Fenced::Accepted(value)),
+            Ran::Failed(e) => Err(LeaseError::Backend {
+                backend: BACKEND,
+                operation: OP_SCRIPT,
+                source: Box::new(e),
+            }),
+            other => Err(protocol(OP_SCRIPT, format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// A step whose effect is the application's Redis writes (issue 13): under the replay
+    /// rule ([`Delivery::step_slot`]) a done record of `step_key` is returned and nothing
+    /// runs; otherwise one script checks the lease (as `write_step` does), checks that no
+    /// record exists at the attempt, runs `script`'s body, and records its return value as
+    /// the step's done response under this delivery's token. The body's writes and the
+    /// record therefore exist together or not at all (RFC 002 fencing: the check and the
+    /// write will be atomic), and a redelivery finds the record and skips the body.
+    ///
+    /// The body must return JSON text (a Lua string; for example `cjson.encode(x)` or
+    /// `tostring(n)`). It is checked in the script before the record is written (a string
+    /// of at most `MAX_PAYLOAD_BYTES` that Redis's `cjson` decodes, nested at most
+    /// `MAX_JSON_DEPTH` deep); the record stores the text as returned, and this call
+    /// returns it as canonical [`Json`]. Text that passes those checks but that
+    /// [`Json::parse`] refuses (duplicate keys, `nan`, hex numbers) is recorded and
+    /// reported as that parse error.
+    ///
+    /// Errors: [`DeliveryError::Lost`] when the lease is not held (nothing of the body ran;
+    /// the worker must stop); [`DeliveryError::Step`] with a [`ScriptBodyError`] when the
+    /// body failed or returned no usable JSON (nothing recorded; the body's writes before
+    /// the failure remain); `Cancelled`/`Lost` before the call once the delivery is
+    /// cancelled or lost; `Backend` for bad input (keys, token, unknown execution), with
+    /// nothing run.
+    pub async fn step_in_script(
+        &self,
+        delivery: &Delivery,
+        step_key: &str,
+        script: &FencedScript,
+        keys: &[&str],
+        args: &[&str],
+    ) -> std::result::Result<Json, DeliveryError> {
+        let key = StepKey::new(step_key)?;
+        let mut attempt = match delivery.step_slot(&key).await? {
+            StepSlot::Recorded(record) => return Ok(record.response),
+            StepSlot::Free { attempt } => attempt,
+        };
+        let lease = delivery.claimed_lease();
+        loop {
+            delivery.ensure_live()?;
+            let step = StepArgs {
+                field: step_field(&key, attempt),
+                value_prefix: step_value_prefix(lease.token, true),
+            };
+            let ran = self
+                .run_fenced(OP_STEP, lease, script, Some(&step), keys, args)
+                .await?;
+            let record = |done, response| HeapRecord {
+                execution_id: lease.execution_id.clone(),
+                step_key: key.clone(),
+                step_attempt: attempt,
+                done,
+                response,
+                token: lease.token,
+            };
+            match ran {
+                Ran::Lost => {
+                    tracing::warn!(step = %key, "lost: fenced step script refused");
+                    delivery.mark_lost();
+                    return Err(DeliveryError::Lost);
+                }
+                Ran::New(text) => {
+                    let response = Json::parse("step response", &text).inspect_err(|e| {
+                        tracing::warn!(step = %key, "recorded step response does not parse: {e}");
+                    })?;
+                    delivery.note_step_written(&record(true, response.clone()));
+                    return Ok(response);
+                }
+                Ran::Existing(stored) => {
+                    let (token, done, response) = parse_step_value(OP_STEP, &stored)?;
+                    let found = HeapRecord {
+                        token,
+                        ..record(done, response)
+                    };
+                    delivery.note_step_written(&found);
+                    if found.done {
+                        return Ok(found.response);
+                    }
+                    attempt = next_step_attempt(&key, attempt)?;
+                }
+                Ran::Failed(e) => {
+                    return Err(DeliveryError::Step {
+                        step: key,
+                        source: Box::new(e),
+                    });
+                }
+                Ran::Returned(_) => return Err(protocol(OP_STEP, "a reply without a step").into()),
+            }
+        }
+    }
+
+    /// One run of a fenced script: the keys and the token are checked here, before
+    /// anything is sent; the script checks the lease before the body runs.
+    async fn run_fenced(
+        &self,
+        op: &'static str,
+        lease: &ExecutionLease,
+        script: &FencedScript,
+        step: Option<&StepArgs>,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<Ran> {
+        for key in keys {
+            self.keys().check_app_key(key)?;
+        }
+        let token = token_arg(lease.token)?;
+        let mut all: Vec<&[u8]> = Vec::with_capacity(5 + args.len());
+        all.push(lease.execution_id.as_str().as_bytes());
+        all.push(token.as_bytes());
+        all.push(step.map_or(b"", |s| s.field.as_bytes()));
+        all.push(step.map_or(b"", |s| s.value_prefix.as_bytes()));
+        all.push(MAX_RESPONSE.as_bytes());
+        all.extend(args.iter().map(|a| a.as_bytes()));
+        let v = self
+            .invoke(Access::Write, &script.script, keys, &all)
+            .await?
+            .map_err(|e| match compile_error(&e) {
+                Some(reason) => LeaseError::invalid("fenced script", reason),
+                None => self.script_error(op, Access::Write, e),
+            })?;
+        decode(Reply::new(op), lease, v)
+    }
+}
+
+/// The reply of a fenced script.
+fn decode(reply: Reply, lease: &ExecutionLease, v: Value) -> Result<Ran> {
+    let (status, mut rest) = reply.status(v)?;
+    if let Some(e) = refusal(&status, lease) {
+        return Err(e);
+    }
+    let text = |rest: &mut std::vec::IntoIter<Value>, what| {
+        reply.next(rest, what).and_then(|v| reply.string(v))
+    };
+    Ok(match status.as_str() {
+        "lost" => Ran::Lost,
+        // A body that returns nothing leaves the reply at its status word.
+        "ok" => Ran::Returned(rest.next().unwrap_or(Value::Nil)),
+        "new" => Ran::New(text(&mut rest, "step response")?),
+        "existing" => Ran::Existing(text(&mut rest, "step record")?),
+        "failed" | "bad_response" => Ran::Failed(ScriptBodyError {
+            message: text(&mut rest, "error message")?,
+        }),
+        other => return Err(reply.unexpected(other)),
+    })
+}
+
+/// The compiler's message when Redis refused to compile the script (the body's syntax):
+/// nothing ran.
+fn compile_error(e: &redis::RedisError) -> Option<String> {
+    let text = e.to_string();
+    text.contains("Error compiling script").then_some(text)
+}
