@@ -11,14 +11,18 @@ use crate::services::{Found, Service, url};
 /// Usage text of the command.
 pub const USAGE: &str = "\
 usage: cargo xtask bench [--backend sqlite|postgres|redis|memory|all]... [--duration D]
-                         [--quick] [--only WORD]... [--wait-load L] [--wait-max D]
+                         [--rounds N] [--quick] [--only WORD]... [--wait-load L] [--wait-max D]
+                         [--stored-max N]
 
 Runs the lease-bench crate in release mode: ops/s of claim_due (batch 1 and 32), renew,
 write_step and acknowledge, end-to-end executions/s through the dispatcher (0 and 3 fenced
 steps at concurrency 1, 8 and 64) and admit_batch x1000, each next to the same SQL
 statements / Lua scripts issued without the library; then the wake-up rows (pickup latency,
 timer lateness, redelivery delay, idle claims, herds; select with --only pickup, timer,
-redelivery, idle, herd). Prints markdown tables; JSON goes to target/bench/.
+redelivery, idle, herd); then the issue 12 rows (--only drain: 20,000 jobs drained by a
+worker process beside the best job queue; ack_and_claim; stored: per-operation cost at 10^3
+to 10^6 stored executions; purge: purge_terminal throughput). Prints markdown tables; JSON
+goes to target/bench/.
 Arguments are passed to lease-bench (see `cargo run -p lease-bench -- --help`).
 
 PostgreSQL and Redis are found as test-all finds them (LEASE_POSTGRES_URL / LEASE_REDIS_URL,

@@ -9,6 +9,7 @@ use crate::error::{BenchError, Result};
 pub const USAGE: &str = "\
 usage: lease-bench [--backend sqlite|postgres|redis|memory|all]... [--duration D] [--rounds N]
                    [--quick] [--only WORD]... [--json-dir DIR] [--wait-load L] [--wait-max D]
+                   [--stored-max N]
 
 Measures ops/s of claim_due (batch 1 and 32), renew, write_step and acknowledge,
 executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 64) and
@@ -17,11 +18,20 @@ without the library (the raw baseline). Then the wake-up rows (issue 10), with d
 in child processes of this binary where the store can be shared: pickup latency (cross-process
 and in-process) beside the bare change signal, timer lateness (not_before, request_wake),
 redelivery delay after a SIGKILL or an abandoned claim, idle claim calls beside the server's
-own counters, and claim calls per admission with a herd of 4 dispatcher processes. Prints
-markdown tables; writes JSON to DIR (default target/bench).
+own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the issue 12 rows
+(not on memory): drain (20,000 admitted, a worker process at concurrency 1, 8, 64 drains
+them; median of 2 runs beside the issue's best job queue), ack_and_claim (acknowledge_and_claim
+against acknowledge + claim_due_with_horizon, one call in flight), stored (claim, renew,
+write_step, acknowledge at 10^3, 10^5, 10^6 stored executions, scheduled / running /
+terminal, and the cost ratio largest/10^3), purge (purge_terminal x1000 over 100,000
+completed executions with 3 steps each). Prints markdown tables; writes JSON to DIR (default
+target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd (or any part of a row's name, e.g. cross-process).
+timer, redelivery, idle, herd, drain, ack_and_claim, stored, purge (or any part of a row's
+name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
+the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
+never by an operation's.
 
   --backend NAME   repeatable or comma-separated; default all (sqlite, postgres, redis, memory)
   --duration D     per measurement and side, e.g. 3s, 500ms (default 3s; --quick: 1s)
@@ -34,6 +44,7 @@ timer, redelivery, idle, herd (or any part of a row's name, e.g. cross-process).
   --json-dir DIR   where the JSON report goes
   --wait-load L    before starting, wait until the 1-minute load average is below L
   --wait-max D     give up waiting after D (default 10m) and run anyway (noted in the report)
+  --stored-max N   largest stored count of the stored rows (default 1000000; --quick: 100000)
 
 Servers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
 LEASE_REDIS_URL (default redis://127.0.0.1:6379). These are benchmarks: the exit status

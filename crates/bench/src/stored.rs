@@ -171,9 +171,12 @@ async fn measure(
             started.elapsed().as_secs_f64()
         );
         let lib = Library::new(fx.lib.clone())?;
-        let baseline = Baseline(raw);
+        let baseline = Baseline(raw.clone());
         let mut out = Vec::new();
         for op in OPS {
+            // PostgreSQL: fresh statistics before each operation (the previous one's working
+            // set changed the table).
+            raw.settle().await?;
             let (l, r) = ops::measure(&lib, Some(&baseline), &mut fx, op, duration).await?;
             let r = r.ok_or_else(|| BenchError::Setup("no raw sample".into()))?;
             out.push((l, r));

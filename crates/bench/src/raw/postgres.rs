@@ -17,7 +17,14 @@ pub struct RawPostgres {
     purge: String,
     schema: String,
     delays: Vec<i64>,
+    url: String,
+    /// The connection `ack_and_claim` runs on, with its two statements prepared.
+    combined: tokio::sync::Mutex<Option<sqlx::PgConnection>>,
 }
+
+/// The names `ack_and_claim` prepares its statements under.
+const ACK_NAME: &str = "bench_ack";
+const CLAIM_NAME: &str = "bench_claim";
 
 /// `$1 limit`: the bare bound of `purge_terminal`, one statement deleting up to `$1`
 /// completed or failed executions, oldest ended first (the library's index order), with
@@ -29,45 +36,6 @@ WITH v AS MATERIALIZED (
 ),
 st AS (DELETE FROM {s}.steps s USING v WHERE s.execution_id = v.id)
 DELETE FROM {s}.executions e USING v WHERE e.id = v.id RETURNING e.id";
-
-/// `statement` with each `$n` outside quotes replaced by `values[n - 1]` (already SQL
-/// literals), for a simple-query message of several statements.
-fn inline(statement: &str, values: &[String]) -> String {
-    let mut out = String::with_capacity(statement.len() + 64);
-    let mut chars = statement.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' | '"' => {
-                out.push(c);
-                for q in chars.by_ref() {
-                    out.push(q);
-                    if q == c {
-                        break;
-                    }
-                }
-            }
-            '$' if chars.peek().is_some_and(char::is_ascii_digit) => {
-                let mut digits = String::new();
-                while let Some(d) = chars.next_if(char::is_ascii_digit) {
-                    digits.push(d);
-                }
-                match digits
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|n| values.get(n.wrapping_sub(1)))
-                {
-                    Some(v) => out.push_str(v),
-                    None => {
-                        out.push('$');
-                        out.push_str(&digits);
-                    }
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A text literal (the bench's ids and JSON hold no quote or backslash it must escape
 /// beyond doubling quotes).
@@ -106,6 +74,8 @@ impl RawPostgres {
             admit_batch: ADMIT_BATCH.replace("{s}", &quoted(schema)),
             purge: PURGE.replace("{s}", &quoted(schema)),
             schema: schema.to_owned(),
+            url: url.to_owned(),
+            combined: tokio::sync::Mutex::new(None),
             delays: policy
                 .table_ms()
                 .into_iter()
@@ -201,42 +171,51 @@ impl Raw for RawPostgres {
         Ok(())
     }
 
-    /// The backend's acknowledge and claim statements as one simple-query message (one
-    /// implicit transaction, one round trip), values inlined, as the library sends them,
-    /// without the library's claim-limit guard.
+    /// The backend's acknowledge and claim statements, prepared (SQL `PREPARE`) on one
+    /// connection, run as `EXECUTE ack(..); EXECUTE claim(..)` in one simple-query message
+    /// (one implicit transaction, one round trip), as the library sends them, without the
+    /// library's claim-limit guard.
     async fn ack_and_claim(
         &self,
         lease: &RawLease,
         outcome: &str,
         limit: usize,
     ) -> Result<Vec<RawLease>> {
+        use sqlx::Connection;
         const OP: &str = "acknowledge_and_claim";
-        let null = "(NULL::bigint)".to_owned();
-        let big = |n: i64| format!("({n}::bigint)");
-        let ack = inline(
-            &self.sql.acknowledge,
-            &[
-                text_literal(&lease.id),
-                big(lease.token),
-                null.clone(),
-                text_literal("completed"),
-                text_literal(outcome),
-            ],
-        );
+        let mut guard = self.combined.lock().await;
+        if guard.is_none() {
+            let mut conn = sqlx::PgConnection::connect(&self.url)
+                .await
+                .map_err(|e| raw("postgres", OP, e))?;
+            let prepare = format!(
+                "PREPARE {ACK_NAME}(text, bigint, bigint, text, text) AS {};\n\
+                 PREPARE {CLAIM_NAME}(bigint, bigint, bigint, bigint, bigint[]) AS {}",
+                self.sql.acknowledge, self.sql.claim
+            );
+            sqlx::raw_sql(AssertSqlSafe(prepare))
+                .execute(&mut conn)
+                .await
+                .map_err(|e| raw("postgres", OP, e))?;
+            *guard = Some(conn);
+        }
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| raw("postgres", OP, "no connection"))?;
         let delays: Vec<String> = self.delays.iter().map(|d| format!("{d}::bigint")).collect();
-        let claim = inline(
-            &self.sql.claim,
-            &[
-                big(i64::MAX),
-                null,
-                big(i64::try_from(limit).unwrap_or(i64::MAX)),
-                big(LEASE_MS),
-                format!("(ARRAY[{}]::bigint[])", delays.join(",")),
-            ],
+        let query = format!(
+            "EXECUTE {ACK_NAME}({}, ({}::bigint), (NULL::bigint), ('completed'::text), {}); \
+             EXECUTE {CLAIM_NAME}(({}::bigint), (NULL::bigint), ({}::bigint), ({LEASE_MS}::bigint), \
+             (ARRAY[{}]::bigint[]))",
+            text_literal(&lease.id),
+            lease.token,
+            text_literal(outcome),
+            i64::MAX,
+            i64::try_from(limit).unwrap_or(i64::MAX),
+            delays.join(",")
         );
-        let query = format!("{ack};\n{claim}");
         let rows = sqlx::raw_sql(AssertSqlSafe(query))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(|e| raw("postgres", OP, e))?;
         let mut it = rows.into_iter();
@@ -248,15 +227,6 @@ impl Raw for RawPostgres {
             })
         })
         .collect()
-    }
-
-    async fn settle(&self) -> Result<()> {
-        let s = quoted(&self.schema);
-        sqlx::raw_sql(AssertSqlSafe(format!("ANALYZE {s}.executions, {s}.steps")))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| raw("postgres", "analyze", e))?;
-        Ok(())
     }
 
     async fn purge(&self, limit: usize) -> Result<usize> {
