@@ -550,6 +550,24 @@ fn many_processes(target: Target) {
             let steps = b.list_steps(&id(i)).await.expect("steps");
             assert_eq!(steps.len(), 2, "load and charge recorded once each");
         }
+        // SQLite and PostgreSQL: the charge step's charges row, written with its record in
+        // one fenced step_in_tx transaction, exists exactly once per execution.
+        let policy = backend::policy(Duration::from_millis(100)).expect("policy");
+        let store = backend::open_store(&target.url, &target.namespace, policy)
+            .await
+            .expect("open")
+            .store;
+        if store.has_charges() {
+            for i in 0..N {
+                let rows = store
+                    .charges(i as i64)
+                    .await
+                    .expect("charges")
+                    .expect("table");
+                assert_eq!(rows.len(), 1, "{}: {rows:?}", id(i));
+                assert_eq!(rows[0].execution_id, id(i).as_str());
+            }
+        }
     });
     eprintln!(
         "{}: {N} executions, {PROCESSES} processes x 16, {deliveries} deliveries, {} renewals, \
