@@ -9,15 +9,20 @@
 //! - `purge [n]`: executions/s of `purge_terminal` in batches of 1000 over n completed;
 //! - `sizes [n]`: table and index sizes after n completed executions with 3 steps each;
 //! - `churn [seconds]`: an admit/claim/ack/purge loop, sampling dead tuples;
+//! - `dispatch [n]`: deliveries/s of a `Dispatcher` at concurrency 1 with a worker that
+//!   completes at once, over n executions admitted beforehand (`admit_batch`), three runs;
 //! - `populate [n]`: a realistic table for `EXPLAIN (ANALYZE, BUFFERS)` by hand: n completed
 //!   executions, n / 2 due, 50 running with live leases; the schema is kept (its name is
 //!   printed; drop it afterwards).
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use lease_core::{
-    Acknowledgement, Admission, ClaimRequest, ExecutionClient, ExecutionId, Json, Timestamp,
-    WorkflowRunOutcome,
+    Acknowledgement, Admission, ClaimRequest, Delivery, Dispatcher, DispatcherOptions,
+    ExecutionClient, ExecutionId, Json, Reply, Timestamp, WorkflowRunOutcome,
 };
 use lease_postgres::{PostgresBackend, PostgresConfig};
 use sqlx::{AssertSqlSafe, Row};
@@ -238,6 +243,50 @@ async fn churn(b: &PostgresBackend, seconds: u64) -> lease_core::Result<()> {
     Ok(())
 }
 
+async fn dispatch(b: &PostgresBackend, n: usize) -> lease_core::Result<()> {
+    for run in 0..3 {
+        let batch: Vec<Admission> = (0..n)
+            .map(|j| Admission::new(ExecutionId::new(format!("dp{run}-{j:08}")).expect("id")))
+            .collect();
+        for chunk in batch.chunks(1000) {
+            b.admit_batch(chunk).await?;
+        }
+        let done = Arc::new(AtomicUsize::new(0));
+        let counter = done.clone();
+        let started = Instant::now();
+        let dispatcher = Dispatcher::start(
+            Arc::new(b.clone()),
+            move |_d: Delivery| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(
+                        Json::null(),
+                    )))
+                }
+            },
+            DispatcherOptions::new().concurrency(1),
+        )?;
+        // Every execution ran; the last acknowledgement is then in flight or done.
+        while done.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        let m = dispatcher.metrics().snapshot();
+        dispatcher.shutdown(Duration::from_secs(5)).await;
+        println!(
+            "dispatcher, concurrency 1: {n} deliveries in {secs:.2} s = {:.0}/s \
+             (claim calls {}, empty {}, wake-ups {}, backend errors {})",
+            n as f64 / secs,
+            m.claim_calls,
+            m.empty_claims,
+            m.wakeups,
+            m.backend_errors
+        );
+    }
+    Ok(())
+}
+
 async fn populate(b: &PostgresBackend, n: usize) -> lease_core::Result<()> {
     complete(b, "t-", n).await?;
     let due: Vec<Admission> = (0..n / 2)
@@ -268,6 +317,7 @@ async fn main() -> lease_core::Result<()> {
         "purge" => purge(&b, n.unwrap_or(100_000)).await,
         "sizes" => sizes(&b, n.unwrap_or(1_000_000)).await,
         "churn" => churn(&b, n.unwrap_or(180) as u64).await,
+        "dispatch" => dispatch(&b, n.unwrap_or(5_000)).await,
         "populate" => {
             let r = populate(&b, n.unwrap_or(3_000)).await;
             b.close().await;

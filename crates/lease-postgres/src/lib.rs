@@ -60,9 +60,9 @@
 //!   transaction: one round trip, one commit. The claim runs in its own snapshot after the
 //!   acknowledgement (so an acknowledged execution that is due again is claimed again), with
 //!   its limit forced to 0 when the acknowledgement is refused (unknown execution, token 0,
-//!   foreign token), so a refused acknowledgement writes nothing. Values are inlined as typed
-//!   escape-string literals (sqlx cannot pipeline bound statements), so these two statements
-//!   are planned on every call.
+//!   foreign token), so a refused acknowledgement writes nothing. Both run as `EXECUTE`s of
+//!   statements prepared once per connection (sqlx cannot pipeline bound statements), so
+//!   nothing is planned per call.
 //! - **Retention** (issue 12): `purge_terminal` is one statement: `FOR UPDATE SKIP LOCKED` on
 //!   up to `limit` terminal rows acknowledged before the cutoff, oldest first, from the
 //!   partial index `executions_terminal` (schema v6), then deletes of those executions and

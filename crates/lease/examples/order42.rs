@@ -13,12 +13,18 @@
 //!    one charge.
 //! 2. A worker crashes (SIGKILL) holding the lease; another worker takes order-42 soon
 //!    after the lease runs out, skips the recorded step and finishes.
-//! 3. A worker's server freezes (SIGSTOP) just after charging; its lease runs out, another
+//! 3. A worker's server freezes (SIGSTOP) in its charge step; its lease runs out, another
 //!    worker claims order-42 with a higher token and finishes; the frozen worker wakes
-//!    (SIGCONT), has its receipt write refused, and stops.
+//!    (SIGCONT), has its charge write refused (Lost), and stops. On SQLite and PostgreSQL
+//!    the charge step writes a `charges` row with its step record in one fenced
+//!    `step_in_tx` transaction: on PostgreSQL the worker freezes inside it (row inserted,
+//!    not committed), on SQLite just before it (SQLite's fenced transaction holds the write
+//!    lock from its token check to its commit, so a worker frozen inside would hold every
+//!    other writer off). Either way the act ends with exactly one `charges` row for order
+//!    42, the new holder's; the provider was still called twice (RFC 004's job).
 //!
-//! It prints each act's timeline and final records, and exits non-zero if the story did not
-//! happen as told.
+//! It prints each act's timeline and final records (the `charges` rows included), and exits
+//! non-zero if the story did not happen as told.
 
 #[path = "../src/bin/lease-worker/args.rs"]
 #[allow(dead_code)]

@@ -9,6 +9,9 @@
 //!   stops.
 //! - Several processes run 500 executions to completion; the log of claims shows no
 //!   execution ever had two live leases.
+//! - A process frozen (SIGSTOP) in its charge step, whose `charges` row goes through the
+//!   backend's fenced `step_in_tx`, wakes to Lost, and the table ends with exactly one row
+//!   for the order: the new holder's (SQLite, PostgreSQL).
 //!
 //! Each test runs on SQLite (one temp file) and, with the facade's `postgres` / `redis`
 //! features, on the servers named by `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL` (falling back
@@ -21,6 +24,9 @@ mod args;
 #[path = "../src/bin/lease-worker/backend.rs"]
 #[allow(dead_code)]
 mod backend;
+#[path = "../src/bin/lease-worker/charges.rs"]
+#[allow(dead_code)]
+mod charges;
 #[path = "../src/bin/lease-worker/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
@@ -544,6 +550,24 @@ fn many_processes(target: Target) {
             let steps = b.list_steps(&id(i)).await.expect("steps");
             assert_eq!(steps.len(), 2, "load and charge recorded once each");
         }
+        // SQLite and PostgreSQL: the charge step's charges row, written with its record in
+        // one fenced step_in_tx transaction, exists exactly once per execution.
+        let policy = backend::policy(Duration::from_millis(100)).expect("policy");
+        let store = backend::open_store(&target.url, &target.namespace, policy)
+            .await
+            .expect("open")
+            .store;
+        if store.has_charges() {
+            for i in 0..N {
+                let rows = store
+                    .charges(i as i64)
+                    .await
+                    .expect("charges")
+                    .expect("table");
+                assert_eq!(rows.len(), 1, "{}: {rows:?}", id(i));
+                assert_eq!(rows[0].execution_id, id(i).as_str());
+            }
+        }
     });
     eprintln!(
         "{}: {N} executions, {PROCESSES} processes x 16, {deliveries} deliveries, {} renewals, \
@@ -553,6 +577,156 @@ fn many_processes(target: Target) {
         total("releases"),
         elapsed.as_secs_f64()
     );
+}
+
+/// Where the frozen process of [`frozen_in_charge_step`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Freeze {
+    /// Inside its charge transaction, its `charges` row inserted and not committed
+    /// (PostgreSQL: the token is checked at commit, so a frozen client holds no lock).
+    InsideTransaction,
+    /// After the provider call, before its charge transaction begins (SQLite: its fenced
+    /// transaction takes the write lock and checks the token first, so a process frozen
+    /// inside it would hold every writer off, the reclaim included).
+    BeforeTransaction,
+}
+
+/// Issue 13 item 5: a process frozen (SIGSTOP) in its charge step, whose `charges` row is
+/// written through the backend's fenced `step_in_tx`, wakes to Lost after another process
+/// reclaimed the order with a higher token and committed its own row; the table ends with
+/// exactly one row for the order, the new holder's, and a step record of the same token.
+fn frozen_in_charge_step(target: Target, freeze: Freeze) {
+    const ORDER: usize = 42;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = runtime();
+    let policy = backend::policy(Duration::from_millis(100)).expect("policy");
+    let opened = rt
+        .block_on(backend::open_store(&target.url, &target.namespace, policy))
+        .expect("open the test backend");
+    assert!(
+        opened.store.has_charges(),
+        "{}: no charges table",
+        target.url
+    );
+    rt.block_on(opened.store.create_charges())
+        .expect("charges table");
+    let b = opened.shared.clone();
+    let charges = || {
+        rt.block_on(opened.store.charges(ORDER as i64))
+            .expect("read charges")
+            .expect("a charges table")
+    };
+    // Leases long enough that the stalls below cannot run past P1's local deadline: P1
+    // loses its lease only because it is frozen.
+    let args = |name: &str| WorkerArgs {
+        lease: Duration::from_secs(3),
+        renew_every: Duration::from_secs(1),
+        ..target.args(name, 4)
+    };
+    let (input, frozen_on) = match freeze {
+        Freeze::InsideTransaction => (
+            json!({ "order": ORDER, "charge_ms": 5, "stall_in_charge_tx_ms": 2000 }),
+            "stalling in the charge transaction",
+        ),
+        Freeze::BeforeTransaction => (
+            json!({ "order": ORDER, "charge_ms": 5, "receipt_ms": 1000 }),
+            "charged",
+        ),
+    };
+    let mut c = cluster();
+    c.spawn(&args("P1")).expect("spawn P1");
+    rt.block_on(admit(&b, ORDER, input));
+    c.wait_event(PATIENCE, |e| e.worker == "P1" && e.msg() == frozen_on)
+        .expect("P1 reaches the freeze point");
+    c.freeze("P1").expect("SIGSTOP P1");
+    let p1_token = by(&c.events(), "P1", "delivery")
+        .first()
+        .and_then(Event::token)
+        .expect("P1's token");
+    assert_eq!(
+        by(&c.events(), "P1", "charge row inserted").len(),
+        usize::from(freeze == Freeze::InsideTransaction),
+        "P1 froze where the test put it"
+    );
+    assert!(charges().is_empty(), "P1's row is not committed");
+
+    c.spawn(&args("P2")).expect("spawn P2");
+    rt.block_on(async {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let r = b.get(&id(ORDER)).await.expect("get").expect("record");
+            if r.status == ExecutionStatus::Completed {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not completed: {r:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let while_frozen = charges();
+    c.resume("P1").expect("SIGCONT P1");
+    c.wait_for(PATIENCE, |ev| {
+        ev.iter()
+            .any(|e| e.worker == "P1" && matches!(e.msg(), "done" | "stopped"))
+    })
+    .expect("P1's delivery ends after it resumes");
+    c.stop_all().expect("stop the processes");
+    let events = c.events();
+    check_no_two_live_leases(&events);
+
+    let p2_token = by(&events, "P2", "delivery")
+        .first()
+        .and_then(Event::token)
+        .expect("P2's token");
+    assert!(p2_token > p1_token);
+    let refused = by(&events, "P1", "refused");
+    assert_eq!(refused.len(), 1, "P1's charge transaction was refused");
+    assert_eq!(refused[0].json["in_tx"], true);
+    assert_eq!(refused[0].token(), Some(p1_token));
+    let exit = by(&events, "P1", "exit").pop().expect("P1 exit report");
+    assert_eq!(exit.json["lost"], 1, "P1 got Lost: {:?}", exit.json);
+    assert_eq!(exit.json["acknowledgements"], 0);
+    assert!(by(&events, "P1", "acknowledge").is_empty());
+    assert_eq!(
+        by(&events, "P1", "charged").len(),
+        1,
+        "P1 called the provider before it froze"
+    );
+
+    let rows = charges();
+    assert_eq!(rows, while_frozen, "P1 committed nothing after it woke");
+    assert_eq!(
+        rows.len(),
+        1,
+        "exactly one charges row for order {ORDER}: {rows:?}"
+    );
+    assert_eq!(rows[0].worker, "P2");
+    assert_eq!(rows[0].token, p2_token);
+    assert_eq!(rows[0].execution_id, id(ORDER).as_str());
+    let steps = rt.block_on(b.list_steps(&id(ORDER))).expect("steps");
+    let charge = steps
+        .iter()
+        .find(|s| s.step_key.as_str() == "charge")
+        .expect("charge step recorded");
+    assert_eq!(
+        charge.token.get(),
+        p2_token,
+        "the row and its step record agree"
+    );
+    assert_eq!(
+        charge.response.to_value().expect("receipt")["receipt"],
+        rows[0].receipt.as_str()
+    );
+}
+
+#[test]
+fn sqlite_frozen_in_charge_step_one_charges_row() {
+    frozen_in_charge_step(Target::sqlite("charge"), Freeze::BeforeTransaction);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_frozen_in_charge_transaction_one_charges_row() {
+    frozen_in_charge_step(Target::postgres("charge"), Freeze::InsideTransaction);
 }
 
 #[test]
