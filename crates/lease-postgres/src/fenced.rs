@@ -87,7 +87,8 @@ SELECT e.token, e.status FROM {s}.executions e, pg_sleep(0.001) WHERE e.id = $1
 /// `idle_in_transaction_session_timeout` (a session idle inside the transaction for longer
 /// is terminated by the server, which rolls it back and frees every lock it holds) and as
 /// `lock_timeout` (a statement waiting longer for a lock fails, aborting the transaction).
-/// The same expression runs in SQL in [`BEGIN`]; this is its definition and unit test.
+/// The same expression runs in SQL in the transaction's `BEGIN` message; this is its
+/// definition and unit test.
 pub fn stall_bound_ms(lease: &ExecutionLease, now: lease_core::Timestamp) -> i64 {
     lease
         .expires_at

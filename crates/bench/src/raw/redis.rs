@@ -66,7 +66,7 @@ return 1
 
 /// The bare bound of `admit_batch`: one script creating each new execution as the
 /// backend's `create` does (`HSET` of the record, `ZADD` to the ready index) at Redis
-/// `TIME`, skipping ids that exist. KEYS[1] prefix, ARGV ids.
+/// `TIME`, skipping ids that exist. `KEYS[1]` prefix, ARGV ids.
 const ADMIT_BATCH: &str = r"
 local P = KEYS[1]
 local t = redis.call('TIME')

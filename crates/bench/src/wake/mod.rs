@@ -1,6 +1,6 @@
 //! Wake-up benchmarks (issue 10 item 7): how soon an idle dispatcher starts what becomes
 //! claimable, and what being idle costs. Every row runs on a fresh store that is removed
-//! afterwards; dispatchers run in child processes of this binary ([`worker`]) wherever the
+//! afterwards; dispatchers run in child processes of this binary ([`mod@worker`]) wherever the
 //! backend can be shared between processes (SQLite file, PostgreSQL, Redis), in this
 //! process for the memory backend and the in-process rows.
 //!
