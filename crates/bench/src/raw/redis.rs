@@ -31,7 +31,7 @@ pub struct RawRedis {
 /// The bare bound of `purge_terminal`: the first `ARGV[1]` members of the `done` index
 /// (terminal executions by end time, as the library walks it), each execution's record,
 /// step records and receipt set unlinked, the members removed from `done`. No re-checks,
-/// receipts or start records. KEYS[1] prefix.
+/// receipts or start records. `KEYS[1]` prefix.
 const PURGE: &str = r"
 local P = KEYS[1]
 local ids = redis.call('ZRANGE', P .. 'done', 0, tonumber(ARGV[1]) - 1)
