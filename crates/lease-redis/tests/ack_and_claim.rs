@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
@@ -11,7 +10,7 @@ use lease_core::{
     ExecutionLease, ExecutionStatus, Fenced, FencingToken, Json, LeaseError, ManualClock,
     RedeliveryPolicy, Timestamp, WorkflowRunOutcome,
 };
-use lease_redis::{RedisBackend, RedisConfig};
+use lease_redis::RedisBackend;
 
 const LEASE: Duration = Duration::from_secs(30);
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -26,14 +25,7 @@ fn id(s: &str) -> ExecutionId {
 }
 
 async fn fresh(clock: &ManualClock) -> RedisBackend {
-    RedisBackend::connect(
-        RedisConfig::new(common::redis_url())
-            .namespace(common::random_namespace())
-            .clock(Arc::new(clock.clone()))
-            .policy(policy()),
-    )
-    .await
-    .expect("connect to redis (set LEASE_REDIS_URL)")
+    common::fresh(clock, policy()).await
 }
 
 fn request(limit: usize) -> ClaimRequest {

@@ -5,14 +5,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
     Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, FencingToken,
     LeaseError, ManualClock, RedeliveryPolicy, Timestamp, WorkflowRunOutcome,
 };
-use lease_redis::{RedisBackend, RedisConfig};
+use lease_redis::RedisBackend;
 
 const LEASE: Duration = Duration::from_secs(30);
 /// 2^53 - 1, the largest integer a Lua number (double) holds exactly.
@@ -28,14 +27,7 @@ fn id(s: &str) -> ExecutionId {
 }
 
 async fn fresh(clock: &ManualClock) -> RedisBackend {
-    RedisBackend::connect(
-        RedisConfig::new(common::redis_url())
-            .namespace(common::random_namespace())
-            .clock(Arc::new(clock.clone()))
-            .policy(policy()),
-    )
-    .await
-    .expect("connect to redis (set LEASE_REDIS_URL)")
+    common::fresh(clock, policy()).await
 }
 
 async fn redis_cmd(args: &[&str]) -> redis::Value {
