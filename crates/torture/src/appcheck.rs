@@ -160,7 +160,7 @@ pub fn check(rows: &[AppRow], ops: &[KeyedOp], is_app_step: IsAppStep<'_>) -> Ve
             .or_default() += 1;
         check_row(row, &log, &mut out);
     }
-    for ((execution, step), _) in &log.records {
+    for (execution, step) in log.records.keys() {
         let n = counts.get(&(*execution, *step)).copied().unwrap_or(0);
         if is_app_step(execution, step) && n != 1 {
             out.push(AppViolation::RowCount {

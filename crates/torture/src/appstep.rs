@@ -105,7 +105,7 @@ impl AppSteps {
         };
         self.log.invoke(seq, &op);
         let (result, logged) = match self.mode {
-            AppWrite::Fenced => self.fenced(d, row).await,
+            AppWrite::Fenced => self.fenced(d, row, value).await,
             AppWrite::Unfenced => self.unfenced(d, row, value).await,
         };
         op.end_us = now_us();
@@ -114,16 +114,21 @@ impl AppSteps {
             *recorded = logged.1;
         }
         self.log.record(seq, op);
-        Ok(serde_json::from_str(&result?).map_err(DeliveryError::worker)?)
+        serde_json::from_str(&result?).map_err(DeliveryError::worker)
     }
 
     async fn fenced(
         &self,
         d: &Delivery,
         row: AppRow,
+        value: String,
     ) -> (Result<String, DeliveryError>, (OpResult, Option<String>)) {
         let ran = Arc::new(AtomicBool::new(false));
-        let result = self.store.step_fenced(d, row, ran.clone()).await;
+        let result = self
+            .store
+            .step_fenced(d, row, value, ran.clone())
+            .await
+            .and_then(|v| json_text(&v));
         let logged = logged(
             &result,
             ran.load(Ordering::SeqCst),

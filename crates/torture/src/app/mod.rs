@@ -111,17 +111,19 @@ impl AppStore {
         }
     }
 
-    /// Step `row.step` of `d` with `row` as its effect, through the fenced path; sets `ran`
-    /// when the body ran (SQL backends). Returns the recorded value's JSON text.
+    /// Step `row.step` of `d` with `row` as its effect and `value` (the row's, decoded) as
+    /// its value, through the fenced path; sets `ran` when the body ran (SQL backends).
+    /// Returns the recorded value.
     pub async fn step_fenced(
         &self,
         d: &Delivery,
         row: AppRow,
+        value: String,
         ran: Arc<AtomicBool>,
     ) -> Result<String, DeliveryError> {
         match self {
-            AppStore::Sqlite(s) => s.step_fenced(d, row, ran).await,
-            AppStore::Postgres(p) => p.step_fenced(d, row, ran).await,
+            AppStore::Sqlite(s) => s.step_fenced(d, row, value, ran).await,
+            AppStore::Postgres(p) => p.step_fenced(d, row, value, ran).await,
             AppStore::Redis(r) => r.step_fenced(d, row).await,
         }
     }
@@ -160,9 +162,6 @@ fn stored_token(token: u64) -> i64 {
 }
 
 /// A stored token or number read back (a negative one cannot match any op: 0).
-fn loaded<T: TryFrom<i64>>(stored: i64) -> T
-where
-    T: Default,
-{
+fn loaded<T: TryFrom<i64> + Default>(stored: i64) -> T {
     T::try_from(stored).unwrap_or_default()
 }

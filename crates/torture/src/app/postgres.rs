@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lease::postgres::PostgresBackend;
-use lease_core::{Delivery, DeliveryError, Json};
+use lease_core::{Delivery, DeliveryError};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 use super::{AppRow, loaded, stored_token};
@@ -61,19 +61,16 @@ impl PostgresApp {
         &self,
         d: &Delivery,
         row: AppRow,
+        value: String,
         ran: Arc<AtomicBool>,
     ) -> Result<String, DeliveryError> {
-        let value: String = serde_json::from_str(&row.value)
-            .map_err(|e| DeliveryError::worker(format!("row value: {e}")))?;
-        let recorded: String = self
-            .backend
+        self.backend
             .step_in_tx(d, &row.step, async |conn: &mut PgConnection| {
                 self.insert(conn, &row).await?;
                 ran.store(true, Ordering::SeqCst);
                 Ok::<_, sqlx::Error>(value)
             })
-            .await?;
-        Ok(Json::to_json("step", &recorded)?.as_str().to_owned())
+            .await
     }
 
     pub async fn write_unfenced(&self, row: &AppRow) -> Result<(), String> {

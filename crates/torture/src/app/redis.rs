@@ -45,7 +45,7 @@ impl RedisApp {
                 &[&text, &row.value],
             )
             .await?;
-        Ok(recorded.as_str().to_owned())
+        Ok(recorded.decode()?)
     }
 
     pub async fn write_unfenced(&self, row: &AppRow) -> Result<(), String> {

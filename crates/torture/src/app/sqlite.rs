@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lease::sqlite::SqliteBackend;
-use lease_core::{Delivery, DeliveryError, Json};
+use lease_core::{Delivery, DeliveryError};
 use rusqlite::{Transaction, params};
 
 use super::{AppRow, loaded, stored_token};
@@ -69,20 +69,17 @@ impl SqliteApp {
         &self,
         d: &Delivery,
         row: AppRow,
+        value: String,
         ran: Arc<AtomicBool>,
     ) -> Result<String, DeliveryError> {
         let step = row.step.clone();
-        let value: String = serde_json::from_str(&row.value)
-            .map_err(|e| DeliveryError::worker(format!("row value: {e}")))?;
-        let recorded: String = self
-            .backend
+        self.backend
             .step_in_tx(d, &step, move |tx| {
                 insert(tx, &row)?;
                 ran.store(true, Ordering::SeqCst);
                 Ok::<_, rusqlite::Error>(value)
             })
-            .await?;
-        Ok(Json::to_json("step", &recorded)?.as_str().to_owned())
+            .await
     }
 
     pub async fn write_unfenced(&self, row: &AppRow) -> Result<(), String> {
