@@ -572,7 +572,7 @@ fn transaction_limits_come_from_the_lease() {
 fn a_failed_begin_leaves_its_connection_clean() {
     with_fixture(|f| async move {
         let lease = f.admit_and_claim("o-begin").await.lease;
-        let config = common::config(f.clock.clone(), f.policy.clone())
+        let config = common::config(f.clock.clone(), f.policy)
             .schema(f.a.schema())
             .max_connections(1);
         let one = PostgresBackend::connect(config).await.expect("connect");
