@@ -623,9 +623,12 @@ fn a_stalled_holder_is_ended_by_its_idle_limit() {
         f.expire(); // the stalled holder's lease has run out: its limit is the floor
         let mut tx_a = f.a.begin_fenced(&stalled).await.expect("begin A");
         f.charge(&mut tx_a, "o-shared", token(&stalled), "A").await;
+        // A's session went idle (its idle limit started) before this reply reached us; timed
+        // from here, not from B's statement, so a slow claim and begin on a loaded machine
+        // cannot eat into the bound checked below.
+        let started = std::time::Instant::now();
         let fresh = claim_one(&f.b, &f.clock, &stalled.execution_id).await.lease; // 30 s limit
         let mut tx_b = f.b.begin_fenced(&fresh).await.expect("begin B");
-        let started = std::time::Instant::now();
         // Blocks on A's uncommitted row until the server ends A's idle session.
         let inserted = f.charge(&mut tx_b, "o-shared", token(&fresh), "B").await;
         let waited = started.elapsed();
