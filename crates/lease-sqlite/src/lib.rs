@@ -118,6 +118,7 @@ mod backend;
 mod candidates;
 mod config;
 mod conn;
+mod effect;
 mod error;
 mod executions;
 mod fenced;
