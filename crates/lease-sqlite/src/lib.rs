@@ -116,6 +116,7 @@
 mod app;
 mod backend;
 mod candidates;
+mod checkpoint;
 mod config;
 mod conn;
 mod error;
