@@ -199,8 +199,10 @@ impl ExecutionClient for SqliteBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let admission = admission.clone();
-        self.write_waking("admit", Weight::Light, move |tx, s| executions::admit(tx, s, &admission))
-            .await
+        self.write_waking("admit", Weight::Light, move |tx, s| {
+            executions::admit(tx, s, &admission)
+        })
+        .await
     }
 
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
@@ -290,8 +292,10 @@ impl ExecutionClient for SqliteBackend {
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let lease = lease.clone();
-        self.write_waking("release", Weight::Light, move |tx, s| executions::release(tx, s, &lease))
-            .await
+        self.write_waking("release", Weight::Light, move |tx, s| {
+            executions::release(tx, s, &lease)
+        })
+        .await
     }
 
     async fn acknowledge(
@@ -319,9 +323,13 @@ impl ExecutionClient for SqliteBackend {
     ) -> Result<AckAndClaim> {
         let lease_ms = next.validate()?;
         let ack = ack.clone();
-        self.write_waking("acknowledge_and_claim", Weight::of(next.limit), move |tx, s| {
-            executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
-        })
+        self.write_waking(
+            "acknowledge_and_claim",
+            Weight::of(next.limit),
+            move |tx, s| {
+                executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
+            },
+        )
         .await
     }
 
@@ -408,8 +416,10 @@ impl StoreClient for SqliteBackend {
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let receipt = receipt.clone();
         let op = op.clone();
-        self.write("update", Weight::Light, move |tx, s| stores::update(tx, s, &receipt, &op))
-            .await
+        self.write("update", Weight::Light, move |tx, s| {
+            stores::update(tx, s, &receipt, &op)
+        })
+        .await
     }
 }
 
@@ -417,7 +427,9 @@ impl StoreClient for SqliteBackend {
 impl StartClient for SqliteBackend {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let request = request.clone();
-        self.write_waking("start", Weight::Light, move |tx, s| starts::start(tx, s, &request))
-            .await
+        self.write_waking("start", Weight::Light, move |tx, s| {
+            starts::start(tx, s, &request)
+        })
+        .await
     }
 }
