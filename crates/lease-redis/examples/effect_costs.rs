@@ -1,5 +1,5 @@
 //! What an effect record costs in Redis memory (issue 16): `n` executions each begin one
-//! effect and settle it with a 35-byte result; prints the mean `MEMORY USAGE` of the
+//! effect and settle it with a 32-byte result; prints the mean `MEMORY USAGE` of the
 //! `effect:<id>` hash and of the execution's `effects:<execution>` index set, pending and
 //! settled.
 //!
@@ -7,14 +7,18 @@
 //! `LEASE_REDIS_URL` or redis://127.0.0.1:6379, on a random namespace deleted afterwards.
 //! Numbers, not assertions.
 
-use lease_core::{Admission, EffectClient, EffectId, ExecutionClient, ExecutionId, Json, Result};
+use lease_core::{Admission, EffectId, ExecutionClient, ExecutionId, Json, Result};
 use lease_redis::{RedisBackend, RedisConfig};
 
 /// Mean `MEMORY USAGE key SAMPLES 0` over `keys`, in one pipeline.
 async fn mean_usage(b: &RedisBackend, keys: &[String]) -> f64 {
     let mut pipe = redis::pipe();
     for key in keys {
-        pipe.cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0);
+        pipe.cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0);
     }
     let sizes: Vec<Option<i64>> = pipe
         .query_async(&mut b.connection())

@@ -28,7 +28,7 @@ local function wake(id, at)
 end
 
 -- Whether `id`'s stored record can be woken: it loads (a missing one loads as nil and is
--- skipped by wake). A scripts that wakes after its own writes checks its waiters with this
+-- skipped by wake). A script that wakes after its own writes checks its waiters with this
 -- first, so a corrupt waiter record (load raises) is skipped instead of aborting the script
 -- half-way through its writes.
 local function wakeable(id)
