@@ -15,6 +15,7 @@ use lease_core::{
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::backend::SqliteBackend;
+use crate::conn::Weight;
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
 use crate::scope::Scope;
@@ -261,8 +262,10 @@ pub(crate) fn update_waking(
 impl EffectClient for SqliteBackend {
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let (id, execution) = (id.clone(), execution.clone());
-        self.write("begin_effect", move |tx, s| begin(tx, s, &id, &execution))
-            .await
+        self.write("begin_effect", Weight::Light, move |tx, s| {
+            begin(tx, s, &id, &execution)
+        })
+        .await
     }
 
     async fn settle_effect(
@@ -272,7 +275,7 @@ impl EffectClient for SqliteBackend {
         result: &Json,
     ) -> Result<Settlement> {
         let (id, execution, result) = (id.clone(), execution.clone(), result.clone());
-        self.write_waking("settle_effect", move |tx, s| {
+        self.write_waking("settle_effect", Weight::Light, move |tx, s| {
             settle(tx, s, &id, &execution, &result)
         })
         .await
@@ -286,7 +289,9 @@ impl EffectClient for SqliteBackend {
 
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         let (id, execution) = (id.clone(), execution.clone());
-        self.write("wait_effect", move |tx, s| wait(tx, s, &id, &execution))
-            .await
+        self.write("wait_effect", Weight::Light, move |tx, s| {
+            wait(tx, s, &id, &execution)
+        })
+        .await
     }
 }
