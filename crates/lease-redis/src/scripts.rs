@@ -18,10 +18,16 @@ const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
 const STEP: &str = include_str!("lua/step.lua");
 const FENCED: &str = include_str!("lua/fenced.lua");
+const FORGET: &str = include_str!("lua/forget.lua");
 
 /// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, operation and retention helpers (`lua/forget.lua`) and `body`.
+fn forget_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{OPS}\n{FORGET}\n-- operation\n{body}"))
 }
 
 /// A script made of the base and record helpers and `body`.
@@ -91,6 +97,10 @@ pub(crate) struct Scripts {
     pub(crate) get_or_create: Script,
     pub(crate) store_update: Script,
     pub(crate) purge_terminal: Script,
+    pub(crate) forget_at_home: Script,
+    pub(crate) reserve_tokens: Script,
+    pub(crate) start_home: Script,
+    pub(crate) start_target: Script,
     pub(crate) migrate: Script,
 }
 
@@ -113,6 +123,10 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
     store_update: script(include_str!("lua/store_update.lua")),
-    purge_terminal: script(include_str!("lua/purge_terminal.lua")),
+    purge_terminal: forget_script(include_str!("lua/purge_terminal.lua")),
+    forget_at_home: forget_script(include_str!("lua/forget_at_home.lua")),
+    reserve_tokens: claim_script(include_str!("lua/reserve_tokens.lua")),
+    start_home: script(include_str!("lua/start_home.lua")),
+    start_target: script(include_str!("lua/start_target.lua")),
     migrate: script(include_str!("lua/migrate.lua")),
 });
