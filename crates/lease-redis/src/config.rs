@@ -25,6 +25,7 @@ pub struct RedisConfig {
     pub(crate) response_timeout: Option<Duration>,
     pub(crate) classic_pubsub: bool,
     pub(crate) partitions: Option<u16>,
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl RedisConfig {
@@ -44,6 +45,7 @@ impl RedisConfig {
             response_timeout: Some(Duration::from_secs(10)),
             classic_pubsub: false,
             partitions: None,
+            tls_root_certificates: None,
         }
     }
 
@@ -98,11 +100,20 @@ impl RedisConfig {
     /// namespace spreads over every shard of a cluster while each script still touches one
     /// slot; an execution lives in the partition its id hashes to, and a claim takes the
     /// earliest due work over every partition, with tokens from the namespace's one counter
-    /// (a few more round trips per claim: see `docs/DESIGN.md`). One partition is the layout without
-    /// partitions (`{<namespace>}`). Every handle on a namespace must use the same count: it
+    /// (a few more round trips per claim: see `docs/DESIGN.md`). One partition is the layout
+    /// without partitions (`{<namespace>}`). Every handle on a namespace must use the same count: it
     /// is stored at connect, and a different count is [`lease_core::LeaseError::Schema`].
     pub fn partitions(mut self, partitions: u16) -> Self {
         self.partitions = Some(partitions);
+        self
+    }
+
+    /// For a `rediss://` URL: trust only the CA certificates in `pem` (PEM text, one or
+    /// more certificates) instead of the system roots, e.g. a private CA. Needs feature
+    /// `tls-rustls`; a CA that does not verify the server's certificate fails `connect` with
+    /// [`lease_core::LeaseError::Unavailable`].
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
         self
     }
 
@@ -132,6 +143,10 @@ impl std::fmt::Debug for RedisConfig {
             .field("response_timeout", &self.response_timeout)
             .field("classic_pubsub", &self.classic_pubsub)
             .field("partitions", &self.partitions)
+            .field(
+                "tls_root_certificates",
+                &self.tls_root_certificates.is_some(),
+            )
             .finish()
     }
 }

@@ -25,7 +25,7 @@ use crate::url::Endpoint;
 #[derive(Clone)]
 pub(crate) enum Opener {
     /// One server.
-    Single(redis::Client),
+    Single(Box<redis::Client>),
     /// A cluster, reached through the listed nodes.
     Cluster(Box<ClusterClient>),
 }
@@ -53,7 +53,7 @@ impl Opener {
         let bad = |e: redis::RedisError| LeaseError::invalid("redis url", e.to_string());
         if !endpoint.cluster {
             let url = endpoint.nodes.first().map(String::as_str).unwrap_or("");
-            return redis::Client::open(url).map(Opener::Single).map_err(bad);
+            return crate::tls::client(config, url).map(|c| Opener::Single(Box::new(c)));
         }
         let mut builder = ClusterClient::builder(endpoint.nodes.iter().map(String::as_str))
             .connection_timeout(config.connect_timeout)
@@ -80,7 +80,7 @@ impl Opener {
                     .set_number_of_retries(2)
                     .set_connection_timeout(Some(config.connect_timeout))
                     .set_response_timeout(config.response_timeout);
-                ConnectionManager::new_with_config(client.clone(), manager)
+                ConnectionManager::new_with_config((**client).clone(), manager)
                     .await
                     .map(Conn::Single)
                     .map_err(unavailable)

@@ -198,6 +198,7 @@ mod partitioned;
 mod reply;
 mod scripts;
 mod store;
+mod tls;
 mod url;
 mod wake;
 mod wire;
