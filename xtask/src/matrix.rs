@@ -61,8 +61,8 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
     // lease-redis on a throwaway Redis Cluster (issue 14): the conformance suite and the race
-    // tests on a namespace of 4 partitions (LEASE_REDIS_PARTITIONS, the tests' default on a
-    // cluster), plus the slot-migration test.
+    // tests (one partition unless LEASE_REDIS_PARTITIONS says more: effects do not support
+    // partitions yet), plus tests/cluster.rs on 4 partitions (spread, slot migration).
     Backend::new(
         "redis-cluster",
         &[

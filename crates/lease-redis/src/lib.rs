@@ -187,6 +187,7 @@ mod claim_split;
 mod combined;
 mod config;
 mod conn;
+mod effect;
 mod errors;
 mod execution;
 mod fenced;

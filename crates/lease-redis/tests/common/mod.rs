@@ -25,13 +25,15 @@ pub fn cluster_url() -> Option<String> {
         .filter(|u| !u.trim().is_empty())
 }
 
-/// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else 4 on a
-/// cluster and 1 (the layout without partitions) on one server.
+/// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else 1 (the
+/// layout without partitions). Effects and store waiters (issue 16) do not support more
+/// yet, and the conformance suite now runs them, so the default is 1 also on a cluster;
+/// tests/cluster.rs uses 4 explicitly.
 pub fn partitions() -> u16 {
     std::env::var("LEASE_REDIS_PARTITIONS")
         .ok()
         .map(|p| p.parse().expect("LEASE_REDIS_PARTITIONS must be a number"))
-        .unwrap_or(if cluster_url().is_some() { 4 } else { 1 })
+        .unwrap_or(1)
 }
 
 /// The tests' configuration for `namespace`: [`redis_url`] and [`partitions`].
