@@ -642,6 +642,10 @@ impl ExecutionClient for PostgresBackend {
         self.subscribe_wakeups()
     }
 
+    fn effects(&self) -> Option<&dyn lease_core::EffectClient> {
+        Some(self)
+    }
+
     async fn renew(
         &self,
         lease: &ExecutionLease,

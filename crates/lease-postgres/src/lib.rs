@@ -83,6 +83,7 @@
 
 mod backend;
 mod config;
+mod effect;
 mod error;
 mod execution;
 mod fenced;

@@ -25,10 +25,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/v5.sql"),
     include_str!("migrations/v6.sql"),
     include_str!("migrations/v7.sql"),
+    include_str!("migrations/v8.sql"),
 ];
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

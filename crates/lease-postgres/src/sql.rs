@@ -160,28 +160,49 @@ eff AS (
 SELECT * FROM eff WHERE effective_unacked >= $1 ORDER BY effective_unacked DESC, id LIMIT $2
 "#;
 
-/// `$1 id, $2 at, $3 delays` -> (whether the execution exists, notification count).
-/// Unfenced; terminal: no-op; stored status running: folded into wake_after_claim (no
-/// notification: the acknowledgement or the lease's end decides); otherwise into due_at,
-/// notifying the row's new `claimable_at`.
-const REQUEST_WAKE: &str = r#"
-WITH upd AS (
+/// RFC 001's wake (`ExecutionRecord::request_wake`) of the executions whose id is in
+/// `{wake_ids}` (a subquery or a parameter) at `{wake_at}`, `{wake_delays}` the delays
+/// parameter: two CTEs, `woken` (the rows changed) and `note` (their wake-up). Terminal:
+/// no-op; stored status running: folded into wake_after_claim (no notification: the
+/// acknowledgement or the lease's end decides); otherwise into due_at, notifying the row's
+/// new `claimable_at`. Written once, for `request_wake` and for the wakes of effect settles
+/// and store updates (issue 16); see [`wake_of`].
+const WAKE: &str = r#"woken AS (
     UPDATE {s}.executions e SET
         wake_after_claim = CASE WHEN e.status = 'running'
-            THEN LEAST(e.wake_after_claim, $2) ELSE e.wake_after_claim END,
-        due_at = CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, $2) END,
+            THEN LEAST(e.wake_after_claim, {wake_at}) ELSE e.wake_after_claim END,
+        due_at = CASE WHEN e.status = 'running'
+            THEN e.due_at ELSE LEAST(e.due_at, {wake_at}) END,
         claimable_at = {s}.claimable_from(e.status,
-            CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, $2) END,
+            CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, {wake_at}) END,
             CASE WHEN e.status = 'running'
-                THEN LEAST(e.wake_after_claim, $2) ELSE e.wake_after_claim END,
-            e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at, $3)
-    WHERE e.id = $1 AND e.status NOT IN ('completed', 'failed')
+                THEN LEAST(e.wake_after_claim, {wake_at}) ELSE e.wake_after_claim END,
+            e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at,
+            {wake_delays})
+    WHERE e.id IN ({wake_ids}) AND e.status NOT IN ('completed', 'failed')
     RETURNING e.status, e.claimable_at
 ),
 note AS MATERIALIZED (
-    {notify} FROM upd WHERE upd.status <> 'running' HAVING min(upd.claimable_at) IS NOT NULL
-)
-SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1),
+    {notify} FROM woken WHERE woken.status <> 'running'
+    HAVING min(woken.claimable_at) IS NOT NULL
+)"#;
+
+/// `template` with its `{wake}` replaced by [`WAKE`] for `ids` at `at` with `delays`.
+pub(crate) fn wake_of(template: &str, ids: &str, at: &str, delays: &str) -> String {
+    template.replace(
+        "{wake}",
+        &WAKE
+            .replace("{wake_ids}", ids)
+            .replace("{wake_at}", at)
+            .replace("{wake_delays}", delays),
+    )
+}
+
+/// `$1 id, $2 at, $3 delays` -> (whether the execution exists, notification count).
+/// Unfenced: [`WAKE`] of `$1` at `$2`.
+const REQUEST_WAKE: &str = r#"
+WITH {wake}
+SELECT EXISTS (SELECT 1 FROM woken) OR EXISTS (SELECT 1 FROM {s}.executions WHERE id = $1),
     (SELECT count(*) FROM note)
 "#;
 
@@ -551,8 +572,8 @@ SELECT cur.token, cur.status, upd.acknowledged FROM cur LEFT JOIN upd ON true
 /// `$1 before, $2 limit` -> the ids purged, by id (issue 12, retention). Takes up to `$2`
 /// terminal executions acknowledged before `$1` (`last_delivery_ended_at` of a completed or
 /// failed row), oldest first, from the `executions_terminal` index (migration v6), and
-/// deletes them with their step records, the store receipts they made and the start
-/// records naming them, in one statement. Never a non-terminal row: no transition leaves a
+/// deletes them with their step records, the store receipts they made, the start records
+/// naming them, their effects and their store-waiter registrations, in one statement. Never a non-terminal row: no transition leaves a
 /// terminal status, so the condition re-checked on a row's newest version after its lock
 /// cannot change. Rows are locked `FOR UPDATE SKIP LOCKED`: a row some statement holds
 /// (a stale holder's fenced write, another purge) is left for a later call instead of
@@ -580,6 +601,12 @@ receipts AS (
 ),
 starts AS (
     DELETE FROM {s}.start_requests q USING victims v WHERE q.target = v.id
+),
+effects AS (
+    DELETE FROM {s}.effects f USING victims v WHERE f.execution_id = v.id
+),
+waiters AS (
+    DELETE FROM {s}.store_waiters w USING victims v WHERE w.execution_id = v.id
 )
 SELECT g.id FROM gone g ORDER BY g.id
 "#;
@@ -640,10 +667,12 @@ LEFT JOIN {s}.store_receipts r
 "#;
 
 /// Statement 3: `$1 store, $2 entry key, $3 new value (NULL: absent), $4 applied,
-/// $5 execution, $6 step key, $7 previous` -> writes the entry when applied and records the
-/// receipt.
+/// $5 execution, $6 step key, $7 previous, $8 clock, $9 delays` -> (notification count):
+/// writes the entry when applied and records the receipt. An applied op also takes the
+/// entry's store waiters (one-shot, issue 16) and wakes them ([`WAKE`] at the backend's now).
 const APPLY_UPDATE: &str = r#"
-WITH del AS (
+WITH clk AS MATERIALIZED (SELECT COALESCE($8::bigint, {now}) AS now),
+del AS (
     DELETE FROM {s}.store_entries
     WHERE store_id = $1 AND entry_key = $2 AND $4 AND $3::text IS NULL
     RETURNING 1
@@ -653,9 +682,15 @@ put AS (
     SELECT $1, $2, $3 WHERE $4 AND $3::text IS NOT NULL
     ON CONFLICT (store_id, entry_key) DO UPDATE SET value = EXCLUDED.value
     RETURNING 1
-)
+),
+taken AS (
+    DELETE FROM {s}.store_waiters w WHERE w.store_id = $1 AND w.entry_key = $2 AND $4
+    RETURNING w.execution_id
+),
+{wake}
 INSERT INTO {s}.store_receipts (store_id, execution_id, step_key, applied, previous)
 VALUES ($1, $5, $6, $4, $7)
+RETURNING (SELECT count(*) FROM note)
 "#;
 
 /// `$1 request id, $2 target, $3 workflow, $4 input, $5 clock` -> (created, existing
@@ -719,6 +754,8 @@ pub(crate) struct Statements {
     pub(crate) read_receipt: Arc<str>,
     pub(crate) apply_update: Arc<str>,
     pub(crate) start: Arc<str>,
+    /// Effects and store waiters (issue 16).
+    pub(crate) effects: crate::effect::EffectStatements,
     pub(crate) now: Arc<str>,
     pub(crate) drop_schema: Arc<str>,
 }
@@ -748,7 +785,7 @@ impl Statements {
             get: r(GET),
             list_failing: r(LIST_FAILING),
             list_corrupt: r(LIST_CORRUPT),
-            request_wake: r(REQUEST_WAKE),
+            request_wake: r(&wake_of(REQUEST_WAKE, "$1", "$2", "$3")),
             claim: r(CLAIM),
             claim_leases_only: r(&CLAIM.replace("{horizon}", "")),
             renew: r(RENEW),
@@ -767,8 +804,14 @@ impl Statements {
             read_entry: r(READ_ENTRY),
             lock_store: r(LOCK_STORE),
             read_receipt: r(READ_RECEIPT),
-            apply_update: r(APPLY_UPDATE),
+            apply_update: r(&wake_of(
+                APPLY_UPDATE,
+                "SELECT execution_id FROM taken",
+                "(SELECT now FROM clk)",
+                "$9",
+            )),
             start: r(START),
+            effects: crate::effect::EffectStatements::new(&r),
             now: r(NOW),
             drop_schema: r(DROP_SCHEMA),
         }

@@ -130,6 +130,8 @@ impl StoreClient for PostgresBackend {
         let execution = receipt.execution_id.as_str();
         let step = receipt.step_key.as_str();
         let entry = op.key().as_str();
+        let clock = self.clock_param();
+        let delays = &self.inner.delays;
         // One transaction: lock the store row, then read receipt and entry in a fresh
         // snapshot (taken after the lock, so they are current), apply the op exactly as
         // lease-core defines it, write entry and receipt, commit. Only a failed COMMIT
@@ -175,6 +177,8 @@ impl StoreClient for PostgresBackend {
                         .bind(execution)
                         .bind(step)
                         .bind(outcome.previous.as_ref().map(Json::as_str))
+                        .bind(clock)
+                        .bind(delays)
                         .execute(&mut *tx)
                         .await
                         .map_err(Attempt::before_commit)?;
@@ -196,6 +200,15 @@ impl StoreClient for PostgresBackend {
                 replayed: false,
             }),
         }
+    }
+
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        self.watch(store, key, waiter).await
     }
 }
 

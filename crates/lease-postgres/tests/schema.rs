@@ -193,12 +193,14 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 7 to 2).
+        // Turn the schema back into what version 1 created (undoing versions 8 to 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP INDEX \"{schema}\".executions_claim_waiting; \
+                "DROP TABLE \"{schema}\".effects; \
+                 DROP TABLE \"{schema}\".store_waiters; \
+                 DROP INDEX \"{schema}\".executions_claim_waiting; \
                  DROP INDEX \"{schema}\".executions_claim_expired; \
                  DROP INDEX \"{schema}\".executions_terminal; \
                  DROP INDEX \"{schema}\".store_receipts_execution; \
