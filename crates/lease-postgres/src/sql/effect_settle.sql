@@ -3,7 +3,7 @@
 -- effect. Records `$3` when the effect is pending and `$2` owns it (the Pending branch of
 -- EffectRecord::settle, which the caller applies to the returned row to report the
 -- settlement), ends the wait and, when the owner waited, wakes it in the same statement:
--- {wake} is request_wake's transition at the backend's now.
+-- the wake CTEs are request_wake's transition (sql::WAKE) at the backend's now.
 WITH clk AS MATERIALIZED (SELECT COALESCE($4::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT f.id, f.execution_id, f.result, f.begun_at, f.settled_at, f.waiting
