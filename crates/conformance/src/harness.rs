@@ -26,6 +26,11 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// with `false` the retention cases check only that it reports `Unsupported`.
     const RETENTION: bool = false;
 
+    /// The backend counts executions by status
+    /// ([`lease_core::ExecutionClient::status_counts`], issue 15); with `false` the count
+    /// cases check only that it reports `Unsupported`.
+    const STATUS_COUNTS: bool = false;
+
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.
     async fn kill_listeners(&self) -> Result<bool> {

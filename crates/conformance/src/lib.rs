@@ -222,6 +222,13 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, retention, purge_respects_its_limit);
         $crate::__case!($harness, retention, purged_id_is_unknown_then_new);
         $crate::__case!($harness, retention, purge_limit_out_of_range_rejected);
+        // counts.rs (issue 15)
+        $crate::__case!($harness, counts, status_counts_by_effective_status);
+        $crate::__case!(
+            $harness,
+            counts,
+            status_counts_change_nothing_and_follow_purge
+        );
         // differential.rs (issue 11: every harness runs the differential test)
         $crate::__case!($harness, differential, differential_seed_1);
         $crate::__case!($harness, differential, differential_seed_2);
@@ -262,6 +269,7 @@ mod tests {
             ("differential", include_str!("cases/differential.rs")),
             ("combined", include_str!("cases/combined.rs")),
             ("retention", include_str!("cases/retention.rs")),
+            ("counts", include_str!("cases/counts.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

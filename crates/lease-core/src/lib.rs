@@ -9,6 +9,7 @@
 //! the clock abstraction and, with feature `memory`, the in-memory reference backend.
 
 pub mod client;
+pub mod counts;
 pub mod dispatcher;
 pub mod error;
 pub mod execution;
@@ -25,6 +26,7 @@ pub mod time;
 pub mod wakeup;
 
 pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
+pub use counts::StatusCounts;
 pub use dispatcher::{
     Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
     Reply, SharedBackend, ShutdownReport, StepSlot, Worker,
