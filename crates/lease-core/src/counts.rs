@@ -49,14 +49,28 @@ impl StatusCounts {
 
     /// Adds one execution of `status`.
     pub fn add(&mut self, status: ExecutionStatus) {
-        let slot = match status {
+        *self.slot(status) += 1;
+    }
+
+    /// Adds `n` executions of the status stored as `name` ([`ExecutionStatus::as_str`]);
+    /// any other name (`"corrupt"`, an unknown status) adds to [`StatusCounts::corrupt`].
+    /// For backends that count in storage.
+    pub fn add_named(&mut self, name: &str, n: u64) {
+        let slot = match Self::STATUSES.iter().find(|s| s.as_str() == name) {
+            Some(status) => self.slot(*status),
+            None => &mut self.corrupt,
+        };
+        *slot += n;
+    }
+
+    fn slot(&mut self, status: ExecutionStatus) -> &mut u64 {
+        match status {
             ExecutionStatus::Admitted => &mut self.admitted,
             ExecutionStatus::Running => &mut self.running,
             ExecutionStatus::Suspended => &mut self.suspended,
             ExecutionStatus::Completed => &mut self.completed,
             ExecutionStatus::Failed => &mut self.failed,
-        };
-        *slot += 1;
+        }
     }
 
     /// Counts `records` by their effective status at `now` (the reference computation).
@@ -112,5 +126,18 @@ mod tests {
         );
         assert_eq!(counts.total(), 3);
         assert_eq!(counts.of(ExecutionStatus::Running), 1);
+    }
+
+    #[test]
+    fn names_are_the_stored_ones_and_others_are_corrupt() {
+        let mut counts = StatusCounts::default();
+        for status in StatusCounts::STATUSES {
+            counts.add_named(status.as_str(), 2);
+        }
+        counts.add_named("corrupt", 1);
+        counts.add_named("Running", 1);
+        assert_eq!(counts.total(), 10);
+        assert_eq!(counts.corrupt, 2);
+        assert!(StatusCounts::STATUSES.iter().all(|s| counts.of(*s) == 2));
     }
 }

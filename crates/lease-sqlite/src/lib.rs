@@ -118,6 +118,7 @@ mod backend;
 mod candidates;
 mod config;
 mod conn;
+mod counts;
 mod error;
 mod executions;
 mod fenced;
