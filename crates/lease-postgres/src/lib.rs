@@ -81,6 +81,7 @@
 
 mod backend;
 mod config;
+mod counts;
 mod error;
 mod execution;
 mod fenced;

@@ -680,6 +680,7 @@ pub(crate) struct Statements {
     /// `acknowledge_and_claim`'s two per-connection prepared statements.
     pub(crate) ack_and_claim: AckAndClaimStatements,
     pub(crate) purge_terminal: Arc<str>,
+    pub(crate) status_counts: Arc<str>,
     pub(crate) write_step: Arc<str>,
     pub(crate) read_step: Arc<str>,
     pub(crate) list_steps: Arc<str>,
@@ -730,6 +731,7 @@ impl Statements {
                 &r(&CLAIM.replace("$3", ACK_AND_CLAIM_LIMIT)),
             ),
             purge_terminal: r(PURGE_TERMINAL),
+            status_counts: r(crate::counts::STATUS_COUNTS),
             write_step,
             read_step: r(READ_STEP),
             list_steps: r(LIST_STEPS),

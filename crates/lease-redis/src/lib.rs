@@ -173,6 +173,7 @@ mod backend;
 mod claim;
 mod combined;
 mod config;
+mod counts;
 mod errors;
 mod execution;
 mod fenced;

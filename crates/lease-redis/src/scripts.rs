@@ -91,6 +91,7 @@ pub(crate) struct Scripts {
     pub(crate) get_or_create: Script,
     pub(crate) store_update: Script,
     pub(crate) purge_terminal: Script,
+    pub(crate) status_counts: Script,
     pub(crate) migrate: Script,
 }
 
@@ -114,5 +115,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     get_or_create: script(include_str!("lua/get_or_create.lua")),
     store_update: script(include_str!("lua/store_update.lua")),
     purge_terminal: script(include_str!("lua/purge_terminal.lua")),
+    status_counts: script(include_str!("lua/status_counts.lua")),
     migrate: script(include_str!("lua/migrate.lua")),
 });
