@@ -7,7 +7,8 @@
 //!
 //! 1. [`PostgresBackend::begin_fenced`] opens a READ COMMITTED transaction and sets two
 //!    transaction-local limits derived from the lease ([`stall_bound_ms`]):
-//!    `idle_in_transaction_session_timeout` and `lock_timeout`.
+//!    `idle_in_transaction_session_timeout` and `lock_timeout`, in one message that leaves
+//!    no transaction open if it fails.
 //! 2. The application runs any statements on any tables through the transaction.
 //! 3. [`FencedTx::commit`] sends ONE simple-query message: a `SELECT ... FOR SHARE` of the
 //!    execution row (the lock `write_step` takes; it conflicts with the claim's `FOR UPDATE
@@ -51,11 +52,20 @@ const MAX_SETTING_MS: i64 = i32::MAX as i64;
 /// The message that opens a fenced transaction: `$1` the lease's expiry, `$2` the clock
 /// (NULL: the database's). Sets both limits to [`stall_bound_ms`]'s value, computed on the
 /// backend clock in the same round trip as `BEGIN`.
+///
+/// `BEGIN` comes last. The statements of one message before it run in the message's
+/// implicit transaction, which `BEGIN` turns into the explicit one, keeping its isolation
+/// level (pinned by `SET TRANSACTION`, whatever the session's default) and its
+/// transaction-local settings. So if anything in the message fails, the implicit
+/// transaction is rolled back and the connection is left idle, outside any transaction: a
+/// `BEGIN` first would leave it in an aborted transaction, which sqlx 0.9 returns to the
+/// pool as it is (its next user gets SQLSTATE 25P02).
 const BEGIN: &str = r#"
-BEGIN ISOLATION LEVEL READ COMMITTED;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SELECT set_config('idle_in_transaction_session_timeout', b.ms::text, true),
        set_config('lock_timeout', b.ms::text, true)
-FROM (SELECT least(greatest($1 - COALESCE($2, {now}), {floor}), {ceiling}) AS ms) b
+FROM (SELECT least(greatest($1 - COALESCE($2, {now}), {floor}), {ceiling}) AS ms) b;
+BEGIN
 "#;
 
 /// The fence of [`FencedTx::commit`]: `$1` id, `$2` token. Statement 1 locks the row and
@@ -144,8 +154,8 @@ impl AsMut<PgConnection> for FencedTx {
 
 impl PostgresBackend {
     /// Opens an application transaction fenced by `lease` (issue 13): see [`FencedTx`].
-    /// One round trip: `BEGIN ISOLATION LEVEL READ COMMITTED` and the two limits of
-    /// [`stall_bound_ms`]. The lease is checked against the execution row at commit, where
+    /// One round trip: a READ COMMITTED `BEGIN` and the two limits of [`stall_bound_ms`]
+    /// (a failure leaves the connection outside any transaction). The lease is checked against the execution row at commit, where
     /// the check holds until the commit; nothing is locked before.
     ///
     /// Errors (nothing is sent): token 0 is [`LeaseError::InvalidInput`], a token above

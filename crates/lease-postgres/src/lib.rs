@@ -24,12 +24,14 @@
 //! - **Tokens** come from one sequence per schema, so they are unique across executions and
 //!   rise strictly per execution.
 //! - **Claim** is one `UPDATE ... FROM (SELECT ... WHERE sort_due <= now AND claimable_at <=
-//!   now ORDER BY sort_due, id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING`. `claimable_at` (the
+//!   now ORDER BY sort_due, id LIMIT n FOR UPDATE SKIP LOCKED) RETURNING`, the select made of
+//!   two (rows not running by due, expired leases by expiry), so no claim walks past a live
+//!   lease. `claimable_at` (the
 //!   instant the row becomes claimable, redelivery gate included) is stored and kept current by
 //!   every write, using the policy's delay table (`RedeliveryPolicy::table_ms`, passed as a
 //!   `bigint[]` parameter); `sort_due` (the effective due time) is a generated column. The
-//!   inner select walks the `(sort_due, id)` index in claim order and stops after n claimable
-//!   rows. The same statement returns each claimed row as updated, so
+//!   waiting side walks a partial `(sort_due, id)` index in claim order and stops after n
+//!   claimable rows. The same statement returns each claimed row as updated, so
 //!   `claim_due_with_records` hands the dispatcher the record `get` would read right after
 //!   the claim (decoded and made effective exactly as `get` does) without a second round
 //!   trip; `claim_due` is that call without the records.

@@ -24,10 +24,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/v4.sql"),
     include_str!("migrations/v5.sql"),
     include_str!("migrations/v6.sql"),
+    include_str!("migrations/v7.sql"),
 ];
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

@@ -190,11 +190,22 @@ SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM {s}.executions WHERE 
 /// due) by (due, id): the lease first (a stable prefix the benchmark reads), then the record
 /// as the claim left it, so `claim_due_with_records` needs no second round trip; then
 /// `{horizon}` appends one summary row (id NULL; columns 15 and 16: the clock the claim ran
-/// at and the horizon, see [`CLAIM_HORIZON`]). One
-/// `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)`. The inner
-/// select walks the `(sort_due, id)` index up to now (`claimable_at >= sort_due`, so the bound
-/// is implied) and stops after n claimable rows. An
-/// expired running row is first ended as an unacknowledged delivery ended at its expiry
+/// at and the horizon, see [`CLAIM_HORIZON`]). One `UPDATE ... FROM` the first n rows, by
+/// (due, id), of two locking selects (`FOR UPDATE SKIP LOCKED LIMIT n`, schema v7), so no
+/// claim walks past a live lease:
+///
+/// - `waiting`: rows not running, walked by `(sort_due, id)` on `executions_claim_waiting` up
+///   to now (`claimable_at >= sort_due`, so the bound is implied), stopping after n
+///   claimable rows; it passes over rows waiting out a redelivery delay only;
+/// - `expired`: running rows with `claimable_at <= now` on `executions_claim_expired` (a
+///   live lease's `claimable_at` is its expiry plus the redelivery delay, in the future), so
+///   it reads only expired leases past their delay, sorted by (due, id).
+///
+/// The first n of each side hold the first n overall. When both sides have rows, rows of
+/// the n + n locked that are not among the first n stay locked (unclaimed) until the commit:
+/// only in a full claim (as many as asked), whose summary row (`unpicked`) then reports them
+/// due at once, so its dispatcher claims again immediately; concurrent claims skip them
+/// meanwhile. An expired running row is first ended as an unacknowledged delivery ended at its expiry
 /// (unacked + 1, last_delivery_ended_at = expiry, due_at = min(due_at, wake_after_claim)),
 /// then claimed with the next token of the schema's single sequence, issued in claim order.
 /// A token not above the row's stored (post-lock) token means the sequence fell behind the
@@ -204,16 +215,31 @@ const CLAIM: &str = r#"
 WITH clk AS MATERIALIZED (
     SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now
 ),
-picked AS MATERIALIZED (
+waiting AS MATERIALIZED (
     SELECT e.id, e.sort_due AS due
     FROM {s}.executions e
-    WHERE e.sort_due <= (SELECT now FROM clk)
+    WHERE e.claimable_at IS NOT NULL AND e.status <> 'running'
+      AND e.sort_due <= (SELECT now FROM clk)
       AND e.claimable_at <= (SELECT now FROM clk)
-      AND e.claimable_at IS NOT NULL
       AND {decodable}
     ORDER BY e.sort_due, e.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+),
+expired AS MATERIALIZED (
+    SELECT e.id, e.sort_due AS due
+    FROM {s}.executions e
+    WHERE e.claimable_at IS NOT NULL AND e.status = 'running'
+      AND e.claimable_at <= (SELECT now FROM clk)
+      AND {decodable}
+    ORDER BY e.sort_due, e.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+picked AS MATERIALIZED (
+    SELECT u.id, u.due FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) u
+    ORDER BY u.due, u.id
+    LIMIT $3
 ),
 issued AS MATERIALIZED (
     SELECT p.id, p.due, nextval('{s}.fencing_tokens') AS token
@@ -1039,12 +1065,13 @@ mod tests {
         for sql in [&ac.prepare_ack, &ac.prepare_claim] {
             assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
         }
-        // The claim's limit is the acknowledgement-dependent one, in LIMIT and in `short`.
+        // The claim's limit is the acknowledgement-dependent one, in the LIMITs of
+        // `waiting`, `expired` and `picked` and in `short`.
         assert_eq!(
             ac.prepare_claim
                 .matches("g.id = $6 AND g.token >= $7")
                 .count(),
-            2
+            4
         );
         assert!(
             !ac.prepare_claim.contains("LIMIT $3"),

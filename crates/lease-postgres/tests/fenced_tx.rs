@@ -563,6 +563,56 @@ fn transaction_limits_come_from_the_lease() {
     });
 }
 
+/// A fenced transaction whose opening message fails on the server (here: a forged lease whose
+/// expiry overflows the stall bound's arithmetic) leaves no transaction open on its
+/// connection: on a one-connection pool the next operation gets that connection and must not
+/// meet an aborted transaction (SQLSTATE 25P02). The transaction is also READ COMMITTED
+/// whatever the session's default isolation is.
+#[test]
+fn a_failed_begin_leaves_its_connection_clean() {
+    with_fixture(|f| async move {
+        let lease = f.admit_and_claim("o-begin").await.lease;
+        let config = common::config(f.clock.clone(), f.policy)
+            .schema(f.a.schema())
+            .max_connections(1);
+        let one = PostgresBackend::connect(config).await.expect("connect");
+        let forged = ExecutionLease {
+            expires_at: Timestamp::MIN,
+            ..lease.clone()
+        };
+        let failed = one.begin_fenced(&forged).await;
+        assert!(failed.is_err(), "{failed:?}");
+        let record = one.get(&lease.execution_id).await;
+        assert!(
+            record.is_ok(),
+            "the next user of the connection: {record:?}"
+        );
+        let mut tx = one
+            .begin_fenced(&lease)
+            .await
+            .expect("begin after a failed begin");
+        f.charge(&mut tx, "o-begin", token(&lease), "A").await;
+        assert_eq!(tx.commit().await.expect("commit"), Fenced::Accepted(()));
+        assert_eq!(
+            f.stored_charge("o-begin").await,
+            Some((token(&lease), "A".to_owned()))
+        );
+        // The isolation level is pinned even when the session defaults to another.
+        sqlx::query("SET default_transaction_isolation = 'serializable'")
+            .execute(one.pool())
+            .await
+            .expect("set");
+        let mut tx = one.begin_fenced(&lease).await.expect("begin");
+        let isolation: String = sqlx::query_scalar("SHOW transaction_isolation")
+            .fetch_one(tx.conn())
+            .await
+            .expect("show");
+        assert_eq!(isolation, "read committed");
+        tx.rollback().await.expect("rollback");
+        one.close().await;
+    });
+}
+
 /// A stalled holder's application row locks block another holder only until the stalled
 /// transaction's idle limit ends its session; the stalled commit then fails with nothing
 /// applied. The waiting holder's statement simply waits (its own lock limit is longer).
@@ -573,9 +623,12 @@ fn a_stalled_holder_is_ended_by_its_idle_limit() {
         f.expire(); // the stalled holder's lease has run out: its limit is the floor
         let mut tx_a = f.a.begin_fenced(&stalled).await.expect("begin A");
         f.charge(&mut tx_a, "o-shared", token(&stalled), "A").await;
+        // A's session went idle (its idle limit started) before this reply reached us; timed
+        // from here, not from B's statement, so a slow claim and begin on a loaded machine
+        // cannot eat into the bound checked below.
+        let started = std::time::Instant::now();
         let fresh = claim_one(&f.b, &f.clock, &stalled.execution_id).await.lease; // 30 s limit
         let mut tx_b = f.b.begin_fenced(&fresh).await.expect("begin B");
-        let started = std::time::Instant::now();
         // Blocks on A's uncommitted row until the server ends A's idle session.
         let inserted = f.charge(&mut tx_b, "o-shared", token(&fresh), "B").await;
         let waited = started.elapsed();

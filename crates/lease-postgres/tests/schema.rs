@@ -163,14 +163,15 @@ fn claim_uses_the_claimable_index() {
         .await;
         let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "EXPLAIN SELECT e.id FROM \"{schema}\".executions e \
-             WHERE e.sort_due <= 5 AND e.claimable_at <= 5 AND e.claimable_at IS NOT NULL \
+             WHERE e.claimable_at IS NOT NULL AND e.status <> 'running' \
+             AND e.sort_due <= 5 AND e.claimable_at <= 5 \
              ORDER BY e.sort_due, e.id LIMIT 10 FOR UPDATE SKIP LOCKED"
         )))
         .fetch_all(&mut conn)
         .await
         .expect("explain");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_sort_due"), "{plan}");
+        assert!(plan.contains("executions_claim_waiting"), "{plan}");
         assert!(
             !plan.contains("Sort"),
             "claims walk the index in order: {plan}"
@@ -192,18 +193,19 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 6 to 2).
+        // Turn the schema back into what version 1 created (undoing versions 7 to 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP INDEX \"{schema}\".executions_terminal; \
+                "DROP INDEX \"{schema}\".executions_claim_waiting; \
+                 DROP INDEX \"{schema}\".executions_claim_expired; \
+                 DROP INDEX \"{schema}\".executions_terminal; \
                  DROP INDEX \"{schema}\".store_receipts_execution; \
                  DROP INDEX \"{schema}\".start_requests_target; \
                  DROP FUNCTION \"{schema}\".record_problem; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
                  DROP INDEX \"{schema}\".executions_horizon; \
-                 DROP INDEX \"{schema}\".executions_sort_due; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
                  CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \
                      WHERE claimable_at IS NOT NULL; \

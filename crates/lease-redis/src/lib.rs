@@ -184,6 +184,7 @@ mod migrate;
 mod reply;
 mod scripts;
 mod store;
+mod tls;
 mod wake;
 mod wire;
 

@@ -8,6 +8,8 @@ use std::time::Duration;
 use lease::url::{BackendUrl, Target};
 use lease_core::{LeaseBackend, RedeliveryPolicy};
 
+use crate::app::AppStore;
+
 /// Which backend a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -46,42 +48,49 @@ pub fn policy() -> RedeliveryPolicy {
 }
 
 /// Opens the backend at `url` in `namespace` (schema for PostgreSQL) with a pool of
-/// `pool` connections (PostgreSQL).
-pub async fn open(url: &str, namespace: &str, pool: u32) -> Result<Arc<dyn LeaseBackend>, String> {
+/// `pool` connections (PostgreSQL); the same handle, concretely typed, is the store of the
+/// workflow's application rows.
+pub async fn open(
+    url: &str,
+    namespace: &str,
+    pool: u32,
+) -> Result<(Arc<dyn LeaseBackend>, AppStore), String> {
     let parsed = BackendUrl::parse(url).map_err(|e| e.to_string())?;
-    let backend: Arc<dyn LeaseBackend> = match parsed.target {
-        Target::SqliteFile(path) => Arc::new(
-            lease::sqlite::SqliteBackend::open(
-                lease::sqlite::SqliteConfig::file(path)
+    Ok(match parsed.target {
+        Target::SqliteFile(path) => {
+            let b = lease::sqlite::SqliteBackend::open(
+                lease::sqlite::SqliteConfig::file(path.clone())
                     .namespace(namespace)
                     .policy(policy())
                     .busy_timeout(Duration::from_secs(10)),
             )
             .await
-            .map_err(|e| e.to_string())?,
-        ),
-        Target::Postgres(u) => Arc::new(
-            lease::postgres::PostgresBackend::connect(
+            .map_err(|e| e.to_string())?;
+            (Arc::new(b.clone()), AppStore::sqlite(b, path))
+        }
+        Target::Postgres(u) => {
+            let b = lease::postgres::PostgresBackend::connect(
                 lease::postgres::PostgresConfig::new(u)
                     .schema(namespace)
                     .policy(policy())
                     .max_connections(pool.max(1)),
             )
             .await
-            .map_err(|e| e.to_string())?,
-        ),
-        Target::Redis(u) => Arc::new(
-            lease::redis::RedisBackend::connect(
+            .map_err(|e| e.to_string())?;
+            (Arc::new(b.clone()), AppStore::postgres(b))
+        }
+        Target::Redis(u) => {
+            let b = lease::redis::RedisBackend::connect(
                 lease::redis::RedisConfig::new(u)
                     .namespace(namespace)
                     .policy(policy()),
             )
             .await
-            .map_err(|e| e.to_string())?,
-        ),
+            .map_err(|e| e.to_string())?;
+            (Arc::new(b.clone()), AppStore::redis(b))
+        }
         other => return Err(format!("torture needs a shared store, not {other:?}")),
-    };
-    Ok(backend)
+    })
 }
 
 /// Opens with retries until `within` has passed (the server may be restarting).
@@ -90,7 +99,7 @@ pub async fn open_retrying(
     namespace: &str,
     pool: u32,
     within: Duration,
-) -> Result<Arc<dyn LeaseBackend>, String> {
+) -> Result<(Arc<dyn LeaseBackend>, AppStore), String> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         match open(url, namespace, pool).await {

@@ -1,7 +1,8 @@
 //! Controller mode: admits executions, runs the runtime processes (re-executing this
 //! binary), injects the seeded fault schedule, shows progress, stops the faults at the
-//! deadline, waits for every execution within the liveness bound, reads the final state,
-//! runs the history checker and prints the report.
+//! deadline, waits for every execution within the liveness bound, reads the final state
+//! (the application rows too), runs the history checker and the application-row checker
+//! and prints the report.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
@@ -17,6 +18,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::time::Instant;
 
+use crate::app::{AppStore, AppWrite};
+use crate::appcheck;
 use crate::args::Flags;
 use crate::backend::{self, Kind};
 use crate::faults::{self, Fault, FaultKind};
@@ -45,6 +48,9 @@ usage: lease-torture run --url URL [options]
   --restart-cmd CMD    shell command restarting the server (needed for `restart`)
   --work-dir DIR       logs and the SQLite file (default: a fresh temp dir)
   --json FILE          also write the report as JSON
+  --app-write MODE     fenced (default): the application rows through step_in_tx /
+                       step_in_script; unfenced: NEGATIVE CONTROL, the rows written outside
+                       the fence (the checker must report violations)
   --keep               keep the work dir and the namespace even when the run passes";
 
 /// Options of a controller run.
@@ -80,6 +86,8 @@ pub struct RunArgs {
     pub json: Option<PathBuf>,
     /// Keep everything.
     pub keep: bool,
+    /// How the workflow writes its application rows.
+    pub app_write: AppWrite,
 }
 
 impl RunArgs {
@@ -112,6 +120,7 @@ impl RunArgs {
             work_dir: f.take("work-dir").map(PathBuf::from),
             json: f.take("json").map(PathBuf::from),
             keep: f.switch("keep")?,
+            app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
         };
         f.finish()?;
         if a.processes == 0 || a.processes > 64 {
@@ -157,6 +166,7 @@ struct Controller {
     tails: Vec<Tail>,
     later: Vec<(Instant, Later)>,
     backend: Arc<dyn LeaseBackend>,
+    app: AppStore,
     control: OpLog,
     dropper: Option<Dropper>,
     server_port: u16,
@@ -265,7 +275,9 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         },
         dir.display()
     );
-    let backend = backend::open_retrying(&url, &namespace, 4, Duration::from_secs(30)).await?;
+    let (backend, app) =
+        backend::open_retrying(&url, &namespace, 4, Duration::from_secs(30)).await?;
+    app.create().await?;
     let dropper = if a.faults.contains(&FaultKind::Drop) {
         Some(Dropper::connect(&url, kind).await?)
     } else {
@@ -294,6 +306,7 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         tails: Vec::new(),
         later: Vec::new(),
         backend,
+        app: app.clone(),
         control,
         dropper,
         admitted: BTreeMap::new(),
@@ -319,6 +332,9 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     if report.violations == 0 && !a.keep {
         if let Err(e) = backend::destroy(&url, &namespace).await {
             eprintln!("lease-torture: warning: cleanup of {namespace}: {e}");
+        }
+        if let Err(e) = app.destroy().await {
+            eprintln!("lease-torture: warning: cleanup of the application rows: {e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     } else {
@@ -367,6 +383,7 @@ impl Controller {
             .arg(&log)
             .args(["--concurrency", &self.a.concurrency.to_string()])
             .args(["--lease-ms", &self.a.lease_ms.to_string()])
+            .args(["--app-write", self.a.app_write.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -747,13 +764,16 @@ impl Controller {
             let seq = self.control.next_seq();
             self.control.record(seq, op);
         }
-        let mut ops = Vec::new();
+        let mut keyed = Vec::new();
         let mut torn = 0;
         for path in self.logs.iter().chain([&self.dir.join("controller.jsonl")]) {
-            let (o, t) = oplog::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            ops.extend(o);
+            let (o, t) = oplog::read_keyed(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            keyed.extend(o);
             torn += t;
         }
+        let ops: Vec<Op> = keyed.iter().map(|(_, op)| op.clone()).collect();
+        let rows = self.app.rows().await?;
+        let app_violations = appcheck::check(&rows, &keyed, &workflow::is_app_step);
         let lease_ms = self.a.lease_ms;
         let expected_step = workflow::expected_step;
         let expected_outcome = move |e: &str| workflow::expected_outcome(e, lease_ms);
@@ -766,9 +786,10 @@ impl Controller {
             expected_outcome: Some(&expected_outcome),
         };
         let violations = history::check(&ops, &options);
-        if !violations.is_empty() {
+        if !violations.is_empty() || !app_violations.is_empty() {
             let path = self.dir.join("violations.json");
-            let text = serde_json::to_string_pretty(&violations).unwrap_or_default();
+            let text =
+                serde_json::to_string_pretty(&(&violations, &app_violations)).unwrap_or_default();
             let _ = std::fs::write(&path, text);
         }
         let counts = report::count_ops(&ops);
@@ -823,8 +844,13 @@ impl Controller {
             stale_renewals_refused: lost(&["renew", "release"]),
             ops: counts,
             torn_lines: torn,
-            violations: violations.len(),
+            app_write: self.a.app_write.name().to_owned(),
+            app_rows: rows.len() as u64,
+            violations: violations.len() + app_violations.len(),
+            history_violations: violations.len(),
+            app_violations: app_violations.len(),
             first_violations: violations.into_iter().take(20).collect(),
+            first_app_violations: app_violations.into_iter().take(20).collect(),
         })
     }
 }
@@ -845,35 +871,46 @@ async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
             continue;
         };
         let end_us = now_us();
-        let op = |kind| Op {
+        let op = |kind, token| Op {
             process: 0,
             execution: id.clone(),
-            token: 0,
+            token,
             start_us,
             end_us,
             kind,
             result: OpResult::Accepted,
         };
-        out.push(op(OpKind::ReadOutcome {
-            outcome: record.and_then(|r| r.outcome.as_ref().map(terminal_text)),
-        }));
+        out.push(op(
+            OpKind::ReadOutcome {
+                outcome: record.and_then(|r| r.outcome.as_ref().map(terminal_text)),
+            },
+            0,
+        ));
         let mut keys: BTreeSet<String> = workflow::step_keys(&id);
         for s in steps {
             keys.remove(s.step_key.as_str());
-            out.push(op(OpKind::ReadStep {
-                step_key: s.step_key.as_str().to_owned(),
-                step_attempt: s.step_attempt,
-                value: Some(s.response.as_str().to_owned()),
-            }));
+            // The record's token, as the recorder logs step reads (the application-row
+            // check compares it with the row's).
+            out.push(op(
+                OpKind::ReadStep {
+                    step_key: s.step_key.as_str().to_owned(),
+                    step_attempt: s.step_attempt,
+                    value: Some(s.response.as_str().to_owned()),
+                },
+                s.token.get(),
+            ));
         }
         // Steps the workflow may have written but the store does not hold: the checker
         // reports any that an accepted write or an earlier read had seen.
         for key in keys {
-            out.push(op(OpKind::ReadStep {
-                step_key: key,
-                step_attempt: lease_core::dispatcher::STEP_ATTEMPT,
-                value: None,
-            }));
+            out.push(op(
+                OpKind::ReadStep {
+                    step_key: key,
+                    step_attempt: lease_core::dispatcher::STEP_ATTEMPT,
+                    value: None,
+                },
+                0,
+            ));
         }
         break;
     }

@@ -3,9 +3,13 @@
 //! (`lease-torture runtime`), each running a dispatcher over a shared backend and logging
 //! every claim, renewal, step write, acknowledgement and release; it injects a seeded
 //! schedule of faults (SIGSTOP, SIGKILL, dropped connections, late renewals, server
-//! restarts), then checks the merged history with `lease_conformance::history`.
+//! restarts), then checks the merged history with `lease_conformance::history` and the
+//! workflow's application rows (issue 13) with [`appcheck`].
 //! Usually run through `cargo xtask torture`.
 
+mod app;
+mod appcheck;
+mod appstep;
 mod args;
 mod backend;
 mod controller;

@@ -130,21 +130,29 @@ impl Merger {
         }
     }
 
-    /// The merged operations.
-    pub fn into_ops(self) -> Vec<Op> {
-        self.ops.into_values().collect()
+    /// The merged operations with their sequence numbers.
+    pub fn into_keyed(self) -> Vec<(u64, Op)> {
+        self.ops.into_iter().collect()
     }
 }
 
 /// Reads a whole log file.
+#[cfg(test)]
 pub fn read(path: &Path) -> std::io::Result<(Vec<Op>, usize)> {
+    let (ops, torn) = read_keyed(path)?;
+    Ok((ops.into_iter().map(|(_, op)| op).collect(), torn))
+}
+
+/// Reads a whole log file: its operations with their sequence numbers (an application row
+/// names its writer by process and sequence number), and the torn lines.
+pub fn read_keyed(path: &Path) -> std::io::Result<(Vec<(u64, Op)>, usize)> {
     let text = std::fs::read_to_string(path)?;
     let mut m = Merger::default();
     for line in text.lines() {
         m.add_line(line);
     }
     let torn = m.torn;
-    Ok((m.into_ops(), torn))
+    Ok((m.into_keyed(), torn))
 }
 
 /// Follows a log file as it grows, returning the result lines of complete new lines.

@@ -6,6 +6,8 @@ use std::fmt;
 use lease_conformance::history::{Op, OpKind, OpResult, Violation};
 use serde::Serialize;
 
+use crate::appcheck::AppViolation;
+
 /// Operation counts by kind, then by result.
 pub type OpCounts = BTreeMap<&'static str, BTreeMap<&'static str, u64>>;
 
@@ -89,10 +91,20 @@ pub struct Report {
     pub stale_renewals_refused: u64,
     /// Torn log lines (a SIGKILL mid-write).
     pub torn_lines: usize,
-    /// Violations found (must be 0).
+    /// How the application rows were written (`fenced`; `unfenced` is the negative control).
+    pub app_write: String,
+    /// Application rows committed (issue 13: one per application step).
+    pub app_rows: u64,
+    /// Violations found, history and application rows (must be 0).
     pub violations: usize,
-    /// The first violations.
+    /// Violations of the history checker.
+    pub history_violations: usize,
+    /// Violations of the application-row checker.
+    pub app_violations: usize,
+    /// The first violations of the history checker.
     pub first_violations: Vec<Violation>,
+    /// The first violations of the application-row checker.
+    pub first_app_violations: Vec<AppViolation>,
 }
 
 impl fmt::Display for Report {
@@ -148,8 +160,20 @@ impl fmt::Display for Report {
             self.stale_renewals_refused
         )?;
         writeln!(f, "  torn log lines: {}", self.torn_lines)?;
-        writeln!(f, "  violations: {}", self.violations)?;
+        writeln!(
+            f,
+            "  application rows ({}): {}",
+            self.app_write, self.app_rows
+        )?;
+        writeln!(
+            f,
+            "  violations: {} (history {}, application rows {})",
+            self.violations, self.history_violations, self.app_violations
+        )?;
         for v in &self.first_violations {
+            writeln!(f, "    {v}")?;
+        }
+        for v in &self.first_app_violations {
             writeln!(f, "    {v}")?;
         }
         Ok(())

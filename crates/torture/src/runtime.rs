@@ -1,6 +1,7 @@
 //! Runtime mode: one runtime process of a torture run. It opens the backend, wraps it in
 //! the [`Recorder`], and runs a [`Dispatcher`] with short leases over the torture workflow
-//! until its standard input closes. Control lines on standard input: `slow <ms>` delays
+//! (whose application steps write through the same handle, [`AppSteps`]) until its
+//! standard input closes. Control lines on standard input: `slow <ms>` delays
 //! every renewal by that long (the slow-renew fault), `fast` ends the delay.
 
 use std::path::PathBuf;
@@ -12,6 +13,8 @@ use std::time::Duration;
 use lease_core::{Delivery, Dispatcher, DispatcherOptions, LeaseBackend};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::app::AppWrite;
+use crate::appstep::AppSteps;
 use crate::args::Flags;
 use crate::backend;
 use crate::oplog::OpLog;
@@ -33,10 +36,12 @@ pub struct RuntimeArgs {
     pub concurrency: usize,
     /// Lease duration, ms (renewed every third).
     pub lease_ms: u64,
+    /// How the application rows are written (`fenced`; `unfenced` is the negative control).
+    pub app_write: AppWrite,
 }
 
 impl RuntimeArgs {
-    /// Parses `--url --namespace --process --log --concurrency --lease-ms`.
+    /// Parses `--url --namespace --process --log --concurrency --lease-ms --app-write`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut f = Flags::new(args)?;
         let a = RuntimeArgs {
@@ -46,6 +51,7 @@ impl RuntimeArgs {
             log: PathBuf::from(f.required("log")?),
             concurrency: f.number("concurrency", 8)?,
             lease_ms: f.number("lease-ms", 1500)?,
+            app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
         };
         f.finish()?;
         Ok(a)
@@ -66,7 +72,7 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
         }
     };
     let pool = u32::try_from(a.concurrency / 2 + 2).unwrap_or(8);
-    let inner =
+    let (inner, store) =
         match backend::open_retrying(&a.url, &a.namespace, pool, Duration::from_secs(120)).await {
             Ok(b) => b,
             Err(e) => {
@@ -74,6 +80,7 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+    let app = Arc::new(AppSteps::new(store, log.clone(), a.process, a.app_write));
     let slow = Arc::new(AtomicU64::new(0));
     let recorder: Arc<dyn LeaseBackend> =
         Arc::new(Recorder::new(inner, log, a.process, slow.clone()));
@@ -86,7 +93,7 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
     let for_worker = recorder.clone();
     let dispatcher = match Dispatcher::start(
         recorder,
-        move |d: Delivery| workflow::run(d, for_worker.clone(), lease_ms),
+        move |d: Delivery| workflow::run(d, for_worker.clone(), app.clone(), lease_ms),
         options,
     ) {
         Ok(d) => d,

@@ -4,13 +4,17 @@
 //! outcome). Per execution, derived from its id: how many steps, an optional slow step
 //! longer than the lease (only renewals keep it), an optional durable nap (suspend with a
 //! wake, then replay), an optional retry reply (release, then replay), and whether the
-//! execution ends completed or failed.
+//! execution ends completed or failed. The even steps `s0, s2, ..` are application steps
+//! (issue 13 item 6): their effect is an application row written with their record through
+//! the backend's fenced path ([`AppSteps`]); the odd ones are plain `Delivery::step`s.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{Delivery, DeliveryError, Json, LeaseBackend, Reply, WorkflowRunOutcome};
+
+use crate::appstep::AppSteps;
 
 /// FNV-1a, 64 bit: a stable hash (std's hashers may change between releases).
 pub fn fnv(parts: &[&str]) -> u64 {
@@ -85,6 +89,14 @@ pub fn step_keys(execution: &str) -> std::collections::BTreeSet<String> {
     keys
 }
 
+/// Whether step `key` writes an application row: the even value steps `s0, s2, ..` (the
+/// same for every execution).
+pub fn is_app_step(_execution: &str, key: &str) -> bool {
+    key.strip_prefix('s')
+        .and_then(|i| i.parse::<usize>().ok())
+        .is_some_and(|i| i % 2 == 0)
+}
+
 /// How long a nap lasts.
 pub const NAP_MS: i64 = 150;
 
@@ -138,6 +150,7 @@ pub fn expected_outcome(execution: &str, lease_ms: u64) -> Option<String> {
 pub async fn run(
     d: Delivery,
     backend: Arc<dyn LeaseBackend>,
+    app: Arc<AppSteps>,
     lease_ms: u64,
 ) -> Result<Reply, DeliveryError> {
     let execution = d.execution_id().as_str().to_owned();
@@ -170,12 +183,16 @@ pub async fn run(
         }
         let work = Duration::from_millis(p.work_ms[i]);
         let value = step_value(&execution, i, &previous);
-        previous = d
-            .step(&format!("s{i}"), || async move {
+        let key = format!("s{i}");
+        previous = if is_app_step(&execution, &key) {
+            app.step(&d, &key, value, work).await?
+        } else {
+            d.step(&key, || async move {
                 tokio::time::sleep(work).await;
                 Ok::<_, Infallible>(value)
             })
-            .await?;
+            .await?
+        };
     }
     let value = Json::to_json("outcome", &outcome_value(&execution, &previous))?;
     Ok(Reply::Acknowledge(if p.fails {
@@ -205,5 +222,7 @@ mod tests {
         assert!(plans.iter().any(|p| p.retry_before.is_some()));
         assert!(plans.iter().any(|p| p.fails));
         assert!(plans.iter().any(|p| p.work_ms.iter().any(|w| *w >= 1500)));
+        assert!(is_app_step("e1", "s0") && is_app_step("e1", "s4"));
+        assert!(!is_app_step("e1", "s1") && !is_app_step("e1", "nap"));
     }
 }

@@ -1,0 +1,157 @@
+//! The claim's split indexes (schema v7, issue 12): a claim reads only rows it can take (no
+//! walk past live leases or terminal rows), and still takes waiting executions and expired
+//! leases together in (due, id) order.
+
+mod common;
+
+use std::time::Duration;
+
+use lease_core::{
+    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, ManualClock,
+    RedeliveryPolicy, Timestamp,
+};
+use lease_postgres::PostgresBackend;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+const LEASE: Duration = Duration::from_secs(1);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn policy() -> RedeliveryPolicy {
+    RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2)).expect("policy")
+}
+
+async fn claim(backend: &PostgresBackend, clock: &ManualClock, limit: usize) -> Vec<String> {
+    let leases: Vec<ExecutionLease> = backend
+        .claim_due(ClaimRequest {
+            now: clock.now(),
+            limit,
+            duration: LEASE,
+        })
+        .await
+        .expect("claim");
+    leases
+        .iter()
+        .map(|l| l.execution_id.as_str().to_owned())
+        .collect()
+}
+
+fn id(s: &str) -> ExecutionId {
+    ExecutionId::new(s).expect("id")
+}
+
+/// EXPLAIN ANALYZE of the library's own claim statement over 3,000 live leases (due long
+/// ago), 3,000 terminal rows and 3 due executions: it reads exactly the 3 due rows.
+#[test]
+fn a_claim_reads_no_live_lease_and_no_terminal_row() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let config = common::config(ManualClock::new(Timestamp::from_millis(1_000)), policy())
+            .schema(schema.clone());
+        let backend = PostgresBackend::connect(config).await.expect("connect");
+        let mut conn = PgConnection::connect(&common::url())
+            .await
+            .expect("connection");
+        let s = format!("\"{schema}\"");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
+                 claimable_at) \
+             SELECT 'live' || g, 'running', g, 0, 10000000, 10000000 \
+             FROM generate_series(1, 3000) g; \
+             INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
+             SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
+             FROM generate_series(1, 3000) g; \
+             INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
+             SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 3) g; \
+             SELECT setval('{s}.fencing_tokens', 10000); \
+             ANALYZE {s}.executions"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("fill");
+        let claim = lease_postgres::raw::statements(&schema).claim;
+        let mut tx = conn.begin().await.expect("begin");
+        let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {claim}"
+        )))
+        .bind(1_000_i64)
+        .bind(Some(1_000_i64))
+        .bind(10_i64)
+        .bind(30_000_i64)
+        .bind(vec![100_i64, 200])
+        .fetch_all(&mut *tx)
+        .await
+        .expect("explain");
+        tx.rollback().await.expect("rollback");
+        let plan = plan.join("\n");
+        assert!(plan.contains("executions_claim_waiting"), "{plan}");
+        assert!(plan.contains("executions_claim_expired"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        assert!(
+            !plan.contains("Rows Removed by Filter"),
+            "the claim read rows it could not take: {plan}"
+        );
+        assert!(
+            plan.contains("Update on executions e") && plan.contains("rows=3 loops=1"),
+            "{plan}"
+        );
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
+/// Waiting executions and expired leases come out of one claim order: due time, then id,
+/// whichever side a row is on, also when a claim of one finds rows on both sides (the
+/// row it does not take is claimable by the next claim).
+#[test]
+fn waiting_and_expired_rows_are_claimed_in_due_order() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
+        let config = common::config(clock.clone(), policy()).schema(schema.clone());
+        let backend = PostgresBackend::connect(config).await.expect("connect");
+        let peer = backend.peer().await.expect("peer");
+        let at = |ms: i64| Timestamp::from_millis(ms);
+        // "m" and "x" become running (due 1,000,000); "w" waits, due earlier; "y" and "n"
+        // wait, due later.
+        for name in ["m", "x"] {
+            backend
+                .admit(&Admission::new(id(name)))
+                .await
+                .expect("admit");
+        }
+        assert_eq!(claim(&backend, &clock, 10).await, ["m", "x"]);
+        backend
+            .admit(&Admission::new(id("w")).not_before(at(999_000)))
+            .await
+            .expect("admit");
+        backend
+            .admit(&Admission::new(id("y")).not_before(at(1_000_500)))
+            .await
+            .expect("admit");
+        backend
+            .admit(&Admission::new(id("n")).not_before(at(1_000_500)))
+            .await
+            .expect("admit");
+        // The leases expire at 1,001,000; their redelivery gate opens 100 ms later.
+        clock.set(at(1_001_100));
+        assert_eq!(claim(&peer, &clock, 1).await, ["w"], "waiting, due first");
+        assert_eq!(claim(&peer, &clock, 1).await, ["m"], "expired, due next");
+        assert_eq!(
+            claim(&peer, &clock, 2).await,
+            ["x", "n"],
+            "expired, then waiting"
+        );
+        assert_eq!(claim(&peer, &clock, 2).await, ["y"]);
+        assert!(claim(&peer, &clock, 2).await.is_empty());
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+        peer.close().await;
+    }));
+}

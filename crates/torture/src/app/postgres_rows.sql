@@ -1,0 +1,1 @@
+SELECT execution, step, token, process, seq, value FROM {table} ORDER BY id
