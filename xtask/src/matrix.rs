@@ -65,6 +65,12 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
+    // The `lease` operator command run as a process on SQLite, PostgreSQL and Redis.
+    Backend::new(
+        "cli",
+        &["-p", "lease-cli"],
+        &[Service::Postgres, Service::Redis],
+    ),
     // The short torture run (issue 6): each backend under faults for 20 s, history-checked.
     Backend::new(
         "torture",

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use lease_core::{
-    ExecutionClient, ExecutionRecord, LeaseError, StatusCounts, WorkflowRunOutcome,
-};
+use lease_core::{ExecutionClient, ExecutionRecord, LeaseError, StatusCounts, WorkflowRunOutcome};
 
 use crate::context::{Ctx, LEASE, json, plus};
 use crate::harness::Harness;
@@ -50,7 +48,10 @@ pub async fn status_counts_by_effective_status<H: Harness>(ctx: Arc<Ctx<H>>) {
         return;
     }
     let b = ctx.backend();
-    assert_eq!(b.status_counts().await.expect("counts"), StatusCounts::default());
+    assert_eq!(
+        b.status_counts().await.expect("counts"),
+        StatusCounts::default()
+    );
     // One at a time: a claim takes every due execution.
     let ends = [
         ("done", WorkflowRunOutcome::Completed(json("1"))),
@@ -67,7 +68,11 @@ pub async fn status_counts_by_effective_status<H: Harness>(ctx: Arc<Ctx<H>>) {
         .expect("wake");
     ctx.admit("expired").await;
     let expiring = ctx.claim(&b, 1000).await;
-    assert_eq!(expiring.len(), 2, "expired and expired-parked: {expiring:?}");
+    assert_eq!(
+        expiring.len(),
+        2,
+        "expired and expired-parked: {expiring:?}"
+    );
     // Half-way through those leases "live" is claimed; then they expire and "live" holds.
     ctx.advance(LEASE / 2);
     ctx.admit("live").await;
@@ -110,8 +115,14 @@ pub async fn status_counts_change_nothing_and_follow_purge<H: Harness>(ctx: Arc<
     let before = (ctx.snapshot("kept").await, ctx.snapshot("old").await);
     let b = ctx.backend();
     let counts = b.status_counts().await.expect("counts");
-    assert_eq!((counts.admitted, counts.completed, counts.total()), (1, 1, 2));
-    assert_eq!((ctx.snapshot("kept").await, ctx.snapshot("old").await), before);
+    assert_eq!(
+        (counts.admitted, counts.completed, counts.total()),
+        (1, 1, 2)
+    );
+    assert_eq!(
+        (ctx.snapshot("kept").await, ctx.snapshot("old").await),
+        before
+    );
     if !H::RETENTION {
         return;
     }
