@@ -30,6 +30,10 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// ([`lease_core::ExecutionClient::status_counts`], issue 15); with `false` the count
     /// cases check only that it reports `Unsupported`.
     const STATUS_COUNTS: bool = false;
+    /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
+    /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
+    /// effect cases check only that it reports neither.
+    const EFFECTS: bool = false;
 
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.

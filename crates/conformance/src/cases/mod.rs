@@ -9,6 +9,7 @@ pub mod combined;
 pub mod counts;
 pub mod differential;
 pub mod dispatcher;
+pub mod effects;
 pub mod fencing;
 pub mod leases;
 pub mod pickup;
