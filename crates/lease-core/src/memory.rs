@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
-use crate::counts::StatusCounts;
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
