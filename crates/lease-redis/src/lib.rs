@@ -178,6 +178,7 @@ mod backend;
 mod claim;
 mod combined;
 mod config;
+mod effect;
 mod errors;
 mod execution;
 mod fenced;
