@@ -124,6 +124,7 @@ mod candidates;
 mod checkpoint;
 mod config;
 mod conn;
+mod effect;
 mod error;
 mod executions;
 mod fenced;
