@@ -1,6 +1,7 @@
 //! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`;
 //! `lua/ops.lua` for all but the step writers; `lua/record.lua` for scripts that change
-//! execution records, `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
+//! execution records, `lua/wake.lua` for those that wake one (request_wake's transition,
+//! shared), `lua/effect.lua` for the effect and store-waiter scripts (issue 16), `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
 //! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
 //! ([`fenced_source`]) are the caller's body, then the base and step helpers and
 //! `lua/fenced.lua`. `redis::Script` sends
@@ -18,15 +19,52 @@ const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
 const STEP: &str = include_str!("lua/step.lua");
 const FENCED: &str = include_str!("lua/fenced.lua");
+const FORGET: &str = include_str!("lua/forget.lua");
+const WAKE: &str = include_str!("lua/wake.lua");
+const EFFECT: &str = include_str!("lua/effect.lua");
 
 /// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
 }
 
+/// A script made of the base, operation and retention helpers (`lua/forget.lua`) and `body`.
+fn forget_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{OPS}\n{FORGET}\n-- operation\n{body}"))
+}
+
 /// A script made of the base and record helpers and `body`.
 fn record_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record and wake helpers (`lua/wake.lua`: request_wake's
+/// transition) and `body`.
+fn wake_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{WAKE}\n-- operation\n{body}"
+    ))
+}
+
+/// purge_terminal: the base, effect (`lua/effect.lua`, issue 16) and retention
+/// (`lua/forget.lua`) helpers and `body`.
+fn purge_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{EFFECT}\n{FORGET}\n-- operation\n{body}"
+    ))
+}
+
+/// A script made of the base, operation and effect helpers and `body`.
+fn effect_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{OPS}\n{EFFECT}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record, wake and effect helpers and `body`: the writes that
+/// wake waiters in their own atomic step (a settle, a store update).
+fn effect_wake_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{WAKE}\n{EFFECT}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base and step helpers and `body` (no clock, no wake-ups).
@@ -92,6 +130,15 @@ pub(crate) struct Scripts {
     pub(crate) store_update: Script,
     pub(crate) purge_terminal: Script,
     pub(crate) status_counts: Script,
+    pub(crate) forget_at_home: Script,
+    pub(crate) reserve_tokens: Script,
+    pub(crate) start_home: Script,
+    pub(crate) start_target: Script,
+    pub(crate) effect_begin: Script,
+    pub(crate) effect_settle: Script,
+    pub(crate) effect_read: Script,
+    pub(crate) effect_wait: Script,
+    pub(crate) store_watch: Script,
     pub(crate) migrate: Script,
 }
 
@@ -103,7 +150,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     get: script(include_str!("lua/get.lua")),
     list_failing: script(include_str!("lua/list_failing.lua")),
     list_corrupt: script(include_str!("lua/list_corrupt.lua")),
-    request_wake: record_script(include_str!("lua/request_wake.lua")),
+    request_wake: wake_script(include_str!("lua/request_wake.lua")),
     claim_due: claim_script(include_str!("lua/claim_due.lua")),
     renew: record_script(include_str!("lua/renew.lua")),
     release: record_script(include_str!("lua/release.lua")),
@@ -116,5 +163,16 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     store_update: script(include_str!("lua/store_update.lua")),
     purge_terminal: script(include_str!("lua/purge_terminal.lua")),
     status_counts: script(include_str!("lua/status_counts.lua")),
+    forget_at_home: forget_script(include_str!("lua/forget_at_home.lua")),
+    reserve_tokens: claim_script(include_str!("lua/reserve_tokens.lua")),
+    start_home: script(include_str!("lua/start_home.lua")),
+    start_target: script(include_str!("lua/start_target.lua")),
+    store_update: effect_wake_script(include_str!("lua/store_update.lua")),
+    purge_terminal: purge_script(include_str!("lua/purge_terminal.lua")),
+    effect_begin: effect_script(include_str!("lua/effect_begin.lua")),
+    effect_settle: effect_wake_script(include_str!("lua/effect_settle.lua")),
+    effect_read: effect_script(include_str!("lua/effect_read.lua")),
+    effect_wait: effect_script(include_str!("lua/effect_wait.lua")),
+    store_watch: effect_script(include_str!("lua/store_watch.lua")),
     migrate: script(include_str!("lua/migrate.lua")),
 });

@@ -116,6 +116,7 @@
 //! })
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
 mod backend;
@@ -124,6 +125,7 @@ mod checkpoint;
 mod config;
 mod conn;
 mod counts;
+mod effect;
 mod error;
 mod executions;
 mod fenced;

@@ -19,6 +19,7 @@ impl lease_conformance::Harness for SqliteHarness {
     const WAKEUPS: bool = true;
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
+    const EFFECTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lease_core::LeaseError::Backend {

@@ -1,6 +1,7 @@
 -- purge_terminal(before, limit): removes up to `limit` terminal executions whose last
 -- delivery ended before `before`, each with its step records, the store receipts it made
--- (found through `rcpt:<id>`) and the start record naming it (through `start_of`).
+-- (found through `rcpt:<id>`), the start record naming it (through `start_of`) and its
+-- effects and store-waiter registrations (forget_effects in lua/effect.lua, issue 16).
 -- ARGV[3] before ms, ARGV[4] limit.
 -- Reply: {id1, id2, ...} the executions removed (the client sorts them by id).
 --
@@ -52,21 +53,11 @@ while #gone < limit do
   offset = offset + #page
 end
 
--- Removes execution `id` and everything that names it.
+-- Removes execution `id` and everything that names it (`forget` in lua/forget.lua).
 local function purge(id)
-  local rk = P .. 'rcpt:' .. id
-  for _, m in ipairs(redis.call('SMEMBERS', rk)) do
-    local sep = string.find(m, '\31', 1, true)
-    if sep then
-      redis.call('HDEL', P .. 'receipts:' .. string.sub(m, 1, sep - 1), id .. '\31' .. string.sub(m, sep + 1))
-    end
-  end
-  local request = redis.call('HGET', K_START_OF, id)
-  if request then
-    if redis.call('HGET', K_STARTS, request) == id then redis.call('HDEL', K_STARTS, request) end
-    redis.call('HDEL', K_START_OF, id)
-  end
-  redis.call('DEL', k_exec(id), P .. 'steps:' .. id, rk)
+  forget(id)
+  redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
+  forget_effects(id)
 end
 
 -- ---- write ----
