@@ -46,8 +46,9 @@ fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")
 }
 
-/// EXPLAIN ANALYZE of the library's own claim statement over 3,000 live leases (due long
-/// ago), 3,000 terminal rows and 3 due executions: it reads exactly the 3 due rows.
+/// EXPLAIN ANALYZE of the library's own claim statement, prepared and run with its generic
+/// plan (as sqlx's statement cache ends up running it), over 3,000 live leases (due long
+/// ago), 3,000 terminal rows and 5,000 due executions: a claim of 10 reads 10 rows.
 #[test]
 fn a_claim_reads_no_live_lease_and_no_terminal_row() {
     let schema = common::fresh_schema();
@@ -68,7 +69,7 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
              SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
              FROM generate_series(1, 3000) g; \
              INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
-             SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 3) g; \
+             SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 5000) g; \
              SELECT setval('{s}.fencing_tokens', 10000); \
              ANALYZE {s}.executions"
         )))
@@ -77,14 +78,17 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
         .expect("fill");
         let claim = lease_postgres::raw::statements(&schema).claim;
         let mut tx = conn.begin().await.expect("begin");
-        let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {claim}"
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = force_generic_plan; \
+             PREPARE claim(bigint, bigint, bigint, bigint, bigint[]) AS {claim}"
         )))
-        .bind(1_000_i64)
-        .bind(Some(1_000_i64))
-        .bind(10_i64)
-        .bind(30_000_i64)
-        .bind(vec![100_i64, 200])
+        .execute(&mut *tx)
+        .await
+        .expect("prepare");
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) \
+             EXECUTE claim(100000, 100000, 10, 30000, ARRAY[100, 200]::bigint[])",
+        )
         .fetch_all(&mut *tx)
         .await
         .expect("explain");
@@ -94,11 +98,15 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
         assert!(plan.contains("executions_claim_expired"), "{plan}");
         assert!(!plan.contains("Seq Scan"), "{plan}");
         assert!(
+            !plan.contains("rows=5000"),
+            "the claim read every due row: {plan}"
+        );
+        assert!(
             !plan.contains("Rows Removed by Filter"),
             "the claim read rows it could not take: {plan}"
         );
         assert!(
-            plan.contains("Update on executions e") && plan.contains("rows=3 loops=1"),
+            plan.contains("Update on executions e") && plan.contains("rows=10 loops=1"),
             "{plan}"
         );
         backend.drop_schema().await.expect("drop");

@@ -56,8 +56,7 @@ impl RedisBackend {
     /// reached, `UnsafeConfiguration` for an evicting policy or an old server.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         let keys = Keys::new(&config.namespace)?;
-        let client = redis::Client::open(config.url.as_str())
-            .map_err(|e| LeaseError::invalid("redis url", e.to_string()))?;
+        let client = crate::tls::client(&config)?;
         let conn = open(&client, &config).await?;
         let major = check_server(&conn, &config).await?;
         let wake = match WakeMode::for_version(major) {

@@ -24,6 +24,7 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Option<Duration>,
     pub(crate) classic_pubsub: bool,
+    pub(crate) tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl RedisConfig {
@@ -40,6 +41,7 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Some(Duration::from_secs(10)),
             classic_pubsub: false,
+            tls_root_certificates: None,
         }
     }
 
@@ -89,6 +91,15 @@ impl RedisConfig {
         self
     }
 
+    /// For a `rediss://` URL: trust only the CA certificates in `pem` (PEM text, one or
+    /// more certificates) instead of the system roots, e.g. a private CA. Needs feature
+    /// `tls-rustls`; a CA that does not verify the server's certificate fails `connect` with
+    /// [`lease_core::LeaseError::Unavailable`].
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
+    }
+
     /// With `true`, wake-ups use classic pub/sub (`PUBLISH`/`SUBSCRIBE`) even on a server
     /// with sharded pub/sub, as on Redis 6: for tests of that path. Not a stable API.
     #[doc(hidden)]
@@ -114,6 +125,10 @@ impl std::fmt::Debug for RedisConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("classic_pubsub", &self.classic_pubsub)
+            .field(
+                "tls_root_certificates",
+                &self.tls_root_certificates.is_some(),
+            )
             .finish()
     }
 }

@@ -183,6 +183,7 @@ mod migrate;
 mod reply;
 mod scripts;
 mod store;
+mod tls;
 mod wake;
 mod wire;
 

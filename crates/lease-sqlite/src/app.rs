@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
 use crate::backend::SqliteBackend;
+use crate::conn::Weight;
 use crate::error::OpError;
 use crate::fenced::{self, Answer, Body, BodyError, BodyFn, FencedOp};
 use crate::scope::Scope;
@@ -322,7 +323,7 @@ impl SqliteBackend {
     {
         let checked = lease.clone();
         let holds = self
-            .write("fenced_check", move |tx, s| {
+            .write("fenced_check", Weight::Light, move |tx, s| {
                 steps::lease_holds(tx, s, &checked)
             })
             .await?;

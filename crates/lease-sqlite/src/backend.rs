@@ -18,7 +18,7 @@ use lease_core::{
 use rusqlite::Transaction;
 
 use crate::config::SqliteConfig;
-use crate::conn::ConnHandle;
+use crate::conn::{ConnHandle, Weight};
 use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
@@ -148,15 +148,19 @@ impl SqliteBackend {
         &self.conn
     }
 
-    /// A mutating operation that never makes anything claimable.
+    /// A mutating operation that never makes anything claimable, of `weight` (where it may
+    /// run: [`Weight`]).
     pub(crate) async fn write<T: Send + 'static>(
         &self,
         operation: &'static str,
+        weight: Weight,
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
         self.conn
-            .write_waking(operation, None, move |tx| f(tx, &scope).map(Woken::quiet))
+            .write_waking(operation, None, weight, move |tx| {
+                f(tx, &scope).map(Woken::quiet)
+            })
             .await
     }
 
@@ -165,11 +169,13 @@ impl SqliteBackend {
     async fn write_waking<T: Send + 'static>(
         &self,
         operation: &'static str,
+        weight: Weight,
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
         let scope = self.scope.clone();
+        let wakes = Some(self.wakes.clone());
         self.conn
-            .write_waking(operation, Some(self.wakes.clone()), move |tx| f(tx, &scope))
+            .write_waking(operation, wakes, weight, move |tx| f(tx, &scope))
             .await
     }
 
@@ -193,8 +199,10 @@ impl ExecutionClient for SqliteBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let admission = admission.clone();
-        self.write_waking("admit", move |tx, s| executions::admit(tx, s, &admission))
-            .await
+        self.write_waking("admit", Weight::Light, move |tx, s| {
+            executions::admit(tx, s, &admission)
+        })
+        .await
     }
 
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
@@ -203,7 +211,7 @@ impl ExecutionClient for SqliteBackend {
             return Ok(Vec::new());
         }
         let admissions = admissions.to_vec();
-        self.write_waking("admit_batch", move |tx, s| {
+        self.write_waking("admit_batch", Weight::of(admissions.len()), move |tx, s| {
             executions::admit_batch(tx, s, &admissions)
         })
         .await
@@ -235,7 +243,7 @@ impl ExecutionClient for SqliteBackend {
     /// outside 1..=1000 is `InvalidInput` and deletes nothing.
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
-        self.write("purge_terminal", move |tx, s| {
+        self.write("purge_terminal", Weight::of(limit), move |tx, s| {
             retention::purge_terminal(tx, s, before, limit)
         })
         .await
@@ -243,7 +251,7 @@ impl ExecutionClient for SqliteBackend {
 
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let id = id.clone();
-        self.write_waking("request_wake", move |tx, s| {
+        self.write_waking("request_wake", Weight::Light, move |tx, s| {
             executions::request_wake(tx, s, &id, at)
         })
         .await
@@ -259,7 +267,7 @@ impl ExecutionClient for SqliteBackend {
 
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
-        self.write_waking("claim_due", move |tx, s| {
+        self.write_waking("claim_due", Weight::of(request.limit), move |tx, s| {
             executions::claim_due(tx, s, request.now, request.limit, lease_ms)
         })
         .await
@@ -276,7 +284,7 @@ impl ExecutionClient for SqliteBackend {
     ) -> Result<Fenced<ExecutionLease>> {
         let lease_ms = lease_millis("renewal duration", duration)?;
         let lease = lease.clone();
-        self.write("renew", move |tx, s| {
+        self.write("renew", Weight::Light, move |tx, s| {
             executions::renew(tx, s, &lease, lease_ms)
         })
         .await
@@ -284,8 +292,10 @@ impl ExecutionClient for SqliteBackend {
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let lease = lease.clone();
-        self.write_waking("release", move |tx, s| executions::release(tx, s, &lease))
-            .await
+        self.write_waking("release", Weight::Light, move |tx, s| {
+            executions::release(tx, s, &lease)
+        })
+        .await
     }
 
     async fn acknowledge(
@@ -295,7 +305,7 @@ impl ExecutionClient for SqliteBackend {
     ) -> Result<Fenced<Acknowledged>> {
         let lease = lease.clone();
         let outcome = outcome.clone();
-        self.write_waking("acknowledge", move |tx, s| {
+        self.write_waking("acknowledge", Weight::Light, move |tx, s| {
             executions::acknowledge(tx, s, &lease, &outcome)
         })
         .await
@@ -313,9 +323,13 @@ impl ExecutionClient for SqliteBackend {
     ) -> Result<AckAndClaim> {
         let lease_ms = next.validate()?;
         let ack = ack.clone();
-        self.write_waking("acknowledge_and_claim", move |tx, s| {
-            executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
-        })
+        self.write_waking(
+            "acknowledge_and_claim",
+            Weight::of(next.limit),
+            move |tx, s| {
+                executions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
+            },
+        )
         .await
     }
 
@@ -328,7 +342,7 @@ impl ExecutionClient for SqliteBackend {
             return Ok(Vec::new());
         }
         let acks = acks.to_vec();
-        self.write_waking("acknowledge_batch", move |tx, s| {
+        self.write_waking("acknowledge_batch", Weight::of(acks.len()), move |tx, s| {
             executions::acknowledge_batch(tx, s, &acks)
         })
         .await
@@ -348,7 +362,7 @@ impl HeapClient for SqliteBackend {
     ) -> Result<Fenced<HeapRecord>> {
         let lease = lease.clone();
         let write = write.clone();
-        self.write("write_step", move |tx, s| {
+        self.write("write_step", Weight::Light, move |tx, s| {
             steps::write_step(tx, s, &lease, &write)
         })
         .await
@@ -384,7 +398,7 @@ impl StoreClient for SqliteBackend {
     ) -> Result<StoreSnapshot> {
         let store = store.clone();
         let initial = initial.to_vec();
-        self.write("get_or_create", move |tx, s| {
+        self.write("get_or_create", Weight::of(initial.len()), move |tx, s| {
             stores::get_or_create(tx, s, &store, &initial)
         })
         .await
@@ -402,8 +416,10 @@ impl StoreClient for SqliteBackend {
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let receipt = receipt.clone();
         let op = op.clone();
-        self.write("update", move |tx, s| stores::update(tx, s, &receipt, &op))
-            .await
+        self.write("update", Weight::Light, move |tx, s| {
+            stores::update(tx, s, &receipt, &op)
+        })
+        .await
     }
 }
 
@@ -411,7 +427,9 @@ impl StoreClient for SqliteBackend {
 impl StartClient for SqliteBackend {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let request = request.clone();
-        self.write_waking("start", move |tx, s| starts::start(tx, s, &request))
-            .await
+        self.write_waking("start", Weight::Light, move |tx, s| {
+            starts::start(tx, s, &request)
+        })
+        .await
     }
 }

@@ -1,21 +1,32 @@
 //! One connection per handle family, owned by a [`Mutex`] that a dedicated OS thread and
-//! inline callers share. rusqlite blocks, so it never runs where it would stall other tasks.
+//! inline callers share. rusqlite blocks, so nothing that can wait (for another
+//! connection's lock, for a disk) runs where it would stall other tasks.
 //!
-//! * **Inline when idle.** On a multi-thread tokio runtime, a job whose connection is idle
-//!   (nothing queued for or running on the thread, the lock free) runs on the calling
-//!   thread inside `tokio::task::block_in_place`, which hands the worker's other tasks to
-//!   another thread. That saves the channel hop and thread wake-up (about 24 us a job).
+//! * **On the worker when quiet.** On a multi-thread tokio runtime, a light library write
+//!   ([`Weight::Light`]: a few statements on a few executions) whose connection is idle
+//!   (nothing queued for or running on the thread, the lock free, the last turn not
+//!   contended) runs on the calling async worker itself: no channel hop, no thread wake-up,
+//!   no `block_in_place` hand-over of the worker (each a futex round, most of an operation's
+//!   cost at low concurrency). It must not wait, so it is one attempt with the busy handler
+//!   off: on `SQLITE_BUSY` (another connection's write lock) the untouched operation goes to
+//!   the thread, which waits for the lock as for any queued job; a WAL checkpoint its commit
+//!   makes due is sent to the thread too ([`crate::checkpoint`]).
+//! * **Inline in `block_in_place` when idle.** Other jobs (reads, which may wait out a WAL
+//!   recovery; large batches; the application's fenced SQL) on an idle connection run on
+//!   the calling thread inside `tokio::task::block_in_place`, which hands the worker's other
+//!   tasks to another thread. That saves the channel hop and thread wake-up (about 24 us).
 //! * **Queued otherwise.** When the connection is busy or jobs are queued, on a
 //!   current_thread runtime (where `block_in_place` is not allowed) and outside tokio, a job
 //!   goes over a channel to the connection's thread and its caller awaits a oneshot reply.
 //!   Mutating jobs found queued together run as one group commit ([`crate::group`]).
 //! * **Contention sticks to the queue.** While the thread's turns keep finding more than
-//!   one job waiting, jobs queue even when the connection is momentarily idle: an inline job
-//!   between two groups is one more commit, and at a dispatcher concurrency of 64 going
-//!   inline whenever idle cost about 15% of its throughput. The first turn that finds a job
-//!   alone switches back to inline.
+//!   one job waiting, or a job on a worker finds others queued when it ends, jobs queue even
+//!   when the connection is momentarily idle: an inline job between two groups is one more
+//!   commit, and at a dispatcher concurrency of 64 going inline whenever idle cost about 15%
+//!   of its throughput. The first turn that finds a job alone switches back to inline.
 //! * **Order.** A job runs inline only when every job submitted before it has finished, so
-//!   jobs run in submission order on either path.
+//!   jobs run in submission order on either path (a job handed to the thread is queued
+//!   before the connection is released).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -27,15 +38,41 @@ use rusqlite::Connection;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 
+use crate::checkpoint;
 use crate::error::{BACKEND, OpResult, thread_gone};
 use crate::group::{self, MAX_GROUP, Member, Op, Woken};
 use crate::wake::Wakes;
 
+/// Most executions a [`Weight::Light`] operation touches (the claim limit, the batch size).
+pub(crate) const LIGHT_ITEMS: usize = 8;
+
+/// How much a mutating operation may do: what decides whether it may run on an async
+/// worker itself (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Weight {
+    /// A library operation on at most [`LIGHT_ITEMS`] executions: a few statements.
+    Light,
+    /// A larger batch, or the application's own SQL (a fenced transaction): on an async
+    /// worker only inside `block_in_place`.
+    Heavy,
+}
+
+impl Weight {
+    /// The weight of an operation touching up to `items` executions.
+    pub(crate) fn of(items: usize) -> Self {
+        if items <= LIGHT_ITEMS {
+            Weight::Light
+        } else {
+            Weight::Heavy
+        }
+    }
+}
+
 enum Job {
-    /// Anything run on its own (reads).
+    /// Anything run on its own (reads, deferred checkpoints).
     Alone(Box<dyn FnOnce(&mut Connection) + Send + 'static>),
     /// A mutating operation, grouped with the mutating operations queued behind it.
-    Write(Box<dyn Member>),
+    Write(Box<dyn Member>, Weight),
 }
 
 impl Job {
@@ -43,7 +80,7 @@ impl Job {
     fn run(self, conn: &mut Connection, busy_timeout: Duration) {
         match self {
             Job::Alone(f) => guarded(|| f(conn)),
-            Job::Write(member) => guarded(|| group::run(conn, busy_timeout, vec![member])),
+            Job::Write(member, _) => guarded(|| group::run(conn, busy_timeout, vec![member])),
         }
     }
 }
@@ -76,13 +113,17 @@ impl Shared {
     }
 }
 
-/// Test counters: jobs run inline, jobs sent to the thread, groups the thread ran.
+/// Test counters: jobs run inline (either way), of those on the async worker itself, jobs
+/// sent to the thread, groups the thread ran, checkpoints deferred to and run by the thread.
 #[cfg(test)]
 #[derive(Debug, Default)]
 struct Counts {
     inline: AtomicUsize,
+    on_worker: AtomicUsize,
     queued: AtomicUsize,
     groups: AtomicUsize,
+    deferred_checkpoints: AtomicUsize,
+    checkpoints: AtomicUsize,
 }
 
 /// Locks the connection. A job that panicked released the lock without poisoning it (the
@@ -113,11 +154,11 @@ fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
                 shared.take(1);
                 guarded(|| f(&mut conn));
             }
-            Job::Write(first) => {
+            Job::Write(first, _) => {
                 let mut members = vec![first];
                 while members.len() < MAX_GROUP {
                     match queue.try_recv() {
-                        Ok(Job::Write(m)) => members.push(m),
+                        Ok(Job::Write(m, _)) => members.push(m),
                         Ok(other) => {
                             next = Some(other);
                             break;
@@ -181,6 +222,26 @@ fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Opti
         // Ran (a job catches its own panics, so it cannot unwind out of `run`).
         _ => None,
     }
+}
+
+/// One attempt of `member` alone with the busy handler off, so it never waits for another
+/// connection's lock; the connection's `busy_timeout` is restored after it. `Some` hands
+/// the member back, reset, when the lock was taken ([`group::try_once`]).
+fn without_waiting(
+    conn: &mut Connection,
+    busy_timeout: Duration,
+    member: Box<dyn Member>,
+) -> Option<Box<dyn Member>> {
+    if let Err(e) = conn.busy_timeout(Duration::ZERO) {
+        tracing::warn!(error = %e, "cannot turn the busy handler off; queueing the operation");
+        return Some(member);
+    }
+    let mut handed = None;
+    guarded(|| handed = group::try_once(conn, member));
+    if let Err(e) = conn.busy_timeout(busy_timeout) {
+        tracing::warn!(error = %e, "cannot restore the connection's busy_timeout");
+    }
+    handed
 }
 
 /// A handle on a connection and its thread. Clones share the connection; the thread closes
@@ -261,19 +322,85 @@ impl ConnHandle {
 
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
-    fn submit(&self, operation: &'static str, mut job: Job) -> Result<()> {
-        if may_block_in_place()
-            && let Some(mut conn) = self.idle()
-        {
-            match run_in_place(job, &mut conn, self.shared.busy_timeout) {
-                None => {
-                    #[cfg(test)]
-                    self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
-                    return Ok(());
-                }
-                Some(refused) => job = refused,
+    fn submit(&self, operation: &'static str, job: Job) -> Result<()> {
+        if !may_block_in_place() {
+            return self.enqueue(operation, job);
+        }
+        let Some(mut conn) = self.idle() else {
+            return self.enqueue(operation, job);
+        };
+        let job = match job {
+            Job::Write(member, Weight::Light) => return self.on_worker(operation, conn, member),
+            job => job,
+        };
+        match run_in_place(job, &mut conn, self.shared.busy_timeout) {
+            None => {
+                #[cfg(test)]
+                self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            Some(refused) => {
+                drop(conn);
+                self.enqueue(operation, refused)
             }
         }
+    }
+
+    /// Runs a light write on the calling async worker itself, holding the idle connection
+    /// `conn`: one attempt with no busy wait and checkpoints deferred ([`without_waiting`]).
+    /// On contention the untouched operation goes to the thread, which waits for the lock
+    /// as for any queued job; it is queued before `conn` is released, so no later job
+    /// overtakes it. Jobs that queued meanwhile mark the connection contended: the next
+    /// ones join them until a thread turn finds a job alone.
+    fn on_worker(
+        &self,
+        operation: &'static str,
+        mut conn: MutexGuard<'_, Connection>,
+        member: Box<dyn Member>,
+    ) -> Result<()> {
+        let busy_timeout = self.shared.busy_timeout;
+        let (handed, checkpoint_due) =
+            checkpoint::on_worker(|| without_waiting(&mut conn, busy_timeout, member));
+        if let Some(member) = handed {
+            return self.enqueue(operation, Job::Write(member, Weight::Light));
+        }
+        #[cfg(test)]
+        {
+            self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
+            self.shared.counts.on_worker.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.shared.queued.load(Ordering::SeqCst) != 0 {
+            self.shared.contended.store(true, Ordering::SeqCst);
+        }
+        drop(conn);
+        if checkpoint_due {
+            self.defer_checkpoint();
+        }
+        Ok(())
+    }
+
+    /// Sends the checkpoint an operation on an async worker made due to the thread.
+    fn defer_checkpoint(&self) {
+        #[cfg(test)]
+        let shared = {
+            self.shared
+                .counts
+                .deferred_checkpoints
+                .fetch_add(1, Ordering::SeqCst);
+            self.shared.clone()
+        };
+        let job = Job::Alone(Box::new(move |conn| {
+            checkpoint::run(conn);
+            #[cfg(test)]
+            shared.counts.checkpoints.fetch_add(1, Ordering::SeqCst);
+        }));
+        // The thread is gone only when the last handle is: its closing connection
+        // checkpoints then.
+        let _ = self.enqueue("checkpoint", job);
+    }
+
+    /// Sends `job` to the connection thread.
+    fn enqueue(&self, operation: &'static str, job: Job) -> Result<()> {
         #[cfg(test)]
         self.shared.counts.queued.fetch_add(1, Ordering::SeqCst);
         self.shared.queued.fetch_add(1, Ordering::SeqCst);
@@ -307,8 +434,10 @@ impl ConnHandle {
         operation: &'static str,
         mut f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
-        self.write_waking(operation, None, move |tx| f(tx).map(Woken::quiet))
-            .await
+        self.write_waking(operation, None, Weight::Light, move |tx| {
+            f(tx).map(Woken::quiet)
+        })
+        .await
     }
 
     /// [`ConnHandle::write`] for an operation that may make something claimable: the
@@ -318,23 +447,25 @@ impl ConnHandle {
         &self,
         operation: &'static str,
         wakes: Option<Arc<Wakes>>,
+        weight: Weight,
         f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job = Job::Write(Box::new(Op::new(operation, wakes, f, reply_tx)));
+        let job = Job::Write(Box::new(Op::new(operation, wakes, f, reply_tx)), weight);
         self.submit(operation, job)?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }
 
-    /// Runs a ready-made group member (a fenced application transaction) alone (inline) or
-    /// in the next group commit, and awaits the answer it sends on `reply`.
+    /// Runs a ready-made group member (a fenced application transaction) alone (inline, in
+    /// `block_in_place`: it runs the application's SQL) or in the next group commit, and
+    /// awaits the answer it sends on `reply`.
     pub(crate) async fn write_member<R>(
         &self,
         operation: &'static str,
         member: Box<dyn Member>,
         reply: oneshot::Receiver<R>,
     ) -> Result<R> {
-        self.submit(operation, Job::Write(member))?;
+        self.submit(operation, Job::Write(member, Weight::Heavy))?;
         reply.await.map_err(|_| thread_gone(operation))
     }
 }
@@ -367,6 +498,31 @@ mod tests {
         )
         .await
         .expect("spawn")
+    }
+
+    /// A handle on a database file, opened as the backend opens it (WAL, checkpoint hook).
+    async fn open_file(path: &std::path::Path, busy_timeout: Duration) -> ConnHandle {
+        let location = crate::config::Location::File(path.to_owned());
+        ConnHandle::spawn(
+            move || crate::schema::open(&location, busy_timeout),
+            busy_timeout,
+        )
+        .await
+        .expect("spawn")
+    }
+
+    fn count(counter: &AtomicUsize) -> usize {
+        counter.load(Ordering::SeqCst)
+    }
+
+    /// The connection's busy_timeout as SQLite has it, in ms.
+    async fn busy_timeout_ms(conn: &ConnHandle) -> i64 {
+        conn.call("busy_timeout", |c| {
+            c.query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+                .map_err(|e| crate::error::sqlite_error("busy_timeout", e))
+        })
+        .await
+        .expect("pragma")
     }
 
     /// (inline, queued, groups) so far.
@@ -449,6 +605,12 @@ mod tests {
             assert_eq!(select_one(&conn).await.expect("still works"), 1);
             assert_eq!(insert(&conn, 1).await.expect("write works"), 1);
             assert_eq!(counts(&conn), (4, 0, 0), "every job ran inline");
+            assert_eq!(
+                count(&conn.shared.counts.on_worker),
+                3,
+                "the writes on the worker"
+            );
+            assert_eq!(busy_timeout_ms(&conn).await, 1000, "restored after a panic");
         });
     }
 
@@ -494,8 +656,12 @@ mod tests {
             assert_eq!(insert(&conn, 1).await.expect("write"), 1);
             assert_eq!(select_one(&conn).await.expect("read"), 1);
             assert_eq!(insert(&conn, 2).await.expect("write"), 1);
+            // The first write ran on the calling thread itself (that needs no
+            // `block_in_place`); the read's `block_in_place` was refused and it queued, and
+            // from then on every job on this thread queues.
             let (inline, queued, _) = counts(&conn);
-            assert_eq!((inline, queued), (0, 3), "every job went to the thread");
+            assert_eq!((inline, queued), (1, 2), "refused once, then queued");
+            assert_eq!(count(&conn.shared.counts.on_worker), 1);
         });
     }
 
@@ -556,6 +722,135 @@ mod tests {
             drop(lock(&conn.shared.conn));
             assert_eq!(select_one(&conn).await.expect("read"), 1);
             assert_eq!(counts(&conn), (1, 2, 0));
+        });
+    }
+
+    #[test]
+    fn a_light_write_on_an_idle_connection_runs_on_the_worker_and_others_in_place() {
+        multi_thread().block_on(async {
+            let conn = open().await;
+            assert_eq!(insert(&conn, 1).await.expect("write"), 1);
+            assert_eq!(count(&conn.shared.counts.on_worker), 1, "light write");
+            assert_eq!(select_one(&conn).await.expect("read"), 1);
+            let heavy = conn
+                .write_waking("heavy", None, Weight::Heavy, |tx| {
+                    Ok(Woken::quiet(
+                        tx.execute("INSERT INTO t (x) VALUES (2)", [])?,
+                    ))
+                })
+                .await;
+            assert_eq!(heavy.expect("heavy write"), 1);
+            assert_eq!(counts(&conn), (3, 0, 0), "all inline");
+            assert_eq!(
+                count(&conn.shared.counts.on_worker),
+                1,
+                "a read and a heavy write run inside block_in_place"
+            );
+            assert_eq!(busy_timeout_ms(&conn).await, 1000, "busy_timeout restored");
+        });
+    }
+
+    /// The safety rule of the worker path: a write that meets another connection's write
+    /// lock must not wait on the async worker. Its first poll hands the untouched job to
+    /// the thread (the closure has not run) well inside the 20 s it would otherwise wait;
+    /// the thread waits for the lock and the write completes once it is released.
+    #[test]
+    fn a_write_on_the_worker_meeting_a_lock_goes_untouched_to_the_thread() {
+        const BUSY: Duration = Duration::from_secs(20);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("busy.db");
+        multi_thread().block_on(async {
+            let conn = open_file(&path, BUSY).await;
+            assert_eq!(insert(&conn, 1).await.expect("create the table"), 1);
+            let mut holder = Connection::open(&path).expect("second connection");
+            let lock = holder
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .expect("take the write lock");
+            let runs = Arc::new(AtomicUsize::new(0));
+            let counted = runs.clone();
+            let mut blocked = pin!(conn.write("insert", move |tx| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(tx.execute("INSERT INTO t (x) VALUES (2)", [])?)
+            }));
+            let started = std::time::Instant::now();
+            poll_once(blocked.as_mut());
+            let held_for = started.elapsed();
+            assert!(
+                held_for < BUSY / 10,
+                "the worker waited {held_for:?} for another connection's lock"
+            );
+            assert_eq!(count(&runs), 0, "handed over untouched");
+            assert_eq!(count(&conn.shared.counts.queued), 1, "sent to the thread");
+            lock.commit().expect("release the lock");
+            assert_eq!(blocked.await.expect("completes on the thread"), 1);
+            assert_eq!(count(&runs), 1, "ran once, on the thread");
+            assert_eq!(count(&conn.shared.counts.groups), 1);
+            let rows: i64 = holder
+                .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .expect("count");
+            assert_eq!(rows, 2);
+            assert_eq!(
+                busy_timeout_ms(&conn).await,
+                20_000,
+                "busy_timeout restored"
+            );
+        });
+    }
+
+    /// A checkpoint a write on the worker makes due (the WAL past 1000 pages) is not run
+    /// there (its fsyncs would block the worker): it is sent to the connection's thread.
+    #[test]
+    fn a_checkpoint_due_after_a_write_on_the_worker_runs_on_the_thread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("wal.db");
+        multi_thread().block_on(async {
+            let conn = open_file(&path, Duration::from_secs(5)).await;
+            let big = conn.write("big", |tx| {
+                tx.execute_batch("CREATE TABLE IF NOT EXISTS blobs (b BLOB)")?;
+                Ok(tx.execute("INSERT INTO blobs (b) VALUES (zeroblob(6000000))", [])?)
+            });
+            assert_eq!(big.await.expect("write"), 1);
+            let c = &conn.shared.counts;
+            assert_eq!(count(&c.on_worker), 1, "ran on the worker");
+            assert_eq!(count(&c.deferred_checkpoints), 1, "its checkpoint deferred");
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while count(&c.checkpoints) == 0 {
+                assert!(std::time::Instant::now() < deadline, "never checkpointed");
+                tokio::task::yield_now().await;
+            }
+            // Done: the WAL starts over, so the next big write makes one due again.
+            let again = conn.write("again", |tx| {
+                Ok(tx.execute("INSERT INTO blobs (b) VALUES (zeroblob(6000000))", [])?)
+            });
+            assert_eq!(again.await.expect("write"), 1);
+            assert_eq!(count(&c.deferred_checkpoints), 2);
+        });
+    }
+
+    /// A write on the worker that finds jobs queued when it ends marks the connection
+    /// contended: the next job queues although the connection is idle.
+    #[test]
+    fn jobs_queued_during_a_write_on_the_worker_keep_the_next_on_the_queue() {
+        multi_thread().block_on(async {
+            let conn = open().await;
+            let shared = conn.shared.clone();
+            let during = conn.write("during", move |_| {
+                // As if another caller queued a job while this one ran.
+                shared.queued.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            });
+            during.await.expect("write");
+            conn.shared.queued.fetch_sub(1, Ordering::SeqCst);
+            assert_eq!(counts(&conn), (1, 0, 0));
+            assert_eq!(insert(&conn, 1).await.expect("write"), 1);
+            assert_eq!(counts(&conn), (1, 1, 1), "queued: contended");
+            drop(lock(&conn.shared.conn)); // the thread let go of the connection
+            assert_eq!(insert(&conn, 2).await.expect("write"), 1);
+            assert_eq!(
+                counts(&conn),
+                (2, 1, 1),
+                "that turn was alone: the worker again"
+            );
         });
     }
 }

@@ -283,41 +283,61 @@ fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<B
     let mut retries = 0;
     loop {
         match attempt(conn, &mut members) {
-            Ok(signals) => {
-                for (wakes, at) in signals {
-                    wakes.signal(at);
-                }
-                members.into_iter().for_each(|m| m.complete());
-                return;
-            }
             Err(Failure::Busy(e)) if budget.before_retry(conn, retries) => {
                 tracing::debug!(retries, error = %e, "sqlite busy; retrying the group");
                 retries += 1;
             }
-            Err(Failure::Busy(e)) => {
-                // Rolled back: nothing happened, for any member.
-                return abort_all(members, &|operation| LeaseError::Unavailable {
-                    backend: BACKEND,
-                    operation,
-                    source: message(&e),
-                });
-            }
-            Err(Failure::Other(e)) => {
-                // Before COMMIT: the transaction was rolled back.
-                return abort_all(members, &|operation| LeaseError::Backend {
-                    backend: BACKEND,
-                    operation,
-                    source: message(&e),
-                });
-            }
-            Err(Failure::Commit(e)) => {
-                return abort_all(members, &|operation| LeaseError::OutcomeUnknown {
-                    backend: BACKEND,
-                    operation,
-                    source: message(&e),
-                });
-            }
+            outcome => return settle(members, outcome),
         }
+    }
+}
+
+/// One attempt of `member` as a group of one, for a caller that must not wait for another
+/// connection's lock (its busy handler is off). Contention hands the member back, reset,
+/// with nothing of it applied (its transaction rolled back), for the connection thread to
+/// run as usual; any other end is settled here and replied to.
+pub(crate) fn try_once(conn: &mut Connection, member: Box<dyn Member>) -> Option<Box<dyn Member>> {
+    let mut members = vec![member];
+    match attempt(conn, &mut members) {
+        Err(Failure::Busy(e)) => {
+            tracing::debug!(error = %e, "sqlite busy; handing the operation to its thread");
+            let mut member = members.pop()?;
+            member.reset();
+            Some(member)
+        }
+        outcome => {
+            settle(members, outcome);
+            None
+        }
+    }
+}
+
+/// Replies to every member after the group's last attempt.
+fn settle(members: Vec<Box<dyn Member>>, outcome: Result<Signals, Failure>) {
+    match outcome {
+        Ok(signals) => {
+            for (wakes, at) in signals {
+                wakes.signal(at);
+            }
+            members.into_iter().for_each(|m| m.complete());
+        }
+        // Rolled back: nothing happened, for any member.
+        Err(Failure::Busy(e)) => abort_all(members, &|operation| LeaseError::Unavailable {
+            backend: BACKEND,
+            operation,
+            source: message(&e),
+        }),
+        // Before COMMIT: the transaction was rolled back.
+        Err(Failure::Other(e)) => abort_all(members, &|operation| LeaseError::Backend {
+            backend: BACKEND,
+            operation,
+            source: message(&e),
+        }),
+        Err(Failure::Commit(e)) => abort_all(members, &|operation| LeaseError::OutcomeUnknown {
+            backend: BACKEND,
+            operation,
+            source: message(&e),
+        }),
     }
 }
 

@@ -13,8 +13,12 @@
 //!   thread fed through a channel (callers await a oneshot reply); operations queued on it
 //!   together share one group commit, each in its own savepoint. On a multi-thread tokio
 //!   runtime an operation whose connection is idle (nothing queued, nothing running) runs
-//!   inline on the calling thread inside `tokio::task::block_in_place` instead: the channel
-//!   hop cost about 24 us an operation, more than half of a small transaction. Under
+//!   inline on the calling thread instead: the channel hop cost about 24 us an operation,
+//!   more than half of a small transaction. A light write (a few statements on at most 8
+//!   executions) runs on the async worker itself, never waiting there: one attempt with no
+//!   busy wait (on `SQLITE_BUSY` it goes, untouched, to the connection thread, which waits
+//!   as usual) and WAL checkpoints sent to the thread; anything else runs inside
+//!   `tokio::task::block_in_place`. Under
 //!   concurrency operations still queue and group: while the thread keeps finding more than
 //!   one operation waiting they queue even when the connection is momentarily idle (going
 //!   inline unconditionally lost group commit; going inline whenever idle cost about 15% at
@@ -116,6 +120,7 @@
 mod app;
 mod backend;
 mod candidates;
+mod checkpoint;
 mod config;
 mod conn;
 mod error;

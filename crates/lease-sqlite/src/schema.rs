@@ -253,6 +253,7 @@ fn configure_file(conn: &Connection, location: &Location) -> Result<()> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| open_error(location, e))?;
+    crate::checkpoint::install(conn);
     Ok(())
 }
 

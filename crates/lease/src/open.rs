@@ -21,7 +21,14 @@ use crate::url::BackendUrl;
 /// `?namespace=NAME` picks the namespace (SQLite, Redis) or schema (PostgreSQL) instead of
 /// the default; it is taken out of the URL before the driver sees it, and other query
 /// parameters of a PostgreSQL or Redis URL are passed on. A URL for a backend whose feature
-/// is off is [`OpenError::FeatureDisabled`]. To set a clock, policy or pool size, build the
+/// is off is [`OpenError::FeatureDisabled`].
+///
+/// TLS (rustls, on with the `postgres` and `redis` features): a PostgreSQL URL takes libpq's
+/// `sslmode=require|verify-ca|verify-full` and `sslrootcert=PATH`; a `rediss://` URL verifies
+/// the server against the system roots, or only against the CA certificates in the PEM file
+/// `?sslrootcert=PATH` (an unreadable file is [`OpenError::InvalidUrl`]). A certificate that
+/// does not verify, or a plain server behind a TLS URL, fails with
+/// [`lease_core::LeaseError::Unavailable`] within the backend's connect timeout. To set a clock, policy or pool size, build the
 /// backend from its config in `lease::sqlite`, `lease::postgres` or `lease::redis`.
 pub async fn open(url: &str) -> Result<Arc<dyn LeaseBackend>, OpenError> {
     let url = BackendUrl::parse(url)?;
@@ -45,13 +52,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn LeaseBackend>, OpenError> {
             ))
         }
         #[cfg(feature = "redis")]
-        crate::url::Target::Redis(driver_url) => {
-            let mut config = lease_redis::RedisConfig::new(driver_url.as_str());
-            if let Some(namespace) = &url.namespace {
-                config = config.namespace(namespace.as_str());
-            }
-            Ok(Arc::new(lease_redis::RedisBackend::connect(config).await?))
-        }
+        crate::url::Target::Redis(driver_url) => open_redis(driver_url, &url).await,
         #[cfg(feature = "memory")]
         crate::url::Target::Memory => Ok(Arc::new(lease_core::MemoryBackend::new())),
         // Reached only for backends whose feature is off in this build.
@@ -72,4 +73,24 @@ async fn open_sqlite(
         config = config.namespace(namespace.as_str());
     }
     Ok(Arc::new(lease_sqlite::SqliteBackend::open(config).await?))
+}
+
+#[cfg(feature = "redis")]
+async fn open_redis(
+    driver_url: &str,
+    url: &BackendUrl,
+) -> Result<Arc<dyn LeaseBackend>, OpenError> {
+    let (driver_url, root_cert) = crate::url::take_param(driver_url, crate::url::ROOT_CERT_PARAM);
+    let mut config = lease_redis::RedisConfig::new(driver_url.as_str());
+    if let Some(path) = root_cert {
+        let pem = std::fs::read(&path).map_err(|e| OpenError::InvalidUrl {
+            url: driver_url.clone(),
+            reason: format!("cannot read {} {path:?}: {e}", crate::url::ROOT_CERT_PARAM),
+        })?;
+        config = config.tls_root_certificates(pem);
+    }
+    if let Some(namespace) = &url.namespace {
+        config = config.namespace(namespace.as_str());
+    }
+    Ok(Arc::new(lease_redis::RedisBackend::connect(config).await?))
 }

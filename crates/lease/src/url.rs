@@ -7,6 +7,11 @@ use crate::error::OpenError;
 /// The query parameter that chooses the namespace (SQLite, Redis) or schema (PostgreSQL).
 pub const NAMESPACE_PARAM: &str = "namespace";
 
+/// The query parameter of a `rediss://` URL naming a PEM file of CA certificates to trust
+/// instead of the system roots (the name libpq uses for the same thing; a PostgreSQL URL's
+/// `sslrootcert` goes to the driver, which reads it itself).
+pub const ROOT_CERT_PARAM: &str = "sslrootcert";
+
 /// The backend a URL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -126,6 +131,28 @@ impl BackendUrl {
     }
 }
 
+/// Takes the query parameter `name` out of `url`: the URL without it (the other parameters
+/// kept in order) and its last value, if it was there.
+pub fn take_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut value = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((key, v)) if key == name => value = Some(v.to_owned()),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +222,26 @@ mod tests {
         assert_eq!(
             namespace("sqlite::memory:?namespace=t1").as_deref(),
             Some("t1")
+        );
+    }
+
+    #[test]
+    fn take_param_removes_only_the_named_parameter() {
+        assert_eq!(
+            take_param("rediss://h:1/0?sslrootcert=/ca.pem&x=1", ROOT_CERT_PARAM),
+            ("rediss://h:1/0?x=1".to_owned(), Some("/ca.pem".to_owned()))
+        );
+        assert_eq!(
+            take_param("rediss://h:1?sslrootcert=/a", ROOT_CERT_PARAM),
+            ("rediss://h:1".to_owned(), Some("/a".to_owned()))
+        );
+        assert_eq!(
+            take_param("rediss://h:1?protocol=resp3", ROOT_CERT_PARAM),
+            ("rediss://h:1?protocol=resp3".to_owned(), None)
+        );
+        assert_eq!(
+            take_param("redis://h:1", ROOT_CERT_PARAM),
+            ("redis://h:1".to_owned(), None)
         );
     }
 
