@@ -26,6 +26,11 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// with `false` the retention cases check only that it reports `Unsupported`.
     const RETENTION: bool = false;
 
+    /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
+    /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
+    /// effect cases check only that it reports neither.
+    const EFFECTS: bool = false;
+
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.
     async fn kill_listeners(&self) -> Result<bool> {

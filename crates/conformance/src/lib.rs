@@ -222,6 +222,36 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, retention, purge_respects_its_limit);
         $crate::__case!($harness, retention, purged_id_is_unknown_then_new);
         $crate::__case!($harness, retention, purge_limit_out_of_range_rejected);
+        // effects.rs (issue 16: effects and store waiters)
+        $crate::__case!($harness, effects, effect_begin_repeat_returns_current_state);
+        $crate::__case!(
+            $harness,
+            effects,
+            effect_settle_keeps_first_result_reports_conflicts
+        );
+        $crate::__case!(
+            $harness,
+            effects,
+            effect_bad_input_is_typed_and_changes_nothing
+        );
+        $crate::__case!(
+            $harness,
+            effects,
+            stale_and_current_holders_race_begin_and_settle
+        );
+        $crate::__case!($harness, effects, effect_wait_is_woken_by_the_settle);
+        $crate::__case!(
+            $harness,
+            effects,
+            stale_effect_wait_causes_at_most_one_extra_delivery
+        );
+        $crate::__case!($harness, effects, store_waiter_is_woken_once_by_a_change);
+        $crate::__case!(
+            $harness,
+            effects,
+            stale_store_waiter_causes_at_most_one_extra_delivery
+        );
+        $crate::__case!($harness, effects, purge_removes_effects_and_waiters);
         // differential.rs (issue 11: every harness runs the differential test)
         $crate::__case!($harness, differential, differential_seed_1);
         $crate::__case!($harness, differential, differential_seed_2);
@@ -262,6 +292,7 @@ mod tests {
             ("differential", include_str!("cases/differential.rs")),
             ("combined", include_str!("cases/combined.rs")),
             ("retention", include_str!("cases/retention.rs")),
+            ("effects", include_str!("cases/effects.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

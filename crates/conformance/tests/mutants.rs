@@ -5,7 +5,7 @@
 //! `LabHarness<SOUND>` runs the whole suite (so the lab is a faithful copy); every other
 //! `LabHarness<FLAW>` runs only the cases that must fail on it, and asserts they do.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,11 +17,12 @@ use lease_core::execution::check_ack_batch;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, Clock, ExecutionClient,
-    ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken,
-    HeapClient, HeapRecord, Json, LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result,
-    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
-    StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, Admission, Begun, ClaimRequest, Claimed, Clock, EffectClient,
+    EffectId, EffectRecord, EffectState, EffectWait, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient, HeapRecord, Json,
+    LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result, Settlement, StartClient,
+    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
+    StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
 };
 
 /// No flaw.
@@ -99,6 +100,15 @@ const ACK_BATCH_PARTIAL: u8 = 34;
 
 /// admit ignores `not_before`: a scheduled admission is due at once.
 const ADMIT_IGNORES_SCHEDULE: u8 = 35;
+/// settle_effect replaces the recorded result (last result wins).
+const SETTLE_OVERWRITES: u8 = 36;
+/// begin_effect looks the effect up, lets go of the lock, then creates it.
+const BEGIN_CHECK_THEN_WRITE: u8 = 37;
+/// A store waiter stays registered after the change that woke it.
+const STORE_WAITER_PERSISTS: u8 = 38;
+/// settle_effect records the result without waking the waiting owner.
+const SETTLE_WAKES_NOBODY: u8 = 39;
+
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
 
@@ -110,6 +120,26 @@ struct State {
     stores: HashMap<StoreId, BTreeMap<StoreKey, Json>>,
     receipts: HashMap<(StoreId, ExecutionId, StepKey), StoreOutcome>,
     starts: HashMap<RequestId, ExecutionId>,
+    effects: BTreeMap<EffectId, EffectRecord>,
+    effect_waits: BTreeSet<EffectId>,
+    store_waiters: HashMap<(StoreId, StoreKey), BTreeSet<ExecutionId>>,
+}
+
+impl State {
+    fn wake(&mut self, id: &ExecutionId, now: Timestamp) {
+        if let Some(record) = self.executions.get_mut(id) {
+            record.request_wake(now);
+        }
+    }
+
+    fn owned_effect(&self, id: &EffectId, caller: &ExecutionId) -> Result<&EffectRecord> {
+        let record = self
+            .effects
+            .get(id)
+            .ok_or_else(|| LeaseError::UnknownEffect(id.clone()))?;
+        record.check_owner(caller)?;
+        Ok(record)
+    }
 }
 
 /// The lab backend with flaw `F`.
@@ -436,6 +466,10 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         Ok(Fenced::Accepted(ack))
     }
 
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
+    }
+
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.now_ms())
     }
@@ -609,10 +643,122 @@ impl<const F: u8> StoreClient for Lab<F> {
             None => entries.remove(op.key()),
         };
         s.receipts.insert(rkey, outcome.clone());
+        if outcome.applied {
+            let watched = (receipt.store.clone(), op.key().clone());
+            let waiters = if F == STORE_WAITER_PERSISTS {
+                s.store_waiters.get(&watched).cloned().unwrap_or_default()
+            } else {
+                s.store_waiters.remove(&watched).unwrap_or_default()
+            };
+            let now = self.now_ms();
+            for waiter in waiters {
+                s.wake(&waiter, now);
+            }
+        }
         Ok(StoreUpdate {
             outcome,
             replayed: false,
         })
+    }
+
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        let mut s = self.lock();
+        if !s.executions.contains_key(waiter) {
+            return Err(LeaseError::UnknownExecution(waiter.clone()));
+        }
+        let current = s
+            .stores
+            .get(store)
+            .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?
+            .get(key)
+            .cloned();
+        s.store_waiters
+            .entry((store.clone(), key.clone()))
+            .or_default()
+            .insert(waiter.clone());
+        Ok(current)
+    }
+}
+
+#[async_trait]
+impl<const F: u8> EffectClient for Lab<F> {
+    async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
+        let now = self.now_ms();
+        if F == BEGIN_CHECK_THEN_WRITE {
+            if let Some(record) = self.lock().effects.get(id) {
+                record.check_owner(execution)?;
+                return Ok(Begun {
+                    record: record.clone(),
+                    created: false,
+                });
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
+        let mut s = self.lock();
+        if !s.executions.contains_key(execution) {
+            return Err(LeaseError::UnknownExecution(execution.clone()));
+        }
+        if F != BEGIN_CHECK_THEN_WRITE
+            && let Some(record) = s.effects.get(id)
+        {
+            record.check_owner(execution)?;
+            return Ok(Begun {
+                record: record.clone(),
+                created: false,
+            });
+        }
+        let record = EffectRecord::pending(id.clone(), execution.clone(), now);
+        s.effects.insert(id.clone(), record.clone());
+        Ok(Begun {
+            record,
+            created: true,
+        })
+    }
+
+    async fn settle_effect(
+        &self,
+        id: &EffectId,
+        execution: &ExecutionId,
+        result: &Json,
+    ) -> Result<Settlement> {
+        let now = self.now_ms();
+        let mut s = self.lock();
+        let current = s.owned_effect(id, execution)?;
+        let settlement = if F == SETTLE_OVERWRITES {
+            let pending = EffectRecord {
+                state: EffectState::Pending,
+                ..current.clone()
+            };
+            pending.settle(result, now)
+        } else {
+            current.settle(result, now)
+        };
+        if let Settlement::Recorded(record) = &settlement {
+            s.effects.insert(id.clone(), record.clone());
+            if s.effect_waits.remove(id) && F != SETTLE_WAKES_NOBODY {
+                s.wake(execution, now);
+            }
+        }
+        Ok(settlement)
+    }
+
+    async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
+        Ok(self.lock().effects.get(id).cloned())
+    }
+
+    async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
+        let mut s = self.lock();
+        let record = s.owned_effect(id, execution)?;
+        if record.result().is_some() {
+            return Ok(EffectWait::Settled(record.clone()));
+        }
+        s.effect_waits.insert(id.clone());
+        Ok(EffectWait::Registered)
     }
 }
 
@@ -664,6 +810,7 @@ struct LabHarness<const F: u8>(Lab<F>);
 #[async_trait]
 impl<const F: u8> Harness for LabHarness<F> {
     type Backend = Lab<F>;
+    const EFFECTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(LabHarness(Lab {
@@ -957,4 +1104,29 @@ caught_by!(
     differential_catches_admit_ignores_schedule,
     ADMIT_IGNORES_SCHEDULE,
     [differential::differential_seed_1]
+);
+
+// Issue 16: effects and store waiters.
+caught_by!(
+    settle_overwrites,
+    SETTLE_OVERWRITES,
+    [
+        effects::effect_settle_keeps_first_result_reports_conflicts,
+        effects::stale_and_current_holders_race_begin_and_settle,
+    ]
+);
+caught_by!(
+    begin_check_then_write,
+    BEGIN_CHECK_THEN_WRITE,
+    [effects::stale_and_current_holders_race_begin_and_settle]
+);
+caught_by!(
+    store_waiter_persists,
+    STORE_WAITER_PERSISTS,
+    [effects::store_waiter_is_woken_once_by_a_change]
+);
+caught_by!(
+    settle_wakes_nobody,
+    SETTLE_WAKES_NOBODY,
+    [effects::effect_wait_is_woken_by_the_settle]
 );

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::Result;
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
-use crate::ids::{ExecutionId, StepKey, StoreId, StoreKey};
+use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
@@ -170,6 +171,13 @@ pub trait ExecutionClient: Send + Sync {
         None
     }
 
+    /// The backend's effect client (RFC 004, reduced; issue 16), an optional capability: the
+    /// default `None` means effects are not supported, and [`crate::Delivery::effect`]
+    /// reports `Unsupported`. A backend that has one returns `Some(self)`.
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        None
+    }
+
     /// Extends a current lease to `now + duration`; `Lost` for a stale token or an ended
     /// delivery (RFC 002 `renew`).
     async fn renew(
@@ -317,6 +325,57 @@ pub trait StoreClient: Send + Sync {
     /// Applies `op` once per receipt: the first commit applies it and records its result
     /// atomically; later calls return the recorded result with `replayed: true`.
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate>;
+
+    /// Store waiter registration (RFC 002 write table: unfenced). Registers `waiter` to be
+    /// woken by the next update that changes entry `key` of `store` (an applied op: a wake as
+    /// `request_wake` at the backend's now, in the update's own atomic step; the
+    /// registration is then gone). Returns the entry's current value, read in the same
+    /// atomic step, so a caller that sees the value it waits for need not suspend. A stale
+    /// registration causes at most one extra delivery. `UnknownStore`, `UnknownExecution`
+    /// for bad names; nothing registered.
+    ///
+    /// The default is [`crate::LeaseError::Unsupported`].
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        let _ = (store, key, waiter);
+        Err(crate::LeaseError::Unsupported {
+            backend: "adapter",
+            operation: "watch_entry",
+        })
+    }
+}
+
+/// Effects (RFC 004, reduced; issue 16): every call idempotent by the effect id, none
+/// fenced (RFC 002 write table). See [`crate::effect`]. Every call names the calling
+/// execution; an effect another execution began is `EffectOfAnotherExecution`, and an
+/// unknown execution `UnknownExecution`: nothing changed.
+#[async_trait]
+pub trait EffectClient: Send + Sync {
+    /// `EffectClient.begin`: creates the effect, pending, owned by `execution`, unless it
+    /// exists; a repeat by any holder returns its current state and creates nothing.
+    async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun>;
+
+    /// `EffectClient.settle`: the first result is kept and wakes the effect's waiters in the
+    /// same atomic step; an equal later result returns it; a different one is a
+    /// [`Settlement::Conflict`] and is not applied. `UnknownEffect` before `begin`.
+    async fn settle_effect(
+        &self,
+        id: &EffectId,
+        execution: &ExecutionId,
+        result: &Json,
+    ) -> Result<Settlement>;
+
+    /// Reads an effect.
+    async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>>;
+
+    /// `EffectClient.wait` (unfenced): a settled effect is returned and nothing registered;
+    /// a pending one registers `execution` to be woken by its settle. `UnknownEffect`
+    /// before `begin`.
+    async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait>;
 }
 
 /// Starting workflows (RFC 003 `WorkflowStartClient.start`, reduced): idempotent by receipt.

@@ -1,6 +1,6 @@
 //! Typed errors. `Lost` is *not* an error: it is [`crate::Fenced::Lost`].
 
-use crate::{ExecutionId, FencingToken};
+use crate::{EffectId, ExecutionId, FencingToken};
 
 /// A boxed source error from a backend driver.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -50,6 +50,20 @@ pub enum LeaseError {
     /// The store named by an update does not exist (call `get_or_create` first).
     #[error("unknown store {0}")]
     UnknownStore(String),
+    /// The effect named by a `settle` or `wait` was never begun (RFC 004, reduced).
+    #[error("unknown effect {0}")]
+    UnknownEffect(EffectId),
+    /// An effect call names an effect another execution began: each effect has one owner,
+    /// so nothing changed.
+    #[error("effect {effect} belongs to execution {owner}, not {caller}")]
+    EffectOfAnotherExecution {
+        /// The effect.
+        effect: EffectId,
+        /// The execution that began it.
+        owner: ExecutionId,
+        /// The execution that called.
+        caller: ExecutionId,
+    },
     /// A lease carries a token that was never issued to its execution: a token of another
     /// execution, or a forged one. Tokens are unique per backend namespace, so such a token
     /// is always higher than the execution's own latest token or lower (then `Lost`).
@@ -163,6 +177,8 @@ impl LeaseError {
                 | LeaseError::MalformedJson { .. }
                 | LeaseError::UnknownExecution(_)
                 | LeaseError::UnknownStore(_)
+                | LeaseError::UnknownEffect(_)
+                | LeaseError::EffectOfAnotherExecution { .. }
                 | LeaseError::ForeignToken { .. }
         )
     }

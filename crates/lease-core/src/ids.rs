@@ -126,3 +126,26 @@ name_type!(
     WorkflowName,
     "workflow name"
 );
+name_type!(
+    /// Identity of one effect (RFC 004, reduced): a repeated `begin` with the same id, by any
+    /// holder, finds the effect instead of creating another. Pass it to the external system
+    /// as its idempotency key.
+    EffectId,
+    "effect id"
+);
+
+impl EffectId {
+    /// The effect id of step `step_key` of `execution`: the same for every delivery and
+    /// every holder of the execution. The text is `<execution length>:<execution>:<step key>`,
+    /// so distinct (execution, step) pairs never share an id; `InvalidInput` when that text
+    /// is over [`MAX_ID_BYTES`] (then give an explicit id).
+    pub fn for_step(execution: &ExecutionId, step_key: &StepKey) -> Result<Self> {
+        let text = format!(
+            "{}:{}:{}",
+            execution.as_str().len(),
+            execution.as_str(),
+            step_key.as_str()
+        );
+        Self::new(text)
+    }
+}

@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod dispatcher;
+pub mod effect;
 pub mod error;
 pub mod execution;
 pub mod heap;
@@ -24,18 +25,21 @@ pub mod store;
 pub mod time;
 pub mod wakeup;
 
-pub use client::{ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient};
+pub use client::{
+    EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
+};
 pub use dispatcher::{
     Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
     Reply, SharedBackend, ShutdownReport, StepSlot, Worker,
 };
+pub use effect::{Begun, EffectRecord, EffectState, EffectWait, Settlement};
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
 };
 pub use heap::{HeapRecord, StepWrite};
-pub use ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
+pub use ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
 pub use json::Json;
 pub use lease::{ExecutionLease, Fenced, FencingToken};
 #[cfg(feature = "memory")]

@@ -3,20 +3,21 @@
 //! One mutex guards all state, so every operation is trivially atomic. Peers (clones made
 //! by [`MemoryBackend::peer`]) share the state, as separate connections to one store would.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::client::{ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepWrite};
-use crate::ids::{ExecutionId, RequestId, StepKey, StoreId, StoreKey};
+use crate::ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
@@ -35,6 +36,10 @@ struct State {
     stores: HashMap<StoreId, BTreeMap<StoreKey, Json>>,
     receipts: HashMap<(StoreId, ExecutionId, StepKey), StoreOutcome>,
     starts: HashMap<RequestId, ExecutionId>,
+    effects: BTreeMap<EffectId, EffectRecord>,
+    /// Effects whose owner waits for their settle (only the owner may wait).
+    effect_waits: BTreeSet<EffectId>,
+    store_waiters: HashMap<(StoreId, StoreKey), BTreeSet<ExecutionId>>,
 }
 
 impl State {
@@ -100,6 +105,16 @@ impl MemoryBackend {
     fn signal(&self, record: &ExecutionRecord) {
         if let Some(at) = record.claimable_at(&self.policy) {
             self.hub.signal(at);
+        }
+    }
+
+    /// A wake of `id` at `now` inside the caller's critical section (a settle's or a store
+    /// update's waiter); a purged waiter is skipped.
+    fn wake_locked(&self, s: &mut State, id: &ExecutionId, now: Timestamp) {
+        if let Some(record) = s.executions.get_mut(id) {
+            record.request_wake(now);
+            let record = record.clone();
+            self.signal(&record);
         }
     }
 
@@ -308,11 +323,29 @@ impl ExecutionClient for MemoryBackend {
         s.steps.retain(|(id, _, _), _| !gone.contains(id));
         s.receipts.retain(|(_, id, _), _| !gone.contains(id));
         s.starts.retain(|_, target| !gone.contains(target));
+        let effects: Vec<EffectId> = s
+            .effects
+            .values()
+            .filter(|e| gone.contains(&e.execution_id))
+            .map(|e| e.id.clone())
+            .collect();
+        for id in &effects {
+            s.effects.remove(id);
+            s.effect_waits.remove(id);
+        }
+        for waiters in s.store_waiters.values_mut() {
+            waiters.retain(|w| !gone.contains(w));
+        }
+        s.store_waiters.retain(|_, waiters| !waiters.is_empty());
         Ok(Purged { ids })
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {
         self.wakeups_enabled.then(|| self.hub.subscribe())
+    }
+
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
     }
 
     async fn renew(
@@ -492,10 +525,104 @@ impl StoreClient for MemoryBackend {
             None => entries.remove(op.key()),
         };
         s.receipts.insert(rkey, outcome.clone());
+        if outcome.applied {
+            let watched = (receipt.store.clone(), op.key().clone());
+            let now = self.clock.now();
+            for waiter in s.store_waiters.remove(&watched).unwrap_or_default() {
+                self.wake_locked(&mut s, &waiter, now);
+            }
+        }
         Ok(StoreUpdate {
             outcome,
             replayed: false,
         })
+    }
+
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        let mut s = self.lock();
+        s.execution(waiter)?;
+        let current = s
+            .stores
+            .get(store)
+            .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?
+            .get(key)
+            .cloned();
+        s.store_waiters
+            .entry((store.clone(), key.clone()))
+            .or_default()
+            .insert(waiter.clone());
+        Ok(current)
+    }
+}
+
+impl State {
+    /// The effect `id`, checked to belong to `caller`.
+    fn owned_effect(&self, id: &EffectId, caller: &ExecutionId) -> Result<&EffectRecord> {
+        let record = self
+            .effects
+            .get(id)
+            .ok_or_else(|| LeaseError::UnknownEffect(id.clone()))?;
+        record.check_owner(caller)?;
+        Ok(record)
+    }
+}
+
+#[async_trait]
+impl EffectClient for MemoryBackend {
+    async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        s.execution(execution)?;
+        if let Some(record) = s.effects.get(id) {
+            record.check_owner(execution)?;
+            return Ok(Begun {
+                record: record.clone(),
+                created: false,
+            });
+        }
+        let record = EffectRecord::pending(id.clone(), execution.clone(), now);
+        s.effects.insert(id.clone(), record.clone());
+        Ok(Begun {
+            record,
+            created: true,
+        })
+    }
+
+    async fn settle_effect(
+        &self,
+        id: &EffectId,
+        execution: &ExecutionId,
+        result: &Json,
+    ) -> Result<Settlement> {
+        let now = self.clock.now();
+        let mut s = self.lock();
+        let settlement = s.owned_effect(id, execution)?.settle(result, now);
+        if let Settlement::Recorded(record) = &settlement {
+            s.effects.insert(id.clone(), record.clone());
+            if s.effect_waits.remove(id) {
+                self.wake_locked(&mut s, execution, now);
+            }
+        }
+        Ok(settlement)
+    }
+
+    async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
+        Ok(self.lock().effects.get(id).cloned())
+    }
+
+    async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
+        let mut s = self.lock();
+        let record = s.owned_effect(id, execution)?;
+        if record.result().is_some() {
+            return Ok(EffectWait::Settled(record.clone()));
+        }
+        s.effect_waits.insert(id.clone());
+        Ok(EffectWait::Registered)
     }
 }
 

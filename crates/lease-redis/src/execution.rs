@@ -7,8 +7,8 @@ use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
+    Fenced, LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -209,6 +209,10 @@ impl ExecutionClient for RedisBackend {
         }
         ids.sort();
         Ok(Purged { ids })
+    }
+
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
     }
 
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {

@@ -173,6 +173,7 @@ mod backend;
 mod claim;
 mod combined;
 mod config;
+mod effect;
 mod errors;
 mod execution;
 mod fenced;

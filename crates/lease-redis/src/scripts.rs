@@ -1,6 +1,7 @@
 //! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`;
 //! `lua/ops.lua` for all but the step writers; `lua/record.lua` for scripts that change
-//! execution records, `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
+//! execution records, `lua/wake.lua` for those that wake one (request_wake's transition,
+//! shared), `lua/effect.lua` for the effect and store-waiter scripts (issue 16), `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
 //! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
 //! ([`fenced_source`]) are the caller's body, then the base and step helpers and
 //! `lua/fenced.lua`. `redis::Script` sends
@@ -18,6 +19,8 @@ const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
 const STEP: &str = include_str!("lua/step.lua");
 const FENCED: &str = include_str!("lua/fenced.lua");
+const WAKE: &str = include_str!("lua/wake.lua");
+const EFFECT: &str = include_str!("lua/effect.lua");
 
 /// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
@@ -27,6 +30,27 @@ fn script(body: &str) -> Script {
 /// A script made of the base and record helpers and `body`.
 fn record_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record and wake helpers (`lua/wake.lua`: request_wake's
+/// transition) and `body`.
+fn wake_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{WAKE}\n-- operation\n{body}"
+    ))
+}
+
+/// A script made of the base and effect helpers (`lua/effect.lua`, issue 16) and `body`.
+fn effect_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{OPS}\n{EFFECT}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, record, wake and effect helpers and `body`: the writes that
+/// wake waiters in their own atomic step (a settle, a store update).
+fn effect_wake_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{RECORD}\n{WAKE}\n{EFFECT}\n-- operation\n{body}"
+    ))
 }
 
 /// A script made of the base and step helpers and `body` (no clock, no wake-ups).
@@ -91,6 +115,11 @@ pub(crate) struct Scripts {
     pub(crate) get_or_create: Script,
     pub(crate) store_update: Script,
     pub(crate) purge_terminal: Script,
+    pub(crate) effect_begin: Script,
+    pub(crate) effect_settle: Script,
+    pub(crate) effect_read: Script,
+    pub(crate) effect_wait: Script,
+    pub(crate) store_watch: Script,
     pub(crate) migrate: Script,
 }
 
@@ -102,7 +131,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     get: script(include_str!("lua/get.lua")),
     list_failing: script(include_str!("lua/list_failing.lua")),
     list_corrupt: script(include_str!("lua/list_corrupt.lua")),
-    request_wake: record_script(include_str!("lua/request_wake.lua")),
+    request_wake: wake_script(include_str!("lua/request_wake.lua")),
     claim_due: claim_script(include_str!("lua/claim_due.lua")),
     renew: record_script(include_str!("lua/renew.lua")),
     release: record_script(include_str!("lua/release.lua")),
@@ -112,7 +141,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     write_step: step_script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
-    store_update: script(include_str!("lua/store_update.lua")),
-    purge_terminal: script(include_str!("lua/purge_terminal.lua")),
+    store_update: effect_wake_script(include_str!("lua/store_update.lua")),
+    purge_terminal: effect_script(include_str!("lua/purge_terminal.lua")),
+    effect_begin: effect_script(include_str!("lua/effect_begin.lua")),
+    effect_settle: effect_wake_script(include_str!("lua/effect_settle.lua")),
+    effect_read: effect_script(include_str!("lua/effect_read.lua")),
+    effect_wait: effect_script(include_str!("lua/effect_wait.lua")),
+    store_watch: effect_script(include_str!("lua/store_watch.lua")),
     migrate: script(include_str!("lua/migrate.lua")),
 });

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use lease_core::{
-    Json, LeaseError, Result, StartClient, StartRequest, Started, StoreClient, StoreId, StoreKey,
-    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
+    ExecutionId, Json, LeaseError, Result, StartClient, StartRequest, Started, StoreClient,
+    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
 };
 
 use crate::backend::RedisBackend;
@@ -102,6 +102,7 @@ impl StoreClient for RedisBackend {
                     has_expected.as_bytes(),
                     expected.map_or("", |j| j.as_str()).as_bytes(),
                     new.map_or("", |j| j.as_str()).as_bytes(),
+                    self.publish_word(),
                 ],
             )
             .await?;
@@ -115,6 +116,15 @@ impl StoreClient for RedisBackend {
         };
         let outcome = parse_outcome(OP, &reply.string(reply.next(&mut rest, "outcome")?)?)?;
         Ok(StoreUpdate { outcome, replayed })
+    }
+
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        self.watch_entry_script(store, key, waiter).await
     }
 }
 

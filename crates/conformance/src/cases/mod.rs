@@ -8,6 +8,7 @@ pub mod bad_input;
 pub mod combined;
 pub mod differential;
 pub mod dispatcher;
+pub mod effects;
 pub mod fencing;
 pub mod leases;
 pub mod pickup;

@@ -133,6 +133,11 @@ impl Delivery {
         &*self.inner.backend
     }
 
+    /// The backend's effect client, if it has one (for the effect helpers).
+    pub(crate) fn backend_effects(&self) -> Option<&dyn crate::client::EffectClient> {
+        self.inner.backend.effects()
+    }
+
     /// The start client (RFC 003, reduced; idempotent by request id).
     pub fn starts(&self) -> &dyn StartClient {
         &*self.inner.backend

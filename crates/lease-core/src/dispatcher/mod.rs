@@ -12,6 +12,7 @@
 mod acks;
 mod call;
 pub mod delivery;
+mod effect;
 pub mod error;
 mod horizon;
 pub mod metrics;
@@ -30,6 +31,8 @@ pub use runtime::{Dispatcher, ShutdownReport};
 pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot, next_step_attempt};
 pub use worker::{Reply, Worker};
 
+#[cfg(all(test, feature = "memory"))]
+mod effect_tests;
 #[cfg(all(test, feature = "memory"))]
 mod fault_tests;
 #[cfg(all(test, feature = "memory"))]

@@ -44,7 +44,7 @@ impl Delivery {
         E: Into<BoxError>,
     {
         let step_key = StepKey::new(key)?;
-        let mut attempt = match self.step_slot(&step_key).await? {
+        let attempt = match self.step_slot(&step_key).await? {
             StepSlot::Recorded(record) => return Ok(record.response.decode()?),
             StepSlot::Free { attempt } => attempt,
         };
@@ -53,6 +53,19 @@ impl Delivery {
             source: e.into(),
         })?;
         let response = Json::to_json("step response", &value)?;
+        let record = self.record_step(&step_key, attempt, &response).await?;
+        Ok(record.response.decode()?)
+    }
+
+    /// Records `response` as the done value of `step_key` with a fenced write at `attempt`,
+    /// passing over attempts recorded as not done; returns the done record the backend holds
+    /// (another holder's, if it recorded first).
+    pub(crate) async fn record_step(
+        &self,
+        step_key: &StepKey,
+        mut attempt: u32,
+        response: &Json,
+    ) -> Result<HeapRecord, DeliveryError> {
         loop {
             // write_step checks the cancellation signal before the fenced write.
             let record = self
@@ -64,9 +77,9 @@ impl Delivery {
                 })
                 .await?;
             if record.done {
-                return Ok(record.response.decode()?);
+                return Ok(record);
             }
-            attempt = next_step_attempt(&step_key, attempt)?;
+            attempt = next_step_attempt(step_key, attempt)?;
         }
     }
 }

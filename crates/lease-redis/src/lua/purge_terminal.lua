@@ -1,6 +1,7 @@
 -- purge_terminal(before, limit): removes up to `limit` terminal executions whose last
 -- delivery ended before `before`, each with its step records, the store receipts it made
--- (found through `rcpt:<id>`) and the start record naming it (through `start_of`).
+-- (found through `rcpt:<id>`), the start record naming it (through `start_of`) and its
+-- effects and store-waiter registrations (forget_effects in lua/effect.lua, issue 16).
 -- ARGV[3] before ms, ARGV[4] limit.
 -- Reply: {id1, id2, ...} the executions removed (the client sorts them by id).
 --
@@ -67,6 +68,7 @@ local function purge(id)
     redis.call('HDEL', K_START_OF, id)
   end
   redis.call('DEL', k_exec(id), P .. 'steps:' .. id, rk)
+  forget_effects(id)
 end
 
 -- ---- write ----

@@ -3,11 +3,14 @@
 -- (payloads are canonical JSON, so equality is string equality).
 -- ARGV[3] store id, ARGV[4] receipt field (execution id, \31, step key),
 -- ARGV[5] 'put' | 'delete' | 'cas' | 'take', ARGV[6] entry key,
--- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value.
+-- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value,
+-- ARGV[10] wake publish command.
 -- Reply: {'nostore'} | {'replayed', outcome} | {'applied', outcome}, where outcome is
 -- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON.
 -- A new receipt is also indexed under its execution: `rcpt:<execution>` holds
 -- `<store>\31<step key>`, so purge_terminal drops an execution's receipts without a scan.
+-- An applied op wakes the entry's store waiters (watch_entry, issue 16) in this script:
+-- `wake` at now for each, and the registrations are gone (one-shot).
 local key = P .. 'store:' .. ARGV[3]
 if redis.call('EXISTS', key) == 0 then return {'nostore'} end
 local receipts = P .. 'receipts:' .. ARGV[3]
@@ -40,6 +43,14 @@ elseif op == 'take' then
 else
   return {'badop'}
 end
+local watched = ARGV[3] .. '\31' .. entry
+local registered, waiters = {}, {}
+if applied then
+  registered = redis.call('SMEMBERS', k_watch(watched))
+  for _, w in ipairs(registered) do
+    if wakeable(w) then waiters[#waiters + 1] = w end
+  end
+end
 if set ~= nil then
   redis.call('HSET', key, entry, set)
 elseif delete and current then
@@ -52,5 +63,10 @@ local sep = string.find(ARGV[4], '\31', 1, true)
 if sep then
   redis.call('SADD', P .. 'rcpt:' .. string.sub(ARGV[4], 1, sep - 1),
     ARGV[3] .. '\31' .. string.sub(ARGV[4], sep + 1))
+end
+if #registered > 0 then
+  redis.call('DEL', k_watch(watched))
+  for _, w in ipairs(registered) do redis.call('SREM', k_watching(w), watched) end
+  publish_wake(ARGV[10], wake_each(waiters, clock_now()))
 end
 return {'applied', outcome}

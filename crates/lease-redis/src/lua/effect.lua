@@ -1,0 +1,48 @@
+-- lease-redis: effect and store-waiter keys (RFC 004 reduced, issue 16), after base.lua.
+--
+--   effect:<id>            hash  x owner execution, b begun_at ms, s settled_at ms and
+--                                r result JSON (both absent while pending), w '1' while the
+--                                owner waits for the settle
+--   effects:<execution>    set   the effects the execution began (purge_terminal)
+--   watch:<store>\31<key>  set   executions waiting for the next applied update of the entry
+--   watching:<execution>   set   the entries the execution waits on, as <store>\31<key>
+local function k_effect(id) return P .. 'effect:' .. id end
+local function k_effects_of(id) return P .. 'effects:' .. id end
+local function k_watch(entry) return P .. 'watch:' .. entry end
+local function k_watching(id) return P .. 'watching:' .. id end
+
+-- Refuses, before the script's first write, a key of `types` (key -> kind) holding another
+-- kind (another program writing into our prefix): WRONGTYPE, nothing changed.
+local function check_types(types)
+  for key, kind in pairs(types) do
+    local t = redis.call('TYPE', key)
+    t = t.ok or t
+    if t ~= kind and t ~= 'none' then
+      error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a ' .. kind})
+    end
+  end
+end
+
+-- The stored effect `id`: {owner, begun, settled, result, waits} (owner nil when there is
+-- none). A hash without an owner is corrupt (LeaseError::Protocol, nothing changed).
+local function effect_fields(id)
+  local v = redis.call('HMGET', k_effect(id), 'x', 'b', 's', 'r', 'w')
+  if not v[1] and redis.call('EXISTS', k_effect(id)) == 1 then corrupt('effect ' .. id) end
+  return v
+end
+
+-- The reply form of an effect record: {status, owner, begun, settled or '', result or ''}
+-- (the client decodes and validates it).
+local function effect_reply(status, v)
+  return {status, v[1], v[2] or '', v[3] or '', v[4] or ''}
+end
+
+-- Removes execution `id`'s effects and its store-waiter registrations (purge_terminal).
+local function forget_effects(id)
+  local began, watching = k_effects_of(id), k_watching(id)
+  for _, e in ipairs(redis.call('SMEMBERS', began)) do redis.call('DEL', k_effect(e)) end
+  for _, entry in ipairs(redis.call('SMEMBERS', watching)) do
+    redis.call('SREM', k_watch(entry), id)
+  end
+  redis.call('DEL', began, watching)
+end

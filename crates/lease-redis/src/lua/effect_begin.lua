@@ -1,0 +1,14 @@
+-- begin_effect(id, execution) (EffectClient.begin, idempotent by the effect id): creates the
+-- effect, pending, owned by `execution`, unless it exists; a repeat returns its record.
+-- ARGV[3] effect id, ARGV[4] execution id.
+-- Reply: {'noexec'} | {'created', now} | {'existing' | 'other', record...} (effect_reply;
+-- 'other' when another execution owns it).
+local id, x = ARGV[3], ARGV[4]
+if redis.call('EXISTS', k_exec(x)) == 0 then return {'noexec'} end
+local v = effect_fields(id)
+if v[1] then return effect_reply(v[1] == x and 'existing' or 'other', v) end
+check_types({[k_effects_of(x)] = 'set'})
+local now = fmt(clock_now())
+redis.call('HSET', k_effect(id), 'x', x, 'b', now)
+redis.call('SADD', k_effects_of(x), id)
+return {'created', now}
