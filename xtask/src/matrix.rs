@@ -11,7 +11,8 @@ pub struct Backend {
     pub name: &'static str,
     /// Arguments after `cargo test`.
     pub cargo_test: &'static [&'static str],
-    /// Servers its tests need; their URLs are passed as `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL`.
+    /// Servers its tests need; their URLs are passed as `LEASE_POSTGRES_URL` /
+    /// `LEASE_REDIS_URL` / `LEASE_REDIS_CLUSTER_URL` (and the others' are unset).
     pub services: &'static [Service],
 }
 
@@ -59,6 +60,27 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
+    // lease-redis on a throwaway Redis Cluster (issue 14): the conformance suite and the race
+    // tests (one partition unless LEASE_REDIS_PARTITIONS says more: effects do not support
+    // partitions yet), plus tests/cluster.rs on 4 partitions (spread, slot migration).
+    Backend::new(
+        "redis-cluster",
+        &[
+            "-p",
+            "lease-redis",
+            "--test",
+            "conformance",
+            "--test",
+            "race",
+            "--test",
+            "batch_race",
+            "--test",
+            "cluster",
+            "--features",
+            "lease-redis/cluster-tests",
+        ],
+        &[Service::RedisCluster],
+    ),
     // The facade's tests and examples, every feature on (so `lease::open` reaches each server).
     Backend::new(
         "facade",

@@ -8,9 +8,9 @@ use crate::services::{Service, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis]...
+usage: cargo xtask services [postgres|redis|redis-cluster]...
 
-Finds (or starts) the named servers, both by default, the way test-all does, and prints
+Finds (or starts) the named servers, all three by default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 

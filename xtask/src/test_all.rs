@@ -88,6 +88,11 @@ fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
     let mut counts = Counts::default();
     let mut cmd = cargo(root);
     cmd.args(&args).stdout(Stdio::piped());
+    // Only the row's own servers: a cluster URL exported for the cluster row must not turn
+    // the plain redis row into a cluster run.
+    for service in Service::ALL {
+        cmd.env_remove(service.env_var());
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -4,16 +4,19 @@
 
 use lease_core::execution::check_ack_batch;
 use lease_core::{
-    Acknowledged, Acknowledgement, ExecutionLease, ExecutionOutcome, Fenced, LeaseError, Result,
-    WorkflowRunOutcome,
+    Acknowledged, Acknowledgement, ExecutionClient, ExecutionLease, ExecutionOutcome, Fenced,
+    LeaseError, Result, WorkflowRunOutcome,
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
+use crate::errors::{Access, BACKEND};
 use crate::execution::refusal;
+use crate::partitioned::by_partition;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::token_arg;
+
+const OP: &str = "acknowledge_batch";
 
 /// An outcome as the acknowledging scripts take it: kind word and value JSON (`""` for
 /// suspended).
@@ -44,12 +47,57 @@ impl RedisBackend {
     /// 0 or a foreign token in any item is reported (for the first such item) with nothing
     /// applied; otherwise each held item is acknowledged exactly as `acknowledge` does and
     /// each stale one is `Lost`, results in order.
+    ///
+    /// With partitions, a batch spanning several is checked item by item with `get` first
+    /// (as the trait's default does), then each partition's items are one script; a failure
+    /// after an earlier partition's script ran is `OutcomeUnknown`.
     pub(crate) async fn ack_batch(
         &self,
         acks: &[Acknowledgement],
     ) -> Result<Vec<Fenced<Acknowledged>>> {
-        const OP: &str = "acknowledge_batch";
         check_ack_batch(acks)?;
+        let groups = by_partition(self, acks, |a| &a.lease.execution_id);
+        if let [(prefix, _)] = groups.as_slice() {
+            let all: Vec<&Acknowledgement> = acks.iter().collect();
+            return self.ack_group(prefix, &all).await;
+        }
+        for ack in acks {
+            let id = &ack.lease.execution_id;
+            let record = self
+                .get(id)
+                .await?
+                .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+            // Tokens only rise, so a token above the latest one read is foreign now.
+            record.holds(&ack.lease)?;
+        }
+        let mut results: Vec<Option<Fenced<Acknowledged>>> = acks.iter().map(|_| None).collect();
+        for (n, (prefix, members)) in groups.into_iter().enumerate() {
+            let group: Vec<&Acknowledgement> = members.iter().map(|&i| &acks[i]).collect();
+            match self.ack_group(prefix, &group).await {
+                Ok(done) => {
+                    for (i, result) in members.into_iter().zip(done) {
+                        results[i] = Some(result);
+                    }
+                }
+                Err(e) if n == 0 => return Err(e),
+                Err(e) => {
+                    return Err(LeaseError::OutcomeUnknown {
+                        backend: BACKEND,
+                        operation: OP,
+                        source: format!("a later partition's items failed: {e}").into(),
+                    });
+                }
+            }
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    /// Acknowledges one partition's `acks` in one script.
+    async fn ack_group(
+        &self,
+        prefix: &str,
+        acks: &[&Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
         if acks.is_empty() {
             return Ok(Vec::new());
         }
@@ -69,7 +117,7 @@ impl RedisBackend {
             ]);
         }
         let v = self
-            .eval(OP, Access::Write, &SCRIPTS.acknowledge_batch, &args)
+            .eval(OP, Access::Write, prefix, &SCRIPTS.acknowledge_batch, &args)
             .await?;
         let reply = Reply::new(OP);
         let (status, mut rest) = reply.status(v)?;

@@ -8,6 +8,7 @@ use redis::Value;
 use crate::backend::RedisBackend;
 use crate::errors::{Access, BACKEND};
 use crate::execution::admission_args;
+use crate::partitioned::by_partition;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -20,16 +21,64 @@ impl RedisBackend {
     /// An existing record that does not decode is `Protocol` when the batch created nothing,
     /// and `OutcomeUnknown` (saying which items were created) when it did, so that an error
     /// other than `OutcomeUnknown` always means nothing was admitted.
+    ///
+    /// With partitions, each partition's admissions are one script (in the order of each
+    /// partition's first item): a failure after an earlier partition's script ran is
+    /// `OutcomeUnknown`.
     pub(crate) async fn admit_many(
         &self,
         admissions: &[Admission],
     ) -> Result<Vec<ExecutionRecord>> {
-        const OP: &str = "admit_batch";
         check_admit_batch(admissions)?;
         if admissions.is_empty() {
             return Ok(Vec::new());
         }
-        let encoded: Vec<_> = admissions.iter().map(admission_args).collect();
+        let mut results: Vec<Option<(bool, Result<ExecutionRecord>)>> =
+            admissions.iter().map(|_| None).collect();
+        for (n, (prefix, members)) in by_partition(self, admissions, |a| &a.id)
+            .into_iter()
+            .enumerate()
+        {
+            let group: Vec<&Admission> = members.iter().map(|&i| &admissions[i]).collect();
+            let decoded = match self.admit_group(prefix, &group).await {
+                Ok(decoded) => decoded,
+                Err(e) if n == 0 => return Err(e),
+                Err(e) => {
+                    return Err(partial(format!(
+                        "a later partition's admissions failed: {e}"
+                    )));
+                }
+            };
+            for (i, result) in members.into_iter().zip(decoded) {
+                results[i] = Some(result);
+            }
+        }
+        let results: Vec<_> = results.into_iter().flatten().collect();
+        let created = results.iter().filter(|(created, _)| *created).count();
+        let mut records = Vec::with_capacity(results.len());
+        for (i, (_, record)) in results.into_iter().enumerate() {
+            match record {
+                Ok(r) => records.push(r),
+                Err(e) if created == 0 => return Err(e),
+                Err(e) => {
+                    return Err(partial(format!(
+                        "{created} of {} items were admitted, but the existing record of \
+                         item {i} cannot be read: {e}",
+                        admissions.len()
+                    )));
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Admits one partition's `admissions` in one script; each item's `(created, record)`.
+    async fn admit_group(
+        &self,
+        prefix: &str,
+        admissions: &[&Admission],
+    ) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
+        let encoded: Vec<_> = admissions.iter().map(|a| admission_args(a)).collect();
         let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 4 * encoded.len());
         args.push(self.publish_word());
         for (id, workflow, input, not_before) in &encoded {
@@ -41,7 +90,7 @@ impl RedisBackend {
             ]);
         }
         let v = self
-            .eval(OP, Access::Write, &SCRIPTS.admit_batch, &args)
+            .eval(OP, Access::Write, prefix, &SCRIPTS.admit_batch, &args)
             .await?;
         let reply = Reply::new(OP);
         let mut items = reply.array(v)?.into_iter();
@@ -50,32 +99,22 @@ impl RedisBackend {
         if items.len() != admissions.len() {
             return Err(reply.unexpected(&format!("{} results", items.len())));
         }
-        let results: Vec<(bool, Result<ExecutionRecord>)> = admissions
+        Ok(admissions
             .iter()
             .zip(items)
             .map(|(admission, v)| decode_item(reply, admission, now, v))
-            .collect();
-        let created = results.iter().filter(|(created, _)| *created).count();
-        let mut records = Vec::with_capacity(results.len());
-        for (i, (_, record)) in results.into_iter().enumerate() {
-            match record {
-                Ok(r) => records.push(r),
-                Err(e) if created == 0 => return Err(e),
-                Err(e) => {
-                    return Err(LeaseError::OutcomeUnknown {
-                        backend: BACKEND,
-                        operation: OP,
-                        source: format!(
-                            "{created} of {} items were admitted, but the existing record of \
-                             item {i} cannot be read: {e}",
-                            admissions.len()
-                        )
-                        .into(),
-                    });
-                }
-            }
-        }
-        Ok(records)
+            .collect())
+    }
+}
+
+const OP: &str = "admit_batch";
+
+/// The `OutcomeUnknown` of a batch some of whose items were admitted.
+fn partial(reason: String) -> LeaseError {
+    LeaseError::OutcomeUnknown {
+        backend: BACKEND,
+        operation: OP,
+        source: reason.into(),
     }
 }
 

@@ -3,27 +3,28 @@
 use std::sync::Arc;
 
 use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use crate::config::RedisConfig;
-use crate::errors::{Access, BACKEND, map_error, protocol, token_counter_error};
+use crate::conn::{Conn, Opener};
+use crate::errors::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wake::{Listener, Subscriber, WakeMode, channel, listener_name};
+use crate::url::Endpoint;
+use crate::wake::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
 use crate::wire::{exact_time, policy_arg};
 
 /// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
 /// `lease_core` client trait (so it is a [`lease_core::LeaseBackend`]).
 ///
-/// Clones share one multiplexed connection ([`ConnectionManager`], which reconnects after a
-/// failure) and one wake-up listener; [`RedisBackend::peer`] opens another of each, as a
-/// second runtime process would.
+/// Clones share one multiplexed connection (a `ConnectionManager`, which reconnects after a
+/// failure, or a cluster connection) and one wake-up listener; [`RedisBackend::peer`] opens
+/// another of each, as a second runtime process would.
 #[derive(Clone)]
 pub struct RedisBackend {
-    conn: ConnectionManager,
+    conn: Conn,
     listener: Arc<Listener>,
     shared: Arc<Shared>,
 }
@@ -31,7 +32,8 @@ pub struct RedisBackend {
 /// What every handle on the namespace shares.
 struct Shared {
     config: RedisConfig,
-    client: redis::Client,
+    endpoint: Endpoint,
+    opener: Opener,
     keys: Keys,
     policy_arg: String,
     /// How this server delivers wake-ups (decided at connect from its version).
@@ -55,10 +57,12 @@ impl RedisBackend {
     /// Errors: `InvalidInput` for a bad URL or namespace, `Unavailable` when Redis cannot be
     /// reached, `UnsafeConfiguration` for an evicting policy or an old server.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
-        let keys = Keys::new(&config.namespace)?;
-        let client = crate::tls::client(&config)?;
-        let conn = open(&client, &config).await?;
-        let major = check_server(&conn, &config).await?;
+        let endpoint = crate::url::parse(&config.url)?;
+        let partitions = config.partitions.or(endpoint.partitions).unwrap_or(1);
+        let keys = Keys::new(&config.namespace, partitions)?;
+        let opener = Opener::new(&endpoint, &config)?;
+        let conn = opener.open(&config).await?;
+        let major = check_server(&conn, &keys, &config).await?;
         let wake = match WakeMode::for_version(major) {
             WakeMode::Sharded if config.classic_pubsub => WakeMode::Classic,
             mode => mode,
@@ -66,13 +70,14 @@ impl RedisBackend {
         let shared = Arc::new(Shared {
             policy_arg: policy_arg(&config.policy),
             config,
-            client,
+            endpoint,
+            opener,
             keys,
             wake,
         });
         let backend = RedisBackend {
+            listener: Arc::new(new_listener(&shared, &conn)?),
             conn,
-            listener: Arc::new(new_listener(&shared)?),
             shared,
         };
         backend.claim_layout().await?;
@@ -82,10 +87,10 @@ impl RedisBackend {
     /// Opens a new connection to the same namespace (the createPeer model): a handle that
     /// shares nothing with this one but the store.
     pub async fn peer(&self) -> Result<Self> {
-        let conn = open(&self.shared.client, &self.shared.config).await?;
+        let conn = self.shared.opener.open(&self.shared.config).await?;
         Ok(RedisBackend {
+            listener: Arc::new(new_listener(&self.shared, &conn)?),
             conn,
-            listener: Arc::new(new_listener(&self.shared)?),
             shared: self.shared.clone(),
         })
     }
@@ -115,23 +120,34 @@ impl RedisBackend {
         self.shared.wake == WakeMode::Sharded
     }
 
-    /// Removes every key of the namespace (`SCAN MATCH` + `UNLINK`), including the token
-    /// counter: only for tests and decommissioning, never while handles are in use.
+    /// Removes every key of the namespace, every partition's included (`SCAN MATCH` +
+    /// `UNLINK` on the node owning each prefix's slot), the token counters too: only for
+    /// tests and decommissioning, never while handles are in use.
     pub async fn delete_namespace(&self) -> Result<()> {
+        for (prefix, pattern) in self.shared.keys.patterns() {
+            self.delete_matching(prefix, &pattern).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the keys matching `pattern`, all in `prefix`'s slot.
+    async fn delete_matching(&self, prefix: &str, pattern: &str) -> Result<()> {
         const OP: &str = "delete_namespace";
-        let pattern = self.shared.keys.pattern();
         let mut conn = self.conn.clone();
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
                 .arg("MATCH")
-                .arg(&pattern)
+                .arg(pattern)
                 .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
+                .arg(1000);
+            let page = conn
+                .on_slot_of(prefix, &scan)
                 .await
                 .map_err(|e| map_error(OP, Access::Write, e))?;
+            let (next, keys): (u64, Vec<Vec<u8>>) = redis::from_redis_value(page)
+                .map_err(|e| map_error(OP, Access::Write, e.into()))?;
             if !keys.is_empty() {
                 let _: Value = redis::cmd("UNLINK")
                     .arg(&keys)
@@ -146,18 +162,49 @@ impl RedisBackend {
         }
     }
 
-    /// The namespace's key prefix, `lease:{<namespace>}:` (every key starts with it).
+    /// The namespace's key prefix, `lease:{<namespace>}:` (with one partition every key
+    /// starts with it; with more, the namespace-wide keys do).
     pub fn key_prefix(&self) -> &str {
         self.shared.keys.prefix()
     }
 
-    /// The namespace's cluster hash tag, `{<namespace>}`: every key a [`FencedScript`]
-    /// declares must carry it as its first hash tag (and lie outside [`Self::key_prefix`]),
-    /// for example `format!("orders:{}:count", backend.hash_tag())`.
+    /// Every prefix the namespace's keys start with: [`Self::key_prefix`], then, with more
+    /// than one partition, each partition's `lease:{<namespace>#<i>}:`.
+    pub fn key_prefixes(&self) -> Vec<String> {
+        let keys = &self.shared.keys;
+        keys.patterns()
+            .into_iter()
+            .map(|(prefix, _)| prefix.to_owned())
+            .collect()
+    }
+
+    /// The number of partitions of the namespace ([`RedisConfig::partitions`]).
+    pub fn partitions(&self) -> usize {
+        self.shared.keys.partitions().len()
+    }
+
+    /// Whether this handle talks to a Redis Cluster (`redis+cluster://`).
+    pub fn is_cluster(&self) -> bool {
+        self.conn.is_cluster()
+    }
+
+    /// The namespace's cluster hash tag, `{<namespace>}`: with one partition, every key a
+    /// [`FencedScript`] declares must carry it as its first hash tag (and lie outside
+    /// [`Self::key_prefix`]), for example `format!("orders:{}:count", backend.hash_tag())`.
+    /// With more partitions, use [`Self::hash_tag_for`].
     ///
     /// [`FencedScript`]: crate::FencedScript
     pub fn hash_tag(&self) -> String {
         format!("{{{}}}", self.shared.keys.namespace())
+    }
+
+    /// The cluster hash tag of execution `id`'s partition (`{<namespace>}` with one
+    /// partition, `{<namespace>#<i>}` with more): a [`FencedScript`] run under a lease on
+    /// `id` may declare only keys carrying it.
+    ///
+    /// [`FencedScript`]: crate::FencedScript
+    pub fn hash_tag_for(&self, id: &lease_core::ExecutionId) -> String {
+        format!("{{{}}}", self.shared.keys.tag_of(id))
     }
 
     /// The redelivery policy this handle evaluates gates with.
@@ -168,7 +215,7 @@ impl RedisBackend {
     /// The underlying connection, for fault-injection tests (e.g. `CLIENT ID`, then
     /// `CLIENT KILL` from another connection). Not part of the stable API.
     #[doc(hidden)]
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -188,22 +235,27 @@ impl RedisBackend {
         }
     }
 
-    /// Runs one operation's script: one round trip (plus a load after `NOSCRIPT`).
+    /// Runs one operation's script on the partition (or home) `prefix`: one round trip
+    /// (plus a load after `NOSCRIPT`). `KEYS` are the prefix and its anchor
+    /// ([`Keys::anchor`]), so a script whose slot is being migrated is refused with
+    /// `TRYAGAIN` (retried by the cluster client) instead of running on either node.
     pub(crate) async fn eval(
         &self,
         op: &'static str,
         access: Access,
+        prefix: &str,
         script: &Script,
         args: &[&[u8]],
     ) -> Result<Value> {
-        self.invoke(access, script, &[], args)
+        let anchor = Keys::anchor(prefix);
+        self.invoke(access, script, &[prefix, &anchor], args)
             .await?
             .map_err(|e| self.script_error(op, access, e))
     }
 
-    /// Runs a script with the prefix and `keys` as `KEYS`, the clock and policy arguments
-    /// and then `args` as `ARGV`; the Redis error unmapped (a read whose connection dropped
-    /// is retried once).
+    /// Runs a script with `keys` as `KEYS` (the prefix first), the clock and policy
+    /// arguments and then `args` as `ARGV`; the Redis error unmapped (a read whose
+    /// connection dropped is retried once).
     pub(crate) async fn invoke(
         &self,
         access: Access,
@@ -213,7 +265,6 @@ impl RedisBackend {
     ) -> Result<redis::RedisResult<Value>> {
         let clock = self.clock_arg()?;
         let mut invocation = script.prepare_invoke();
-        invocation.key(self.shared.keys.prefix());
         for key in keys {
             invocation.key(*key);
         }
@@ -259,7 +310,11 @@ impl RedisBackend {
         }
         const OP: &str = "now";
         let reply = Reply::new(OP);
-        let v = self.query(OP, &redis::cmd("TIME")).await?;
+        let mut conn = self.conn.clone();
+        let v = conn
+            .on_slot_of(self.shared.keys.prefix(), &redis::cmd("TIME"))
+            .await
+            .map_err(|e| map_error(OP, Access::Read, e))?;
         let mut items = reply.array(v)?.into_iter();
         let secs: i64 = reply.number(reply.next(&mut items, "seconds")?, "seconds")?;
         let micros: i64 = reply.number(reply.next(&mut items, "microseconds")?, "microseconds")?;
@@ -269,28 +324,54 @@ impl RedisBackend {
             .ok_or_else(|| protocol(OP, "TIME out of range"))
     }
 
+    /// Claims the layout of the home prefix, then of every partition's (their `meta` is
+    /// each one's anchor), checking the stored partition count.
     async fn claim_layout(&self) -> Result<()> {
+        let keys = &self.shared.keys;
+        self.claim_prefix(keys.prefix()).await?;
+        if keys.split() {
+            for prefix in keys.partitions() {
+                self.claim_prefix(prefix).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims `prefix`'s `meta` for this layout and partition count (`lua/meta.lua`).
+    async fn claim_prefix(&self, prefix: &str) -> Result<()> {
         const OP: &str = "connect";
+        let count = self.shared.keys.partitions().len().to_string();
         let v = self
             .eval(
                 OP,
                 Access::Write,
+                prefix,
                 &SCRIPTS.meta,
-                &[LAYOUT_VERSION.as_bytes()],
+                &[LAYOUT_VERSION.as_bytes(), count.as_bytes()],
             )
             .await?;
-        let mut found = Reply::new(OP).string(v)?;
+        let reply = Reply::new(OP);
+        let mut items = reply.array(v)?.into_iter();
+        let mut found = reply.string(reply.next(&mut items, "layout")?)?;
+        let stored = reply.string(reply.next(&mut items, "partitions")?)?;
+        let schema = |reason: String| LeaseError::Schema {
+            location: prefix.to_owned(),
+            reason,
+        };
+        if stored != count {
+            return Err(schema(format!(
+                "the namespace has {stored} partition(s); this handle was configured with \
+                 {count} (every handle on a namespace must use the same count)"
+            )));
+        }
         if found == LAYOUT_V1 {
             found = self.migrate_from_v1().await?;
         }
         if found != LAYOUT_VERSION {
-            return Err(LeaseError::Schema {
-                location: self.shared.keys.prefix().to_owned(),
-                reason: format!(
-                    "the namespace holds key layout {found:?}; this library writes layout \
-                     {LAYOUT_VERSION:?}"
-                ),
-            });
+            return Err(schema(format!(
+                "the namespace holds key layout {found:?}; this library writes layout \
+                 {LAYOUT_VERSION:?}"
+            )));
         }
         Ok(())
     }
@@ -303,47 +384,66 @@ fn retry_read(e: &redis::RedisError) -> bool {
     e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
-/// Checks the server behind `conn` (version, eviction policy); returns its major version
-/// when it reports one.
-async fn check_server(conn: &ConnectionManager, config: &RedisConfig) -> Result<Option<u32>> {
+/// Checks the server behind `conn` (version, eviction policy) on the node of every prefix
+/// (each partition's, in a cluster); returns the lowest major version reported.
+async fn check_server(conn: &Conn, keys: &Keys, config: &RedisConfig) -> Result<Option<u32>> {
     const OP: &str = "connect";
     let mut conn = conn.clone();
     let cmd = redis::cmd("INFO");
-    let mut result = cmd.query_async::<Value>(&mut conn).await;
-    if result.as_ref().is_err_and(retry_read) {
-        result = cmd.query_async::<Value>(&mut conn).await;
+    let mut major: Option<u32> = None;
+    for (prefix, _) in keys.patterns() {
+        let mut result = conn.on_slot_of(prefix, &cmd).await;
+        if result.as_ref().is_err_and(retry_read) {
+            result = conn.on_slot_of(prefix, &cmd).await;
+        }
+        let v = result.map_err(|e| map_error(OP, Access::Read, e))?;
+        let info = Reply::new(OP).string(v)?;
+        guard::check_version(&info)?;
+        guard::check_eviction(&info, config.allow_evicting_policy)?;
+        if let Some(m) = guard::major_version(&info) {
+            major = Some(major.map_or(m, |old| old.min(m)));
+        }
+        if !conn.is_cluster() {
+            break;
+        }
     }
-    let v = result.map_err(|e| map_error(OP, Access::Read, e))?;
-    let info = Reply::new(OP).string(v)?;
-    guard::check_version(&info)?;
-    guard::check_eviction(&info, config.allow_evicting_policy)?;
-    Ok(guard::major_version(&info))
+    Ok(major)
 }
 
-/// A listener for a new handle family (it connects on the first `wakeups()` call).
-fn new_listener(shared: &Shared) -> Result<Listener> {
-    let client = Subscriber::resp3_client(&shared.client)
-        .map_err(|e| LeaseError::invalid("redis url", e.to_string()))?;
-    Ok(Listener::new(Subscriber {
-        client,
-        channel: channel(shared.keys.prefix()),
+/// A listener for a new handle family (it connects on the first `wakeups()` call): one
+/// subscriber for every partition's channel on one server; in a cluster, one per partition,
+/// on the primary owning its slot.
+fn new_listener(shared: &Shared, conn: &Conn) -> Result<Listener> {
+    let info = shared.opener.node_info(&shared.endpoint)?;
+    let bad = |e: redis::RedisError| LeaseError::invalid("redis url", e.to_string());
+    let channels: Vec<String> = shared
+        .keys
+        .partitions()
+        .iter()
+        .map(|p| channel(p))
+        .collect();
+    let subscriber = |target: Target, channels: Vec<String>| Subscriber {
+        target,
+        channels,
         name: listener_name(&shared.config.namespace),
         mode: shared.wake,
         connect_timeout: shared.config.connect_timeout,
-    }))
-}
-
-/// Opens a connection manager for `config`.
-async fn open(client: &redis::Client, config: &RedisConfig) -> Result<ConnectionManager> {
-    let manager = ConnectionManagerConfig::new()
-        .set_number_of_retries(2)
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(config.response_timeout);
-    ConnectionManager::new_with_config(client.clone(), manager)
-        .await
-        .map_err(|e| LeaseError::Unavailable {
-            backend: BACKEND,
-            operation: "connect",
-            source: Box::new(e),
-        })
+    };
+    let subscribers = match conn {
+        Conn::Single(_) => vec![subscriber(
+            Target::Server(Subscriber::resp3_client(info).map_err(bad)?),
+            channels,
+        )],
+        Conn::Cluster(_) => channels
+            .into_iter()
+            .map(|channel| {
+                let target = Target::SlotOwner {
+                    cluster: conn.clone(),
+                    info: info.clone(),
+                };
+                subscriber(target, vec![channel])
+            })
+            .collect(),
+    };
+    Ok(Listener::new(subscribers))
 }

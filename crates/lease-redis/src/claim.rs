@@ -58,31 +58,69 @@ impl RedisBackend {
         request: ClaimRequest,
         what: ClaimReply,
     ) -> Result<ClaimOutcome> {
-        let op = what.op();
-        let args = ClaimArgs::new(&request)?;
-        let flag = |on: bool| -> &'static [u8] { if on { b"1" } else { b"" } };
+        let partitions = self.keys().partitions();
+        if partitions.len() == 1 {
+            return self.claim_in(&partitions[0], request, what).await;
+        }
+        self.claim_split(request, what).await
+    }
+
+    /// The claim script on one partition.
+    async fn claim_in(
+        &self,
+        prefix: &str,
+        request: ClaimRequest,
+        what: ClaimReply,
+    ) -> Result<ClaimOutcome> {
         let v = self
-            .eval(
-                op,
-                Access::Write,
-                &SCRIPTS.claim_due,
-                &[
-                    args.now.as_bytes(),
-                    args.limit.as_bytes(),
-                    args.lease_ms.as_bytes(),
-                    flag(what != ClaimReply::Leases),
-                    self.publish_word(),
-                    flag(what == ClaimReply::Horizon),
-                ],
+            .claim_script(
+                prefix,
+                &request,
+                what.op(),
+                what != ClaimReply::Leases,
+                what == ClaimReply::Horizon,
+                b"",
             )
             .await?;
-        decode_claim(Reply::new(op), v, what, request.limit)
+        decode_claim(Reply::new(what.op()), v, what, request.limit)
+    }
+
+    /// Runs `lua/claim_due.lua` on `prefix` for `request`, with or without records and
+    /// horizon; `mode` is its ARGV[9] (`""`, `peek`, or the reserved tokens: see
+    /// `crate::claim_split`).
+    pub(crate) async fn claim_script(
+        &self,
+        prefix: &str,
+        request: &ClaimRequest,
+        op: &'static str,
+        records: bool,
+        horizon: bool,
+        mode: &[u8],
+    ) -> Result<Value> {
+        let args = ClaimArgs::new(request)?;
+        let flag = |on: bool| -> &'static [u8] { if on { b"1" } else { b"" } };
+        self.eval(
+            op,
+            Access::Write,
+            prefix,
+            &SCRIPTS.claim_due,
+            &[
+                args.now.as_bytes(),
+                args.limit.as_bytes(),
+                args.lease_ms.as_bytes(),
+                flag(records),
+                self.publish_word(),
+                flag(horizon),
+                mode,
+            ],
+        )
+        .await
     }
 }
 
 impl ClaimReply {
     /// The operation this reply shape serves, for errors and logs.
-    fn op(self) -> &'static str {
+    pub(crate) fn op(self) -> &'static str {
         match self {
             ClaimReply::Leases => "claim_due",
             ClaimReply::Records => "claim_due_with_records",
@@ -122,6 +160,18 @@ impl ClaimArgs {
 }
 
 impl ClaimOutcome {
+    /// Adds another partition's claim: its items after these, the earlier clock reading
+    /// (so a wait computed from it is never too long) and the earliest claimable instant.
+    pub(crate) fn merge(&mut self, other: ClaimOutcome) {
+        let earliest = |a: Option<Timestamp>, b: Option<Timestamp>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.items.extend(other.items);
+        self.now = earliest(self.now, other.now);
+        self.next_claimable_at = earliest(self.next_claimable_at, other.next_claimable_at);
+    }
+
     /// The batch `claim_due_with_horizon` returns (every item carries its record).
     pub(crate) fn into_batch(self, op: &'static str) -> Result<ClaimBatch> {
         Ok(ClaimBatch {
@@ -235,7 +285,7 @@ fn decode_item(reply: Reply, item: Vec<Value>, with_records: bool) -> Result<Cla
 
 /// Logs each record the claim moved out of the indexes as corrupt (`{'corrupt', id,
 /// problem, ...}`); operators list them with `list_corrupt`.
-fn report_corrupt(reply: Reply, report: Value) {
+pub(crate) fn report_corrupt(reply: Reply, report: Value) {
     let Ok(parts) = reply.array(report) else {
         tracing::warn!(operation = reply.op, "an unreadable corrupt-record report");
         return;

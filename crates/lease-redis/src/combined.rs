@@ -1,7 +1,9 @@
 //! `acknowledge_and_claim`: one acknowledgement and the next claim in one script (issue 12:
 //! one round trip per delivery at low concurrency).
 
-use lease_core::{AckAndClaim, Acknowledgement, ClaimBatch, ClaimRequest, Fenced, Result};
+use lease_core::{
+    AckAndClaim, Acknowledgement, ClaimBatch, ClaimRequest, ExecutionClient, Fenced, Result,
+};
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
@@ -33,12 +35,16 @@ impl RedisBackend {
         next: ClaimRequest,
     ) -> Result<AckAndClaim> {
         let claim = ClaimArgs::new(&next)?;
+        if self.keys().split() {
+            return self.ack_then_claim(ack, next).await;
+        }
         let token = token_arg(ack.lease.token)?;
         let (kind, value) = outcome_args(&ack.outcome);
         let v = self
             .eval(
                 OP,
                 Access::Write,
+                self.keys().prefix(),
                 &SCRIPTS.acknowledge_and_claim,
                 &[
                     ack.lease.execution_id.as_str().as_bytes(),
@@ -65,6 +71,29 @@ impl RedisBackend {
                 decode_claim(reply, claimed, ClaimReply::Horizon, next.limit)?.into_batch(OP)?
             }
             refused => refused_claim(reply, refused, &mut rest)?,
+        };
+        Ok(AckAndClaim { acknowledged, next })
+    }
+}
+
+impl RedisBackend {
+    /// With partitions: the acknowledgement (its execution's partition), then a claim across
+    /// every partition from the rotating start, as `claim_due_with_horizon` (two or more
+    /// round trips; one script would claim from the acknowledged execution's partition
+    /// first every time and could starve the others). A failed claim after an applied
+    /// acknowledgement is logged and an empty claim, as in the trait's default.
+    async fn ack_then_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let acknowledged = self.acknowledge(&ack.lease, &ack.outcome).await?;
+        let next = match self.claim(next, ClaimReply::Horizon).await {
+            Ok(claimed) => claimed.into_batch(OP)?,
+            Err(e) => {
+                tracing::warn!(operation = OP, error = %e, "the claim after an acknowledgement failed");
+                ClaimBatch::default()
+            }
         };
         Ok(AckAndClaim { acknowledged, next })
     }

@@ -24,12 +24,15 @@ pub struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Option<Duration>,
     pub(crate) classic_pubsub: bool,
+    pub(crate) partitions: Option<u16>,
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl RedisConfig {
     /// A configuration for the server at `url` (`redis://host:port/db`, `rediss://` for TLS
-    /// when redis-rs is built with TLS), namespace [`DEFAULT_NAMESPACE`], Redis `TIME` as the
+    /// when redis-rs is built with TLS) or the Redis Cluster at
+    /// `redis+cluster://host:port,host:port` (issue 14; either may end in `?partitions=N`,
+    /// see [`RedisConfig::partitions`]), namespace [`DEFAULT_NAMESPACE`], Redis `TIME` as the
     /// clock, the default redelivery policy and the eviction guard on.
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
@@ -41,6 +44,7 @@ impl RedisConfig {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Some(Duration::from_secs(10)),
             classic_pubsub: false,
+            partitions: None,
             tls_root_certificates: None,
         }
     }
@@ -91,6 +95,19 @@ impl RedisConfig {
         self
     }
 
+    /// Splits the namespace into `partitions` partitions (1 to 1024; default: the URL's
+    /// `?partitions=N`, else 1), each its own cluster hash tag `{<namespace>#<i>}`, so one
+    /// namespace spreads over every shard of a cluster while each script still touches one
+    /// slot; an execution lives in the partition its id hashes to, and a claim takes the
+    /// earliest due work over every partition, with tokens from the namespace's one counter
+    /// (a few more round trips per claim: see `docs/DESIGN.md`). One partition is the layout
+    /// without partitions (`{<namespace>}`). Every handle on a namespace must use the same count: it
+    /// is stored at connect, and a different count is [`lease_core::LeaseError::Schema`].
+    pub fn partitions(mut self, partitions: u16) -> Self {
+        self.partitions = Some(partitions);
+        self
+    }
+
     /// For a `rediss://` URL: trust only the CA certificates in `pem` (PEM text, one or
     /// more certificates) instead of the system roots, e.g. a private CA. Needs feature
     /// `tls-rustls`; a CA that does not verify the server's certificate fails `connect` with
@@ -125,6 +142,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("classic_pubsub", &self.classic_pubsub)
+            .field("partitions", &self.partitions)
             .field(
                 "tls_root_certificates",
                 &self.tls_root_certificates.is_some(),

@@ -35,7 +35,16 @@ impl RedisBackend {
         script: &Script,
         args: &[&[u8]],
     ) -> Result<Status> {
-        let v = self.eval(op, access, script, args).await?;
+        if self.keys().split() {
+            return Err(LeaseError::invalid(
+                "partitions",
+                "effects and store waiters are not supported yet on a namespace split into \
+                 partitions (issue 14)",
+            ));
+        }
+        let v = self
+            .eval(op, access, self.keys().prefix(), script, args)
+            .await?;
         Reply::new(op).status(v)
     }
 

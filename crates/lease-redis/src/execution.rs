@@ -14,11 +14,11 @@ use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimReply, lossy, with_records};
+use crate::claim::{ClaimReply, with_records};
 use crate::errors::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::wire::{MAX_EXACT_MS, exact_time, token_arg};
+use crate::wire::{exact_time, token_arg};
 
 /// The typed error for the refusal words every fenced script shares: `unknown` (no such
 /// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
@@ -87,6 +87,7 @@ impl ExecutionClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(&admission.id),
                 &SCRIPTS.admit,
                 &[
                     id.as_bytes(),
@@ -118,38 +119,23 @@ impl ExecutionClient for RedisBackend {
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         const OP: &str = "get";
         let v = self
-            .eval(OP, Access::Read, &SCRIPTS.get, &[id.as_str().as_bytes()])
+            .eval(
+                OP,
+                Access::Read,
+                self.keys().of(id),
+                &SCRIPTS.get,
+                &[id.as_str().as_bytes()],
+            )
             .await?;
         self.effective_reply(Reply::new(OP), id, v)
     }
 
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
-        const OP: &str = "list_failing";
         check_limit("list limit", limit)?;
         let min = min.max(1);
-        let v = self
-            .eval(
-                OP,
-                Access::Read,
-                &SCRIPTS.list_failing,
-                &[min.to_string().as_bytes(), limit.to_string().as_bytes()],
-            )
-            .await?;
-        let reply = Reply::new(OP);
-        let mut items = reply.array(v)?.into_iter();
-        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
-        let now = Timestamp::from_millis(now);
         let mut out = Vec::new();
-        while let Some(id) = items.next() {
-            let id = reply.execution_id(id)?;
-            let record = reply
-                .record(id, reply.next(&mut items, "record")?)?
-                .ok_or_else(|| reply.unexpected("empty record"))?;
-            let effective = record.effective(now);
-            // The script lists each candidate once.
-            if effective.unacknowledged_deliveries >= min {
-                out.push(effective);
-            }
+        for prefix in self.keys().partitions() {
+            out.extend(self.list_failing_in(prefix, min, limit).await?);
         }
         out.sort_by(|a, b| {
             b.unacknowledged_deliveries
@@ -161,51 +147,23 @@ impl ExecutionClient for RedisBackend {
     }
 
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
-        const OP: &str = "list_corrupt";
         check_limit("list limit", limit)?;
-        let v = self
-            .eval(
-                OP,
-                Access::Read,
-                &SCRIPTS.list_corrupt,
-                &[limit.to_string().as_bytes()],
-            )
-            .await?;
-        let reply = Reply::new(OP);
-        let items = reply.array(v)?;
-        if items.len() % 2 != 0 || items.len() / 2 > limit {
-            return Err(reply.unexpected(&format!("{} elements", items.len())));
+        let mut out = Vec::new();
+        for prefix in self.keys().partitions() {
+            out.extend(self.list_corrupt_in(prefix, limit).await?);
         }
-        let mut items = items.into_iter().map(lossy);
-        let mut out = Vec::with_capacity(limit.min(16));
-        while let (Some(id), Some(problem)) = (items.next(), items.next()) {
-            out.push(CorruptRecord { id, problem });
-        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.truncate(limit);
         Ok(out)
     }
 
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
-        const OP: &str = "purge_terminal";
         check_limit("purge limit", limit)?;
-        // An instant past the exact range is after every stored end (and one before it,
-        // before every one).
-        let before = before.as_millis().clamp(-MAX_EXACT_MS, MAX_EXACT_MS);
-        let v = self
-            .eval(
-                OP,
-                Access::Write,
-                &SCRIPTS.purge_terminal,
-                &[before.to_string().as_bytes(), limit.to_string().as_bytes()],
-            )
-            .await?;
-        let reply = Reply::new(OP);
-        let mut ids = reply
-            .array(v)?
-            .into_iter()
-            .map(|id| reply.execution_id(id))
-            .collect::<Result<Vec<_>>>()?;
-        if ids.len() > limit {
-            return Err(reply.unexpected(&format!("{} ids", ids.len())));
+        let mut ids = Vec::new();
+        for (prefix, count) in self.purge_plan(before, limit).await? {
+            let gone = self.purge_in(prefix, before, count).await?;
+            self.forget_at_home(&gone).await?;
+            ids.extend(gone);
         }
         ids.sort();
         Ok(Purged { ids })
@@ -222,6 +180,7 @@ impl ExecutionClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(id),
                 &SCRIPTS.request_wake,
                 &[
                     id.as_str().as_bytes(),
@@ -270,6 +229,7 @@ impl ExecutionClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(&lease.execution_id),
                 &SCRIPTS.renew,
                 &[
                     lease.execution_id.as_str().as_bytes(),
@@ -300,6 +260,7 @@ impl ExecutionClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(&lease.execution_id),
                 &SCRIPTS.release,
                 &[
                     lease.execution_id.as_str().as_bytes(),
@@ -328,6 +289,7 @@ impl ExecutionClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(&lease.execution_id),
                 &SCRIPTS.acknowledge,
                 &[
                     lease.execution_id.as_str().as_bytes(),

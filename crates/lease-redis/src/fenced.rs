@@ -44,8 +44,9 @@ static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_st
 ///
 /// - **Declare every key it touches**, and touch no other: Redis enforces this only in
 ///   cluster mode, and only a declared key is checked to lie in the namespace's slot.
-///   Each key must carry the namespace's hash tag `{<namespace>}` as its first hash tag and
-///   lie outside the library's prefix `lease:{<namespace>}:`; other keys are
+///   Each key must carry the namespace's hash tag `{<namespace>}` as its first hash tag (with
+///   partitions, the lease's partition tag, [`RedisBackend::hash_tag_for`]) and lie outside
+///   the library's prefixes (`lease:{<namespace>}:`); other keys are
 ///   `LeaseError::InvalidInput` before anything runs.
 /// - **Check before writing.** Redis scripts do not roll back on error: a body that raises
 ///   an error (or returns `redis.error_reply`) after some writes leaves those writes. The
@@ -287,7 +288,7 @@ impl RedisBackend {
         args: &[&str],
     ) -> Result<Ran> {
         for key in keys {
-            self.keys().check_app_key(key)?;
+            self.keys().check_app_key(key, &lease.execution_id)?;
         }
         let token = token_arg(lease.token)?;
         let mut all: Vec<&[u8]> = Vec::with_capacity(5 + args.len());
@@ -297,8 +298,12 @@ impl RedisBackend {
         all.push(step.map_or(b"", |s| s.value_prefix.as_bytes()));
         all.push(MAX_RESPONSE.as_bytes());
         all.extend(args.iter().map(|a| a.as_bytes()));
+        // KEYS: the execution's partition prefix, then the caller's keys.
+        let mut declared = Vec::with_capacity(1 + keys.len());
+        declared.push(self.keys().of(&lease.execution_id));
+        declared.extend_from_slice(keys);
         let v = self
-            .invoke(Access::Write, &script.script, keys, &all)
+            .invoke(Access::Write, &script.script, &declared, &all)
             .await?
             .map_err(|e| match compile_error(&e) {
                 Some(reason) => LeaseError::invalid("fenced script", reason),

@@ -26,6 +26,7 @@ impl HeapClient for RedisBackend {
             .eval(
                 OP,
                 Access::Write,
+                self.keys().of(&lease.execution_id),
                 &SCRIPTS.write_step,
                 &[
                     lease.execution_id.as_str().as_bytes(),

@@ -1,5 +1,11 @@
-//! Key layout. Every key of a namespace starts with `lease:{<namespace>}:`; the braces make
-//! the namespace the cluster hash tag, so every script touches one slot.
+//! Key layout. With one partition (the default, and the layout before issue 14) every key of
+//! a namespace starts with `lease:{<namespace>}:`; the braces make the namespace the cluster
+//! hash tag, so every script touches one slot. With `P > 1` partitions, the execution keys
+//! (`token`, `exec:`, `steps:`, the indexes, `start_of` and the `wake` channel, plus an own
+//! `meta`) live under the partition prefix `lease:{<namespace>#<i>}:` of the execution's
+//! partition `i` = [`partition_of`] its id, so each partition is its own slot; the
+//! namespace-wide keys (`meta` with `partitions`, `starts`, `start_of`, `store:`,
+//! `receipts:`, `rcpt:`) stay under the home prefix `lease:{<namespace>}:`.
 //!
 //! | key | type | holds |
 //! |---|---|---|
@@ -39,10 +45,27 @@ pub const MAX_NAMESPACE_BYTES: usize = 128;
 /// Separator inside hash fields; a control character, which no id or key may contain.
 pub(crate) const SEP: char = '\u{1f}';
 
-/// The key names of one namespace.
+/// The key names of one namespace: its home prefix and its partitions' prefixes.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
+    /// `lease:{<namespace>}:`.
     prefix: String,
+    /// One prefix per partition: just the home prefix for one partition (the layout before
+    /// partitions, unchanged), else `lease:{<namespace>#<i>}:` for `i` in `0..P`.
+    partitions: Vec<String>,
+}
+
+/// The partition (of `count`) execution `id` lives in: FNV-1a (64 bit) of the id's bytes,
+/// modulo `count`. Stable across processes, versions and platforms: it is part of the key
+/// layout.
+pub(crate) fn partition_of(id: &str, count: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    // `count` is at most MAX_PARTITIONS, so the remainder fits.
+    (hash % count.max(1) as u64) as usize
 }
 
 /// The cluster hash tag of `key` as Redis computes it: the text between the first `{` and
@@ -55,8 +78,15 @@ pub(crate) fn hash_tag(key: &str) -> Option<&str> {
 }
 
 impl Keys {
-    /// Validates `namespace` and builds its prefix.
-    pub(crate) fn new(namespace: &str) -> Result<Self> {
+    /// Validates `namespace` and builds its prefixes for `partitions` partitions (1 to
+    /// [`crate::url::MAX_PARTITIONS`]).
+    pub(crate) fn new(namespace: &str, partitions: u16) -> Result<Self> {
+        if !(1..=crate::url::MAX_PARTITIONS).contains(&partitions) {
+            return Err(LeaseError::invalid(
+                "partitions",
+                format!("must be 1 to {}", crate::url::MAX_PARTITIONS),
+            ));
+        }
         if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_BYTES {
             return Err(LeaseError::invalid(
                 "namespace",
@@ -72,9 +102,36 @@ impl Keys {
                 format!("{c:?} is not allowed (ASCII letters, digits, _ - . : only)"),
             ));
         }
-        Ok(Keys {
-            prefix: format!("lease:{{{namespace}}}:"),
-        })
+        let prefix = format!("lease:{{{namespace}}}:");
+        let partitions = match partitions {
+            1 => vec![prefix.clone()],
+            n => (0..n)
+                .map(|i| format!("lease:{{{namespace}#{i}}}:"))
+                .collect(),
+        };
+        Ok(Keys { prefix, partitions })
+    }
+
+    /// Every partition's prefix, in partition order.
+    pub(crate) fn partitions(&self) -> &[String] {
+        &self.partitions
+    }
+
+    /// The prefix of the partition execution `id` lives in.
+    pub(crate) fn of(&self, id: &ExecutionId) -> &str {
+        &self.partitions[partition_of(id.as_str(), self.partitions.len())]
+    }
+
+    /// Whether the namespace is split (more than one partition).
+    pub(crate) fn split(&self) -> bool {
+        self.partitions.len() > 1
+    }
+
+    /// The key every script also declares after its prefix: `<prefix>meta`, which exists
+    /// from connect on, so a script of a slot being migrated is refused with `TRYAGAIN`
+    /// before it runs (see `crate::conn`).
+    pub(crate) fn anchor(prefix: &str) -> String {
+        format!("{prefix}meta")
     }
 
     /// `lease:{<namespace>}:`, passed to every script as `KEYS[1]`.
@@ -82,18 +139,25 @@ impl Keys {
         &self.prefix
     }
 
-    /// The namespace, which is the hash tag of every key of the namespace.
+    /// The namespace, the hash tag of every key of the home prefix.
     pub(crate) fn namespace(&self) -> &str {
         // The prefix is `lease:{<namespace>}:`, built by `Keys::new`.
         &self.prefix["lease:{".len()..self.prefix.len() - "}:".len()]
     }
 
-    /// Checks a key an application's fenced script declares (issue 13): it must hash to the
-    /// namespace's cluster slot (its hash tag is `{<namespace>}`), so the script touches one
-    /// slot, and it must lie outside the library's prefix `lease:{<namespace>}:`, which only
-    /// this library writes. `InvalidInput` naming the key otherwise.
-    pub(crate) fn check_app_key(&self, key: &str) -> Result<()> {
-        let ns = self.namespace();
+    /// The hash tag (without braces) of the partition execution `id` lives in: the
+    /// namespace for one partition, else `<namespace>#<i>`.
+    pub(crate) fn tag_of(&self, id: &ExecutionId) -> &str {
+        let prefix = self.of(id);
+        &prefix["lease:{".len()..prefix.len() - "}:".len()]
+    }
+
+    /// Checks a key an application's fenced script for execution `id` declares (issue 13):
+    /// it must hash to the execution's cluster slot (its hash tag is [`Keys::tag_of`]), so
+    /// the script touches one slot, and it must lie outside the library's prefixes, which
+    /// only this library writes. `InvalidInput` naming the key otherwise.
+    pub(crate) fn check_app_key(&self, key: &str, id: &ExecutionId) -> Result<()> {
+        let ns = self.tag_of(id);
         if hash_tag(key) != Some(ns) {
             return Err(LeaseError::invalid(
                 "script key",
@@ -103,27 +167,31 @@ impl Keys {
                 ),
             ));
         }
-        if key.starts_with(&self.prefix) {
+        if let Some(own) = std::iter::once(&self.prefix)
+            .chain(&self.partitions)
+            .find(|own| key.starts_with(own.as_str()))
+        {
             return Err(LeaseError::invalid(
                 "script key",
-                format!(
-                    "{key:?} lies inside the library's own key space {:?}",
-                    self.prefix
-                ),
+                format!("{key:?} lies inside the library's own key space {own:?}"),
             ));
         }
         Ok(())
     }
 
-    /// The SCAN pattern matching every key of the namespace (the namespace has no glob
-    /// characters).
-    pub(crate) fn pattern(&self) -> String {
-        format!("{}*", self.prefix)
+    /// Every prefix the namespace writes under: the home prefix, then the partitions' (when
+    /// split), each with its SCAN pattern (the namespace has no glob characters).
+    pub(crate) fn patterns(&self) -> Vec<(&str, String)> {
+        let mut all = vec![self.prefix.as_str()];
+        if self.split() {
+            all.extend(self.partitions.iter().map(String::as_str));
+        }
+        all.into_iter().map(|p| (p, format!("{p}*"))).collect()
     }
 
-    /// An execution's step records.
+    /// An execution's step records (in its partition).
     pub(crate) fn steps(&self, id: &ExecutionId) -> String {
-        format!("{}steps:{}", self.prefix, id.as_str())
+        format!("{}steps:{}", self.of(id), id.as_str())
     }
 
     /// A store's entries.
@@ -139,19 +207,19 @@ mod tests {
     #[test]
     fn namespaces_are_validated() {
         assert_eq!(
-            Keys::new("lease").expect("valid").prefix(),
+            Keys::new("lease", 1).expect("valid").prefix(),
             "lease:{lease}:"
         );
-        assert!(Keys::new("a-b_c.d:e9").is_ok());
+        assert!(Keys::new("a-b_c.d:e9", 1).is_ok());
         for bad in ["", "a{b", "a}b", "a*", "a b", "é", "a?", "a[b]", "a\\b"] {
             assert!(
-                matches!(Keys::new(bad), Err(LeaseError::InvalidInput { .. })),
+                matches!(Keys::new(bad, 1), Err(LeaseError::InvalidInput { .. })),
                 "{bad:?}"
             );
         }
-        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES)).is_ok());
-        assert_eq!(Keys::new("a-b").expect("valid").namespace(), "a-b");
-        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES + 1)).is_err());
+        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES), 1).is_ok());
+        assert_eq!(Keys::new("a-b", 1).expect("valid").namespace(), "a-b");
+        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES + 1), 1).is_err());
     }
 
     #[test]
@@ -161,7 +229,8 @@ mod tests {
         assert_eq!(hash_tag("a{b{c}d}"), Some("b{c"));
         assert_eq!(hash_tag("no-tag"), None);
         assert_eq!(hash_tag("open{only"), None);
-        let keys = Keys::new("ns").expect("valid");
+        let keys = Keys::new("ns", 1).expect("valid");
+        let id = ExecutionId::new("a").expect("valid");
         for good in [
             "app:{ns}:counter",
             "{ns}",
@@ -169,7 +238,7 @@ mod tests {
             "lease:{ns}",
             "lease:{ns}x",
         ] {
-            assert!(keys.check_app_key(good).is_ok(), "{good:?}");
+            assert!(keys.check_app_key(good, &id).is_ok(), "{good:?}");
         }
         for bad in [
             "app:ns:counter",
@@ -182,11 +251,43 @@ mod tests {
             "lease:{ns}:",
             "",
         ] {
-            let e = keys.check_app_key(bad).expect_err(bad);
+            let e = keys.check_app_key(bad, &id).expect_err(bad);
             assert!(
                 matches!(&e, LeaseError::InvalidInput { reason, .. } if reason.contains(&format!("{bad:?}"))),
                 "{bad:?}: {e:?}"
             );
         }
+    }
+
+    #[test]
+    fn one_partition_keeps_the_old_layout_and_more_spread_by_id() {
+        let one = Keys::new("ns", 1).expect("valid");
+        let id = ExecutionId::new("order-42").expect("valid");
+        assert_eq!(one.partitions(), ["lease:{ns}:"]);
+        assert_eq!(one.of(&id), "lease:{ns}:");
+        assert_eq!(one.steps(&id), "lease:{ns}:steps:order-42");
+        assert_eq!(one.patterns().len(), 1);
+        let four = Keys::new("ns", 4).expect("valid");
+        assert_eq!(four.partitions()[3], "lease:{ns#3}:");
+        assert_eq!(four.prefix(), "lease:{ns}:");
+        assert_eq!(four.patterns().len(), 5);
+        // The placement is part of the layout: pinned values.
+        assert_eq!(partition_of("order-42", 4), partition_of("order-42", 4));
+        assert_eq!(partition_of("", 4), (0xcbf2_9ce4_8422_2325u64 % 4) as usize);
+        let mut seen = [0usize; 4];
+        for i in 0..400 {
+            seen[partition_of(&format!("e{i}"), 4)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+        let tag = four.tag_of(&id).to_owned();
+        assert!(tag.starts_with("ns#"));
+        assert!(four.check_app_key(&format!("app:{{{tag}}}:x"), &id).is_ok());
+        assert!(four.check_app_key("app:{ns}:x", &id).is_err());
+        assert!(
+            four.check_app_key(&format!("lease:{{{tag}}}:x"), &id)
+                .is_err()
+        );
+        assert!(Keys::new("ns", 0).is_err());
+        assert!(Keys::new("ns", crate::url::MAX_PARTITIONS + 1).is_err());
     }
 }

@@ -44,6 +44,18 @@
 //!   | `done` | zset | completed and failed executions, scored by the end of their last delivery |
 //!   | `rcpt:<id>` | set | the receipts execution `<id>` made, as `<store>\x1f<step key>` |
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
+//! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
+//!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
+//!   `?partitions=N`) splits a namespace into `P` partitions `lease:{<namespace>#<i>}:`, an
+//!   execution placed by a stable hash of its id (FNV-1a 64 mod `P`), so one namespace
+//!   spreads over every shard while each script touches one slot; the namespace-wide keys
+//!   (meta, token counter, starts, stores) stay under `lease:{<namespace>}:`. One
+//!   partition is exactly the layout above. Claims peek every partition, take the earliest
+//!   due over all of them and hand out tokens reserved from the one counter, so a split
+//!   namespace keeps every rule of one (the conformance suite runs on it). Every script
+//!   also declares its prefix's `meta` as a second key, so that during a slot migration
+//!   Redis answers `TRYAGAIN` (retried) instead of running it on a node holding only part
+//!   of the slot. Details and what cluster mode does not promise: `docs/DESIGN.md`.
 //! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
 //!   value, so tokens rise per execution and never repeat across executions.
 //! - **Claims.** Due executions live in two sorted sets: `ready` (scored by due time, so a
@@ -171,8 +183,10 @@ mod ack;
 mod admit;
 mod backend;
 mod claim;
+mod claim_split;
 mod combined;
 mod config;
+mod conn;
 mod effect;
 mod errors;
 mod execution;
@@ -181,17 +195,21 @@ mod guard;
 mod heap;
 mod keys;
 mod migrate;
+mod partitioned;
 mod reply;
 mod scripts;
 mod store;
 mod tls;
+mod url;
 mod wake;
 mod wire;
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
+pub use conn::Conn;
 pub use fenced::{FencedScript, ScriptBodyError};
 pub use keys::MAX_NAMESPACE_BYTES;
+pub use url::{CLUSTER_SCHEME, MAX_PARTITIONS};
 pub use wire::MAX_TOKEN;
 
 /// The assembled Lua scripts of the hot-path operations, so the benchmark (`crates/bench`,

@@ -35,7 +35,13 @@ impl RedisBackend {
         self.migrate_starts(format!("{prefix}starts").as_bytes())
             .await?;
         let v = self
-            .eval(OP, Access::Write, &SCRIPTS.migrate, &[b"finish"])
+            .eval(
+                OP,
+                Access::Write,
+                self.keys().prefix(),
+                &SCRIPTS.migrate,
+                &[b"finish"],
+            )
             .await?;
         crate::reply::Reply::new(OP).string(v)
     }
@@ -126,8 +132,14 @@ impl RedisBackend {
         args.push(kind);
         args.extend(head);
         args.extend_from_slice(items);
-        self.eval(OP, Access::Write, &SCRIPTS.migrate, &args)
-            .await?;
+        self.eval(
+            OP,
+            Access::Write,
+            self.keys().prefix(),
+            &SCRIPTS.migrate,
+            &args,
+        )
+        .await?;
         Ok(())
     }
 }

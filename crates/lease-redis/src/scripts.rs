@@ -19,12 +19,18 @@ const ACK: &str = include_str!("lua/ack.lua");
 const CLAIM: &str = include_str!("lua/claim.lua");
 const STEP: &str = include_str!("lua/step.lua");
 const FENCED: &str = include_str!("lua/fenced.lua");
+const FORGET: &str = include_str!("lua/forget.lua");
 const WAKE: &str = include_str!("lua/wake.lua");
 const EFFECT: &str = include_str!("lua/effect.lua");
 
 /// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
+}
+
+/// A script made of the base, operation and retention helpers (`lua/forget.lua`) and `body`.
+fn forget_script(body: &str) -> Script {
+    Script::new(&format!("{BASE}\n{OPS}\n{FORGET}\n-- operation\n{body}"))
 }
 
 /// A script made of the base and record helpers and `body`.
@@ -40,7 +46,15 @@ fn wake_script(body: &str) -> Script {
     ))
 }
 
-/// A script made of the base and effect helpers (`lua/effect.lua`, issue 16) and `body`.
+/// purge_terminal: the base, effect (`lua/effect.lua`, issue 16) and retention
+/// (`lua/forget.lua`) helpers and `body`.
+fn purge_script(body: &str) -> Script {
+    Script::new(&format!(
+        "{BASE}\n{OPS}\n{EFFECT}\n{FORGET}\n-- operation\n{body}"
+    ))
+}
+
+/// A script made of the base, operation and effect helpers and `body`.
 fn effect_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{EFFECT}\n-- operation\n{body}"))
 }
@@ -115,6 +129,10 @@ pub(crate) struct Scripts {
     pub(crate) get_or_create: Script,
     pub(crate) store_update: Script,
     pub(crate) purge_terminal: Script,
+    pub(crate) forget_at_home: Script,
+    pub(crate) reserve_tokens: Script,
+    pub(crate) start_home: Script,
+    pub(crate) start_target: Script,
     pub(crate) effect_begin: Script,
     pub(crate) effect_settle: Script,
     pub(crate) effect_read: Script,
@@ -141,8 +159,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     write_step: step_script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
+    forget_at_home: forget_script(include_str!("lua/forget_at_home.lua")),
+    reserve_tokens: claim_script(include_str!("lua/reserve_tokens.lua")),
+    start_home: script(include_str!("lua/start_home.lua")),
+    start_target: script(include_str!("lua/start_target.lua")),
     store_update: effect_wake_script(include_str!("lua/store_update.lua")),
-    purge_terminal: effect_script(include_str!("lua/purge_terminal.lua")),
+    purge_terminal: purge_script(include_str!("lua/purge_terminal.lua")),
     effect_begin: effect_script(include_str!("lua/effect_begin.lua")),
     effect_settle: effect_wake_script(include_str!("lua/effect_settle.lua")),
     effect_read: effect_script(include_str!("lua/effect_read.lua")),

@@ -4,15 +4,15 @@ use lease_core::{LeaseError, Result};
 
 use crate::config::RedisConfig;
 
-/// The client for `config.url`: with [`RedisConfig::tls_root_certificates`] set, a TLS
+/// The client for `url` (`config`'s URL, or one node of it): with [`RedisConfig::tls_root_certificates`] set, a TLS
 /// client trusting only those roots (the URL must be `rediss://`); otherwise
 /// `redis::Client::open`, which for `rediss://` trusts the system roots.
 ///
 /// Errors: `InvalidInput` for a bad URL, a CA that is not PEM, a CA with a plain `redis://`
 /// URL, or TLS asked for in a build without the `tls-rustls` feature.
-pub(crate) fn client(config: &RedisConfig) -> Result<redis::Client> {
+pub(crate) fn client(config: &RedisConfig, url: &str) -> Result<redis::Client> {
     let invalid = |e: redis::RedisError| LeaseError::invalid("redis url", e.to_string());
-    let tls_url = config.url.trim_start().starts_with("rediss:");
+    let tls_url = url.trim_start().starts_with("rediss:");
     if (tls_url || config.tls_root_certificates.is_some()) && !cfg!(feature = "tls-rustls") {
         return Err(LeaseError::invalid(
             "redis url",
@@ -29,11 +29,10 @@ pub(crate) fn client(config: &RedisConfig) -> Result<redis::Client> {
                 client_tls: None,
                 root_cert: Some(root_cert.clone()),
             };
-            return redis::Client::build_with_tls(config.url.as_str(), certificates)
-                .map_err(invalid);
+            return redis::Client::build_with_tls(url, certificates).map_err(invalid);
         }
     }
-    redis::Client::open(config.url.as_str()).map_err(invalid)
+    redis::Client::open(url).map_err(invalid)
 }
 
 /// redis-rs builds its rustls config from the process-wide crypto provider; installs ring's

@@ -3,14 +3,18 @@
 //! one subscriber connection that feeds a [`WakeHub`].
 //!
 //! - **Channel**: `lease:{<namespace>}:wake`, inside the namespace's hash tag, so it maps to
-//!   the namespace's cluster slot.
+//!   the namespace's cluster slot; with partitions, one per partition
+//!   (`lease:{<namespace>#<i>}:wake`).
 //! - **Sharded or classic**: decided at connect from the server version
 //!   ([`WakeMode::for_version`]): `SPUBLISH`/`SSUBSCRIBE` on Redis >= 7 (the message stays
 //!   in the slot's shard instead of being broadcast to every node), `PUBLISH`/`SUBSCRIBE` on
 //!   Redis 6, and nothing on Redis 5 (no RESP3, so no named subscriber on a multiplexed
 //!   connection: [`lease_core::ExecutionClient::wakeups`] is `None` and the dispatcher
 //!   polls).
-//! - **Subscriber**: one RESP3 connection per handle family, started lazily on the first
+//! - **Subscriber**: on one server, one RESP3 connection per handle family subscribed to
+//!   every partition's channel; on a cluster, one per partition on the primary owning its
+//!   slot (found with `CLUSTER SLOTS`; a moved slot's `sunsubscribe` push ends the session
+//!   and the next one follows the slot). Each is started lazily on the first
 //!   `wakeups()` call on the caller's tokio runtime, named `lease-wake:<namespace>` (CLIENT
 //!   SETNAME) so operators and tests can find it; reconnected with backoff (10 ms doubling to
 //!   2 s); every (re)subscribe signals "now" because messages may have been missed; a PING
@@ -79,46 +83,50 @@ pub(crate) fn parse_payload(payload: &[u8]) -> Option<Timestamp> {
         .map(Timestamp::from_millis)
 }
 
-/// One handle family's listener: the hub its receivers hang off and the subscriber task.
-/// Dropping it (the last clone of the handle) stops the task.
+/// One handle family's listener: the hub its receivers hang off and the subscriber tasks
+/// (one per subscriber connection). Dropping it (the last clone of the handle) stops them.
 pub(crate) struct Listener {
     hub: WakeHub,
-    task: Mutex<Option<JoinHandle<()>>>,
-    subscriber: Subscriber,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    subscribers: Vec<Subscriber>,
 }
 
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener")
             .field("receivers", &self.hub.receivers())
-            .field("channel", &self.subscriber.channel)
+            .field("subscribers", &self.subscribers.len())
             .finish_non_exhaustive()
     }
 }
 
 impl Listener {
     /// A listener that has not connected yet.
-    pub(crate) fn new(subscriber: Subscriber) -> Self {
+    pub(crate) fn new(subscribers: Vec<Subscriber>) -> Self {
         Listener {
             hub: WakeHub::new(),
-            task: Mutex::new(None),
-            subscriber,
+            tasks: Mutex::new(Vec::new()),
+            subscribers,
         }
     }
 
-    /// A new receiver, starting (or restarting, after its runtime ended) the subscriber on
-    /// the current tokio runtime; `None` outside a runtime (the dispatcher then polls).
+    /// A new receiver, starting (or restarting, after their runtime ended) the subscribers
+    /// on the current tokio runtime; `None` outside a runtime (the dispatcher then polls).
     pub(crate) fn receiver(&self) -> Option<WakeReceiver> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::debug!("wakeups() outside a tokio runtime: no listener");
             return None;
         };
-        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         let receiver = self.hub.subscribe();
-        if task.as_ref().is_none_or(JoinHandle::is_finished) {
-            let subscriber = self.subscriber.clone();
-            let hub = self.hub.clone();
-            *task = Some(runtime.spawn(subscriber.run(hub)));
+        if tasks.is_empty() || tasks.iter().any(JoinHandle::is_finished) {
+            for task in tasks.drain(..) {
+                task.abort();
+            }
+            for subscriber in &self.subscribers {
+                let (subscriber, hub) = (subscriber.clone(), self.hub.clone());
+                tasks.push(runtime.spawn(subscriber.run(hub)));
+            }
         }
         Some(receiver)
     }
@@ -126,19 +134,36 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let task = self.task.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some(task) = task.take() {
+        let tasks = self.tasks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for task in tasks.drain(..) {
             task.abort();
         }
     }
 }
 
+/// Where a subscriber connects.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// One server, over RESP3 (pushes on a multiplexed connection).
+    Server(redis::Client),
+    /// The primary owning the channel's slot in a cluster, found with `CLUSTER SLOTS` on the
+    /// cluster connection before every session (a slot that moved is followed: its old
+    /// owner ends the subscription with an `sunsubscribe` push).
+    SlotOwner {
+        /// The backend's cluster connection.
+        cluster: crate::conn::Conn,
+        /// Credentials and settings for the node connection.
+        info: redis::ConnectionInfo,
+    },
+}
+
 /// How to open and run one subscriber connection.
 #[derive(Clone)]
 pub(crate) struct Subscriber {
-    /// A client on the backend's server speaking RESP3 (pushes on a multiplexed connection).
-    pub(crate) client: redis::Client,
-    pub(crate) channel: String,
+    /// Where it connects.
+    pub(crate) target: Target,
+    /// The channels it subscribes to (all in the target's slots).
+    pub(crate) channels: Vec<String>,
     pub(crate) name: String,
     pub(crate) mode: WakeMode,
     pub(crate) connect_timeout: Duration,
@@ -161,14 +186,42 @@ enum Ended {
 }
 
 impl Subscriber {
-    /// A client for subscriber connections: `client`'s server and credentials over RESP3.
-    pub(crate) fn resp3_client(client: &redis::Client) -> redis::RedisResult<redis::Client> {
-        let info = client.get_connection_info().clone();
+    /// A client for subscriber connections: `info`'s server and credentials over RESP3.
+    pub(crate) fn resp3_client(info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
         let settings = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
         redis::Client::open(info.set_redis_settings(settings))
+    }
+
+    /// The client of this session: the server's, or the current owner of the channel's slot.
+    async fn client(&self) -> redis::RedisResult<redis::Client> {
+        let (cluster, info) = match &self.target {
+            Target::Server(client) => return Ok(client.clone()),
+            Target::SlotOwner { cluster, info } => (cluster, info),
+        };
+        let mut cluster = cluster.clone();
+        let slots = tokio::time::timeout(
+            crate::conn::SLOTS_TIMEOUT,
+            redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut cluster),
+        )
+        .await
+        .map_err(|_| {
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
+        })??;
+        let channel = self.channels.first().map(String::as_str).unwrap_or("");
+        let slot = crate::conn::key_slot(channel);
+        let (host, port) = crate::conn::slot_owner(&slots, slot).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "no cluster node owns the wake channel's slot",
+            ))
+        })?;
+        Self::resp3_client(
+            info.clone()
+                .set_addr(redis::ConnectionAddr::Tcp(host, port)),
+        )
     }
 
     /// Runs sessions forever, reconnecting with backoff; aborted with its [`Listener`].
@@ -177,12 +230,12 @@ impl Subscriber {
         loop {
             match self.session(&hub).await {
                 Ended::Lost(why) => {
-                    tracing::debug!(channel = %self.channel, %why, "wake subscriber lost; reconnecting");
+                    tracing::debug!(channels = ?self.channels, %why, "wake subscriber lost; reconnecting");
                     failures = 0;
                 }
                 Ended::Connecting(e) => {
                     failures = failures.saturating_add(1);
-                    tracing::debug!(channel = %self.channel, error = %e, failures, "wake subscriber cannot connect");
+                    tracing::debug!(channels = ?self.channels, error = %e, failures, "wake subscriber cannot connect");
                 }
             }
             tokio::time::sleep(backoff(failures)).await;
@@ -197,8 +250,11 @@ impl Subscriber {
             .set_push_sender(tx)
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.connect_timeout));
-        let mut conn = match self
-            .client
+        let client = match self.client().await {
+            Ok(client) => client,
+            Err(e) => return Ended::Connecting(e),
+        };
+        let mut conn = match client
             .get_multiplexed_async_connection_with_config(&config)
             .await
         {
@@ -230,7 +286,7 @@ impl Subscriber {
         }
     }
 
-    /// `CLIENT SETNAME`, then `SSUBSCRIBE` or `SUBSCRIBE` to the channel.
+    /// `CLIENT SETNAME`, then `SSUBSCRIBE` or `SUBSCRIBE` to each channel.
     async fn subscribe(
         &self,
         conn: &mut redis::aio::MultiplexedConnection,
@@ -240,23 +296,28 @@ impl Subscriber {
             .arg(&self.name)
             .exec_async(conn)
             .await?;
-        match self.mode {
-            // A single-channel SSUBSCRIBE is answered by one `ssubscribe` push, which the
-            // multiplexed connection treats as the command's reply.
-            WakeMode::Sharded => {
-                redis::cmd("SSUBSCRIBE")
-                    .arg(&self.channel)
-                    .exec_async(conn)
-                    .await
+        for channel in &self.channels {
+            match self.mode {
+                // A single-channel SSUBSCRIBE is answered by one `ssubscribe` push, which the
+                // multiplexed connection treats as the command's reply.
+                WakeMode::Sharded => {
+                    redis::cmd("SSUBSCRIBE")
+                        .arg(channel)
+                        .exec_async(conn)
+                        .await?
+                }
+                WakeMode::Classic | WakeMode::Off => conn.subscribe(channel).await?,
             }
-            WakeMode::Classic | WakeMode::Off => conn.subscribe(&self.channel).await,
         }
+        Ok(())
     }
 
     /// Handles one push: a message signals the hub; a disconnection ends the session.
     fn on_push(&self, hub: &WakeHub, push: PushInfo) -> Option<Ended> {
         match push.kind {
             PushKind::Disconnection => Some(Ended::Lost("disconnected".to_owned())),
+            // The server ended a shard channel subscription: its slot moved to another node.
+            PushKind::SUnsubscribe => Some(Ended::Lost("the channel's slot moved".to_owned())),
             PushKind::Message | PushKind::SMessage => {
                 let payload = match push.data.get(1) {
                     Some(redis::Value::BulkString(bytes)) => parse_payload(bytes),

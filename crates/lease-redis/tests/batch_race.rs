@@ -12,7 +12,8 @@
 //! - A renewed lease stays live: B never claims it and A's item is `Accepted`.
 //! - An expired item B did not claim was acknowledged by A before B's claim: `Accepted`.
 //! - A batch is atomic against the claim: its expired items are all `Lost` or all
-//!   `Accepted`.
+//!   `Accepted`. On a namespace split into partitions (issue 14; the cluster row) a batch is
+//!   one script per partition, so this holds for each partition's items of the batch.
 //! - B's records are what the claim made (running, B's token, one unacknowledged delivery)
 //!   and B's acknowledgements are all `Accepted`; the final record is B's outcome under B's
 //!   token where B claimed, A's under t1 elsewhere.
@@ -213,7 +214,8 @@ async fn round(i: usize, c: &Conns, clock: &ManualClock, policy: &RedeliveryPoli
         ));
     }
     for batch in &batches {
-        let mut expired_accepted = Vec::new();
+        // Per partition (one with a single partition): each is one script.
+        let mut expired_accepted: BTreeMap<String, Vec<bool>> = BTreeMap::new();
         for (id, accepted) in batch {
             if renewed[id] {
                 if !accepted {
@@ -223,7 +225,10 @@ async fn round(i: usize, c: &Conns, clock: &ManualClock, policy: &RedeliveryPoli
                 }
                 continue;
             }
-            expired_accepted.push(*accepted);
+            expired_accepted
+                .entry(c.a1.hash_tag_for(id))
+                .or_default()
+                .push(*accepted);
             match (by_peer.contains_key(id), accepted) {
                 (true, true) => violation(format!(
                     "{id}: stale item accepted although the peer claimed it"
@@ -233,7 +238,10 @@ async fn round(i: usize, c: &Conns, clock: &ManualClock, policy: &RedeliveryPoli
                 (false, false) => violation(format!("{id}: nobody claimed, yet the ack was lost")),
             }
         }
-        if expired_accepted.windows(2).any(|w| w[0] != w[1]) {
+        if expired_accepted
+            .values()
+            .any(|part| part.windows(2).any(|w| w[0] != w[1]))
+        {
             violation(format!("a batch was split by the claim: {batch:?}"));
         }
     }

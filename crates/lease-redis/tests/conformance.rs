@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lease_core::{ManualClock, RedeliveryPolicy, Result};
-use lease_redis::{RedisBackend, RedisConfig};
+use lease_redis::RedisBackend;
 
 /// Harness: a random namespace per case over `LEASE_REDIS_URL`; peers are separate
 /// connection managers (each with its own wake-up listener); teardown deletes the namespace.
@@ -34,8 +34,7 @@ impl lease_conformance::Harness for RedisHarness {
     }
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
-        let config = RedisConfig::new(common::redis_url())
-            .namespace(common::random_namespace())
+        let config = common::config(&common::random_namespace())
             .clock(Arc::new(clock))
             .policy(policy);
         Ok(RedisHarness(RedisBackend::connect(config).await?))

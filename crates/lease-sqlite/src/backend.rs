@@ -10,10 +10,10 @@ use lease_core::limits::{MAX_ID_BYTES, check_limit};
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    HeapClient, HeapRecord, Json, LeaseError, Purged, Result, StartClient, StartRequest, Started,
-    StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot,
-    StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
+    Fenced, HeapClient, HeapRecord, Json, LeaseError, Purged, Result, StartClient, StartRequest,
+    Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
+    StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -23,7 +23,7 @@ use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
 use crate::wake::{self, Wakes};
-use crate::{executions, retention, schema, starts, steps, stores, tx};
+use crate::{effect, executions, retention, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
@@ -166,7 +166,7 @@ impl SqliteBackend {
 
     /// A mutating operation that may make something claimable: signalled on this handle's
     /// hub (and logged for other processes) once its transaction committed.
-    async fn write_waking<T: Send + 'static>(
+    pub(crate) async fn write_waking<T: Send + 'static>(
         &self,
         operation: &'static str,
         weight: Weight,
@@ -179,7 +179,7 @@ impl SqliteBackend {
             .await
     }
 
-    async fn read<T: Send + 'static>(
+    pub(crate) async fn read<T: Send + 'static>(
         &self,
         operation: &'static str,
         mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
@@ -275,6 +275,10 @@ impl ExecutionClient for SqliteBackend {
 
     fn wakeups(&self) -> Option<WakeReceiver> {
         Some(self.wakes.subscribe())
+    }
+
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
     }
 
     async fn renew(
@@ -416,8 +420,22 @@ impl StoreClient for SqliteBackend {
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let receipt = receipt.clone();
         let op = op.clone();
-        self.write("update", Weight::Light, move |tx, s| {
-            stores::update(tx, s, &receipt, &op)
+        self.write_waking("update", Weight::Light, move |tx, s| {
+            effect::update_waking(tx, s, &receipt, &op)
+        })
+        .await
+    }
+
+    /// Store waiter registration (issue 16), one transaction: see `effect::watch_entry`.
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        let (store, key, waiter) = (store.clone(), key.clone(), waiter.clone());
+        self.write("watch_entry", Weight::Light, move |tx, s| {
+            effect::watch_entry(tx, s, &store, &key, &waiter)
         })
         .await
     }

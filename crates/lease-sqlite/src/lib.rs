@@ -123,6 +123,7 @@ mod candidates;
 mod checkpoint;
 mod config;
 mod conn;
+mod effect;
 mod error;
 mod executions;
 mod fenced;

@@ -23,11 +23,13 @@ pub(crate) const PURGEABLE: &str = "SELECT rowid, id FROM lease_executions
 
 /// What names a purged execution, `$1 namespace, $2 execution id`: its step records (the
 /// steps' unique index), the store receipts it made and the start records that target it
-/// (schema v4 indexes).
-const FORGET: [&str; 3] = [
+/// (schema v4 indexes), its effects and store-waiter registrations (schema v6 indexes).
+const FORGET: [&str; 5] = [
     "DELETE FROM lease_steps WHERE namespace = ?1 AND execution_id = ?2",
     "DELETE FROM lease_store_receipts WHERE namespace = ?1 AND execution_id = ?2",
     "DELETE FROM lease_starts WHERE namespace = ?1 AND target = ?2",
+    include_str!("sql/effect_forget.sql"),
+    include_str!("sql/store_waiters_forget.sql"),
 ];
 
 /// `$1 rowid`: the execution row itself, found by the walk in this transaction.

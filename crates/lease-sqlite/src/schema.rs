@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 const V1: &str = r#"
 CREATE TABLE lease_meta (
@@ -171,6 +171,9 @@ CREATE INDEX lease_executions_claim_running
     ON lease_executions (namespace, claimable_at, claim_due_at, id)
     WHERE claimable_at IS NOT NULL AND status = 'running';
 "#;
+
+/// Version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
+const V6: &str = include_str!("sql/v6_effects.sql");
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {
     LeaseError::Schema {

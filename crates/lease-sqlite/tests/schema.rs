@@ -277,7 +277,9 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_terminal;
+            "DROP TABLE lease_effects;
+             DROP TABLE lease_store_waiters;
+             DROP INDEX lease_executions_terminal;
              DROP INDEX lease_store_receipts_execution;
              DROP INDEX lease_starts_target;
              DROP INDEX lease_executions_claim_waiting;

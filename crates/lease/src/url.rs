@@ -23,7 +23,9 @@ pub enum Target {
     /// `postgres://...` or `postgresql://...`: the URL (without `namespace`), handed to the
     /// driver.
     Postgres(String),
-    /// `redis://...` or `rediss://...`: the URL (without `namespace`), handed to the driver.
+    /// `redis://...`, `rediss://...` or `redis+cluster://host:port,host:port` (a Redis
+    /// Cluster, issue 14; `?partitions=N` splits the namespace): the URL (without
+    /// `namespace`), handed to the driver.
     Redis(String),
     /// `memory:`: the in-memory reference backend (a fresh, empty store).
     Memory,
@@ -100,7 +102,7 @@ impl BackendUrl {
                 Target::SqliteFile(PathBuf::from(path))
             }
             "postgres" | "postgresql" => Target::Postgres(driver_url),
-            "redis" | "rediss" => Target::Redis(driver_url),
+            "redis" | "rediss" | "redis+cluster" => Target::Redis(driver_url),
             "memory" if rest.is_empty() && namespace.is_none() => Target::Memory,
             "memory" if rest.is_empty() => {
                 return Err(invalid("the in-memory backend has no namespaces"));
@@ -210,6 +212,10 @@ mod tests {
         assert_eq!(
             target("redis://h:6379/0?namespace=shop"),
             Target::Redis("redis://h:6379/0".into())
+        );
+        assert_eq!(
+            target("redis+cluster://a:7000,b:7001?namespace=shop&partitions=4"),
+            Target::Redis("redis+cluster://a:7000,b:7001?partitions=4".into())
         );
         assert_eq!(
             namespace("redis://h:6379/0?namespace=shop").as_deref(),

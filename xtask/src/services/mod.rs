@@ -1,10 +1,14 @@
 //! Finding (or starting) the servers the backend tests need.
 //!
 //! Each service is looked for in a fixed order, and the first way that works wins:
-//! 1. the URL in its environment variable (`LEASE_POSTGRES_URL` / `LEASE_REDIS_URL`);
+//! 1. the URL in its environment variable (`LEASE_POSTGRES_URL` / `LEASE_REDIS_URL` /
+//!    `LEASE_REDIS_CLUSTER_URL`);
 //! 2. a server already answering on its usual local port (5432 / 6379);
 //! 3. a throwaway server started from local binaries in a temp dir on a free port;
 //! 4. a throwaway container when a Docker engine answers.
+//!
+//! A Redis Cluster ([`redis_cluster`]) is found only in the first and third way (a cluster
+//! is never on a usual port, and no container image is tried).
 //!
 //! Otherwise discovery fails with an error naming the four ways and why each did not work.
 //! Throwaway servers are stopped and removed when their [`Found`] is dropped, and by the
@@ -14,6 +18,7 @@ pub mod docker;
 pub mod postgres;
 pub mod probe;
 pub mod redis;
+pub mod redis_cluster;
 pub mod url;
 
 use std::path::PathBuf;
@@ -29,6 +34,8 @@ pub enum Service {
     Postgres,
     /// Redis, for lease-redis.
     Redis,
+    /// A Redis Cluster (three primaries with a replica each), for lease-redis's cluster row.
+    RedisCluster,
 }
 
 impl Service {
@@ -37,6 +44,7 @@ impl Service {
         match self {
             Service::Postgres => "postgres",
             Service::Redis => "redis",
+            Service::RedisCluster => "redis-cluster",
         }
     }
 
@@ -45,13 +53,14 @@ impl Service {
         match self {
             Service::Postgres => postgres::ENV,
             Service::Redis => redis::ENV,
+            Service::RedisCluster => redis_cluster::ENV,
         }
     }
 
     /// Every service, for `cargo xtask services`.
-    pub const ALL: [Service; 2] = [Service::Postgres, Service::Redis];
+    pub const ALL: [Service; 3] = [Service::Postgres, Service::Redis, Service::RedisCluster];
 
-    /// The service named `name` (`postgres` or `redis`).
+    /// The service named `name` (`postgres`, `redis` or `redis-cluster`).
     pub fn from_name(name: &str) -> Option<Service> {
         Service::ALL.into_iter().find(|s| s.name() == name)
     }
@@ -61,6 +70,7 @@ impl Service {
         match self {
             Service::Postgres => postgres::discover(),
             Service::Redis => redis::discover(),
+            Service::RedisCluster => redis_cluster::discover(),
         }
     }
 }

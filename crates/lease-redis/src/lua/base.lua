@@ -1,7 +1,11 @@
 -- lease-redis: helpers every script starts with.
 --
--- KEYS[1] is the namespace prefix `lease:{<namespace>}:`. Every key a script touches starts
--- with it, so all of them share one hash slot (the `{<namespace>}` hash tag): cluster-ready.
+-- KEYS[1] is the prefix `lease:{<namespace>}:` (or, with partitions, the partition's
+-- `lease:{<namespace>#<i>}:`). Every key a script touches starts with it, so all of them
+-- share one hash slot (its hash tag): cluster-ready. The library's scripts also declare
+-- KEYS[2], the prefix's `meta` (which exists, while KEYS[1] never does), so that during a
+-- slot migration Redis refuses the script with TRYAGAIN instead of running it on a node
+-- holding only some of the slot's keys; the scripts never read KEYS[2].
 -- ARGV[1] is the injected clock in milliseconds, or '' to read Redis TIME; ARGV[2] is the
 -- redelivery table (RedeliveryPolicy::table_ms(), comma separated); operation arguments
 -- start at ARGV[3].

@@ -149,7 +149,7 @@ local function plan_candidate(plan, pick, from_ready, now)
       if problem then
         plan.corrupt[#plan.corrupt + 1] = {id, problem}
       else
-        plan.cands[#plan.cands + 1] = {id = id, r = r, e = e}
+        plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
       end
     else
       plan.replace[#plan.replace + 1] = r
@@ -186,26 +186,55 @@ local function plan_claim(now, limit)
   return plan
 end
 
+-- The token counter under prefix `P` (`token`): its value (0 when unset), or nil and the
+-- reason it holds no token.
+local function read_counter()
+  local raw = redis.call('GET', P .. 'token')
+  if not raw then return 0, nil end
+  if not (raw == '0' or string.match(raw, '^[1-9]%d*$')) or #raw > 16 then
+    return nil, 'the counter holds ' .. string.format('%q', string.sub(raw, 1, 40)) .. ', not a token'
+  end
+  return tonumber(raw), nil
+end
+
+-- Why the counter at `base` cannot issue `n` more tokens within 2^53 - 1, or nil.
+local function range_problem(base, n)
+  if base + n > MAX_TOKEN then
+    return 'the next ' .. n .. ' tokens after ' .. fmt(base) .. ' would pass 2^53 - 1, the last token this backend issues exactly'
+  end
+  return nil
+end
+
+-- Why token `t` cannot go to candidate `c` (not above its stored token), or nil.
+local function token_problem(t, c)
+  if t <= c.r.tk then
+    return 'next token ' .. fmt(t) .. ' is not above token ' .. fmt(c.r.tk) .. ' of execution ' .. c.id .. ' (set the counter above the highest stored token)'
+  end
+  return nil
+end
+
 -- The token counter check (issue 11), before any write: nil when the counter can issue the
 -- plan's tokens (counter + 1 ..= counter + n, each above its candidate's stored token and
 -- at most 2^53 - 1; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
-local function counter_problem(plan)
+-- With `tokens` (a partition of a split namespace, issue 14: the namespace's counter lies
+-- under the home prefix, in another slot, so the client reserved them there with
+-- lua/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
+local function counter_problem(plan, tokens)
   if #plan.cands == 0 then return nil end
-  local base = 0
-  local raw = redis.call('GET', P .. 'token')
-  if raw then
-    if not (raw == '0' or string.match(raw, '^[1-9]%d*$')) or #raw > 16 then
-      return 'the counter holds ' .. string.format('%q', string.sub(raw, 1, 40)) .. ', not a token'
+  if tokens then
+    for i, c in ipairs(plan.cands) do
+      local problem = token_problem(tokens[i], c)
+      if problem then return problem end
     end
-    base = tonumber(raw)
+    plan.tokens = tokens
+    return nil
   end
-  if base + #plan.cands > MAX_TOKEN then
-    return 'the next ' .. #plan.cands .. ' tokens after ' .. fmt(base) .. ' would pass 2^53 - 1, the last token this backend issues exactly'
-  end
+  local base, problem = read_counter()
+  problem = problem or range_problem(base, #plan.cands)
+  if problem then return problem end
   for i, c in ipairs(plan.cands) do
-    if base + i <= c.r.tk then
-      return 'next token ' .. fmt(base + i) .. ' is not above token ' .. fmt(c.r.tk) .. ' of execution ' .. c.id .. ' (set the counter above the highest stored token)'
-    end
+    problem = token_problem(base + i, c)
+    if problem then return problem end
   end
   plan.base = base
   return nil
@@ -239,14 +268,14 @@ local function apply_claim(plan, lease_ms, with_records)
   local out = {}
   local earliest = nil
   local n = #plan.cands
-  if n > 0 then
+  if n > 0 and not plan.tokens then
     local top = redis.call('INCRBY', P .. 'token', n)
     if top ~= plan.base + n then error({err = 'LEASETOKEN the counter moved during the claim'}) end
   end
   for i, c in ipairs(plan.cands) do
     local e = c.e
     if e == c.r then e = copy(c.r) end
-    e.tk = plan.base + i
+    e.tk = plan.tokens and plan.tokens[i] or plan.base + i
     e.st = 'running'
     e.le = plan.now + lease_ms
     e.wk = nil
@@ -295,14 +324,31 @@ end
 -- of `lease_ms`: plan, counter check, writes. Returns the reply items (each record with
 -- `records`, preceded by the horizon with `horizon`) and the instant to publish; or nil, nil
 -- and the token counter problem, with nothing written.
-local function claim(now, limit, lease_ms, records, horizon)
+local function claim(now, limit, lease_ms, records, horizon, tokens)
   local plan = plan_claim(now, limit)
-  local problem = counter_problem(plan)
+  local problem = counter_problem(plan, tokens)
   if problem then return nil, nil, problem end
   local out, earliest = apply_claim(plan, lease_ms, records)
   report_corrupt(plan, out)
   if horizon then out = with_horizon(now, out) end
   return out, earliest, nil
+end
+
+-- What a claim at `now` of up to `limit` leases would take, claiming nothing (issue 14:
+-- the client merges the partitions' candidates in (due_at, id) order first): the plan's
+-- index changes are written (waiting->ready moves, corrupt records out, repairs: what any
+-- claim writes first), then the reply {now, next, due1, id1, due2, id2, ...} as the
+-- horizon reply of `claim`, each candidate with its due time, and the corrupt report.
+local function peek_claim(now, limit)
+  local plan = plan_claim(now, limit)
+  apply_index_changes(plan)
+  local out = {}
+  for _, c in ipairs(plan.cands) do
+    out[#out + 1] = fmt(c.due)
+    out[#out + 1] = c.id
+  end
+  report_corrupt(plan, out)
+  return with_horizon(now, out)
 end
 
 -- min(caller's now, clock): ARGV-style `requested` ('' = the clock's).

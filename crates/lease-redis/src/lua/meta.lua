@@ -1,5 +1,10 @@
--- connect: claims the namespace for this library's layout, or reports what holds it.
--- ARGV[3] layout version. Reply: the layout version stored in the namespace.
+-- connect: claims the prefix for this library's layout, or reports what holds it.
+-- ARGV[3] layout version, ARGV[4] the handle's partition count. A fresh prefix stores both
+-- (the count only when above 1, so one partition keeps the layout from before partitions);
+-- an existing one is left as it is.
+-- Reply: {stored layout version, stored partition count ('1' when none is stored)}.
 local key = P .. 'meta'
-redis.call('HSETNX', key, 'layout', ARGV[3])
-return redis.call('HGET', key, 'layout') or ''
+if redis.call('HSETNX', key, 'layout', ARGV[3]) == 1 and ARGV[4] ~= '1' then
+  redis.call('HSET', key, 'partitions', ARGV[4])
+end
+return {redis.call('HGET', key, 'layout') or '', redis.call('HGET', key, 'partitions') or '1'}

@@ -53,21 +53,10 @@ while #gone < limit do
   offset = offset + #page
 end
 
--- Removes execution `id` and everything that names it.
+-- Removes execution `id` and everything that names it (`forget` in lua/forget.lua).
 local function purge(id)
-  local rk = P .. 'rcpt:' .. id
-  for _, m in ipairs(redis.call('SMEMBERS', rk)) do
-    local sep = string.find(m, '\31', 1, true)
-    if sep then
-      redis.call('HDEL', P .. 'receipts:' .. string.sub(m, 1, sep - 1), id .. '\31' .. string.sub(m, sep + 1))
-    end
-  end
-  local request = redis.call('HGET', K_START_OF, id)
-  if request then
-    if redis.call('HGET', K_STARTS, request) == id then redis.call('HDEL', K_STARTS, request) end
-    redis.call('HDEL', K_START_OF, id)
-  end
-  redis.call('DEL', k_exec(id), P .. 'steps:' .. id, rk)
+  forget(id)
+  redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
   forget_effects(id)
 end
 

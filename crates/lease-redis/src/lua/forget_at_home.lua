@@ -1,0 +1,6 @@
+-- forget_at_home(ids): with partitions, the part of purge_terminal that lies under the home
+-- prefix (store receipts and start records live there, not in the executions' partitions):
+-- `forget` for each execution the partition's purge_terminal removed.
+-- ARGV[3..] the purged ids. Reply: 'ok'.
+for i = 3, #ARGV do forget(ARGV[i]) end
+return 'ok'

@@ -1,0 +1,220 @@
+//! The operations that read or sweep every partition of a namespace (issue 14): listing
+//! failing and corrupt records, retention, and the grouping of batches by partition. With
+//! one partition each runs exactly one script, as before partitions.
+
+use lease_core::{CorruptRecord, ExecutionId, ExecutionRecord, Result, Timestamp};
+use redis::Value;
+
+use crate::backend::RedisBackend;
+use crate::claim::lossy;
+use crate::errors::Access;
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+use crate::wire::MAX_EXACT_MS;
+
+/// The items of a batch grouped by partition: each partition's prefix with the indexes of
+/// its items, partitions in the order of their first item.
+pub(crate) fn by_partition<'a, T>(
+    backend: &'a RedisBackend,
+    items: &[T],
+    id_of: impl Fn(&T) -> &ExecutionId,
+) -> Vec<(&'a str, Vec<usize>)> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let prefix = backend.keys().of(id_of(item));
+        match groups.iter_mut().find(|(p, _)| *p == prefix) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((prefix, vec![i])),
+        }
+    }
+    groups
+}
+
+/// The `(member, score)` pairs of a `ZRANGEBYSCORE ... WITHSCORES` reply: flat in RESP2,
+/// pairs in RESP3; scores are whole milliseconds.
+fn scored_members(v: Value) -> Result<Vec<(String, i64)>> {
+    let reply = Reply::new("purge_terminal");
+    let mut flat = Vec::new();
+    for item in reply.array(v)? {
+        match item {
+            Value::Array(pair) => flat.extend(pair),
+            other => flat.push(other),
+        }
+    }
+    let mut out = Vec::with_capacity(flat.len() / 2);
+    let mut it = flat.into_iter();
+    while let (Some(member), Some(score)) = (it.next(), it.next()) {
+        let score = match score {
+            Value::Double(d) => d,
+            other => {
+                let text = reply.string(other)?;
+                text.parse::<f64>()
+                    .map_err(|_| reply.unexpected(&format!("score {text:?}")))?
+            }
+        };
+        out.push((reply.string(member)?, score as i64));
+    }
+    Ok(out)
+}
+
+impl RedisBackend {
+    /// One partition's `list_failing` candidates, effective at its script's clock and
+    /// filtered by `min` (the caller merges, sorts and truncates).
+    pub(crate) async fn list_failing_in(
+        &self,
+        prefix: &str,
+        min: u32,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        const OP: &str = "list_failing";
+        let v = self
+            .eval(
+                OP,
+                Access::Read,
+                prefix,
+                &SCRIPTS.list_failing,
+                &[min.to_string().as_bytes(), limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let mut items = reply.array(v)?.into_iter();
+        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
+        let now = Timestamp::from_millis(now);
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let id = reply.execution_id(id)?;
+            let record = reply
+                .record(id, reply.next(&mut items, "record")?)?
+                .ok_or_else(|| reply.unexpected("empty record"))?;
+            let effective = record.effective(now);
+            // The script lists each candidate once.
+            if effective.unacknowledged_deliveries >= min {
+                out.push(effective);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One partition's first `limit` corrupt records, by id.
+    pub(crate) async fn list_corrupt_in(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<CorruptRecord>> {
+        const OP: &str = "list_corrupt";
+        let v = self
+            .eval(
+                OP,
+                Access::Read,
+                prefix,
+                &SCRIPTS.list_corrupt,
+                &[limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let items = reply.array(v)?;
+        if items.len() % 2 != 0 || items.len() / 2 > limit {
+            return Err(reply.unexpected(&format!("{} elements", items.len())));
+        }
+        let mut items = items.into_iter().map(lossy);
+        let mut out = Vec::with_capacity(limit.min(16));
+        while let (Some(id), Some(problem)) = (items.next(), items.next()) {
+            out.push(CorruptRecord { id, problem });
+        }
+        Ok(out)
+    }
+
+    /// How many executions each partition's purge takes: with one partition, `limit`; with
+    /// more, the first `limit` of every partition's `done` index (scored by the end of the
+    /// last delivery, before `before`) in (end, id) order, so the earliest ended go first
+    /// over the whole namespace.
+    pub(crate) async fn purge_plan(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(&str, usize)>> {
+        const OP: &str = "purge_terminal";
+        let partitions = self.keys().partitions();
+        if partitions.len() == 1 {
+            return Ok(vec![(partitions[0].as_str(), limit)]);
+        }
+        let before = before.as_millis().clamp(-MAX_EXACT_MS, MAX_EXACT_MS);
+        let mut all: Vec<(i64, String, usize)> = Vec::new();
+        for (p, prefix) in partitions.iter().enumerate() {
+            let mut cmd = redis::cmd("ZRANGEBYSCORE");
+            cmd.arg(format!("{prefix}done"))
+                .arg("-inf")
+                .arg(format!("({before}"))
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit);
+            for (id, score) in scored_members(self.query(OP, &cmd).await?)? {
+                all.push((score, id, p));
+            }
+        }
+        all.sort();
+        all.truncate(limit);
+        Ok(partitions
+            .iter()
+            .enumerate()
+            .filter_map(|(p, prefix)| {
+                let n = all.iter().filter(|(_, _, q)| *q == p).count();
+                (n > 0).then_some((prefix.as_str(), n))
+            })
+            .collect())
+    }
+
+    /// Purges up to `limit` terminal executions of one partition (`lua/purge_terminal.lua`)
+    /// and returns their ids.
+    pub(crate) async fn purge_in(
+        &self,
+        prefix: &str,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ExecutionId>> {
+        const OP: &str = "purge_terminal";
+        // An instant past the exact range is after every stored end (and one before it,
+        // before every one).
+        let before = before.as_millis().clamp(-MAX_EXACT_MS, MAX_EXACT_MS);
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                prefix,
+                &SCRIPTS.purge_terminal,
+                &[before.to_string().as_bytes(), limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let ids = reply
+            .array(v)?
+            .into_iter()
+            .map(|id| reply.execution_id(id))
+            .collect::<Result<Vec<_>>>()?;
+        if ids.len() > limit {
+            return Err(reply.unexpected(&format!("{} ids", ids.len())));
+        }
+        Ok(ids)
+    }
+
+    /// With partitions, removes what the home prefix holds about purged executions: their
+    /// store receipts and start records (`lua/forget.lua`, as `purge_terminal` does inside
+    /// one partition). Nothing to do with one partition, whose purge did it already.
+    pub(crate) async fn forget_at_home(&self, ids: &[ExecutionId]) -> Result<()> {
+        const OP: &str = "purge_terminal";
+        if !self.keys().split() || ids.is_empty() {
+            return Ok(());
+        }
+        let args: Vec<&[u8]> = ids.iter().map(|id| id.as_str().as_bytes()).collect();
+        self.eval(
+            OP,
+            Access::Write,
+            self.keys().prefix(),
+            &SCRIPTS.forget_at_home,
+            &args,
+        )
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+DELETE FROM lease_effects WHERE namespace = ?1 AND execution_id = ?2
