@@ -8,6 +8,7 @@
 //!
 //! It expands to one `#[test]` per row of the RFC's tables and per rule of design.md
 //! section 2, each named after its row, each on a fresh store.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cases;
 pub mod context;

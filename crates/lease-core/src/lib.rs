@@ -7,6 +7,11 @@
 //!
 //! This crate holds the types and traits every backend implements, the redelivery policy,
 //! the clock abstraction and, with feature `memory`, the in-memory reference backend.
+//!
+//! # Cargo features
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
 pub mod dispatcher;

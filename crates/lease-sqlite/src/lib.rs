@@ -116,6 +116,7 @@
 //! })
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
 mod backend;
