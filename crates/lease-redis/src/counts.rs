@@ -19,11 +19,28 @@ const ORDER: [&str; 6] = [
 ];
 
 impl RedisBackend {
-    /// Counts the namespace's executions by effective status at the script's clock.
+    /// Counts the namespace's executions by effective status at the script's clock: one
+    /// script per partition (atomic within each; a namespace of one partition is counted
+    /// in one atomic step), summed.
     pub(crate) async fn count_statuses(&self) -> Result<StatusCounts> {
+        let mut total = StatusCounts::default();
+        for prefix in self.keys().partitions() {
+            let p = self.count_partition(prefix).await?;
+            total.admitted += p.admitted;
+            total.running += p.running;
+            total.suspended += p.suspended;
+            total.completed += p.completed;
+            total.failed += p.failed;
+            total.corrupt += p.corrupt;
+        }
+        Ok(total)
+    }
+
+    /// One partition's counts, in one script.
+    async fn count_partition(&self, prefix: &str) -> Result<StatusCounts> {
         const OP: &str = "status_counts";
         let v = self
-            .eval(OP, Access::Read, &SCRIPTS.status_counts, &[])
+            .eval(OP, Access::Read, prefix, &SCRIPTS.status_counts, &[])
             .await?;
         let reply = Reply::new(OP);
         let items = reply.array(v)?;

@@ -160,7 +160,6 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     write_step: step_script(include_str!("lua/write_step.lua")),
     start: script(include_str!("lua/start.lua")),
     get_or_create: script(include_str!("lua/get_or_create.lua")),
-    store_update: script(include_str!("lua/store_update.lua")),
     status_counts: script(include_str!("lua/status_counts.lua")),
     forget_at_home: forget_script(include_str!("lua/forget_at_home.lua")),
     reserve_tokens: claim_script(include_str!("lua/reserve_tokens.lua")),

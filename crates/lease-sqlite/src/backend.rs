@@ -23,8 +23,7 @@ use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
 use crate::wake::{self, Wakes};
-use crate::{counts, executions, retention, schema, starts, steps, stores, tx};
-use crate::{effect, executions, retention, schema, starts, steps, stores, tx};
+use crate::{counts, effect, executions, retention, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
