@@ -19,7 +19,9 @@ write_step and acknowledge, end-to-end executions/s through the dispatcher (0 an
 steps at concurrency 1, 8 and 64) and admit_batch x1000, each next to the same SQL
 statements / Lua scripts issued without the library; then the wake-up rows (pickup latency,
 timer lateness, redelivery delay, idle claims, herds; select with --only pickup, timer,
-redelivery, idle, herd); then the issue 12 rows (--only drain: 20,000 jobs drained by a
+redelivery, idle, herd); then the issue 13 rows (--only fenced: a fenced application
+transaction beside the same transaction unfenced, step_in_tx beside write_step + a separate
+transaction); then the issue 12 rows (--only drain: 20,000 jobs drained by a
 worker process beside the best job queue; ack_and_claim; stored: per-operation cost at 10^3
 to 10^6 stored executions; purge: purge_terminal throughput). Prints markdown tables; JSON
 goes to target/bench/.

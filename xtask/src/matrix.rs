@@ -81,10 +81,24 @@ pub const MATRIX: &[Backend] = &[
         ],
         &[Service::RedisCluster],
     ),
-    // The facade's tests and examples, every feature on (so `lease::open` reaches each server).
+    // The facade's tests, doc tests (the README) and examples, every feature on (so
+    // `lease::open` reaches each server; the TLS tests start their own servers).
     Backend::new(
         "facade",
         &["-p", "lease", "--all-features"],
+        &[Service::Postgres, Service::Redis],
+    ),
+    // The `lease` operator command run as a process on SQLite, PostgreSQL and Redis.
+    Backend::new(
+        "cli",
+        &["-p", "lease-cli"],
+        &[Service::Postgres, Service::Redis],
+    ),
+    // The lease-worker runtime processes (SIGKILL, SIGSTOP) and the order-42 demo, on every
+    // backend.
+    Backend::new(
+        "worker",
+        &["-p", "lease-worker", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
     // The short torture run (issue 6): each backend under faults for 20 s, history-checked.

@@ -18,7 +18,11 @@ without the library (the raw baseline). Then the wake-up rows (issue 10), with d
 in child processes of this binary where the store can be shared: pickup latency (cross-process
 and in-process) beside the bare change signal, timer lateness (not_before, request_wake),
 redelivery delay after a SIGKILL or an abandoned claim, idle claim calls beside the server's
-own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the issue 12 rows
+own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the issue 13
+rows (not on memory): a fenced application transaction (one row into an application table of the
+lease's database; Redis: fenced_script) against the same transaction unfenced, and step_in_tx
+(Redis: step_in_script) against the unfenced transaction + write_step, interleaved call by call,
+one call in flight. Then the issue 12 rows
 (not on memory): drain (20,000 admitted, a worker process at concurrency 1, 8, 64 drains
 them; median of 2 runs beside the issue's best job queue), ack_and_claim (acknowledge_and_claim
 against acknowledge + claim_due_with_horizon, one call in flight), stored (claim, renew,
@@ -28,7 +32,7 @@ completed executions with 3 steps each). Prints markdown tables; writes JSON to 
 target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd, drain, ack_and_claim, stored, purge (or any part of a row's
+timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's.

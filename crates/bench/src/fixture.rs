@@ -80,6 +80,19 @@ impl StoreSpec {
     }
 }
 
+/// The concrete backend of a fixture (for the issue 13 rows, whose fenced paths are
+/// methods of each backend, not of the trait).
+pub enum Handle<'a> {
+    /// The memory backend.
+    Memory,
+    /// SQLite and its file.
+    Sqlite(&'a SqliteBackend, &'a std::path::Path),
+    /// PostgreSQL.
+    Postgres(&'a PostgresBackend),
+    /// Redis.
+    Redis(&'a RedisBackend),
+}
+
 /// How a fixture's store is removed.
 enum Store {
     Memory,
@@ -227,6 +240,16 @@ impl Fixture {
                 RedeliveryPolicy::default(),
             )?)),
             _ => Ok(None),
+        }
+    }
+
+    /// The concrete backend.
+    pub fn handle(&self) -> Handle<'_> {
+        match &self.store {
+            Store::Memory => Handle::Memory,
+            Store::Sqlite { backend, file, .. } => Handle::Sqlite(backend, file),
+            Store::Postgres { backend, .. } => Handle::Postgres(backend),
+            Store::Redis { backend, .. } => Handle::Redis(backend),
         }
     }
 

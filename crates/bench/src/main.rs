@@ -23,6 +23,7 @@ mod client;
 mod drain;
 mod e2e;
 mod error;
+mod fenced;
 mod fill;
 mod fixture;
 mod load;
@@ -230,11 +231,29 @@ async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows) {
             );
         }
         if kind != args::Kind::Memory {
+            fenced_rows(kind, options, &mut rows).await;
             issue12(kind, options, &mut rows).await;
         }
         wake::run(kind, options, &mut wake_rows).await;
     }
     (rows, wake_rows)
+}
+
+/// The issue 13 rows of one backend: the fenced application transaction beside the same
+/// transaction unfenced, and `step_in_tx` beside `write_step` + a separate transaction.
+async fn fenced_rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
+    for (i, name) in fenced::NAMES.into_iter().enumerate() {
+        if !options.selected(name) {
+            continue;
+        }
+        rows.push(
+            measure_row(kind, name.into(), "ops/s", options, async || {
+                let (l, r) = fenced::measure(kind, i, options, options.round()).await?;
+                Ok((Some(l), Some(r)))
+            })
+            .await,
+        );
+    }
 }
 
 /// The issue 12 rows of one backend (none for the memory backend: no raw bound, no store

@@ -46,6 +46,10 @@ impl Target {
         if name.starts_with("stored ") {
             return None;
         }
+        if name == crate::fenced::NAMES[1] {
+            // Issue 13: step_in_tx faster than write_step + a separate transaction.
+            return Some(Target::Ratio(1.0));
+        }
         if name.starts_with("purge_terminal") {
             return Some(Target::Above(crate::purge::TARGET));
         }

@@ -26,6 +26,10 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// with `false` the retention cases check only that it reports `Unsupported`.
     const RETENTION: bool = false;
 
+    /// The backend counts executions by status
+    /// ([`lease_core::ExecutionClient::status_counts`], issue 15); with `false` the count
+    /// cases check only that it reports `Unsupported`.
+    const STATUS_COUNTS: bool = false;
     /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
     /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
     /// effect cases check only that it reports neither.

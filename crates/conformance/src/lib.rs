@@ -8,6 +8,7 @@
 //!
 //! It expands to one `#[test]` per row of the RFC's tables and per rule of design.md
 //! section 2, each named after its row, each on a fresh store.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cases;
 pub mod context;
@@ -222,6 +223,13 @@ macro_rules! conformance_tests {
         $crate::__case!($harness, retention, purge_respects_its_limit);
         $crate::__case!($harness, retention, purged_id_is_unknown_then_new);
         $crate::__case!($harness, retention, purge_limit_out_of_range_rejected);
+        // counts.rs (issue 15)
+        $crate::__case!($harness, counts, status_counts_by_effective_status);
+        $crate::__case!(
+            $harness,
+            counts,
+            status_counts_change_nothing_and_follow_purge
+        );
         // effects.rs (issue 16: effects and store waiters)
         $crate::__case!($harness, effects, effect_begin_repeat_returns_current_state);
         $crate::__case!(
@@ -292,6 +300,7 @@ mod tests {
             ("differential", include_str!("cases/differential.rs")),
             ("combined", include_str!("cases/combined.rs")),
             ("retention", include_str!("cases/retention.rs")),
+            ("counts", include_str!("cases/counts.rs")),
             ("effects", include_str!("cases/effects.rs")),
         ];
         let mut count = 0;

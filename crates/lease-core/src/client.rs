@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::Result;
 use crate::execution::{
@@ -80,6 +81,20 @@ pub trait ExecutionClient: Send + Sync {
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         crate::limits::check_limit("list limit", limit)?;
         Ok(Vec::new())
+    }
+
+    /// How many executions are in each status, by effective status at the backend clock,
+    /// read in one atomic step (issue 15: the operator command's `status`). Records the
+    /// backend cannot decode are counted in [`StatusCounts::corrupt`] only. Reads every
+    /// execution of the namespace: an operator's call, never on a hot path.
+    ///
+    /// There is no correct default (the traits cannot enumerate executions), so the default
+    /// is [`crate::LeaseError::Unsupported`].
+    async fn status_counts(&self) -> Result<StatusCounts> {
+        Err(crate::LeaseError::Unsupported {
+            backend: "adapter",
+            operation: "status_counts",
+        })
     }
 
     /// Retention (issue 12): removes up to `limit` (1..=1000) executions whose terminal

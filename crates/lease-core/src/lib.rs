@@ -7,8 +7,14 @@
 //!
 //! This crate holds the types and traits every backend implements, the redelivery policy,
 //! the clock abstraction and, with feature `memory`, the in-memory reference backend.
+//!
+//! # Cargo features
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
+pub mod counts;
 pub mod dispatcher;
 pub mod effect;
 pub mod error;
@@ -28,6 +34,7 @@ pub mod wakeup;
 pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
 };
+pub use counts::StatusCounts;
 pub use dispatcher::{
     Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
     Reply, SharedBackend, ShutdownReport, StepSlot, Worker,

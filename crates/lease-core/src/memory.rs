@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
@@ -305,6 +306,13 @@ impl ExecutionClient for MemoryBackend {
             acknowledged,
             next: batch,
         })
+    }
+
+    /// One pass over the records under the store's lock (nothing can change in between).
+    async fn status_counts(&self) -> Result<StatusCounts> {
+        let now = self.clock.now();
+        let s = self.lock();
+        Ok(StatusCounts::of_records(s.executions.values(), now))
     }
 
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {

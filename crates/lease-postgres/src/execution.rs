@@ -613,6 +613,11 @@ impl ExecutionClient for PostgresBackend {
     /// records, store receipts and start records, skipping rows other statements hold
     /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
     /// before any statement.
+    /// One `GROUP BY` statement over the schema's executions (`sql/status_counts.sql`).
+    async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
+        self.count_statuses().await
+    }
+
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         const OP: &str = "purge_terminal";
         check_limit("purge limit", limit)?;

@@ -87,7 +87,7 @@ const FENCE_STATEMENTS: usize = 2;
 
 /// The deliberately broken commit of the race test: the token read in an unlocked
 /// snapshot, then (after a 1 ms window widener) an ordinary `COMMIT` in a later message.
-#[cfg(feature = "unsafe-unlocked-fenced-commit-experiment")]
+#[cfg(lease_postgres_unlocked_commit_experiment)]
 const UNLOCKED_CHECK: &str = r#"
 SELECT e.token, e.status FROM {s}.executions e, pg_sleep(0.001) WHERE e.id = $1
 "#;
@@ -459,7 +459,7 @@ impl FencedTx {
     /// 1 ms, then commits in a separate message, so a claim committing in between goes
     /// unnoticed. Exists so that the race test (`tests/fenced_tx.rs`) can show it catches
     /// a non-atomic fence. Never use it.
-    #[cfg(feature = "unsafe-unlocked-fenced-commit-experiment")]
+    #[cfg(lease_postgres_unlocked_commit_experiment)]
     #[doc(hidden)]
     pub async fn commit_with_unlocked_check_for_race_test(self) -> Result<Fenced<()>> {
         const OP: &str = "fenced_commit_unlocked";

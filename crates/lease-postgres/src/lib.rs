@@ -80,9 +80,15 @@
 //!
 //! JSON payloads are stored as canonical text (not `jsonb`), so equality is byte equality as
 //! in every other backend.
+//!
+//! # Cargo features
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod config;
+mod counts;
 mod effect;
 mod error;
 mod execution;

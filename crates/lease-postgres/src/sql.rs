@@ -527,10 +527,10 @@ SELECT cur.token, cur.status, ins.done, ins.response, ins.token, ins.inserted
 FROM cur LEFT JOIN ins ON true
 "#;
 
-/// The deliberately broken step write of the `unsafe-nonatomic-fencing-experiment` feature:
+/// The deliberately broken step write of cfg `lease_postgres_nonatomic_fencing_experiment` (build.rs):
 /// a bare `INSERT ... WHERE EXISTS (token = n)` that reads the token from the statement's
 /// snapshot without a lock, so a claim committing in between goes unnoticed.
-#[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+#[cfg(lease_postgres_nonatomic_fencing_experiment)]
 const WRITE_STEP_NONATOMIC: &str = r#"
 WITH ins AS (
     INSERT INTO {s}.steps AS st (execution_id, step_key, step_attempt, done, response, token)
@@ -547,7 +547,7 @@ FROM cur LEFT JOIN ins ON true
 
 /// The deliberately broken acknowledge of the experiment feature: the token is checked in an
 /// unlocked snapshot read, so the update overwrites a claim that committed in between.
-#[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+#[cfg(lease_postgres_nonatomic_fencing_experiment)]
 const ACKNOWLEDGE_NONATOMIC: &str = r#"
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1),
@@ -745,6 +745,7 @@ pub(crate) struct Statements {
     /// `acknowledge_and_claim`'s two per-connection prepared statements.
     pub(crate) ack_and_claim: AckAndClaimStatements,
     pub(crate) purge_terminal: Arc<str>,
+    pub(crate) status_counts: Arc<str>,
     pub(crate) write_step: Arc<str>,
     pub(crate) read_step: Arc<str>,
     pub(crate) list_steps: Arc<str>,
@@ -772,9 +773,9 @@ impl Statements {
                 schema,
             )
         };
-        #[cfg(not(feature = "unsafe-nonatomic-fencing-experiment"))]
+        #[cfg(not(lease_postgres_nonatomic_fencing_experiment))]
         let (write_step, acknowledge) = (r(WRITE_STEP), r(ACKNOWLEDGE));
-        #[cfg(feature = "unsafe-nonatomic-fencing-experiment")]
+        #[cfg(lease_postgres_nonatomic_fencing_experiment)]
         let (write_step, acknowledge) = {
             let _ = (WRITE_STEP, ACKNOWLEDGE);
             (r(WRITE_STEP_NONATOMIC), r(ACKNOWLEDGE_NONATOMIC))
@@ -797,6 +798,7 @@ impl Statements {
                 &r(&CLAIM.replace("$3", ACK_AND_CLAIM_LIMIT)),
             ),
             purge_terminal: r(PURGE_TERMINAL),
+            status_counts: r(crate::counts::STATUS_COUNTS),
             write_step,
             read_step: r(READ_STEP),
             list_steps: r(LIST_STEPS),

@@ -157,6 +157,11 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
+    /// One read-only script over the namespace's records (`lua/status_counts.lua`).
+    async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
+        self.count_statuses().await
+    }
+
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
         let mut ids = Vec::new();

@@ -178,6 +178,11 @@
 //! [`LeaseError::OutcomeUnknown`]: lease_core::LeaseError::OutcomeUnknown
 //! [`LeaseError::Protocol`]: lease_core::LeaseError::Protocol
 //! [`LeaseError::UnsafeConfiguration`]: lease_core::LeaseError::UnsafeConfiguration
+//!
+//! # Cargo features
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ack;
 mod admit;
@@ -187,6 +192,7 @@ mod claim_split;
 mod combined;
 mod config;
 mod conn;
+mod counts;
 mod effect;
 mod errors;
 mod execution;

@@ -23,7 +23,7 @@ use crate::error::OpResult;
 use crate::group::Woken;
 use crate::scope::Scope;
 use crate::wake::{self, Wakes};
-use crate::{effect, executions, retention, schema, starts, steps, stores, tx};
+use crate::{counts, effect, executions, retention, schema, starts, steps, stores, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
@@ -237,6 +237,13 @@ impl ExecutionClient for SqliteBackend {
             executions::list_corrupt(tx, s, limit)
         })
         .await
+    }
+
+    /// One `GROUP BY` over the namespace's rows in one read transaction
+    /// (`sql/status_counts.sql`).
+    async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
+        self.read("status_counts", |tx, s| counts::status_counts(tx, s))
+            .await
     }
 
     /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit

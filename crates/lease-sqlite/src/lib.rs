@@ -116,6 +116,7 @@
 //! })
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
 mod backend;
@@ -123,6 +124,7 @@ mod candidates;
 mod checkpoint;
 mod config;
 mod conn;
+mod counts;
 mod effect;
 mod error;
 mod executions;

@@ -18,6 +18,7 @@ impl lease_conformance::Harness for SqliteHarness {
     type Backend = SqliteBackend;
     const WAKEUPS: bool = true;
     const RETENTION: bool = true;
+    const STATUS_COUNTS: bool = true;
     const EFFECTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {

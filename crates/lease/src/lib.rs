@@ -9,103 +9,20 @@
 //! the current holder's saves win, not the first ones to arrive.
 //!
 //! This facade re-exports [`lease_core`] (types, the four client traits, the redelivery
-//! policy, clocks, the dispatcher) and each backend compiled in by cargo feature:
+//! policy, clocks, the [`Dispatcher`] and its [`Delivery::step`]) and each backend compiled
+//! in by cargo feature, as a module: `sqlite`, `postgres`, `redis` (the in-memory reference
+//! backend, feature `memory`, is `MemoryBackend` when on). [`open()`] picks the backend by
+//! URL and returns it as `Arc<dyn LeaseBackend>`.
 //!
-//! | feature | module | backend |
-//! |---|---|---|
-//! | `sqlite` (default) | [`sqlite`] | embedded SQLite file or in-memory database |
-//! | `postgres` | [`postgres`] | PostgreSQL through sqlx |
-//! | `redis` | [`redis`] | Redis through Lua scripts |
-//! | `memory` | `memory` | the in-memory reference backend (tests) |
+//! # Cargo features
 //!
-//! [`open()`] picks the backend by URL and returns it as `Arc<dyn LeaseBackend>`.
+#![doc = document_features::document_features!()]
 //!
-//! # Example
+//! The rest of this page is the project's README: each of its Rust blocks is a doc test of
+//! this crate (they use the default `sqlite` feature).
 //!
-//! Admit an execution, claim it, record a step, acknowledge it, and stop on `Lost`:
-//!
-//! ```
-//! use std::time::Duration;
-//! use lease::{
-//!     Admission, ClaimRequest, ExecutionId, Fenced, Json, StepKey, StepWrite, WorkflowRunOutcome,
-//! };
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # if !cfg!(feature = "sqlite") { return Ok(()); }
-//! let backend = lease::open("sqlite::memory:").await?;
-//! backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
-//!
-//! let now = backend.now().await?;
-//! let request = ClaimRequest { now, limit: 10, duration: Duration::from_secs(30) };
-//! for lease in backend.claim_due(request).await? {
-//!     let charge = StepWrite {
-//!         step_key: StepKey::new("charge")?,
-//!         step_attempt: 1,
-//!         done: true,
-//!         response: Json::parse("receipt", r#"{"receipt":"r-1"}"#)?,
-//!     };
-//!     match backend.write_step(&lease, &charge).await? {
-//!         // Continue with the *recorded* value: it may be an earlier write of this holder.
-//!         Fenced::Accepted(record) => assert_eq!(record.response, charge.response),
-//!         // A newer claim exists: stop, make no further writes, do not acknowledge.
-//!         Fenced::Lost => continue,
-//!     }
-//!     let done = WorkflowRunOutcome::Completed(Json::parse("result", r#"{"ok":true}"#)?);
-//!     if backend.acknowledge(&lease, &done).await?.is_lost() {
-//!         continue; // nothing changed; the current holder decides the outcome
-//!     }
-//! }
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # Pickup and scheduling
-//!
-//! A [`Dispatcher`] claims, renews and acknowledges for you. It claims as soon as work is
-//! admitted (wake-ups across processes) or becomes due (a timer on the next claimable
-//! instant every claim reports), not at a poll; admissions can be scheduled and batched:
-//!
-//! ```
-//! use std::time::Duration;
-//! use lease::{Admission, Delivery, Dispatcher, DispatcherOptions, ExecutionId, Json, Reply,
-//!             WorkflowRunOutcome};
-//!
-//! # #[tokio::main]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # if !cfg!(feature = "sqlite") { return Ok(()); }
-//! let backend = lease::open("sqlite::memory:").await?;
-//! let (tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
-//! let dispatcher = Dispatcher::start(backend.clone(), move |d: Delivery| {
-//!     let tx = tx.clone();
-//!     async move {
-//!         let _ = tx.send(d.execution_id().to_string());
-//!         Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(Json::parse("out", "true")?)))
-//!     }
-//! }, DispatcherOptions::new().concurrency(8))?;
-//!
-//! // Due now: a dispatcher in this process or any other starts it at once.
-//! backend.admit(&Admission::new(ExecutionId::new("order-42")?)).await?;
-//! assert_eq!(ran.recv().await.as_deref(), Some("order-42"));
-//!
-//! // Not claimable before a given instant of the backend clock.
-//! let at = backend.now().await?.saturating_add(Duration::from_millis(50));
-//! backend.admit(&Admission::new(ExecutionId::new("reminder-42")?).not_before(at)).await?;
-//! assert_eq!(ran.recv().await.as_deref(), Some("reminder-42"));
-//! assert!(backend.now().await? >= at);
-//!
-//! // Up to 1000 at once, atomically; bad input in any item admits nothing.
-//! let batch = (0..100)
-//!     .map(|i| ExecutionId::new(format!("import-{i:03}")).map(Admission::new))
-//!     .collect::<Result<Vec<_>, _>>()?;
-//! backend.admit_batch(&batch).await?;
-//! for _ in 0..100 {
-//!     assert!(ran.recv().await.is_some_and(|id| id.starts_with("import-")));
-//! }
-//! dispatcher.shutdown(Duration::from_secs(5)).await;
-//! # Ok(())
-//! # }
-//! ```
+#![cfg_attr(feature = "sqlite", doc = include_str!("../README.md"))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod error;
 pub mod open;

@@ -26,7 +26,7 @@ pub enum Dropper {
     Postgres(sqlx::PgPool),
     /// Redis: `CLIENT KILL ID` by client address, on a fresh connection each time (a
     /// server restart breaks any connection kept open).
-    Redis(redis::Client),
+    Redis(Box<redis::Client>),
 }
 
 impl Dropper {
@@ -42,7 +42,7 @@ impl Dropper {
             Kind::Redis => {
                 let client =
                     redis::Client::open(url).map_err(|e| format!("redis admin client: {e}"))?;
-                Ok(Dropper::Redis(client))
+                Ok(Dropper::Redis(Box::new(client)))
             }
             Kind::Sqlite => Err("SQLite has no connections to drop".to_owned()),
         }

@@ -6,6 +6,7 @@
 
 pub mod bad_input;
 pub mod combined;
+pub mod counts;
 pub mod differential;
 pub mod dispatcher;
 pub mod effects;

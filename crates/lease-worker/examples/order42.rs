@@ -1,8 +1,8 @@
 //! RFC 002's order-42 story, told live by real worker processes with short leases.
 //!
 //! ```text
-//! cargo run -p lease --example order42                 # embedded SQLite (a temp file)
-//! cargo run -p lease --example order42 -- sqlite:/tmp/o.db
+//! cargo run -p lease-worker --example order42                 # embedded SQLite (a temp file)
+//! cargo run -p lease-worker --example order42 -- sqlite:/tmp/o.db
 //! ```
 //!
 //! Three acts, each on its own namespace of one shared backend, each with worker processes
@@ -26,22 +26,22 @@
 //! It prints each act's timeline and final records (the `charges` rows included), and exits
 //! non-zero if the story did not happen as told.
 
-#[path = "../src/bin/lease-worker/args.rs"]
+#[path = "../src/args.rs"]
 #[allow(dead_code)]
 mod args;
-#[path = "../src/bin/lease-worker/backend.rs"]
+#[path = "../src/backend.rs"]
 #[allow(dead_code)]
 mod backend;
-#[path = "../src/bin/lease-worker/charges.rs"]
+#[path = "../src/charges.rs"]
 mod charges;
-#[path = "../src/bin/lease-worker/cluster.rs"]
+#[path = "../src/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
-#[path = "../src/bin/lease-worker/events.rs"]
+#[path = "../src/events.rs"]
 mod events;
-#[path = "../src/bin/lease-worker/process.rs"]
+#[path = "../src/process.rs"]
 mod process;
-#[path = "../src/bin/lease-worker/workflow.rs"]
+#[path = "../src/workflow.rs"]
 mod workflow;
 
 use std::process::ExitCode;

@@ -18,19 +18,19 @@
 //! to the local defaults; an unreachable server fails the test). The tests run one at a
 //! time: each one already runs several processes.
 
-#[path = "../src/bin/lease-worker/args.rs"]
+#[path = "../src/args.rs"]
 #[allow(dead_code)]
 mod args;
-#[path = "../src/bin/lease-worker/backend.rs"]
+#[path = "../src/backend.rs"]
 #[allow(dead_code)]
 mod backend;
-#[path = "../src/bin/lease-worker/charges.rs"]
+#[path = "../src/charges.rs"]
 #[allow(dead_code)]
 mod charges;
-#[path = "../src/bin/lease-worker/cluster.rs"]
+#[path = "../src/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
-#[path = "../src/bin/lease-worker/events.rs"]
+#[path = "../src/events.rs"]
 #[allow(dead_code)]
 mod events;
 

@@ -1,0 +1,1 @@
+INSERT INTO {table} (order_id, amount) VALUES ($1, $2)

@@ -1,0 +1,139 @@
+//! Issue 15, the operator command's `status`: `status_counts` counts a namespace's
+//! executions by effective status at the backend clock, in one atomic step, exactly as
+//! `get` of each would report them. A harness whose backend does not implement it
+//! ([`Harness::STATUS_COUNTS`] `false`) checks only that it says so.
+
+use std::sync::Arc;
+
+use lease_core::{ExecutionClient, ExecutionRecord, LeaseError, StatusCounts, WorkflowRunOutcome};
+
+use crate::context::{Ctx, LEASE, json, plus};
+use crate::harness::Harness;
+
+/// Returns `true` (after checking the refusal) when the harness has no status counts.
+async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
+    if H::STATUS_COUNTS {
+        return false;
+    }
+    let err = ctx.backend().status_counts().await.expect_err("no counts");
+    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    true
+}
+
+/// Claims `id` and acknowledges it with `outcome`.
+async fn finish<H: Harness>(ctx: &Ctx<H>, id: &str, outcome: WorkflowRunOutcome) {
+    let lease = ctx.claim_one(id).await;
+    let acked = ctx
+        .backend()
+        .acknowledge(&lease, &outcome)
+        .await
+        .expect("acknowledge");
+    assert!(!acked.is_lost(), "{id}");
+}
+
+/// The counts `get` of every id implies, at the backend clock.
+async fn counted_by_get<H: Harness>(ctx: &Ctx<H>, ids: &[&str]) -> StatusCounts {
+    let mut records: Vec<ExecutionRecord> = Vec::new();
+    for id in ids {
+        records.push(ctx.get(id).await);
+    }
+    StatusCounts::of_records(&records, ctx.now())
+}
+
+/// Every status is counted as `get` reads it: an expired lease as ended (admitted, or
+/// suspended when a delivery was once acknowledged so), the others as stored; a fresh store
+/// counts nothing, and a peer reads the same counts.
+pub async fn status_counts_by_effective_status<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    let b = ctx.backend();
+    assert_eq!(
+        b.status_counts().await.expect("counts"),
+        StatusCounts::default()
+    );
+    // One at a time: a claim takes every due execution.
+    let ends = [
+        ("done", WorkflowRunOutcome::Completed(json("1"))),
+        ("failed", WorkflowRunOutcome::Failed(json("2"))),
+        ("parked", WorkflowRunOutcome::Suspended),
+        ("expired-parked", WorkflowRunOutcome::Suspended),
+    ];
+    for (id, outcome) in ends {
+        ctx.admit(id).await;
+        finish(&*ctx, id, outcome).await;
+    }
+    b.request_wake(&ctx.id("expired-parked"), ctx.now())
+        .await
+        .expect("wake");
+    ctx.admit("expired").await;
+    let expiring = ctx.claim(&b, 1000).await;
+    assert_eq!(
+        expiring.len(),
+        2,
+        "expired and expired-parked: {expiring:?}"
+    );
+    // Half-way through those leases "live" is claimed; then they expire and "live" holds.
+    ctx.advance(LEASE / 2);
+    ctx.admit("live").await;
+    ctx.claim_one("live").await;
+    ctx.set_clock(expiring[0].expires_at);
+    ctx.admit("waiting").await;
+
+    let want = StatusCounts {
+        admitted: 2,
+        running: 1,
+        suspended: 2,
+        completed: 1,
+        failed: 1,
+        corrupt: 0,
+    };
+    let ids = [
+        "done",
+        "failed",
+        "parked",
+        "expired",
+        "expired-parked",
+        "live",
+        "waiting",
+    ];
+    assert_eq!(counted_by_get(&*ctx, &ids).await, want, "the reference");
+    assert_eq!(b.status_counts().await.expect("counts"), want);
+    let peer = ctx.peer().await;
+    assert_eq!(peer.status_counts().await.expect("peer counts"), want);
+    assert_eq!(want.total(), 7);
+}
+
+/// Counting changes nothing, and retention's purge takes its executions out of the counts.
+pub async fn status_counts_change_nothing_and_follow_purge<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    ctx.admit("old").await;
+    finish(&*ctx, "old", WorkflowRunOutcome::Completed(json("1"))).await;
+    ctx.admit("kept").await;
+    let before = (ctx.snapshot("kept").await, ctx.snapshot("old").await);
+    let b = ctx.backend();
+    let counts = b.status_counts().await.expect("counts");
+    assert_eq!(
+        (counts.admitted, counts.completed, counts.total()),
+        (1, 1, 2)
+    );
+    assert_eq!(
+        (ctx.snapshot("kept").await, ctx.snapshot("old").await),
+        before
+    );
+    if !H::RETENTION {
+        return;
+    }
+    let cutoff = plus(ctx.now(), std::time::Duration::from_millis(1));
+    b.purge_terminal(cutoff, 10).await.expect("purge");
+    let after = b.status_counts().await.expect("counts");
+    assert_eq!(
+        after,
+        StatusCounts {
+            admitted: 1,
+            ..StatusCounts::default()
+        }
+    );
+}

@@ -1,0 +1,145 @@
+//! The command line (clap derive, generated `--help`): global options and the subcommands.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Operates an execution-leases store on any backend URL: counts by status, executions that
+/// keep failing, one execution's record and steps, undecodable records, and retention.
+///
+/// Exit status: 0 done, 1 the operation failed (unreachable server, unknown id, backend
+/// error), 2 bad usage (arguments, URL, duration).
+#[derive(Debug, Parser)]
+#[command(name = "lease", version, about, long_about)]
+pub struct Cli {
+    /// The backend: sqlite:PATH, postgres://..., redis://... or memory:; `?namespace=NAME`
+    /// picks the namespace (SQLite, Redis) or schema (PostgreSQL).
+    #[arg(
+        long,
+        short = 'u',
+        env = "LEASE_URL",
+        value_name = "URL",
+        global = true
+    )]
+    pub url: Option<String>,
+
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Give up connecting after this long (`5s`, `500ms`, `1m`).
+    #[arg(long, value_name = "DURATION", default_value = "5s", global = true,
+          value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Give up on each backend call after this long.
+    #[arg(long, value_name = "DURATION", default_value = "30s", global = true,
+          value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Counts of executions by status, as `get` reads them at the backend clock (an expired
+    /// lease counts as ended), plus the records the backend cannot decode.
+    Status,
+    /// Executions that keep failing: at least `--min` consecutive deliveries ended without an
+    /// acknowledgement, most failing first.
+    Failing(FailingArgs),
+    /// One execution's record and its step records.
+    Show(ShowArgs),
+    /// Stored execution records the backend cannot decode (claims skip them).
+    Corrupt(CorruptArgs),
+    /// Removes terminal (completed or failed) executions that ended more than `--older-than`
+    /// ago on the backend clock, with their step records, store receipts and start records,
+    /// in batches (each one atomic) until none is left.
+    Purge(PurgeArgs),
+}
+
+/// `failing`.
+#[derive(Debug, Args)]
+pub struct FailingArgs {
+    /// The fewest unacknowledged deliveries listed.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub min: u32,
+    /// List at most this many (1-1000).
+    #[arg(long, default_value_t = 20, value_parser = limit)]
+    pub limit: usize,
+}
+
+/// `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The execution id.
+    pub id: String,
+}
+
+/// `corrupt`.
+#[derive(Debug, Args)]
+pub struct CorruptArgs {
+    /// List at most this many (1-1000).
+    #[arg(long, default_value_t = 100, value_parser = limit)]
+    pub limit: usize,
+}
+
+/// `purge`.
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    /// Purge executions that ended more than this long ago (`30d`, `12h`, `90min`); at least
+    /// a day unless `--force`, as the dispatcher's retention requires.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub older_than: Duration,
+    /// Executions per atomic batch (1-1000).
+    #[arg(long, default_value_t = 1000, value_parser = limit)]
+    pub batch: usize,
+    /// Purge nothing: print the cutoff and how many terminal executions there are now (an
+    /// upper bound of what would go).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Allow `--older-than` below a day. A purged execution's store receipts and start
+    /// request are forgotten: a holder that outlives the cutoff could apply a store update
+    /// twice or start a request's target again.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (for example 5s, 12h, 30d)"))
+}
+
+/// A list or batch limit, 1..=1000 ([`lease::limits::MAX_CLAIM_LIMIT`]).
+fn limit(text: &str) -> Result<usize, String> {
+    let max = lease::limits::MAX_CLAIM_LIMIT;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number from 1 to {max}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_and_limits() {
+        assert_eq!(parse_duration("1day"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("90min"), Ok(Duration::from_secs(5_400)));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(limit("1000"), Ok(1000));
+        for bad in ["0", "1001", "-1", "x"] {
+            assert!(limit(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! `lease failing`: executions that keep failing ([`lease::ExecutionClient::list_failing`]).
+
+use lease::{ExecutionRecord, LeaseBackend};
+
+use crate::cli::FailingArgs;
+use crate::connect::Limits;
+use crate::failure::Failure;
+use crate::output::{Output, instant, to_json};
+use crate::table::Table;
+
+/// The executions with at least `--min` unacknowledged deliveries, most failing first.
+pub async fn run(
+    backend: &dyn LeaseBackend,
+    args: &FailingArgs,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    let records = limits
+        .call("list_failing", backend.list_failing(args.min, args.limit))
+        .await?;
+    Ok(Output {
+        text: table(&records),
+        json: to_json(&records),
+    })
+}
+
+/// One row per execution; a line saying so when there is none.
+fn table(records: &[ExecutionRecord]) -> String {
+    if records.is_empty() {
+        return "no failing executions\n".to_owned();
+    }
+    let mut t = Table::new(&["ID", "UNACKED", "STATUS", "WORKFLOW", "LAST ENDED", "DUE"]);
+    for r in records {
+        t.row(vec![
+            r.id.to_string(),
+            r.unacknowledged_deliveries.to_string(),
+            r.status.as_str().into(),
+            r.workflow.as_ref().map_or("-".into(), ToString::to_string),
+            instant(r.last_delivery_ended_at),
+            instant(r.due_at),
+        ]);
+    }
+    t.render()
+}

@@ -1,0 +1,30 @@
+//! The subcommands, each one function from the open backend and its arguments to an
+//! [`Output`].
+
+mod corrupt;
+mod failing;
+mod purge;
+mod show;
+mod status;
+
+use lease::LeaseBackend;
+
+use crate::cli::Command;
+use crate::connect::Limits;
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// Runs `command` on `backend`.
+pub async fn run(
+    backend: &dyn LeaseBackend,
+    command: &Command,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    match command {
+        Command::Status => status::run(backend, limits).await,
+        Command::Failing(args) => failing::run(backend, args, limits).await,
+        Command::Show(args) => show::run(backend, args, limits).await,
+        Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
+        Command::Purge(args) => purge::run(backend, args, limits).await,
+    }
+}

@@ -1,0 +1,86 @@
+//! `lease show ID`: one execution's record (`get`, the effective view) and its step records
+//! (`list_steps`), read one after the other.
+
+use lease::{ExecutionId, ExecutionOutcome, ExecutionRecord, HeapRecord, LeaseBackend};
+use serde_json::json;
+
+use crate::cli::ShowArgs;
+use crate::connect::Limits;
+use crate::failure::Failure;
+use crate::output::{Output, instant, to_json};
+use crate::table::Table;
+
+/// The record and steps of `args.id`; an id no execution has is a failure, an id no
+/// execution could have is a usage error.
+pub async fn run(
+    backend: &dyn LeaseBackend,
+    args: &ShowArgs,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    let id = ExecutionId::new(args.id.as_str())
+        .map_err(|e| Failure::Usage(format!("execution id {:?}: {e}", args.id)))?;
+    let record = limits
+        .call("get", backend.get(&id))
+        .await?
+        .ok_or_else(|| Failure::Failed(format!("no execution {:?}", args.id)))?;
+    let steps = limits.call("list_steps", backend.list_steps(&id)).await?;
+    let text = format!("{}\n{}", record_table(&record), steps_table(&steps));
+    Ok(Output {
+        text,
+        json: json!({ "record": to_json(&record), "steps": to_json(&steps) }),
+    })
+}
+
+/// The record as field/value lines.
+fn record_table(r: &ExecutionRecord) -> String {
+    let (outcome, value) = match &r.outcome {
+        Some(ExecutionOutcome::Completed(v)) => ("completed", v.to_string()),
+        Some(ExecutionOutcome::Failed(v)) => ("failed", v.to_string()),
+        None => ("-", "-".to_owned()),
+    };
+    let fields: [(&str, String); 13] = [
+        ("id", r.id.to_string()),
+        ("status", r.status.as_str().into()),
+        ("workflow", opt(r.workflow.as_ref())),
+        ("input", opt(r.input.as_ref())),
+        ("token", r.token.to_string()),
+        ("lease expires", instant(r.lease_expires_at)),
+        ("due", instant(r.due_at)),
+        ("wake after claim", instant(r.wake_after_claim)),
+        (
+            "unacked deliveries",
+            r.unacknowledged_deliveries.to_string(),
+        ),
+        ("last delivery ended", instant(r.last_delivery_ended_at)),
+        ("ever suspended", r.ever_suspended.to_string()),
+        ("outcome", outcome.into()),
+        ("outcome value", value),
+    ];
+    let mut t = Table::new(&["FIELD", "VALUE"]);
+    for (name, value) in fields {
+        t.row(vec![name.into(), value]);
+    }
+    t.render()
+}
+
+/// The step records, by step key then attempt.
+fn steps_table(steps: &[HeapRecord]) -> String {
+    if steps.is_empty() {
+        return "no step records\n".to_owned();
+    }
+    let mut t = Table::new(&["STEP", "ATTEMPT", "DONE", "TOKEN", "RESPONSE"]);
+    for s in steps {
+        t.row(vec![
+            s.step_key.to_string(),
+            s.step_attempt.to_string(),
+            s.done.to_string(),
+            s.token.to_string(),
+            s.response.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+fn opt(value: Option<&impl ToString>) -> String {
+    value.map_or_else(|| "-".to_owned(), ToString::to_string)
+}

@@ -1,0 +1,66 @@
+//! The `lease` binary as a process against each backend: SQLite in a temporary file always;
+//! PostgreSQL and Redis on the servers `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL` name (else
+//! the local defaults; unreachable fails), each in a fresh schema or namespace removed
+//! afterwards, pass or fail.
+
+mod common;
+
+use lease::postgres::{PostgresBackend, PostgresConfig};
+use lease::redis::{RedisBackend, RedisConfig};
+
+fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("lease_cli_{test}_{}_{nanos}", std::process::id())
+}
+
+fn with_namespace(base: &str, namespace: &str) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}namespace={namespace}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("leases.db").display());
+    let backend = lease::open(&url).await.expect("open");
+    common::check_commands(&url, &backend).await;
+    let other = with_namespace(&url, "other");
+    let empty = common::on(&other, &["status", "--json"]).await.json();
+    assert_eq!(
+        empty["total"], 0,
+        "another namespace of the file is counted apart"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_schema() {
+    let base = std::env::var("LEASE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = unique("pg");
+    let url = with_namespace(&base, &schema);
+    let backend = lease::open(&url).await.expect("open");
+    let checked = tokio::spawn(async move { common::check_commands(&url, &backend).await }).await;
+    let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
+        .await
+        .expect("connect");
+    direct.drop_schema().await.expect("drop schema");
+    checked.expect("the checks");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_namespace() {
+    let base =
+        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let namespace = unique("redis");
+    let url = with_namespace(&base, &namespace);
+    let backend = lease::open(&url).await.expect("open");
+    let checked = tokio::spawn(async move { common::check_commands(&url, &backend).await }).await;
+    let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
+        .await
+        .expect("connect");
+    direct.delete_namespace().await.expect("delete namespace");
+    checked.expect("the checks");
+}

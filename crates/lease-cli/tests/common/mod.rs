@@ -1,0 +1,250 @@
+//! Runs the `lease` binary as a process, and the store every backend's test fills.
+
+#![allow(dead_code, missing_docs)]
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease::{
+    Admission, ClaimRequest, ExecutionId, ExecutionLease, Json, LeaseBackend, StepKey, StepWrite,
+    WorkflowRunOutcome,
+};
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The stdout as JSON (panics with the run on anything else).
+    pub fn json(&self) -> serde_json::Value {
+        assert_eq!(self.code, Some(0), "{self:?}");
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+
+    /// Asserts a failure with `code` and one error line containing `text`, nothing on stdout.
+    pub fn assert_error(&self, code: i32, text: &str) {
+        assert_eq!(self.code, Some(code), "{self:?}");
+        assert!(self.stdout.is_empty(), "{self:?}");
+        assert_eq!(self.stderr.lines().count(), 1, "one line: {self:?}");
+        assert!(self.stderr.starts_with("lease: error: "), "{self:?}");
+        assert!(self.stderr.contains(text), "{text:?} not in {self:?}");
+    }
+}
+
+/// Longest any run may take: a hang is a failure, not a stuck test.
+pub const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `lease ARGS` (with no `LEASE_URL` from the environment) to its end.
+pub async fn lease(args: &[&str]) -> Run {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lease"))
+        .args(args)
+        .env_remove("LEASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lease");
+    let out = tokio::time::timeout(RUN_LIMIT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("lease {args:?} ran past {RUN_LIMIT:?}"))
+        .expect("wait for lease");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `lease --url URL ARGS`.
+pub async fn on(url: &str, args: &[&str]) -> Run {
+    let mut all = vec!["--url", url];
+    all.extend_from_slice(args);
+    lease(&all).await
+}
+
+fn id(s: &str) -> ExecutionId {
+    ExecutionId::new(s).expect("id")
+}
+
+async fn claim(b: &dyn LeaseBackend, want: &str) -> ExecutionLease {
+    let leases = b
+        .claim_due(ClaimRequest {
+            now: b.now().await.expect("now"),
+            limit: 10,
+            duration: Duration::from_secs(300),
+        })
+        .await
+        .expect("claim");
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    assert_eq!(leases[0].execution_id.as_str(), want);
+    leases.into_iter().next().expect("one lease")
+}
+
+/// Fills a store: `done-1` completed with a `charge` step, `bad-1` failed, `busy` running,
+/// `flaky` released once (admitted, one unacknowledged delivery), `queued` admitted.
+pub async fn fill(b: &Arc<dyn LeaseBackend>) {
+    let b = &**b;
+    let json = |t: &str| Json::parse("test", t).expect("json");
+    b.admit(&Admission::new(id("done-1"))).await.expect("admit");
+    let lease = claim(b, "done-1").await;
+    let charge = StepWrite {
+        step_key: StepKey::new("charge").expect("key"),
+        step_attempt: 1,
+        done: true,
+        response: json(r#"{"receipt":"r-1"}"#),
+    };
+    assert!(!b.write_step(&lease, &charge).await.expect("step").is_lost());
+    let done = WorkflowRunOutcome::Completed(json("true"));
+    assert!(!b.acknowledge(&lease, &done).await.expect("ack").is_lost());
+    b.admit(&Admission::new(id("bad-1"))).await.expect("admit");
+    let lease = claim(b, "bad-1").await;
+    let failed = WorkflowRunOutcome::Failed(json(r#""card declined""#));
+    assert!(!b.acknowledge(&lease, &failed).await.expect("ack").is_lost());
+    b.admit(&Admission::new(id("busy"))).await.expect("admit");
+    claim(b, "busy").await;
+    b.admit(&Admission::new(id("flaky"))).await.expect("admit");
+    let lease = claim(b, "flaky").await;
+    assert!(!b.release(&lease).await.expect("release").is_lost());
+    b.admit(&Admission::new(id("queued"))).await.expect("admit");
+}
+
+/// Waits (polling the backend clock, with a deadline) until it has passed every instant
+/// `fill` recorded, so a cutoff of "now" lies after the terminal acknowledgements.
+pub async fn clock_passes(b: &Arc<dyn LeaseBackend>) {
+    let start = b.now().await.expect("now");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while b.now().await.expect("now") <= start {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the backend clock stands still"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Every command on a store `fill` filled, at `url`: tables, `--json`, exit codes.
+pub async fn check_commands(url: &str, backend: &Arc<dyn LeaseBackend>) {
+    fill(backend).await;
+    let status = on(url, &["status", "--json"]).await.json();
+    let want = serde_json::json!({"admitted": 2, "running": 1, "suspended": 0,
+        "completed": 1, "failed": 1, "corrupt": 0, "total": 5});
+    assert_eq!(status, want);
+    let table = on(url, &["status"]).await;
+    assert_eq!(table.code, Some(0), "{table:?}");
+    let lines: Vec<Vec<&str>> = table
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["STATUS", "COUNT"]);
+    assert!(lines.contains(&vec!["admitted", "2"]), "{table:?}");
+    assert!(lines.contains(&vec!["total", "5"]), "{table:?}");
+
+    check_failing(url).await;
+    check_show(url).await;
+    assert_eq!(
+        on(url, &["corrupt", "--json"]).await.json(),
+        serde_json::json!([])
+    );
+    assert_eq!(on(url, &["corrupt"]).await.stdout, "no corrupt records\n");
+    check_purge(url, backend).await;
+}
+
+async fn check_failing(url: &str) {
+    let failing = on(url, &["failing", "--json"]).await.json();
+    let failing = failing.as_array().expect("array");
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0]["id"], "flaky");
+    assert_eq!(failing[0]["unacknowledged_deliveries"], 1);
+    let table = on(url, &["failing"]).await;
+    let row: Vec<&str> = table
+        .stdout
+        .lines()
+        .nth(1)
+        .expect("a row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[..3], ["flaky", "1", "admitted"], "{table:?}");
+    assert_eq!(
+        on(url, &["failing", "--min", "2"]).await.stdout,
+        "no failing executions\n"
+    );
+    on(url, &["failing", "--limit", "0"])
+        .await
+        .assert_error(2, "--limit");
+}
+
+async fn check_show(url: &str) {
+    let shown = on(url, &["show", "done-1", "--json"]).await.json();
+    assert_eq!(shown["record"]["status"], "completed");
+    assert_eq!(shown["steps"][0]["step_key"], "charge");
+    assert_eq!(shown["steps"][0]["response"]["receipt"], "r-1");
+    let table = on(url, &["show", "bad-1"]).await;
+    assert_eq!(table.code, Some(0), "{table:?}");
+    assert!(table.stdout.contains("failed"), "{table:?}");
+    assert!(table.stdout.contains("no step records"), "{table:?}");
+    on(url, &["show", "nope"])
+        .await
+        .assert_error(1, "no execution \"nope\"");
+    on(url, &["show", ""]).await.assert_error(2, "execution id");
+}
+
+async fn check_purge(url: &str, backend: &Arc<dyn LeaseBackend>) {
+    on(url, &["purge", "--older-than", "1h"])
+        .await
+        .assert_error(2, "--force");
+    on(url, &["purge", "--older-than", "soon"])
+        .await
+        .assert_error(2, "soon");
+    assert_eq!(
+        on(url, &["status", "--json"]).await.json()["total"],
+        5,
+        "refusals purge nothing"
+    );
+    let none = on(url, &["purge", "--older-than", "30d", "--json"])
+        .await
+        .json();
+    assert_eq!(none["purged"], 0);
+    clock_passes(backend).await;
+    let dry = on(
+        url,
+        &[
+            "purge",
+            "--older-than",
+            "0s",
+            "--force",
+            "--dry-run",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(dry.json()["terminal"], 2);
+    let purged = on(
+        url,
+        &["purge", "--older-than", "0s", "--force", "--batch", "1"],
+    )
+    .await;
+    assert_eq!(purged.code, Some(0), "{purged:?}");
+    assert!(
+        purged.stdout.starts_with("purged 2 terminal executions"),
+        "{purged:?}"
+    );
+    assert!(
+        purged.stdout.contains("(3 batches of at most 1)"),
+        "{purged:?}"
+    );
+    let after = on(url, &["status", "--json"]).await.json();
+    assert_eq!(
+        (after["total"].clone(), after["completed"].clone()),
+        (3.into(), 0.into())
+    );
+    on(url, &["show", "done-1"])
+        .await
+        .assert_error(1, "no execution");
+}
