@@ -1,4 +1,4 @@
-//! Opening the backend a URL names, through the facade ([`lease::open`]), within bounded
+//! Opening the backend a URL names, through the facade ([`lease::open()`]), within bounded
 //! time; and running each backend call within bounded time.
 
 use std::future::Future;

@@ -1,6 +1,6 @@
 //! `lease`, the operator command of execution leases (issue 15; retention of issue 12):
 //! `status`, `failing`, `show ID`, `corrupt` and `purge --older-than DURATION` on any
-//! backend URL ([`lease::open`]), as a table or `--json`.
+//! backend URL ([`lease::open()`]), as a table or `--json`.
 //!
 //! Every failure is one line on standard error, `lease: error: ...`, with exit status 1
 //! (the operation failed: unreachable server, unknown id, backend error) or 2 (bad usage:
