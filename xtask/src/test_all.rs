@@ -58,6 +58,7 @@ pub const PUBLISHABLE: &[&str] = &[
     "lease-redis",
     "lease-conformance",
     "lease",
+    "lease-cli",
 ];
 
 /// `cargo package` of [`PUBLISHABLE`]: the manifests, metadata and file lists a registry
