@@ -101,11 +101,12 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease-worker", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
-    // The short torture run (issue 6): each backend under faults for 20 s, history-checked.
+    // The short torture run (issue 6): each backend under faults for 20 s, history-checked;
+    // and the short failover runs (issue 14) on a PostgreSQL primary with a standby.
     Backend::new(
         "torture",
         &["-p", "lease-torture"],
-        &[Service::Postgres, Service::Redis],
+        &[Service::Postgres, Service::Redis, Service::PostgresStandby],
     ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),

@@ -14,11 +14,13 @@
 //! Throwaway servers are stopped and removed when their [`Found`] is dropped, and by the
 //! interrupt handler in [`crate::cleanup`].
 
+pub mod cluster_failover;
 pub mod docker;
 pub mod postgres;
 pub mod probe;
 pub mod redis;
 pub mod redis_cluster;
+pub mod standby;
 pub mod url;
 
 use std::path::PathBuf;
@@ -36,6 +38,9 @@ pub enum Service {
     Redis,
     /// A Redis Cluster (three primaries with a replica each), for lease-redis's cluster row.
     RedisCluster,
+    /// A PostgreSQL primary with a streaming standby and its failover script, for the
+    /// torture row's failover runs ([`standby`]).
+    PostgresStandby,
 }
 
 impl Service {
@@ -45,6 +50,7 @@ impl Service {
             Service::Postgres => "postgres",
             Service::Redis => "redis",
             Service::RedisCluster => "redis-cluster",
+            Service::PostgresStandby => "postgres-standby",
         }
     }
 
@@ -54,15 +60,34 @@ impl Service {
             Service::Postgres => postgres::ENV,
             Service::Redis => redis::ENV,
             Service::RedisCluster => redis_cluster::ENV,
+            Service::PostgresStandby => standby::ENV,
+        }
+    }
+
+    /// Variables a row gets besides [`Service::env_var`]: the pair's failover script.
+    pub fn extra_env(self, found: &Found) -> Vec<(&'static str, String)> {
+        match self {
+            Service::PostgresStandby => standby::failover_script(found)
+                .map(|s| (standby::FAILOVER_ENV, s))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
     /// Every service, for `cargo xtask services`.
     pub const ALL: [Service; 3] = [Service::Postgres, Service::Redis, Service::RedisCluster];
 
-    /// The service named `name` (`postgres`, `redis` or `redis-cluster`).
+    /// Services started only when named (by `cargo xtask services NAME` or a matrix row),
+    /// never by "all".
+    pub const ON_REQUEST: [Service; 1] = [Service::PostgresStandby];
+
+    /// The service named `name` (`postgres`, `redis`, `redis-cluster`, `postgres-standby`).
     pub fn from_name(name: &str) -> Option<Service> {
-        Service::ALL.into_iter().find(|s| s.name() == name)
+        Service::ALL
+            .into_iter()
+            .chain(Service::ON_REQUEST)
+            .find(|s| s.name() == name)
     }
 
     /// Finds or starts the server, in the order of the module documentation.
@@ -71,6 +96,7 @@ impl Service {
             Service::Postgres => postgres::discover(),
             Service::Redis => redis::discover(),
             Service::RedisCluster => redis_cluster::discover(),
+            Service::PostgresStandby => standby::discover(),
         }
     }
 }
