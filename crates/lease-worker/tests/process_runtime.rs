@@ -72,8 +72,7 @@ impl Target {
     #[cfg(feature = "postgres")]
     fn postgres(test: &str) -> Target {
         Target {
-            url: std::env::var("LEASE_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
+            url: lease_testserver::postgres_url(),
             namespace: unique(test),
             _dir: None,
         }
@@ -83,8 +82,7 @@ impl Target {
     #[cfg(feature = "redis")]
     fn redis(test: &str) -> Target {
         Target {
-            url: std::env::var("LEASE_REDIS_URL")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+            url: lease_testserver::redis_url(),
             namespace: unique(test),
             _dir: None,
         }
