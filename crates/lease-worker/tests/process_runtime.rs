@@ -94,23 +94,13 @@ impl Target {
     /// A fresh schema on the server named by `LEASE_POSTGRES_URL` (apis.md fallback).
     #[cfg(feature = "postgres")]
     fn postgres(test: &str) -> Target {
-        Target::new(
-            std::env::var("LEASE_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
-            test,
-            None,
-        )
+        Target::new(lease_testserver::postgres_url(), test, None)
     }
 
     /// A fresh key namespace on the server named by `LEASE_REDIS_URL` (apis.md fallback).
     #[cfg(feature = "redis")]
     fn redis(test: &str) -> Target {
-        Target::new(
-            std::env::var("LEASE_REDIS_URL")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
-            test,
-            None,
-        )
+        Target::new(lease_testserver::redis_url(), test, None)
     }
 
     fn args(&self, name: &str, concurrency: usize) -> WorkerArgs {
