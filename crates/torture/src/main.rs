@@ -13,6 +13,8 @@ mod appstep;
 mod args;
 mod backend;
 mod controller;
+mod effectcheck;
+mod effects;
 mod faults;
 mod nemesis;
 mod oplog;
