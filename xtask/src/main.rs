@@ -10,7 +10,8 @@
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
-//! Plain code with one dependency (`ctrlc`), in the rust-analyzer xtask style.
+//! Plain code in the rust-analyzer xtask style; its dependencies are `ctrlc` and the shared
+//! test-server crate (`lease-testserver`, whose `containers` feature starts containers).
 
 mod bench;
 mod cleanup;

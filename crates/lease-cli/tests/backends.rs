@@ -37,8 +37,7 @@ async fn sqlite_file() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_schema() {
-    let base = std::env::var("LEASE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let base = lease_testserver::postgres_url();
     let schema = unique("pg");
     let url = with_namespace(&base, &schema);
     let backend = lease::open(&url).await.expect("open");
@@ -52,8 +51,7 @@ async fn postgres_schema() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_namespace() {
-    let base =
-        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let base = lease_testserver::redis_url();
     let namespace = unique("redis");
     let url = with_namespace(&base, &namespace);
     let backend = lease::open(&url).await.expect("open");

@@ -16,8 +16,7 @@ async fn main() -> lease_core::Result<()> {
     let mut args = std::env::args().skip(1);
     let total: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
-    let url = std::env::var("LEASE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = lease_testserver::postgres_url();
     let schema = format!("lease_bench_{}", std::process::id());
     let backend = PostgresBackend::connect(
         PostgresConfig::new(url)

@@ -124,7 +124,7 @@ async fn main() -> Res<()> {
     let mut args = std::env::args().skip(1);
     let url = args
         .next()
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        .unwrap_or_else(|| lease_testserver::DEFAULT_POSTGRES_URL.to_owned());
     let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2000);
     let schema = format!("lease_fenced_costs_{}", std::process::id());
     let app = format!("{schema}_app");

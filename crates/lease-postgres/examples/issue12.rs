@@ -28,8 +28,7 @@ use lease_postgres::{PostgresBackend, PostgresConfig};
 use sqlx::{AssertSqlSafe, Row};
 
 fn url() -> String {
-    std::env::var("LEASE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    lease_testserver::postgres_url()
 }
 
 fn claim(limit: usize) -> ClaimRequest {

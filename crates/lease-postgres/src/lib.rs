@@ -107,6 +107,10 @@ pub use config::{
 };
 pub use fenced::{FencedTx, MIN_STALL_BOUND_MS, stall_bound_ms};
 pub use migrate::SCHEMA_VERSION;
+/// The sqlx this crate links, whose `PgConnection` the fenced transactions
+/// ([`PostgresBackend::begin_fenced`], [`PostgresBackend::step_in_tx`]) hand out: use it
+/// rather than a separately declared sqlx, whose version could differ.
+pub use sqlx;
 
 /// The rendered SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo
 /// xtask bench`) can issue exactly these statements without the library as its raw

@@ -34,8 +34,7 @@ async fn main() -> Result<()> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
-    let url =
-        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = lease_testserver::redis_url();
     let namespace = format!("effect-costs-{}", uuid::Uuid::new_v4().simple());
     let b = RedisBackend::connect(RedisConfig::new(url).namespace(namespace)).await?;
     let p = b.key_prefix().to_owned();

@@ -31,7 +31,7 @@ const STEP_BODY: &str = "redis.call('INCR', KEYS[1]) redis.call('SET', KEYS[2], 
                          return '{\"ok\":true}'";
 
 fn url() -> String {
-    std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    lease_testserver::redis_url()
 }
 
 fn arg(i: usize, default: usize) -> usize {

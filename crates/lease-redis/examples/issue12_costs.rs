@@ -19,7 +19,7 @@ use lease_core::{
 use lease_redis::{RedisBackend, RedisConfig};
 
 fn url() -> String {
-    std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    lease_testserver::redis_url()
 }
 
 async fn fresh(what: &str) -> Result<RedisBackend> {

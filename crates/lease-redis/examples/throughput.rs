@@ -17,8 +17,7 @@ async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let total: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let tasks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
-    let url =
-        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = lease_testserver::redis_url();
     let namespace = format!("throughput-{}", uuid::Uuid::new_v4().simple());
     let first = RedisBackend::connect(RedisConfig::new(url).namespace(namespace)).await?;
     let mut handles = vec![first.clone()];

@@ -143,6 +143,10 @@ mod wake;
 pub use app::FencedError;
 pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
+/// The rusqlite this crate links, whose `Transaction` the fenced closures
+/// ([`SqliteBackend::fenced`], [`SqliteBackend::step_in_tx`]) take: use it rather than a
+/// separately declared rusqlite, whose version could differ.
+pub use rusqlite;
 
 /// The SQL of the hot-path operations, so the benchmark (`crates/bench`, `cargo xtask
 /// bench`) can issue exactly these statements without the library as its raw baseline.

@@ -13,18 +13,20 @@
 //!    one charge.
 //! 2. A worker crashes (SIGKILL) holding the lease; another worker takes order-42 soon
 //!    after the lease runs out, skips the recorded step and finishes.
-//! 3. A worker's server freezes (SIGSTOP) in its charge step; its lease runs out, another
-//!    worker claims order-42 with a higher token and finishes; the frozen worker wakes
-//!    (SIGCONT), has its charge write refused (Lost), and stops. On SQLite and PostgreSQL
-//!    the charge step writes a `charges` row with its step record in one fenced
-//!    `step_in_tx` transaction: on PostgreSQL the worker freezes inside it (row inserted,
-//!    not committed), on SQLite just before it (SQLite's fenced transaction holds the write
-//!    lock from its token check to its commit, so a worker frozen inside would hold every
-//!    other writer off). Either way the act ends with exactly one `charges` row for order
-//!    42, the new holder's; the provider was still called twice (RFC 004's job).
+//! 3. A worker's server freezes (SIGSTOP) in its charge step, after the payment provider
+//!    charged the card and before the worker settled the charge; its lease runs out, another
+//!    worker claims order-42 with a higher token, calls the provider again and finishes; the
+//!    frozen worker wakes (SIGCONT), has its charge step refused (Lost), and stops. Both
+//!    workers called the provider with the same idempotency key, the charge step's effect id
+//!    (issue 16), so the provider charged once. On SQLite and PostgreSQL the charge step
+//!    writes a `charges` row with its step record in one fenced `step_in_tx` transaction, so
+//!    the act also ends with exactly one `charges` row for order 42, the new holder's.
 //!
-//! It prints each act's timeline and final records (the `charges` rows included), and exits
-//! non-zero if the story did not happen as told.
+//! The payment provider is a simulated card processor outside the lease database (a
+//! directory of files per act, `src/provider.rs`) that honours idempotency keys, as real
+//! ones do; the demo reads it back. It prints each act's timeline and final records (the
+//! provider's calls and charges, the `charges` rows), and exits non-zero if the story did
+//! not happen as told.
 
 #[path = "../src/args.rs"]
 #[allow(dead_code)]
@@ -41,6 +43,8 @@ mod cluster;
 mod events;
 #[path = "../src/process.rs"]
 mod process;
+#[path = "../src/provider.rs"]
+mod provider;
 #[path = "../src/workflow.rs"]
 mod workflow;
 
@@ -51,9 +55,10 @@ use lease::{Admission, ExecutionId, ExecutionOutcome, Json, SharedBackend};
 use serde_json::json;
 
 use crate::args::WorkerArgs;
-use crate::backend::{Opened, Store};
+use crate::backend::Opened;
 use crate::charges::ChargeRow;
 use crate::cluster::{Cluster, Event};
+use crate::provider::Provider;
 
 type DemoResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -112,6 +117,7 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
             url: url.clone(),
             namespace: format!("{run}_act{act}"),
             exe: exe.clone(),
+            provider: Provider::open(dir.path().join(format!("provider_act{act}")))?,
         };
         let outcome = match act {
             1 => act_slow_charge(&stage).await.map(|()| false),
@@ -128,7 +134,8 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
     result?;
     println!(
         "\nThe lease decided when another worker could take over; the token decided whose saves \
-         counted{}.\nAll three acts ran as told in {:.1} s.",
+         counted;\nthe effect id, passed to the provider as its idempotency key, made its charge \
+         happen once{}.\nAll three acts ran as told in {:.1} s.",
         if has_charges {
             ";\nstep_in_tx kept the application's charges row and its step record together"
         } else {
@@ -144,6 +151,8 @@ struct Stage {
     url: String,
     namespace: String,
     exe: std::path::PathBuf,
+    /// The act's payment provider (its own directory).
+    provider: Provider,
 }
 
 impl Stage {
@@ -157,6 +166,7 @@ impl Stage {
             renew_every: RENEW,
             poll: Duration::from_millis(50),
             redelivery_base: REDELIVERY,
+            provider: self.provider.dir().to_path_buf(),
         }
     }
 
@@ -223,15 +233,18 @@ async fn act_slow_charge(stage: &Stage) -> DemoResult<()> {
         timeline(&events, t0);
         let records = final_records(&backend).await?;
         let claims = count(&events, |e| e.msg() == "claim");
-        let charges = count(&events, |e| e.msg() == "charging");
         let renewals = count(&events, |e| e.msg() == "renew");
-        println!("  claims {claims}, renewals {renewals}, charges {charges}");
+        let provider = Tally::of(&stage.provider)?;
+        println!("  claims {claims}, renewals {renewals}; {provider}");
         check(claims == 1, "one claim for the whole slow delivery")?;
         check(
             renewals >= 2,
             "the lease was renewed past its original expiry",
         )?;
-        check(charges == 1, "the card was charged once")?;
+        check(
+            provider.is(1, 1),
+            "the provider was called once and charged once",
+        )?;
         check(records.one_charge_row(), "one charges row")?;
         check(records.completed, "order-42 completed")?;
         Ok(())
@@ -287,9 +300,11 @@ async fn act_crash(stage: &Stage) -> DemoResult<()> {
             }),
             "B skipped the load step A had recorded",
         )?;
+        let provider = Tally::of(&stage.provider)?;
+        println!("  {provider}");
         check(
-            count(&events, |e| e.msg() == "charging") == 1,
-            "the card was charged once",
+            provider.is(1, 1),
+            "the provider was called once (by B) and charged once",
         )?;
         check(records.one_charge_row(), "one charges row")?;
         check(records.completed, "order-42 completed")?;
@@ -304,43 +319,22 @@ async fn act_crash(stage: &Stage) -> DemoResult<()> {
 async fn act_freeze(stage: &Stage) -> DemoResult<bool> {
     {
         let backend = stage.backend().await?;
-        // Where A freezes. PostgreSQL checks the token when the transaction commits, so A
-        // can freeze inside its charge transaction, its row inserted and not committed.
-        // SQLite takes its single write lock and checks the token when the transaction
-        // begins: frozen inside, A would hold every other writer off (B's claim included)
-        // and commit as the current holder on waking. So there A freezes between the
-        // provider call and its charge transaction, as it does without a charges table.
-        let (input, freeze_in_tx, freeze_note, blurb) = match &backend.store {
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => (
-                json!({ "order": 42, "charge_ms": 200, "stall_in_charge_tx_ms": 2000 }),
-                true,
-                "A's server freezes (SIGSTOP) inside A's charge transaction: row inserted, \
-                 not committed",
-                "Worker A has charged the card and is inside its charge transaction, its \
-                 charges row inserted but not committed, when its server freezes (SIGSTOP). \
-                 Its lease runs out; worker B claims order-42 with a higher token, charges and \
-                 commits its own row and receipt. Then A wakes (SIGCONT) and tries to commit.",
-            ),
-            Store::Other => (
-                json!({ "order": 42, "charge_ms": 200, "receipt_ms": 300 }),
-                false,
-                "A's server freezes (SIGSTOP) just after the charge",
-                "Worker A has just charged the card when its server freezes (SIGSTOP). Its \
-                 lease runs out; worker B claims order-42 with a higher token, charges and \
-                 saves its receipt. Then A wakes (SIGCONT) and tries to save its own receipt.",
-            ),
-            Store::Sqlite { .. } => (
-                json!({ "order": 42, "charge_ms": 200, "receipt_ms": 1000 }),
-                false,
-                "A's server freezes (SIGSTOP) after the provider charged the card, before \
-                 A's charge transaction",
-                "Worker A has just charged the card at the provider, and is about to write \
-                 its charges row and receipt in one transaction, when its server freezes \
-                 (SIGSTOP). Its lease runs out; worker B claims order-42 with a higher token, \
-                 charges and commits its own row and receipt. Then A wakes (SIGCONT) and \
-                 tries to write its row and receipt.",
-            ),
+        // Where A freezes: after the provider charged the card, while A waits for the
+        // provider's response (a synchronous call), so before A settles the charge's effect
+        // and before its charge transaction. B then finds the effect begun and not settled,
+        // and calls the provider itself: both workers call it, with the same key.
+        let input = json!({ "order": 42, "charge_ms": 200, "receipt_ms": 1000 });
+        let blurb = if backend.store.has_charges() {
+            "Worker A's call has reached the payment provider, which charged the card, when \
+             A's server freezes (SIGSTOP) before A heard back. Its lease runs out; worker B \
+             claims order-42 with a higher token, calls the provider for the same charge, and \
+             commits its charges row and receipt in one transaction. Then A wakes (SIGCONT) \
+             and tries to go on with its charge step."
+        } else {
+            "Worker A's call has reached the payment provider, which charged the card, when \
+             A's server freezes (SIGSTOP) before A heard back. Its lease runs out; worker B \
+             claims order-42 with a higher token, calls the provider for the same charge, and \
+             saves its receipt. Then A wakes (SIGCONT) and tries to go on with its charge step."
         };
         heading("Act 3: a server freezes", blurb);
         let mut cluster = stage.cluster();
@@ -348,14 +342,9 @@ async fn act_freeze(stage: &Stage) -> DemoResult<bool> {
         cluster.spawn(&stage.worker("A"))?;
         admit(&backend.shared, input).await?;
         cluster.note("order 42 comes in: the workflow run order-42 is admitted");
-        let freeze_on = if freeze_in_tx {
-            "stalling in the charge transaction"
-        } else {
-            "charged"
-        };
-        cluster.wait_event(PATIENCE, |e| is(e, "A", freeze_on))?;
+        cluster.wait_event(PATIENCE, |e| is(e, "A", "charged"))?;
         cluster.freeze("A")?;
-        cluster.note(freeze_note);
+        cluster.note("A's server freezes (SIGSTOP) before A has the provider's response");
         cluster.spawn(&stage.worker("B"))?;
         cluster.wait_event(PATIENCE, |e| is(e, "B", "acknowledge"))?;
         cluster.note("A's server wakes up (SIGCONT)");
@@ -365,6 +354,8 @@ async fn act_freeze(stage: &Stage) -> DemoResult<bool> {
         let events = cluster.events();
         timeline(&events, t0);
         let records = final_records(&backend).await?;
+        let provider = Tally::of(&stage.provider)?;
+        provider.print();
         let a = events
             .iter()
             .find(|e| is(e, "A", "claim"))
@@ -383,103 +374,152 @@ async fn act_freeze(stage: &Stage) -> DemoResult<bool> {
             .any(|e| e.worker == "A" && e.msg().starts_with("lost on renewal"));
         check(
             refused || lost_on_renewal,
-            "A's first fenced write after waking was refused (Lost)",
+            "A's charge step was refused (Lost) after it woke",
         )?;
-        if refused {
-            if records.charges.is_some() {
-                println!("  ok: it was A's charge transaction (its charges row and receipt)");
-            } else {
-                println!("  ok: it was A's receipt write");
-            }
-        }
         check(
             !events.iter().any(|e| is(e, "A", "acknowledge")),
             "A did not acknowledge; it stopped",
         )?;
         check(
             records.charge_token == Some(b),
-            "the one recorded receipt is B's (token decided whose save counts)",
+            "the one recorded receipt is B's save (token decided whose save counts)",
         )?;
         check(records.completed, "order-42 completed")?;
-        let provider_charges = count(&events, |e| e.msg() == "charged");
-        match &records.charges {
-            Some(rows) => {
-                let tokens: Vec<u64> = rows.iter().map(|r| r.token).collect();
-                check(
-                    tokens == [b],
-                    "exactly one charges row for order 42, and it is B's",
-                )?;
-                let inserted = events.iter().any(|e| is(e, "A", "charge row inserted"));
-                if freeze_in_tx {
-                    check(
-                        inserted,
-                        "A had inserted its row before it froze; it was rolled back, never \
-                         committed",
-                    )?;
-                } else {
-                    check(
-                        !inserted,
-                        "A never inserted its row: its transaction was refused before the insert",
-                    )?;
-                }
-                let fate = if freeze_in_tx {
-                    "A's inserted row was rolled back; B's committed."
-                } else {
-                    "A's transaction was refused before its row was written; B's committed."
-                };
-                println!("\n  What made it so:");
-                println!(
-                    "    lease       when B could take over: once A, frozen, stopped renewing \
-                     and its lease ran out."
-                );
-                println!(
-                    "    token       whose saves count: B's #{b}; A's writes with #{a} return \
-                     Lost."
-                );
-                let step_in_tx = wrap(
-                    &format!(
-                        "the charges row and the charge step's record commit together, only \
-                         while the token is current, or not at all: {fate}"
-                    ),
-                    72,
-                    "                ",
-                );
-                println!("    step_in_tx  {}", step_in_tx.trim_start());
-                println!(
-                    "{}",
-                    wrap(
-                        &format!(
-                            "note: the provider was still called twice ({provider_charges} \
-                             charges at the provider): that call is outside any transaction, so \
-                             the customer paid twice even though the application's own table \
-                             says once. Stopping the charge itself from repeating (an \
-                             idempotency key the provider honours) is RFC 004's job."
-                        ),
-                        88,
-                        "  "
-                    )
-                );
-            }
-            None => {
-                println!(
-                    "{}",
-                    wrap(
-                        &format!(
-                            "note: A's charge went through before it froze, so the customer \
-                             paid twice ({provider_charges} charges); the token cannot undo \
-                             that, but the records stay consistent. This backend has no \
-                             charges table here (SQLite and PostgreSQL write one through \
-                             step_in_tx). Stopping the charge itself from repeating is RFC \
-                             004's job."
-                        ),
-                        88,
-                        "  "
-                    )
-                );
-            }
+        check(
+            provider.callers == ["A", "B"],
+            "both workers called the provider, A first, with the same idempotency key",
+        )?;
+        check(
+            provider.is(2, 1),
+            "the provider charged once: B's call returned A's charge",
+        )?;
+        check(
+            records.charge_receipt.is_some() && records.charge_receipt == provider.receipt,
+            "the recorded receipt is the provider's one charge",
+        )?;
+        if let Some(rows) = &records.charges {
+            let tokens: Vec<u64> = rows.iter().map(|r| r.token).collect();
+            check(
+                tokens == [b],
+                "exactly one charges row for order 42, and it is B's",
+            )?;
+            check(
+                !events.iter().any(|e| is(e, "A", "charge row inserted")),
+                "A never inserted its row: its charge step was refused before its transaction",
+            )?;
         }
+        println!("\n  What made it so:");
+        made_so(
+            "lease",
+            "when B could take over: once A, frozen, stopped renewing and its lease ran out.",
+        );
+        made_so(
+            "token",
+            &format!("whose saves count: B's #{b}; A's writes with #{a} return Lost."),
+        );
+        made_so(
+            "effect ID",
+            "the provider's deduplication: both workers passed the charge step's effect id as \
+             the idempotency key, so B's call got A's charge back instead of a second one.",
+        );
+        if records.charges.is_some() {
+            made_so(
+                "step_in_tx",
+                "the charges row and the charge step's record commit together, only while the \
+                 token is current, or not at all: A's never did; B's did.",
+            );
+        }
+        println!("\n  {provider}: the customer paid once.");
         Ok(records.charges.is_some())
     }
+}
+
+/// What the act's payment provider says: its calls and its charges.
+struct Tally {
+    calls: usize,
+    charges: usize,
+    /// The callers, in call order.
+    callers: Vec<String>,
+    /// The receipt of the first charge.
+    receipt: Option<String>,
+    lines: Vec<String>,
+}
+
+impl Tally {
+    fn of(provider: &Provider) -> DemoResult<Tally> {
+        let calls = provider.calls()?;
+        let charges = provider.charges()?;
+        let mut lines: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                format!(
+                    "call by {} (token #{}, key {}): {}",
+                    c.caller,
+                    c.token,
+                    c.key,
+                    if c.new {
+                        "charged the card"
+                    } else {
+                        "key seen before: returned the earlier charge, charged nothing"
+                    }
+                )
+            })
+            .collect();
+        lines.extend(charges.iter().map(|c| {
+            format!(
+                "charge: order {}, {} cents, receipt {}",
+                c.order,
+                c.cents,
+                c.response["receipt"].as_str().unwrap_or_default()
+            )
+        }));
+        Ok(Tally {
+            calls: calls.len(),
+            charges: charges.len(),
+            callers: calls.into_iter().map(|c| c.caller).collect(),
+            receipt: charges
+                .first()
+                .and_then(|c| c.response["receipt"].as_str().map(str::to_owned)),
+            lines,
+        })
+    }
+
+    fn is(&self, calls: usize, charges: usize) -> bool {
+        self.calls == calls && self.charges == charges
+    }
+
+    fn print(&self) {
+        println!("  the payment provider (outside the lease database):");
+        for line in &self.lines {
+            println!("    {line}");
+        }
+        println!();
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "provider: {}, {}",
+            plural(self.calls, "call"),
+            plural(self.charges, "charge")
+        )
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// One line of "What made it so": the part, then its job, wrapped under itself.
+fn made_so(part: &str, job: &str) {
+    let text = wrap(job, 72, "                ");
+    println!("    {part:<12}{}", text.trim_start());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -582,18 +622,27 @@ fn describe(e: &Event, t0: i64) -> Option<String> {
         }
         "reviewing" => format!("reviews the order ({} ms)", e.json["review_ms"]),
         "charging" => format!(
-            "charging the card ({} ms at the provider)",
-            e.json["charge_ms"]
+            "calls the provider ({} ms) with idempotency key {}",
+            e.json["charge_ms"],
+            e.str("key")
+        ),
+        "charged" if e.json["new"] == true => format!(
+            "the provider charges the card (receipt {})",
+            e.str("receipt")
         ),
         "charged" => format!(
-            "card charged at the provider (receipt {})",
+            "the provider knows the key: it returns the earlier charge (receipt {}), charges \
+             nothing",
             e.str("receipt")
         ),
         "refused" if e.json["in_tx"] == true => format!(
-            "commits its charge transaction (charges row + receipt) with token {token}: \
-             REFUSED (Lost), nothing of it applied; it stops"
+            "goes on with its charge step (settle, charges row + receipt) with token {token}: \
+             REFUSED (Lost), nothing of it written; it stops"
         ),
-        "refused" => format!("saves its receipt with token {token}: REFUSED (Lost); it stops"),
+        "refused" => format!(
+            "goes on with its charge step (settle, receipt) with token {token}: REFUSED \
+             (Lost), nothing of it written; it stops"
+        ),
         "charge row inserted" => format!(
             "inserts its charges row (receipt {}) inside its charge transaction, token {token}",
             e.str("receipt")
@@ -619,6 +668,8 @@ fn describe(e: &Event, t0: i64) -> Option<String> {
 struct Records {
     completed: bool,
     charge_token: Option<u64>,
+    /// The receipt the charge step recorded.
+    charge_receipt: Option<String>,
     /// The committed `charges` rows of order 42; `None` on a backend without the table.
     charges: Option<Vec<ChargeRow>>,
 }
@@ -649,6 +700,7 @@ async fn final_records(backend: &Opened) -> DemoResult<Records> {
         println!("    outcome {kind}: {value}");
     }
     let mut charge_token = None;
+    let mut charge_receipt = None;
     for step in shared.list_steps(&id).await? {
         println!(
             "    step {:<6} written with token #{}: {}",
@@ -658,6 +710,9 @@ async fn final_records(backend: &Opened) -> DemoResult<Records> {
         );
         if step.step_key.as_str() == "charge" {
             charge_token = Some(step.token.get());
+            charge_receipt = step.response.to_value()?["receipt"]
+                .as_str()
+                .map(str::to_owned);
         }
     }
     let charges = backend.store.charges(42).await?;
@@ -677,6 +732,7 @@ async fn final_records(backend: &Opened) -> DemoResult<Records> {
     Ok(Records {
         completed: record.status == lease::ExecutionStatus::Completed,
         charge_token,
+        charge_receipt,
         charges,
     })
 }

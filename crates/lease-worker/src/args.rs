@@ -1,6 +1,7 @@
 //! Command-line options of a runtime process (`lease-worker`), parsed and rendered back so
 //! an orchestrator can start processes with exactly the options it holds.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How one runtime process connects, claims, renews and names itself.
@@ -22,6 +23,8 @@ pub struct WorkerArgs {
     pub poll: Duration,
     /// Base of the redelivery delay (doubling, capped at 32 times the base).
     pub redelivery_base: Duration,
+    /// The payment provider's directory (`provider.rs`), shared by the run's processes.
+    pub provider: PathBuf,
 }
 
 impl Default for WorkerArgs {
@@ -35,13 +38,15 @@ impl Default for WorkerArgs {
             renew_every: Duration::from_secs(1),
             poll: Duration::from_millis(50),
             redelivery_base: Duration::from_millis(500),
+            provider: PathBuf::new(),
         }
     }
 }
 
 /// The usage line printed on bad arguments.
-pub const USAGE: &str = "usage: lease-worker --url URL [--namespace NS] [--name NAME] \
-[--concurrency N] [--lease-ms MS] [--renew-ms MS] [--poll-ms MS] [--redelivery-ms MS]\n\
+pub const USAGE: &str = "usage: lease-worker --url URL --provider DIR [--namespace NS] \
+[--name NAME] [--concurrency N] [--lease-ms MS] [--renew-ms MS] [--poll-ms MS] \
+[--redelivery-ms MS]\n\
 Runs a dispatcher with the demo order workflow until stdin closes, printing JSON lines.";
 
 impl WorkerArgs {
@@ -69,11 +74,15 @@ impl WorkerArgs {
                 "--renew-ms" => out.renew_every = ms(&value)?,
                 "--poll-ms" => out.poll = ms(&value)?,
                 "--redelivery-ms" => out.redelivery_base = ms(&value)?,
+                "--provider" => out.provider = PathBuf::from(value),
                 other => return Err(format!("unknown option {other}")),
             }
         }
         if out.url.is_empty() {
             return Err("--url is required".to_owned());
+        }
+        if out.provider.as_os_str().is_empty() {
+            return Err("--provider is required".to_owned());
         }
         Ok(out)
     }
@@ -98,6 +107,8 @@ impl WorkerArgs {
             ms(self.poll),
             "--redelivery-ms".into(),
             ms(self.redelivery_base),
+            "--provider".into(),
+            self.provider.display().to_string(),
         ]
     }
 }

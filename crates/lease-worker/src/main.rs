@@ -13,6 +13,8 @@ mod backend;
 mod charges;
 mod events;
 mod process;
+#[allow(dead_code)]
+mod provider;
 mod workflow;
 
 fn main() -> std::process::ExitCode {

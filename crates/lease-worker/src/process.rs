@@ -14,6 +14,7 @@ use lease::{Delivery, Dispatcher, DispatcherOptions};
 use crate::args::{USAGE, WorkerArgs};
 use crate::backend::{self, OpenResult};
 use crate::events::{self, TARGET};
+use crate::provider::Provider;
 use crate::workflow::OrderWorkflow;
 
 /// How long a graceful shutdown lets deliveries finish before releasing them.
@@ -61,6 +62,7 @@ async fn run(args: WorkerArgs) -> OpenResult<()> {
         store: opened.store,
         name: Arc::from(args.name.as_str()),
         lease: args.lease,
+        provider: Provider::open(&args.provider)?,
     };
     let options = DispatcherOptions::new()
         .concurrency(args.concurrency)

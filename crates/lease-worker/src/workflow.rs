@@ -2,11 +2,16 @@
 //! external call), record the receipt, acknowledge. Every step goes through the step
 //! driver, so a redelivery skips recorded steps and a stale holder's receipt is refused.
 //!
+//! The charge step is an effect (issue 16): the driver begins the step's effect, calls the
+//! payment provider (`provider.rs`) with the effect id as its idempotency key unless the
+//! effect is settled already, settles it, and records the settled result. Two holders
+//! around a takeover can both call the provider; the key makes it charge once.
+//!
 //! On SQLite and PostgreSQL the charge step also writes the application's own record of
 //! the charge, a row of the `charges` table, through the backend's fenced `step_in_tx`:
 //! the row and the step's done record commit together, only while the token is current
 //! (see `charges.rs`). The provider call itself stays outside the transaction. Elsewhere
-//! the charge step is a plain step.
+//! the charge step is `Delivery::effect`.
 //!
 //! The execution's input tunes it: `{"order": 42, "amount_cents": 1999, "load_ms": 0,
 //! "review_ms": 0, "stall_first_ms": 0, "charge_ms": 5000, "receipt_ms": 0,
@@ -22,13 +27,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lease::{
-    Delivery, DeliveryError, Json, Reply, SharedBackend, StepKey, StepSlot, WorkflowRunOutcome,
+    Delivery, DeliveryError, EffectId, Json, Reply, SharedBackend, StepKey, StepSlot,
+    WorkflowRunOutcome,
 };
 use serde_json::{Value, json};
 
 use crate::backend::Store;
 use crate::charges::ChargeRow;
 use crate::events::TARGET;
+use crate::provider::{ChargeRequest, Provider};
 
 /// The workflow input, with defaults for missing fields.
 #[derive(Debug, Clone)]
@@ -76,6 +83,8 @@ pub struct OrderWorkflow {
     pub name: Arc<str>,
     /// The lease duration (a claim's time is its first expiry minus this).
     pub lease: Duration,
+    /// The payment provider (an external system, idempotent by key).
+    pub provider: Provider,
 }
 
 /// Logs `stopped` if the worker's future is dropped before it returned: the dispatcher
@@ -202,42 +211,58 @@ impl OrderWorkflow {
 }
 
 impl OrderWorkflow {
-    /// The provider call: charges the card and returns the receipt.
-    async fn call_provider(&self, d: &Delivery, input: &OrderInput) -> String {
+    /// The provider call, made with the charge step's effect id as its idempotency key:
+    /// charges the card (or, for a key it has seen, returns that charge's response and
+    /// charges nothing) and returns the provider's response.
+    async fn call_provider(
+        &self,
+        d: &Delivery,
+        input: &OrderInput,
+        key: &EffectId,
+    ) -> Result<Value, std::io::Error> {
         tracing::info!(
             target: TARGET,
             charge_ms = millis(input.charge),
+            key = %key,
             "charging"
         );
         tokio::time::sleep(input.charge).await;
-        let receipt = format!("rcpt-{}-{}-{}", input.order, self.name, d.token().get());
-        tracing::info!(target: TARGET, receipt = %receipt, "charged");
+        let charged = self.provider.charge(&ChargeRequest {
+            key: key.as_str(),
+            caller: &self.name,
+            token: d.token().get(),
+            order: input.order,
+            cents: input.amount_cents,
+        })?;
+        let receipt = charged.response["receipt"].as_str().unwrap_or_default();
+        tracing::info!(target: TARGET, receipt = %receipt, new = charged.new, "charged");
         // A synchronous SDK call: the process does nothing else meanwhile. Frozen here and
-        // resumed, the worker's next action is its charge write, before any timer of the
-        // process (a renewal) gets to run.
+        // resumed, the worker's next action is its settle, before any timer of the process
+        // (a renewal) gets to run.
         std::thread::sleep(input.receipt);
-        receipt
+        Ok(charged.response)
     }
 
-    /// The charge step as a plain step: the provider call, then its receipt recorded with
-    /// a fenced write.
+    /// The charge step as an effect step (`Delivery::effect`): replay, else the provider
+    /// call unless the effect is settled, the settle, and the settled response recorded
+    /// with a fenced write.
     async fn charge(
         &self,
         d: &Delivery,
         input: &OrderInput,
         ran: &AtomicBool,
     ) -> Result<Value, DeliveryError> {
-        d.step("charge", || async {
+        d.effect("charge", |key| async move {
             ran.store(true, Ordering::SeqCst);
-            let receipt = self.call_provider(d, input).await;
-            Ok::<_, DeliveryError>(json!({ "receipt": receipt, "charged_by": &*self.name }))
+            self.call_provider(d, input, &key).await
         })
         .await
     }
 
-    /// The charge step with the application's `charges` row: the replay rule, the provider
-    /// call (outside any transaction: a stale worker's call still reaches the provider),
-    /// then the row and the step's done record in one fenced `step_in_tx` transaction.
+    /// The charge step with the application's `charges` row: the replay rule, the effect
+    /// (`Delivery::effect_result`: the provider call, outside any transaction, unless the
+    /// effect is settled, then the settle), then the row and the step's done record, both
+    /// carrying the settled response, in one fenced `step_in_tx` transaction.
     async fn charge_in_tx(
         &self,
         d: &Delivery,
@@ -248,17 +273,20 @@ impl OrderWorkflow {
             return Ok(record.response.decode()?);
         }
         ran.store(true, Ordering::SeqCst);
-        let receipt = self.call_provider(d, input).await;
+        let value: Value = d
+            .effect_result("charge", |key| async move {
+                self.call_provider(d, input, &key).await
+            })
+            .await?;
         let first = d.record().unacknowledged_deliveries == 0;
         let row = ChargeRow {
             order_id: i64::try_from(input.order).unwrap_or(i64::MAX),
             execution_id: d.execution_id().to_string(),
             worker: self.name.to_string(),
             token: d.token().get(),
-            receipt: receipt.clone(),
+            receipt: value["receipt"].as_str().unwrap_or_default().to_owned(),
             cents: i64::try_from(input.amount_cents).unwrap_or(i64::MAX),
         };
-        let value = json!({ "receipt": receipt, "charged_by": &*self.name });
         let stall = if first {
             input.stall_in_charge_tx
         } else {

@@ -11,7 +11,11 @@
 //!   execution ever had two live leases.
 //! - A process frozen (SIGSTOP) in its charge step, whose `charges` row goes through the
 //!   backend's fenced `step_in_tx`, wakes to Lost, and the table ends with exactly one row
-//!   for the order: the new holder's (SQLite, PostgreSQL).
+//!   for the order: the new holder's (SQLite, PostgreSQL). The payment provider, which
+//!   honours idempotency keys (the charge step's effect id, issue 16), charged once: a
+//!   process frozen after its provider call and before its settle makes both processes call
+//!   it (2 calls, 1 charge); one frozen inside its charge transaction had settled, so the
+//!   new holder does not call again (1 call, 1 charge).
 //!
 //! Each test runs on SQLite (one temp file) and, with the facade's `postgres` / `redis`
 //! features, on the servers named by `LEASE_POSTGRES_URL` / `LEASE_REDIS_URL` (falling back
@@ -33,18 +37,23 @@ mod cluster;
 #[path = "../src/events.rs"]
 #[allow(dead_code)]
 mod events;
+#[path = "../src/provider.rs"]
+#[allow(dead_code)]
+mod provider;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lease::{
-    Admission, ExecutionId, ExecutionOutcome, ExecutionStatus, HeapRecord, Json, SharedBackend,
+    Admission, EffectId, ExecutionId, ExecutionOutcome, ExecutionStatus, HeapRecord, Json,
+    SharedBackend, StepKey,
 };
 use serde_json::json;
 
 use crate::args::WorkerArgs;
 use crate::cluster::{Cluster, Event};
+use crate::provider::Provider;
 
 /// One process test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -56,38 +65,42 @@ struct Target {
     url: String,
     namespace: String,
     _dir: Option<tempfile::TempDir>,
+    /// The run's payment provider (its own temp dir, on every backend).
+    provider: Provider,
+    _provider_dir: tempfile::TempDir,
 }
 
 impl Target {
+    fn new(url: String, test: &str, dir: Option<tempfile::TempDir>) -> Target {
+        let provider_dir = tempfile::tempdir().expect("provider temp dir");
+        Target {
+            url,
+            namespace: unique(test),
+            _dir: dir,
+            provider: Provider::open(provider_dir.path()).expect("provider"),
+            _provider_dir: provider_dir,
+        }
+    }
+
     fn sqlite(test: &str) -> Target {
         let dir = tempfile::tempdir().expect("temp dir");
-        Target {
-            url: format!("sqlite:{}", dir.path().join("leases.db").display()),
-            namespace: unique(test),
-            _dir: Some(dir),
-        }
+        Target::new(
+            format!("sqlite:{}", dir.path().join("leases.db").display()),
+            test,
+            Some(dir),
+        )
     }
 
     /// A fresh schema on the server named by `LEASE_POSTGRES_URL` (apis.md fallback).
     #[cfg(feature = "postgres")]
     fn postgres(test: &str) -> Target {
-        Target {
-            url: std::env::var("LEASE_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned()),
-            namespace: unique(test),
-            _dir: None,
-        }
+        Target::new(lease_testserver::postgres_url(), test, None)
     }
 
     /// A fresh key namespace on the server named by `LEASE_REDIS_URL` (apis.md fallback).
     #[cfg(feature = "redis")]
     fn redis(test: &str) -> Target {
-        Target {
-            url: std::env::var("LEASE_REDIS_URL")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
-            namespace: unique(test),
-            _dir: None,
-        }
+        Target::new(lease_testserver::redis_url(), test, None)
     }
 
     fn args(&self, name: &str, concurrency: usize) -> WorkerArgs {
@@ -100,6 +113,7 @@ impl Target {
             renew_every: Duration::from_millis(500),
             poll: Duration::from_millis(20),
             redelivery_base: Duration::from_millis(100),
+            provider: self.provider.dir().to_path_buf(),
         }
     }
 
@@ -557,6 +571,11 @@ fn many_processes(target: Target) {
             .await
             .expect("open")
             .store;
+        // The provider (issue 16): one charge per execution (a call repeated after a failed
+        // delivery would carry the same key).
+        let made = target.provider.charges().expect("provider charges");
+        assert_eq!(made.len(), N, "one provider charge per execution");
+        assert!(target.provider.calls().expect("provider calls").len() >= N);
         if store.has_charges() {
             for i in 0..N {
                 let rows = store
@@ -585,9 +604,10 @@ enum Freeze {
     /// Inside its charge transaction, its `charges` row inserted and not committed
     /// (PostgreSQL: the token is checked at commit, so a frozen client holds no lock).
     InsideTransaction,
-    /// After the provider call, before its charge transaction begins (SQLite: its fenced
-    /// transaction takes the write lock and checks the token first, so a process frozen
-    /// inside it would hold every writer off, the reclaim included).
+    /// After the provider charged, before its settle and its charge transaction (SQLite
+    /// cannot freeze inside: its fenced transaction takes the write lock and checks the
+    /// token first, so a process frozen inside it would hold every writer off, the reclaim
+    /// included).
     BeforeTransaction,
 }
 
@@ -716,6 +736,29 @@ fn frozen_in_charge_step(target: Target, freeze: Freeze) {
         charge.response.to_value().expect("receipt")["receipt"],
         rows[0].receipt.as_str()
     );
+
+    // Issue 16: the provider deduplicates by the charge step's effect id, so it charged
+    // once. Frozen before its settle, P1 left the effect pending and P2 called again (with
+    // the same key); frozen inside its transaction, P1 had settled, so P2 used the result.
+    let key =
+        EffectId::for_step(&id(ORDER), &StepKey::new("charge").expect("key")).expect("effect id");
+    let calls = target.provider.calls().expect("provider calls");
+    let made = target.provider.charges().expect("provider charges");
+    let callers: Vec<&str> = calls.iter().map(|c| c.caller.as_str()).collect();
+    let expected: &[&str] = match freeze {
+        Freeze::BeforeTransaction => &["P1", "P2"],
+        Freeze::InsideTransaction => &["P1"],
+    };
+    assert_eq!(callers, expected, "who called the provider: {calls:?}");
+    assert!(calls.iter().all(|c| c.key == key.as_str()), "{calls:?}");
+    assert_eq!(
+        calls.iter().filter(|c| c.new).count(),
+        1,
+        "one call charged: {calls:?}"
+    );
+    assert_eq!(made.len(), 1, "the provider charged once: {made:?}");
+    assert_eq!(made[0].response["receipt"], rows[0].receipt.as_str());
+    assert_eq!(made[0].response["charged_by"], "P1");
 }
 
 #[test]
@@ -727,6 +770,12 @@ fn sqlite_frozen_in_charge_step_one_charges_row() {
 #[test]
 fn postgres_frozen_in_charge_transaction_one_charges_row() {
     frozen_in_charge_step(Target::postgres("charge"), Freeze::InsideTransaction);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_frozen_before_settle_one_provider_charge() {
+    frozen_in_charge_step(Target::postgres("settle"), Freeze::BeforeTransaction);
 }
 
 #[test]

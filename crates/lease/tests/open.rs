@@ -73,8 +73,7 @@ async fn postgres_url_opens_the_schema_named_by_namespace() {
     use lease::ExecutionClient;
     use lease::postgres::{PostgresBackend, PostgresConfig};
 
-    let base = std::env::var("LEASE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let base = lease_testserver::postgres_url();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -104,8 +103,7 @@ async fn redis_url_opens_the_namespace_named_by_namespace() {
     use lease::ExecutionClient;
     use lease::redis::{RedisBackend, RedisConfig};
 
-    let base =
-        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let base = lease_testserver::redis_url();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -148,7 +146,7 @@ async fn memory_url_without_its_feature_is_a_typed_error() {
 #[cfg(not(feature = "postgres"))]
 #[tokio::test]
 async fn postgres_url_without_its_feature_is_a_typed_error() {
-    let err = lease::open("postgres://postgres@127.0.0.1:5432/test")
+    let err = lease::open(lease_testserver::DEFAULT_POSTGRES_URL)
         .await
         .err()
         .expect("feature off");
@@ -171,7 +169,7 @@ async fn postgres_url_without_its_feature_is_a_typed_error() {
 #[cfg(not(feature = "redis"))]
 #[tokio::test]
 async fn redis_url_without_its_feature_is_a_typed_error() {
-    let err = lease::open("redis://127.0.0.1:6379")
+    let err = lease::open(lease_testserver::DEFAULT_REDIS_URL)
         .await
         .err()
         .expect("feature off");

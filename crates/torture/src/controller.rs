@@ -23,6 +23,8 @@ use crate::appcheck;
 use crate::args::Flags;
 use crate::backend::{self, Kind};
 use crate::failover;
+use crate::effectcheck;
+use crate::effects::EffectMode;
 use crate::faults::{self, Fault, FaultKind};
 use crate::nemesis::{self, Dropper};
 use crate::oplog::{self, OpLog, Tail, now_us};
@@ -54,6 +56,9 @@ usage: lease-torture run --url URL [options]
   --app-write MODE     fenced (default): the application rows through step_in_tx /
                        step_in_script; unfenced: NEGATIVE CONTROL, the rows written outside
                        the fence (the checker must report violations)
+  --effects MODE       helper (default): the effect step calls its provider through
+                       Delivery::effect; unfenced: NEGATIVE CONTROL, the provider called
+                       inside a plain step (the effect checker must report violations)
   --keep               keep the work dir and the namespace even when the run passes";
 
 /// The whole usage text (the failover options come from [`failover::USAGE`]).
@@ -98,6 +103,8 @@ pub struct RunArgs {
     pub app_write: AppWrite,
     /// The failover fault's script and replication mode.
     pub failover: failover::Options,
+    /// How the effect step calls its provider.
+    pub effects: EffectMode,
 }
 
 impl RunArgs {
@@ -132,6 +139,7 @@ impl RunArgs {
             keep: f.switch("keep")?,
             app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
             failover: failover::Options::parse(&mut f)?,
+            effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
         };
         f.finish()?;
         if a.processes == 0 || a.processes > 64 {
@@ -414,6 +422,7 @@ impl Controller {
             .args(["--concurrency", &self.a.concurrency.to_string()])
             .args(["--lease-ms", &self.a.lease_ms.to_string()])
             .args(["--app-write", self.a.app_write.name()])
+            .args(["--effects", self.a.effects.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -827,10 +836,14 @@ impl Controller {
             expected_outcome: Some(&expected_outcome),
         };
         let violations = history::check(&ops, &options);
-        if !violations.is_empty() || !app_violations.is_empty() {
+        let ids: Vec<String> = self.admitted.keys().cloned().collect();
+        let (effect_violations, effects, effect_torn) =
+            effectcheck::check_run(&self.backend, &ids, &self.logs, &ops).await?;
+        if !violations.is_empty() || !app_violations.is_empty() || !effect_violations.is_empty() {
             let path = self.dir.join("violations.json");
             let text =
-                serde_json::to_string_pretty(&(&violations, &app_violations)).unwrap_or_default();
+                serde_json::to_string_pretty(&(&violations, &app_violations, &effect_violations))
+                    .unwrap_or_default();
             let _ = std::fs::write(&path, text);
         }
         let counts = report::count_ops(&ops);
@@ -884,14 +897,18 @@ impl Controller {
             stale_writes_refused: lost(&["write_step", "acknowledge"]),
             stale_renewals_refused: lost(&["renew", "release"]),
             ops: counts,
-            torn_lines: torn,
+            torn_lines: torn + effect_torn,
             app_write: self.a.app_write.name().to_owned(),
             app_rows: rows.len() as u64,
-            violations: violations.len() + app_violations.len(),
+            violations: violations.len() + app_violations.len() + effect_violations.len(),
             history_violations: violations.len(),
             app_violations: app_violations.len(),
             first_violations: violations.into_iter().take(20).collect(),
             first_app_violations: app_violations.into_iter().take(20).collect(),
+            effect_mode: self.a.effects.name().to_owned(),
+            effects,
+            effect_violations: effect_violations.len(),
+            first_effect_violations: effect_violations.into_iter().take(20).collect(),
         })
     }
 }

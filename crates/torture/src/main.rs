@@ -14,6 +14,8 @@ mod args;
 mod backend;
 mod controller;
 mod failover;
+mod effectcheck;
+mod effects;
 mod faults;
 mod nemesis;
 mod oplog;

@@ -60,13 +60,6 @@ fn torture(backend: &str, url: Option<String>) {
     );
 }
 
-fn env_url(var: &str, default: &str) -> String {
-    std::env::var(var)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| default.to_owned())
-}
-
 #[test]
 fn sqlite_survives_the_short_torture_run() {
     torture("sqlite", None);
@@ -74,19 +67,10 @@ fn sqlite_survives_the_short_torture_run() {
 
 #[test]
 fn postgres_survives_the_short_torture_run() {
-    torture(
-        "postgres",
-        Some(env_url(
-            "LEASE_POSTGRES_URL",
-            "postgres://postgres@127.0.0.1:5432/test",
-        )),
-    );
+    torture("postgres", Some(lease_testserver::postgres_url()));
 }
 
 #[test]
 fn redis_survives_the_short_torture_run() {
-    torture(
-        "redis",
-        Some(env_url("LEASE_REDIS_URL", "redis://127.0.0.1:6379")),
-    );
+    torture("redis", Some(lease_testserver::redis_url()));
 }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::cleanup::Guard;
+use lease_testserver::env_url;
 
 /// A server a backend's tests need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -112,11 +113,6 @@ pub struct Found {
     pub workdir: Option<PathBuf>,
     /// Stops a throwaway server when dropped; `None` for a server xtask did not start.
     pub _guard: Option<Guard>,
-}
-
-/// Reads a URL from `var`; `None` when unset or blank.
-fn env_url(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// Creates a fresh, uniquely named directory under the system temp dir.

@@ -10,7 +10,7 @@ use crate::cleanup;
 use crate::process::{is_executable, output_with_timeout, run_ok, which};
 
 /// The variable naming the server; read by lease-postgres's tests.
-pub const ENV: &str = "LEASE_POSTGRES_URL";
+pub const ENV: &str = lease_testserver::POSTGRES_ENV;
 /// The usual local port.
 pub const LOCAL_PORT: u16 = 5432;
 /// The container image of the last resort.
@@ -72,7 +72,7 @@ fn from_env(url: String) -> Result<Found, String> {
 /// created when missing).
 pub fn local_server(port: u16) -> Result<Found, String> {
     probe::postgres("127.0.0.1", port, Duration::from_secs(2))?;
-    let url = format!("postgres://postgres@127.0.0.1:{port}/test");
+    let url = lease_testserver::postgres_url_on(port);
     let mut confirmed = vec!["protocol probe"];
     if let Some(pg_isready) = which("pg_isready") {
         run_ok(
@@ -315,7 +315,7 @@ pub fn throwaway_cluster() -> Result<Found, String> {
     probe::postgres("127.0.0.1", port, Duration::from_secs(5))?;
     let as_whom = user.map_or(String::new(), |u| format!(", as user {u} via runuser"));
     Ok(Found {
-        url: format!("postgres://postgres@127.0.0.1:{port}/test"),
+        url: lease_testserver::postgres_url_on(port),
         how: format!(
             "a throwaway cluster from {} in {} on port {port}{as_whom}, ready in {:.1}s",
             bin.display(),
@@ -375,7 +375,7 @@ pub fn container() -> Result<Found, String> {
         || Ok(()),
     )?;
     Ok(Found {
-        url: format!("postgres://postgres@127.0.0.1:{}/test", c.host_port),
+        url: lease_testserver::postgres_url_on(c.host_port),
         how: format!(
             "a throwaway {IMAGE} container {:.12} on port {}, ready in {:.1}s",
             c.id,

@@ -9,7 +9,7 @@ use crate::cleanup;
 use crate::process::which;
 
 /// The variable naming the server; read by lease-redis's tests.
-pub const ENV: &str = "LEASE_REDIS_URL";
+pub const ENV: &str = lease_testserver::REDIS_ENV;
 /// The usual local port.
 pub const LOCAL_PORT: u16 = 6379;
 /// The container image of the last resort.
@@ -57,7 +57,7 @@ pub fn discover() -> Result<Found, String> {
 pub fn local_server(port: u16) -> Result<Found, String> {
     probe::redis("127.0.0.1", port, Duration::from_secs(2))?;
     Ok(Found {
-        url: format!("redis://127.0.0.1:{port}"),
+        url: lease_testserver::redis_url_on(port),
         how: format!("a server answering PING on 127.0.0.1:{port}"),
         workdir: None,
         _guard: None,
@@ -137,7 +137,7 @@ pub fn throwaway_server() -> Result<Found, String> {
         alive,
     )?;
     Ok(Found {
-        url: format!("redis://127.0.0.1:{port}"),
+        url: lease_testserver::redis_url_on(port),
         how: format!(
             "a throwaway {} in {} on port {port}, ready in {:.1}s",
             binary.display(),
@@ -164,7 +164,7 @@ pub fn container() -> Result<Found, String> {
         || Ok(()),
     )?;
     Ok(Found {
-        url: format!("redis://127.0.0.1:{}", c.host_port),
+        url: lease_testserver::redis_url_on(c.host_port),
         how: format!(
             "a throwaway {IMAGE} container {:.12} on port {}, ready in {:.1}s",
             c.id,

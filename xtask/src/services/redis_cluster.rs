@@ -14,7 +14,7 @@ use crate::process::{run_ok, which};
 
 /// The variable naming the cluster (`redis+cluster://host:port,host:port`); read by
 /// lease-redis's tests.
-pub const ENV: &str = "LEASE_REDIS_CLUSTER_URL";
+pub const ENV: &str = lease_testserver::REDIS_CLUSTER_ENV;
 /// Primaries of the throwaway cluster; each gets one replica.
 const PRIMARIES: usize = 3;
 /// Cluster bus ports are the client port plus this.

@@ -54,6 +54,24 @@ impl Delivery {
         Ok(record.response.decode()?)
     }
 
+    /// The effect half of [`Delivery::effect`], for a step that records its result in its
+    /// own fenced transaction (a backend's `step_in_tx`, issue 13): begins the effect
+    /// [`EffectId::for_step`]`(execution, key)`, runs `f` with its id only if the effect is
+    /// not settled yet, settles it, and returns the *settled* (first) result. It does not
+    /// look for or write the step record: the caller checks the replay rule first
+    /// ([`Delivery::step_slot`]) and records exactly the returned value, so the step's value
+    /// and the effect's kept result are the same.
+    pub async fn effect_result<T, F, Fut, E>(&self, key: &str, f: F) -> Result<T, DeliveryError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(EffectId) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
+        let step_key = StepKey::new(key)?;
+        Ok(self.settled_effect(&step_key, f).await?.decode()?)
+    }
+
     /// Begins the step's effect and returns its settled result, running `f` only when no
     /// result is recorded yet.
     async fn settled_effect<T, F, Fut, E>(

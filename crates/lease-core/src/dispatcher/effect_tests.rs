@@ -72,6 +72,36 @@ async fn effect_runs_once_settles_and_records_the_step() {
     assert_eq!(steps[0].response.as_str(), "\"ch-1\"");
 }
 
+/// `effect_result` settles the step's effect and returns the kept result, calling once, and
+/// writes no step record (its caller records the value in its own fenced transaction).
+#[tokio::test]
+async fn effect_result_settles_once_and_writes_no_step() {
+    let (_clock, b) = backend();
+    b.admit(&Admission::new(id("order-42")))
+        .await
+        .expect("admit");
+    let d = delivery(&b, "order-42").await;
+    let calls = Arc::new(AtomicU32::new(0));
+    for _ in 0..2 {
+        let calls = calls.clone();
+        let got: String = d
+            .effect_result("charge", |_| async move {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok::<_, DeliveryError>(format!("ch-{n}"))
+            })
+            .await
+            .expect("effect result");
+        assert_eq!(got, "ch-1", "the settled result, also on the second call");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(
+        b.list_steps(&id("order-42"))
+            .await
+            .expect("steps")
+            .is_empty()
+    );
+}
+
 /// A holder that settled the effect but lost its lease before the step write: the next
 /// holder finds the settled effect and does not call the external system again.
 #[tokio::test]

@@ -11,8 +11,7 @@ use lease_postgres::{PostgresBackend, PostgresConfig};
 /// The test database: `LEASE_POSTGRES_URL`, else the local default. An unreachable server
 /// fails the tests; it never skips them.
 pub fn url() -> String {
-    std::env::var("LEASE_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    lease_testserver::postgres_url()
 }
 
 /// A schema name nobody else uses (prefix `lease_t_` so leftovers are recognisable).

@@ -13,16 +13,12 @@ use redis::Value;
 /// Cluster, issue 14), else `LEASE_REDIS_URL`, else the local default. An unreachable
 /// server fails the tests.
 pub fn redis_url() -> String {
-    cluster_url().unwrap_or_else(|| {
-        std::env::var("LEASE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-    })
+    cluster_url().unwrap_or_else(lease_testserver::redis_url)
 }
 
 /// `LEASE_REDIS_CLUSTER_URL`, when set and not blank.
 pub fn cluster_url() -> Option<String> {
-    std::env::var("LEASE_REDIS_CLUSTER_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
+    lease_testserver::redis_cluster_url()
 }
 
 /// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else 1 (the
