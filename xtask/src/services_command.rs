@@ -8,9 +8,10 @@ use crate::services::{Service, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis|redis-cluster]...
+usage: cargo xtask services [postgres|redis|redis-cluster|postgres-standby]...
 
-Finds (or starts) the named servers, all three by default, the way test-all does, and prints
+Finds (or starts) the named servers (postgres-standby, a primary with a streaming standby
+and its failover script, only when named), all three others by default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 
@@ -34,6 +35,9 @@ pub fn run(args: &[String]) -> Result<bool, String> {
                     eprintln!("{}: logs in {}", service.name(), dir.display());
                 }
                 println!("export {}={}", service.env_var(), url::redact(&found.url));
+                for (var, value) in service.extra_env(&found) {
+                    println!("export {var}={value}");
+                }
                 held.push(found);
             }
             Err(e) => {

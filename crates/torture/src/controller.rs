@@ -22,9 +22,9 @@ use crate::app::{AppStore, AppWrite};
 use crate::appcheck;
 use crate::args::Flags;
 use crate::backend::{self, Kind};
-use crate::failover;
 use crate::effectcheck;
 use crate::effects::EffectMode;
+use crate::failover;
 use crate::faults::{self, Fault, FaultKind};
 use crate::nemesis::{self, Dropper};
 use crate::oplog::{self, OpLog, Tail, now_us};
@@ -306,11 +306,12 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     app.create().await?;
     if a.faults.contains(&FaultKind::Failover) {
         failover::apply(&a.failover, &url, kind, &namespace).await?;
+        let mode = a.failover.mode(kind)?;
         eprintln!(
             "lease-torture: failover with {} replication{}",
-            a.failover.replication.name(),
-            if a.failover.replication == failover::Replication::Async {
-                " (NEGATIVE CONTROL: the checker must report violations)"
+            mode.name(),
+            if mode == failover::Replication::Async {
+                " (NEGATIVE CONTROL on PostgreSQL: the checker must report violations)"
             } else {
                 ""
             }
@@ -422,6 +423,7 @@ impl Controller {
             .args(["--concurrency", &self.a.concurrency.to_string()])
             .args(["--lease-ms", &self.a.lease_ms.to_string()])
             .args(["--app-write", self.a.app_write.name()])
+            .envs(self.a.failover.runtime_env())
             .args(["--effects", self.a.effects.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
