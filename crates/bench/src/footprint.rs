@@ -335,12 +335,15 @@ async fn postgres_churn(options: &Options) -> Vec<Row> {
     .await;
     match measured {
         Err(e) => vec![Row::new(kind, "churn".into(), "MB", Err(e))],
-        Ok(rounds) => rounds
+        Ok((autovacuum, rounds)) => rounds
             .into_iter()
             .enumerate()
             .filter(|(i, _)| *i == 0 || *i == 1 || *i + 1 == CHURN_ROUNDS)
             .flat_map(|(i, s)| {
-                let at = format!("after churn round {} of {CHURN_BATCH}", i + 1);
+                let at = format!(
+                    "after churn round {} of {CHURN_BATCH} (autovacuum {autovacuum})",
+                    i + 1
+                );
                 [
                     Row::new(
                         kind,
@@ -366,12 +369,17 @@ async fn postgres_churn(options: &Options) -> Vec<Row> {
     }
 }
 
-/// Runs the churn rounds; per round (schema bytes, executions dead tuples, autovacuums).
-async fn churn(fx: &Fixture) -> Result<Vec<(u64, u64, u64)>> {
+/// Runs the churn rounds: the server's `autovacuum` setting, and per round (schema bytes,
+/// executions dead tuples, autovacuums).
+async fn churn(fx: &Fixture) -> Result<(String, Vec<(u64, u64, u64)>)> {
     let Some(StoreSpec::Postgres { url, schema }) = fx.spec() else {
         return Err(BenchError::Setup("not a postgres store".into()));
     };
     let pool = pg_pool(&url).await?;
+    let autovacuum: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+        .fetch_one(&pool)
+        .await
+        .map_err(|e| BenchError::Setup(format!("autovacuum setting: {e}")))?;
     let mut out = Vec::new();
     for round in 0..CHURN_ROUNDS {
         let from = round as u64 * CHURN_BATCH;
@@ -407,7 +415,7 @@ async fn churn(fx: &Fixture) -> Result<Vec<(u64, u64, u64)>> {
         ));
     }
     pool.close().await;
-    Ok(out)
+    Ok((autovacuum, out))
 }
 
 /// Claims every due execution and acknowledges each completed, 32 at a time.
