@@ -163,8 +163,19 @@ struct Effect<'a> {
 }
 
 impl Effect<'_> {
+    /// Whether the log shows the effect exists: an answered `begin` or `settle`, or a call
+    /// (a `begin` that failed, possibly before applying, does not count).
     fn used(&self) -> bool {
-        !self.begins.is_empty() || !self.calls.is_empty() || !self.settles.is_empty()
+        let begun = self
+            .begins
+            .values()
+            .flatten()
+            .any(|(_, r)| !matches!(r, BeginResult::Error { .. }));
+        let settled = self
+            .settles
+            .iter()
+            .any(|(_, r)| !matches!(r, SettleResult::Error { .. }));
+        begun || settled || !self.calls.is_empty()
     }
 }
 
@@ -614,6 +625,24 @@ mod tests {
             .filter(|x| matches!(x, EffectViolation::CallWithoutBegin { .. }))
             .count();
         assert_eq!(calls, 2);
+    }
+
+    /// A `begin` that failed before applying leaves no effect, and that is no violation.
+    #[test]
+    fn a_failed_begin_alone_needs_no_effect() {
+        let events = vec![
+            begin(1001, 10, BeginResult::Error { unknown: true }),
+            EffectEvent::Final {
+                execution: "e00001".into(),
+                effect: E.into(),
+                owner: None,
+                kept: None,
+            },
+        ];
+        let (v, _) = check(&events, &BTreeMap::new());
+        assert_eq!(v, vec![]);
+        let (v, _) = check(&events[..1], &steps("b"));
+        assert!(v.contains(&EffectViolation::Missing { effect: E.into() }));
     }
 
     /// A call after its process's `begin` answered settled (the driver must use the result).
