@@ -21,6 +21,7 @@ mod oplog;
 mod recorder;
 mod report;
 mod runtime;
+mod timeline;
 mod workflow;
 
 use std::process::ExitCode;
