@@ -30,6 +30,7 @@ use crate::nemesis::{self, Dropper};
 use crate::oplog::{self, OpLog, Tail, now_us};
 use crate::recorder::terminal_text;
 use crate::report::{self, Report};
+use crate::timeline::{self, FaultEvent};
 use crate::workflow;
 
 /// Usage of `lease-torture run`, with `{FAILOVER}` for the failover options.
@@ -59,6 +60,8 @@ usage: lease-torture run --url URL [options]
   --effects MODE       helper (default): the effect step calls its provider through
                        Delivery::effect; unfenced: NEGATIVE CONTROL, the provider called
                        inside a plain step (the effect checker must report violations)
+  --timeline FILE      also write the run's timeline picture (SVG; always written to the
+                       work dir as timeline.svg)
   --keep               keep the work dir and the namespace even when the run passes";
 
 /// The whole usage text (the failover options come from [`failover::USAGE`]).
@@ -97,6 +100,8 @@ pub struct RunArgs {
     pub work_dir: Option<PathBuf>,
     /// JSON report path.
     pub json: Option<PathBuf>,
+    /// Where else the timeline picture goes.
+    pub timeline: Option<PathBuf>,
     /// Keep everything.
     pub keep: bool,
     /// How the workflow writes its application rows.
@@ -136,6 +141,7 @@ impl RunArgs {
             restart_cmd: f.take("restart-cmd"),
             work_dir: f.take("work-dir").map(PathBuf::from),
             json: f.take("json").map(PathBuf::from),
+            timeline: f.take("timeline").map(PathBuf::from),
             keep: f.switch("keep")?,
             app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
             failover: failover::Options::parse(&mut f)?,
@@ -193,6 +199,8 @@ struct Controller {
     done: BTreeSet<String>,
     next_id: u64,
     faults_done: BTreeMap<String, u64>,
+    /// Every fault that took effect, for the timeline.
+    fault_events: Vec<FaultEvent>,
     faults_skipped: u64,
     restarts: u64,
     unexpected_exits: u64,
@@ -352,6 +360,7 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         done: BTreeSet::new(),
         next_id: 1,
         faults_done: BTreeMap::new(),
+        fault_events: Vec::new(),
         faults_skipped: 0,
         restarts: 0,
         unexpected_exits: 0,
@@ -451,8 +460,22 @@ impl Controller {
         *self.faults_done.entry(kind.name().to_owned()).or_default() += 1;
     }
 
-    /// Injects one scheduled fault.
+    /// Injects one scheduled fault and, when it took effect, notes it for the timeline.
     async fn inject(&mut self, f: &Fault) {
+        let before: u64 = self.faults_done.values().sum();
+        let at_us = now_us();
+        self.inject_one(f).await;
+        if self.faults_done.values().sum::<u64>() > before {
+            self.fault_events.push(FaultEvent {
+                at_us,
+                kind: f.kind,
+                slot: (f.kind != FaultKind::Restart).then_some(f.target),
+            });
+        }
+    }
+
+    /// Injects one scheduled fault.
+    async fn inject_one(&mut self, f: &Fault) {
         let now = Instant::now();
         let slot = f.target;
         let live = !self.slots[slot].down && self.slots[slot].pid.is_some();
@@ -848,6 +871,11 @@ impl Controller {
                     .unwrap_or_default();
             let _ = std::fs::write(&path, text);
         }
+        self.draw_timeline(
+            &ops,
+            fingerprint,
+            violations.len() + app_violations.len() + effect_violations.len(),
+        );
         let counts = report::count_ops(&ops);
         let lost = |kinds: &[&str]| -> u64 {
             kinds
@@ -912,6 +940,50 @@ impl Controller {
             effect_violations: effect_violations.len(),
             first_effect_violations: effect_violations.into_iter().take(20).collect(),
         })
+    }
+}
+
+impl Controller {
+    /// Writes `timeline.svg` to the work dir (and to `--timeline FILE`).
+    fn draw_timeline(&self, ops: &[Op], fingerprint: &str, violations: usize) {
+        let faults: Vec<String> = self
+            .faults_done
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let summary = [
+            format!(
+                "lease-torture {} seed {} (schedule {fingerprint}), {} processes x {}, lease {} ms",
+                self.kind.name(),
+                self.a.seed,
+                self.a.processes,
+                self.a.concurrency,
+                self.a.lease_ms
+            ),
+            format!(
+                "executions admitted {}, faults {}, violations {violations}",
+                self.admitted.len(),
+                if faults.is_empty() {
+                    "none".to_owned()
+                } else {
+                    faults.join(", ")
+                }
+            ),
+            format!(
+                "the {} executions with the most claims; one lane per runtime slot",
+                timeline::SAMPLE
+            ),
+        ];
+        let picture = timeline::svg(ops, &self.fault_events, self.a.processes, &summary);
+        for path in [Some(self.dir.join("timeline.svg")), self.a.timeline.clone()]
+            .into_iter()
+            .flatten()
+        {
+            match std::fs::write(&path, &picture) {
+                Ok(()) => eprintln!("lease-torture: timeline in {}", path.display()),
+                Err(e) => eprintln!("lease-torture: timeline {}: {e}", path.display()),
+            }
+        }
     }
 }
 

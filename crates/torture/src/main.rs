@@ -22,6 +22,7 @@ mod oplog;
 mod recorder;
 mod report;
 mod runtime;
+mod timeline;
 mod workflow;
 
 use std::process::ExitCode;
