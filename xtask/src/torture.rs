@@ -35,7 +35,7 @@ With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initd
 appendfsync always; without it the servers are found as test-all finds them. With
 `failover` named in --faults, PostgreSQL runs on a throwaway primary with a streaming
 standby (services::standby; --replication sync by default, async is the negative control)
-and Redis on a throwaway 3-primary cluster (4 partitions; services::cluster_failover), and
+and Redis on a throwaway 3-primary cluster (services::cluster_failover), and
 the run gets its failover script. SQLite skips drop, restart and failover.";
 
 /// The backends `--backend` selects (all for none or `all`), and the other arguments.
@@ -263,13 +263,14 @@ fn postgres_pair() -> Result<Server, String> {
     })
 }
 
-/// A throwaway Redis Cluster with its failover script; the URL asks for 4 partitions, so
-/// every primary holds some of the namespace.
+/// A throwaway Redis Cluster with its failover script. One partition (the torture workflow's
+/// effects do not support partitions yet), so the namespace lives on one primary and one
+/// failover in three (the script takes the primaries in turn) hits it.
 fn redis_cluster() -> Result<Server, String> {
     let c = cluster_failover::throwaway()?;
     eprintln!("redis: {}", c.found.how);
     Ok(Server {
-        url: Some(format!("{}?partitions=4", c.found.url)),
+        url: Some(c.found.url.clone()),
         restart: None,
         failover: Some(format!("sh {}", shell_quote(&c.script.to_string_lossy()))),
         _guard: Some(c.restarted),
