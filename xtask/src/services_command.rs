@@ -8,9 +8,9 @@ use crate::services::{Service, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis|redis-cluster]...
+usage: cargo xtask services [postgres|redis|redis-cluster|postgres-container|redis-container]...
 
-Finds (or starts) the named servers, all three by default, the way test-all does, and prints
+Finds (or starts) the named servers, the first three by default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 
@@ -22,7 +22,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         wanted.push(service);
     }
     if wanted.is_empty() {
-        wanted = Service::ALL.to_vec();
+        wanted = Service::DEFAULT.to_vec();
     }
     let mut all_found = true;
     let mut held = Vec::new();
