@@ -46,14 +46,15 @@ pub const MATRIX: &[Backend] = &[
         &[],
     ),
     // lease-core's JSON with the serde_json features Cargo may unify in from elsewhere in a
-    // build (issue 11: the canonical text must not depend on them).
+    // build (issue 11: the canonical text must not depend on them), and with the `metrics`
+    // export on (issue 15 item 6: its recorder test, and every dispatcher test exporting).
     Backend::new(
         "json-features",
         &[
             "-p",
             "lease-core",
             "--features",
-            "memory,test-preserve-order,test-arbitrary-precision",
+            "memory,metrics,test-preserve-order,test-arbitrary-precision",
         ],
         &[],
     ),

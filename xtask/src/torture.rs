@@ -26,7 +26,9 @@ multi-step workflows under a seeded fault schedule, then the history checker; ex
 on any violation. Options are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
   --faults pause,kill,drop,slow-renew,restart|all (default all) --fault-every MS
-  --lease-ms MS --liveness SECS --keep
+  --lease-ms MS --liveness SECS --keep --json FILE --timeline FILE
+  --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
+  (`cargo run -p lease-torture -- run --help` describes each)
 With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl
 (synchronous_commit on) and Redis on a throwaway redis-server with appendonly yes,
 appendfsync always; without it the servers are found as test-all finds them. SQLite skips

@@ -28,11 +28,13 @@ them; median of 2 runs beside the issue's best job queue), ack_and_claim (acknow
 against acknowledge + claim_due_with_horizon, one call in flight), stored (claim, renew,
 write_step, acknowledge at 10^3, 10^5, 10^6 stored executions, scheduled / running /
 terminal, and the cost ratio largest/10^3), purge (purge_terminal x1000 over 100,000
-completed executions with 3 steps each). Prints markdown tables; writes JSON to DIR (default
-target/bench).
+completed executions with 3 steps each), footprint (bytes per completed execution and per step
+record as the server counts them, PostgreSQL table and index sizes at 10^6 completed, and
+PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Prints markdown
+tables; writes JSON to DIR (default target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge (or any part of a row's
+timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's.

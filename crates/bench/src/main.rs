@@ -26,6 +26,7 @@ mod error;
 mod fenced;
 mod fill;
 mod fixture;
+mod footprint;
 mod load;
 mod measure;
 mod ops;
@@ -183,9 +184,10 @@ async fn e2e_round(
     Ok((lib, raw))
 }
 
-async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows) {
+async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows, Vec<footprint::Row>) {
     let mut rows = Vec::new();
     let mut wake_rows = wake::WakeRows::default();
+    let mut footprint_rows = Vec::new();
     for &kind in &options.backends {
         for op in Op::ALL {
             let name = op.name();
@@ -233,10 +235,11 @@ async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows) {
         if kind != args::Kind::Memory {
             fenced_rows(kind, options, &mut rows).await;
             issue12(kind, options, &mut rows).await;
+            footprint_rows.extend(footprint::rows(kind, options).await);
         }
         wake::run(kind, options, &mut wake_rows).await;
     }
-    (rows, wake_rows)
+    (rows, wake_rows, footprint_rows)
 }
 
 /// The issue 13 rows of one backend: the fenced application transaction beside the same
@@ -410,7 +413,7 @@ fn main_with(options: &Options) -> Result<bool> {
         .enable_all()
         .build()
         .map_err(|e| BenchError::Setup(format!("tokio runtime: {e}")))?;
-    let (rows, wake_rows) = runtime.block_on(run(options));
+    let (rows, wake_rows, footprint_rows) = runtime.block_on(run(options));
     let load_after = load::now();
     println!("{}", report::markdown(&rows));
     if !wake_rows.latency.is_empty() {
@@ -422,6 +425,9 @@ fn main_with(options: &Options) -> Result<bool> {
     let stored = stored::ratios(&rows);
     if !stored.is_empty() {
         println!("{}", stored::markdown(&stored));
+    }
+    if !footprint_rows.is_empty() {
+        println!("{}", footprint::markdown(&footprint_rows));
     }
     println!(
         "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
@@ -449,12 +455,14 @@ fn main_with(options: &Options) -> Result<bool> {
             rows: &rows,
             wake: &wake_rows,
             stored: &stored,
+            footprint: &footprint_rows,
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
     Ok(rows.iter().all(|r| r.error.is_none())
         && wake_rows.latency.iter().all(|r| r.error.is_none())
-        && wake_rows.cost.iter().all(|r| r.error.is_none()))
+        && wake_rows.cost.iter().all(|r| r.error.is_none())
+        && footprint_rows.iter().all(|r| r.error.is_none()))
 }
 
 fn fmt_load(l: Option<[f64; 3]>) -> String {

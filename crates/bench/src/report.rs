@@ -231,6 +231,8 @@ pub struct Report<'a> {
     pub wake: &'a crate::wake::WakeRows,
     /// The stored-work cost ratios (issue 12).
     pub stored: &'a [crate::stored::CostRatio],
+    /// The space rows (issue 12 item 2).
+    pub footprint: &'a [crate::footprint::Row],
 }
 
 fn ms(v: f64) -> String {

@@ -17,6 +17,11 @@ pub mod history;
 
 pub use context::{Ctx, run_case};
 pub use harness::Harness;
+/// The test-table crate [`conformance_tests!`] expands to (built without its `crate-name`
+/// feature, so its macros name it `rstest` and find this re-export): an adapter's test crate
+/// needs no rstest dependency of its own, and may write its own tables with
+/// `use lease_conformance::rstest::rstest;`.
+pub use rstest;
 
 /// Expands to one named test per conformance case for the harness type `$harness`.
 ///
@@ -261,10 +266,18 @@ macro_rules! conformance_tests {
         );
         $crate::__case!($harness, effects, purge_removes_effects_and_waiters);
         // differential.rs (issue 11: every harness runs the differential test)
-        $crate::__case!($harness, differential, differential_seed_1);
-        $crate::__case!($harness, differential, differential_seed_2);
-        $crate::__case!($harness, differential, differential_seed_3);
-        $crate::__case!($harness, differential, differential_seed_4);
+        // One rstest case per seed (tests `differential::case_N_seed_N`), through the
+        // re-exported rstest, so the adapter's crate needs no rstest dependency of its own.
+        #[$crate::rstest::rstest]
+        #[case::seed_1(1)]
+        #[case::seed_2(2)]
+        #[case::seed_3(3)]
+        #[case::seed_4(4)]
+        fn differential(#[case] seed: u64) {
+            $crate::run_case::<$harness, _, _>(move |ctx| {
+                $crate::cases::differential::differential_seed::<$harness>(ctx, seed)
+            });
+        }
         // dispatcher.rs lists its own cases.
         $crate::__dispatcher_cases!($harness);
     };

@@ -851,6 +851,15 @@ where
 
 /// One test per flaw: every listed case must fail on the lab with that flaw.
 macro_rules! caught_by {
+    ($test:ident, $flaw:ident, differential seed $seed:literal) => {
+        #[test]
+        fn $test() {
+            assert!(
+                fails(|ctx| cases::differential::differential_seed::<LabHarness<$flaw>>(ctx, $seed)),
+                concat!("differential seed ", $seed, " passed on a backend with flaw ", stringify!($flaw))
+            );
+        }
+    };
     ($test:ident, $flaw:ident, [$($table:ident::$case:ident),+ $(,)?]) => {
         #[test]
         fn $test() {
@@ -1093,17 +1102,17 @@ caught_by!(
 caught_by!(
     differential_catches_order_by_id,
     ORDER_BY_ID,
-    [differential::differential_seed_1]
+    differential seed 1
 );
 caught_by!(
     differential_catches_ack_keeps_due,
     ACK_KEEPS_DUE,
-    [differential::differential_seed_1]
+    differential seed 1
 );
 caught_by!(
     differential_catches_admit_ignores_schedule,
     ADMIT_IGNORES_SCHEDULE,
-    [differential::differential_seed_1]
+    differential seed 1
 );
 
 // Issue 16: effects and store waiters.

@@ -124,6 +124,8 @@ fn limit(text: &str) -> Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
     #[test]
@@ -132,14 +134,39 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    #[test]
-    fn durations_and_limits() {
-        assert_eq!(parse_duration("1day"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration("90min"), Ok(Duration::from_secs(5_400)));
-        assert!(parse_duration("soon").is_err());
-        assert_eq!(limit("1000"), Ok(1000));
-        for bad in ["0", "1001", "-1", "x"] {
-            assert!(limit(bad).is_err(), "{bad}");
-        }
+    #[rstest]
+    #[case::a_day("1day", 86_400)]
+    #[case::minutes("90min", 5_400)]
+    #[case::days_short("30d", 30 * 86_400)]
+    #[case::two_units("1h 30m", 5_400)]
+    #[case::seconds("5s", 5)]
+    fn durations(#[case] text: &str, #[case] secs: u64) {
+        assert_eq!(parse_duration(text), Ok(Duration::from_secs(secs)));
+    }
+
+    #[rstest]
+    #[case::a_word("soon")]
+    #[case::no_unit("30")]
+    #[case::negative("-1d")]
+    #[case::empty("")]
+    fn bad_durations_are_refused_with_an_example(#[case] text: &str) {
+        let e = parse_duration(text).expect_err(text);
+        assert!(e.contains("for example"), "{text:?}: {e}");
+    }
+
+    #[rstest]
+    #[case::one("1", 1)]
+    #[case::the_maximum("1000", 1000)]
+    fn limits(#[case] text: &str, #[case] expected: usize) {
+        assert_eq!(limit(text), Ok(expected));
+    }
+
+    #[rstest]
+    #[case::zero("0")]
+    #[case::over_the_maximum("1001")]
+    #[case::negative("-1")]
+    #[case::not_a_number("x")]
+    fn bad_limits_are_refused(#[case] bad: &str) {
+        assert!(limit(bad).is_err(), "{bad}");
     }
 }

@@ -193,6 +193,19 @@ pub trait ExecutionClient: Send + Sync {
         None
     }
 
+    /// The kind of backend (`"memory"`, `"sqlite"`, `"postgres"`, `"redis"`), the `backend`
+    /// label of the dispatcher's metrics (feature `metrics`). The default is `"adapter"`.
+    fn backend_name(&self) -> &'static str {
+        "adapter"
+    }
+
+    /// The namespace (SQLite, Redis) or schema (PostgreSQL) this client works in, the
+    /// `namespace` label of the dispatcher's metrics; `None` (the default) for a backend
+    /// without one. Read once, when a dispatcher starts.
+    fn namespace_name(&self) -> Option<String> {
+        None
+    }
+
     /// Extends a current lease to `now + duration`; `Lost` for a stale token or an ended
     /// delivery (RFC 002 `renew`).
     async fn renew(

@@ -211,6 +211,7 @@ impl MemoryBackend {
 
 #[async_trait]
 impl ExecutionClient for MemoryBackend {
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let now = self.clock.now();
@@ -218,6 +219,7 @@ impl ExecutionClient for MemoryBackend {
         Ok(self.admit_locked(&mut s, admission, now))
     }
 
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
         let now = self.clock.now();
@@ -228,11 +230,13 @@ impl ExecutionClient for MemoryBackend {
             .collect())
     }
 
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let now = self.clock.now();
         Ok(self.lock().executions.get(id).map(|r| r.effective(now)))
     }
 
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let now = self.clock.now();
@@ -252,6 +256,7 @@ impl ExecutionClient for MemoryBackend {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
         let record = s.execution(id)?;
@@ -263,14 +268,17 @@ impl ExecutionClient for MemoryBackend {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
         Ok(Claimed::leases(self.claim_due_with_records(request).await?))
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         Ok(self.claim_due_with_horizon(request).await?.claimed)
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
@@ -281,6 +289,7 @@ impl ExecutionClient for MemoryBackend {
         Ok(batch)
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
         ack: &Acknowledgement,
@@ -309,12 +318,14 @@ impl ExecutionClient for MemoryBackend {
     }
 
     /// One pass over the records under the store's lock (nothing can change in between).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<StatusCounts> {
         let now = self.clock.now();
         let s = self.lock();
         Ok(StatusCounts::of_records(s.executions.values(), now))
     }
 
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
         let mut s = self.lock();
@@ -352,10 +363,15 @@ impl ExecutionClient for MemoryBackend {
         self.wakeups_enabled.then(|| self.hub.subscribe())
     }
 
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
     fn effects(&self) -> Option<&dyn EffectClient> {
         Some(self)
     }
 
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
     async fn renew(
         &self,
         lease: &ExecutionLease,
@@ -370,6 +386,7 @@ impl ExecutionClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let now = self.clock.now();
         let mut s = self.lock();
@@ -384,6 +401,7 @@ impl ExecutionClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
     async fn acknowledge(
         &self,
         lease: &ExecutionLease,
@@ -402,6 +420,7 @@ impl ExecutionClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
     async fn acknowledge_batch(
         &self,
         acks: &[Acknowledgement],
@@ -428,6 +447,7 @@ impl ExecutionClient for MemoryBackend {
         Ok(results)
     }
 
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.clock.now())
     }
@@ -435,6 +455,7 @@ impl ExecutionClient for MemoryBackend {
 
 #[async_trait]
 impl HeapClient for MemoryBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
     async fn write_step(
         &self,
         lease: &ExecutionLease,
@@ -456,6 +477,7 @@ impl HeapClient for MemoryBackend {
         Ok(Fenced::Accepted(record.clone()))
     }
 
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
     async fn read_step(
         &self,
         id: &ExecutionId,
@@ -466,6 +488,7 @@ impl HeapClient for MemoryBackend {
         Ok(self.lock().steps.get(&key).cloned())
     }
 
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
         Ok(self
             .lock()
@@ -479,6 +502,7 @@ impl HeapClient for MemoryBackend {
 
 #[async_trait]
 impl StoreClient for MemoryBackend {
+    #[tracing::instrument(level = "debug", name = "get_or_create", skip_all)]
     async fn get_or_create(
         &self,
         store: &StoreId,
@@ -498,6 +522,7 @@ impl StoreClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
         let s = self.lock();
         let entries = s
@@ -507,6 +532,7 @@ impl StoreClient for MemoryBackend {
         Ok(entries.get(key).cloned())
     }
 
+    #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let mut s = self.lock();
         if !s.stores.contains_key(&receipt.store) {
@@ -546,6 +572,7 @@ impl StoreClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
     async fn watch_entry(
         &self,
         store: &StoreId,
@@ -582,6 +609,7 @@ impl State {
 
 #[async_trait]
 impl EffectClient for MemoryBackend {
+    #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let now = self.clock.now();
         let mut s = self.lock();
@@ -601,6 +629,7 @@ impl EffectClient for MemoryBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
     async fn settle_effect(
         &self,
         id: &EffectId,
@@ -619,10 +648,12 @@ impl EffectClient for MemoryBackend {
         Ok(settlement)
     }
 
+    #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         Ok(self.lock().effects.get(id).cloned())
     }
 
+    #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         let mut s = self.lock();
         let record = s.owned_effect(id, execution)?;
@@ -636,6 +667,7 @@ impl EffectClient for MemoryBackend {
 
 #[async_trait]
 impl StartClient for MemoryBackend {
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let now = self.clock.now();
         let mut s = self.lock();

@@ -103,12 +103,15 @@ fn ceil_ms(d: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
 
     #[test]
     fn delays_are_non_zero_and_never_decrease() {
-        let p = RedeliveryPolicy::new(Duration::from_millis(3), 3, Duration::from_secs(1))
-            .expect("valid");
+        let p = RedeliveryPolicy::new(MS(3), 3, Duration::from_secs(1)).expect("valid");
         let mut last = 0;
         for n in 1..200 {
             let d = p.delay_ms(n);
@@ -116,21 +119,46 @@ mod tests {
             last = d;
         }
         assert_eq!(last, 1000);
+    }
+
+    /// `table_ms` lists the delays up to the first that reaches the cap, and agrees with
+    /// `delay_ms` for every count (the last entry repeats).
+    #[rstest]
+    #[case::tripling(MS(3), 3, MS(1000), &[3, 9, 27, 81, 243, 729, 1000])]
+    #[case::doubling_to_an_exact_cap(MS(100), 2, MS(1600), &[100, 200, 400, 800, 1600])]
+    #[case::flat(MS(5), 1, MS(5), &[5])]
+    #[case::cap_equals_base(MS(7), 10, MS(7), &[7])]
+    #[case::sub_millisecond_base_rounds_up(Duration::from_micros(1), 2, MS(4), &[1, 2, 4])]
+    #[case::default_policy(Duration::from_secs(1), 2, Duration::from_secs(300),
+        &[1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000, 300000])]
+    fn table_matches_delay(
+        #[case] base: Duration,
+        #[case] factor: u32,
+        #[case] cap: Duration,
+        #[case] expected: &[u64],
+    ) {
+        let p = RedeliveryPolicy::new(base, factor, cap).expect("valid");
         let table = p.table_ms();
-        assert_eq!(table, vec![3, 9, 27, 81, 243, 729, 1000]);
+        assert_eq!(table, expected);
         for n in 1..50u32 {
             let i = (n as usize).min(table.len()) - 1;
-            assert_eq!(table[i], p.delay_ms(n));
+            assert_eq!(table[i], p.delay_ms(n), "n={n}");
         }
     }
 
-    #[test]
-    fn rejects_policies_that_break_the_rfc() {
-        assert!(RedeliveryPolicy::new(Duration::ZERO, 2, Duration::from_secs(1)).is_err());
-        assert!(RedeliveryPolicy::new(Duration::from_secs(1), 0, Duration::from_secs(1)).is_err());
-        assert!(RedeliveryPolicy::new(Duration::from_secs(2), 2, Duration::from_secs(1)).is_err());
-        let flat = RedeliveryPolicy::new(Duration::from_millis(5), 1, Duration::from_millis(5))
-            .expect("valid");
-        assert_eq!(flat.table_ms(), vec![5]);
+    /// The policies that could break the RFC's "non-zero" and "never decreasing" rules.
+    #[rstest]
+    #[case::zero_base(Duration::ZERO, 2, Duration::from_secs(1))]
+    #[case::zero_factor(Duration::from_secs(1), 0, Duration::from_secs(1))]
+    #[case::cap_below_base(Duration::from_secs(2), 2, Duration::from_secs(1))]
+    fn rejects_policies_that_break_the_rfc(
+        #[case] base: Duration,
+        #[case] factor: u32,
+        #[case] cap: Duration,
+    ) {
+        assert!(matches!(
+            RedeliveryPolicy::new(base, factor, cap),
+            Err(LeaseError::InvalidInput { .. })
+        ));
     }
 }

@@ -4,6 +4,7 @@
 
 use lease_core::limits::{MAX_JSON_DEPTH, MAX_JSON_INPUT_BYTES, MAX_PAYLOAD_BYTES};
 use lease_core::{Json, LeaseError};
+use rstest::rstest;
 use serde_json::Value;
 
 fn canon(text: &str) -> String {
@@ -66,23 +67,20 @@ fn duplicate_keys_refused() {
 // ---- finding 12: numbers keep their value ---------------------------------------------------
 
 /// Integers outside i64/u64 are kept digit for digit.
-#[test]
-fn big_integers_kept_exactly() {
-    for text in [
-        "123456789012345678901234567890",
-        "-123456789012345678901234567890",
-        "18446744073709551616",                    // 2^64
-        "-9223372036854775809",                    // i64::MIN - 1
-        "18446744073709551615",                    // u64::MAX
-        "-9223372036854775808",                    // i64::MIN
-        "340282366920938463463374607431768211455", // u128::MAX
-    ] {
-        assert_eq!(canon(text), text);
-        assert_eq!(
-            canon(&format!("{{\"n\": [ {text} ]}}")),
-            format!("{{\"n\":[{text}]}}")
-        );
-    }
+#[rstest]
+#[case::thirty_digits("123456789012345678901234567890")]
+#[case::thirty_digits_negative("-123456789012345678901234567890")]
+#[case::two_to_the_64("18446744073709551616")]
+#[case::i64_min_minus_one("-9223372036854775809")]
+#[case::u64_max("18446744073709551615")]
+#[case::i64_min("-9223372036854775808")]
+#[case::u128_max("340282366920938463463374607431768211455")]
+fn big_integers_kept_exactly(#[case] text: &str) {
+    assert_eq!(canon(text), text);
+    assert_eq!(
+        canon(&format!("{{\"n\": [ {text} ]}}")),
+        format!("{{\"n\":[{text}]}}")
+    );
 }
 
 /// Decimals with more digits than an f64 holds are kept digit for digit.
@@ -103,30 +101,33 @@ fn long_decimals_kept_exactly() {
 
 /// Rule "equal values of one kind give equal bytes": the exponent, trailing zeros and case of
 /// `e` are normalised to serde_json's own layout for an f64 (fixed for 1e-5 <= |x| < 1e16).
-#[test]
-fn equal_decimals_give_equal_bytes() {
-    for text in [
-        "100.0", "1e2", "1E2", "1E+2", "1.00e+2", "10e1", "1000e-1", "0.001e5",
-    ] {
-        assert_eq!(canon(text), "100.0", "{text}");
-    }
-    for text in ["0.0", "0e5", "0.000", "0E-7", "0e99999999999999999999999"] {
-        assert_eq!(canon(text), "0.0", "{text}");
-    }
-    assert_eq!(canon("-0.0e3"), "-0.0");
-    assert_eq!(canon("1.50"), "1.5");
-    assert_eq!(
-        canon("12345678901234567890123e18"),
-        "1.2345678901234567890123e+40"
-    );
-    assert_eq!(
-        canon("1.2345678901234567890123e+40"),
-        "1.2345678901234567890123e+40"
-    );
-    assert_eq!(canon("0.00001"), "0.00001");
-    assert_eq!(canon("0.000001"), "1e-6");
-    assert_eq!(canon("1234567890123456.0"), "1234567890123456.0");
-    assert_eq!(canon("12345678901234567.0"), "1.2345678901234567e+16");
+#[rstest]
+fn equal_decimals_give_equal_bytes(
+    #[values("100.0", "1e2", "1E2", "1E+2", "1.00e+2", "10e1", "1000e-1", "0.001e5")] text: &str,
+) {
+    assert_eq!(canon(text), "100.0", "{text}");
+}
+
+/// Every spelling of zero as a decimal is `0.0`.
+#[rstest]
+fn decimal_zeros_give_equal_bytes(
+    #[values("0.0", "0e5", "0.000", "0E-7", "0e99999999999999999999999")] text: &str,
+) {
+    assert_eq!(canon(text), "0.0", "{text}");
+}
+
+/// The layout of each kind of decimal: serde_json's for an f64.
+#[rstest]
+#[case::negative_zero_with_exponent("-0.0e3", "-0.0")]
+#[case::trailing_zero("1.50", "1.5")]
+#[case::long_mantissa_scaled("12345678901234567890123e18", "1.2345678901234567890123e+40")]
+#[case::long_mantissa_kept("1.2345678901234567890123e+40", "1.2345678901234567890123e+40")]
+#[case::smallest_fixed("0.00001", "0.00001")]
+#[case::largest_exponent_form_below_one("0.000001", "1e-6")]
+#[case::largest_fixed("1234567890123456.0", "1234567890123456.0")]
+#[case::smallest_exponent_form_above_one("12345678901234567.0", "1.2345678901234567e+16")]
+fn decimal_layout(#[case] text: &str, #[case] expected: &str) {
+    assert_eq!(canon(text), expected);
 }
 
 /// Integers and decimals stay distinct kinds (`1` is not `1.0`: serde decodes only the first
@@ -142,34 +143,30 @@ fn integer_and_decimal_kinds_stay_distinct() {
 
 /// Numbers serde_json cannot read back (|x| >= 1e308, except an f64 in shortest form) are
 /// refused with a typed error instead of being stored.
-#[test]
-fn numbers_too_large_to_read_back_refused() {
-    let f64_max_digits = format!("{:.0}", f64::MAX);
-    for text in [
-        "1e400",
-        "-1e400",
-        "1e309",
-        "1.797693134862315708e308",
-        "1.7976931348623158e308",
-        "1e99999999999999999999999",
-        "1e-99999999999999999999999",
-        f64_max_digits.as_str(),
-        &"9".repeat(400),
-    ] {
-        let r = Json::parse("t", text);
-        assert!(is_invalid_input(&r), "{text}: {r:?}");
-    }
-    assert_eq!(canon("1e308"), "1e+308");
-    assert_eq!(canon("1.7976931348623157e308"), "1.7976931348623157e+308");
-    assert_eq!(
-        canon("-1.7976931348623157E+308"),
-        "-1.7976931348623157e+308"
-    );
-    assert_eq!(
-        canon("9.99999999999999999999e307"),
-        "9.99999999999999999999e+307"
-    );
-    assert_eq!(canon(&"9".repeat(308)), "9".repeat(308));
+#[rstest]
+#[case::e400("1e400")]
+#[case::minus_e400("-1e400")]
+#[case::e309("1e309")]
+#[case::above_f64_max_long("1.797693134862315708e308")]
+#[case::above_f64_max("1.7976931348623158e308")]
+#[case::huge_exponent("1e99999999999999999999999")]
+#[case::huge_negative_exponent("1e-99999999999999999999999")]
+#[case::f64_max_in_digits(format!("{:.0}", f64::MAX))]
+#[case::four_hundred_nines("9".repeat(400))]
+fn numbers_too_large_to_read_back_refused(#[case] text: String) {
+    let r = Json::parse("t", &text);
+    assert!(is_invalid_input(&r), "{text}: {r:?}");
+}
+
+/// The largest numbers that still read back are kept.
+#[rstest]
+#[case::e308("1e308", "1e+308")]
+#[case::f64_max("1.7976931348623157e308", "1.7976931348623157e+308")]
+#[case::minus_f64_max("-1.7976931348623157E+308", "-1.7976931348623157e+308")]
+#[case::long_decimal_below_e308("9.99999999999999999999e307", "9.99999999999999999999e+307")]
+#[case::three_hundred_eight_nines("9".repeat(308), "9".repeat(308))]
+fn largest_readable_numbers_kept(#[case] text: String, #[case] expected: String) {
+    assert_eq!(canon(&text), expected);
 }
 
 /// Every number accepted above, and every f64 near the top of the range, reads back with
@@ -269,37 +266,34 @@ fn escape_all(c: char) -> String {
 
 /// Text serde_json refuses is refused: lone surrogates, raw control characters, bad escapes,
 /// leading zeros, trailing garbage.
-#[test]
-fn malformed_text_refused() {
-    for text in [
-        r#""\ud800""#,
-        r#""\udc00x""#,
-        r#""\ud800\u0041""#,
-        "\"a\u{1}\"",
-        r#""\x""#,
-        "01",
-        "1.",
-        ".5",
-        "1e",
-        "-",
-        "+1",
-        "[1 2]",
-        "{\"a\" 1}",
-        "{1:2}",
-        "\u{feff}1",
-        "1 x",
-        "[",
-        "\"abc",
-        "tru",
-        "nul",
-    ] {
-        let r = Json::parse("t", text);
-        assert!(
-            matches!(r, Err(LeaseError::MalformedJson { field: "t", .. })),
-            "{text:?}: {r:?}"
-        );
-        assert!(serde_json::from_str::<Value>(text).is_err(), "{text:?}");
-    }
+#[rstest]
+#[case::lone_high_surrogate(r#""\ud800""#)]
+#[case::lone_low_surrogate(r#""\udc00x""#)]
+#[case::high_surrogate_then_letter(r#""\ud800\u0041""#)]
+#[case::raw_control_character("\"a\u{1}\"")]
+#[case::bad_escape(r#""\x""#)]
+#[case::leading_zero("01")]
+#[case::no_fraction_digits("1.")]
+#[case::no_integer_digits(".5")]
+#[case::no_exponent_digits("1e")]
+#[case::lone_minus("-")]
+#[case::plus_sign("+1")]
+#[case::missing_comma("[1 2]")]
+#[case::missing_colon("{\"a\" 1}")]
+#[case::number_key("{1:2}")]
+#[case::byte_order_mark("\u{feff}1")]
+#[case::trailing_garbage("1 x")]
+#[case::unclosed_array("[")]
+#[case::unclosed_string("\"abc")]
+#[case::truncated_true("tru")]
+#[case::truncated_null("nul")]
+fn malformed_text_refused(#[case] text: &str) {
+    let r = Json::parse("t", text);
+    assert!(
+        matches!(r, Err(LeaseError::MalformedJson { field: "t", .. })),
+        "{text:?}: {r:?}"
+    );
+    assert!(serde_json::from_str::<Value>(text).is_err(), "{text:?}");
 }
 
 /// Random documents: `parse` (of compact and pretty text) and `from_value` give serde_json's

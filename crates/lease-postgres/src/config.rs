@@ -162,18 +162,32 @@ pub(crate) fn quoted(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
-    #[test]
-    fn schema_names_are_checked() {
-        assert!(check_schema_name("lease").is_ok());
-        assert!(check_schema_name("_t_0123").is_ok());
-        for bad in ["", "0abc", "a-b", "a\"b", "a b", "é", &"x".repeat(64)] {
-            assert!(
-                matches!(check_schema_name(bad), Err(LeaseError::InvalidInput { .. })),
-                "{bad:?} accepted"
-            );
-        }
+    #[rstest]
+    #[case::default_schema("lease")]
+    #[case::underscore_and_digits("_t_0123")]
+    #[case::longest(&"x".repeat(MAX_SCHEMA_BYTES))]
+    fn good_schema_names_are_accepted(#[case] name: &str) {
+        assert!(check_schema_name(name).is_ok(), "{name:?} refused");
+    }
+
+    /// ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes.
+    #[rstest]
+    #[case::empty("")]
+    #[case::leading_digit("0abc")]
+    #[case::dash("a-b")]
+    #[case::quote("a\"b")]
+    #[case::space("a b")]
+    #[case::non_ascii("é")]
+    #[case::too_long(&"x".repeat(MAX_SCHEMA_BYTES + 1))]
+    fn bad_schema_names_are_refused(#[case] bad: &str) {
+        assert!(
+            matches!(check_schema_name(bad), Err(LeaseError::InvalidInput { .. })),
+            "{bad:?} accepted"
+        );
     }
 
     #[test]

@@ -161,6 +161,7 @@ impl PostgresBackend {
 
 #[async_trait]
 impl EffectClient for PostgresBackend {
+    #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         const OP: &str = "begin_effect";
         let clock = self.clock_param();
@@ -180,6 +181,7 @@ impl EffectClient for PostgresBackend {
         Ok(Begun { record, created })
     }
 
+    #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
     async fn settle_effect(
         &self,
         id: &EffectId,
@@ -205,6 +207,7 @@ impl EffectClient for PostgresBackend {
         Ok(before.settle(result, Timestamp::from_millis(now)))
     }
 
+    #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         const OP: &str = "read_effect";
         self.effect_row(OP, Effect::Read, &self.inner.sql.effects.read, |q| {
@@ -215,6 +218,7 @@ impl EffectClient for PostgresBackend {
         .transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         const OP: &str = "wait_effect";
         let row = self

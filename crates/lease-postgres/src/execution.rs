@@ -372,6 +372,7 @@ impl ExecutionClient for PostgresBackend {
     /// Admits one execution, due at `admission.due_at(now)`; a created row notifies its due
     /// time in the same statement (issue 10). A scheduled instant out of range is
     /// `InvalidInput` before any statement.
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let sql = &self.inner.sql.admit;
@@ -403,6 +404,7 @@ impl ExecutionClient for PostgresBackend {
     /// Admits the batch in one statement after `check_admit_batch` (so bad input admits
     /// nothing); items a concurrent admission made invisible to the statement's snapshot
     /// are fetched by running it again for them alone (admission is idempotent).
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
         let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
@@ -424,6 +426,7 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let sql = &self.inner.sql.get;
         let id = id.as_str();
@@ -446,6 +449,7 @@ impl ExecutionClient for PostgresBackend {
         .transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let sql = &self.inner.sql.list_failing;
@@ -477,6 +481,7 @@ impl ExecutionClient for PostgresBackend {
     /// an id or workflow name no `ExecutionId`/`WorkflowName` can hold, an unknown status, a
     /// negative token, an unacknowledged count beyond `u32`, a terminal row without an
     /// outcome), by id (issue 11). A full scan, for operators.
+    #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         const OP: &str = "list_corrupt";
         check_limit("list limit", limit)?;
@@ -502,6 +507,7 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let sql = &self.inner.sql.request_wake;
         let key = id.as_str();
@@ -528,10 +534,12 @@ impl ExecutionClient for PostgresBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
         Ok(Claimed::leases(self.claim_due_with_records(request).await?))
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         Ok(self.claim_due_with_horizon(request).await?.claimed)
     }
@@ -544,6 +552,7 @@ impl ExecutionClient for PostgresBackend {
     /// Issue 11: a token not above an execution's stored token (the sequence was reset or
     /// restored behind the tokens issued) and a used-up sequence are
     /// [`lease_core::LeaseError::TokenCounter`], with nothing claimed.
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let sql = &self.inner.sql.claim;
@@ -585,6 +594,7 @@ impl ExecutionClient for PostgresBackend {
     /// A token-counter failure of the claim rolls the acknowledgement back with it; the
     /// acknowledgement is then made alone, as the trait's default does, and the failed claim
     /// is logged and reported as empty.
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
         ack: &Acknowledgement,
@@ -614,10 +624,12 @@ impl ExecutionClient for PostgresBackend {
     /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
     /// before any statement.
     /// One `GROUP BY` statement over the schema's executions (`sql/status_counts.sql`).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.count_statuses().await
     }
 
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         const OP: &str = "purge_terminal";
         check_limit("purge limit", limit)?;
@@ -647,10 +659,19 @@ impl ExecutionClient for PostgresBackend {
         self.subscribe_wakeups()
     }
 
+    fn backend_name(&self) -> &'static str {
+        crate::error::BACKEND
+    }
+
+    fn namespace_name(&self) -> Option<String> {
+        Some(self.schema().to_owned())
+    }
+
     fn effects(&self) -> Option<&dyn lease_core::EffectClient> {
         Some(self)
     }
 
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
     async fn renew(
         &self,
         lease: &ExecutionLease,
@@ -696,6 +717,7 @@ impl ExecutionClient for PostgresBackend {
         self.fenced("renew", lease, decoded).map_err(after_commit)
     }
 
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let sql = &self.inner.sql.release;
         let delays = &self.inner.delays;
@@ -730,6 +752,7 @@ impl ExecutionClient for PostgresBackend {
         self.fenced("release", lease, decoded).map_err(after_commit)
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
     async fn acknowledge(
         &self,
         lease: &ExecutionLease,
@@ -760,6 +783,7 @@ impl ExecutionClient for PostgresBackend {
             .map_err(after_commit)
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
     async fn acknowledge_batch(
         &self,
         acks: &[Acknowledgement],
@@ -834,6 +858,7 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
     }

@@ -13,6 +13,7 @@ use crate::rows::{self, FenceCheck, col, token_param};
 
 #[async_trait]
 impl HeapClient for PostgresBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
     async fn write_step(
         &self,
         lease: &ExecutionLease,
@@ -60,6 +61,7 @@ impl HeapClient for PostgresBackend {
         self.fenced("write_step", lease, decoded)
     }
 
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
     async fn read_step(
         &self,
         id: &ExecutionId,
@@ -84,6 +86,7 @@ impl HeapClient for PostgresBackend {
         row.map(|row| rows::step(&row, "read_step")).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
         let sql = &self.inner.sql.list_steps;
         let id = id.as_str();

@@ -44,6 +44,7 @@ fn stored_name<T>(
 
 #[async_trait]
 impl StoreClient for PostgresBackend {
+    #[tracing::instrument(level = "debug", name = "get_or_create", skip_all)]
     async fn get_or_create(
         &self,
         store: &StoreId,
@@ -103,6 +104,7 @@ impl StoreClient for PostgresBackend {
         ))
     }
 
+    #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
         let sql = &self.inner.sql.read_entry;
         let (id, entry) = (store.as_str(), key.as_str());
@@ -124,6 +126,7 @@ impl StoreClient for PostgresBackend {
         Ok(value.map(Json::from_stored))
     }
 
+    #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let sql = &self.inner.sql;
         let store = receipt.store.as_str();
@@ -202,6 +205,7 @@ impl StoreClient for PostgresBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
     async fn watch_entry(
         &self,
         store: &StoreId,
@@ -214,6 +218,7 @@ impl StoreClient for PostgresBackend {
 
 #[async_trait]
 impl StartClient for PostgresBackend {
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let sql = &self.inner.sql.start;
         let request_id = request.request_id.as_str();

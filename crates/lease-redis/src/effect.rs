@@ -150,6 +150,7 @@ fn settlement(
 
 #[async_trait]
 impl EffectClient for RedisBackend {
+    #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         const OP: &str = "begin_effect";
         let reply = Reply::new(OP);
@@ -179,6 +180,7 @@ impl EffectClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
     async fn settle_effect(
         &self,
         id: &EffectId,
@@ -204,6 +206,7 @@ impl EffectClient for RedisBackend {
         settlement(reply, &status, &prior, result, now)
     }
 
+    #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         const OP: &str = "read_effect";
         let reply = Reply::new(OP);
@@ -222,6 +225,7 @@ impl EffectClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         const OP: &str = "wait_effect";
         let reply = Reply::new(OP);

@@ -135,6 +135,8 @@ pub(crate) fn map_error(operation: &'static str, access: Access, e: RedisError) 
 mod tests {
     use std::io;
 
+    use rstest::rstest;
+
     use super::*;
 
     fn io_error(kind: io::ErrorKind) -> RedisError {
@@ -152,34 +154,36 @@ mod tests {
         assert!(e.is_retryable());
     }
 
-    #[test]
-    fn lost_connection_on_a_write_is_outcome_unknown() {
-        for kind in [
+    /// A write whose connection broke may have run: `OutcomeUnknown`; a read is retryable.
+    #[rstest]
+    fn lost_connection_on_a_write_is_outcome_unknown(
+        #[values(
             io::ErrorKind::BrokenPipe,
             io::ErrorKind::ConnectionReset,
             io::ErrorKind::UnexpectedEof,
-            io::ErrorKind::TimedOut,
-        ] {
-            let e = map_error("acknowledge", Access::Write, io_error(kind));
-            assert!(
-                matches!(e, LeaseError::OutcomeUnknown { .. }),
-                "{kind:?}: {e:?}"
-            );
-            let e = map_error("get", Access::Read, io_error(kind));
-            assert!(
-                matches!(e, LeaseError::Unavailable { .. }),
-                "{kind:?}: {e:?}"
-            );
-        }
+            io::ErrorKind::TimedOut
+        )]
+        kind: io::ErrorKind,
+    ) {
+        let e = map_error("acknowledge", Access::Write, io_error(kind));
+        assert!(
+            matches!(e, LeaseError::OutcomeUnknown { .. }),
+            "{kind:?}: {e:?}"
+        );
+        let e = map_error("get", Access::Read, io_error(kind));
+        assert!(
+            matches!(e, LeaseError::Unavailable { .. }),
+            "{kind:?}: {e:?}"
+        );
     }
 
-    #[test]
-    fn refusals_by_the_server_are_unavailable() {
-        for code in ["OOM", "BUSY", "MISCONF", "NOREPLICAS"] {
-            let e = redis::make_extension_error(code.to_owned(), Some("no".to_owned()));
-            let e = map_error("admit", Access::Write, e);
-            assert!(matches!(e, LeaseError::Unavailable { .. }), "{code}: {e:?}");
-        }
+    #[rstest]
+    fn refusals_by_the_server_are_unavailable(
+        #[values("OOM", "BUSY", "MISCONF", "NOREPLICAS")] code: &str,
+    ) {
+        let e = redis::make_extension_error(code.to_owned(), Some("no".to_owned()));
+        let e = map_error("admit", Access::Write, e);
+        assert!(matches!(e, LeaseError::Unavailable { .. }), "{code}: {e:?}");
     }
 
     #[test]

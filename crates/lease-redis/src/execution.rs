@@ -79,6 +79,7 @@ impl RedisBackend {
 
 #[async_trait]
 impl ExecutionClient for RedisBackend {
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         const OP: &str = "admit";
         admission.validate()?;
@@ -112,10 +113,12 @@ impl ExecutionClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         self.admit_many(admissions).await
     }
 
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         const OP: &str = "get";
         let v = self
@@ -130,6 +133,7 @@ impl ExecutionClient for RedisBackend {
         self.effective_reply(Reply::new(OP), id, v)
     }
 
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let min = min.max(1);
@@ -146,6 +150,7 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         check_limit("list limit", limit)?;
         let mut out = Vec::new();
@@ -158,10 +163,12 @@ impl ExecutionClient for RedisBackend {
     }
 
     /// One read-only script over the namespace's records (`lua/status_counts.lua`).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.count_statuses().await
     }
 
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
         let mut ids = Vec::new();
@@ -178,6 +185,7 @@ impl ExecutionClient for RedisBackend {
         Some(self)
     }
 
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         const OP: &str = "request_wake";
         let at = exact_time("wake time", at)?;
@@ -203,16 +211,19 @@ impl ExecutionClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
         let claimed = self.claim(request, ClaimReply::Leases).await?;
         Ok(claimed.items.into_iter().map(|(lease, _)| lease).collect())
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         let claimed = self.claim(request, ClaimReply::Records).await?;
         with_records("claim_due_with_records", claimed.items)
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         self.claim(request, ClaimReply::Horizon)
             .await?
@@ -223,6 +234,15 @@ impl ExecutionClient for RedisBackend {
         self.wake_receiver()
     }
 
+    fn backend_name(&self) -> &'static str {
+        crate::errors::BACKEND
+    }
+
+    fn namespace_name(&self) -> Option<String> {
+        Some(self.keys().namespace().to_owned())
+    }
+
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
     async fn renew(
         &self,
         lease: &ExecutionLease,
@@ -259,6 +279,7 @@ impl ExecutionClient for RedisBackend {
         }))
     }
 
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         const OP: &str = "release";
         let v = self
@@ -283,6 +304,7 @@ impl ExecutionClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
     async fn acknowledge(
         &self,
         lease: &ExecutionLease,
@@ -314,6 +336,7 @@ impl ExecutionClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
     async fn acknowledge_batch(
         &self,
         acks: &[Acknowledgement],
@@ -321,6 +344,7 @@ impl ExecutionClient for RedisBackend {
         self.ack_batch(acks).await
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
         ack: &Acknowledgement,
@@ -329,6 +353,7 @@ impl ExecutionClient for RedisBackend {
         self.ack_and_claim(ack, next).await
     }
 
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
     }

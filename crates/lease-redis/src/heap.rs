@@ -14,6 +14,7 @@ use crate::wire::{parse_step_field, parse_step_value, step_field, step_value, to
 
 #[async_trait]
 impl HeapClient for RedisBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
     async fn write_step(
         &self,
         lease: &ExecutionLease,
@@ -63,6 +64,7 @@ impl HeapClient for RedisBackend {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
     async fn read_step(
         &self,
         id: &ExecutionId,
@@ -88,6 +90,7 @@ impl HeapClient for RedisBackend {
         }))
     }
 
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
         const OP: &str = "list_steps";
         let mut cmd = redis::cmd("HGETALL");

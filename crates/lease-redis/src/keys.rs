@@ -202,61 +202,79 @@ impl Keys {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
-    #[test]
-    fn namespaces_are_validated() {
-        assert_eq!(
-            Keys::new("lease", 1).expect("valid").prefix(),
-            "lease:{lease}:"
-        );
-        assert!(Keys::new("a-b_c.d:e9", 1).is_ok());
-        for bad in ["", "a{b", "a}b", "a*", "a b", "é", "a?", "a[b]", "a\\b"] {
-            assert!(
-                matches!(Keys::new(bad, 1), Err(LeaseError::InvalidInput { .. })),
-                "{bad:?}"
-            );
-        }
-        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES), 1).is_ok());
-        assert_eq!(Keys::new("a-b", 1).expect("valid").namespace(), "a-b");
-        assert!(Keys::new(&"x".repeat(MAX_NAMESPACE_BYTES + 1), 1).is_err());
+    #[rstest]
+    #[case::default_name("lease", "lease:{lease}:")]
+    #[case::every_allowed_punctuation("a-b_c.d:e9", "lease:{a-b_c.d:e9}:")]
+    #[case::longest(&"x".repeat(MAX_NAMESPACE_BYTES), &format!("lease:{{{}}}:", "x".repeat(MAX_NAMESPACE_BYTES)))]
+    fn good_namespaces_name_their_prefix(#[case] name: &str, #[case] prefix: &str) {
+        let keys = Keys::new(name, 1).expect("valid");
+        assert_eq!(keys.prefix(), prefix);
+        assert_eq!(keys.namespace(), name);
     }
 
-    #[test]
-    fn application_keys_must_share_the_slot_and_stay_outside_the_prefix() {
-        assert_eq!(hash_tag("app:{ns}:x"), Some("ns"));
-        assert_eq!(hash_tag("{}{ns}"), None);
-        assert_eq!(hash_tag("a{b{c}d}"), Some("b{c"));
-        assert_eq!(hash_tag("no-tag"), None);
-        assert_eq!(hash_tag("open{only"), None);
+    /// Names that could break out of the hash tag or be read as a glob are refused.
+    #[rstest]
+    #[case::empty("")]
+    #[case::open_brace("a{b")]
+    #[case::close_brace("a}b")]
+    #[case::star("a*")]
+    #[case::space("a b")]
+    #[case::non_ascii("é")]
+    #[case::question_mark("a?")]
+    #[case::brackets("a[b]")]
+    #[case::backslash("a\\b")]
+    #[case::too_long(&"x".repeat(MAX_NAMESPACE_BYTES + 1))]
+    fn bad_namespaces_are_refused(#[case] bad: &str) {
+        let r = Keys::new(bad, 1);
+        assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{bad:?}");
+    }
+
+    /// Redis Cluster's rule: the first `{...}` with something inside.
+    #[rstest]
+    #[case::middle("app:{ns}:x", Some("ns"))]
+    #[case::empty_first_tag("{}{ns}", None)]
+    #[case::first_close_brace_ends_it("a{b{c}d}", Some("b{c"))]
+    #[case::no_braces("no-tag", None)]
+    #[case::never_closed("open{only", None)]
+    fn hash_tags(#[case] key: &str, #[case] tag: Option<&str>) {
+        assert_eq!(hash_tag(key), tag);
+    }
+
+    #[rstest]
+    #[case::tagged("app:{ns}:counter")]
+    #[case::only_the_tag("{ns}")]
+    #[case::first_tag_counts("x{ns}y{other}")]
+    #[case::prefix_without_the_colon("lease:{ns}")]
+    #[case::prefix_lookalike("lease:{ns}x")]
+    fn application_keys_in_the_slot_outside_the_prefix_are_allowed(#[case] good: &str) {
         let keys = Keys::new("ns", 1).expect("valid");
         let id = ExecutionId::new("a").expect("valid");
-        for good in [
-            "app:{ns}:counter",
-            "{ns}",
-            "x{ns}y{other}",
-            "lease:{ns}",
-            "lease:{ns}x",
-        ] {
-            assert!(keys.check_app_key(good, &id).is_ok(), "{good:?}");
-        }
-        for bad in [
-            "app:ns:counter",
-            "app:{other}:x",
-            "app:{}{ns}:x",
-            "app:{other}{ns}",
-            "app:{ns:x}",
-            "lease:{ns}:exec:a",
-            "lease:{ns}:token",
-            "lease:{ns}:",
-            "",
-        ] {
-            let e = keys.check_app_key(bad, &id).expect_err(bad);
-            assert!(
-                matches!(&e, LeaseError::InvalidInput { reason, .. } if reason.contains(&format!("{bad:?}"))),
-                "{bad:?}: {e:?}"
-            );
-        }
+        assert!(keys.check_app_key(good, &id).is_ok(), "{good:?}");
+    }
+
+    /// Refused, with the key named in the error.
+    #[rstest]
+    #[case::no_tag("app:ns:counter")]
+    #[case::another_tag("app:{other}:x")]
+    #[case::empty_first_tag("app:{}{ns}:x")]
+    #[case::another_tag_first("app:{other}{ns}")]
+    #[case::tag_with_more_inside("app:{ns:x}")]
+    #[case::an_execution_key("lease:{ns}:exec:a")]
+    #[case::the_token_counter("lease:{ns}:token")]
+    #[case::the_prefix_itself("lease:{ns}:")]
+    #[case::empty("")]
+    fn application_keys_elsewhere_are_refused(#[case] bad: &str) {
+        let keys = Keys::new("ns", 1).expect("valid");
+        let id = ExecutionId::new("a").expect("valid");
+        let e = keys.check_app_key(bad, &id).expect_err(bad);
+        assert!(
+            matches!(&e, LeaseError::InvalidInput { reason, .. } if reason.contains(&format!("{bad:?}"))),
+            "{bad:?}: {e:?}"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::wire::parse_outcome;
 
 #[async_trait]
 impl StoreClient for RedisBackend {
+    #[tracing::instrument(level = "debug", name = "get_or_create", skip_all)]
     async fn get_or_create(
         &self,
         store: &StoreId,
@@ -64,6 +65,7 @@ impl StoreClient for RedisBackend {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
         const OP: &str = "read_entry";
         let mut cmd = redis::cmd("HMGET");
@@ -81,6 +83,7 @@ impl StoreClient for RedisBackend {
             .map(Json::from_stored))
     }
 
+    #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         const OP: &str = "update";
         let field = format!(
@@ -125,6 +128,7 @@ impl StoreClient for RedisBackend {
         Ok(StoreUpdate { outcome, replayed })
     }
 
+    #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
     async fn watch_entry(
         &self,
         store: &StoreId,
@@ -137,6 +141,7 @@ impl StoreClient for RedisBackend {
 
 #[async_trait]
 impl StartClient for RedisBackend {
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         if self.keys().split() {
             return self.start_split(request).await;

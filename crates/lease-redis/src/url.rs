@@ -101,6 +101,8 @@ fn split_query(query: Option<&str>) -> Result<(Vec<&str>, Option<u16>)> {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
     #[test]
@@ -126,21 +128,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bad_urls_are_typed_errors() {
-        for bad in [
-            "redis+cluster://a:1,,b:2",
-            "redis+cluster://a",
-            "redis+cluster://a:1/0",
-            "redis://a:1?partitions=0",
-            "redis://a:1?partitions=1025",
-            "redis://a:1?partitions=x",
-            "redis://a:1?partitions=2&partitions=2",
-        ] {
-            assert!(
-                matches!(parse(bad), Err(LeaseError::InvalidInput { .. })),
-                "{bad}"
-            );
-        }
+    #[rstest]
+    #[case::empty_cluster_node("redis+cluster://a:1,,b:2")]
+    #[case::cluster_node_without_port("redis+cluster://a")]
+    #[case::cluster_with_database("redis+cluster://a:1/0")]
+    #[case::zero_partitions("redis://a:1?partitions=0")]
+    #[case::too_many_partitions("redis://a:1?partitions=1025")]
+    #[case::partitions_not_a_number("redis://a:1?partitions=x")]
+    #[case::partitions_twice("redis://a:1?partitions=2&partitions=2")]
+    fn bad_urls_are_typed_errors(#[case] bad: &str) {
+        let r = parse(bad);
+        assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{bad}");
     }
 }

@@ -344,6 +344,8 @@ fn backoff(failures: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
     #[test]
@@ -362,9 +364,16 @@ mod tests {
     fn payloads_are_millisecond_instants() {
         assert_eq!(parse_payload(b"1234"), Some(Timestamp::from_millis(1234)));
         assert_eq!(parse_payload(b"-5"), Some(Timestamp::from_millis(-5)));
-        for bad in [&b""[..], b"x", b"1.5", b"\xff", b"99999999999999999999"] {
-            assert_eq!(parse_payload(bad), None, "{bad:?}");
-        }
+    }
+
+    #[rstest]
+    #[case::empty(b"")]
+    #[case::not_a_number(b"x")]
+    #[case::fraction(b"1.5")]
+    #[case::not_utf8(b"\xff")]
+    #[case::beyond_i64(b"99999999999999999999")]
+    fn bad_payloads_are_ignored(#[case] bad: &[u8]) {
+        assert_eq!(parse_payload(bad), None, "{bad:?}");
     }
 
     #[test]

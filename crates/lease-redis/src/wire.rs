@@ -137,6 +137,8 @@ pub(crate) fn parse_outcome(op: &'static str, value: &str) -> Result<StoreOutcom
 mod tests {
     use std::time::Duration;
 
+    use rstest::rstest;
+
     use super::*;
 
     #[test]
@@ -150,20 +152,40 @@ mod tests {
         assert_eq!((token.get(), done, response), (42, true, json));
     }
 
+    #[rstest]
+    #[case::empty("")]
+    #[case::token_only("1")]
+    #[case::no_response("1|2")]
+    #[case::token_not_a_number("x|1|{}")]
+    #[case::done_not_a_flag("1|2|{}")]
+    #[case::empty_response("1|1|")]
+    fn malformed_step_values_are_protocol_errors(#[case] bad: &str) {
+        let r = parse_step_value("t", bad);
+        assert!(matches!(r, Err(LeaseError::Protocol { .. })), "{bad:?}");
+    }
+
+    #[rstest]
+    #[case::no_separator("nosep")]
+    #[case::empty_key("\u{1f}1")]
+    #[case::attempt_not_a_number("k\u{1f}x")]
+    #[case::negative_attempt("k\u{1f}-1")]
+    fn malformed_step_fields_are_errors(#[case] bad: &str) {
+        assert!(parse_step_field("t", bad).is_err(), "{bad:?}");
+    }
+
+    #[rstest]
+    #[case::empty("")]
+    #[case::one_flag("1")]
+    #[case::applied_not_a_flag("21")]
+    #[case::previous_without_its_flag("10{}")]
+    #[case::previous_flag_without_a_value("11")]
+    #[case::not_flags("x0")]
+    fn malformed_store_outcomes_are_errors(#[case] bad: &str) {
+        assert!(parse_outcome("t", bad).is_err(), "{bad:?}");
+    }
+
     #[test]
-    fn malformed_stored_values_are_protocol_errors() {
-        for bad in ["", "1", "1|2", "x|1|{}", "1|2|{}", "1|1|"] {
-            assert!(
-                matches!(parse_step_value("t", bad), Err(LeaseError::Protocol { .. })),
-                "{bad:?}"
-            );
-        }
-        for bad in ["nosep", "\u{1f}1", "k\u{1f}x", "k\u{1f}-1"] {
-            assert!(parse_step_field("t", bad).is_err(), "{bad:?}");
-        }
-        for bad in ["", "1", "21", "10{}", "11", "x0"] {
-            assert!(parse_outcome("t", bad).is_err(), "{bad:?}");
-        }
+    fn store_outcomes_parse() {
         let ok = parse_outcome("t", "11{\"a\":1}").expect("ok");
         assert!(ok.applied && ok.previous.is_some());
         let ok = parse_outcome("t", "00").expect("ok");

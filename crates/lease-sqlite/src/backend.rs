@@ -196,6 +196,7 @@ impl SqliteBackend {
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let admission = admission.clone();
@@ -205,6 +206,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
         if admissions.is_empty() {
@@ -217,12 +219,14 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let id = id.clone();
         self.read("get", move |tx, s| executions::get(tx, s, &id))
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         self.read("list_failing", move |tx, s| {
@@ -231,6 +235,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         check_limit("list limit", limit)?;
         self.read("list_corrupt", move |tx, s| {
@@ -241,6 +246,7 @@ impl ExecutionClient for SqliteBackend {
 
     /// One `GROUP BY` over the namespace's rows in one read transaction
     /// (`sql/status_counts.sql`).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.read("status_counts", |tx, s| counts::status_counts(tx, s))
             .await
@@ -248,6 +254,7 @@ impl ExecutionClient for SqliteBackend {
 
     /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit
     /// outside 1..=1000 is `InvalidInput` and deletes nothing.
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
         self.write("purge_terminal", Weight::of(limit), move |tx, s| {
@@ -256,6 +263,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let id = id.clone();
         self.write_waking("request_wake", Weight::Light, move |tx, s| {
@@ -264,14 +272,17 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
     async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
         Ok(Claimed::leases(self.claim_due_with_records(request).await?))
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
     async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
         Ok(self.claim_due_with_horizon(request).await?.claimed)
     }
 
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         self.write_waking("claim_due", Weight::of(request.limit), move |tx, s| {
@@ -284,10 +295,19 @@ impl ExecutionClient for SqliteBackend {
         Some(self.wakes.subscribe())
     }
 
+    fn backend_name(&self) -> &'static str {
+        crate::error::BACKEND
+    }
+
+    fn namespace_name(&self) -> Option<String> {
+        Some(self.namespace().to_owned())
+    }
+
     fn effects(&self) -> Option<&dyn EffectClient> {
         Some(self)
     }
 
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
     async fn renew(
         &self,
         lease: &ExecutionLease,
@@ -301,6 +321,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
         let lease = lease.clone();
         self.write_waking("release", Weight::Light, move |tx, s| {
@@ -309,6 +330,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
     async fn acknowledge(
         &self,
         lease: &ExecutionLease,
@@ -327,6 +349,7 @@ impl ExecutionClient for SqliteBackend {
     /// [`ExecutionClient::claim_due_with_horizon`] after it. The claim request is validated
     /// first; bad input in either part is a typed error with nothing applied. Both parts'
     /// wake-ups are signalled after the COMMIT.
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
         ack: &Acknowledgement,
@@ -344,6 +367,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
     async fn acknowledge_batch(
         &self,
         acks: &[Acknowledgement],
@@ -359,6 +383,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.scope.now())
     }
@@ -366,6 +391,7 @@ impl ExecutionClient for SqliteBackend {
 
 #[async_trait]
 impl HeapClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
     async fn write_step(
         &self,
         lease: &ExecutionLease,
@@ -379,6 +405,7 @@ impl HeapClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
     async fn read_step(
         &self,
         id: &ExecutionId,
@@ -393,6 +420,7 @@ impl HeapClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
         let id = id.clone();
         self.read("list_steps", move |tx, s| steps::list_steps(tx, s, &id))
@@ -402,6 +430,7 @@ impl HeapClient for SqliteBackend {
 
 #[async_trait]
 impl StoreClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "get_or_create", skip_all)]
     async fn get_or_create(
         &self,
         store: &StoreId,
@@ -415,6 +444,7 @@ impl StoreClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
         let store = store.clone();
         let key = key.clone();
@@ -424,6 +454,7 @@ impl StoreClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let receipt = receipt.clone();
         let op = op.clone();
@@ -434,6 +465,7 @@ impl StoreClient for SqliteBackend {
     }
 
     /// Store waiter registration (issue 16), one transaction: see `effect::watch_entry`.
+    #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
     async fn watch_entry(
         &self,
         store: &StoreId,
@@ -450,6 +482,7 @@ impl StoreClient for SqliteBackend {
 
 #[async_trait]
 impl StartClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let request = request.clone();
         self.write_waking("start", Weight::Light, move |tx, s| {

@@ -260,6 +260,7 @@ pub(crate) fn update_waking(
 
 #[async_trait]
 impl EffectClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let (id, execution) = (id.clone(), execution.clone());
         self.write("begin_effect", Weight::Light, move |tx, s| {
@@ -268,6 +269,7 @@ impl EffectClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
     async fn settle_effect(
         &self,
         id: &EffectId,
@@ -281,12 +283,14 @@ impl EffectClient for SqliteBackend {
         .await
     }
 
+    #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         let id = id.clone();
         self.read("read_effect", move |tx, s| read(tx, s, &id))
             .await
     }
 
+    #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         let (id, execution) = (id.clone(), execution.clone());
         self.write("wait_effect", Weight::Light, move |tx, s| {

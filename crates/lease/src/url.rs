@@ -157,6 +157,8 @@ pub fn take_param(url: &str, name: &str) -> (String, Option<String>) {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
     fn target(url: &str) -> Target {
@@ -167,121 +169,130 @@ mod tests {
         BackendUrl::parse(url).expect(url).namespace
     }
 
-    #[test]
-    fn schemes() {
-        assert_eq!(
-            target("sqlite:leases.db"),
-            Target::SqliteFile("leases.db".into())
-        );
-        assert_eq!(
-            target("sqlite:///var/lib/app/leases.db"),
-            Target::SqliteFile("/var/lib/app/leases.db".into())
-        );
-        assert_eq!(
-            target("sqlite:/tmp/x.db"),
-            Target::SqliteFile("/tmp/x.db".into())
-        );
-        assert_eq!(target("sqlite::memory:"), Target::SqliteMemory);
-        assert_eq!(
-            target("postgres://postgres@127.0.0.1:5432/test"),
-            Target::Postgres("postgres://postgres@127.0.0.1:5432/test".into())
-        );
-        assert_eq!(
-            target("postgresql://h/db"),
-            Target::Postgres("postgresql://h/db".into())
-        );
-        assert_eq!(
-            target("redis://127.0.0.1:6379"),
-            Target::Redis("redis://127.0.0.1:6379".into())
-        );
-        assert_eq!(target("  memory:  "), Target::Memory);
-        assert_eq!(namespace("postgres://h/db"), None);
+    #[rstest]
+    #[case::sqlite_relative("sqlite:leases.db", Target::SqliteFile("leases.db".into()))]
+    #[case::sqlite_triple_slash(
+        "sqlite:///var/lib/app/leases.db",
+        Target::SqliteFile("/var/lib/app/leases.db".into())
+    )]
+    #[case::sqlite_absolute("sqlite:/tmp/x.db", Target::SqliteFile("/tmp/x.db".into()))]
+    #[case::sqlite_memory("sqlite::memory:", Target::SqliteMemory)]
+    #[case::postgres(
+        "postgres://postgres@127.0.0.1:5432/test",
+        Target::Postgres("postgres://postgres@127.0.0.1:5432/test".into())
+    )]
+    #[case::postgresql("postgresql://h/db", Target::Postgres("postgresql://h/db".into()))]
+    #[case::redis("redis://127.0.0.1:6379", Target::Redis("redis://127.0.0.1:6379".into()))]
+    #[case::memory_with_spaces("  memory:  ", Target::Memory)]
+    fn schemes(#[case] url: &str, #[case] expected: Target) {
+        assert_eq!(target(url), expected);
+        assert_eq!(namespace(url), None);
     }
 
-    #[test]
-    fn namespace_parameter_is_taken_out_of_the_driver_url() {
-        let url = BackendUrl::parse(
-            "postgres://h/db?sslmode=disable&namespace=billing&application_name=x",
-        )
-        .expect("pg");
-        assert_eq!(
-            url.target,
-            Target::Postgres("postgres://h/db?sslmode=disable&application_name=x".into())
-        );
-        assert_eq!(url.namespace.as_deref(), Some("billing"));
-        assert_eq!(
-            target("redis://h:6379/0?namespace=shop"),
-            Target::Redis("redis://h:6379/0".into())
-        );
-        assert_eq!(
-            target("redis+cluster://a:7000,b:7001?namespace=shop&partitions=4"),
-            Target::Redis("redis+cluster://a:7000,b:7001?partitions=4".into())
-        );
-        assert_eq!(
-            namespace("redis://h:6379/0?namespace=shop").as_deref(),
-            Some("shop")
-        );
-        assert_eq!(
-            target("sqlite:/tmp/a.db?namespace=t1"),
-            Target::SqliteFile("/tmp/a.db".into())
-        );
-        assert_eq!(
-            namespace("sqlite::memory:?namespace=t1").as_deref(),
-            Some("t1")
-        );
+    /// `namespace=` is taken out of the URL the driver sees; every other parameter stays.
+    #[rstest]
+    #[case::postgres_between_others(
+        "postgres://h/db?sslmode=disable&namespace=billing&application_name=x",
+        Target::Postgres("postgres://h/db?sslmode=disable&application_name=x".into()),
+        "billing"
+    )]
+    #[case::redis_only_parameter(
+        "redis://h:6379/0?namespace=shop",
+        Target::Redis("redis://h:6379/0".into()),
+        "shop"
+    )]
+    #[case::redis_cluster_before_another(
+        "redis+cluster://a:7000,b:7001?namespace=shop&partitions=4",
+        Target::Redis("redis+cluster://a:7000,b:7001?partitions=4".into()),
+        "shop"
+    )]
+    #[case::sqlite_file(
+        "sqlite:/tmp/a.db?namespace=t1",
+        Target::SqliteFile("/tmp/a.db".into()),
+        "t1"
+    )]
+    #[case::sqlite_memory("sqlite::memory:?namespace=t1", Target::SqliteMemory, "t1")]
+    fn namespace_parameter_is_taken_out_of_the_driver_url(
+        #[case] url: &str,
+        #[case] expected: Target,
+        #[case] expected_namespace: &str,
+    ) {
+        let parsed = BackendUrl::parse(url).expect(url);
+        assert_eq!(parsed.target, expected);
+        assert_eq!(parsed.namespace.as_deref(), Some(expected_namespace));
     }
 
-    #[test]
-    fn take_param_removes_only_the_named_parameter() {
+    #[rstest]
+    #[case::first_of_two(
+        "rediss://h:1/0?sslrootcert=/ca.pem&x=1",
+        "rediss://h:1/0?x=1",
+        Some("/ca.pem")
+    )]
+    #[case::only_parameter("rediss://h:1?sslrootcert=/a", "rediss://h:1", Some("/a"))]
+    #[case::other_parameter_only(
+        "rediss://h:1?protocol=resp3",
+        "rediss://h:1?protocol=resp3",
+        None
+    )]
+    #[case::no_query("redis://h:1", "redis://h:1", None)]
+    fn take_param_removes_only_the_named_parameter(
+        #[case] url: &str,
+        #[case] rest: &str,
+        #[case] value: Option<&str>,
+    ) {
         assert_eq!(
-            take_param("rediss://h:1/0?sslrootcert=/ca.pem&x=1", ROOT_CERT_PARAM),
-            ("rediss://h:1/0?x=1".to_owned(), Some("/ca.pem".to_owned()))
-        );
-        assert_eq!(
-            take_param("rediss://h:1?sslrootcert=/a", ROOT_CERT_PARAM),
-            ("rediss://h:1".to_owned(), Some("/a".to_owned()))
-        );
-        assert_eq!(
-            take_param("rediss://h:1?protocol=resp3", ROOT_CERT_PARAM),
-            ("rediss://h:1?protocol=resp3".to_owned(), None)
-        );
-        assert_eq!(
-            take_param("redis://h:1", ROOT_CERT_PARAM),
-            ("redis://h:1".to_owned(), None)
+            take_param(url, ROOT_CERT_PARAM),
+            (rest.to_owned(), value.map(str::to_owned))
         );
     }
 
-    #[test]
-    fn bad_urls_are_typed_errors() {
-        let err = |url: &str| BackendUrl::parse(url).expect_err(url);
+    #[rstest]
+    #[case::mysql("mysql://h/db", "mysql")]
+    #[case::memory_with_a_path("memory:x", "memory")]
+    fn unknown_schemes_are_typed_errors(#[case] url: &str, #[case] expected: &str) {
+        let err = BackendUrl::parse(url).expect_err(url);
         assert!(
-            matches!(err("mysql://h/db"), OpenError::UnknownScheme { scheme } if scheme == "mysql")
+            matches!(&err, OpenError::UnknownScheme { scheme } if scheme == expected),
+            "{err:?}"
         );
-        assert!(matches!(err("memory:x"), OpenError::UnknownScheme { .. }));
-        for bad in [
-            "leases.db",
-            "sqlite:",
-            "sqlite://",
-            "sqlite:?namespace=a",
-            "sqlite:a.db?mode=ro",
-            "postgres://h/db?namespace=",
-            "postgres://h/db?namespace=a&namespace=b",
-            "memory:?namespace=a",
-        ] {
-            assert!(matches!(err(bad), OpenError::InvalidUrl { .. }), "{bad}");
-        }
     }
 
-    #[test]
-    fn features_and_names() {
-        let url = |t| BackendUrl {
-            target: t,
+    #[rstest]
+    #[case::no_scheme("leases.db")]
+    #[case::sqlite_without_path("sqlite:")]
+    #[case::sqlite_empty_authority("sqlite://")]
+    #[case::sqlite_only_namespace("sqlite:?namespace=a")]
+    #[case::sqlite_other_parameter("sqlite:a.db?mode=ro")]
+    #[case::empty_namespace("postgres://h/db?namespace=")]
+    #[case::namespace_twice("postgres://h/db?namespace=a&namespace=b")]
+    #[case::memory_namespace("memory:?namespace=a")]
+    fn bad_urls_are_typed_errors(#[case] url: &str) {
+        let err = BackendUrl::parse(url).expect_err(url);
+        assert!(
+            matches!(err, OpenError::InvalidUrl { .. }),
+            "{url}: {err:?}"
+        );
+    }
+
+    #[rstest]
+    #[case::sqlite(Target::SqliteMemory, "sqlite")]
+    #[case::postgres(Target::Postgres(String::new()), "postgres")]
+    #[case::redis(Target::Redis(String::new()), "redis")]
+    #[case::memory(Target::Memory, "memory")]
+    fn features(#[case] target: Target, #[case] feature: &str) {
+        let url = BackendUrl {
+            target,
             namespace: None,
         };
-        assert_eq!(url(Target::SqliteMemory).feature(), "sqlite");
-        assert_eq!(url(Target::Postgres(String::new())).feature(), "postgres");
-        assert_eq!(url(Target::Redis(String::new())).feature(), "redis");
-        assert_eq!(url(Target::Memory).feature(), "memory");
-        assert_eq!(url(Target::Memory).backend_name(), "in-memory");
+        assert_eq!(url.feature(), feature);
+    }
+
+    #[test]
+    fn names() {
+        let url = BackendUrl {
+            target: Target::Memory,
+            namespace: None,
+        };
+        assert_eq!(url.backend_name(), "in-memory");
     }
 }

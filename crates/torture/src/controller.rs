@@ -22,11 +22,14 @@ use crate::app::{AppStore, AppWrite};
 use crate::appcheck;
 use crate::args::Flags;
 use crate::backend::{self, Kind};
+use crate::effectcheck;
+use crate::effects::EffectMode;
 use crate::faults::{self, Fault, FaultKind};
 use crate::nemesis::{self, Dropper};
 use crate::oplog::{self, OpLog, Tail, now_us};
 use crate::recorder::terminal_text;
 use crate::report::{self, Report};
+use crate::timeline::{self, FaultEvent};
 use crate::workflow;
 
 /// Usage of `lease-torture run`.
@@ -51,6 +54,11 @@ usage: lease-torture run --url URL [options]
   --app-write MODE     fenced (default): the application rows through step_in_tx /
                        step_in_script; unfenced: NEGATIVE CONTROL, the rows written outside
                        the fence (the checker must report violations)
+  --effects MODE       helper (default): the effect step calls its provider through
+                       Delivery::effect; unfenced: NEGATIVE CONTROL, the provider called
+                       inside a plain step (the effect checker must report violations)
+  --timeline FILE      also write the run's timeline picture (SVG; always written to the
+                       work dir as timeline.svg)
   --keep               keep the work dir and the namespace even when the run passes";
 
 /// Options of a controller run.
@@ -84,10 +92,14 @@ pub struct RunArgs {
     pub work_dir: Option<PathBuf>,
     /// JSON report path.
     pub json: Option<PathBuf>,
+    /// Where else the timeline picture goes.
+    pub timeline: Option<PathBuf>,
     /// Keep everything.
     pub keep: bool,
     /// How the workflow writes its application rows.
     pub app_write: AppWrite,
+    /// How the effect step calls its provider.
+    pub effects: EffectMode,
 }
 
 impl RunArgs {
@@ -119,8 +131,10 @@ impl RunArgs {
             restart_cmd: f.take("restart-cmd"),
             work_dir: f.take("work-dir").map(PathBuf::from),
             json: f.take("json").map(PathBuf::from),
+            timeline: f.take("timeline").map(PathBuf::from),
             keep: f.switch("keep")?,
             app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
+            effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
         };
         f.finish()?;
         if a.processes == 0 || a.processes > 64 {
@@ -174,6 +188,8 @@ struct Controller {
     done: BTreeSet<String>,
     next_id: u64,
     faults_done: BTreeMap<String, u64>,
+    /// Every fault that took effect, for the timeline.
+    fault_events: Vec<FaultEvent>,
     faults_skipped: u64,
     restarts: u64,
     unexpected_exits: u64,
@@ -313,6 +329,7 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         done: BTreeSet::new(),
         next_id: 1,
         faults_done: BTreeMap::new(),
+        fault_events: Vec::new(),
         faults_skipped: 0,
         restarts: 0,
         unexpected_exits: 0,
@@ -384,6 +401,7 @@ impl Controller {
             .args(["--concurrency", &self.a.concurrency.to_string()])
             .args(["--lease-ms", &self.a.lease_ms.to_string()])
             .args(["--app-write", self.a.app_write.name()])
+            .args(["--effects", self.a.effects.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -410,8 +428,22 @@ impl Controller {
         *self.faults_done.entry(kind.name().to_owned()).or_default() += 1;
     }
 
-    /// Injects one scheduled fault.
+    /// Injects one scheduled fault and, when it took effect, notes it for the timeline.
     async fn inject(&mut self, f: &Fault) {
+        let before: u64 = self.faults_done.values().sum();
+        let at_us = now_us();
+        self.inject_one(f).await;
+        if self.faults_done.values().sum::<u64>() > before {
+            self.fault_events.push(FaultEvent {
+                at_us,
+                kind: f.kind,
+                slot: (f.kind != FaultKind::Restart).then_some(f.target),
+            });
+        }
+    }
+
+    /// Injects one scheduled fault.
+    async fn inject_one(&mut self, f: &Fault) {
         let now = Instant::now();
         let slot = f.target;
         let live = !self.slots[slot].down && self.slots[slot].pid.is_some();
@@ -786,12 +818,21 @@ impl Controller {
             expected_outcome: Some(&expected_outcome),
         };
         let violations = history::check(&ops, &options);
-        if !violations.is_empty() || !app_violations.is_empty() {
+        let ids: Vec<String> = self.admitted.keys().cloned().collect();
+        let (effect_violations, effects, effect_torn) =
+            effectcheck::check_run(&self.backend, &ids, &self.logs, &ops).await?;
+        if !violations.is_empty() || !app_violations.is_empty() || !effect_violations.is_empty() {
             let path = self.dir.join("violations.json");
             let text =
-                serde_json::to_string_pretty(&(&violations, &app_violations)).unwrap_or_default();
+                serde_json::to_string_pretty(&(&violations, &app_violations, &effect_violations))
+                    .unwrap_or_default();
             let _ = std::fs::write(&path, text);
         }
+        self.draw_timeline(
+            &ops,
+            fingerprint,
+            violations.len() + app_violations.len() + effect_violations.len(),
+        );
         let counts = report::count_ops(&ops);
         let lost = |kinds: &[&str]| -> u64 {
             kinds
@@ -843,15 +884,63 @@ impl Controller {
             stale_writes_refused: lost(&["write_step", "acknowledge"]),
             stale_renewals_refused: lost(&["renew", "release"]),
             ops: counts,
-            torn_lines: torn,
+            torn_lines: torn + effect_torn,
             app_write: self.a.app_write.name().to_owned(),
             app_rows: rows.len() as u64,
-            violations: violations.len() + app_violations.len(),
+            violations: violations.len() + app_violations.len() + effect_violations.len(),
             history_violations: violations.len(),
             app_violations: app_violations.len(),
             first_violations: violations.into_iter().take(20).collect(),
             first_app_violations: app_violations.into_iter().take(20).collect(),
+            effect_mode: self.a.effects.name().to_owned(),
+            effects,
+            effect_violations: effect_violations.len(),
+            first_effect_violations: effect_violations.into_iter().take(20).collect(),
         })
+    }
+}
+
+impl Controller {
+    /// Writes `timeline.svg` to the work dir (and to `--timeline FILE`).
+    fn draw_timeline(&self, ops: &[Op], fingerprint: &str, violations: usize) {
+        let faults: Vec<String> = self
+            .faults_done
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let summary = [
+            format!(
+                "lease-torture {} seed {} (schedule {fingerprint}), {} processes x {}, lease {} ms",
+                self.kind.name(),
+                self.a.seed,
+                self.a.processes,
+                self.a.concurrency,
+                self.a.lease_ms
+            ),
+            format!(
+                "executions admitted {}, faults {}, violations {violations}",
+                self.admitted.len(),
+                if faults.is_empty() {
+                    "none".to_owned()
+                } else {
+                    faults.join(", ")
+                }
+            ),
+            format!(
+                "the {} executions with the most claims; one lane per runtime slot",
+                timeline::SAMPLE
+            ),
+        ];
+        let picture = timeline::svg(ops, &self.fault_events, self.a.processes, &summary);
+        for path in [Some(self.dir.join("timeline.svg")), self.a.timeline.clone()]
+            .into_iter()
+            .flatten()
+        {
+            match std::fs::write(&path, &picture) {
+                Ok(()) => eprintln!("lease-torture: timeline in {}", path.display()),
+                Err(e) => eprintln!("lease-torture: timeline {}: {e}", path.display()),
+            }
+        }
     }
 }
 

@@ -13,12 +13,15 @@ mod appstep;
 mod args;
 mod backend;
 mod controller;
+mod effectcheck;
+mod effects;
 mod faults;
 mod nemesis;
 mod oplog;
 mod recorder;
 mod report;
 mod runtime;
+mod timeline;
 mod workflow;
 
 use std::process::ExitCode;

@@ -12,12 +12,13 @@ use async_trait::async_trait;
 use lease_conformance::history::{Op, OpKind, OpResult};
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
-    Fenced, HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result, StartClient,
-    StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
-    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
+    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result,
+    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
+    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
+use crate::effects::RecordedEffects;
 use crate::oplog::{OpLog, now_us};
 
 /// How an error is logged: `Failed` when it certainly changed nothing, else `Unknown`.
@@ -66,6 +67,8 @@ pub struct Recorder {
     log: Arc<OpLog>,
     process: u32,
     slow_renew_ms: Arc<AtomicU64>,
+    /// The effect client, logging to the effect log (issue 16; `crate::effects`).
+    effects: Option<RecordedEffects>,
 }
 
 impl Recorder {
@@ -81,7 +84,14 @@ impl Recorder {
             log,
             process,
             slow_renew_ms,
+            effects: None,
         }
+    }
+
+    /// Gives the recorder an effect client (without one, `effects()` is `None`).
+    pub fn with_effects(mut self, effects: RecordedEffects) -> Self {
+        self.effects = Some(effects);
+        self
     }
 
     fn op(&self, execution: &ExecutionId, token: u64, start_us: i64, kind: OpKind) -> Op {
@@ -145,6 +155,10 @@ impl Recorder {
 
 #[async_trait]
 impl ExecutionClient for Recorder {
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        self.effects.as_ref().map(|e| e as &dyn EffectClient)
+    }
+
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         self.inner.admit(admission).await
     }

@@ -7,6 +7,7 @@ use lease_conformance::history::{Op, OpKind, OpResult, Violation};
 use serde::Serialize;
 
 use crate::appcheck::AppViolation;
+use crate::effectcheck::{EffectFigures, EffectViolation};
 
 /// Operation counts by kind, then by result.
 pub type OpCounts = BTreeMap<&'static str, BTreeMap<&'static str, u64>>;
@@ -105,6 +106,14 @@ pub struct Report {
     pub first_violations: Vec<Violation>,
     /// The first violations of the application-row checker.
     pub first_app_violations: Vec<AppViolation>,
+    /// How the effect step called its provider (`helper`; `unfenced` is the negative control).
+    pub effect_mode: String,
+    /// What the run did with effects (issue 16).
+    pub effects: EffectFigures,
+    /// Violations of the effect checker.
+    pub effect_violations: usize,
+    /// The first violations of the effect checker.
+    pub first_effect_violations: Vec<EffectViolation>,
 }
 
 impl fmt::Display for Report {
@@ -165,15 +174,36 @@ impl fmt::Display for Report {
             "  application rows ({}): {}",
             self.app_write, self.app_rows
         )?;
+        let per_effect: Vec<String> = self
+            .effects
+            .calls_per_effect
+            .iter()
+            .map(|(calls, n)| format!("{n} x {calls}"))
+            .collect();
         writeln!(
             f,
-            "  violations: {} (history {}, application rows {})",
-            self.violations, self.history_violations, self.app_violations
+            "  effects ({}): {} effects, {} provider calls (effects x calls: {}), {} begins, \
+             {} settles, {} conflicts reported",
+            self.effect_mode,
+            self.effects.effects,
+            self.effects.calls,
+            per_effect.join(", "),
+            self.effects.begins,
+            self.effects.settles,
+            self.effects.conflicts
+        )?;
+        writeln!(
+            f,
+            "  violations: {} (history {}, application rows {}, effects {})",
+            self.violations, self.history_violations, self.app_violations, self.effect_violations
         )?;
         for v in &self.first_violations {
             writeln!(f, "    {v}")?;
         }
         for v in &self.first_app_violations {
+            writeln!(f, "    {v}")?;
+        }
+        for v in &self.first_effect_violations {
             writeln!(f, "    {v}")?;
         }
         Ok(())

@@ -17,6 +17,7 @@ use crate::app::AppWrite;
 use crate::appstep::AppSteps;
 use crate::args::Flags;
 use crate::backend;
+use crate::effects::{self, EffectLog, EffectMode, EffectSteps, RecordedEffects};
 use crate::oplog::OpLog;
 use crate::recorder::Recorder;
 use crate::workflow;
@@ -38,10 +39,13 @@ pub struct RuntimeArgs {
     pub lease_ms: u64,
     /// How the application rows are written (`fenced`; `unfenced` is the negative control).
     pub app_write: AppWrite,
+    /// How the effect step calls its provider (`helper`; `unfenced` is the negative control).
+    pub effects: EffectMode,
 }
 
 impl RuntimeArgs {
-    /// Parses `--url --namespace --process --log --concurrency --lease-ms --app-write`.
+    /// Parses `--url --namespace --process --log --concurrency --lease-ms --app-write
+    /// --effects`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut f = Flags::new(args)?;
         let a = RuntimeArgs {
@@ -52,6 +56,7 @@ impl RuntimeArgs {
             concurrency: f.number("concurrency", 8)?,
             lease_ms: f.number("lease-ms", 1500)?,
             app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
+            effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
         };
         f.finish()?;
         Ok(a)
@@ -81,9 +86,18 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
             }
         };
     let app = Arc::new(AppSteps::new(store, log.clone(), a.process, a.app_write));
+    let effect_log = match EffectLog::create(&effects::log_path(&a.log)) {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            eprintln!("runtime {}: cannot open the effect log: {e}", a.process);
+            return ExitCode::FAILURE;
+        }
+    };
+    let fx = Arc::new(EffectSteps::new(effect_log.clone(), a.process, a.effects));
+    let recorded_effects = RecordedEffects::new(inner.clone(), effect_log, a.process);
     let slow = Arc::new(AtomicU64::new(0));
     let recorder: Arc<dyn LeaseBackend> =
-        Arc::new(Recorder::new(inner, log, a.process, slow.clone()));
+        Arc::new(Recorder::new(inner, log, a.process, slow.clone()).with_effects(recorded_effects));
     let lease_ms = a.lease_ms;
     let options = DispatcherOptions::new()
         .concurrency(a.concurrency)
@@ -93,7 +107,7 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
     let for_worker = recorder.clone();
     let dispatcher = match Dispatcher::start(
         recorder,
-        move |d: Delivery| workflow::run(d, for_worker.clone(), app.clone(), lease_ms),
+        move |d: Delivery| workflow::run(d, for_worker.clone(), app.clone(), fx.clone(), lease_ms),
         options,
     ) {
         Ok(d) => d,

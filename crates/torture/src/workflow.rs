@@ -6,7 +6,9 @@
 //! wake, then replay), an optional retry reply (release, then replay), and whether the
 //! execution ends completed or failed. The even steps `s0, s2, ..` are application steps
 //! (issue 13 item 6): their effect is an application row written with their record through
-//! the backend's fenced path ([`AppSteps`]); the odd ones are plain `Delivery::step`s.
+//! the backend's fenced path ([`AppSteps`]); `s1` is an effect step (issue 16,
+//! [`EffectSteps`]: a provider call through `Delivery::effect`); the other odd ones are
+//! plain `Delivery::step`s.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use lease_core::{Delivery, DeliveryError, Json, LeaseBackend, Reply, WorkflowRunOutcome};
 
 use crate::appstep::AppSteps;
+use crate::effects::{self, EffectSteps};
 
 /// FNV-1a, 64 bit: a stable hash (std's hashers may change between releases).
 pub fn fnv(parts: &[&str]) -> u64 {
@@ -121,6 +124,10 @@ pub fn expected_step(execution: &str, key: &str, attempt: u32) -> Option<String>
     if key == "retry" {
         return json_text(&true);
     }
+    if effects::is_effect_step(key) {
+        // The effect's kept result names the call that made it: checked by effectcheck.
+        return None;
+    }
     let i: usize = key.strip_prefix('s')?.parse().ok()?;
     let mut previous = String::new();
     for j in 0..=i {
@@ -151,6 +158,7 @@ pub async fn run(
     d: Delivery,
     backend: Arc<dyn LeaseBackend>,
     app: Arc<AppSteps>,
+    fx: Arc<EffectSteps>,
     lease_ms: u64,
 ) -> Result<Reply, DeliveryError> {
     let execution = d.execution_id().as_str().to_owned();
@@ -186,6 +194,8 @@ pub async fn run(
         let key = format!("s{i}");
         previous = if is_app_step(&execution, &key) {
             app.step(&d, &key, value, work).await?
+        } else if effects::is_effect_step(&key) {
+            fx.step(&d, &key, value, work).await?
         } else {
             d.step(&key, || async move {
                 tokio::time::sleep(work).await;
@@ -210,12 +220,14 @@ mod tests {
     fn values_chain_and_plans_vary() {
         let a = expected_step("e1", "s0", 1).expect("s0");
         assert_eq!(a, json_text(&step_value("e1", 0, "")).expect("json"));
-        let b = expected_step("e1", "s1", 1).expect("s1");
+        let s0 = step_value("e1", 0, "");
+        let c = expected_step("e1", "s2", 1).expect("s2");
         assert_eq!(
-            b,
-            json_text(&step_value("e1", 1, &step_value("e1", 0, ""))).expect("json")
+            c,
+            json_text(&step_value("e1", 2, &step_value("e1", 1, &s0))).expect("json")
         );
         assert_eq!(expected_step("e1", "nap", 1), None);
+        assert_eq!(expected_step("e1", "s1", 1), None, "the effect step");
         assert!(expected_outcome("e1", 1500).is_some());
         let plans: Vec<Plan> = (0..200).map(|n| plan(&format!("e{n}"), 1500)).collect();
         assert!(plans.iter().any(|p| p.nap_before.is_some()));

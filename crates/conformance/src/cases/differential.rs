@@ -500,22 +500,7 @@ async fn run_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
     }
 }
 
-/// Seed 1 of the differential run.
-pub async fn differential_seed_1<H: Harness>(ctx: Arc<Ctx<H>>) {
-    run_seed(ctx, 1).await;
-}
-
-/// Seed 2 of the differential run.
-pub async fn differential_seed_2<H: Harness>(ctx: Arc<Ctx<H>>) {
-    run_seed(ctx, 2).await;
-}
-
-/// Seed 3 of the differential run.
-pub async fn differential_seed_3<H: Harness>(ctx: Arc<Ctx<H>>) {
-    run_seed(ctx, 3).await;
-}
-
-/// Seed 4 of the differential run.
-pub async fn differential_seed_4<H: Harness>(ctx: Arc<Ctx<H>>) {
-    run_seed(ctx, 4).await;
+/// The differential run for one seed (the macro runs seeds 1 to 4, one `#[case]` each).
+pub async fn differential_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
+    run_seed(ctx, seed).await;
 }

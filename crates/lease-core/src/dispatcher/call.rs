@@ -14,8 +14,20 @@ use crate::error::{LeaseError, Result};
 
 /// Runs `call` with the dispatcher's call timeout. A timeout or a panic is
 /// [`LeaseError::OutcomeUnknown`]: the call may have been applied, so it is never retried
-/// as if it had not been.
+/// as if it had not been. With the feature `metrics` its latency is recorded under
+/// `operation` (timeouts and panics as errors).
 pub(crate) async fn guarded<T>(
+    shared: &Shared,
+    operation: &'static str,
+    call: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let export = shared.metrics.export();
+    export
+        .timed(operation, bounded(shared, operation, call))
+        .await
+}
+
+async fn bounded<T>(
     shared: &Shared,
     operation: &'static str,
     call: impl Future<Output = Result<T>>,

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{LeaseBackend, StartClient, StoreClient};
 use crate::dispatcher::error::DeliveryError;
+use crate::dispatcher::export::Exporter;
 use crate::execution::ExecutionRecord;
 use crate::heap::{HeapRecord, StepWrite};
 use crate::ids::{ExecutionId, StepKey, StoreId, WorkflowName};
@@ -46,6 +47,8 @@ struct Inner {
     /// The local deadline (issue 11): past it, the lease may have expired unrenewed, so the
     /// delivery counts as lost. `None` for a delivery built outside a dispatcher.
     deadline: Mutex<Option<Instant>>,
+    /// Times the worker's backend calls (feature `metrics`; empty otherwise).
+    export: Exporter,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -81,8 +84,18 @@ impl Delivery {
                 cancel,
                 lost: AtomicBool::new(false),
                 deadline: Mutex::new(None),
+                export: Exporter::disabled(),
             }),
         }
+    }
+
+    /// The same delivery, its backend calls timed by `export` (the dispatcher's). Only
+    /// before the delivery is shared.
+    pub(crate) fn exporting(mut self, export: Exporter) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.export = export;
+        }
+        self
     }
 
     /// The execution being delivered.
@@ -208,12 +221,8 @@ impl Delivery {
     /// delivery and returns [`DeliveryError::Lost`]. Most workers use [`Delivery::step`].
     pub async fn write_step(&self, write: &StepWrite) -> Result<HeapRecord, DeliveryError> {
         self.ensure_live()?;
-        match self
-            .inner
-            .backend
-            .write_step(&self.inner.claimed, write)
-            .await?
-        {
+        let call = self.inner.backend.write_step(&self.inner.claimed, write);
+        match self.inner.export.timed("write_step", call).await? {
             Fenced::Accepted(record) => {
                 self.remember(&record);
                 Ok(record)
@@ -240,11 +249,11 @@ impl Delivery {
         if self.inner.first {
             return Ok(None);
         }
-        let read = self
+        let call = self
             .inner
             .backend
-            .read_step(self.execution_id(), step_key, attempt)
-            .await?;
+            .read_step(self.execution_id(), step_key, attempt);
+        let read = self.inner.export.timed("read_step", call).await?;
         if let Some(record) = &read {
             self.remember(record);
         }
@@ -277,24 +286,23 @@ impl Delivery {
             execution_id: self.execution_id().clone(),
             step_key: StepKey::new(step_key)?,
         };
-        Ok(self.inner.backend.update(&receipt, op).await?)
+        let call = self.inner.backend.update(&receipt, op);
+        Ok(self.inner.export.timed("update", call).await?)
     }
 
     /// Starts a workflow, idempotent by request id (RFC 003). Refused locally once the
     /// delivery is lost or cancelled.
     pub async fn start(&self, request: &StartRequest) -> Result<Started, DeliveryError> {
         self.ensure_live()?;
-        Ok(self.inner.backend.start(request).await?)
+        let call = self.inner.backend.start(request);
+        Ok(self.inner.export.timed("start", call).await?)
     }
 
     /// Requests a wake of this execution at `at` (unfenced; remembered for the
     /// acknowledgement of this delivery).
     pub async fn request_wake(&self, at: Timestamp) -> Result<(), DeliveryError> {
         self.ensure_live()?;
-        Ok(self
-            .inner
-            .backend
-            .request_wake(self.execution_id(), at)
-            .await?)
+        let call = self.inner.backend.request_wake(self.execution_id(), at);
+        Ok(self.inner.export.timed("request_wake", call).await?)
     }
 }

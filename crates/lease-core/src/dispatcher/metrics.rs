@@ -2,8 +2,12 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::dispatcher::export::Exporter;
+
 /// Live counters of one dispatcher. Shared (`Arc`) between the dispatcher and whoever reads
-/// it; every counter only grows, except `in_flight`.
+/// it; every counter only grows, except `in_flight`. With the cargo feature `metrics` every
+/// change is also exported through the `metrics` facade (names in
+/// `lease_core::dispatcher::metric_names`).
 #[derive(Debug, Default)]
 pub struct DispatcherMetrics {
     claims: AtomicU64,
@@ -19,6 +23,8 @@ pub struct DispatcherMetrics {
     backend_errors: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// The `metrics` facade handles (empty without the feature).
+    export: Exporter,
 }
 
 /// A point-in-time copy of [`DispatcherMetrics`].
@@ -54,6 +60,19 @@ pub struct MetricsSnapshot {
 }
 
 impl DispatcherMetrics {
+    /// Counters that are also exported through `export`.
+    pub(crate) fn exporting(export: Exporter) -> Self {
+        DispatcherMetrics {
+            export,
+            ..DispatcherMetrics::default()
+        }
+    }
+
+    /// The exporter, for timing backend calls.
+    pub(crate) fn export(&self) -> &Exporter {
+        &self.export
+    }
+
     /// Copies every counter.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
@@ -80,30 +99,39 @@ impl DispatcherMetrics {
         if n == 0 {
             self.empty_claims.fetch_add(1, Ordering::SeqCst);
         }
+        self.export.claim_call(n);
     }
     pub(crate) fn purged(&self, n: usize) {
         self.purged.fetch_add(n as u64, Ordering::SeqCst);
+        self.export.purged(n);
     }
     pub(crate) fn wakeup(&self) {
         self.wakeups.fetch_add(1, Ordering::SeqCst);
+        self.export.wakeup();
     }
     pub(crate) fn renewed(&self) {
         self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.export.renewed();
     }
     pub(crate) fn lost(&self) {
         self.lost.fetch_add(1, Ordering::SeqCst);
+        self.export.lost();
     }
     pub(crate) fn acknowledged(&self) {
         self.acknowledgements.fetch_add(1, Ordering::SeqCst);
+        self.export.acknowledged();
     }
     pub(crate) fn released(&self) {
         self.releases.fetch_add(1, Ordering::SeqCst);
+        self.export.released();
     }
     pub(crate) fn worker_failed(&self) {
         self.worker_failures.fetch_add(1, Ordering::SeqCst);
+        self.export.worker_failed();
     }
     pub(crate) fn backend_error(&self) {
         self.backend_errors.fetch_add(1, Ordering::SeqCst);
+        self.export.backend_error();
     }
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
@@ -111,8 +139,10 @@ impl DispatcherMetrics {
     pub(crate) fn delivery_started(&self) {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        self.export.in_flight(now);
     }
     pub(crate) fn delivery_ended(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.export.in_flight(now);
     }
 }

@@ -14,6 +14,7 @@ mod call;
 pub mod delivery;
 mod effect;
 pub mod error;
+mod export;
 mod horizon;
 pub mod metrics;
 pub mod options;
@@ -25,6 +26,9 @@ pub mod worker;
 
 pub use delivery::{Delivery, SharedBackend};
 pub use error::DeliveryError;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use export::names as metric_names;
 pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
@@ -33,6 +37,8 @@ pub use worker::{Reply, Worker};
 
 #[cfg(all(test, feature = "memory"))]
 mod effect_tests;
+#[cfg(all(test, feature = "memory", feature = "metrics"))]
+mod export_tests;
 #[cfg(all(test, feature = "memory"))]
 mod fault_tests;
 #[cfg(all(test, feature = "memory"))]

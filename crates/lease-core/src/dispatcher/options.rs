@@ -241,7 +241,16 @@ impl DispatcherOptions {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn d() -> DispatcherOptions {
+        DispatcherOptions::default()
+    }
 
     fn field(o: DispatcherOptions) -> &'static str {
         match o.validate() {
@@ -257,27 +266,46 @@ mod tests {
         assert_eq!(o.get_renew_every(), Duration::from_secs(10));
     }
 
-    #[test]
-    fn rejects_each_bad_option_with_its_name() {
-        let d = DispatcherOptions::default;
-        assert_eq!(field(d().concurrency(0)), "concurrency");
-        assert_eq!(field(d().concurrency(MAX_CONCURRENCY + 1)), "concurrency");
-        assert_eq!(field(d().lease_duration(Duration::ZERO)), "lease_duration");
-        assert_eq!(field(d().lease_duration(MAX_LEASE * 2)), "lease_duration");
-        assert_eq!(field(d().renew_every(Duration::ZERO)), "renew_every");
-        assert_eq!(
-            field(d().renew_every(Duration::from_secs(16))),
-            "renew_every"
-        );
-        assert_eq!(
-            field(d().renew_every(Duration::from_secs(30))),
-            "renew_every"
-        );
-        assert_eq!(field(d().poll_interval(Duration::ZERO)), "poll_interval");
-        assert_eq!(field(d().claim_batch(0)), "claim_batch");
-        assert_eq!(field(d().claim_batch(MAX_CLAIM_LIMIT + 1)), "claim_batch");
-        d().renew_every(Duration::from_secs(15))
-            .validate()
-            .expect("exactly half is allowed");
+    /// Each bad option is `InvalidInput` naming its field.
+    #[rstest]
+    #[case::no_concurrency(d().concurrency(0), "concurrency")]
+    #[case::too_much_concurrency(d().concurrency(MAX_CONCURRENCY + 1), "concurrency")]
+    #[case::zero_lease(d().lease_duration(Duration::ZERO), "lease_duration")]
+    #[case::lease_over_the_maximum(d().lease_duration(MAX_LEASE * 2), "lease_duration")]
+    #[case::zero_renewal(d().renew_every(Duration::ZERO), "renew_every")]
+    #[case::renewal_over_half_the_lease(d().renew_every(Duration::from_secs(16)), "renew_every")]
+    #[case::renewal_as_long_as_the_lease(d().renew_every(Duration::from_secs(30)), "renew_every")]
+    #[case::zero_poll(d().poll_interval(Duration::ZERO), "poll_interval")]
+    #[case::no_claim_batch(d().claim_batch(0), "claim_batch")]
+    #[case::claim_batch_over_the_limit(d().claim_batch(MAX_CLAIM_LIMIT + 1), "claim_batch")]
+    #[case::lease_under_3_ms(d().lease_duration(Duration::from_millis(2)), "lease_duration")]
+    #[case::poll_over_an_hour(d().poll_interval(MAX_POLL_INTERVAL * 2), "poll_interval")]
+    #[case::zero_call_timeout(d().call_timeout(Duration::ZERO), "call_timeout")]
+    #[case::call_timeout_over_an_hour(d().call_timeout(MAX_POLL_INTERVAL * 2), "call_timeout")]
+    #[case::retention_under_a_day(d().retain_terminal(HOUR, HOUR), "retain_terminal keep")]
+    #[case::retention_pass_under_a_second(
+        d().retain_terminal(DAY, Duration::from_millis(999)),
+        "retain_terminal every"
+    )]
+    #[case::retention_pass_over_a_day(d().retain_terminal(DAY, DAY * 2), "retain_terminal every")]
+    fn rejects_each_bad_option_with_its_name(
+        #[case] options: DispatcherOptions,
+        #[case] expected: &str,
+    ) {
+        assert_eq!(field(options), expected);
+    }
+
+    /// The boundaries themselves are valid.
+    #[rstest]
+    #[case::renewal_at_exactly_half_the_lease(d().renew_every(Duration::from_secs(15)))]
+    #[case::lease_of_3_ms(d().lease_duration(Duration::from_millis(3)))]
+    #[case::lease_of_a_day(d().lease_duration(MAX_LEASE))]
+    #[case::concurrency_at_the_maximum(d().concurrency(MAX_CONCURRENCY))]
+    #[case::claim_batch_at_the_limit(d().claim_batch(MAX_CLAIM_LIMIT))]
+    #[case::poll_and_call_timeout_of_an_hour(d().poll_interval(HOUR).call_timeout(HOUR))]
+    #[case::retention_of_a_day_every_second(d().retain_terminal(DAY, Duration::from_secs(1)))]
+    #[case::retention_of_a_day_every_day(d().retain_terminal(DAY, DAY))]
+    fn accepts_the_boundaries(#[case] options: DispatcherOptions) {
+        options.validate().expect("valid");
     }
 }

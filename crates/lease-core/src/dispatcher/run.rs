@@ -95,7 +95,8 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         lease,
         record,
         shared.root.child_token(),
-    );
+    )
+    .exporting(shared.metrics.export().clone());
     delivery.set_deadline(local_deadline(&shared, claim_sent));
 
     let stop_renewal = CancellationToken::new();

@@ -141,11 +141,12 @@ impl Dispatcher {
                 "Dispatcher::start must run inside a tokio runtime",
             )
         })?;
+        let export = crate::dispatcher::export::Exporter::register(&*backend);
         let shared = Arc::new(Shared {
             backend,
             worker: Arc::new(worker),
             options,
-            metrics: Arc::default(),
+            metrics: Arc::new(DispatcherMetrics::exporting(export)),
             wake: Notify::new(),
             stop_claiming: CancellationToken::new(),
             root: CancellationToken::new(),
