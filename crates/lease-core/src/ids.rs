@@ -149,3 +149,59 @@ impl EffectId {
         Self::new(text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    /// Each constructor, reduced to "accepted or which error".
+    type New = fn(String) -> Result<()>;
+
+    const CONSTRUCTORS: [New; 7] = [
+        |s| ExecutionId::new(s).map(drop),
+        |s| StepKey::new(s).map(drop),
+        |s| StoreId::new(s).map(drop),
+        |s| StoreKey::new(s).map(drop),
+        |s| RequestId::new(s).map(drop),
+        |s| WorkflowName::new(s).map(drop),
+        |s| EffectId::new(s).map(drop),
+    ];
+
+    /// Rule "non-empty, at most 255 bytes of UTF-8, no control characters", for every name.
+    #[rstest]
+    #[case::empty(String::new())]
+    #[case::ascii_256_bytes("x".repeat(MAX_ID_BYTES + 1))]
+    #[case::multi_byte_256_bytes(format!("{}ab", "é".repeat(127)))]
+    #[case::nul("a\0b".to_owned())]
+    #[case::newline("order\n42".to_owned())]
+    #[case::tab("\t".to_owned())]
+    #[case::delete("a\u{7f}".to_owned())]
+    #[case::c1_control("a\u{85}".to_owned())]
+    fn bad_names_are_invalid_input(
+        #[case] name: String,
+        #[values(0, 1, 2, 3, 4, 5, 6)] constructor: usize,
+    ) {
+        let r = CONSTRUCTORS[constructor](name.clone());
+        assert!(
+            matches!(r, Err(LeaseError::InvalidInput { .. })),
+            "{constructor}: {name:?}: {r:?}"
+        );
+    }
+
+    #[rstest]
+    #[case::one_byte("a".to_owned())]
+    #[case::ascii_255_bytes("x".repeat(MAX_ID_BYTES))]
+    #[case::multi_byte_255_bytes(format!("{}a", "é".repeat(127)))]
+    #[case::four_byte_characters(format!("{}abc", "🦀".repeat(63)))]
+    #[case::spaces_and_punctuation("order 42: charge/card|x{y}".to_owned())]
+    fn good_names_are_accepted(
+        #[case] name: String,
+        #[values(0, 1, 2, 3, 4, 5, 6)] constructor: usize,
+    ) {
+        assert!(name.len() <= MAX_ID_BYTES);
+        let r = CONSTRUCTORS[constructor](name.clone());
+        assert!(r.is_ok(), "{constructor}: {name:?}: {r:?}");
+    }
+}
