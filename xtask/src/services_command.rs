@@ -8,9 +8,11 @@ use crate::services::{Service, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis|redis-cluster|postgres-container|redis-container]...
+usage: cargo xtask services [postgres|redis|redis-cluster|postgres-standby|postgres-container|redis-container]...
 
-Finds (or starts) the named servers, the first three by default, the way test-all does, and prints
+Finds (or starts) the named servers (postgres-standby, a primary with a streaming standby
+and its failover script, and the testcontainers ones, only when named), the first three by
+default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 
@@ -22,7 +24,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         wanted.push(service);
     }
     if wanted.is_empty() {
-        wanted = Service::DEFAULT.to_vec();
+        wanted = Service::ALL.to_vec();
     }
     let mut all_found = true;
     let mut held = Vec::new();
@@ -34,6 +36,9 @@ pub fn run(args: &[String]) -> Result<bool, String> {
                     eprintln!("{}: logs in {}", service.name(), dir.display());
                 }
                 println!("export {}={}", service.env_var(), url::redact(&found.url));
+                for (var, value) in service.extra_env(&found) {
+                    println!("export {var}={value}");
+                }
                 held.push(found);
             }
             Err(e) => {

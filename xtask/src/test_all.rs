@@ -116,9 +116,10 @@ fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
     cmd.args(&args).stdout(Stdio::piped());
     // Only the row's own servers: a cluster URL exported for the cluster row must not turn
     // the plain redis row into a cluster run.
-    for service in Service::ALL {
+    for service in Service::ALL.into_iter().chain(Service::ON_REQUEST) {
         cmd.env_remove(service.env_var());
     }
+    cmd.env_remove(crate::services::standby::FAILOVER_ENV);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -234,7 +235,10 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         let mut missing = Vec::new();
         for service in backend.services {
             match services.get(service) {
-                Some(Ok(found)) => env.push((service.env_var(), found.url.clone())),
+                Some(Ok(found)) => {
+                    env.push((service.env_var(), found.url.clone()));
+                    env.extend(service.extra_env(found));
+                }
                 Some(Err(_)) | None => missing.push(service.name()),
             }
         }

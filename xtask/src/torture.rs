@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cleanup::{self, Guard};
 use crate::process::{run_ok, which};
-use crate::services::{Found, Service, postgres, probe, url};
+use crate::services::{Found, Service, cluster_failover, postgres, probe, standby, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
@@ -25,14 +25,18 @@ Runs lease-torture for each backend (all three by default): runtime processes ru
 multi-step workflows under a seeded fault schedule, then the history checker; exits non-zero
 on any violation. Options are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
-  --faults pause,kill,drop,slow-renew,restart|all (default all) --fault-every MS
+  --faults pause,kill,drop,slow-renew,restart,failover|all (default all) --fault-every MS
   --lease-ms MS --liveness SECS --keep --json FILE --timeline FILE
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
+  --replication sync|async|min-replicas|wait --failover-lag on|off
   (`cargo run -p lease-torture -- run --help` describes each)
 With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl
 (synchronous_commit on) and Redis on a throwaway redis-server with appendonly yes,
-appendfsync always; without it the servers are found as test-all finds them. SQLite skips
-drop and restart.";
+appendfsync always; without it the servers are found as test-all finds them. With
+`failover` named in --faults, PostgreSQL runs on a throwaway primary with a streaming
+standby (services::standby; --replication sync by default, async is the negative control)
+and Redis on a throwaway 3-primary cluster (services::cluster_failover), and
+the run gets its failover script. SQLite skips drop, restart and failover.";
 
 /// The backends `--backend` selects (all for none or `all`), and the other arguments.
 pub fn parse_args(args: &[String]) -> Result<(Vec<&'static str>, Vec<String>), String> {
@@ -69,8 +73,8 @@ pub fn parse_args(args: &[String]) -> Result<(Vec<&'static str>, Vec<String>), S
     Ok((names, rest))
 }
 
-/// Whether the `--faults` argument asks for server restarts (default `all` does).
-pub fn wants_restart(args: &[String]) -> bool {
+/// The value of the last `--faults` argument (`all` when there is none).
+fn faults_arg(args: &[String]) -> String {
     let mut faults = "all".to_owned();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -82,16 +86,31 @@ pub fn wants_restart(args: &[String]) -> bool {
             faults = v.to_owned();
         }
     }
+    faults
+}
+
+/// Whether the `--faults` argument asks for server restarts (default `all` does).
+pub fn wants_restart(args: &[String]) -> bool {
+    let faults = faults_arg(args);
     faults == "all" || faults.split(',').any(|f| f.trim() == "restart")
 }
 
-/// A server for one run: its URL, the restart command (throwaway servers only), and
-/// whatever keeps it alive.
+/// Whether `--faults` names `failover` (`all` does not: the failover servers are a pair or a
+/// cluster, not the restartable single server).
+pub fn wants_failover(args: &[String]) -> bool {
+    faults_arg(args).split(',').any(|f| f.trim() == "failover")
+}
+
+/// A server for one run: its URL, the restart and failover commands (throwaway servers
+/// only), and whatever keeps it alive.
 struct Server {
     url: Option<String>,
     restart: Option<String>,
-    _found: Option<Found>,
+    failover: Option<String>,
+    // Before `_found`: a failover cluster's guard of restarted nodes must run before the
+    // cluster's own guard removes its dir.
     _guard: Option<Guard>,
+    _found: Option<Found>,
 }
 
 fn shell_quote(s: &str) -> String {
@@ -136,6 +155,7 @@ fn postgres_restartable() -> Result<Server, String> {
     Ok(Server {
         url: Some(found.url.clone()),
         restart: Some(format!("cd / && {pg_ctl} >/dev/null")),
+        failover: None,
         _found: Some(found),
         _guard: None,
     })
@@ -223,12 +243,42 @@ fn redis_restartable() -> Result<Server, String> {
     Ok(Server {
         url: Some(format!("redis://127.0.0.1:{port}")),
         restart: Some(restart),
+        failover: None,
         _found: None,
         _guard: Some(guard),
     })
 }
 
-fn server_for(backend: &str, restart: bool) -> Result<Server, String> {
+/// A throwaway PostgreSQL primary with a streaming standby and its failover script.
+fn postgres_pair() -> Result<Server, String> {
+    let found = standby::throwaway_pair()?;
+    let script = standby::failover_script(&found).ok_or("pair without a failover script")?;
+    eprintln!("postgres: {}", found.how);
+    Ok(Server {
+        url: Some(found.url.clone()),
+        restart: None,
+        failover: Some(format!("sh {}", shell_quote(&script))),
+        _found: Some(found),
+        _guard: None,
+    })
+}
+
+/// A throwaway Redis Cluster with its failover script. One partition (the torture workflow's
+/// effects do not support partitions yet), so the namespace lives on one primary and one
+/// failover in three (the script takes the primaries in turn) hits it.
+fn redis_cluster() -> Result<Server, String> {
+    let c = cluster_failover::throwaway()?;
+    eprintln!("redis: {}", c.found.how);
+    Ok(Server {
+        url: Some(c.found.url.clone()),
+        restart: None,
+        failover: Some(format!("sh {}", shell_quote(&c.script.to_string_lossy()))),
+        _guard: Some(c.restarted),
+        _found: Some(c.found),
+    })
+}
+
+fn server_for(backend: &str, restart: bool, failover: bool) -> Result<Server, String> {
     let discovered = |service: Service| -> Result<Server, String> {
         let found = service.discover()?;
         eprintln!(
@@ -240,11 +290,14 @@ fn server_for(backend: &str, restart: bool) -> Result<Server, String> {
         Ok(Server {
             url: Some(found.url.clone()),
             restart: None,
+            failover: None,
             _found: Some(found),
             _guard: None,
         })
     };
     match (backend, restart) {
+        ("postgres", _) if failover => postgres_pair(),
+        ("redis", _) if failover => redis_cluster(),
         ("postgres", true) => postgres_restartable(),
         ("redis", true) => redis_restartable(),
         ("postgres", false) => discovered(Service::Postgres),
@@ -252,6 +305,7 @@ fn server_for(backend: &str, restart: bool) -> Result<Server, String> {
         _ => Ok(Server {
             url: None,
             restart: None,
+            failover: None,
             _found: None,
             _guard: None,
         }),
@@ -262,11 +316,12 @@ fn server_for(backend: &str, restart: bool) -> Result<Server, String> {
 pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
     let (backends, rest) = parse_args(args)?;
     let restart = wants_restart(&rest);
+    let failover = wants_failover(&rest);
     let mut results = Vec::new();
     for backend in backends {
         println!("\n==> torture: {backend}");
         let started = Instant::now();
-        let server = match server_for(backend, restart) {
+        let server = match server_for(backend, restart, failover) {
             Ok(s) => s,
             Err(e) => {
                 println!("{backend}: no server: {e}");
@@ -282,6 +337,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
         }
         if let Some(r) = &server.restart {
             cmd.args(["--restart-cmd", r]);
+        }
+        if let Some(f) = &server.failover {
+            cmd.args(["--failover-cmd", f]);
         }
         cmd.args(&rest);
         let ok = match cleanup::run_child(&mut cmd) {
@@ -336,6 +394,13 @@ mod tests {
         assert!(wants_restart(&[]));
         assert!(wants_restart(&args(&["--faults", "pause,restart"])));
         assert!(!wants_restart(&args(&["--faults=pause,kill"])));
+    }
+
+    #[test]
+    fn failover_is_asked_for_only_by_name() {
+        assert!(!wants_failover(&[]));
+        assert!(!wants_failover(&args(&["--faults", "all"])));
+        assert!(wants_failover(&args(&["--faults=kill,failover"])));
     }
 
     #[test]

@@ -6,13 +6,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{LeaseError, Result, Timestamp, WakeHub, WakeReceiver};
+use lease_core::{Result, Timestamp, WakeHub, WakeReceiver};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgPool, Postgres};
 
 use crate::config::{PostgresConfig, quoted};
 use crate::error::{self, Attempt, Effect, Verdict, settle};
+use crate::hosts::{self, Hosts};
 use crate::migrate;
 use crate::sql::Statements;
 use crate::wakeup::{self, ListenState, ListenerTask};
@@ -42,8 +43,9 @@ pub(crate) struct Inner {
     listener: Mutex<Option<ListenerTask>>,
     /// Whether the listener ever listened (claims wait for its first LISTEN).
     pub(crate) listen_state: Arc<tokio::sync::watch::Sender<ListenState>>,
-    /// Connect options of the listener connection (its own `application_name`).
-    listen_options: PgConnectOptions,
+    /// The URL's hosts (one, or several with failover between them) and which is current;
+    /// also the listener connection's options (its own `application_name`).
+    hosts: Arc<Hosts>,
     /// The schema's NOTIFY channel.
     channel: String,
     /// Set by `close()`: no listener is started afterwards.
@@ -60,23 +62,27 @@ impl PostgresBackend {
     /// Connects to the database, creates or upgrades the schema (embedded migrations under
     /// an advisory lock) and returns the backend.
     ///
-    /// Errors: [`LeaseError::InvalidInput`] for a bad URL or schema name,
-    /// [`LeaseError::Unavailable`] when the server cannot be reached,
-    /// [`LeaseError::Schema`] when the schema is newer than this library or not ours.
+    /// Errors: [`LeaseError::InvalidInput`](lease_core::LeaseError::InvalidInput) for a bad URL or schema name,
+    /// [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable) when the server cannot be reached,
+    /// [`LeaseError::Schema`](lease_core::LeaseError::Schema) when the schema is newer than this library or not ours.
     pub async fn connect(config: PostgresConfig) -> Result<Self> {
         config.validate()?;
-        let mut options: PgConnectOptions = config
-            .url
-            .parse()
-            .map_err(|e| LeaseError::invalid("postgres url", format!("{e}")))?;
-        let listen_options = options
-            .clone()
-            .application_name(&wakeup::application_name(&config.schema));
-        options = options.application_name("lease-postgres");
-        if let Some(timeout) = config.statement_timeout {
-            options =
-                options.options([("statement_timeout", format!("{}ms", timeout.as_millis()))]);
-        }
+        let split = hosts::split(&config.url)?;
+        let statement_timeout = config.statement_timeout;
+        let hosts = Arc::new(Hosts::new(
+            &split,
+            &wakeup::application_name(&config.schema),
+            |options: PgConnectOptions| {
+                let options = options.application_name("lease-postgres");
+                match statement_timeout {
+                    Some(t) => {
+                        options.options([("statement_timeout", format!("{}ms", t.as_millis()))])
+                    }
+                    None => options,
+                }
+            },
+        )?);
+        let attrs = hosts.attrs();
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .min_connections(0)
@@ -94,7 +100,11 @@ impl PostgresBackend {
                     Ok(true)
                 })
             })
-            .connect_lazy_with(options);
+            // `target_session_attrs`: a connection to a server that does not qualify (a
+            // standby) is refused; the pool's connect loop tries again, on the host a probe
+            // found meanwhile (`acquire`).
+            .after_connect(move |conn, _meta| Box::pin(async move { attrs.check(conn).await }))
+            .connect_lazy_with(hosts.current());
         let schema = quoted(&config.schema);
         let delays = config
             .policy
@@ -112,7 +122,7 @@ impl PostgresBackend {
                 hub: WakeHub::new(),
                 listener: Mutex::new(None),
                 listen_state: Arc::new(tokio::sync::watch::Sender::new(ListenState::Idle)),
-                listen_options,
+                hosts,
                 channel,
                 closed: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -130,7 +140,7 @@ impl PostgresBackend {
 
     /// Drops the schema with every table, the token sequence and all data (tests and
     /// tenant removal). Other handles on the schema fail afterwards with
-    /// [`LeaseError::Schema`].
+    /// [`LeaseError::Schema`](lease_core::LeaseError::Schema).
     pub async fn drop_schema(&self) -> Result<()> {
         let sql = self.inner.sql.drop_schema.clone();
         self.run("drop_schema", Effect::IdempotentWrite, |mut conn| {
@@ -144,7 +154,7 @@ impl PostgresBackend {
     }
 
     /// Closes the pool: waits for checked-out connections to return, then closes them all.
-    /// Later operations on any clone fail with [`LeaseError::Unavailable`].
+    /// Later operations on any clone fail with [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable).
     pub async fn close(&self) {
         self.inner
             .closed
@@ -177,7 +187,7 @@ impl PostgresBackend {
         let mut slot = self.listener_slot();
         if slot.as_ref().is_none_or(ListenerTask::is_finished) {
             *slot = Some(ListenerTask::spawn(
-                self.inner.listen_options.clone(),
+                self.inner.hosts.clone(),
                 self.inner.channel.clone(),
                 self.inner.hub.clone(),
                 self.inner.listen_state.clone(),
@@ -235,16 +245,31 @@ impl PostgresBackend {
         Ok(Timestamp::from_millis(ms))
     }
 
-    /// A pooled connection; failing to get one is always [`LeaseError::Unavailable`].
+    /// A pooled connection; failing to get one is always [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable).
     pub(crate) async fn acquire(
         &self,
         operation: &'static str,
     ) -> Result<PoolConnection<Postgres>> {
-        self.inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| error::acquire_failed(operation, e))
+        let acquire = self.inner.pool.acquire();
+        if !self.inner.hosts.is_multi() {
+            return acquire
+                .await
+                .map_err(|e| error::acquire_failed(operation, e));
+        }
+        // Several hosts: a connection that is slow to come (the current host is down, or
+        // a standby now) starts a probe for the host to use; the pending acquire then
+        // connects there.
+        tokio::pin!(acquire);
+        tokio::select! {
+            r = &mut acquire => return r.map_err(|e| error::acquire_failed(operation, e)),
+            () = tokio::time::sleep(hosts::PROBE_AFTER) => {}
+        }
+        let probe = self.inner.hosts.probe(&self.inner.pool);
+        tokio::pin!(probe);
+        tokio::select! {
+            r = &mut acquire => r.map_err(|e| error::acquire_failed(operation, e)),
+            _ = &mut probe => acquire.await.map_err(|e| error::acquire_failed(operation, e)),
+        }
     }
 
     /// Runs one attempt of an operation per call of `attempt` on a fresh pooled

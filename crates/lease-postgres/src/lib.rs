@@ -94,6 +94,7 @@ mod error;
 mod execution;
 mod fenced;
 mod heap;
+mod hosts;
 mod migrate;
 mod rows;
 mod sql;

@@ -17,6 +17,8 @@
 use std::time::Duration;
 
 use lease_core::{Timestamp, WakeHub};
+
+use crate::hosts::Hosts;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -125,7 +127,7 @@ impl ListenerTask {
     /// Spawns the listener on the current tokio runtime; `None` outside one. `state` goes
     /// to `Connecting` unless the handle listened before, and to `Listened` at LISTEN.
     pub(crate) fn spawn(
-        options: PgConnectOptions,
+        hosts: std::sync::Arc<Hosts>,
         channel: String,
         hub: WakeHub,
         state: std::sync::Arc<watch::Sender<ListenState>>,
@@ -138,7 +140,7 @@ impl ListenerTask {
             }
             idle
         });
-        let task = runtime.spawn(listen_forever(options, channel, hub, state));
+        let task = runtime.spawn(listen_forever(hosts, channel, hub, state));
         Some(ListenerTask { task })
     }
 
@@ -162,14 +164,15 @@ impl Drop for ListenerTask {
 /// Connects, listens and forwards notifications to `hub`, reconnecting with backoff after
 /// every failure; signals "now" after every successful (re)connect.
 async fn listen_forever(
-    options: PgConnectOptions,
+    hosts: std::sync::Arc<Hosts>,
     channel: String,
     hub: WakeHub,
     state: std::sync::Arc<watch::Sender<ListenState>>,
 ) {
     let mut pause = RECONNECT_BACKOFF.0;
     loop {
-        match connect_listener(&options, &channel).await {
+        // The current host of the URL: after a failover, the one a probe found.
+        match connect_listener(&hosts.listen_options(), &channel).await {
             Ok(mut listener) => {
                 pause = RECONNECT_BACKOFF.0;
                 // Anything committed before LISTEN took effect sent its notification to

@@ -1,6 +1,7 @@
 //! [`RedisBackend`]: connecting, peers, namespace removal and the script call path.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
 use redis::{Script, Value};
@@ -279,7 +280,41 @@ impl RedisBackend {
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
+        if access == Access::Write
+            && result.is_ok()
+            && let Some((replicas, timeout)) = self.shared.config.wait_replicas
+        {
+            self.wait_for_replicas(&mut conn, keys[0], replicas, timeout)
+                .await?;
+        }
         Ok(result)
+    }
+
+    /// `WAIT replicas timeout` on the primary of `key`'s slot, after a write sent on the
+    /// same (multiplexed) connection: `OutcomeUnknown` unless enough replicas have it.
+    async fn wait_for_replicas(
+        &self,
+        conn: &mut Conn,
+        key: &str,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<()> {
+        const OP: &str = "wait";
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let unknown = |reason: String| LeaseError::OutcomeUnknown {
+            backend: crate::errors::BACKEND,
+            operation: OP,
+            source: reason.into(),
+        };
+        match conn.on_slot_of(key, &cmd).await {
+            Ok(Value::Int(n)) if n >= i64::from(replicas) => Ok(()),
+            Ok(v) => Err(unknown(format!(
+                "WAIT {replicas}: {v:?} replicas acknowledged the write"
+            ))),
+            Err(e) => Err(unknown(format!("WAIT {replicas}: {e}"))),
+        }
     }
 
     /// The typed error of a failed script of `op`.

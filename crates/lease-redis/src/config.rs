@@ -26,6 +26,7 @@ pub struct RedisConfig {
     pub(crate) classic_pubsub: bool,
     pub(crate) partitions: Option<u16>,
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
+    pub(crate) wait_replicas: Option<(u32, Duration)>,
 }
 
 impl RedisConfig {
@@ -46,6 +47,7 @@ impl RedisConfig {
             classic_pubsub: false,
             partitions: None,
             tls_root_certificates: None,
+            wait_replicas: None,
         }
     }
 
@@ -117,6 +119,17 @@ impl RedisConfig {
         self
     }
 
+    /// After every script that may write, send `WAIT replicas timeout` to the primary that
+    /// ran it (issue 14 item 2); fewer acknowledging replicas than `replicas` within
+    /// `timeout` fail the operation with [`lease_core::LeaseError::OutcomeUnknown`] (the
+    /// write is on the primary and may or may not survive a failover). Off by default. This
+    /// narrows what a failover can lose to writes whose callers got an error, but it does
+    /// not make a failover safe: see `docs/DESIGN.md`, "Redis Cluster failover".
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_replicas = Some((replicas, timeout));
+        self
+    }
+
     /// With `true`, wake-ups use classic pub/sub (`PUBLISH`/`SUBSCRIBE`) even on a server
     /// with sharded pub/sub, as on Redis 6: for tests of that path. Not a stable API.
     #[doc(hidden)]
@@ -143,6 +156,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("response_timeout", &self.response_timeout)
             .field("classic_pubsub", &self.classic_pubsub)
             .field("partitions", &self.partitions)
+            .field("wait_replicas", &self.wait_replicas)
             .field(
                 "tls_root_certificates",
                 &self.tls_root_certificates.is_some(),

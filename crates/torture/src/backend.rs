@@ -80,13 +80,19 @@ pub async fn open(
             (Arc::new(b.clone()), AppStore::postgres(b))
         }
         Target::Redis(u) => {
-            let b = lease::redis::RedisBackend::connect(
-                lease::redis::RedisConfig::new(u)
-                    .namespace(namespace)
-                    .policy(policy()),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let mut config = lease::redis::RedisConfig::new(u)
+                .namespace(namespace)
+                .policy(policy());
+            // `--replication wait` (crate::failover): WAIT for one replica after each write.
+            if let Some(n) = std::env::var(crate::failover::WAIT_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                config = config.wait_for_replicas(n, Duration::from_millis(500));
+            }
+            let b = lease::redis::RedisBackend::connect(config)
+                .await
+                .map_err(|e| e.to_string())?;
             (Arc::new(b.clone()), AppStore::redis(b))
         }
         other => return Err(format!("torture needs a shared store, not {other:?}")),

@@ -24,6 +24,7 @@ use crate::args::Flags;
 use crate::backend::{self, Kind};
 use crate::effectcheck;
 use crate::effects::EffectMode;
+use crate::failover;
 use crate::faults::{self, Fault, FaultKind};
 use crate::nemesis::{self, Dropper};
 use crate::oplog::{self, OpLog, Tail, now_us};
@@ -32,7 +33,7 @@ use crate::report::{self, Report};
 use crate::timeline::{self, FaultEvent};
 use crate::workflow;
 
-/// Usage of `lease-torture run`.
+/// Usage of `lease-torture run`, with `{FAILOVER}` for the failover options.
 pub const USAGE: &str = "\
 usage: lease-torture run --url URL [options]
 
@@ -44,11 +45,13 @@ usage: lease-torture run --url URL [options]
   --max-executions N   stop admitting after N in all (no limit)
   --duration SECS      how long faults are injected and executions admitted (60)
   --seed N             fault schedule seed (default: from the clock; printed)
-  --faults LIST        pause,kill,drop,slow-renew,restart | all | none (all that apply)
+  --faults LIST        pause,kill,drop,slow-renew,restart,failover | all | none (all that
+                       apply)
   --fault-every MS     mean time between faults (2000)
   --lease-ms MS        lease duration, renewed every third (1500)
   --liveness SECS      every execution must complete this long after the faults stop (60)
   --restart-cmd CMD    shell command restarting the server (needed for `restart`)
+{FAILOVER}
   --work-dir DIR       logs and the SQLite file (default: a fresh temp dir)
   --json FILE          also write the report as JSON
   --app-write MODE     fenced (default): the application rows through step_in_tx /
@@ -60,6 +63,11 @@ usage: lease-torture run --url URL [options]
   --timeline FILE      also write the run's timeline picture (SVG; always written to the
                        work dir as timeline.svg)
   --keep               keep the work dir and the namespace even when the run passes";
+
+/// The whole usage text (the failover options come from [`failover::USAGE`]).
+pub fn usage() -> String {
+    USAGE.replace("{FAILOVER}", failover::USAGE)
+}
 
 /// Options of a controller run.
 #[derive(Debug, Clone)]
@@ -98,6 +106,8 @@ pub struct RunArgs {
     pub keep: bool,
     /// How the workflow writes its application rows.
     pub app_write: AppWrite,
+    /// The failover fault's script and replication mode.
+    pub failover: failover::Options,
     /// How the effect step calls its provider.
     pub effects: EffectMode,
 }
@@ -134,6 +144,7 @@ impl RunArgs {
             timeline: f.take("timeline").map(PathBuf::from),
             keep: f.switch("keep")?,
             app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
+            failover: failover::Options::parse(&mut f)?,
             effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
         };
         f.finish()?;
@@ -260,6 +271,13 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
                 .to_owned(),
         );
     }
+    if a.failover.cmd.is_none() && a.faults.remove(&FaultKind::Failover) {
+        skipped_kinds.push(
+            "failover (no --failover-cmd: cargo xtask torture starts a PostgreSQL pair or a \
+             Redis Cluster with one)"
+                .to_owned(),
+        );
+    }
     for note in &skipped_kinds {
         eprintln!("lease-torture: note: skipping fault {note}");
     }
@@ -294,6 +312,19 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     let (backend, app) =
         backend::open_retrying(&url, &namespace, 4, Duration::from_secs(30)).await?;
     app.create().await?;
+    if a.faults.contains(&FaultKind::Failover) {
+        failover::apply(&a.failover, &url, kind, &namespace).await?;
+        let mode = a.failover.mode(kind)?;
+        eprintln!(
+            "lease-torture: failover with {} replication{}",
+            mode.name(),
+            if mode == failover::Replication::Async {
+                " (NEGATIVE CONTROL on PostgreSQL: the checker must report violations)"
+            } else {
+                ""
+            }
+        );
+    }
     let dropper = if a.faults.contains(&FaultKind::Drop) {
         Some(Dropper::connect(&url, kind).await?)
     } else {
@@ -401,6 +432,7 @@ impl Controller {
             .args(["--concurrency", &self.a.concurrency.to_string()])
             .args(["--lease-ms", &self.a.lease_ms.to_string()])
             .args(["--app-write", self.a.app_write.name()])
+            .envs(self.a.failover.runtime_env())
             .args(["--effects", self.a.effects.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -501,6 +533,17 @@ impl Controller {
                 let incarnation = self.slots[slot].incarnation;
                 self.later
                     .push((now + f.hold, Later::Fast { slot, incarnation }));
+            }
+            FaultKind::Failover => {
+                let o = self.a.failover.clone();
+                let (dir, url, ns) = (self.dir.clone(), self.url.clone(), self.namespace.clone());
+                match failover::inject(&o, f, &dir, &url, self.kind, &ns).await {
+                    Ok(_) => self.count_fault(f.kind),
+                    Err(e) => {
+                        eprintln!("\nlease-torture: failover: {e}");
+                        self.faults_skipped += 1;
+                    }
+                }
             }
             FaultKind::Restart => {
                 let Some(cmd) = self.a.restart_cmd.clone() else {

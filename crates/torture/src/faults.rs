@@ -8,6 +8,7 @@
 //! | `drop` | kill one runtime's database connections (PostgreSQL `pg_terminate_backend`, Redis `CLIENT KILL ID`), found by its sockets |
 //! | `slow-renew` | for 2-4 leases, a runtime sends each renewal 1.1-2x the lease late |
 //! | `restart` | run the server restart command (a throwaway server only) |
+//! | `failover` | the primary dies and its replica takes over (a throwaway pair or cluster; see [`crate::failover`]) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -32,16 +33,19 @@ pub enum FaultKind {
     SlowRenew,
     /// Restart the database server.
     Restart,
+    /// Kill the primary, promote its replica (issue 14).
+    Failover,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the table above.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 6] = [
         FaultKind::Pause,
         FaultKind::Kill,
         FaultKind::Drop,
         FaultKind::SlowRenew,
         FaultKind::Restart,
+        FaultKind::Failover,
     ];
 
     /// The name on the command line.
@@ -52,6 +56,7 @@ impl FaultKind {
             FaultKind::Drop => "drop",
             FaultKind::SlowRenew => "slow-renew",
             FaultKind::Restart => "restart",
+            FaultKind::Failover => "failover",
         }
     }
 }
@@ -69,7 +74,9 @@ impl FromStr for FaultKind {
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("unknown fault {s:?} (pause, kill, drop, slow-renew, restart, all, none)")
+                format!(
+                    "unknown fault {s:?} (pause, kill, drop, slow-renew, restart, failover, all, none)"
+                )
             })
     }
 }
@@ -92,15 +99,16 @@ pub struct Fault {
     pub kind: FaultKind,
     /// Which runtime slot (unused for `restart`).
     pub target: usize,
-    /// How long it lasts: pause time, kill-to-restart time, slow-renew window.
+    /// How long it lasts: pause time, kill-to-restart time, slow-renew window, the lag a
+    /// failover holds the replica back for.
     pub hold: Duration,
     /// The renewal delay of `slow-renew`.
     pub delay: Duration,
 }
 
 /// Draws the schedule: faults every `every` on average (uniform in 0.5..1.5 of it) within
-/// `duration`, each of a kind from `kinds` on a random runtime. `restart` faults are at
-/// least 4 leases apart (a closer one is dropped, deterministically).
+/// `duration`, each of a kind from `kinds` on a random runtime. `restart` and `failover`
+/// faults are each at least 4 leases apart (a closer one is dropped, deterministically).
 pub fn schedule(
     seed: u64,
     duration: Duration,
@@ -120,6 +128,7 @@ pub fn schedule(
     let end_ms = duration.as_millis() as u64;
     let mut t = 0u64;
     let mut last_restart: Option<u64> = None;
+    let mut last_failover: Option<u64> = None;
     loop {
         t += rng.random_range(every_ms / 2..=every_ms * 3 / 2);
         if t >= end_ms {
@@ -131,7 +140,7 @@ pub fn schedule(
         let factor2 = rng.random_range(0..1000u64);
         let (hold, delay) = match kind {
             FaultKind::Pause => (lease_ms * 13 / 10 + lease_ms * 17 * factor / 10_000, 0),
-            FaultKind::Kill => (lease_ms * factor / 1000, 0),
+            FaultKind::Kill | FaultKind::Failover => (lease_ms * factor / 1000, 0),
             FaultKind::Drop | FaultKind::Restart => (0, 0),
             FaultKind::SlowRenew => (
                 2 * lease_ms + 2 * lease_ms * factor / 1000,
@@ -143,6 +152,12 @@ pub fn schedule(
                 continue;
             }
             last_restart = Some(t);
+        }
+        if kind == FaultKind::Failover {
+            if last_failover.is_some_and(|r| t < r + 4 * lease_ms) {
+                continue;
+            }
+            last_failover = Some(t);
         }
         out.push(Fault {
             at: Duration::from_millis(t),
@@ -247,7 +262,7 @@ mod tests {
         assert_ne!(s(7), s(8));
         let a = s(7);
         assert!(a.len() > 40, "{}", a.len());
-        assert_eq!(count(&a).len(), 5, "every kind drawn: {:?}", count(&a));
+        assert_eq!(count(&a).len(), 6, "every kind drawn: {:?}", count(&a));
         assert!(
             a.iter()
                 .all(|f| f.target < 3 && f.at < Duration::from_secs(120))

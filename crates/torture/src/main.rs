@@ -15,6 +15,7 @@ mod backend;
 mod controller;
 mod effectcheck;
 mod effects;
+mod failover;
 mod faults;
 mod nemesis;
 mod oplog;
@@ -55,13 +56,13 @@ fn main() -> ExitCode {
     match command.as_str() {
         "run" => {
             if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", controller::USAGE);
+                println!("{}", controller::usage());
                 return ExitCode::SUCCESS;
             }
             match controller::RunArgs::parse(rest) {
                 Ok(a) => runtime.block_on(controller::main(a)),
                 Err(e) => {
-                    eprintln!("lease-torture: {e}\n\n{}", controller::USAGE);
+                    eprintln!("lease-torture: {e}\n\n{}", controller::usage());
                     ExitCode::from(2)
                 }
             }

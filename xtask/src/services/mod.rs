@@ -17,11 +17,13 @@
 //! Throwaway servers are stopped and removed when their [`Found`] is dropped, and by the
 //! interrupt handler in [`crate::cleanup`].
 
+pub mod cluster_failover;
 pub mod containers;
 pub mod postgres;
 pub mod probe;
 pub mod redis;
 pub mod redis_cluster;
+pub mod standby;
 pub mod url;
 
 use std::path::PathBuf;
@@ -44,6 +46,9 @@ pub enum Service {
     PostgresContainer,
     /// Redis in a container started through testcontainers, for the `containers` row.
     RedisContainer,
+    /// A PostgreSQL primary with a streaming standby and its failover script, for the
+    /// torture row's failover runs ([`standby`]).
+    PostgresStandby,
 }
 
 impl Service {
@@ -55,6 +60,7 @@ impl Service {
             Service::RedisCluster => "redis-cluster",
             Service::PostgresContainer => "postgres-container",
             Service::RedisContainer => "redis-container",
+            Service::PostgresStandby => "postgres-standby",
         }
     }
 
@@ -64,25 +70,39 @@ impl Service {
             Service::Postgres | Service::PostgresContainer => postgres::ENV,
             Service::Redis | Service::RedisContainer => redis::ENV,
             Service::RedisCluster => redis_cluster::ENV,
+            Service::PostgresStandby => standby::ENV,
         }
     }
 
-    /// Every service.
-    pub const ALL: [Service; 5] = [
-        Service::Postgres,
-        Service::Redis,
-        Service::RedisCluster,
+    /// Variables a row gets besides [`Service::env_var`]: the pair's failover script.
+    pub fn extra_env(self, found: &Found) -> Vec<(&'static str, String)> {
+        match self {
+            Service::PostgresStandby => standby::failover_script(found)
+                .map(|s| (standby::FAILOVER_ENV, s))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every service, for `cargo xtask services`.
+    pub const ALL: [Service; 3] = [Service::Postgres, Service::Redis, Service::RedisCluster];
+
+    /// Services started only when named (by `cargo xtask services NAME` or a matrix row),
+    /// never by "all": the standby pair, and the containers of the `containers` row.
+    pub const ON_REQUEST: [Service; 3] = [
+        Service::PostgresStandby,
         Service::PostgresContainer,
         Service::RedisContainer,
     ];
 
-    /// What `cargo xtask services` finds when no service is named.
-    pub const DEFAULT: [Service; 3] = [Service::Postgres, Service::Redis, Service::RedisCluster];
-
-    /// The service named `name` (`postgres`, `redis`, `redis-cluster`,
-    /// `postgres-container` or `redis-container`).
+    /// The service named `name` (`postgres`, `redis`, `redis-cluster`, `postgres-standby`,
+    /// `postgres-container`, `redis-container`).
     pub fn from_name(name: &str) -> Option<Service> {
-        Service::ALL.into_iter().find(|s| s.name() == name)
+        Service::ALL
+            .into_iter()
+            .chain(Service::ON_REQUEST)
+            .find(|s| s.name() == name)
     }
 
     /// Finds or starts the server, in the order of the module documentation.
@@ -93,6 +113,7 @@ impl Service {
             Service::RedisCluster => redis_cluster::discover(),
             Service::PostgresContainer => containers::postgres(),
             Service::RedisContainer => containers::redis(),
+            Service::PostgresStandby => standby::discover(),
         }
     }
 }

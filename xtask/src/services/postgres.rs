@@ -111,7 +111,7 @@ pub fn local_server(port: u16) -> Result<Found, String> {
     })
 }
 
-fn psql_command(psql: &Path, url: &str) -> Command {
+pub(super) fn psql_command(psql: &Path, url: &str) -> Command {
     let mut cmd = Command::new(psql);
     cmd.args([
         "-X",
@@ -179,7 +179,7 @@ pub fn parse_version(name: &str) -> Option<Vec<u32>> {
 
 /// The user to run the cluster as: `None` when xtask is not root; `postgres` through
 /// `runuser` when it is root (initdb refuses to run as root).
-fn cluster_user() -> Result<Option<&'static str>, String> {
+pub(super) fn cluster_user() -> Result<Option<&'static str>, String> {
     let uid = run_ok(Command::new("id").arg("-u"), Duration::from_secs(10))?;
     if uid.trim() != "0" {
         return Ok(None);
@@ -198,7 +198,7 @@ fn cluster_user() -> Result<Option<&'static str>, String> {
 }
 
 /// `program` as a command, run as `user` through `runuser` when one is given.
-fn as_user(user: Option<&str>, program: &Path) -> Command {
+pub(super) fn as_user(user: Option<&str>, program: &Path) -> Command {
     match user {
         Some(user) => {
             let mut cmd = Command::new("runuser");
@@ -322,7 +322,7 @@ pub fn throwaway_cluster() -> Result<Found, String> {
 
 /// Stops a throwaway cluster: `pg_ctl stop -m immediate`, or SIGKILL to the postmaster
 /// named in `postmaster.pid` when that fails.
-fn stop_cluster(bin: &Path, user: Option<&str>, data: &Path) {
+pub(super) fn stop_cluster(bin: &Path, user: Option<&str>, data: &Path) {
     let pid_file = data.join("postmaster.pid");
     if !pid_file.exists() {
         return;

@@ -1,0 +1,278 @@
+//! The `failover` fault (issue 14 item 2): the server's primary dies and its replica takes
+//! over, while the runtimes keep claiming and writing through a URL that names every node
+//! (PostgreSQL `h1,h2?target_session_attrs=read-write`, a `redis+cluster://` URL).
+//!
+//! The controller runs `--failover-cmd` (a throwaway pair's or cluster's script, started by
+//! `cargo xtask torture`) with the lag in ms as its one argument: the script first holds
+//! the replica back for that long (as a slow link would), then kills the primary, promotes
+//! the replica and rebuilds a new replica. What replication promises decides whether the
+//! history checker finds anything:
+//!
+//! | `--replication` | PostgreSQL | Redis Cluster |
+//! |---|---|---|
+//! | `sync` (default on PostgreSQL) | `synchronous_standby_names = '*'`: a commit returns once the standby has it: 0 violations | - |
+//! | `async` (default on Redis) | `synchronous_standby_names = ''`: NEGATIVE CONTROL, acknowledged commits of the lag are lost | plain asynchronous replication |
+//! | `min-replicas` | - | `min-replicas-to-write 1`, `min-replicas-max-lag 1` on every node |
+//! | `wait` | - | the runtimes' backends send `WAIT 1 500` after every write ([`WAIT_ENV`]) |
+//!
+//! The mode is set on the current primary (`ALTER SYSTEM`, `pg_reload_conf()`) or on every
+//! cluster node (`CONFIG SET`) at the start and again after every failover (the promoted
+//! standby still has the pair's own setting; a restarted Redis node has its defaults).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::args::Flags;
+use crate::backend::Kind;
+use crate::faults::Fault;
+use crate::nemesis;
+
+/// What the replicas promise (see the module table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// A write is acknowledged once a replica has it.
+    Sync,
+    /// A write is acknowledged before any replica has it (negative control).
+    Async,
+    /// Redis: a primary refuses writes without a replica that acknowledged within 1 s.
+    MinReplicas,
+    /// Redis: the library waits for one replica after every write (`WAIT`).
+    Wait,
+}
+
+/// The variable that makes a runtime's Redis backend call `WAIT <n> 500` after each write.
+pub const WAIT_ENV: &str = "LEASE_TORTURE_REDIS_WAIT";
+
+impl Replication {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Replication::Sync => "sync",
+            Replication::Async => "async",
+            Replication::MinReplicas => "min-replicas",
+            Replication::Wait => "wait",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "sync" => Ok(Replication::Sync),
+            "async" => Ok(Replication::Async),
+            "min-replicas" => Ok(Replication::MinReplicas),
+            "wait" => Ok(Replication::Wait),
+            other => Err(format!(
+                "--replication {other:?}: sync, async (PostgreSQL); async, min-replicas, wait (Redis)"
+            )),
+        }
+    }
+}
+
+/// The failover options of a run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The script that fails the server over (`None`: the fault is skipped).
+    pub cmd: Option<String>,
+    /// What the replicas promise (`None`: the backend's default).
+    pub replication: Option<Replication>,
+    /// Whether the replica is held back for the fault's drawn lag before the primary dies.
+    pub lag: bool,
+}
+
+impl Options {
+    /// Reads `--failover-cmd`, `--replication`, `--failover-lag`.
+    pub fn parse(f: &mut Flags) -> Result<Self, String> {
+        let lag = match f.take("failover-lag").as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(v) => return Err(format!("--failover-lag {v:?}: on or off")),
+        };
+        Ok(Options {
+            cmd: f.take("failover-cmd"),
+            replication: f
+                .take("replication")
+                .map(|r| Replication::parse(&r))
+                .transpose()?,
+            lag,
+        })
+    }
+}
+
+/// Usage lines of the failover options.
+pub const USAGE: &str = "\
+  --failover-cmd CMD   fails the server over; run with the lag (ms) as its argument (needed
+                       for `failover`; cargo xtask torture starts a pair / cluster with one)
+  --replication MODE   PostgreSQL: sync (default), a commit returns once the standby has
+                       it; async: NEGATIVE CONTROL, acknowledged writes of the lag are lost.
+                       Redis Cluster: async (default), min-replicas (min-replicas-to-write
+                       1), wait (the library sends WAIT 1 after every write)
+  --failover-lag on|off  hold the replica back for up to one lease before the primary dies
+                       (on, default) or fail over at once";
+
+impl Options {
+    /// The mode in force on `kind`: the one asked for, else sync on PostgreSQL and async on
+    /// Redis; a mode the backend does not have is an error.
+    pub fn mode(&self, kind: Kind) -> Result<Replication, String> {
+        use Replication::*;
+        match (kind, self.replication) {
+            (Kind::Postgres, None) => Ok(Sync),
+            (Kind::Redis, None) => Ok(Async),
+            (Kind::Postgres, Some(m @ (Sync | Async))) => Ok(m),
+            (Kind::Redis, Some(m @ (Async | MinReplicas | Wait))) => Ok(m),
+            (k, Some(m)) => Err(format!(
+                "--replication {} does not apply to {}",
+                m.name(),
+                k.name()
+            )),
+            (k, None) => Err(format!("{} has no replicas to fail over to", k.name())),
+        }
+    }
+
+    /// Environment of the runtime processes: [`WAIT_ENV`] in `wait` mode.
+    pub fn runtime_env(&self) -> Vec<(&'static str, String)> {
+        match self.replication {
+            Some(Replication::Wait) => vec![(WAIT_ENV, "1".to_owned())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Sets the replication mode on the current primary (every node of a cluster) and waits
+/// until new sessions see it.
+pub async fn apply(o: &Options, url: &str, kind: Kind, namespace: &str) -> Result<(), String> {
+    match (kind, o.mode(kind)?) {
+        (Kind::Postgres, mode) => postgres_mode(url, namespace, mode).await,
+        (Kind::Redis, mode) => redis_mode(url, mode).await,
+        _ => Ok(()),
+    }
+}
+
+/// `CONFIG SET min-replicas-to-write` (1 for `min-replicas`, else 0) and
+/// `min-replicas-max-lag 1` on every node `CLUSTER NODES` lists as connected.
+async fn redis_mode(url: &str, mode: Replication) -> Result<(), String> {
+    let min = if mode == Replication::MinReplicas {
+        1
+    } else {
+        0
+    };
+    let first = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split([',', '?', '/']).next())
+        .ok_or_else(|| format!("no host in {url}"))?;
+    let nodes: String = redis_query(first, redis::cmd("CLUSTER").arg("NODES")).await?;
+    for line in nodes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 8 || fields[2].contains("fail") || fields[7] != "connected" {
+            continue;
+        }
+        let addr = fields[1].split('@').next().unwrap_or(fields[1]);
+        let _: String = redis_query(
+            addr,
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("min-replicas-to-write")
+                .arg(min)
+                .arg("min-replicas-max-lag")
+                .arg(1),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn redis_query<T: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<T, String> {
+    let client =
+        redis::Client::open(format!("redis://{addr}")).map_err(|e| format!("{addr}: {e}"))?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    cmd.query_async(&mut conn)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))
+}
+
+async fn postgres_mode(url: &str, namespace: &str, mode: Replication) -> Result<(), String> {
+    let names = match mode {
+        Replication::Sync => "*",
+        _ => "",
+    };
+    // The backend's pool connects only to the writable host of the URL.
+    let backend = lease::postgres::PostgresBackend::connect(
+        lease::postgres::PostgresConfig::new(url)
+            .schema(namespace)
+            .max_connections(1),
+    )
+    .await
+    .map_err(|e| format!("replication mode: {e}"))?;
+    let pool = backend.pool();
+    let set = format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+        .execute(pool)
+        .await
+        .map_err(|e| format!("ALTER SYSTEM: {e}"))?;
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(pool)
+        .await
+        .map_err(|e| format!("pg_reload_conf: {e}"))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now: Result<String, _> =
+            sqlx::query_scalar("SELECT current_setting('synchronous_standby_names')")
+                .fetch_one(pool)
+                .await;
+        match now {
+            Ok(v) if v == names => break,
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "synchronous_standby_names is not {names:?} 10 s after the reload"
+                ));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    backend.close().await;
+    Ok(())
+}
+
+/// Runs one failover: the script with the lag, then the mode again on the new primary.
+/// Returns how long the script took.
+pub async fn inject(
+    o: &Options,
+    f: &Fault,
+    dir: &Path,
+    url: &str,
+    kind: Kind,
+    namespace: &str,
+) -> Result<Duration, String> {
+    let cmd = o.cmd.as_deref().ok_or("no --failover-cmd")?;
+    let lag = if o.lag { f.hold.as_millis() } else { 0 };
+    let took = nemesis::restart(&format!("{cmd} {lag}"), &dir.join("failover.log")).await?;
+    apply(o, url, kind, namespace).await?;
+    Ok(took)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_with_defaults() {
+        let args: Vec<String> = ["--replication", "async", "--failover-cmd", "sh f"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let mut f = Flags::new(&args).expect("flags");
+        let o = Options::parse(&mut f).expect("parse");
+        assert_eq!(o.mode(Kind::Postgres), Ok(Replication::Async));
+        assert!(o.mode(Kind::Sqlite).is_err());
+        assert_eq!(o.cmd.as_deref(), Some("sh f"));
+        assert!(o.lag);
+        let mut f = Flags::new(&["--replication".to_owned(), "maybe".to_owned()]).expect("flags");
+        assert!(Options::parse(&mut f).is_err());
+        let mut f = Flags::new(&["--replication".to_owned(), "wait".to_owned()]).expect("flags");
+        let o = Options::parse(&mut f).expect("wait");
+        assert!(o.mode(Kind::Postgres).is_err());
+        assert_eq!(o.mode(Kind::Redis), Ok(Replication::Wait));
+        assert_eq!(o.runtime_env(), [(WAIT_ENV, "1".to_owned())]);
+    }
+}

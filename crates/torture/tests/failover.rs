@@ -1,0 +1,99 @@
+//! The short failover runs of CI (issue 14 item 2), on the throwaway PostgreSQL primary
+//! with a streaming standby that `cargo xtask test-all` starts for the torture row
+//! (`LEASE_POSTGRES_STANDBY_URL`, a multi-host URL, and `LEASE_POSTGRES_STANDBY_FAILOVER`,
+//! its failover script: stop the primary with `-m immediate`, promote the standby, build a
+//! new standby). Without them the tests fail: they never skip.
+//!
+//! - synchronous standby: every failover keeps every acknowledged commit, so the history
+//!   checker finds 0 violations;
+//! - asynchronous standby (NEGATIVE CONTROL): the standby is held back before the primary
+//!   dies, the commits acknowledged meanwhile are lost, and the checker must see it.
+//!
+//! Both use fixed seeds, so the fault schedule (times and lags) is the same every run.
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One run at a time: the pair is shared by both tests, and the machine has two cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn var(name: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| {
+            panic!("{name} is not set: run through `cargo xtask test-all --backend torture`")
+        })
+}
+
+/// Runs one failover torture run; returns the JSON report.
+fn run(replication: &str, seed: &str, duration: &str) -> serde_json::Value {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let url = var("LEASE_POSTGRES_STANDBY_URL");
+    let script = var("LEASE_POSTGRES_STANDBY_FAILOVER");
+    let json = std::env::temp_dir().join(format!(
+        "lease-torture-failover-{replication}-{}.json",
+        std::process::id()
+    ));
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_lease-torture"))
+        .args(["run", "--url", &url])
+        .args(["--failover-cmd", &format!("sh '{script}'")])
+        .args(["--replication", replication])
+        .args(["--faults", "failover", "--fault-every", "3000"])
+        .args(["--duration", duration, "--seed", seed])
+        .args([
+            "--processes",
+            "3",
+            "--concurrency",
+            "6",
+            "--executions",
+            "40",
+        ])
+        .args(["--lease-ms", "1000", "--liveness", "40"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run lease-torture");
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); exit {}:\n{stdout}", out.status));
+    let _ = std::fs::remove_file(&json);
+    let report: serde_json::Value = serde_json::from_str(&text).expect("report JSON");
+    println!("{replication}: run took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(120),
+        "{replication}: the CI run took {elapsed:?}, over its 120 s budget"
+    );
+    report
+}
+
+fn failovers(report: &serde_json::Value) -> u64 {
+    report["faults"]["failover"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_synchronous_standby_keeps_fencing_across_failovers() {
+    let report = run("sync", "14021", "20");
+    assert!(failovers(&report) >= 2, "failovers: {}", report["faults"]);
+    assert_eq!(report["violations"], 0, "{report:#}");
+    assert_eq!(
+        report["done"], report["admitted"],
+        "every execution completed"
+    );
+}
+
+#[test]
+fn an_asynchronous_standby_loses_acknowledged_writes_and_the_checker_sees_it() {
+    let report = run("async", "14022", "12");
+    assert!(failovers(&report) >= 1, "failovers: {}", report["faults"]);
+    let violations = report["violations"].as_u64().unwrap_or(0);
+    assert!(
+        violations > 0,
+        "NEGATIVE CONTROL: the asynchronous standby lost nothing the checker noticed: {report:#}"
+    );
+}

@@ -1,0 +1,143 @@
+//! A throwaway Redis Cluster (three primaries, a replica each: [`super::redis_cluster`])
+//! with a `failover` script for the torture `failover` fault (issue 14 item 2): it kills a
+//! primary (the primaries take turns), waits until its replica was promoted and starts the
+//! old primary again as the new primary's replica (`cluster_failover.sh` behind a generated
+//! header). Nodes the script restarts run daemonized with a pidfile; the guard returned here
+//! kills them (the cluster's own guard kills the nodes it started).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::Found;
+use super::redis::server_args;
+use super::redis_cluster::{cluster_args, throwaway_cluster};
+use crate::cleanup::{self, Guard};
+use crate::process::{run_ok, which};
+
+/// The failover script's body.
+const SCRIPT: &str = include_str!("cluster_failover.sh");
+
+/// A throwaway cluster, the guard of the nodes its script restarts, and the script's path.
+pub struct FailoverCluster {
+    /// Kills restarted nodes; declared first so it drops before `found`'s guard removes
+    /// the dir (and the pidfiles).
+    pub restarted: Guard,
+    /// The cluster (URL `redis+cluster://` of the primaries).
+    pub found: Found,
+    /// The executable failover script.
+    pub script: PathBuf,
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The command line that starts the node on `port` again, daemonized with a pidfile.
+pub fn start_line(server: &Path, dir: &Path, port: u16) -> String {
+    let node = dir.join(port.to_string());
+    let mut args = server_args(port, &node);
+    args.extend(cluster_args().map(str::to_owned));
+    args.extend([
+        "--daemonize".to_owned(),
+        "yes".to_owned(),
+        "--pidfile".to_owned(),
+        node.join("redis.pid").to_string_lossy().into_owned(),
+    ]);
+    let words: Vec<String> = std::iter::once(server.to_string_lossy().into_owned())
+        .chain(args)
+        .map(|a| shell_quote(&a))
+        .collect();
+    format!(
+        "cd {} && {} >/dev/null",
+        shell_quote(&node.to_string_lossy()),
+        words.join(" ")
+    )
+}
+
+/// The script: a header (paths, `start_node PORT`) and the body.
+pub fn script(dir: &Path, cli: &Path, server: &Path, ports: &[u16]) -> String {
+    let mut cases = String::new();
+    for &port in ports {
+        cases.push_str(&format!(
+            "        {port}) {} ;;\n",
+            start_line(server, dir, port)
+        ));
+    }
+    format!(
+        "#!/bin/sh\nCLUSTER_DIR={}\nREDIS_CLI={}\nstart_node() {{\n    case \"$1\" in\n{cases}        *) echo \"unknown node $1\" >&2; return 1 ;;\n    esac\n}}\n{SCRIPT}",
+        shell_quote(&dir.to_string_lossy()),
+        shell_quote(&cli.to_string_lossy()),
+    )
+}
+
+/// Starts the cluster and writes its failover script.
+pub fn throwaway() -> Result<FailoverCluster, String> {
+    let server = which("redis-server").ok_or("no redis-server on PATH")?;
+    let cli = which("redis-cli").ok_or("no redis-cli on PATH")?;
+    let found = throwaway_cluster()?;
+    let dir = found.workdir.clone().ok_or("cluster without a dir")?;
+    let mut ports: Vec<u16> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    ports.sort_unstable();
+    let list: String = ports.iter().map(|p| format!("{p}\n")).collect();
+    std::fs::write(dir.join("ports"), list).map_err(|e| format!("ports: {e}"))?;
+    let path = dir.join("failover");
+    std::fs::write(&path, script(&dir, &cli, &server, &ports))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    run_ok(
+        Command::new("chmod").arg("+x").arg(&path),
+        Duration::from_secs(10),
+    )?;
+    let restarted = {
+        let (dir, ports) = (dir.clone(), ports.clone());
+        cleanup::register(
+            format!(
+                "stop the restarted nodes of the cluster in {}",
+                dir.display()
+            ),
+            move || {
+                for port in ports {
+                    let pidfile = dir.join(port.to_string()).join("redis.pid");
+                    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+                        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+                    }
+                }
+            },
+        )
+    };
+    Ok(FailoverCluster {
+        restarted,
+        found,
+        script: path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_restarts_each_node_daemonized_in_its_dir() {
+        let s = script(
+            Path::new("/tmp/c"),
+            Path::new("/usr/bin/redis-cli"),
+            Path::new("/usr/bin/redis-server"),
+            &[7001, 7002],
+        );
+        assert!(s.starts_with("#!/bin/sh\nCLUSTER_DIR='/tmp/c'\n"), "{s}");
+        assert!(
+            s.contains("7001) cd '/tmp/c/7001' && '/usr/bin/redis-server' '--port' '7001'"),
+            "{s}"
+        );
+        assert!(s.contains("'--cluster-enabled' 'yes'"), "{s}");
+        assert!(
+            s.contains("'--daemonize' 'yes' '--pidfile' '/tmp/c/7002/redis.pid'"),
+            "{s}"
+        );
+        assert!(s.contains("kill -KILL \"$ppid\""), "{s}");
+    }
+}
