@@ -3,14 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{CommandFactory, Parser};
+
 use crate::error::{BenchError, Result};
 
-/// Usage text.
-pub const USAGE: &str = "\
-usage: lease-bench [--backend sqlite|postgres|redis|memory|all]... [--duration D] [--rounds N]
-                   [--quick] [--only WORD]... [--json-dir DIR] [--wait-load L] [--wait-max D]
-                   [--stored-max N]
-
+/// What `--help` prints after the options.
+const ABOUT: &str = "\
 Measures ops/s of claim_due (batch 1 and 32), renew, write_step and acknowledge,
 executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 64) and
 admit_batch x1000, for each backend, next to the same SQL statements / Lua scripts issued
@@ -37,22 +35,7 @@ Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_ba
 timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
-never by an operation's.
-
-  --backend NAME   repeatable or comma-separated; default all (sqlite, postgres, redis, memory)
-  --duration D     per measurement and side, e.g. 3s, 500ms (default 3s; --quick: 1s)
-  --rounds N       split each measurement into N rounds alternating library and raw, each
-                   on a fresh store, and report the median round (default 3; --quick: 1)
-  --quick          short measurements, for trying the harness
-  --only WORD      only measurements whose name contains WORD (repeatable), e.g. claim, e2e,
-                   pickup (latency rows run `--duration` of samples; idle watches 20s, 5s
-                   with --quick)
-  --json-dir DIR   where the JSON report goes
-  --wait-load L    before starting, wait until the 1-minute load average is below L
-  --wait-max D     give up waiting after D (default 10m) and run anyway (noted in the report)
-  --stored-max N   largest stored count of the stored rows (default 1000000; --quick: 100000)
-
-Servers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
+never by an operation's.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
 LEASE_REDIS_URL (default redis://127.0.0.1:6379). These are benchmarks: the exit status
 reflects only whether the measurements ran, never whether a target was met.";
 
@@ -123,24 +106,29 @@ impl Options {
     }
 }
 
-/// Parses `3s`, `500ms`, `1.5s`, `2m` or a bare number of seconds.
+/// Parses a duration as humantime writes them (`3s`, `500ms`, `2m`, `1m 30s`) or a
+/// number of seconds (`2`, `1.5`, `1.5s`); more than 0 and at most an hour.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let bad = || BenchError::Setup(format!("bad duration {text:?} (try 3s or 500ms)"));
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
+    let d = match humantime::parse_duration(text.trim()) {
+        Ok(d) => d,
+        Err(_) => {
+            let t = text.trim();
+            let secs: f64 = t
+                .strip_suffix('s')
+                .unwrap_or(t)
+                .parse()
+                .map_err(|_| bad())?;
+            if !secs.is_finite() || secs <= 0.0 {
+                return Err(bad());
+            }
+            Duration::try_from_secs_f64(secs).map_err(|_| bad())?
+        }
     };
-    let value: f64 = number.trim().parse().map_err(|_| bad())?;
-    let secs = value * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
+    if d.is_zero() || d > Duration::from_secs(3600) {
         return Err(bad());
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 fn env_or(var: &str, default: &str) -> String {
@@ -160,75 +148,77 @@ fn default_json_dir() -> PathBuf {
         .join("bench")
 }
 
-/// Parses the arguments after the program name.
+/// The command line as clap reads it (`--help` is generated from it).
+#[derive(Debug, Parser)]
+#[command(name = "lease-bench", about = "Benchmarks of every lease backend against raw baselines.", after_help = ABOUT)]
+struct Cli {
+    /// Backends, repeatable or comma-separated: sqlite, postgres, redis, memory, all
+    /// (default all).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    backend: Vec<String>,
+    /// Per measurement and side, e.g. 3s, 500ms, 2m or a bare number of seconds (default
+    /// 3s; --quick: 1s).
+    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    duration: Option<Duration>,
+    /// Split each measurement into N rounds alternating library and raw, each on a fresh
+    /// store, and report the median round (default 3; --quick: 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: Option<u16>,
+    /// Short measurements, for trying the harness.
+    #[arg(long)]
+    quick: bool,
+    /// Only measurements whose name contains WORD (repeatable), e.g. claim, e2e, pickup,
+    /// 'drain 20k c64', footprint.
+    #[arg(long, value_name = "WORD")]
+    only: Vec<String>,
+    /// Where the JSON report goes (default <workspace>/target/bench).
+    #[arg(long, value_name = "DIR")]
+    json_dir: Option<PathBuf>,
+    /// Before starting, wait until the 1-minute load average is below L.
+    #[arg(long, value_name = "L")]
+    wait_load: Option<f64>,
+    /// Give up waiting after D and run anyway (noted in the report).
+    #[arg(long, value_name = "D", value_parser = duration_arg, default_value = "10m")]
+    wait_max: Duration,
+    /// Largest stored count of the stored rows, `_` allowed (default 1000000; --quick:
+    /// 100000).
+    #[arg(long, value_name = "N", value_parser = count_arg)]
+    stored_max: Option<u64>,
+}
+
+/// clap's value parser for durations: [`parse_duration`].
+fn duration_arg(text: &str) -> std::result::Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// clap's value parser for counts written with `_` separators (`1_000_000`).
+fn count_arg(text: &str) -> std::result::Result<u64, String> {
+    text.replace('_', "")
+        .parse()
+        .map_err(|_| format!("bad stored count {text:?}"))
+}
+
+/// The usage text (`--help`), generated by clap.
+pub fn usage() -> String {
+    Cli::command().render_long_help().to_string()
+}
+
+/// Parses the arguments after the program name. `--help` comes back as an error whose text
+/// is the help (the caller prints it).
 pub fn parse(args: &[String]) -> Result<Options> {
+    let cli =
+        Cli::try_parse_from(std::iter::once("lease-bench".to_owned()).chain(args.iter().cloned()))
+            .map_err(|e| BenchError::Setup(e.render().to_string()))?;
     let mut backends = Vec::new();
-    let mut duration = None;
-    let mut rounds = None;
-    let mut quick = false;
-    let mut only = Vec::new();
-    let mut json_dir = None;
-    let mut wait_load = None;
-    let mut wait_max = Duration::from_secs(600);
-    let mut stored_max = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| BenchError::Setup(format!("{name} needs a value")))
-        };
-        match flag {
-            "--backend" => {
-                for name in value("--backend")?.split(',') {
-                    match name.trim() {
-                        "all" => backends.extend(Kind::ALL),
-                        other => backends.push(
-                            Kind::ALL
-                                .into_iter()
-                                .find(|k| k.name() == other)
-                                .ok_or_else(|| {
-                                    BenchError::Setup(format!("unknown backend {other:?}"))
-                                })?,
-                        ),
-                    }
-                }
-            }
-            "--duration" => duration = Some(parse_duration(&value("--duration")?)?),
-            "--rounds" => {
-                let v = value("--rounds")?;
-                let n: usize = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=100).contains(n))
-                    .ok_or_else(|| BenchError::Setup(format!("bad round count {v:?}")))?;
-                rounds = Some(n);
-            }
-            "--quick" => quick = true,
-            "--only" => only.push(value("--only")?),
-            "--json-dir" => json_dir = Some(PathBuf::from(value("--json-dir")?)),
-            "--wait-load" => {
-                let v = value("--wait-load")?;
-                let l: f64 = v
-                    .parse()
-                    .map_err(|_| BenchError::Setup(format!("bad load average {v:?}")))?;
-                wait_load = Some(l);
-            }
-            "--wait-max" => wait_max = parse_duration(&value("--wait-max")?)?,
-            "--stored-max" => {
-                let v = value("--stored-max")?;
-                let n: u64 = v
-                    .replace('_', "")
-                    .parse()
-                    .map_err(|_| BenchError::Setup(format!("bad stored count {v:?}")))?;
-                stored_max = Some(n);
-            }
-            other => return Err(BenchError::Setup(format!("unexpected argument {other:?}"))),
+    for name in &cli.backend {
+        match name.trim() {
+            "all" => backends.extend(Kind::ALL),
+            other => backends.push(
+                Kind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == other)
+                    .ok_or_else(|| BenchError::Setup(format!("unknown backend {other:?}")))?,
+            ),
         }
     }
     if backends.is_empty() {
@@ -236,6 +226,7 @@ pub fn parse(args: &[String]) -> Result<Options> {
     }
     backends.sort();
     backends.dedup();
+    let quick = cli.quick;
     let default = if quick {
         Duration::from_secs(1)
     } else {
@@ -243,19 +234,21 @@ pub fn parse(args: &[String]) -> Result<Options> {
     };
     Ok(Options {
         backends,
-        duration: duration.unwrap_or(default),
-        rounds: rounds.unwrap_or(if quick { 1 } else { 3 }),
+        duration: cli.duration.unwrap_or(default),
+        rounds: cli.rounds.map_or(if quick { 1 } else { 3 }, usize::from),
         quick,
-        only,
-        json_dir: json_dir.unwrap_or_else(default_json_dir),
-        wait_load,
-        wait_max,
+        only: cli.only,
+        json_dir: cli.json_dir.unwrap_or_else(default_json_dir),
+        wait_load: cli.wait_load,
+        wait_max: cli.wait_max,
         postgres_url: env_or(
             "LEASE_POSTGRES_URL",
             "postgres://postgres@127.0.0.1:5432/test",
         ),
         redis_url: env_or("LEASE_REDIS_URL", "redis://127.0.0.1:6379"),
-        stored_max: stored_max.unwrap_or(if quick { 100_000 } else { 1_000_000 }),
+        stored_max: cli
+            .stored_max
+            .unwrap_or(if quick { 100_000 } else { 1_000_000 }),
     })
 }
 
@@ -275,6 +268,16 @@ mod tests {
             Duration::from_millis(500)
         );
         assert_eq!(parse_duration("2").expect("bare"), Duration::from_secs(2));
+        assert_eq!(
+            parse_duration("1.5s").expect("fraction"),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration("2m").expect("minutes"),
+            Duration::from_secs(120)
+        );
+        assert!(parse_duration("2h").is_err(), "over an hour");
+        assert!(parse_duration("-1").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("fast").is_err());
     }

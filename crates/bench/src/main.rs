@@ -368,13 +368,13 @@ fn main() -> ExitCode {
         return wake::worker::child_main(config);
     }
     if argv.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{}", args::USAGE);
+        println!("{}", args::usage());
         return ExitCode::SUCCESS;
     }
     let options = match args::parse(&argv) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("lease-bench: {e}\n\n{}", args::USAGE);
+            eprintln!("lease-bench: {e}");
             return ExitCode::from(2);
         }
     };
