@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::Parser;
+
 /// How one runtime process connects, claims, renews and names itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerArgs {
@@ -43,48 +45,58 @@ impl Default for WorkerArgs {
     }
 }
 
-/// The usage line printed on bad arguments.
-pub const USAGE: &str = "usage: lease-worker --url URL --provider DIR [--namespace NS] \
-[--name NAME] [--concurrency N] [--lease-ms MS] [--renew-ms MS] [--poll-ms MS] \
-[--redelivery-ms MS]\n\
-Runs a dispatcher with the demo order workflow until stdin closes, printing JSON lines.";
+/// The command line as clap reads it (`--help` is generated from it).
+#[derive(Debug, Parser)]
+#[command(
+    name = "lease-worker",
+    about = "Runs a dispatcher with the demo order workflow until stdin closes, printing JSON lines."
+)]
+struct Cli {
+    /// Backend URL (`sqlite:PATH`, `postgres://...`, `redis://...`).
+    #[arg(long)]
+    url: String,
+    /// The payment provider's directory, shared by the run's processes.
+    #[arg(long, value_name = "DIR")]
+    provider: PathBuf,
+    /// Namespace (SQLite, Redis) or schema (PostgreSQL) shared by the cooperating processes.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The worker's name in events and receipts.
+    #[arg(long, default_value = "worker")]
+    name: String,
+    /// Deliveries run at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
+    /// Lease duration, milliseconds.
+    #[arg(long = "lease-ms", value_name = "MS", default_value_t = 3000)]
+    lease_ms: u64,
+    /// Renewal interval, milliseconds.
+    #[arg(long = "renew-ms", value_name = "MS", default_value_t = 1000)]
+    renew_ms: u64,
+    /// Claim poll interval, milliseconds.
+    #[arg(long = "poll-ms", value_name = "MS", default_value_t = 50)]
+    poll_ms: u64,
+    /// Base of the redelivery delay (doubling, capped at 32 times the base), milliseconds.
+    #[arg(long = "redelivery-ms", value_name = "MS", default_value_t = 500)]
+    redelivery_ms: u64,
+}
 
 impl WorkerArgs {
-    /// Parses `--flag value` pairs; a message naming the bad flag otherwise.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
-        let mut out = WorkerArgs::default();
-        let mut args = args.into_iter();
-        while let Some(flag) = args.next() {
-            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-            let ms = |v: &str| -> Result<Duration, String> {
-                v.parse::<u64>()
-                    .map(Duration::from_millis)
-                    .map_err(|e| format!("{flag} {v}: {e}"))
-            };
-            match flag.as_str() {
-                "--url" => out.url = value,
-                "--namespace" => out.namespace = value,
-                "--name" => out.name = value,
-                "--concurrency" => {
-                    out.concurrency = value
-                        .parse()
-                        .map_err(|e| format!("--concurrency {value}: {e}"))?;
-                }
-                "--lease-ms" => out.lease = ms(&value)?,
-                "--renew-ms" => out.renew_every = ms(&value)?,
-                "--poll-ms" => out.poll = ms(&value)?,
-                "--redelivery-ms" => out.redelivery_base = ms(&value)?,
-                "--provider" => out.provider = PathBuf::from(value),
-                other => return Err(format!("unknown option {other}")),
-            }
-        }
-        if out.url.is_empty() {
-            return Err("--url is required".to_owned());
-        }
-        if out.provider.as_os_str().is_empty() {
-            return Err("--provider is required".to_owned());
-        }
-        Ok(out)
+    /// Parses the arguments after the program name. `--help` and bad arguments come back as
+    /// clap's error, which prints itself (help on stdout, errors on stderr).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("lease-worker".to_owned()).chain(args))?;
+        Ok(WorkerArgs {
+            url: cli.url,
+            namespace: cli.namespace,
+            name: cli.name,
+            concurrency: usize::from(cli.concurrency),
+            lease: Duration::from_millis(cli.lease_ms),
+            renew_every: Duration::from_millis(cli.renew_ms),
+            poll: Duration::from_millis(cli.poll_ms),
+            redelivery_base: Duration::from_millis(cli.redelivery_ms),
+            provider: cli.provider,
+        })
     }
 
     /// The arguments that [`WorkerArgs::parse`] turns back into `self`.
@@ -110,5 +122,50 @@ impl WorkerArgs {
             "--provider".into(),
             self.provider.display().to_string(),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn rendered_arguments_parse_back_to_the_same_options() {
+        let a = WorkerArgs {
+            url: "sqlite:/tmp/x.db".into(),
+            namespace: "ns".into(),
+            name: "w2".into(),
+            concurrency: 7,
+            lease: Duration::from_millis(1500),
+            renew_every: Duration::from_millis(400),
+            poll: Duration::from_millis(20),
+            redelivery_base: Duration::from_millis(100),
+            provider: PathBuf::from("/tmp/provider"),
+        };
+        assert_eq!(WorkerArgs::parse(a.to_args()).expect("parse"), a);
+    }
+
+    #[test]
+    fn defaults_and_refusals() {
+        let a = WorkerArgs::parse(args(&["--url", "sqlite:x", "--provider", "p"])).expect("parse");
+        assert_eq!(a.concurrency, 4);
+        assert_eq!(a.lease, Duration::from_secs(3));
+        assert_eq!(a.namespace, "default");
+        for bad in [
+            &["--provider", "p"][..],
+            &["--url", "sqlite:x"],
+            &["--url", "sqlite:x", "--provider", "p", "--lease-ms", "soon"],
+            &["--url", "sqlite:x", "--provider", "p", "--concurrency", "0"],
+            &["--url", "sqlite:x", "--provider", "p", "--bogus", "1"],
+        ] {
+            let e = WorkerArgs::parse(args(bad)).expect_err("refused");
+            assert!(e.use_stderr(), "{bad:?}: {e}");
+        }
+        let help = WorkerArgs::parse(args(&["--help"])).expect_err("help");
+        assert!(!help.use_stderr() && help.to_string().contains("--redelivery-ms"));
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lease::{Delivery, Dispatcher, DispatcherOptions};
 
-use crate::args::{USAGE, WorkerArgs};
+use crate::args::WorkerArgs;
 use crate::backend::{self, OpenResult};
 use crate::events::{self, TARGET};
 use crate::provider::Provider;
@@ -25,8 +25,9 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> ExitCode {
     let args = match WorkerArgs::parse(args) {
         Ok(args) => args,
         Err(e) => {
-            eprintln!("lease-worker: {e}\n{USAGE}");
-            return ExitCode::from(2);
+            // Help and version on stdout with status 0; bad arguments on stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
     events::install(&args.name);
