@@ -28,7 +28,7 @@ goes to target/bench/.
 Arguments are passed to lease-bench (see `cargo run -p lease-bench -- --help`).
 
 PostgreSQL and Redis are found as test-all finds them (LEASE_POSTGRES_URL / LEASE_REDIS_URL,
-the local port, throwaway binaries, docker); only the servers of the selected backends.";
+the local port, throwaway binaries, containers); only the servers of the selected backends.";
 
 /// The services the selected backends need (every one when no `--backend` is given).
 pub fn services_for(args: &[String]) -> Vec<Service> {

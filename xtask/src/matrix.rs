@@ -109,6 +109,27 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease-torture"],
         &[Service::Postgres, Service::Redis, Service::PostgresStandby],
     ),
+    // The PostgreSQL and Redis conformance suites (and the test-server crate's container
+    // tests) against servers started through testcontainers (issue 15 item 2), from images
+    // the shared test-server crate builds out of this machine's binaries.
+    Backend::new(
+        "containers",
+        &[
+            "-p",
+            "lease-postgres",
+            "-p",
+            "lease-redis",
+            "-p",
+            "lease-testserver",
+            "--features",
+            "lease-testserver/containers",
+            "--test",
+            "conformance",
+            "--test",
+            "containers",
+        ],
+        &[Service::PostgresContainer, Service::RedisContainer],
+    ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
 ];

@@ -22,9 +22,10 @@ With --backend (repeatable) only the named backends run. Exits non-zero if anyth
 
 PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
 on 127.0.0.1:5432 / 6379; a throwaway server from local binaries (initdb+pg_ctl, run as user
-postgres via runuser when root / redis-server); a docker container (postgres:16 / redis:7).
+postgres via runuser when root / redis-server); a container through testcontainers, from an
+image built out of the local binaries. The `containers` row always starts containers.
 A backend whose server cannot be found fails the run: it is never skipped.
-XTASK_SKIP_WAYS=local,binaries,docker (any of them) leaves ways out, to try the later ones.";
+XTASK_SKIP_WAYS=local,binaries,containers (any of them) leaves ways out, to try the later ones.";
 
 /// Parsed command line.
 #[derive(Debug, PartialEq, Eq)]

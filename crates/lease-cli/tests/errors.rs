@@ -59,8 +59,8 @@ async fn a_silent_server_is_bounded_by_the_connect_timeout() {
         }
     });
     for url in [
-        format!("postgres://postgres@127.0.0.1:{port}/test"),
-        format!("redis://127.0.0.1:{port}"),
+        lease_testserver::postgres_url_on(port),
+        lease_testserver::redis_url_on(port),
     ] {
         let started = Instant::now();
         let run = on(&url, &["--connect-timeout", "500ms", "status"]).await;

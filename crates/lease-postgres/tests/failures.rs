@@ -206,7 +206,7 @@ fn refused_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     drop(listener);
-    format!("postgres://postgres@127.0.0.1:{port}/test")
+    lease_testserver::postgres_url_on(port)
 }
 
 #[test]

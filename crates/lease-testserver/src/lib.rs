@@ -1,9 +1,14 @@
 //! Where this workspace's tests find their servers: the one place naming the environment
 //! variables and the default URLs (every test crate, example and the xtask read them from
-//! here).
+//! here), and, with the feature `containers`, throwaway PostgreSQL and Redis servers started
+//! through testcontainers from images built locally ([`containers`]; docs/DESIGN.md, "Test
+//! servers and containers").
 //!
 //! A URL is taken from its variable when set and not blank, else the local default; an
 //! unreachable server fails the tests, it never skips them.
+
+#[cfg(feature = "containers")]
+pub mod containers;
 
 /// The variable naming the PostgreSQL server of the tests.
 pub const POSTGRES_ENV: &str = "LEASE_POSTGRES_URL";
@@ -16,6 +21,15 @@ pub const REDIS_CLUSTER_ENV: &str = "LEASE_REDIS_CLUSTER_URL";
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 /// The shared local Redis.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Settings of throwaway PostgreSQL servers (clusters from local binaries, containers):
+/// durability is not needed, speed is.
+pub const POSTGRES_FAST_SETTINGS: [&str; 4] = [
+    "fsync=off",
+    "full_page_writes=off",
+    "synchronous_commit=off",
+    "max_connections=200",
+];
 
 /// The URL of a PostgreSQL on `127.0.0.1:port` (user `postgres`, trust auth, database `test`),
 /// the form of every test server: the shared one, throwaway clusters and containers.

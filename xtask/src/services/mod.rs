@@ -5,17 +5,20 @@
 //!    `LEASE_REDIS_CLUSTER_URL`);
 //! 2. a server already answering on its usual local port (5432 / 6379);
 //! 3. a throwaway server started from local binaries in a temp dir on a free port;
-//! 4. a throwaway container when a Docker engine answers.
+//! 4. a throwaway container through testcontainers ([`containers`]) when a Docker engine
+//!    answers, from an image built locally out of this machine's binaries.
 //!
 //! A Redis Cluster ([`redis_cluster`]) is found only in the first and third way (a cluster
-//! is never on a usual port, and no container image is tried).
+//! is never on a usual port, and no container image is tried). The `containers` row's
+//! services ([`Service::PostgresContainer`], [`Service::RedisContainer`]) are always
+//! containers.
 //!
 //! Otherwise discovery fails with an error naming the four ways and why each did not work.
 //! Throwaway servers are stopped and removed when their [`Found`] is dropped, and by the
 //! interrupt handler in [`crate::cleanup`].
 
 pub mod cluster_failover;
-pub mod docker;
+pub mod containers;
 pub mod postgres;
 pub mod probe;
 pub mod redis;
@@ -39,6 +42,10 @@ pub enum Service {
     Redis,
     /// A Redis Cluster (three primaries with a replica each), for lease-redis's cluster row.
     RedisCluster,
+    /// PostgreSQL in a container started through testcontainers, for the `containers` row.
+    PostgresContainer,
+    /// Redis in a container started through testcontainers, for the `containers` row.
+    RedisContainer,
     /// A PostgreSQL primary with a streaming standby and its failover script, for the
     /// torture row's failover runs ([`standby`]).
     PostgresStandby,
@@ -51,6 +58,8 @@ impl Service {
             Service::Postgres => "postgres",
             Service::Redis => "redis",
             Service::RedisCluster => "redis-cluster",
+            Service::PostgresContainer => "postgres-container",
+            Service::RedisContainer => "redis-container",
             Service::PostgresStandby => "postgres-standby",
         }
     }
@@ -58,8 +67,8 @@ impl Service {
     /// The variable that names the server, read by the backend's tests.
     pub fn env_var(self) -> &'static str {
         match self {
-            Service::Postgres => postgres::ENV,
-            Service::Redis => redis::ENV,
+            Service::Postgres | Service::PostgresContainer => postgres::ENV,
+            Service::Redis | Service::RedisContainer => redis::ENV,
             Service::RedisCluster => redis_cluster::ENV,
             Service::PostgresStandby => standby::ENV,
         }
@@ -80,10 +89,15 @@ impl Service {
     pub const ALL: [Service; 3] = [Service::Postgres, Service::Redis, Service::RedisCluster];
 
     /// Services started only when named (by `cargo xtask services NAME` or a matrix row),
-    /// never by "all".
-    pub const ON_REQUEST: [Service; 1] = [Service::PostgresStandby];
+    /// never by "all": the standby pair, and the containers of the `containers` row.
+    pub const ON_REQUEST: [Service; 3] = [
+        Service::PostgresStandby,
+        Service::PostgresContainer,
+        Service::RedisContainer,
+    ];
 
-    /// The service named `name` (`postgres`, `redis`, `redis-cluster`, `postgres-standby`).
+    /// The service named `name` (`postgres`, `redis`, `redis-cluster`, `postgres-standby`,
+    /// `postgres-container`, `redis-container`).
     pub fn from_name(name: &str) -> Option<Service> {
         Service::ALL
             .into_iter()
@@ -97,6 +111,8 @@ impl Service {
             Service::Postgres => postgres::discover(),
             Service::Redis => redis::discover(),
             Service::RedisCluster => redis_cluster::discover(),
+            Service::PostgresContainer => containers::postgres(),
+            Service::RedisContainer => containers::redis(),
             Service::PostgresStandby => standby::discover(),
         }
     }
@@ -143,13 +159,13 @@ fn log_tail(path: &std::path::Path, n: usize) -> String {
     }
 }
 
-/// Names ways (`local`, `binaries`, `docker`) to leave out, comma-separated; for trying
+/// Names ways (`local`, `binaries`, `containers`) to leave out, comma-separated; for trying
 /// the later ways on a machine where an earlier one works.
 pub const SKIP_VAR: &str = "XTASK_SKIP_WAYS";
 
 /// One way of finding a server after its environment variable.
 struct Way {
-    /// Short name for [`SKIP_VAR`]: `local`, `binaries` or `docker`.
+    /// Short name for [`SKIP_VAR`]: `local`, `binaries` or `containers`.
     key: &'static str,
     /// What it is, for messages.
     what: &'static str,

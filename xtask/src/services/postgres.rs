@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{Found, Way, docker, env_url, first_that_works, log_tail, probe, temp_dir, url};
+use super::{Found, Way, containers, env_url, first_that_works, log_tail, probe, temp_dir, url};
 use crate::cleanup;
 use crate::process::{is_executable, output_with_timeout, run_ok, which};
 
@@ -13,17 +13,10 @@ use crate::process::{is_executable, output_with_timeout, run_ok, which};
 pub const ENV: &str = lease_testserver::POSTGRES_ENV;
 /// The usual local port.
 pub const LOCAL_PORT: u16 = 5432;
-/// The container image of the last resort.
-pub const IMAGE: &str = "postgres:16";
 /// Where Debian and Ubuntu install the server binaries, one directory per major version.
 const DEBIAN_LIB: &str = "/usr/lib/postgresql";
 /// Settings for throwaway servers: durability is not needed, speed is.
-const FAST_SETTINGS: [&str; 4] = [
-    "fsync=off",
-    "full_page_writes=off",
-    "synchronous_commit=off",
-    "max_connections=200",
-];
+const FAST_SETTINGS: [&str; 4] = lease_testserver::POSTGRES_FAST_SETTINGS;
 
 /// Finds PostgreSQL: `LEASE_POSTGRES_URL`, then 127.0.0.1:5432, then a throwaway cluster
 /// from local binaries, then a container.
@@ -46,9 +39,9 @@ pub fn discover() -> Result<Found, String> {
                 start: throwaway_cluster,
             },
             Way {
-                key: "docker",
-                what: "a docker container (postgres:16)",
-                start: container,
+                key: "containers",
+                what: "a container through testcontainers (image built from local binaries)",
+                start: containers::postgres,
             },
         ],
     )
@@ -351,40 +344,6 @@ pub(super) fn stop_cluster(bin: &Path, user: Option<&str>, data: &Path) {
             let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
         }
     }
-}
-
-/// Starts `postgres:16` in a container with trust auth and database `test`.
-pub fn container() -> Result<Found, String> {
-    let started = Instant::now();
-    let mut cmd = Vec::new();
-    for setting in FAST_SETTINGS {
-        cmd.extend(["-c", setting]);
-    }
-    let c = docker::start(
-        IMAGE,
-        5432,
-        &[
-            ("POSTGRES_HOST_AUTH_METHOD", "trust"),
-            ("POSTGRES_DB", "test"),
-        ],
-        &cmd,
-    )?;
-    probe::wait_until(
-        Duration::from_secs(180),
-        || probe::postgres("127.0.0.1", c.host_port, Duration::from_secs(2)),
-        || Ok(()),
-    )?;
-    Ok(Found {
-        url: lease_testserver::postgres_url_on(c.host_port),
-        how: format!(
-            "a throwaway {IMAGE} container {:.12} on port {}, ready in {:.1}s",
-            c.id,
-            c.host_port,
-            started.elapsed().as_secs_f64()
-        ),
-        workdir: None,
-        _guard: Some(c.guard),
-    })
 }
 
 #[cfg(test)]

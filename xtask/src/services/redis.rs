@@ -4,7 +4,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Found, Way, docker, env_url, first_that_works, log_tail, probe, temp_dir, url};
+use super::{Found, Way, containers, env_url, first_that_works, log_tail, probe, temp_dir, url};
 use crate::cleanup;
 use crate::process::which;
 
@@ -12,8 +12,6 @@ use crate::process::which;
 pub const ENV: &str = lease_testserver::REDIS_ENV;
 /// The usual local port.
 pub const LOCAL_PORT: u16 = 6379;
-/// The container image of the last resort.
-pub const IMAGE: &str = "redis:7";
 
 /// Finds Redis: `LEASE_REDIS_URL`, then 127.0.0.1:6379, then a throwaway `redis-server`
 /// from a local binary, then a container.
@@ -45,9 +43,9 @@ pub fn discover() -> Result<Found, String> {
                 start: throwaway_server,
             },
             Way {
-                key: "docker",
-                what: "a docker container (redis:7)",
-                start: container,
+                key: "containers",
+                what: "a container through testcontainers (image built from local binaries)",
+                start: containers::redis,
             },
         ],
     )
@@ -146,33 +144,6 @@ pub fn throwaway_server() -> Result<Found, String> {
         ),
         workdir: Some(dir),
         _guard: Some(guard),
-    })
-}
-
-/// Starts `redis:7` in a container with persistence off.
-pub fn container() -> Result<Found, String> {
-    let started = Instant::now();
-    let c = docker::start(
-        IMAGE,
-        6379,
-        &[],
-        &["redis-server", "--save", "", "--appendonly", "no"],
-    )?;
-    probe::wait_until(
-        Duration::from_secs(120),
-        || probe::redis("127.0.0.1", c.host_port, Duration::from_secs(2)),
-        || Ok(()),
-    )?;
-    Ok(Found {
-        url: lease_testserver::redis_url_on(c.host_port),
-        how: format!(
-            "a throwaway {IMAGE} container {:.12} on port {}, ready in {:.1}s",
-            c.id,
-            c.host_port,
-            started.elapsed().as_secs_f64()
-        ),
-        workdir: None,
-        _guard: Some(c.guard),
     })
 }
 
