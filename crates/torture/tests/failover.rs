@@ -36,6 +36,12 @@ fn run(replication: &str, seed: &str, duration: &str) -> serde_json::Value {
         "lease-torture-failover-{replication}-{}.json",
         std::process::id()
     ));
+    // The run keeps its work dir when it finds violations (the negative control always
+    // does): give it one to remove.
+    let work = std::env::temp_dir().join(format!(
+        "lease-torture-failover-{replication}-{}",
+        std::process::id()
+    ));
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lease-torture"))
         .args(["run", "--url", &url])
@@ -54,8 +60,11 @@ fn run(replication: &str, seed: &str, duration: &str) -> serde_json::Value {
         .args(["--lease-ms", "1000", "--liveness", "40"])
         .arg("--json")
         .arg(&json)
+        .arg("--work-dir")
+        .arg(&work)
         .output()
         .expect("run lease-torture");
+    let _ = std::fs::remove_dir_all(&work);
     let elapsed = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
