@@ -131,13 +131,6 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     Ok(d)
 }
 
-fn env_or(var: &str, default: &str) -> String {
-    std::env::var(var)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| default.to_owned())
-}
-
 /// The default JSON directory: `<workspace>/target/bench`.
 fn default_json_dir() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -171,7 +164,7 @@ struct Cli {
     /// 'drain 20k c64', footprint.
     #[arg(long, value_name = "WORD")]
     only: Vec<String>,
-    /// Where the JSON report goes (default <workspace>/target/bench).
+    /// Where the JSON report goes (default `<workspace>/target/bench`).
     #[arg(long, value_name = "DIR")]
     json_dir: Option<PathBuf>,
     /// Before starting, wait until the 1-minute load average is below L.
@@ -241,11 +234,8 @@ pub fn parse(args: &[String]) -> Result<Options> {
         json_dir: cli.json_dir.unwrap_or_else(default_json_dir),
         wait_load: cli.wait_load,
         wait_max: cli.wait_max,
-        postgres_url: env_or(
-            "LEASE_POSTGRES_URL",
-            "postgres://postgres@127.0.0.1:5432/test",
-        ),
-        redis_url: env_or("LEASE_REDIS_URL", "redis://127.0.0.1:6379"),
+        postgres_url: lease_testserver::postgres_url(),
+        redis_url: lease_testserver::redis_url(),
         stored_max: cli
             .stored_max
             .unwrap_or(if quick { 100_000 } else { 1_000_000 }),
