@@ -134,3 +134,21 @@ pub async fn template(lib: &SharedBackend, steps: usize) -> Result<()> {
     )?;
     Ok(())
 }
+
+/// Fills the fixture's store with `n` completed executions with `steps` step records each:
+/// [`TEMPLATE`] through the library and `n - 1` server-side copies of it, then the server's
+/// settling ([`crate::raw::Raw::settle`]). Returns the raw client it used.
+pub async fn completed(
+    fx: &crate::fixture::Fixture,
+    steps: usize,
+    n: u64,
+) -> Result<std::sync::Arc<dyn crate::raw::Raw>> {
+    let raw = fx
+        .raw()
+        .await?
+        .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
+    template(&fx.lib, steps).await?;
+    raw.clone_terminal(TEMPLATE, "p", 0, n - 1).await?;
+    raw.settle().await?;
+    Ok(raw)
+}

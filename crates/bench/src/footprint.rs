@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::args::{Kind, Options};
 use crate::client::STEP_RESPONSE;
 use crate::error::{BenchError, Context, Result};
-use crate::fill::{self, TEMPLATE};
+use crate::fill;
 use crate::fixture::{Fixture, StoreSpec};
 use crate::load;
 
@@ -139,13 +139,7 @@ async fn completed_size(kind: Kind, n: u64, steps: usize, options: &Options) -> 
             .spec()
             .ok_or_else(|| BenchError::Setup("no store".into()))?;
         let before = size(&spec).await?;
-        let raw = fx
-            .raw()
-            .await?
-            .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
-        fill::template(&fx.lib, steps).await?;
-        raw.clone_terminal(TEMPLATE, "p", 0, n - 1).await?;
-        raw.settle().await?;
+        fill::completed(&fx, steps, n).await?;
         let after = size(&spec).await?;
         Ok((after.saturating_sub(before), n))
     }
@@ -269,13 +263,7 @@ async fn postgres_tables(n: u64, options: &Options) -> Vec<Row> {
             let Some(StoreSpec::Postgres { url, schema }) = fx.spec() else {
                 return Err(BenchError::Setup("not a postgres store".into()));
             };
-            let raw = fx
-                .raw()
-                .await?
-                .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
-            fill::template(&fx.lib, STEPS).await?;
-            raw.clone_terminal(TEMPLATE, "p", 0, n - 1).await?;
-            raw.settle().await?;
+            fill::completed(&fx, STEPS, n).await?;
             let pool = pg_pool(&url).await?;
             let sizes = pg_sizes(&pool, &schema).await;
             pool.close().await;

@@ -14,7 +14,7 @@ use lease_core::Timestamp;
 use crate::Side;
 use crate::args::{Kind, Options};
 use crate::error::{BenchError, Context, Result};
-use crate::fill::{self, TEMPLATE};
+use crate::fill;
 use crate::fixture::Fixture;
 use crate::measure::Sample;
 
@@ -37,13 +37,7 @@ pub const TARGET: f64 = 20_000.0;
 pub async fn sample(kind: Kind, side: Side, n: u64, options: &Options) -> Result<Sample> {
     let fx = Fixture::new(kind, options).await?;
     let result = async {
-        let raw = fx
-            .raw()
-            .await?
-            .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
-        fill::template(&fx.lib, STEPS).await?;
-        raw.clone_terminal(TEMPLATE, "p", 0, n - 1).await?;
-        raw.settle().await?;
+        let raw = fill::completed(&fx, STEPS, n).await?;
         let before = Timestamp::from_millis(fill::unix_ms() + 60_000);
         let started = Instant::now();
         let mut purged = 0u64;
