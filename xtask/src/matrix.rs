@@ -130,6 +130,10 @@ pub const MATRIX: &[Backend] = &[
         ],
         &[Service::PostgresContainer, Service::RedisContainer],
     ),
+    // The benchmark harness's own tests (argument parsing, report verdicts, every issue 12
+    // row's code and the space rows on SQLite, the wake rows on memory): no timing asserted,
+    // no server needed.
+    Backend::new("bench", &["-p", "lease-bench"], &[]),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
 ];
