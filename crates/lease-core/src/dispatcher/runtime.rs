@@ -220,6 +220,12 @@ impl Dispatcher {
         })
     }
 
+    /// Cancelled once the dispatcher stops claiming (a shutdown began).
+    #[cfg(all(test, feature = "memory"))]
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.shared.stop_claiming.clone()
+    }
+
     /// Acknowledgements waiting behind the one in flight.
     #[cfg(all(test, feature = "memory"))]
     pub(crate) fn queued_acks(&self) -> usize {
@@ -256,10 +262,12 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     let mut failures = 0u32;
     let mut polled = Instant::now();
     loop {
-        while deliveries.try_join_next().is_some() {}
+        // Checked before joining: a delivery that ends once shutdown began is the drain's
+        // to count as finished.
         if shared.stop_claiming.is_cancelled() {
             break;
         }
+        while deliveries.try_join_next().is_some() {}
         let free = opts
             .get_concurrency()
             .saturating_sub(shared.metrics.in_flight());

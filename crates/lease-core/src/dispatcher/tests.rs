@@ -223,8 +223,12 @@ async fn shutdown_waits_for_deliveries_then_releases_the_rest() {
     let metrics = dispatcher.metrics();
     wait_until("both running", || metrics.snapshot().in_flight == 2).await;
     // A grace long enough for the quick delivery to finish on a loaded 2-core CI machine
-    // (300 ms was not: the quick one was cancelled too); the stuck one waits it out.
+    // (300 ms was not: the quick one was cancelled too); the stuck one waits it out. The
+    // quick one is let go only once the shutdown has begun, or it ends before the drain
+    // and is not counted as finished by it.
+    let stopping = dispatcher.stopping();
     let shutdown = tokio::spawn(dispatcher.shutdown(Duration::from_secs(3)));
+    stopping.cancelled().await;
     gate.notify_one();
     let report = shutdown.await.expect("shutdown");
     assert_eq!(report.finished, 1);
