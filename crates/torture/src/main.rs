@@ -23,6 +23,7 @@ mod recorder;
 mod report;
 mod runtime;
 mod timeline;
+mod trueclock;
 mod workflow;
 
 use std::process::ExitCode;

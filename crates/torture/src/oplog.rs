@@ -15,17 +15,18 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use lease_conformance::history::{Op, OpResult};
 use serde::{Deserialize, Serialize};
 
-/// Microseconds since the Unix epoch: the machine-wide clock every process logs with.
+use crate::trueclock;
+
+/// Microseconds since the Unix epoch: the machine-wide clock every process logs with. It is
+/// the machine's true clock ([`trueclock::realtime_us`]), which libfaketime cannot fake, so
+/// the logs of runtimes with skewed clocks (`--clock-skew`) still order in real time; the
+/// library under test sees the faked one.
 pub fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    trueclock::realtime_us()
 }
 
 /// One line of a log file.
