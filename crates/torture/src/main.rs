@@ -22,6 +22,7 @@ mod oplog;
 mod recorder;
 mod report;
 mod runtime;
+mod skew;
 mod timeline;
 mod trueclock;
 mod workflow;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::appcheck::AppViolation;
 use crate::effectcheck::{EffectFigures, EffectViolation};
+use crate::skew::SkewFigures;
 
 /// Operation counts by kind, then by result.
 pub type OpCounts = BTreeMap<&'static str, BTreeMap<&'static str, u64>>;
@@ -114,6 +115,16 @@ pub struct Report {
     pub effect_violations: usize,
     /// The first violations of the effect checker.
     pub first_effect_violations: Vec<EffectViolation>,
+    /// The runtimes' clock skews, drawn and observed (`--clock-skew`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_skew: Option<SkewFigures>,
+}
+
+impl Report {
+    /// No violation, and every sampled clock skew took effect as drawn.
+    pub fn passed(&self) -> bool {
+        self.violations == 0 && self.clock_skew.as_ref().is_none_or(|s| s.mismatched == 0)
+    }
 }
 
 impl fmt::Display for Report {
@@ -169,6 +180,9 @@ impl fmt::Display for Report {
             self.stale_renewals_refused
         )?;
         writeln!(f, "  torn log lines: {}", self.torn_lines)?;
+        if let Some(skew) = &self.clock_skew {
+            write!(f, "{skew}")?;
+        }
         writeln!(
             f,
             "  application rows ({}): {}",

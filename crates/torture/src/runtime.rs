@@ -20,6 +20,7 @@ use crate::backend;
 use crate::effects::{self, EffectLog, EffectMode, EffectSteps, RecordedEffects};
 use crate::oplog::OpLog;
 use crate::recorder::Recorder;
+use crate::skew;
 use crate::workflow;
 
 /// Options of a runtime process (set by the controller).
@@ -65,6 +66,7 @@ impl RuntimeArgs {
 
 /// Runs the runtime until standard input closes.
 pub async fn main(a: RuntimeArgs) -> ExitCode {
+    skew::sample_clock(a.process);
     let log = match OpLog::create(&a.log) {
         Ok(l) => Arc::new(l),
         Err(e) => {
