@@ -103,11 +103,17 @@ pub const MATRIX: &[Backend] = &[
         &[Service::Postgres, Service::Redis],
     ),
     // The short torture run (issue 6): each backend under faults for 20 s, history-checked;
-    // and the short failover runs (issue 14) on a PostgreSQL primary with a standby.
+    // and the short failover runs (issue 14) on a PostgreSQL primary with a standby and on
+    // a Redis Cluster.
     Backend::new(
         "torture",
         &["-p", "lease-torture"],
-        &[Service::Postgres, Service::Redis, Service::PostgresStandby],
+        &[
+            Service::Postgres,
+            Service::Redis,
+            Service::PostgresStandby,
+            Service::RedisClusterFailover,
+        ],
     ),
     // The PostgreSQL and Redis conformance suites (and the test-server crate's container
     // tests) against servers started through testcontainers (issue 15 item 2), from images

@@ -8,11 +8,11 @@ use crate::services::{Service, url};
 
 /// Usage text of the command.
 pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis|redis-cluster|postgres-standby|postgres-container|redis-container]...
+usage: cargo xtask services [postgres|redis|redis-cluster|postgres-standby|redis-cluster-failover|postgres-container|redis-container]...
 
-Finds (or starts) the named servers (postgres-standby, a primary with a streaming standby
-and its failover script, and the testcontainers ones, only when named), the first three by
-default, the way test-all does, and prints
+Finds (or starts) the named servers (postgres-standby, a primary with a streaming standby,
+redis-cluster-failover, a cluster with its failover script, and the testcontainers ones,
+only when named), the first three by default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 

@@ -246,7 +246,14 @@ pub async fn inject(
 ) -> Result<Duration, String> {
     let cmd = o.cmd.as_deref().ok_or("no --failover-cmd")?;
     let lag = if o.lag { f.hold.as_millis() } else { 0 };
-    let took = nemesis::restart(&format!("{cmd} {lag}"), &dir.join("failover.log")).await?;
+    let line = match kind {
+        // The cluster script fails over the primary serving this key's slot: the
+        // namespace's (one partition: every key of it; more: its home keys, the token
+        // counter among them), so every failover hits the run.
+        Kind::Redis => format!("{cmd} {lag} 'lease:{{{namespace}}}:token'"),
+        _ => format!("{cmd} {lag}"),
+    };
+    let took = nemesis::restart(&line, &dir.join("failover.log")).await?;
     apply(o, url, kind, namespace).await?;
     Ok(took)
 }

@@ -7,9 +7,15 @@
 //! - synchronous standby: every failover keeps every acknowledged commit, so the history
 //!   checker finds 0 violations;
 //! - asynchronous standby (NEGATIVE CONTROL): the standby is held back before the primary
-//!   dies, the commits acknowledged meanwhile are lost, and the checker must see it.
+//!   dies, the commits acknowledged meanwhile are lost, and the checker must see it;
+//! - Redis Cluster, asynchronous replication (NEGATIVE CONTROL), on the throwaway cluster
+//!   test-all starts (`LEASE_REDIS_CLUSTER_FAILOVER_URL`, `LEASE_REDIS_CLUSTER_FAILOVER`):
+//!   the replica's link is cut for the drawn lag, the namespace's primary is killed, the
+//!   replica promoted without the writes of the lag, and the checker must see it. No Redis
+//!   configuration keeps fencing across a failover (docs/DESIGN.md), so there is no Redis
+//!   run that must pass.
 //!
-//! Both use fixed seeds, so the fault schedule (times and lags) is the same every run.
+//! All use fixed seeds, so the fault schedule (times and lags) is the same every run.
 
 use std::process::Command;
 use std::sync::Mutex;
@@ -27,11 +33,38 @@ fn var(name: &str) -> String {
         })
 }
 
-/// Runs one failover torture run; returns the JSON report.
+/// Where a run fails over: the server's URL and its failover script, by variable.
+struct Pair {
+    url: &'static str,
+    script: &'static str,
+}
+
+const POSTGRES: Pair = Pair {
+    url: "LEASE_POSTGRES_STANDBY_URL",
+    script: "LEASE_POSTGRES_STANDBY_FAILOVER",
+};
+
+const REDIS_CLUSTER: Pair = Pair {
+    url: "LEASE_REDIS_CLUSTER_FAILOVER_URL",
+    script: "LEASE_REDIS_CLUSTER_FAILOVER",
+};
+
+/// Runs one failover torture run on the PostgreSQL pair; returns the JSON report.
 fn run(replication: &str, seed: &str, duration: &str) -> serde_json::Value {
+    run_on(&POSTGRES, replication, seed, duration, &[])
+}
+
+/// Runs one failover torture run on `pair` with `extra` flags; returns the JSON report.
+fn run_on(
+    pair: &Pair,
+    replication: &str,
+    seed: &str,
+    duration: &str,
+    extra: &[&str],
+) -> serde_json::Value {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let url = var("LEASE_POSTGRES_STANDBY_URL");
-    let script = var("LEASE_POSTGRES_STANDBY_FAILOVER");
+    let url = var(pair.url);
+    let script = var(pair.script);
     let json = std::env::temp_dir().join(format!(
         "lease-torture-failover-{replication}-{}.json",
         std::process::id()
@@ -58,6 +91,7 @@ fn run(replication: &str, seed: &str, duration: &str) -> serde_json::Value {
             "40",
         ])
         .args(["--lease-ms", "1000", "--liveness", "40"])
+        .args(extra)
         .arg("--json")
         .arg(&json)
         .arg("--work-dir")
@@ -104,5 +138,22 @@ fn an_asynchronous_standby_loses_acknowledged_writes_and_the_checker_sees_it() {
     assert!(
         violations > 0,
         "NEGATIVE CONTROL: the asynchronous standby lost nothing the checker noticed: {report:#}"
+    );
+}
+
+#[test]
+fn a_redis_cluster_failover_with_a_lagging_replica_loses_writes_and_the_checker_sees_it() {
+    let report = run_on(
+        &REDIS_CLUSTER,
+        "async",
+        "14031",
+        "12",
+        &["--failover-lag", "on"],
+    );
+    assert!(failovers(&report) >= 1, "failovers: {}", report["faults"]);
+    let violations = report["violations"].as_u64().unwrap_or(0);
+    assert!(
+        violations > 0,
+        "NEGATIVE CONTROL: the Redis failover lost nothing the checker noticed: {report:#}"
     );
 }

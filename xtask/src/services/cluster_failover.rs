@@ -2,31 +2,49 @@
 //! with a `failover` script for the torture `failover` fault (issue 14 item 2): it kills a
 //! primary (the primaries take turns), waits until its replica was promoted and starts the
 //! old primary again as the new primary's replica (`cluster_failover.sh` behind a generated
-//! header). Nodes the script restarts run daemonized with a pidfile; the guard returned here
-//! kills them (the cluster's own guard kills the nodes it started).
+//! header). Nodes the script restarts run daemonized with a pidfile; the cluster's guard
+//! kills them with the nodes it started. Test-all's torture row gets it as the service
+//! `redis-cluster-failover` ([`ENV`], [`FAILOVER_ENV`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::Found;
 use super::redis::server_args;
 use super::redis_cluster::{cluster_args, throwaway_cluster};
-use crate::cleanup::{self, Guard};
+use super::{Found, failover_pair_from_env, failover_script_of};
 use crate::process::{run_ok, which};
 
 /// The failover script's body.
 const SCRIPT: &str = include_str!("cluster_failover.sh");
 
-/// A throwaway cluster, the guard of the nodes its script restarts, and the script's path.
+/// The variable naming a cluster with a failover script (a `redis+cluster://` URL).
+pub const ENV: &str = "LEASE_REDIS_CLUSTER_FAILOVER_URL";
+/// The variable naming that cluster's failover script.
+pub const FAILOVER_ENV: &str = "LEASE_REDIS_CLUSTER_FAILOVER";
+
+/// A throwaway cluster and its failover script's path.
 pub struct FailoverCluster {
-    /// Kills restarted nodes; declared first so it drops before `found`'s guard removes
-    /// the dir (and the pidfiles).
-    pub restarted: Guard,
-    /// The cluster (URL `redis+cluster://` of the primaries).
+    /// The cluster (URL `redis+cluster://` of the primaries); its guard stops every node.
     pub found: Found,
     /// The executable failover script.
     pub script: PathBuf,
+}
+
+/// The cluster of [`ENV`] and [`FAILOVER_ENV`] when both are set, else a throwaway one.
+pub fn discover() -> Result<Found, String> {
+    if let Some(found) = failover_pair_from_env(ENV, FAILOVER_ENV) {
+        return Ok(found);
+    }
+    throwaway()
+        .map(|c| c.found)
+        .map_err(|e| format!("{ENV} not set; a throwaway cluster: {e}"))
+}
+
+/// The failover script of a cluster found by [`discover`]: [`FAILOVER_ENV`], else
+/// `failover` in the throwaway cluster's dir.
+pub fn failover_script(found: &Found) -> Option<String> {
+    failover_script_of(found, FAILOVER_ENV)
 }
 
 fn shell_quote(s: &str) -> String {
@@ -92,25 +110,7 @@ pub fn throwaway() -> Result<FailoverCluster, String> {
         Command::new("chmod").arg("+x").arg(&path),
         Duration::from_secs(10),
     )?;
-    let restarted = {
-        let (dir, ports) = (dir.clone(), ports.clone());
-        cleanup::register(
-            format!(
-                "stop the restarted nodes of the cluster in {}",
-                dir.display()
-            ),
-            move || {
-                for port in ports {
-                    let pidfile = dir.join(port.to_string()).join("redis.pid");
-                    if let Ok(pid) = std::fs::read_to_string(&pidfile) {
-                        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
-                    }
-                }
-            },
-        )
-    };
     Ok(FailoverCluster {
-        restarted,
         found,
         script: path,
     })

@@ -1,10 +1,12 @@
 # Fails one primary of a throwaway Redis Cluster (xtask/src/services/cluster_failover.rs)
-# over to its replica: the primaries take turns (round robin in port order); the primary is
+# over to its replica: the primary that serves KEY's slot when a KEY is given (the torture
+# controller names its namespace's key, so every failover hits the namespace), else the
+# primaries take turns (round robin in port order); the primary is
 # killed with SIGKILL, the cluster notices (cluster-node-timeout) and the replica wins the
 # election; then the old primary is started again (empty: no persistence) and rejoins as
 # the new primary's replica.
 #
-# Usage: failover [LAG_MS]
+# Usage: failover [LAG_MS [KEY]]
 #   LAG_MS > 0: first the replica's link is cut for that long, as a stalled link would:
 #   the replica is given a wrong `masterauth` and the primary drops it (`CLIENT KILL TYPE
 #   replica`), so it cannot resync, and the primary acknowledges writes the replica never
@@ -14,6 +16,7 @@
 # Set by the generated header: CLUSTER_DIR, REDIS_CLI, a start_node PORT function.
 set -eu
 lag_ms=${1:-0}
+key=${2:-}
 cli() { "$REDIS_CLI" -p "$@"; }
 port_of() { awk '{ split($2, a, "[:@]"); print a[2] }'; }
 pid_of() { cli "$1" info server | awk -F: '/^process_id/ { print $2 }' | tr -d '\r'; }
@@ -37,10 +40,25 @@ n=$(cat "$CLUSTER_DIR/failovers" 2>/dev/null || echo 0)
 masters=$(cli "$any" cluster nodes | awk '$3 ~ /master/ && $3 !~ /fail/' | port_of | sort -n)
 count=$(echo "$masters" | wc -l)
 primary=$(echo "$masters" | sed -n "$(( n % count + 1 ))p")
+if [ -n "$key" ]; then
+    slot=$(cli "$any" cluster keyslot "$key" | tr -d '\r')
+    primary=$(cli "$any" cluster nodes | awk -v s="$slot" '$3 ~ /master/ && $3 !~ /fail/ {
+        for (i = 9; i <= NF; i++) {
+            if ($i !~ /^[0-9]+(-[0-9]+)?$/) continue
+            n = split($i, r, "-"); lo = r[1] + 0; hi = (n == 2 ? r[2] : r[1]) + 0
+            if (s >= lo && s <= hi) { split($2, a, "[:@]"); print a[2] }
+        }
+    }' | head -n 1)
+    if [ -z "$primary" ]; then echo "no primary serves slot $slot of $key" >&2; exit 1; fi
+fi
 id=$(cli "$primary" cluster myid | tr -d '\r')
 replica=$(cli "$primary" cluster nodes | awk -v id="$id" '$4 == id && $3 ~ /slave/ && $3 !~ /fail/' | port_of | head -n 1)
 if [ -z "$replica" ]; then echo "no replica of $primary" >&2; exit 1; fi
 ppid=$(pid_of "$primary")
+# A replica cut off for longer than cluster-replica-validity-factor (default 10) node
+# timeouts refuses to stand for election and the shard stays down; the nemesis wants the
+# lagged replica promoted (that is the loss it measures), so any replica may stand.
+cli "$replica" config set cluster-replica-validity-factor 0 >/dev/null
 if [ "$lag_ms" -gt 0 ]; then
     cli "$replica" config set masterauth lease-xtask-link-cut >/dev/null
     cli "$primary" client kill type replica >/dev/null

@@ -49,6 +49,9 @@ pub enum Service {
     /// A PostgreSQL primary with a streaming standby and its failover script, for the
     /// torture row's failover runs ([`standby`]).
     PostgresStandby,
+    /// A throwaway Redis Cluster with its failover script, for the torture row's Redis
+    /// failover runs ([`cluster_failover`]).
+    RedisClusterFailover,
 }
 
 impl Service {
@@ -61,6 +64,7 @@ impl Service {
             Service::PostgresContainer => "postgres-container",
             Service::RedisContainer => "redis-container",
             Service::PostgresStandby => "postgres-standby",
+            Service::RedisClusterFailover => "redis-cluster-failover",
         }
     }
 
@@ -71,6 +75,7 @@ impl Service {
             Service::Redis | Service::RedisContainer => redis::ENV,
             Service::RedisCluster => redis_cluster::ENV,
             Service::PostgresStandby => standby::ENV,
+            Service::RedisClusterFailover => cluster_failover::ENV,
         }
     }
 
@@ -79,6 +84,10 @@ impl Service {
         match self {
             Service::PostgresStandby => standby::failover_script(found)
                 .map(|s| (standby::FAILOVER_ENV, s))
+                .into_iter()
+                .collect(),
+            Service::RedisClusterFailover => cluster_failover::failover_script(found)
+                .map(|s| (cluster_failover::FAILOVER_ENV, s))
                 .into_iter()
                 .collect(),
             _ => Vec::new(),
@@ -90,14 +99,15 @@ impl Service {
 
     /// Services started only when named (by `cargo xtask services NAME` or a matrix row),
     /// never by "all": the standby pair, and the containers of the `containers` row.
-    pub const ON_REQUEST: [Service; 3] = [
+    pub const ON_REQUEST: [Service; 4] = [
         Service::PostgresStandby,
+        Service::RedisClusterFailover,
         Service::PostgresContainer,
         Service::RedisContainer,
     ];
 
     /// The service named `name` (`postgres`, `redis`, `redis-cluster`, `postgres-standby`,
-    /// `postgres-container`, `redis-container`).
+    /// `redis-cluster-failover`, `postgres-container`, `redis-container`).
     pub fn from_name(name: &str) -> Option<Service> {
         Service::ALL
             .into_iter()
@@ -114,6 +124,7 @@ impl Service {
             Service::PostgresContainer => containers::postgres(),
             Service::RedisContainer => containers::redis(),
             Service::PostgresStandby => standby::discover(),
+            Service::RedisClusterFailover => cluster_failover::discover(),
         }
     }
 }
@@ -129,6 +140,29 @@ pub struct Found {
     pub workdir: Option<PathBuf>,
     /// Stops a throwaway server when dropped; `None` for a server xtask did not start.
     pub _guard: Option<Guard>,
+}
+
+/// A server with a failover script named by both variables (`url_env`, `script_env`), or
+/// `None` when either is unset.
+fn failover_pair_from_env(url_env: &str, script_env: &str) -> Option<Found> {
+    let (url, _) = (env_url(url_env)?, env_url(script_env)?);
+    Some(Found {
+        url,
+        how: format!("{url_env} and {script_env}"),
+        workdir: None,
+        _guard: None,
+    })
+}
+
+/// The failover script of a server found with [`failover_pair_from_env`] (`script_env`), else
+/// `failover` in the throwaway server's dir.
+fn failover_script_of(found: &Found, script_env: &str) -> Option<String> {
+    env_url(script_env).or_else(|| {
+        found
+            .workdir
+            .as_ref()
+            .map(|d| d.join("failover").to_string_lossy().into_owned())
+    })
 }
 
 /// Creates a fresh, uniquely named directory under the system temp dir.

@@ -114,6 +114,7 @@ pub fn throwaway_cluster() -> Result<Found, String> {
                     let _ = node.kill();
                     let _ = node.wait();
                 }
+                kill_restarted(&dir);
                 let _ = std::fs::remove_dir_all(&dir);
             },
         )
@@ -159,6 +160,19 @@ pub fn throwaway_cluster() -> Result<Found, String> {
         workdir: Some(dir),
         _guard: Some(guard),
     })
+}
+
+/// Kills the nodes a failover script started again, daemonized with a `redis.pid` in their
+/// node dir ([`super::cluster_failover`]); the cluster's own children are killed before.
+fn kill_restarted(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if let Ok(pid) = std::fs::read_to_string(entry.path().join("redis.pid")) {
+            let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        }
+    }
 }
 
 fn node_dir(dir: &Path, port: u16) -> PathBuf {

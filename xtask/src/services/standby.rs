@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::postgres::{as_user, cluster_user, find_bin_dir, psql_command, stop_cluster};
-use super::{Found, env_url, log_tail, probe, temp_dir};
+use super::{Found, failover_pair_from_env, failover_script_of, log_tail, probe, temp_dir};
 use crate::cleanup;
 use crate::process::{is_executable, run_ok, which};
 
@@ -55,13 +55,8 @@ const SYNC_CONF: &str = "synchronous_standby_names = '*'\n";
 /// `LEASE_POSTGRES_STANDBY_URL` and `LEASE_POSTGRES_STANDBY_FAILOVER` when both are set,
 /// else a throwaway pair.
 pub fn discover() -> Result<Found, String> {
-    if let (Some(url), Some(_)) = (env_url(ENV), env_url(FAILOVER_ENV)) {
-        return Ok(Found {
-            url,
-            how: format!("{ENV} and {FAILOVER_ENV}"),
-            workdir: None,
-            _guard: None,
-        });
+    if let Some(found) = failover_pair_from_env(ENV, FAILOVER_ENV) {
+        return Ok(found);
     }
     throwaway_pair().map_err(|e| format!("{ENV} not set; a throwaway pair: {e}"))
 }
@@ -69,12 +64,7 @@ pub fn discover() -> Result<Found, String> {
 /// The failover script of a pair found by [`discover`]: `LEASE_POSTGRES_STANDBY_FAILOVER`,
 /// else `failover` in the throwaway pair's dir.
 pub fn failover_script(found: &Found) -> Option<String> {
-    env_url(FAILOVER_ENV).or_else(|| {
-        found
-            .workdir
-            .as_ref()
-            .map(|d| d.join("failover").to_string_lossy().into_owned())
-    })
+    failover_script_of(found, FAILOVER_ENV)
 }
 
 fn shell_quote(s: &str) -> String {
