@@ -11,6 +11,7 @@ use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
 use futures::StreamExt;
 use lease_conformance::history::{self, CheckOptions, Op, OpKind, OpResult};
 use lease_core::{Admission, ExecutionId, LeaseBackend};
@@ -20,8 +21,8 @@ use tokio::time::Instant;
 
 use crate::app::{AppStore, AppWrite};
 use crate::appcheck;
-use crate::args::Flags;
 use crate::backend::{self, Kind};
+use crate::cli;
 use crate::effectcheck;
 use crate::effects::EffectMode;
 use crate::failover;
@@ -34,138 +35,83 @@ use crate::skew::Skewer;
 use crate::timeline::{self, FaultEvent};
 use crate::workflow;
 
-/// Usage of `lease-torture run`, with `{FAILOVER}` for the failover options.
-pub const USAGE: &str = "\
-usage: lease-torture run --url URL [options]
-
-  --url URL            sqlite:PATH | postgres://... | redis://... (sqlite: default, a file
-                       in the work dir)
-  --processes N        runtime processes (3)
-  --concurrency N      deliveries per process (8)
-  --executions N       executions kept in flight: admitted, not yet complete (100)
-  --max-executions N   stop admitting after N in all (no limit)
-  --duration SECS      how long faults are injected and executions admitted (60)
-  --seed N             fault schedule seed (default: from the clock; printed)
-  --faults LIST        pause,kill,drop,slow-renew,restart,failover | all | none (all that
-                       apply)
-  --fault-every MS     mean time between faults (2000)
-  --lease-ms MS        lease duration, renewed every third (1500)
-  --liveness SECS      every execution must complete this long after the faults stop (60)
-  --restart-cmd CMD    shell command restarting the server (needed for `restart`)
-  --clock-skew         run each runtime incarnation under libfaketime, its clock offset by
-                       up to an hour either way and running 0.5x-2x (drawn from the seed;
-                       combines with any --faults)
-{FAILOVER}
-  --work-dir DIR       logs and the SQLite file (default: a fresh temp dir)
-  --json FILE          also write the report as JSON
-  --app-write MODE     fenced (default): the application rows through step_in_tx /
-                       step_in_script; unfenced: NEGATIVE CONTROL, the rows written outside
-                       the fence (the checker must report violations)
-  --effects MODE       helper (default): the effect step calls its provider through
-                       Delivery::effect; unfenced: NEGATIVE CONTROL, the provider called
-                       inside a plain step (the effect checker must report violations)
-  --timeline FILE      also write the run's timeline picture (SVG; always written to the
-                       work dir as timeline.svg)
-  --keep               keep the work dir and the namespace even when the run passes";
-
-/// The whole usage text (the failover options come from [`failover::USAGE`]).
-pub fn usage() -> String {
-    USAGE.replace("{FAILOVER}", failover::USAGE)
-}
-
-/// Options of a controller run.
-#[derive(Debug, Clone)]
+/// Options of a controller run (`lease-torture run --help`).
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Durations take a bare number in the unit their value name says \
+    (SECS, MS) or humantime's spelling: 90s, 1m 30s, 500ms."
+)]
 pub struct RunArgs {
-    /// Backend URL (without namespace).
+    /// sqlite:PATH | postgres://... | redis://... (default: sqlite, a file in the work dir).
+    #[arg(long, value_name = "URL")]
     pub url: Option<String>,
-    /// Runtime processes.
+    /// Runtime processes, 1 to 64.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     pub processes: usize,
-    /// Concurrency per process.
+    /// Deliveries per process.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: usize,
-    /// Executions kept in flight.
+    /// Executions kept in flight: admitted, not yet complete (at least 1).
+    #[arg(long = "executions", value_name = "N", default_value_t = 100,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub window: usize,
-    /// Total admission cap.
+    /// Stop admitting after N in all (default: no limit).
+    #[arg(long, value_name = "N")]
     pub max_executions: Option<u64>,
-    /// Fault window.
+    /// How long faults are injected and executions admitted.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = cli::secs)]
     pub duration: Duration,
-    /// Schedule seed.
+    /// Fault schedule seed (default: from the clock; printed).
+    #[arg(long, value_name = "N", default_value_t = cli::clock_seed(), hide_default_value = true)]
     pub seed: u64,
-    /// Fault kinds asked for.
+    /// pause,kill,drop,slow-renew,restart,failover | all | none (all: each kind the backend
+    /// and the given commands allow).
+    #[arg(long, value_name = "LIST", default_value = "all", value_parser = faults::parse_kinds)]
     pub faults: BTreeSet<FaultKind>,
     /// Mean time between faults.
+    #[arg(long, value_name = "MS", default_value = "2000", value_parser = cli::millis)]
     pub fault_every: Duration,
-    /// Lease duration.
+    /// Lease duration, renewed every third; at least 30 ms.
+    #[arg(long = "lease-ms", value_name = "MS", default_value = "1500", value_parser = cli::lease_ms)]
     pub lease_ms: u64,
-    /// Liveness bound after the faults stop.
+    /// Every execution must complete this long after the faults stop.
+    #[arg(long, value_name = "SECS", default_value = "60", value_parser = cli::secs)]
     pub liveness: Duration,
-    /// Server restart command.
+    /// Shell command restarting the server (needed for the `restart` fault).
+    #[arg(long, value_name = "CMD")]
     pub restart_cmd: Option<String>,
-    /// Work dir.
+    /// Run each runtime incarnation under libfaketime, its clock offset by up to an hour
+    /// either way and running 0.5x-2x (drawn from the seed; combines with any --faults).
+    #[arg(long)]
+    pub clock_skew: bool,
+    /// Logs and the SQLite file (default: a fresh temp dir).
+    #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// JSON report path.
+    /// Also write the report as JSON.
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Where else the timeline picture goes.
+    /// Also write the run's timeline picture (SVG; always written to the work dir as
+    /// timeline.svg).
+    #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
-    /// Keep everything.
+    /// Keep the work dir and the namespace even when the run passes.
+    #[arg(long)]
     pub keep: bool,
-    /// How the workflow writes its application rows.
+    /// fenced: the application rows through step_in_tx / step_in_script; unfenced:
+    /// NEGATIVE CONTROL, the rows written outside the fence (the checker must report
+    /// violations).
+    #[arg(long, value_name = "MODE", default_value = "fenced", value_parser = AppWrite::parse)]
     pub app_write: AppWrite,
     /// The failover fault's script and replication mode.
+    #[command(flatten)]
     pub failover: failover::Options,
-    /// How the effect step calls its provider.
+    /// helper: the effect step calls its provider through Delivery::effect; unfenced:
+    /// NEGATIVE CONTROL, the provider called inside a plain step (the effect checker must
+    /// report violations).
+    #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
-    /// Each runtime incarnation under libfaketime with a drawn clock skew.
-    pub clock_skew: bool,
-}
-
-impl RunArgs {
-    /// Parses the flags of `run`.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut f = Flags::new(args)?;
-        let seed = match f.take("seed") {
-            Some(s) => s
-                .parse()
-                .map_err(|_| format!("--seed {s:?} is not a number"))?,
-            None => (now_us() as u64) % 1_000_000,
-        };
-        let a = RunArgs {
-            url: f.take("url"),
-            processes: f.number("processes", 3)?,
-            concurrency: f.number("concurrency", 8)?,
-            window: f.number("executions", 100)?,
-            max_executions: f
-                .take("max-executions")
-                .map(|v| v.parse())
-                .transpose()
-                .map_err(|_| "--max-executions is not a number".to_owned())?,
-            duration: Duration::from_secs_f64(f.number("duration", 60.0)?),
-            seed,
-            faults: faults::parse_kinds(&f.take("faults").unwrap_or_else(|| "all".into()))?,
-            fault_every: Duration::from_millis(f.number("fault-every", 2000)?),
-            lease_ms: f.number("lease-ms", 1500)?,
-            liveness: Duration::from_secs_f64(f.number("liveness", 60.0)?),
-            restart_cmd: f.take("restart-cmd"),
-            work_dir: f.take("work-dir").map(PathBuf::from),
-            json: f.take("json").map(PathBuf::from),
-            timeline: f.take("timeline").map(PathBuf::from),
-            keep: f.switch("keep")?,
-            app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
-            failover: failover::Options::parse(&mut f)?,
-            effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
-            clock_skew: f.switch("clock-skew")?,
-        };
-        f.finish()?;
-        if a.processes == 0 || a.processes > 64 {
-            return Err("--processes must be 1..=64".into());
-        }
-        if a.window == 0 {
-            return Err("--executions must be at least 1".into());
-        }
-        if a.lease_ms < 30 {
-            return Err("--lease-ms must be at least 30".into());
-        }
-        Ok(a)
-    }
 }
 
 /// One runtime slot: the current process and its history.

@@ -62,7 +62,7 @@ impl EffectMode {
         match s {
             "helper" => Ok(EffectMode::Helper),
             "unfenced" => Ok(EffectMode::Unfenced),
-            other => Err(format!("--effects {other:?}: helper or unfenced")),
+            _ => Err("helper or unfenced".to_owned()),
         }
     }
 

@@ -22,8 +22,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::args::Flags;
 use crate::backend::Kind;
+use crate::cli;
 use crate::faults::Fault;
 use crate::nemesis;
 
@@ -60,53 +60,30 @@ impl Replication {
             "async" => Ok(Replication::Async),
             "min-replicas" => Ok(Replication::MinReplicas),
             "wait" => Ok(Replication::Wait),
-            other => Err(format!(
-                "--replication {other:?}: sync, async (PostgreSQL); async, min-replicas, wait (Redis)"
-            )),
+            _ => Err("sync, async (PostgreSQL); async, min-replicas, wait (Redis)".to_owned()),
         }
     }
 }
 
 /// The failover options of a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// The script that fails the server over (`None`: the fault is skipped).
+    /// Fails the server over; run with the lag (ms) as its argument (needed for the
+    /// `failover` fault; cargo xtask torture starts a pair / cluster with one).
+    #[arg(long = "failover-cmd", value_name = "CMD")]
     pub cmd: Option<String>,
-    /// What the replicas promise (`None`: the backend's default).
+    /// PostgreSQL: sync (default), a commit returns once the standby has it; async:
+    /// NEGATIVE CONTROL, acknowledged writes of the lag are lost. Redis Cluster: async
+    /// (default), min-replicas (min-replicas-to-write 1), wait (the library sends WAIT 1
+    /// after every write).
+    #[arg(long, value_name = "MODE", value_parser = Replication::parse)]
     pub replication: Option<Replication>,
-    /// Whether the replica is held back for the fault's drawn lag before the primary dies.
+    /// on: hold the replica back for up to one lease before the primary dies; off: fail
+    /// over at once.
+    #[arg(long = "failover-lag", value_name = "on|off", default_value = "on",
+          action = clap::ArgAction::Set, value_parser = cli::on_off)]
     pub lag: bool,
 }
-
-impl Options {
-    /// Reads `--failover-cmd`, `--replication`, `--failover-lag`.
-    pub fn parse(f: &mut Flags) -> Result<Self, String> {
-        let lag = match f.take("failover-lag").as_deref() {
-            None | Some("on") => true,
-            Some("off") => false,
-            Some(v) => return Err(format!("--failover-lag {v:?}: on or off")),
-        };
-        Ok(Options {
-            cmd: f.take("failover-cmd"),
-            replication: f
-                .take("replication")
-                .map(|r| Replication::parse(&r))
-                .transpose()?,
-            lag,
-        })
-    }
-}
-
-/// Usage lines of the failover options.
-pub const USAGE: &str = "\
-  --failover-cmd CMD   fails the server over; run with the lag (ms) as its argument (needed
-                       for `failover`; cargo xtask torture starts a pair / cluster with one)
-  --replication MODE   PostgreSQL: sync (default), a commit returns once the standby has
-                       it; async: NEGATIVE CONTROL, acknowledged writes of the lag are lost.
-                       Redis Cluster: async (default), min-replicas (min-replicas-to-write
-                       1), wait (the library sends WAIT 1 after every write)
-  --failover-lag on|off  hold the replica back for up to one lease before the primary dies
-                       (on, default) or fail over at once";
 
 impl Options {
     /// The mode in force on `kind`: the one asked for, else sync on PostgreSQL and async on
@@ -262,24 +239,31 @@ pub async fn inject(
 mod tests {
     use super::*;
 
+    /// The failover options alone on a command line.
+    #[derive(Debug, clap::Parser)]
+    struct Line {
+        #[command(flatten)]
+        o: Options,
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        use clap::Parser;
+        Line::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map(|l| l.o)
+    }
+
     #[test]
     fn options_parse_with_defaults() {
-        let args: Vec<String> = ["--replication", "async", "--failover-cmd", "sh f"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-        let mut f = Flags::new(&args).expect("flags");
-        let o = Options::parse(&mut f).expect("parse");
+        let o = parse(&["--replication", "async", "--failover-cmd", "sh f"]).expect("parse");
         assert_eq!(o.mode(Kind::Postgres), Ok(Replication::Async));
         assert!(o.mode(Kind::Sqlite).is_err());
         assert_eq!(o.cmd.as_deref(), Some("sh f"));
         assert!(o.lag);
-        let mut f = Flags::new(&["--replication".to_owned(), "maybe".to_owned()]).expect("flags");
-        assert!(Options::parse(&mut f).is_err());
-        let mut f = Flags::new(&["--replication".to_owned(), "wait".to_owned()]).expect("flags");
-        let o = Options::parse(&mut f).expect("wait");
+        assert!(parse(&["--replication", "maybe"]).is_err());
+        let o = parse(&["--replication=wait", "--failover-lag", "off"]).expect("wait");
+        assert!(!o.lag);
         assert!(o.mode(Kind::Postgres).is_err());
         assert_eq!(o.mode(Kind::Redis), Ok(Replication::Wait));
         assert_eq!(o.runtime_env(), [(WAIT_ENV, "1".to_owned())]);
+        assert!(parse(&["--failover-lag", "maybe"]).is_err());
     }
 }

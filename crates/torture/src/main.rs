@@ -10,8 +10,8 @@
 mod app;
 mod appcheck;
 mod appstep;
-mod args;
 mod backend;
+mod cli;
 mod controller;
 mod effectcheck;
 mod effects;
@@ -29,21 +29,22 @@ mod workflow;
 
 use std::process::ExitCode;
 
-const HELP: &str = "\
-usage: lease-torture run [options]      (see lease-torture run --help)
-       lease-torture runtime ...        (started by the controller)";
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = match Cli::parse_args(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            // Help on stdout with 0, errors on stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     let filter = std::env::var("LEASE_TORTURE_LOG").unwrap_or_else(|_| "error".to_owned());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
         .try_init();
-    let Some((command, rest)) = args.split_first() else {
-        eprintln!("{HELP}");
-        return ExitCode::from(2);
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -55,34 +56,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match command.as_str() {
-        "run" => {
-            if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", controller::usage());
-                return ExitCode::SUCCESS;
-            }
-            match controller::RunArgs::parse(rest) {
-                Ok(a) => runtime.block_on(controller::main(a)),
-                Err(e) => {
-                    eprintln!("lease-torture: {e}\n\n{}", controller::usage());
-                    ExitCode::from(2)
-                }
-            }
-        }
-        "runtime" => match runtime::RuntimeArgs::parse(rest) {
-            Ok(a) => runtime.block_on(runtime::main(a)),
-            Err(e) => {
-                eprintln!("lease-torture runtime: {e}");
-                ExitCode::from(2)
-            }
-        },
-        "help" | "-h" | "--help" => {
-            println!("{HELP}");
-            ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!("lease-torture: unknown command {other:?}\n\n{HELP}");
-            ExitCode::from(2)
-        }
+    match cli.command {
+        Command::Run(a) => runtime.block_on(controller::main(a)),
+        Command::Runtime(a) => runtime.block_on(runtime::main(a)),
     }
 }

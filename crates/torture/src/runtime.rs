@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
 use lease_core::{Delivery, Dispatcher, DispatcherOptions, LeaseBackend};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::app::AppWrite;
 use crate::appstep::AppSteps;
-use crate::args::Flags;
 use crate::backend;
+use crate::cli;
 use crate::effects::{self, EffectLog, EffectMode, EffectSteps, RecordedEffects};
 use crate::oplog::OpLog;
 use crate::recorder::Recorder;
@@ -24,44 +25,33 @@ use crate::skew;
 use crate::workflow;
 
 /// Options of a runtime process (set by the controller).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RuntimeArgs {
     /// Backend URL.
+    #[arg(long, value_name = "URL")]
     pub url: String,
     /// Namespace / schema of the run.
+    #[arg(long)]
     pub namespace: String,
     /// Process number written into every logged operation.
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub process: u32,
     /// The op log file.
+    #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
     /// Dispatcher concurrency.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: usize,
     /// Lease duration, ms (renewed every third).
+    #[arg(long = "lease-ms", value_name = "MS", default_value = "1500", value_parser = cli::lease_ms)]
     pub lease_ms: u64,
     /// How the application rows are written (`fenced`; `unfenced` is the negative control).
+    #[arg(long, value_name = "MODE", default_value = "fenced", value_parser = AppWrite::parse)]
     pub app_write: AppWrite,
     /// How the effect step calls its provider (`helper`; `unfenced` is the negative control).
+    #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
-}
-
-impl RuntimeArgs {
-    /// Parses `--url --namespace --process --log --concurrency --lease-ms --app-write
-    /// --effects`.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut f = Flags::new(args)?;
-        let a = RuntimeArgs {
-            url: f.required("url")?,
-            namespace: f.required("namespace")?,
-            process: f.number("process", 0)?,
-            log: PathBuf::from(f.required("log")?),
-            concurrency: f.number("concurrency", 8)?,
-            lease_ms: f.number("lease-ms", 1500)?,
-            app_write: AppWrite::parse(&f.take("app-write").unwrap_or_else(|| "fenced".into()))?,
-            effects: EffectMode::parse(&f.take("effects").unwrap_or_else(|| "helper".into()))?,
-        };
-        f.finish()?;
-        Ok(a)
-    }
 }
 
 /// Runs the runtime until standard input closes.

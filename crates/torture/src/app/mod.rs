@@ -39,7 +39,7 @@ impl AppWrite {
         match s {
             "fenced" => Ok(AppWrite::Fenced),
             "unfenced" => Ok(AppWrite::Unfenced),
-            other => Err(format!("--app-write {other:?}: fenced or unfenced")),
+            _ => Err("fenced or unfenced".to_owned()),
         }
     }
 
