@@ -8,12 +8,8 @@ use std::process::Command;
 use crate::cleanup;
 use crate::services::{Found, Service, url};
 
-/// Usage text of the command.
-pub const USAGE: &str = "\
-usage: cargo xtask bench [--backend sqlite|postgres|redis|memory|all]... [--duration D]
-                         [--rounds N] [--quick] [--only WORD]... [--wait-load L] [--wait-max D]
-                         [--stored-max N]
-
+/// What `cargo xtask bench --help` prints after the options.
+pub const ABOUT: &str = "\
 Runs the lease-bench crate in release mode: ops/s of claim_due (batch 1 and 32), renew,
 write_step and acknowledge, end-to-end executions/s through the dispatcher (0 and 3 fenced
 steps at concurrency 1, 8 and 64) and admit_batch x1000, each next to the same SQL
@@ -25,10 +21,25 @@ transaction); then the issue 12 rows (--only drain: 20,000 jobs drained by a
 worker process beside the best job queue; ack_and_claim; stored: per-operation cost at 10^3
 to 10^6 stored executions; purge: purge_terminal throughput). Prints markdown tables; JSON
 goes to target/bench/.
-Arguments are passed to lease-bench (see `cargo run -p lease-bench -- --help`).
+
+ARGS are passed to lease-bench: [--backend sqlite|postgres|redis|memory|all]...
+[--duration D] [--rounds N] [--quick] [--only WORD]... [--wait-load L] [--wait-max D]
+[--stored-max N] (see `cargo run -p lease-bench -- --help`).
 
 PostgreSQL and Redis are found as test-all finds them (LEASE_POSTGRES_URL / LEASE_REDIS_URL,
 the local port, throwaway binaries, containers); only the servers of the selected backends.";
+
+/// Options of `cargo xtask bench`: everything is lease-bench's.
+#[derive(Debug, PartialEq, Eq, clap::Args)]
+pub struct Options {
+    /// Arguments of lease-bench, passed as given.
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
 
 /// The services the selected backends need (every one when no `--backend` is given).
 pub fn services_for(args: &[String]) -> Vec<Service> {

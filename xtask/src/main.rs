@@ -10,11 +10,13 @@
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
-//! Plain code in the rust-analyzer xtask style; its dependencies are `ctrlc` and the shared
-//! test-server crate (`lease-testserver`, whose `containers` feature starts containers).
+//! Plain code in the rust-analyzer xtask style, with a tiny main; its dependencies are
+//! `ctrlc`, `clap` (the command line, `flags.rs`) and the shared test-server crate
+//! (`lease-testserver`, whose `containers` feature starts containers).
 
 mod bench;
 mod cleanup;
+mod flags;
 mod matrix;
 mod process;
 mod services;
@@ -26,15 +28,7 @@ mod torture;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const HELP: &str = "\
-usage: cargo xtask <command>
-
-commands:
-  test-all [--backend NAME]...   fmt, clippy, every backend's tests, summary
-  bench [ARGS]...                benchmarks vs raw baselines (release mode; --help)
-  torture [ARGS]...              backends under faults + history check (--help)
-  services [postgres|redis]...   find or start servers, print LEASE_*_URL to export
-  help                           this text";
+use flags::Command;
 
 /// The workspace root: the parent of this crate's directory.
 fn project_root() -> PathBuf {
@@ -44,85 +38,27 @@ fn project_root() -> PathBuf {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((command, rest)) = args.split_first() else {
-        eprintln!("{HELP}");
-        return ExitCode::from(2);
+    let command = match flags::Xtask::parse_args(std::env::args().skip(1)) {
+        Ok(x) => x.command,
+        Err(e) => {
+            // Help on stdout with 0, errors on stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
     };
-    match command.as_str() {
-        "test-all" => {
-            if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", test_all::USAGE);
-                return ExitCode::SUCCESS;
-            }
-            let options = match test_all::parse_args(rest) {
-                Ok(o) => o,
-                Err(e) => {
-                    eprintln!("xtask: {e}\n\n{}", test_all::USAGE);
-                    return ExitCode::from(2);
-                }
-            };
-            cleanup::install_interrupt_handler();
-            match test_all::run(&project_root(), &options) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("xtask: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        "bench" => {
-            if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", bench::USAGE);
-                return ExitCode::SUCCESS;
-            }
-            cleanup::install_interrupt_handler();
-            match bench::run(&project_root(), rest) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("xtask: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        "torture" => {
-            if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", torture::USAGE);
-                return ExitCode::SUCCESS;
-            }
-            cleanup::install_interrupt_handler();
-            match torture::run(&project_root(), rest) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("xtask: {e}\n\n{}", torture::USAGE);
-                    ExitCode::from(2)
-                }
-            }
-        }
-        "services" => {
-            if rest.iter().any(|a| a == "-h" || a == "--help") {
-                println!("{}", services_command::USAGE);
-                return ExitCode::SUCCESS;
-            }
-            cleanup::install_interrupt_handler();
-            match services_command::run(rest) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    eprintln!("xtask: {e}\n\n{}", services_command::USAGE);
-                    ExitCode::from(2)
-                }
-            }
-        }
-        "help" | "-h" | "--help" => {
-            println!("{HELP}");
-            ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!("xtask: unknown command {other:?}\n\n{HELP}");
+    cleanup::install_interrupt_handler();
+    let root = project_root();
+    let outcome = match &command {
+        Command::TestAll(o) => test_all::run(&root, o),
+        Command::Bench(o) => bench::run(&root, &o.args),
+        Command::Torture(o) => Ok(torture::run(&root, o)),
+        Command::Services(o) => Ok(services_command::run(o)),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: {e}");
             ExitCode::from(2)
         }
     }

@@ -6,23 +6,38 @@ use std::io::BufRead;
 
 use crate::services::{Service, url};
 
-/// Usage text of the command.
-pub const USAGE: &str = "\
-usage: cargo xtask services [postgres|redis|redis-cluster|postgres-standby|redis-cluster-failover|postgres-container|redis-container]...
-
+/// What `cargo xtask services --help` prints after the options.
+pub const ABOUT: &str = "\
 Finds (or starts) the named servers (postgres-standby, a primary with a streaming standby,
 redis-cluster-failover, a cluster with its failover script, and the testcontainers ones,
 only when named), the first three by default, the way test-all does, and prints
 `export LEASE_POSTGRES_URL=...` / `export LEASE_REDIS_URL=...`. Throwaway servers stay up
 until you press Enter (or Ctrl-C), then are stopped and removed.";
 
+/// Options of `cargo xtask services`.
+#[derive(Debug, PartialEq, Eq, clap::Args)]
+pub struct Options {
+    /// Servers to find or start (default: postgres, redis, redis-cluster; the others only
+    /// when named, see above); a name it does not know is refused with the list.
+    #[arg(value_name = "SERVICE", value_parser = service)]
+    pub services: Vec<Service>,
+}
+
+/// clap's value parser of a service name.
+fn service(name: &str) -> Result<Service, String> {
+    Service::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Service::ALL
+            .into_iter()
+            .chain(Service::ON_REQUEST)
+            .map(Service::name)
+            .collect();
+        format!("unknown service (one of {})", names.join(", "))
+    })
+}
+
 /// Runs the command; returns whether every server was found.
-pub fn run(args: &[String]) -> Result<bool, String> {
-    let mut wanted = Vec::new();
-    for arg in args {
-        let service = Service::from_name(arg).ok_or_else(|| format!("unknown service {arg:?}"))?;
-        wanted.push(service);
-    }
+pub fn run(options: &Options) -> bool {
+    let mut wanted = options.services.clone();
     if wanted.is_empty() {
         wanted = Service::ALL.to_vec();
     }
@@ -53,5 +68,5 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         let _ = std::io::stdin().lock().read_line(&mut line);
     }
     drop(held);
-    Ok(all_found)
+    all_found
 }

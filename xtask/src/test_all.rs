@@ -11,10 +11,8 @@ use crate::matrix::{self, Backend};
 use crate::services::{Found, Service, url};
 use crate::summary::{self, Counts, Row};
 
-/// Usage text of the command.
-pub const USAGE: &str = "\
-usage: cargo xtask test-all [--backend NAME]...
-
+/// What `cargo xtask test-all --help` prints after the options.
+pub const ABOUT: &str = "\
 Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`,
 `RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --all-features --no-deps`,
 `cargo package` of the publishable crates, then each backend's tests, then prints a summary.
@@ -27,28 +25,13 @@ image built out of the local binaries. The `containers` row always starts contai
 A backend whose server cannot be found fails the run: it is never skipped.
 XTASK_SKIP_WAYS=local,binaries,containers (any of them) leaves ways out, to try the later ones.";
 
-/// Parsed command line.
-#[derive(Debug, PartialEq, Eq)]
+/// Options of `cargo xtask test-all`.
+#[derive(Debug, PartialEq, Eq, clap::Args)]
 pub struct Options {
-    /// `--backend` names, in the order given.
+    /// Only this backend's row (repeatable, in the order given): a name of the matrix
+    /// (memory, json-features, sqlite, postgres, redis, ...).
+    #[arg(long = "backend", value_name = "NAME")]
     pub backends: Vec<String>,
-}
-
-/// Parses the arguments after `test-all`.
-pub fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut backends = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        if arg == "--backend" {
-            let name = it.next().ok_or("--backend needs a name")?;
-            backends.push(name.clone());
-        } else if let Some(name) = arg.strip_prefix("--backend=") {
-            backends.push(name.to_owned());
-        } else {
-            return Err(format!("unexpected argument {arg:?}"));
-        }
-    }
-    Ok(Options { backends })
 }
 
 /// The crates published to a registry; every other member has `publish = false`.
@@ -291,10 +274,6 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| (*s).to_owned()).collect()
-    }
-
     #[test]
     fn package_check_names_every_publishable_member() {
         let args = package_args();
@@ -323,18 +302,5 @@ mod tests {
                 manifest.display()
             );
         }
-    }
-
-    #[test]
-    fn backend_flags_in_both_spellings() {
-        assert_eq!(parse_args(&[]), Ok(Options { backends: vec![] }));
-        assert_eq!(
-            parse_args(&args(&["--backend", "memory", "--backend=facade"])),
-            Ok(Options {
-                backends: args(&["memory", "facade"])
-            })
-        );
-        assert!(parse_args(&args(&["--backend"])).is_err());
-        assert!(parse_args(&args(&["--verbose"])).is_err());
     }
 }

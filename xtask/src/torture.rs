@@ -17,19 +17,17 @@ use crate::cleanup::{self, Guard};
 use crate::process::{run_ok, which};
 use crate::services::{Found, Service, cluster_failover, postgres, probe, standby, url};
 
-/// Usage text of the command.
-pub const USAGE: &str = "\
-usage: cargo xtask torture [--backend sqlite|postgres|redis|all]... [lease-torture run options]
-
+/// What `cargo xtask torture --help` prints after the options.
+pub const ABOUT: &str = "\
 Runs lease-torture for each backend (all three by default): runtime processes running
 multi-step workflows under a seeded fault schedule, then the history checker; exits non-zero
-on any violation. Options are passed to `lease-torture run`:
+on any violation. ARGS are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
   --faults pause,kill,drop,slow-renew,restart,failover|all (default all) --fault-every MS
   --lease-ms MS --liveness SECS --keep --json FILE --timeline FILE
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --replication sync|async|min-replicas|wait --failover-lag on|off
-  (`cargo run -p lease-torture -- run --help` describes each)
+  (`cargo run -p lease-torture -- run --help` describes each; durations also take 90s, 2m)
 With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl
 (synchronous_commit on) and Redis on a throwaway redis-server with appendonly yes,
 appendfsync always; without it the servers are found as test-all finds them. With
@@ -38,39 +36,46 @@ standby (services::standby; --replication sync by default, async is the negative
 and Redis on a throwaway 3-primary cluster (services::cluster_failover), and
 the run gets its failover script. SQLite skips drop, restart and failover.";
 
-/// The backends `--backend` selects (all for none or `all`), and the other arguments.
-pub fn parse_args(args: &[String]) -> Result<(Vec<&'static str>, Vec<String>), String> {
-    const ALL: [&str; 3] = ["sqlite", "postgres", "redis"];
-    let mut names = Vec::new();
-    let mut rest = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let value = if arg == "--backend" {
-            Some(it.next().ok_or("--backend needs a name")?.clone())
-        } else {
-            arg.strip_prefix("--backend=").map(str::to_owned)
-        };
-        match value {
-            Some(v) => {
-                for name in v.split(',').map(str::trim) {
-                    if name == "all" {
-                        names.extend(ALL);
-                    } else {
-                        let known = ALL.into_iter().find(|b| *b == name).ok_or_else(|| {
-                            format!("unknown backend {name:?} (sqlite, postgres, redis, all)")
-                        })?;
-                        names.push(known);
-                    }
+/// The backends `--backend` names.
+const BACKENDS: [&str; 3] = ["sqlite", "postgres", "redis"];
+
+/// Options of `cargo xtask torture`.
+#[derive(Debug, PartialEq, Eq, clap::Args)]
+pub struct Options {
+    /// sqlite | postgres | redis | all (repeatable or comma-separated; default all).
+    #[arg(long = "backend", value_name = "NAME", value_delimiter = ',',
+          value_parser = ["sqlite", "postgres", "redis", "all"])]
+    pub backends: Vec<String>,
+    /// Arguments of `lease-torture run`, passed as given.
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+impl Options {
+    /// The selected backends in the order given, each once (all three for none or `all`).
+    pub fn selected(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        for name in &self.backends {
+            // clap lets through only the three names and `all`.
+            let chosen: &[&'static str] = match BACKENDS.iter().find(|b| *b == name) {
+                Some(b) => std::slice::from_ref(b),
+                None => &BACKENDS,
+            };
+            for b in chosen {
+                if !names.contains(b) {
+                    names.push(b);
                 }
             }
-            None => rest.push(arg.clone()),
         }
+        if names.is_empty() {
+            names.extend(BACKENDS);
+        }
+        names
     }
-    if names.is_empty() {
-        names.extend(ALL);
-    }
-    names.dedup();
-    Ok((names, rest))
 }
 
 /// The value of the last `--faults` argument (`all` when there is none).
@@ -313,12 +318,12 @@ fn server_for(backend: &str, restart: bool, failover: bool) -> Result<Server, St
 }
 
 /// Runs the command; returns whether every backend's run passed.
-pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
-    let (backends, rest) = parse_args(args)?;
-    let restart = wants_restart(&rest);
-    let failover = wants_failover(&rest);
+pub fn run(root: &Path, options: &Options) -> bool {
+    let rest = &options.args;
+    let restart = wants_restart(rest);
+    let failover = wants_failover(rest);
     let mut results = Vec::new();
-    for backend in backends {
+    for backend in options.selected() {
         println!("\n==> torture: {backend}");
         let started = Instant::now();
         let server = match server_for(backend, restart, failover) {
@@ -341,7 +346,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
         if let Some(f) = &server.failover {
             cmd.args(["--failover-cmd", f]);
         }
-        cmd.args(&rest);
+        cmd.args(rest);
         let ok = match cleanup::run_child(&mut cmd) {
             Ok(status) => status.success(),
             Err(e) => {
@@ -359,7 +364,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
             if *ok { "ok" } else { "FAILED" }
         );
     }
-    Ok(results.iter().all(|(_, ok, _)| *ok))
+    results.iter().all(|(_, ok, _)| *ok)
 }
 
 #[cfg(test)]
@@ -368,25 +373,6 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn backends_and_passed_through_arguments() {
-        let (b, rest) = parse_args(&args(&["--seed", "3"])).expect("parse");
-        assert_eq!(b, ["sqlite", "postgres", "redis"]);
-        assert_eq!(rest, ["--seed", "3"]);
-        let (b, rest) = parse_args(&args(&[
-            "--backend",
-            "redis",
-            "--duration",
-            "5",
-            "--backend=sqlite",
-        ]))
-        .expect("parse");
-        assert_eq!(b, ["redis", "sqlite"]);
-        assert_eq!(rest, ["--duration", "5"]);
-        assert!(parse_args(&args(&["--backend", "mysql"])).is_err());
-        assert!(parse_args(&args(&["--backend"])).is_err());
     }
 
     #[test]
