@@ -2,7 +2,7 @@
 //! delays a torture run needs (the default policy caps at 5 minutes, far past any liveness
 //! bound of a short run).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use lease::url::{BackendUrl, Target};
@@ -47,6 +47,26 @@ pub fn policy() -> RedeliveryPolicy {
     RedeliveryPolicy::new(Duration::from_millis(50), 2, Duration::from_secs(1)).unwrap_or_default()
 }
 
+/// Replicas a Redis write waits for in this process, set by the controller for its own
+/// writes (admissions, final reads) in `--replication wait` mode.
+static WAIT_REPLICAS: OnceLock<u32> = OnceLock::new();
+
+/// Makes every Redis backend this process opens from now on `WAIT` for `replicas` after each
+/// write, as the runtimes do under [`crate::failover::WAIT_ENV`]: a run measuring `wait`
+/// must not lose the controller's admissions to a failover either.
+pub fn wait_for_replicas(replicas: u32) {
+    let _ = WAIT_REPLICAS.set(replicas);
+}
+
+/// The replicas to wait for: [`wait_for_replicas`], else [`crate::failover::WAIT_ENV`].
+fn wait_replicas() -> Option<u32> {
+    WAIT_REPLICAS.get().copied().or_else(|| {
+        std::env::var(crate::failover::WAIT_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
+}
+
 /// Opens the backend at `url` in `namespace` (schema for PostgreSQL) with a pool of
 /// `pool` connections (PostgreSQL); the same handle, concretely typed, is the store of the
 /// workflow's application rows.
@@ -84,10 +104,7 @@ pub async fn open(
                 .namespace(namespace)
                 .policy(policy());
             // `--replication wait` (crate::failover): WAIT for one replica after each write.
-            if let Some(n) = std::env::var(crate::failover::WAIT_ENV)
-                .ok()
-                .and_then(|v| v.parse().ok())
-            {
+            if let Some(n) = wait_replicas() {
                 config = config.wait_for_replicas(n, Duration::from_millis(500));
             }
             let b = lease::redis::RedisBackend::connect(config)

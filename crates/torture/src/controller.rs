@@ -275,6 +275,11 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         },
         dir.display()
     );
+    if a.faults.contains(&FaultKind::Failover)
+        && a.failover.mode(kind)? == failover::Replication::Wait
+    {
+        backend::wait_for_replicas(1);
+    }
     let (backend, app) =
         backend::open_retrying(&url, &namespace, 4, Duration::from_secs(30)).await?;
     app.create().await?;
