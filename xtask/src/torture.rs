@@ -25,6 +25,7 @@ on any violation. ARGS are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
   --faults pause,kill,drop,slow-renew,restart,failover|all (default all) --fault-every MS
   --lease-ms MS --liveness SECS --keep --json FILE --timeline FILE
+  --clock-skew (every runtime under libfaketime: clock off by up to an hour, 0.5x-2x)
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --replication sync|async|min-replicas|wait --failover-lag on|off
   (`cargo run -p lease-torture -- run --help` describes each; durations also take 90s, 2m)
@@ -34,7 +35,7 @@ appendfsync always; without it the servers are found as test-all finds them. Wit
 `failover` named in --faults, PostgreSQL runs on a throwaway primary with a streaming
 standby (services::standby; --replication sync by default, async is the negative control)
 and Redis on a throwaway 3-primary cluster (services::cluster_failover), and
-the run gets its failover script. SQLite skips drop, restart and failover.";
+the run gets its failover script. SQLite skips drop, restart, failover and --clock-skew.";
 
 /// The backends `--backend` names.
 const BACKENDS: [&str; 3] = ["sqlite", "postgres", "redis"];
