@@ -23,9 +23,12 @@ Runs lease-torture for each backend (all three by default): runtime processes ru
 multi-step workflows under a seeded fault schedule, then the history checker; exits non-zero
 on any violation. ARGS are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
-  --faults pause,kill,drop,slow-renew,restart,failover|all (default all) --fault-every MS
-  --lease-ms MS --liveness SECS --keep --json FILE --timeline FILE
+  --faults pause,kill,drop,slow-renew,restart,failover,partition,loss,latency|all
+  (default all) --fault-every MS --lease-ms MS --liveness SECS --keep --json FILE
+  --timeline FILE
   --clock-skew (every runtime under libfaketime: clock off by up to an hour, 0.5x-2x)
+  --netns (each runtime in its own network namespace: partition, loss and latency need it;
+  root, ip and nft)
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --replication sync|async|min-replicas|wait --failover-lag on|off
   (`cargo run -p lease-torture -- run --help` describes each; durations also take 90s, 2m)
@@ -35,7 +38,8 @@ appendfsync always; without it the servers are found as test-all finds them. Wit
 `failover` named in --faults, PostgreSQL runs on a throwaway primary with a streaming
 standby (services::standby; --replication sync by default, async is the negative control)
 and Redis on a throwaway 3-primary cluster (services::cluster_failover), and
-the run gets its failover script. SQLite skips drop, restart, failover and --clock-skew.";
+the run gets its failover script. SQLite skips drop, restart, failover, --clock-skew and the
+network faults.";
 
 /// The backends `--backend` names.
 const BACKENDS: [&str; 3] = ["sqlite", "postgres", "redis"];

@@ -24,10 +24,12 @@ use crate::appcheck;
 use crate::backend::{self, Kind};
 use crate::cli;
 use crate::effectcheck;
-use crate::effects::EffectMode;
+use crate::effects::{self, EffectMode};
 use crate::failover;
 use crate::faults::{self, Fault, FaultKind};
+use crate::lostlease;
 use crate::nemesis::{self, Dropper};
+use crate::netns::{self, Impairment, Network};
 use crate::oplog::{self, OpLog, Tail, now_us};
 use crate::recorder::terminal_text;
 use crate::report::{self, Report};
@@ -66,8 +68,8 @@ pub struct RunArgs {
     /// Fault schedule seed (default: from the clock; printed).
     #[arg(long, value_name = "N", default_value_t = cli::clock_seed(), hide_default_value = true)]
     pub seed: u64,
-    /// pause,kill,drop,slow-renew,restart,failover | all | none (all: each kind the backend
-    /// and the given commands allow).
+    /// pause,kill,drop,slow-renew,restart,failover,partition,loss,latency | all | none (all:
+    /// each kind the backend and the given options allow).
     #[arg(long, value_name = "LIST", default_value = "all", value_parser = faults::parse_kinds)]
     pub faults: BTreeSet<FaultKind>,
     /// Mean time between faults.
@@ -112,6 +114,10 @@ pub struct RunArgs {
     /// report violations).
     #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
+    /// Each runtime in its own network namespace, reaching the server through a forwarder
+    /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
+    #[arg(long)]
+    pub netns: bool,
 }
 
 /// One runtime slot: the current process and its history.
@@ -127,9 +133,22 @@ struct Slot {
 /// Something to do later.
 #[derive(Debug)]
 enum Later {
-    Resume { slot: usize, incarnation: u32 },
-    Respawn { slot: usize },
-    Fast { slot: usize, incarnation: u32 },
+    Resume {
+        slot: usize,
+        incarnation: u32,
+    },
+    Respawn {
+        slot: usize,
+    },
+    Fast {
+        slot: usize,
+        incarnation: u32,
+    },
+    /// End a network impairment (the fault whose event is `event` in `fault_events`).
+    Heal {
+        slot: usize,
+        event: usize,
+    },
 }
 
 struct Controller {
@@ -147,6 +166,8 @@ struct Controller {
     app: AppStore,
     control: OpLog,
     dropper: Option<Dropper>,
+    /// The namespaces, veths and forwarders of `--netns`.
+    net: Option<Network>,
     server_port: u16,
     admitted: BTreeMap<String, Instant>,
     done: BTreeSet<String>,
@@ -244,6 +265,7 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
                 .to_owned(),
         );
     }
+    skipped_kinds.extend(netns::restrict(&mut a.faults, a.netns, kind)?);
     for note in &skipped_kinds {
         eprintln!("lease-torture: note: skipping fault {note}");
     }
@@ -296,7 +318,12 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
             }
         );
     }
-    let dropper = if a.faults.contains(&FaultKind::Drop) {
+    let net = if a.netns && kind != Kind::Sqlite {
+        Some(Network::create(a.processes, &url, kind).await?)
+    } else {
+        None
+    };
+    let dropper = if a.faults.contains(&FaultKind::Drop) && net.is_none() {
         Some(Dropper::connect(&url, kind).await?)
     } else {
         None
@@ -327,6 +354,7 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         app: app.clone(),
         control,
         dropper,
+        net,
         admitted: BTreeMap::new(),
         done: BTreeSet::new(),
         next_id: 1,
@@ -340,10 +368,16 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
         skew,
         a: a.clone(),
     };
-    let result = c.drive(&schedule).await;
+    let result = tokio::select! {
+        r = c.drive(&schedule) => r,
+        signal = interrupted() => Err(format!("stopped by {signal}")),
+    };
     c.stop_all().await;
     let (started, faults_end) = result?;
     let report = c.finish(started, faults_end, &fingerprint).await?;
+    if let Some(mut net) = c.net.take() {
+        net.teardown();
+    }
     println!("{report}");
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -366,8 +400,24 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     Ok(report)
 }
 
+/// Resolves on SIGINT or SIGTERM (its name): the run stops, the runtimes and the namespaces
+/// are cleaned up. Never resolves where the handlers cannot be installed.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        _ => std::future::pending().await,
+    }
+}
+
 /// The URL without a password, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];
@@ -397,9 +447,13 @@ impl Controller {
         .map_err(|e| format!("runtime stderr file: {e}"))?;
         let (incarnation, dir) = (s.incarnation, self.dir.clone());
         let skew_env = self.skew.as_mut().map(|k| k.env(slot, incarnation, &dir));
-        let mut child = Command::new(&self.exe)
+        let (mut command, url) = match &self.net {
+            Some(net) => (net.command(slot, &self.exe), net.url(slot)),
+            None => (Command::new(&self.exe), self.url.as_str()),
+        };
+        let mut child = command
             .arg("runtime")
-            .args(["--url", &self.url, "--namespace", &self.namespace])
+            .args(["--url", url, "--namespace", &self.namespace])
             .args(["--process", &process.to_string()])
             .arg("--log")
             .arg(&log)
@@ -443,6 +497,7 @@ impl Controller {
         if self.faults_done.values().sum::<u64>() > before {
             self.fault_events.push(FaultEvent {
                 at_us,
+                until_us: None,
                 kind: f.kind,
                 slot: (f.kind != FaultKind::Restart).then_some(f.target),
             });
@@ -486,6 +541,15 @@ impl Controller {
                 s.pid = None;
                 self.count_fault(f.kind);
                 self.later.push((now + f.hold, Later::Respawn { slot }));
+            }
+            FaultKind::Drop if self.net.is_some() => {
+                match self.net.as_ref().map(|n| n.drop_connections(slot)) {
+                    Some(0) | None => self.faults_skipped += 1,
+                    Some(_) => self.count_fault(f.kind),
+                }
+            }
+            FaultKind::Partition | FaultKind::Loss | FaultKind::Latency => {
+                self.impair(f).await;
             }
             FaultKind::Drop => {
                 let pid = self.slots[slot].pid.unwrap_or(0);
@@ -536,6 +600,46 @@ impl Controller {
         }
     }
 
+    /// Starts a network fault on its slot's link and schedules its heal (`--netns`).
+    async fn impair(&mut self, f: &Fault) {
+        let what = match f.kind {
+            FaultKind::Partition => Impairment::Partition,
+            FaultKind::Loss => Impairment::Loss(f.loss_pct),
+            _ => Impairment::Latency(f.delay),
+        };
+        // The fault's id is the index its timeline event gets (`inject` pushes it next).
+        let event = self.fault_events.len();
+        let Some(net) = self.net.as_mut() else {
+            self.faults_skipped += 1;
+            return;
+        };
+        match net.impair(f.target, event as u64, what).await {
+            Ok(()) => {
+                self.count_fault(f.kind);
+                let slot = f.target;
+                self.later
+                    .push((Instant::now() + f.hold, Later::Heal { slot, event }));
+            }
+            Err(e) => {
+                eprintln!("\nlease-torture: {}: {e}", f.kind);
+                self.faults_skipped += 1;
+            }
+        }
+    }
+
+    /// Ends the network fault of timeline event `event` on `slot`; notes the heal time.
+    async fn heal(&mut self, slot: usize, event: usize) {
+        let Some(net) = self.net.as_mut() else {
+            return;
+        };
+        if let Err(e) = net.heal(slot, event as u64).await {
+            eprintln!("\nlease-torture: heal: {e}");
+        }
+        if let Some(ev) = self.fault_events.get_mut(event) {
+            ev.until_us = Some(now_us());
+        }
+    }
+
     /// Runs what is due in `later` (all of it when `all`).
     async fn run_later(&mut self, all: bool) -> Result<(), String> {
         let now = Instant::now();
@@ -564,6 +668,7 @@ impl Controller {
                         self.send(slot, "fast").await;
                     }
                 }
+                Later::Heal { slot, event } => self.heal(slot, event).await,
             }
         }
         Ok(())
@@ -839,6 +944,7 @@ impl Controller {
         let ids: Vec<String> = self.admitted.keys().cloned().collect();
         let (effect_violations, effects, effect_torn) =
             effectcheck::check_run(&self.backend, &ids, &self.logs, &ops).await?;
+        let (late_side_effects, network) = self.lost_lease_figures(&ops);
         if !violations.is_empty() || !app_violations.is_empty() || !effect_violations.is_empty() {
             let path = self.dir.join("violations.json");
             let text =
@@ -915,12 +1021,34 @@ impl Controller {
             effect_violations: effect_violations.len(),
             first_effect_violations: effect_violations.into_iter().take(20).collect(),
             clock_skew: self.skew.as_ref().map(Skewer::figures),
+            late_side_effects,
+            network,
         })
+    }
+
+    /// Side effects started after their lease was lost, and the namespace mode's figures.
+    fn lost_lease_figures(
+        &self,
+        ops: &[Op],
+    ) -> (lostlease::LateFigures, Option<netns::NetworkFigures>) {
+        let paths: Vec<PathBuf> = self.logs.iter().map(|l| effects::log_path(l)).collect();
+        let events = effects::read(&paths).map(|(e, _)| e).unwrap_or_default();
+        let late = lostlease::late_side_effects(ops, &events);
+        let lease_us = i64::try_from(self.a.lease_ms).unwrap_or(i64::MAX / 1000) * 1000;
+        let network = self.net.as_ref().map(|n| {
+            n.figures(&lostlease::partition_figures(
+                ops,
+                &self.fault_events,
+                lease_us,
+            ))
+        });
+        (late, network)
     }
 }
 
 impl Controller {
-    /// Writes `timeline.svg` to the work dir (and to `--timeline FILE`).
+    /// Writes `timeline.svg` to the work dir (and to `--timeline FILE`), and the injected
+    /// faults as `faults.json`.
     fn draw_timeline(&self, ops: &[Op], fingerprint: &str, violations: usize) {
         let faults: Vec<String> = self
             .faults_done
@@ -950,6 +1078,8 @@ impl Controller {
                 timeline::SAMPLE
             ),
         ];
+        let events = serde_json::to_string_pretty(&self.fault_events).unwrap_or_default();
+        let _ = std::fs::write(self.dir.join("faults.json"), events);
         let picture = timeline::svg(ops, &self.fault_events, self.a.processes, &summary);
         for path in [Some(self.dir.join("timeline.svg")), self.a.timeline.clone()]
             .into_iter()

@@ -9,6 +9,9 @@
 //! | `slow-renew` | for 2-4 leases, a runtime sends each renewal 1.1-2x the lease late |
 //! | `restart` | run the server restart command (a throwaway server only) |
 //! | `failover` | the primary dies and its replica takes over (a throwaway pair or cluster; see [`crate::failover`]) |
+//! | `partition` | cut one runtime off the database for 1.3-3x the lease, then heal (`--netns`; see [`crate::netns`]) |
+//! | `loss` | drop 10-30% of one runtime's packets each way for 2-4 leases (`--netns`) |
+//! | `latency` | delay one runtime's traffic by 5-25% of the lease each way for 2-4 leases (`--netns`) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -21,7 +24,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::workflow::fnv;
 
 /// A kind of fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// SIGSTOP past the lease, then SIGCONT.
     Pause,
@@ -35,17 +39,26 @@ pub enum FaultKind {
     Restart,
     /// Kill the primary, promote its replica (issue 14).
     Failover,
+    /// Drop every packet between one runtime and the database, then heal (issue 14 item 3).
+    Partition,
+    /// Drop a share of one runtime's packets.
+    Loss,
+    /// Delay one runtime's traffic.
+    Latency,
 }
 
 impl FaultKind {
     /// Every kind, in the order of the table above.
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Pause,
         FaultKind::Kill,
         FaultKind::Drop,
         FaultKind::SlowRenew,
         FaultKind::Restart,
         FaultKind::Failover,
+        FaultKind::Partition,
+        FaultKind::Loss,
+        FaultKind::Latency,
     ];
 
     /// The name on the command line.
@@ -57,6 +70,9 @@ impl FaultKind {
             FaultKind::SlowRenew => "slow-renew",
             FaultKind::Restart => "restart",
             FaultKind::Failover => "failover",
+            FaultKind::Partition => "partition",
+            FaultKind::Loss => "loss",
+            FaultKind::Latency => "latency",
         }
     }
 }
@@ -75,7 +91,8 @@ impl FromStr for FaultKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown fault {s:?} (pause, kill, drop, slow-renew, restart, failover, all, none)"
+                    "unknown fault {s:?} (pause, kill, drop, slow-renew, restart, failover, \
+                     partition, loss, latency, all, none)"
                 )
             })
     }
@@ -100,10 +117,12 @@ pub struct Fault {
     /// Which runtime slot (unused for `restart`).
     pub target: usize,
     /// How long it lasts: pause time, kill-to-restart time, slow-renew window, the lag a
-    /// failover holds the replica back for.
+    /// failover holds the replica back for, the partition, loss or latency window.
     pub hold: Duration,
-    /// The renewal delay of `slow-renew`.
+    /// The renewal delay of `slow-renew`; the added one-way delay of `latency`.
     pub delay: Duration,
+    /// The share of packets `loss` drops, percent (0 for every other kind).
+    pub loss_pct: u32,
 }
 
 /// Draws the schedule: faults every `every` on average (uniform in 0.5..1.5 of it) within
@@ -146,6 +165,17 @@ pub fn schedule(
                 2 * lease_ms + 2 * lease_ms * factor / 1000,
                 lease_ms * 11 / 10 + lease_ms * 9 * factor2 / 10_000,
             ),
+            FaultKind::Partition => (lease_ms * 13 / 10 + lease_ms * 17 * factor / 10_000, 0),
+            FaultKind::Loss => (2 * lease_ms + 2 * lease_ms * factor / 1000, 0),
+            FaultKind::Latency => (
+                2 * lease_ms + 2 * lease_ms * factor / 1000,
+                lease_ms / 20 + lease_ms * factor2 / 5000,
+            ),
+        };
+        let loss_pct = if kind == FaultKind::Loss {
+            u32::try_from(10 + 20 * factor2 / 1000).unwrap_or(10)
+        } else {
+            0
         };
         if kind == FaultKind::Restart {
             if last_restart.is_some_and(|r| t < r + 4 * lease_ms) {
@@ -165,14 +195,46 @@ pub fn schedule(
             target,
             hold: Duration::from_millis(hold),
             delay: Duration::from_millis(delay),
+            loss_pct,
         });
     }
     out
 }
 
-/// A short fingerprint of a schedule, printed so two runs can be compared.
+/// A short fingerprint of a schedule, printed so two runs can be compared. A schedule
+/// without `loss` faults hashes as before `loss_pct` existed (the fingerprints in
+/// docs/BENCHMARKS.md stay valid).
 pub fn fingerprint(faults: &[Fault]) -> String {
-    format!("{:016x}", fnv(&[&format!("{faults:?}")]))
+    /// The fields a fault had before the network faults, under the same name.
+    #[derive(Debug)]
+    #[allow(dead_code)] // read through Debug only
+    struct Fault {
+        at: Duration,
+        kind: FaultKind,
+        target: usize,
+        hold: Duration,
+        delay: Duration,
+    }
+    let view: Vec<Fault> = faults
+        .iter()
+        .map(|f| Fault {
+            at: f.at,
+            kind: f.kind,
+            target: f.target,
+            hold: f.hold,
+            delay: f.delay,
+        })
+        .collect();
+    let mut text = format!("{view:?}");
+    let losses: Vec<u32> = faults
+        .iter()
+        .map(|f| f.loss_pct)
+        .filter(|p| *p > 0)
+        .collect();
+    if !losses.is_empty() {
+        text.push_str(&format!(" loss {losses:?}"));
+    }
+    format!("{:016x}", fnv(&[&text]))
 }
 
 /// Faults per kind.
@@ -262,7 +324,7 @@ mod tests {
         assert_ne!(s(7), s(8));
         let a = s(7);
         assert!(a.len() > 40, "{}", a.len());
-        assert_eq!(count(&a).len(), 6, "every kind drawn: {:?}", count(&a));
+        assert_eq!(count(&a).len(), 9, "every kind drawn: {:?}", count(&a));
         assert!(
             a.iter()
                 .all(|f| f.target < 3 && f.at < Duration::from_secs(120))
@@ -272,6 +334,16 @@ mod tests {
         }
         for f in a.iter().filter(|f| f.kind == FaultKind::SlowRenew) {
             assert!(f.delay > lease, "a slow renewal arrives after expiry");
+        }
+        for f in a.iter().filter(|f| f.kind == FaultKind::Partition) {
+            assert!(f.hold > lease, "a partition outlasts the lease");
+        }
+        for f in &a {
+            let lossy = f.kind == FaultKind::Loss;
+            assert_eq!(lossy, (10..=30).contains(&f.loss_pct), "{f:?}");
+            if f.kind == FaultKind::Latency {
+                assert!(f.delay >= lease / 20 && f.delay <= lease / 4, "{f:?}");
+            }
         }
         assert!(parse_kinds("pause,nope").is_err());
         assert_eq!(parse_kinds("none").expect("none").len(), 0);

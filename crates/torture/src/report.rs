@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::appcheck::AppViolation;
 use crate::effectcheck::{EffectFigures, EffectViolation};
+use crate::lostlease::LateFigures;
+use crate::netns::NetworkFigures;
 use crate::skew::SkewFigures;
 
 /// Operation counts by kind, then by result.
@@ -118,6 +120,10 @@ pub struct Report {
     /// The runtimes' clock skews, drawn and observed (`--clock-skew`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_skew: Option<SkewFigures>,
+    /// Side effects started after their lease was lost (issue 14 item 3).
+    pub late_side_effects: LateFigures,
+    /// The namespace mode's figures (`--netns`); `None` without it.
+    pub network: Option<NetworkFigures>,
 }
 
 impl Report {
@@ -206,6 +212,33 @@ impl fmt::Display for Report {
             self.effects.settles,
             self.effects.conflicts
         )?;
+        let l = &self.late_side_effects;
+        writeln!(
+            f,
+            "  side effects started after their lease was lost: {} (writes refused {}, \
+             failed/unknown {}, accepted after expiry with no new holder {}, accepted after a \
+             takeover {}; provider calls {}), latest {:.1} ms after the loss",
+            l.started,
+            l.refused,
+            l.failed_or_unknown,
+            l.accepted_after_expiry,
+            l.accepted_after_takeover,
+            l.provider_calls,
+            l.max_lateness_ms
+        )?;
+        if let Some(n) = &self.network {
+            writeln!(
+                f,
+                "  network (--netns): {} connections through the forwarders, {} dropped; \
+                 partitions: {} leases taken over, operations of the cut-off slot: {} refused, \
+                 {} failed or unknown",
+                n.connections,
+                n.connections_dropped,
+                n.partition_takeovers,
+                n.partition_refused,
+                n.partition_cut_off
+            )?;
+        }
         writeln!(
             f,
             "  violations: {} (history {}, application rows {}, effects {})",

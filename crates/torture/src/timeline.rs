@@ -3,7 +3,9 @@
 //! claim to its end (acknowledgement, release, or expiry), accepted step writes as ticks,
 //! refused writes (`Lost`) as red crosses, every claim after an execution's first (the
 //! claim that took over) as a triangle, and every injected fault as a vertical line across
-//! all bands, labelled with its kind and the slot it hit. A header repeats the run's summary.
+//! all bands, labelled with its kind and the slot it hit; a fault with a window (partition,
+//! loss, latency: the namespace mode) also shades its slot's lane until it healed. A header
+//! repeats the run's summary.
 //!
 //! The sample is deterministic (the executions with the most claims, then by id), so the same
 //! seed and the same history draw the same picture.
@@ -18,11 +20,13 @@ use crate::faults::FaultKind;
 /// Executions drawn.
 pub const SAMPLE: usize = 6;
 
-/// A fault as the controller injected it.
-#[derive(Debug, Clone)]
+/// A fault as the controller injected it (also written to the work dir as `faults.json`).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct FaultEvent {
     /// Wall-clock microseconds (the clock the operation logs use).
     pub at_us: i64,
+    /// When it healed, for a fault with a window (partition, loss, latency).
+    pub until_us: Option<i64>,
     /// What.
     pub kind: FaultKind,
     /// The runtime slot (0-based) it hit; `None` for server-wide faults.
@@ -65,7 +69,7 @@ const COLORS: [&str; 8] = [
 
 /// The runtime slot (0-based) of a logged process number (`slot * 1000 + incarnation`);
 /// the controller's own reads (process 0) have none.
-fn slot_of(process: u32) -> Option<usize> {
+pub fn slot_of(process: u32) -> Option<usize> {
     (process >= 1000).then(|| (process / 1000 - 1) as usize)
 }
 
@@ -213,6 +217,25 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
         }
     }
     let bottom = height - 24.0;
+    for f in faults {
+        let (Some(until), Some(slot)) = (f.until_us, f.slot) else {
+            continue;
+        };
+        if until < t0 || f.at_us > t1 {
+            continue;
+        }
+        let (x0, x1) = (x(f.at_us), x(until));
+        for i in 0..lanes.len() {
+            let y = HEADER + i as f64 * (band_h + BAND_GAP) + slot as f64 * LANE_H;
+            let _ = writeln!(
+                s,
+                r##"<rect class="window" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{LANE_H}" fill="#e15759" fill-opacity="0.15"><title>{} slot {}</title></rect>"##,
+                (x1 - x0).max(1.0),
+                f.kind.name(),
+                slot + 1
+            );
+        }
+    }
     for f in faults.iter().filter(|f| f.at_us >= t0 && f.at_us <= t1) {
         let fx = x(f.at_us);
         let target = f
@@ -228,7 +251,7 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
     }
     let _ = writeln!(
         s,
-        r#"<text x="{LEFT}" y="{}">{:.1} s shown; bars: leases by slot (colour); triangle: claim that took over; red x: refused write; dashed: fault</text>"#,
+        r#"<text x="{LEFT}" y="{}">{:.1} s shown; bars: leases by slot (colour); triangle: claim that took over; red x: refused write; dashed: fault; shaded: a slot's partition, loss or latency window</text>"#,
         height - 4.0,
         span / 1e6
     );
@@ -243,10 +266,18 @@ fn escape(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn op(process: u32, token: u64, start: i64, end: i64, kind: OpKind, result: OpResult) -> Op {
+    /// An operation of execution `e1` (shared with the other modules' tests).
+    pub(crate) fn op(
+        process: u32,
+        token: u64,
+        start: i64,
+        end: i64,
+        kind: OpKind,
+        result: OpResult,
+    ) -> Op {
         Op {
             process,
             execution: "e1".into(),
@@ -315,11 +346,20 @@ mod tests {
         assert!(!l.bars[0].takeover && l.bars[1].takeover);
         assert_eq!(l.bars[1].to_us, 1_901_000, "ends at its acknowledgement");
         assert_eq!(l.marks.iter().filter(|m| m.refused).count(), 1);
-        let faults = [FaultEvent {
-            at_us: 500_000,
-            kind: FaultKind::Pause,
-            slot: Some(0),
-        }];
+        let faults = [
+            FaultEvent {
+                at_us: 500_000,
+                until_us: None,
+                kind: FaultKind::Pause,
+                slot: Some(0),
+            },
+            FaultEvent {
+                at_us: 1_000_000,
+                until_us: Some(1_500_000),
+                kind: FaultKind::Partition,
+                slot: Some(0),
+            },
+        ];
         let svg = svg(&takeover(), &faults, 2, &["seed 7 <run>".into()]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches(r#"class="lease""#).count(), 2);
@@ -327,6 +367,12 @@ mod tests {
         assert_eq!(svg.matches(r#"class="refused""#).count(), 1);
         assert_eq!(svg.matches(r#"class="write""#).count(), 2);
         assert!(svg.contains(r#"class="fault""#) && svg.contains("pause slot 1"));
+        assert_eq!(
+            svg.matches(r#"class="window""#).count(),
+            1,
+            "one band, one window"
+        );
+        assert!(svg.contains("partition slot 1"));
         assert!(svg.contains("seed 7 &lt;run&gt;"), "the header is escaped");
     }
 

@@ -8,9 +8,11 @@
 //! sockets), and nothing restarts a shared server (`cargo xtask torture` does restarts on
 //! throwaway servers).
 
+mod common;
+
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One run at a time: the runs are timed, and the machine has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -42,17 +44,7 @@ fn torture(backend: &str, url: Option<String>) {
     if let Some(url) = url {
         cmd.args(["--url", &url]);
     }
-    let started = Instant::now();
-    let out = cmd.output().expect("run lease-torture");
-    let elapsed = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        out.status.success(),
-        "{backend}: torture run failed ({}):\n{stdout}",
-        out.status
-    );
+    let (stdout, elapsed) = common::run_passing(backend, &mut cmd);
     assert!(stdout.contains("violations: 0"), "{stdout}");
     assert!(
         elapsed < Duration::from_secs(60),
