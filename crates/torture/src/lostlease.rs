@@ -43,6 +43,8 @@ pub struct LateFigures {
     pub provider_calls: u64,
     /// The latest start after the lease was lost, ms (0 when none).
     pub max_lateness_ms: f64,
+    /// How many of each kind (`write_step`, `acknowledge`, `provider_call`).
+    pub by_kind: BTreeMap<String, u64>,
 }
 
 /// What partitions did.
@@ -136,8 +138,9 @@ impl<'a> Leases<'a> {
 pub fn late_side_effects(ops: &[Op], effects: &[EffectEvent]) -> LateFigures {
     let leases = Leases::of(ops);
     let mut f = LateFigures::default();
-    let lateness = |f: &mut LateFigures, start: i64, lost: i64| {
+    let lateness = |f: &mut LateFigures, kind: &str, start: i64, lost: i64| {
         f.started += 1;
+        *f.by_kind.entry(kind.to_owned()).or_default() += 1;
         f.max_lateness_ms = f.max_lateness_ms.max((start - lost) as f64 / 1000.0);
     };
     for op in ops.iter().filter(|o| slot_of(o.process).is_some()) {
@@ -151,7 +154,12 @@ pub fn late_side_effects(ops: &[Op], effects: &[EffectEvent]) -> LateFigures {
         else {
             continue;
         };
-        lateness(&mut f, op.start_us, lost);
+        lateness(
+            &mut f,
+            crate::report::kind_name(&op.kind),
+            op.start_us,
+            lost,
+        );
         match (op.result, takeover) {
             (OpResult::Lost, _) => f.refused += 1,
             (OpResult::Accepted, true) => f.accepted_after_takeover += 1,
@@ -168,7 +176,7 @@ pub fn late_side_effects(ops: &[Op], effects: &[EffectEvent]) -> LateFigures {
         } = e
             && let Some((lost, _)) = leases.lost_before(execution, *token, *at_us)
         {
-            lateness(&mut f, *at_us, lost);
+            lateness(&mut f, "provider_call", *at_us, lost);
             f.provider_calls += 1;
         }
     }
@@ -292,6 +300,7 @@ mod tests {
                 accepted_after_takeover: 0,
                 provider_calls: 1,
                 max_lateness_ms: 1000.0,
+                by_kind: [("provider_call".into(), 1), ("write_step".into(), 2)].into(),
             }
         );
         let mut stale = history();

@@ -217,14 +217,21 @@ impl fmt::Display for Report {
             f,
             "  side effects started after their lease was lost: {} (writes refused {}, \
              failed/unknown {}, accepted after expiry with no new holder {}, accepted after a \
-             takeover {}; provider calls {}), latest {:.1} ms after the loss",
+             takeover {}; provider calls {}), latest {:.1} ms after the loss{}",
             l.started,
             l.refused,
             l.failed_or_unknown,
             l.accepted_after_expiry,
             l.accepted_after_takeover,
             l.provider_calls,
-            l.max_lateness_ms
+            l.max_lateness_ms,
+            if l.by_kind.is_empty() {
+                String::new()
+            } else {
+                let kinds: Vec<String> =
+                    l.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!(" (by kind: {})", kinds.join(", "))
+            }
         )?;
         if let Some(n) = &self.network {
             writeln!(
