@@ -18,7 +18,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Connection};
 
 use crate::backend::PostgresBackend;
-use crate::error::{Attempt, Effect, protocol, settle};
+use crate::error::{Attempt, Effect, detached, protocol, settle};
 use crate::rows::col;
 use crate::sql::wake_of;
 
@@ -116,13 +116,14 @@ impl PostgresBackend {
         key: &StoreKey,
         waiter: &ExecutionId,
     ) -> Result<Option<Json>> {
-        let sql = &self.inner.sql.effects;
         let (store_id, entry, id) = (store.as_str(), key.as_str(), waiter.as_str());
         let found = self
-            .run(
-                "watch_entry",
-                Effect::IdempotentWrite,
-                |mut conn| async move {
+            .run("watch_entry", Effect::IdempotentWrite, |mut conn| {
+                let this = self.clone();
+                let (store_id, entry, id) = (store_id.to_owned(), entry.to_owned(), id.to_owned());
+                detached(async move {
+                    let sql = &this.inner.sql.effects;
+                    let (store_id, entry, id) = (store_id.as_str(), entry.as_str(), id.as_str());
                     let r: std::result::Result<_, Attempt> = async {
                         let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
                         let known: (bool, bool) =
@@ -148,8 +149,8 @@ impl PostgresBackend {
                     }
                     .await;
                     settle(r, &mut conn)
-                },
-            )
+                })
+            })
             .await?;
         match found {
             Ok(value) => Ok(value.map(Json::from_stored)),

@@ -8,6 +8,7 @@
 //! [`LeaseError::OutcomeUnknown`] and is never retried (a claim retried there could issue two
 //! tokens), a read is retried on a fresh connection.
 
+use std::future::Future;
 use std::time::Duration;
 
 use lease_core::LeaseError;
@@ -59,6 +60,23 @@ impl From<sqlx::Error> for Attempt {
             rolled_back: false,
         }
     }
+}
+
+/// Runs one attempt that opens a transaction on its connection in a task of its own, so a
+/// caller cancelled meanwhile cannot abandon its `BEGIN` half-way. sqlx 0.9.0 counts a
+/// transaction only once the server's reply to `BEGIN` has arrived: a `begin` dropped
+/// after sending it returns the connection to the pool inside a transaction nobody rolls
+/// back (transact-rs/sqlx#4393), and the next borrower's single statements (a claim, say)
+/// then run inside it, report success and are rolled back later. Detached, the attempt
+/// runs to its end (commit, or its transaction dropped and rolled back) either way.
+pub(crate) async fn detached<T: Send + 'static>(
+    attempt: impl Future<Output = Result<T, Attempt>> + Send + 'static,
+) -> Result<T, Attempt> {
+    tokio::spawn(attempt).await.unwrap_or_else(|e| {
+        Err(Attempt::from(sqlx::Error::Protocol(format!(
+            "the attempt's task failed: {e}"
+        ))))
+    })
 }
 
 /// Hands a driver result back as an attempt's result. A connection that failed at the

@@ -11,7 +11,7 @@ use lease_core::{
 use sqlx::{AssertSqlSafe, Connection, Row};
 
 use crate::backend::PostgresBackend;
-use crate::error::{Attempt, Effect, protocol, settle};
+use crate::error::{Attempt, Effect, detached, protocol, settle};
 use crate::rows::col;
 use crate::sql::EXECUTIONS_PKEY;
 
@@ -128,68 +128,75 @@ impl StoreClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
-        let sql = &self.inner.sql;
         let store = receipt.store.as_str();
         let execution = receipt.execution_id.as_str();
         let step = receipt.step_key.as_str();
         let entry = op.key().as_str();
         let clock = self.clock_param();
-        let delays = &self.inner.delays;
         // One transaction: lock the store row, then read receipt and entry in a fresh
         // snapshot (taken after the lock, so they are current), apply the op exactly as
         // lease-core defines it, write entry and receipt, commit. Only a failed COMMIT
         // leaves the outcome unknown.
         let reply = self
-            .run("update", Effect::Write, |mut conn| async move {
-                let r: std::result::Result<UpdateReply, Attempt> = async {
-                    let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
-                    let locked = sqlx::query(AssertSqlSafe(sql.lock_store.clone()))
-                        .bind(store)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(Attempt::before_commit)?;
-                    if locked.is_none() {
-                        return Ok(UpdateReply::UnknownStore);
+            .run("update", Effect::Write, |mut conn| {
+                let this = self.clone();
+                let (store, execution) = (store.to_owned(), execution.to_owned());
+                let (step, entry, op) = (step.to_owned(), entry.to_owned(), op.clone());
+                detached(async move {
+                    let sql = &this.inner.sql;
+                    let delays = &this.inner.delays;
+                    let (store, execution) = (store.as_str(), execution.as_str());
+                    let (step, entry) = (step.as_str(), entry.as_str());
+                    let r: std::result::Result<UpdateReply, Attempt> = async {
+                        let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
+                        let locked = sqlx::query(AssertSqlSafe(sql.lock_store.clone()))
+                            .bind(store)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(Attempt::before_commit)?;
+                        if locked.is_none() {
+                            return Ok(UpdateReply::UnknownStore);
+                        }
+                        let row = sqlx::query(AssertSqlSafe(sql.read_receipt.clone()))
+                            .bind(store)
+                            .bind(execution)
+                            .bind(step)
+                            .bind(entry)
+                            .fetch_one(&mut *tx)
+                            .await
+                            .map_err(Attempt::before_commit)?;
+                        let decode = |e| Attempt::before_commit(e);
+                        let exists: bool = row.try_get(0).map_err(decode)?;
+                        if exists {
+                            let applied: bool = row.try_get(1).map_err(decode)?;
+                            let previous: Option<String> = row.try_get(2).map_err(decode)?;
+                            return Ok(UpdateReply::Replayed(StoreOutcome {
+                                applied,
+                                previous: previous.map(Json::from_stored),
+                            }));
+                        }
+                        let current: Option<String> = row.try_get(3).map_err(decode)?;
+                        let current = current.map(Json::from_stored);
+                        let (next, outcome) = op.apply(current.as_ref());
+                        sqlx::query(AssertSqlSafe(sql.apply_update.clone()))
+                            .bind(store)
+                            .bind(entry)
+                            .bind(next.as_ref().map(Json::as_str))
+                            .bind(outcome.applied)
+                            .bind(execution)
+                            .bind(step)
+                            .bind(outcome.previous.as_ref().map(Json::as_str))
+                            .bind(clock)
+                            .bind(delays)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(Attempt::before_commit)?;
+                        tx.commit().await?;
+                        Ok(UpdateReply::Applied(outcome))
                     }
-                    let row = sqlx::query(AssertSqlSafe(sql.read_receipt.clone()))
-                        .bind(store)
-                        .bind(execution)
-                        .bind(step)
-                        .bind(entry)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(Attempt::before_commit)?;
-                    let decode = |e| Attempt::before_commit(e);
-                    let exists: bool = row.try_get(0).map_err(decode)?;
-                    if exists {
-                        let applied: bool = row.try_get(1).map_err(decode)?;
-                        let previous: Option<String> = row.try_get(2).map_err(decode)?;
-                        return Ok(UpdateReply::Replayed(StoreOutcome {
-                            applied,
-                            previous: previous.map(Json::from_stored),
-                        }));
-                    }
-                    let current: Option<String> = row.try_get(3).map_err(decode)?;
-                    let current = current.map(Json::from_stored);
-                    let (next, outcome) = op.apply(current.as_ref());
-                    sqlx::query(AssertSqlSafe(sql.apply_update.clone()))
-                        .bind(store)
-                        .bind(entry)
-                        .bind(next.as_ref().map(Json::as_str))
-                        .bind(outcome.applied)
-                        .bind(execution)
-                        .bind(step)
-                        .bind(outcome.previous.as_ref().map(Json::as_str))
-                        .bind(clock)
-                        .bind(delays)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(Attempt::before_commit)?;
-                    tx.commit().await?;
-                    Ok(UpdateReply::Applied(outcome))
-                }
-                .await;
-                settle(r, &mut conn)
+                    .await;
+                    settle(r, &mut conn)
+                })
             })
             .await?;
         match reply {
