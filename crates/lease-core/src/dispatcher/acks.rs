@@ -6,7 +6,10 @@
 //! queue; when the leader's call returns, one flusher task sends everything queued as one
 //! batch, then whatever queued during that batch, until the queue is empty. Each item keeps
 //! its own fencing check (the backend applies `acknowledge`'s rule per item), so batching
-//! changes round trips and commits, not outcomes.
+//! changes round trips and commits, not outcomes. An item whose delivery's local deadline
+//! passed while it waited is not sent (RFC 002: a holder whose lease may have expired stops
+//! writing; issue 11's deadline): its lease is left to expire and the execution is
+//! delivered again, where replay absorbs the work.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -39,7 +42,14 @@ pub(crate) struct AckQueue {
 struct State {
     /// A leader or flusher is sending; new acknowledgements queue.
     in_flight: bool,
-    queued: Vec<(Acknowledgement, oneshot::Sender<AckResult>)>,
+    queued: Vec<Queued>,
+}
+
+/// A queued acknowledgement, its delivery's local deadline, and where its result goes.
+struct Queued {
+    ack: Acknowledgement,
+    deadline: Option<Instant>,
+    reply: oneshot::Sender<AckResult>,
 }
 
 impl AckQueue {
@@ -61,12 +71,17 @@ impl AckQueue {
 pub(crate) async fn acknowledge(
     shared: &Arc<Shared>,
     ack: Acknowledgement,
+    deadline: Option<Instant>,
 ) -> (AckResult, Option<(Claimed, Instant)>) {
     let turn = {
         let mut state = shared.acks.lock();
         if state.in_flight {
-            let (tx, rx) = oneshot::channel();
-            state.queued.push((ack, tx));
+            let (reply, rx) = oneshot::channel();
+            state.queued.push(Queued {
+                ack,
+                deadline,
+                reply,
+            });
             Err(rx)
         } else {
             state.in_flight = true;
@@ -141,23 +156,38 @@ impl Drop for Handoff {
 const MAX_BATCH_BYTES: usize = crate::limits::MAX_PAYLOAD_BYTES;
 
 /// Takes queued items, oldest first, up to [`MAX_ACK_BATCH`] items and [`MAX_BATCH_BYTES`]
-/// of outcomes, or clears the in-flight state when none are queued.
+/// of outcomes, or clears the in-flight state when none are queued. Items past their
+/// local deadline are answered `None` here, unsent.
 fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, oneshot::Sender<AckResult>)>> {
     let mut state = shared.acks.lock();
+    let now = Instant::now();
+    let (late, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut state.queued)
+        .into_iter()
+        .partition(|q| q.deadline.is_some_and(|d| d <= now));
+    state.queued = live;
+    for q in late {
+        shared.metrics.lost();
+        tracing::warn!(
+            execution = %q.ack.lease.execution_id,
+            "the local lease deadline passed while the acknowledgement waited: not sent, the \
+             lease is left to expire"
+        );
+        let _ = q.reply.send(None);
+    }
     if state.queued.is_empty() {
         state.in_flight = false;
         return None;
     }
     let mut bytes = 0;
     let mut n = 0;
-    for (ack, _) in state.queued.iter().take(MAX_ACK_BATCH) {
-        bytes += outcome_bytes(&ack.outcome);
+    for q in state.queued.iter().take(MAX_ACK_BATCH) {
+        bytes += outcome_bytes(&q.ack.outcome);
         if n > 0 && bytes > MAX_BATCH_BYTES {
             break;
         }
         n += 1;
     }
-    Some(state.queued.drain(..n).collect())
+    Some(state.queued.drain(..n).map(|q| (q.ack, q.reply)).collect())
 }
 
 fn outcome_bytes(outcome: &WorkflowRunOutcome) -> usize {

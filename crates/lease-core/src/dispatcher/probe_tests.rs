@@ -228,6 +228,49 @@ async fn acknowledgements_queued_behind_one_in_flight_go_as_one_batch() {
     assert_eq!(report.metrics.lost, 0);
 }
 
+/// An acknowledgement that waited in the queue past its delivery's local deadline is not
+/// sent (the lease may have expired: RFC 002, a holder whose lease may have expired stops
+/// writing); the lease is left to expire, the delivery counts as lost, the leader's
+/// acknowledgement is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledgements_queued_past_the_local_deadline_are_not_sent() {
+    let (_clock, b) = Probe::new();
+    b.gated.store(true, Ordering::SeqCst);
+    let names = ["a", "b", "c"];
+    admit(&b, &names).await;
+    let lease = Duration::from_millis(300);
+    let opts = options(3)
+        .lease_duration(lease)
+        .renew_every(Duration::from_millis(100));
+    let d = Dispatcher::start(Arc::new(b.clone()), completing, opts).expect("start");
+    wait_until("two queued acknowledgements", || d.queued_acks() == 2).await;
+    // The workers have returned, so nothing renews: every local deadline (claim sent, which
+    // was before now, + 0.9 lease) passes while the leader's acknowledgement is held.
+    let queued = tokio::time::Instant::now();
+    wait_until("the leases' local deadlines", || {
+        tokio::time::Instant::now() >= queued + lease
+    })
+    .await;
+    b.gated.store(false, Ordering::SeqCst);
+    b.gate.add_permits(1);
+    wait_until("two lost", || d.snapshot().lost == 2).await;
+    assert_eq!(
+        d.snapshot().acknowledgements,
+        1,
+        "the leader's, sent in time"
+    );
+    assert!(b.batch_sizes().is_empty(), "no batch was sent");
+    assert_eq!(b.acks.load(Ordering::SeqCst), 1, "only the leader called");
+    let mut completed = 0;
+    for n in names {
+        if status(&b, n).await == ExecutionStatus::Completed {
+            completed += 1;
+        }
+    }
+    assert_eq!(completed, 1, "only the leader's execution completed");
+    d.abort();
+}
+
 /// A batch that certainly applied nothing (`Unavailable`) falls back to one
 /// acknowledgement per item; every delivery is still acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

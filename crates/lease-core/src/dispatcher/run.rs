@@ -137,7 +137,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
             }
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
-            return acknowledge(&shared, &delivery.lease(), outcome).await;
+            return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
@@ -248,12 +248,13 @@ async fn acknowledge(
     shared: &Arc<Shared>,
     lease: &ExecutionLease,
     outcome: WorkflowRunOutcome,
+    deadline: Option<Instant>,
 ) -> Next {
     let ack = Acknowledgement {
         lease: lease.clone(),
         outcome,
     };
-    let (result, next) = acks::acknowledge(shared, ack).await;
+    let (result, next) = acks::acknowledge(shared, ack, deadline).await;
     match result {
         Some(Fenced::Accepted(ack)) => {
             shared.metrics.acknowledged();
