@@ -2,8 +2,10 @@
 //! front (`admit_batch`), then a separate worker process (a dispatcher of this binary,
 //! `--child`, concurrency C, the empty handler, default options) drains them; timed from
 //! the process's spawn to the moment its dispatcher has recorded the last acknowledgement.
-//! Jobs/s, median of [`RUNS`] runs (the mean of the two), beside the best job queue of the
-//! issue's table for that backend and C, and the target of 1.1x that.
+//! Jobs/s, median of [`RUNS`] runs (the mean of the two). The job queues themselves are
+//! measured beside it in the same run only by `--only anchors` (issue 24 item 1): figures
+//! copied from an earlier run are no comparison (issue 25 item 19), so this row carries
+//! none.
 //!
 //! The raw bound is the raw end-to-end pipeline of 0 steps ([`crate::e2e`]) at the same C on
 //! the same kind of store, holding the same [`JOBS`] admitted up front, in this process (no
@@ -32,27 +34,6 @@ pub const RUNS: usize = 2;
 
 /// The concurrencies of the issue's table.
 pub const CONCURRENCY: [usize; 3] = [1, 8, 64];
-
-/// The best job queue of issue 12's table (jobs/s measured on this machine, median of 2
-/// runs) for `kind` at concurrency `c`: BullMQ and apalis on Redis, graphile-worker and
-/// apalis on PostgreSQL, apalis on SQLite.
-pub fn best(kind: Kind, c: usize) -> Option<(f64, &'static str)> {
-    Some(match (kind, c) {
-        // Redis: BullMQ 2,867 / 13,454 / 13,542; apalis 3,414 / 4,203 / 4,091.
-        (Kind::Redis, 1) => (3_414.0, "apalis"),
-        (Kind::Redis, 8) => (13_454.0, "BullMQ"),
-        (Kind::Redis, 64) => (13_542.0, "BullMQ"),
-        // PostgreSQL: graphile-worker 1,305 / 2,458 / 2,342; apalis 1,874 / 2,167 / 2,585.
-        (Kind::Postgres, 1) => (1_874.0, "apalis"),
-        (Kind::Postgres, 8) => (2_458.0, "graphile-worker"),
-        (Kind::Postgres, 64) => (2_585.0, "apalis"),
-        // SQLite: apalis 6,690 / 6,422 / 6,938.
-        (Kind::Sqlite, 1) => (6_690.0, "apalis"),
-        (Kind::Sqlite, 8) => (6_422.0, "apalis"),
-        (Kind::Sqlite, 64) => (6_938.0, "apalis"),
-        _ => return None,
-    })
-}
 
 /// The row's name.
 pub fn name(c: usize) -> String {

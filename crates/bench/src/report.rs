@@ -18,15 +18,9 @@ pub enum Target {
     Ratio(f64),
     /// library rate above this.
     Above(f64),
-    /// library rate at least `factor` times `best`, the best job queue of issue 12's table.
-    Beat {
-        /// The factor.
-        factor: f64,
-        /// The job queue's jobs/s.
-        best: f64,
-        /// Which job queue.
-        who: &'static str,
-    },
+    /// Compared with the job queues only in the same run, by `--only anchors` (issue 24
+    /// item 1, issue 25 item 19: no job-queue figure copied from another day).
+    Anchors,
 }
 
 impl Target {
@@ -35,13 +29,8 @@ impl Target {
         if kind == Kind::Memory {
             return None;
         }
-        if let Some(c) = name.strip_prefix("drain 20k c") {
-            let (best, who) = crate::drain::best(kind, c.parse().ok()?)?;
-            return Some(Target::Beat {
-                factor: 1.1,
-                best,
-                who,
-            });
+        if name.starts_with("drain 20k c") {
+            return Some(Target::Anchors);
         }
         if name.starts_with("stored ") {
             return None;
@@ -79,11 +68,7 @@ impl Target {
         match self {
             Target::Ratio(r) => format!(">= {r}x raw"),
             Target::Above(v) => format!("> {}/s", thousands(v)),
-            Target::Beat { factor, best, who } => format!(
-                ">= {}/s ({factor}x {who} {}, issue 12)",
-                thousands(factor * best),
-                thousands(best)
-            ),
+            Target::Anchors => "1.1x best job queue: see --only anchors".into(),
         }
     }
 }
@@ -136,8 +121,7 @@ impl Row {
         let met = match target {
             Some(Target::Ratio(t)) => ratio.map(|r| r >= t),
             Some(Target::Above(v)) => library.map(|l| l.rate() > v),
-            Some(Target::Beat { factor, best, .. }) => library.map(|l| l.rate() >= factor * best),
-            None => None,
+            Some(Target::Anchors) | None => None,
         };
         Row {
             backend: kind.name(),
@@ -351,11 +335,7 @@ mod tests {
         assert_eq!(Target::of(Kind::Memory, "renew"), None);
         assert_eq!(
             Target::of(Kind::Redis, "drain 20k c8"),
-            Some(Target::Beat {
-                factor: 1.1,
-                best: 13_454.0,
-                who: "BullMQ"
-            })
+            Some(Target::Anchors)
         );
         assert_eq!(
             Target::of(Kind::Postgres, "purge_terminal x1000 (100k, 3 steps each)"),
@@ -372,8 +352,11 @@ mod tests {
             0.0,
             None,
         );
-        assert_eq!(beat.met, Some(false), "1.1 x 6,690 = 7,359");
-        assert!(markdown(&[beat]).contains(">= 7,359/s (1.1x apalis 6,690, issue 12)"));
+        assert_eq!(
+            beat.met, None,
+            "no job-queue figure from another run (issue 25 item 19)"
+        );
+        assert!(markdown(&[beat]).contains("see --only anchors"));
     }
 
     #[test]
