@@ -16,7 +16,10 @@
 //! in `--json-dir`. Targets are shown, never enforced: the exit status only says whether
 //! every measurement ran.
 
+// Not wired into a bench run yet (issue 24 item 1: the runners are missing).
 mod admit;
+#[cfg_attr(not(test), allow(dead_code))]
+mod anchors;
 mod args;
 mod chain;
 mod client;

@@ -1,0 +1,535 @@
+//! The job queues measured beside this library in the same run (issue 24 items 1 and 3):
+//! the pieces that need no anchor installed - the line an anchor's runner prints, the
+//! servers' cost counters (`INFO commandstats`, `INFO cpu`, `pg_stat_database`,
+//! `pg_current_wal_lsn`) turned into cost per job, the rotation of the starting system per
+//! cell, the table with this project / best anchor, and the wipe of an anchor's own Redis
+//! key prefix. The runners themselves (npm, the apalis crate) are not wired yet.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::args::Kind;
+use crate::error::{BenchError, Result};
+
+/// The systems of a cell, in the table's column order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum System {
+    /// This project: a worker with `DispatcherOptions::new().concurrency(C)`.
+    Lease,
+    /// BullMQ (Node, Redis), defaults.
+    BullMq,
+    /// graphile-worker (Node, PostgreSQL), defaults.
+    Graphile,
+    /// apalis (Rust; Redis, PostgreSQL, SQLite), defaults.
+    Apalis,
+}
+
+impl System {
+    /// Every system, in column order.
+    pub const ALL: [System; 4] = [
+        System::Lease,
+        System::BullMq,
+        System::Graphile,
+        System::Apalis,
+    ];
+
+    /// The column's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Lease => "this project",
+            System::BullMq => "BullMQ",
+            System::Graphile => "graphile-worker",
+            System::Apalis => "apalis",
+        }
+    }
+
+    /// Whether the system runs on `kind`'s server.
+    pub fn serves(self, kind: Kind) -> bool {
+        match self {
+            System::Lease | System::Apalis => kind != Kind::Memory,
+            System::BullMq => kind == Kind::Redis,
+            System::Graphile => kind == Kind::Postgres,
+        }
+    }
+}
+
+/// The systems of cell number `cell` on `kind`, the starting one rotating by one per cell
+/// (issue 24 item 1: interleaved per cell, the starting system rotating).
+pub fn order(kind: Kind, cell: usize) -> Vec<System> {
+    let mut systems: Vec<System> = System::ALL.into_iter().filter(|s| s.serves(kind)).collect();
+    if !systems.is_empty() {
+        let n = cell % systems.len();
+        systems.rotate_left(n);
+    }
+    systems
+}
+
+/// What an anchor's runner prints last on stdout: `ANCHOR {"jobs":N,"secs":S}` (S from the
+/// start of its workers until every job is done).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct Outcome {
+    /// Jobs completed.
+    pub jobs: u64,
+    /// Seconds.
+    pub secs: f64,
+}
+
+/// The prefix of an anchor runner's result line.
+pub const OUTCOME_PREFIX: &str = "ANCHOR ";
+
+/// The last result line of a runner's `stdout`; `expected` jobs must have completed.
+pub fn parse_outcome(stdout: &str, expected: u64) -> Result<Outcome> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix(OUTCOME_PREFIX))
+        .ok_or_else(|| BenchError::Setup(format!("no {OUTCOME_PREFIX:?} line in the output")))?;
+    let outcome: Outcome = serde_json::from_str(line)
+        .map_err(|e| BenchError::Setup(format!("anchor result {line:?}: {e}")))?;
+    if outcome.jobs != expected {
+        return Err(BenchError::Setup(format!(
+            "the anchor completed {} of {expected} jobs",
+            outcome.jobs
+        )));
+    }
+    if !(outcome.secs.is_finite() && outcome.secs > 0.0) {
+        return Err(BenchError::Setup(format!(
+            "the anchor's time {} is not a positive number of seconds",
+            outcome.secs
+        )));
+    }
+    Ok(outcome)
+}
+
+/// The Redis server's counters (issue 24 item 3): commands called, CPU microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RedisCounters {
+    /// Sum of `calls` over `INFO commandstats`.
+    pub commands: u64,
+    /// `used_cpu_sys` + `used_cpu_user` of `INFO cpu`, in microseconds.
+    pub cpu_us: u64,
+}
+
+/// The counters of an `INFO commandstats` + `INFO cpu` reply.
+pub fn parse_redis_info(info: &str) -> Result<RedisCounters> {
+    let mut counters = RedisCounters::default();
+    let mut cpu = [None, None];
+    for line in info.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("cmdstat_") {
+            let calls = rest
+                .split_once(':')
+                .and_then(|(_, fields)| fields.split(',').find_map(|f| f.strip_prefix("calls=")))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| BenchError::Setup(format!("INFO commandstats line {line:?}")))?;
+            counters.commands += calls;
+        }
+        for (i, key) in ["used_cpu_sys:", "used_cpu_user:"].into_iter().enumerate() {
+            if let Some(v) = line.strip_prefix(key) {
+                let secs: f64 = v
+                    .parse()
+                    .map_err(|_| BenchError::Setup(format!("INFO cpu line {line:?}")))?;
+                cpu[i] = Some(secs);
+            }
+        }
+    }
+    let [Some(sys), Some(user)] = cpu else {
+        return Err(BenchError::Setup(
+            "INFO cpu without used_cpu_sys/user".into(),
+        ));
+    };
+    counters.cpu_us = ((sys + user) * 1e6).round() as u64;
+    Ok(counters)
+}
+
+/// A PostgreSQL LSN (`16/B374D848`) as a byte position.
+pub fn parse_lsn(lsn: &str) -> Result<u64> {
+    let bad = || BenchError::Setup(format!("LSN {lsn:?}"));
+    let (hi, lo) = lsn.trim().split_once('/').ok_or_else(bad)?;
+    let hi = u64::from_str_radix(hi, 16).map_err(|_| bad())?;
+    let lo = u64::from_str_radix(lo, 16).map_err(|_| bad())?;
+    if hi > u64::from(u32::MAX) || lo > u64::from(u32::MAX) {
+        return Err(bad());
+    }
+    Ok((hi << 32) | lo)
+}
+
+/// The PostgreSQL server's counters (issue 24 item 3).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PgCounters {
+    /// `pg_stat_database.xact_commit` of the database.
+    pub commits: u64,
+    /// `pg_current_wal_lsn()` as a byte position.
+    pub wal: u64,
+}
+
+/// Cost per job of one run: the counters' growth over the run divided by its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Cost {
+    /// PostgreSQL commits per job.
+    pub commits: Option<f64>,
+    /// PostgreSQL WAL bytes per job.
+    pub wal_bytes: Option<f64>,
+    /// Redis commands per job.
+    pub commands: Option<f64>,
+    /// Redis server CPU microseconds per job.
+    pub cpu_us: Option<f64>,
+}
+
+fn per_job(before: u64, after: u64, jobs: u64) -> Result<f64> {
+    let grown = after
+        .checked_sub(before)
+        .ok_or_else(|| BenchError::Setup(format!("a counter went back: {before} -> {after}")))?;
+    if jobs == 0 {
+        return Err(BenchError::Setup("cost of a run of 0 jobs".into()));
+    }
+    Ok(grown as f64 / jobs as f64)
+}
+
+impl Cost {
+    /// The Redis cost of a run of `jobs`.
+    pub fn redis(before: RedisCounters, after: RedisCounters, jobs: u64) -> Result<Cost> {
+        Ok(Cost {
+            commands: Some(per_job(before.commands, after.commands, jobs)?),
+            cpu_us: Some(per_job(before.cpu_us, after.cpu_us, jobs)?),
+            ..Cost::default()
+        })
+    }
+
+    /// The PostgreSQL cost of a run of `jobs`.
+    pub fn postgres(before: PgCounters, after: PgCounters, jobs: u64) -> Result<Cost> {
+        Ok(Cost {
+            commits: Some(per_job(before.commits, after.commits, jobs)?),
+            wal_bytes: Some(per_job(before.wal, after.wal, jobs)?),
+            ..Cost::default()
+        })
+    }
+
+    fn describe(self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = self.commits {
+            parts.push(format!("{c:.2} commits"));
+        }
+        if let Some(w) = self.wal_bytes {
+            parts.push(format!("{w:.0} B WAL"));
+        }
+        if let Some(c) = self.commands {
+            parts.push(format!("{c:.1} cmds"));
+        }
+        if let Some(u) = self.cpu_us {
+            parts.push(format!("{u:.0} us CPU"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// One system's median in one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measured {
+    /// Jobs/s.
+    pub rate: f64,
+    /// Cost per job (of the median run).
+    pub cost: Cost,
+}
+
+/// One cell of the table: backend x C.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Backend.
+    pub backend: &'static str,
+    /// Concurrency.
+    pub c: usize,
+    /// 1-minute load average when the cell started.
+    pub load_1m: f64,
+    /// Per system in [`System::ALL`] order: its result, or none where it does not run or
+    /// failed.
+    pub systems: Vec<(System, Option<Measured>)>,
+}
+
+impl Cell {
+    fn get(&self, system: System) -> Option<Measured> {
+        self.systems
+            .iter()
+            .find(|(s, _)| *s == system)
+            .and_then(|(_, m)| *m)
+    }
+
+    /// The best anchor's rate and name.
+    pub fn best_anchor(&self) -> Option<(f64, System)> {
+        self.systems
+            .iter()
+            .filter(|(s, _)| *s != System::Lease)
+            .filter_map(|(s, m)| m.map(|m| (m.rate, *s)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
+    /// This project's rate / the best anchor's.
+    pub fn ratio(&self) -> Option<f64> {
+        let lease = self.get(System::Lease)?.rate;
+        let (best, _) = self.best_anchor()?;
+        (best > 0.0).then(|| lease / best)
+    }
+}
+
+/// The markdown table of issue 24 with each cell's cost per job and load.
+pub fn markdown(cells: &[Cell]) -> String {
+    let names: Vec<&str> = System::ALL.iter().map(|s| s.name()).collect();
+    let mut out = format!(
+        "| backend | C | {} | this / best | load 1m |\n|---|---:|{}---:|---:|\n",
+        names.join(" | "),
+        "---:|".repeat(names.len())
+    );
+    for cell in cells {
+        let mut line = format!("| {} | {} |", cell.backend, cell.c);
+        for system in System::ALL {
+            let text = match cell.get(system) {
+                Some(m) => {
+                    let cost = m.cost.describe();
+                    if cost.is_empty() {
+                        crate::report::thousands(m.rate)
+                    } else {
+                        format!("{} ({cost})", crate::report::thousands(m.rate))
+                    }
+                }
+                None => "-".into(),
+            };
+            let _ = write!(line, " {text} |");
+        }
+        let ratio = cell.ratio().map_or("-".into(), |r| format!("{r:.2}x"));
+        let _ = writeln!(line, " {ratio} | {:.2} |", cell.load_1m);
+        out.push_str(&line);
+    }
+    out
+}
+
+/// The `SCAN MATCH` pattern of every key under `prefix`, glob characters escaped.
+pub fn prefix_pattern(prefix: &str) -> String {
+    let mut p = String::with_capacity(prefix.len() + 1);
+    for ch in prefix.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            p.push('\\');
+        }
+        p.push(ch);
+    }
+    p.push('*');
+    p
+}
+
+/// Deletes every Redis key under `prefix` (an anchor's own state, wiped before its run) and
+/// nothing else; returns how many.
+pub async fn wipe_redis_prefix(url: &str, prefix: &str) -> Result<u64> {
+    if prefix.is_empty() {
+        return Err(BenchError::Setup(
+            "refusing to wipe an empty Redis prefix".into(),
+        ));
+    }
+    let client = redis::Client::open(url).map_err(|e| BenchError::Setup(format!("redis: {e}")))?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| BenchError::Setup(format!("redis connect: {e}")))?;
+    let pattern = prefix_pattern(prefix);
+    let mut cursor: u64 = 0;
+    let mut removed = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| BenchError::Setup(format!("SCAN: {e}")))?;
+        if !keys.is_empty() {
+            let n: u64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| BenchError::Setup(format!("UNLINK: {e}")))?;
+            removed += n;
+        }
+        if next == 0 {
+            return Ok(removed);
+        }
+        cursor = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_starting_system_rotates_per_cell() {
+        assert_eq!(
+            order(Kind::Redis, 0),
+            [System::Lease, System::BullMq, System::Apalis]
+        );
+        assert_eq!(
+            order(Kind::Redis, 1),
+            [System::BullMq, System::Apalis, System::Lease]
+        );
+        assert_eq!(
+            order(Kind::Postgres, 2),
+            [System::Apalis, System::Lease, System::Graphile]
+        );
+        assert_eq!(order(Kind::Sqlite, 1), [System::Apalis, System::Lease]);
+        assert!(order(Kind::Memory, 0).is_empty());
+    }
+
+    #[test]
+    fn an_anchors_last_result_line_is_parsed_and_checked() {
+        let out =
+            "starting\nANCHOR {\"jobs\":5,\"secs\":9.0}\nANCHOR {\"jobs\":20000,\"secs\":2.5}\n";
+        assert_eq!(
+            parse_outcome(out, 20_000).ok(),
+            Some(Outcome {
+                jobs: 20_000,
+                secs: 2.5
+            })
+        );
+        assert!(parse_outcome(out, 19_999).is_err(), "jobs missing");
+        assert!(parse_outcome("done\n", 1).is_err(), "no line");
+        assert!(parse_outcome("ANCHOR {\"jobs\":1}", 1).is_err(), "no secs");
+        assert!(parse_outcome("ANCHOR {\"jobs\":1,\"secs\":0}", 1).is_err());
+    }
+
+    #[test]
+    fn redis_info_gives_commands_and_cpu() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=30,usec=100,usec_per_call=3.33,rejected_calls=0,failed_calls=0\r\n\
+                    cmdstat_get:calls=12,usec=5,usec_per_call=0.4\r\n# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:0.750000\r\nused_cpu_sys_children:9.0\r\n";
+        let c = parse_redis_info(info).expect("parsed");
+        assert_eq!(
+            c,
+            RedisCounters {
+                commands: 42,
+                cpu_us: 2_000_000
+            }
+        );
+        assert!(parse_redis_info("cmdstat_get:usec=5\r\n").is_err());
+        assert!(
+            parse_redis_info("cmdstat_get:calls=1\r\n").is_err(),
+            "no cpu"
+        );
+        let after = RedisCounters {
+            commands: 42 + 40,
+            cpu_us: 2_000_000 + 1_000,
+        };
+        let cost = Cost::redis(c, after, 10).expect("cost");
+        assert_eq!(cost.commands, Some(4.0));
+        assert_eq!(cost.cpu_us, Some(100.0));
+        assert!(Cost::redis(after, c, 10).is_err(), "a counter went back");
+    }
+
+    #[test]
+    fn lsns_and_postgres_cost() {
+        assert_eq!(parse_lsn("16/B374D848").ok(), Some(0x16_B374_D848));
+        assert_eq!(parse_lsn("0/0").ok(), Some(0));
+        assert!(parse_lsn("16B374D848").is_err());
+        assert!(parse_lsn("x/1").is_err());
+        assert!(parse_lsn("1/100000000").is_err());
+        let before = PgCounters {
+            commits: 100,
+            wal: 1_000,
+        };
+        let after = PgCounters {
+            commits: 140,
+            wal: 5_000,
+        };
+        let cost = Cost::postgres(before, after, 20).expect("cost");
+        assert_eq!(cost.commits, Some(2.0));
+        assert_eq!(cost.wal_bytes, Some(200.0));
+        assert!(Cost::postgres(before, after, 0).is_err());
+    }
+
+    #[test]
+    fn the_table_shows_ratio_cost_and_load() {
+        let m = |rate, commits| {
+            Some(Measured {
+                rate,
+                cost: Cost {
+                    commits,
+                    ..Cost::default()
+                },
+            })
+        };
+        let cell = Cell {
+            backend: "PostgreSQL",
+            c: 8,
+            load_1m: 1.5,
+            systems: vec![
+                (System::Lease, m(720.0, Some(1.0))),
+                (System::BullMq, None),
+                (System::Graphile, m(1_621.0, Some(2.0))),
+                (System::Apalis, m(995.0, None)),
+            ],
+        };
+        assert_eq!(cell.best_anchor(), Some((1_621.0, System::Graphile)));
+        let table = markdown(&[cell]);
+        assert!(table.starts_with(
+            "| backend | C | this project | BullMQ | graphile-worker | apalis | this / best | load 1m |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+        ));
+        assert!(
+            table.contains(
+                "| PostgreSQL | 8 | 720 (1.00 commits) | - | 1,621 (2.00 commits) | 995 | 0.44x | 1.50 |"
+            ),
+            "{table}"
+        );
+        let alone = Cell {
+            backend: "SQLite",
+            c: 1,
+            load_1m: 0.0,
+            systems: vec![(System::Lease, m(1.0, None))],
+        };
+        assert_eq!(alone.ratio(), None, "no anchor measured: no ratio");
+    }
+
+    #[test]
+    fn glob_characters_of_a_prefix_are_escaped() {
+        assert_eq!(prefix_pattern("bench:a"), "bench:a*");
+        assert_eq!(prefix_pattern("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\*");
+    }
+
+    /// The wipe removes exactly its own prefix's keys (the shared Redis on 127.0.0.1).
+    #[tokio::test]
+    async fn wiping_a_prefix_removes_only_its_own_keys() {
+        let url = lease_testserver::redis_url();
+        let id = uuid::Uuid::new_v4();
+        let own = format!("anchors-test:{id}:bull:");
+        let other = format!("anchors-test:{id}:bullx");
+        let client = redis::Client::open(url.as_str()).expect("url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the shared Redis");
+        for key in [
+            format!("{own}a"),
+            format!("{own}b:c"),
+            other.clone(),
+            format!("anchors-test:{id}:bull"),
+        ] {
+            let () = redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .query_async(&mut conn)
+                .await
+                .expect("SET");
+        }
+        let removed = wipe_redis_prefix(&url, &own).await.expect("wipe");
+        assert_eq!(removed, 2);
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("anchors-test:{id}*"))
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS");
+        let mut left = left;
+        left.sort();
+        assert_eq!(left, [format!("anchors-test:{id}:bull"), other.clone()]);
+        let cleaned = wipe_redis_prefix(&url, &format!("anchors-test:{id}"))
+            .await
+            .expect("cleanup");
+        assert_eq!(cleaned, 2);
+        assert!(wipe_redis_prefix(&url, "").await.is_err());
+    }
+}
