@@ -315,6 +315,32 @@ pub fn prefix_pattern(prefix: &str) -> String {
     p
 }
 
+/// A multiplexed connection to the Redis server at `url`.
+pub async fn redis_connect(url: &str) -> Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(url).map_err(|e| BenchError::Setup(format!("redis: {e}")))?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| BenchError::Setup(format!("redis connect: {e}")))
+}
+
+/// One `SCAN cursor MATCH pattern COUNT 1000` page: the next cursor (0 at the end) and keys.
+pub async fn scan_page(
+    conn: &mut redis::aio::MultiplexedConnection,
+    cursor: u64,
+    pattern: &str,
+) -> Result<(u64, Vec<String>)> {
+    redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(1000)
+        .query_async(conn)
+        .await
+        .map_err(|e| BenchError::Setup(format!("SCAN: {e}")))
+}
+
 /// Deletes every Redis key under `prefix` (an anchor's own state, wiped before its run) and
 /// nothing else; returns how many.
 pub async fn wipe_redis_prefix(url: &str, prefix: &str) -> Result<u64> {
@@ -323,24 +349,12 @@ pub async fn wipe_redis_prefix(url: &str, prefix: &str) -> Result<u64> {
             "refusing to wipe an empty Redis prefix".into(),
         ));
     }
-    let client = redis::Client::open(url).map_err(|e| BenchError::Setup(format!("redis: {e}")))?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| BenchError::Setup(format!("redis connect: {e}")))?;
+    let mut conn = redis_connect(url).await?;
     let pattern = prefix_pattern(prefix);
     let mut cursor: u64 = 0;
     let mut removed = 0u64;
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| BenchError::Setup(format!("SCAN: {e}")))?;
+        let (next, keys) = scan_page(&mut conn, cursor, &pattern).await?;
         if !keys.is_empty() {
             let n: u64 = redis::cmd("UNLINK")
                 .arg(&keys)
@@ -498,11 +512,7 @@ mod tests {
         let id = uuid::Uuid::new_v4();
         let own = format!("anchors-test:{id}:bull:");
         let other = format!("anchors-test:{id}:bullx");
-        let client = redis::Client::open(url.as_str()).expect("url");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the shared Redis");
+        let mut conn = redis_connect(&url).await.expect("the shared Redis");
         for key in [
             format!("{own}a"),
             format!("{own}b:c"),

@@ -179,24 +179,12 @@ fn sqlite_size(file: &std::path::Path) -> Result<u64> {
 
 /// The sum of `MEMORY USAGE` over every key of the namespace (one slot: its hash tag).
 async fn redis_size(url: &str, namespace: &str) -> Result<u64> {
-    let client = redis::Client::open(url).map_err(|e| BenchError::Setup(format!("redis: {e}")))?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| BenchError::Setup(format!("redis connect: {e}")))?;
+    let mut conn = crate::anchors::redis_connect(url).await?;
     let pattern = format!("lease:{{{namespace}}}:*");
     let mut cursor: u64 = 0;
     let mut total = 0u64;
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(2000)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| BenchError::Setup(format!("SCAN: {e}")))?;
+        let (next, keys) = crate::anchors::scan_page(&mut conn, cursor, &pattern).await?;
         if !keys.is_empty() {
             let mut pipe = redis::pipe();
             for k in &keys {
