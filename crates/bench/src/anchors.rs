@@ -370,6 +370,32 @@ pub async fn wipe_redis_prefix(url: &str, prefix: &str) -> Result<u64> {
     }
 }
 
+/// The statement that drops schema `schema` (checked: `[a-z_][a-z0-9_]*`, at most 63 bytes,
+/// so nothing but that one schema can be named).
+pub fn drop_schema_sql(schema: &str) -> Result<String> {
+    let mut chars = schema.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !(first_ok && rest_ok && schema.len() <= 63) {
+        return Err(BenchError::Setup(format!(
+            "{schema:?} is not a plain schema name"
+        )));
+    }
+    Ok(include_str!("anchors_drop_schema.sql").replace("{schema}", schema))
+}
+
+/// Drops an anchor's schema (its whole state on PostgreSQL) and nothing else.
+pub async fn wipe_pg_schema(pool: &sqlx::PgPool, schema: &str) -> Result<()> {
+    let sql = drop_schema_sql(schema)?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(pool)
+        .await
+        .map_err(|e| BenchError::Setup(format!("drop schema {schema}: {e}")))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,5 +567,51 @@ mod tests {
             .expect("cleanup");
         assert_eq!(cleaned, 2);
         assert!(wipe_redis_prefix(&url, "").await.is_err());
+    }
+
+    #[test]
+    fn only_plain_schema_names_are_dropped() {
+        assert!(drop_schema_sql("anchors_graphile_1").is_ok());
+        for bad in [
+            "",
+            "1a",
+            "a-b",
+            "a\"; DROP TABLE x; --",
+            "A",
+            &"a".repeat(64),
+        ] {
+            assert!(drop_schema_sql(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// The wipe drops exactly its own schema (the shared PostgreSQL on 127.0.0.1).
+    #[tokio::test]
+    async fn wiping_a_schema_drops_only_that_schema() {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&lease_testserver::postgres_url())
+            .await
+            .expect("the shared PostgreSQL");
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let own = format!("anchors_t_{}", &id[..12]);
+        let other = format!("{own}x");
+        for s in [&own, &other] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE SCHEMA {s}; CREATE TABLE {s}.jobs (id int)"
+            )))
+            .execute(&pool)
+            .await
+            .expect("create");
+        }
+        wipe_pg_schema(&pool, &own).await.expect("wipe");
+        let left: Vec<String> = sqlx::query_scalar(
+            "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1 ORDER BY 1",
+        )
+        .bind(format!("{own}%"))
+        .fetch_all(&pool)
+        .await
+        .expect("schemas");
+        assert_eq!(left, vec![other.clone()]);
+        wipe_pg_schema(&pool, &other).await.expect("cleanup");
     }
 }
