@@ -441,8 +441,10 @@ async fn acknowledgements_claim_the_next_execution_at_low_concurrency() {
     let dispatcher = Dispatcher::start(
         Arc::new(b.clone()),
         worker,
+        // Prefetch off: this is the acknowledge_and_claim path (prefetch_tests.rs has the other).
         options()
             .concurrency(1)
+            .prefetch(0)
             .poll_interval(Duration::from_secs(3600)),
     )
     .expect("start");
