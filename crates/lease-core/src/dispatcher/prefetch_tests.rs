@@ -9,20 +9,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::tests::{id, wait_until};
+use super::tests::{id, setup, wait_until};
 use super::*;
-use crate::{
-    Admission, ExecutionClient, ExecutionStatus, Json, ManualClock, MemoryBackend,
-    RedeliveryPolicy, WorkflowRunOutcome,
-};
-
-fn setup() -> (ManualClock, MemoryBackend) {
-    let clock = ManualClock::starting_now();
-    let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
-        .expect("policy");
-    let backend = MemoryBackend::with_clock(Arc::new(clock.clone())).with_policy(policy);
-    (clock, backend)
-}
+use crate::{Admission, ExecutionClient, ExecutionStatus, Json, MemoryBackend, WorkflowRunOutcome};
 
 /// A lease of 3 s renewed every 100 ms: held leases are released after 100 ms.
 fn options(c: usize) -> DispatcherOptions {
@@ -37,6 +26,18 @@ fn done() -> Reply {
     Reply::Acknowledge(WorkflowRunOutcome::Completed(
         Json::parse("test", "1").expect("json"),
     ))
+}
+
+/// Every one of the first `n` executions completed.
+async fn assert_all_completed(b: &MemoryBackend, n: usize) {
+    for i in 0..n {
+        let r = b
+            .get(&id(&format!("e-{i:03}")))
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(r.status, ExecutionStatus::Completed, "{r:?}");
+    }
 }
 
 async fn admit(b: &MemoryBackend, n: usize) {
@@ -89,14 +90,7 @@ async fn held_leases_run_in_freed_slots_within_the_concurrency() {
     assert_eq!(ran.len(), 60, "each execution ran once");
     assert_eq!(distinct.len(), 60);
     assert_eq!(s.claims, 60, "every lease claimed was run: {s:?}");
-    for i in 0..60 {
-        let r = b
-            .get(&id(&format!("e-{i:03}")))
-            .await
-            .expect("get")
-            .expect("record");
-        assert_eq!(r.status, ExecutionStatus::Completed);
-    }
+    assert_all_completed(&b, 60).await;
 }
 
 /// A worker that answers at once on its first run, then blocks every later run until the
@@ -170,14 +164,7 @@ async fn a_held_lease_whose_hold_ends_is_released_unrun() {
     })
     .await;
     dispatcher.shutdown(Duration::from_secs(5)).await;
-    for i in 0..8 {
-        let r = b
-            .get(&id(&format!("e-{i:03}")))
-            .await
-            .expect("get")
-            .expect("record");
-        assert_eq!(r.status, ExecutionStatus::Completed, "{r:?}");
-    }
+    assert_all_completed(&b, 8).await;
 }
 
 /// Shutdown releases the held leases before it waits for the running delivery, which

@@ -15,7 +15,7 @@ use crate::{
 
 const LEASE: Duration = Duration::from_secs(30);
 
-fn setup() -> (ManualClock, MemoryBackend) {
+pub(super) fn setup() -> (ManualClock, MemoryBackend) {
     let clock = ManualClock::starting_now();
     let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
         .expect("policy");
