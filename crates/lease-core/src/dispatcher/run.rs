@@ -175,6 +175,16 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
             return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
         }
+        Ended::Returned(Err(e @ DeliveryError::Refused { .. })) => {
+            // No redelivery can cure a refused value: the execution fails with it.
+            shared.metrics.worker_failed();
+            tracing::warn!(error = %e, "a step's value was refused: failing the execution");
+            if let Some(outcome) = e.refusal_outcome() {
+                let outcome = WorkflowRunOutcome::Failed(outcome);
+                return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
+            }
+            release(&shared, &delivery.lease()).await;
+        }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
             release(&shared, &delivery.lease()).await;

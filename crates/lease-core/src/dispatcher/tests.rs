@@ -196,6 +196,65 @@ async fn panicking_and_failing_workers_are_released() {
     assert_eq!(s.metrics.acknowledgements, 0);
 }
 
+/// Issue 25 item 21: a step whose value the library refuses (nested deeper than
+/// `MAX_JSON_DEPTH`) fails its execution with a typed outcome, once, instead of being
+/// released and delivered again forever; the worker saw `DeliveryError::Refused`.
+#[tokio::test]
+async fn a_refused_step_value_fails_the_execution_instead_of_redelivering() {
+    let (_clock, b) = setup();
+    b.admit(&Admission::new(id("too-deep")))
+        .await
+        .expect("admit");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let dispatcher = Dispatcher::start(
+        Arc::new(b.clone()),
+        move |d: Delivery| {
+            let log = log.clone();
+            async move {
+                let mut deep = serde_json::json!(1);
+                for _ in 0..crate::limits::MAX_JSON_DEPTH + 1 {
+                    deep = serde_json::json!([deep]);
+                }
+                let result = d
+                    .step("deep", || async move { Ok::<_, DeliveryError>(deep) })
+                    .await;
+                let refused = matches!(result, Err(DeliveryError::Refused { .. }));
+                log.lock().expect("log").push(refused);
+                result.map(|_| Reply::Retry)
+            }
+        },
+        options(),
+    )
+    .expect("start");
+    let metrics = dispatcher.metrics();
+    wait_until("the execution failed", || {
+        metrics.snapshot().acknowledgements == 1
+    })
+    .await;
+    let s = dispatcher.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(s.metrics.releases, 0, "{:?}", s.metrics);
+    assert_eq!(
+        *seen.lock().expect("log"),
+        vec![true],
+        "one delivery, refused"
+    );
+    let r = b.get(&id("too-deep")).await.expect("get").expect("record");
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    let Some(crate::ExecutionOutcome::Failed(outcome)) = r.outcome else {
+        panic!("no failed outcome: {r:?}");
+    };
+    let value: serde_json::Value = outcome.decode().expect("outcome");
+    assert_eq!(value["error"], "step_refused");
+    assert_eq!(value["step"], "deep");
+    assert!(
+        value["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("nested deeper")),
+        "{value}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_for_deliveries_then_releases_the_rest() {
     let (_clock, b) = setup();
