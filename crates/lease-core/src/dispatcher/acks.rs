@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::run::with_retries;
@@ -57,8 +58,8 @@ enum ReplyTo {
     /// The delivery's task waits for it.
     Waiting(oneshot::Sender<AckResult>),
     /// Nobody waits (the slot moved on to a held lease, issue 24): the result is counted
-    /// and logged where it arrives.
-    Detached,
+    /// and logged where it arrives, inside its delivery's span.
+    Detached(tracing::Span),
 }
 
 impl ReplyTo {
@@ -67,8 +68,8 @@ impl ReplyTo {
             ReplyTo::Waiting(tx) => {
                 let _ = tx.send(result);
             }
-            ReplyTo::Detached => {
-                record(shared, &result);
+            ReplyTo::Detached(span) => {
+                span.in_scope(|| record(shared, &result));
                 shared.detached.finished();
             }
         }
@@ -161,7 +162,7 @@ pub(crate) fn acknowledge_detached(
             state.queued.push(Queued {
                 ack,
                 deadline,
-                reply: ReplyTo::Detached,
+                reply: ReplyTo::Detached(tracing::Span::current()),
             });
             None
         } else {
@@ -171,11 +172,15 @@ pub(crate) fn acknowledge_detached(
     };
     if let Some(ack) = lead {
         let shared = shared.clone();
-        tokio::spawn(async move {
-            let _handoff = Handoff(shared.clone());
-            let result = send_one(&shared, &ack).await;
-            ReplyTo::Detached.answer(&shared, result);
-        });
+        let span = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let _handoff = Handoff(shared.clone());
+                let result = send_one(&shared, &ack).await;
+                ReplyTo::Detached(tracing::Span::current()).answer(&shared, result);
+            }
+            .instrument(span),
+        );
     }
 }
 

@@ -75,11 +75,7 @@ pub(crate) async fn run_delivery(
     // An acknowledgement that claimed the next execution hands it to this same task and
     // slot; so does a lease held by prefetch (issue 24) when this delivery ends.
     while let Some((claimed, sent)) = next.take() {
-        let span = tracing::info_span!(
-            "delivery",
-            execution_id = %claimed.lease.execution_id,
-            token = claimed.lease.token.get()
-        );
+        let span = delivery_span(&claimed);
         next = deliver(shared.clone(), claimed, sent)
             .instrument(span)
             .await;
@@ -87,6 +83,28 @@ pub(crate) async fn run_delivery(
             next = take_held(&shared).await;
         }
     }
+}
+
+/// The span of one delivery: every event of it carries the execution and the token.
+pub(crate) fn delivery_span(claimed: &Claimed) -> tracing::Span {
+    tracing::info_span!(
+        "delivery",
+        execution_id = %claimed.lease.execution_id,
+        token = claimed.lease.token.get()
+    )
+}
+
+/// Releases a held lease that never started (its hold ended, or shutdown began), in its
+/// delivery's span.
+pub(crate) async fn release_unstarted(shared: &Shared, held: &Claimed) {
+    shared.metrics.prefetch_released();
+    let span = delivery_span(held);
+    async {
+        tracing::info!("held lease not started: releasing it unrun");
+        release(shared, &held.lease).await;
+    }
+    .instrument(span)
+    .await;
 }
 
 /// The next held lease for this slot, while the dispatcher claims; held leases whose hold
@@ -97,8 +115,7 @@ async fn take_held(shared: &Arc<Shared>) -> Next {
     }
     let taken = shared.prefetch.take(Instant::now());
     for expired in taken.expired {
-        shared.metrics.prefetch_released();
-        release(shared, &expired.claimed.lease).await;
+        release_unstarted(shared, &expired.claimed).await;
     }
     let next = taken.next.map(|h| (h.claimed, h.sent));
     if next.is_some() {

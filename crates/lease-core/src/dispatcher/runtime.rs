@@ -18,7 +18,7 @@ use crate::dispatcher::horizon::{ClaimSeen, Horizon};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
 use crate::dispatcher::prefetch::{Held, Prefetch};
-use crate::dispatcher::run::{SlotGuard, release, run_delivery};
+use crate::dispatcher::run::{SlotGuard, release_unstarted, run_delivery};
 use crate::dispatcher::worker::Worker;
 use crate::error::{LeaseError, Result};
 use crate::execution::{ClaimBatch, ClaimRequest};
@@ -383,11 +383,11 @@ fn start_held(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>) {
     loop {
         let now = Instant::now();
         if shared.metrics.in_flight() >= concurrency {
-            release_unstarted(shared, deliveries, shared.prefetch.take_expired(now));
+            release_all_unstarted(shared, deliveries, shared.prefetch.take_expired(now));
             return;
         }
         let taken = shared.prefetch.take(now);
-        release_unstarted(shared, deliveries, taken.expired);
+        release_all_unstarted(shared, deliveries, taken.expired);
         let Some(held) = taken.next else { return };
         let slot = SlotGuard::new(shared.clone());
         deliveries.spawn(run_delivery(shared.clone(), held.claimed, slot, held.sent));
@@ -395,11 +395,10 @@ fn start_held(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>) {
 }
 
 /// Releases held leases that were never started (their hold ended, or shutdown began).
-fn release_unstarted(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>, held: Vec<Held>) {
+fn release_all_unstarted(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>, held: Vec<Held>) {
     for h in held {
-        shared.metrics.prefetch_released();
         let shared = shared.clone();
-        deliveries.spawn(async move { release(&shared, &h.claimed.lease).await });
+        deliveries.spawn(async move { release_unstarted(&shared, &h.claimed).await });
     }
 }
 
@@ -494,7 +493,7 @@ async fn drain(shared: &Arc<Shared>, mut deliveries: JoinSet<()>) -> ShutdownRep
     let unstarted = shared.prefetch.take_all();
     if !unstarted.is_empty() {
         let mut releases = JoinSet::new();
-        release_unstarted(shared, &mut releases, unstarted);
+        release_all_unstarted(shared, &mut releases, unstarted);
         while releases.join_next().await.is_some() {}
     }
     let running = deliveries.len();
