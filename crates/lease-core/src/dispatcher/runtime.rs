@@ -114,6 +114,7 @@ impl Shared {
         if got == 0 && !superseded {
             self.slot_claimed.store(true, Ordering::SeqCst);
         }
+        self.prefetch.set_waiting(work_waiting(now, next, got, 1));
     }
 
     /// Completes when the dispatcher stops claiming (shutdown or drop).
@@ -342,7 +343,12 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
                     short: got < want,
                 });
                 shared.metrics.claim_call(got);
-                shared.prefetch.set_waiting(got == want);
+                shared.prefetch.set_waiting(work_waiting(
+                    batch.now,
+                    batch.next_claimable_at,
+                    got,
+                    want,
+                ));
                 for claimed in batch.claimed {
                     if shared.metrics.in_flight() < opts.get_concurrency() {
                         let slot = SlotGuard::new(shared.clone());
@@ -375,6 +381,17 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         }
     }
     drain(&shared, deliveries).await
+}
+
+/// Whether a claim that got `got` of `want` left work waiting (prefetch's condition): its
+/// horizon says something else was claimable at its own clock; without a horizon, it got
+/// everything it asked for.
+fn work_waiting(now: Option<Timestamp>, next: Option<Timestamp>, got: usize, want: usize) -> bool {
+    match (now, next) {
+        (Some(now), Some(next)) => next <= now,
+        (_, None) if now.is_some() => false,
+        _ => got == want && got > 0,
+    }
 }
 
 /// Starts held leases in free slots, and releases those whose hold ended.
