@@ -9,6 +9,7 @@ use std::time::Instant;
 use crate::cleanup;
 use crate::matrix::{self, Backend};
 use crate::services::{Found, Service, url};
+use crate::setup;
 use crate::summary::{self, Counts, Row};
 
 /// What `cargo xtask test-all --help` prints after the options.
@@ -18,6 +19,11 @@ Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D wa
 `cargo package` of the publishable crates, then each backend's tests, then prints a summary.
 With --backend (repeatable) only the named backends run. Exits non-zero if anything failed.
 
+First it sets up what the selected rows need: PostgreSQL and Redis on their default ports
+when down (pg_ctlcluster, redis-server), a Docker engine for `containers` (dockerd
+--bridge=none --iptables=false), libfaketime, nft and ip for `torture`; as root with apt-get
+it installs the missing Debian packages (docker.io, faketime libfaketime, nftables iproute2),
+otherwise the `setup` check fails naming the command to run.
 PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
 on 127.0.0.1:5432 / 6379; a throwaway server from local binaries (initdb+pg_ctl, run as user
 postgres via runuser when root / redis-server); a container through testcontainers, from an
@@ -181,9 +187,14 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         if ci { " (CI)" } else { "" }
     );
 
+    // Issue 25 item 23: the servers, Docker engine and tools the rows need.
+    banner("setup");
+    let setup_started = Instant::now();
+    let setup_ok = setup::apply(root, &selected).is_empty();
+    let mut checks = vec![("setup", setup_ok, setup_started.elapsed().as_secs_f64())];
+
     let services = discover(&selected);
 
-    let mut checks = Vec::new();
     let deny_doc_warnings: &[(&str, &str)] = &[("RUSTDOCFLAGS", "-D warnings")];
     for (label, args, env) in [
         ("fmt", &["fmt", "--all", "--check"][..], &[][..]),
