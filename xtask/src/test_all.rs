@@ -1,6 +1,6 @@
 //! `cargo xtask test-all`: format check, clippy, every backend's tests, a summary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -95,7 +95,13 @@ fn check(root: &Path, label: &str, args: &[&str], env: &[(&str, &str)]) -> (bool
 }
 
 /// Runs `cargo test` for one backend, echoing its output and counting `test result:` lines.
-fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
+/// Test names seen go into `names` (for the distinct count).
+fn run_backend(
+    root: &Path,
+    backend: &Backend,
+    env: &[(&str, String)],
+    names: &mut BTreeSet<String>,
+) -> Row {
     let mut args = vec!["test", "--no-fail-fast"];
     args.extend(backend.cargo_test);
     banner(&format!("{}: cargo {}", backend.name, args.join(" ")));
@@ -120,6 +126,9 @@ fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
                     println!("{line}");
+                    if let Some(name) = summary::test_name(&line) {
+                        names.insert(name.to_owned());
+                    }
                     if let Some(c) = summary::parse_result_line(&line) {
                         counts.add(c);
                     }
@@ -224,6 +233,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     }
 
     let mut rows = Vec::new();
+    let mut names = BTreeSet::new();
     for backend in &selected {
         let mut env = Vec::new();
         let mut missing = Vec::new();
@@ -237,7 +247,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             }
         }
         if missing.is_empty() {
-            rows.push(run_backend(root, backend, &env));
+            rows.push(run_backend(root, backend, &env, &mut names));
         } else {
             rows.push(Row {
                 name: backend.name.to_owned(),
@@ -277,6 +287,8 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         );
     }
     println!("\ntotal time {:.1}s", started.elapsed().as_secs_f64());
+    let runs: u64 = rows.iter().map(|r| r.counts.passed + r.counts.failed).sum();
+    println!("{}", summary::distinct_line(runs, names.len()));
     println!("{}", summary::totals_line(&rows, failed_checks));
     Ok(all_ok)
 }
