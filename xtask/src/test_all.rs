@@ -225,7 +225,9 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             &["doc", "--workspace", "--all-features", "--no-deps"][..],
             deny_doc_warnings,
         ),
-        // The publishable crates package and build as crates.io would see them.
+        // The publishable crates package: manifests, metadata, file lists and versioned path
+        // dependencies as crates.io would take them. Not built from the `.crate` files
+        // (`--no-verify`, see `package_args`): the rows build and test the same sources.
         ("package", &package_args()[..], &[][..]),
     ] {
         let (ok, secs) = check(root, label, args, env);
