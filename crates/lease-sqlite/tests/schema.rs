@@ -311,3 +311,33 @@ async fn a_version_3_file_migrates_and_purges() {
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].execution_id, id("waiting"));
 }
+
+/// Issue 25 item 10: a new database file (and its WAL) is its owner's only, and a symlink
+/// in the file's place is refused, its target untouched.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_file_is_private_and_a_symlink_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("private.db");
+    let backend = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    backend
+        .admit(&Admission::new(id("a")))
+        .await
+        .expect("admit");
+    for file in [path.clone(), dir.path().join("private.db-wal")] {
+        let mode = std::fs::metadata(&file)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    }
+    let target = dir.path().join("elsewhere.db");
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let opened = SqliteBackend::open(SqliteConfig::file(&link)).await;
+    assert!(opened.is_err(), "a symlinked path was opened");
+    assert!(!target.exists(), "the symlink's target was created");
+}
