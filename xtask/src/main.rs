@@ -21,6 +21,7 @@ mod matrix;
 mod process;
 mod services;
 mod services_command;
+mod setup;
 mod summary;
 mod test_all;
 mod torture;

@@ -48,6 +48,23 @@ pub fn parse_result_line(line: &str) -> Option<Counts> {
     seen.then_some(counts)
 }
 
+/// The test name of libtest's per-test line (`test a::b ... ok`), for counting distinct
+/// names across rows (issue 25 item 17: the same body runs in several rows). `None` for any
+/// other line.
+pub fn test_name(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("test ")?;
+    let (name, outcome) = rest.rsplit_once(" ... ")?;
+    matches!(outcome, "ok" | "FAILED" | "ignored").then_some(name)
+}
+
+/// The line under the totals: test runs against distinct test names.
+pub fn distinct_line(runs: u64, distinct: usize) -> String {
+    format!(
+        "{runs} test runs of {distinct} distinct test names (a body several rows run, such as \
+         the conformance suite per backend, counts once here)"
+    )
+}
+
 /// One row of the summary: a backend's counts, wall time and what went wrong, if anything.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -139,6 +156,15 @@ mod tests {
             ),
             Some(Counts::default())
         );
+    }
+
+    #[test]
+    fn test_names_of_per_test_lines_only() {
+        assert_eq!(test_name("test a::b ... ok"), Some("a::b"));
+        assert_eq!(test_name("test claim_once ... FAILED"), Some("claim_once"));
+        assert_eq!(test_name("test slow ... ignored"), Some("slow"));
+        assert_eq!(test_name("test result: ok. 1 passed; 0 failed"), None);
+        assert_eq!(test_name("running 3 tests"), None);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `cargo xtask test-all`: format check, clippy, every backend's tests, a summary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -9,6 +9,7 @@ use std::time::Instant;
 use crate::cleanup;
 use crate::matrix::{self, Backend};
 use crate::services::{Found, Service, url};
+use crate::setup;
 use crate::summary::{self, Counts, Row};
 
 /// What `cargo xtask test-all --help` prints after the options.
@@ -18,6 +19,11 @@ Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D wa
 `cargo package` of the publishable crates, then each backend's tests, then prints a summary.
 With --backend (repeatable) only the named backends run. Exits non-zero if anything failed.
 
+First it sets up what the selected rows need: PostgreSQL and Redis on their default ports
+when down (pg_ctlcluster, redis-server), a Docker engine for `containers` (dockerd
+--bridge=none --iptables=false), libfaketime, nft and ip for `torture`; as root with apt-get
+it installs the missing Debian packages (docker.io, faketime libfaketime, nftables iproute2),
+otherwise the `setup` check fails naming the command to run.
 PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
 on 127.0.0.1:5432 / 6379; a throwaway server from local binaries (initdb+pg_ctl, run as user
 postgres via runuser when root / redis-server); a container through testcontainers, from an
@@ -89,7 +95,13 @@ fn check(root: &Path, label: &str, args: &[&str], env: &[(&str, &str)]) -> (bool
 }
 
 /// Runs `cargo test` for one backend, echoing its output and counting `test result:` lines.
-fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
+/// Test names seen go into `names` (for the distinct count).
+fn run_backend(
+    root: &Path,
+    backend: &Backend,
+    env: &[(&str, String)],
+    names: &mut BTreeSet<String>,
+) -> Row {
     let mut args = vec!["test", "--no-fail-fast"];
     args.extend(backend.cargo_test);
     banner(&format!("{}: cargo {}", backend.name, args.join(" ")));
@@ -114,6 +126,9 @@ fn run_backend(root: &Path, backend: &Backend, env: &[(&str, String)]) -> Row {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
                     println!("{line}");
+                    if let Some(name) = summary::test_name(&line) {
+                        names.insert(name.to_owned());
+                    }
                     if let Some(c) = summary::parse_result_line(&line) {
                         counts.add(c);
                     }
@@ -181,9 +196,14 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         if ci { " (CI)" } else { "" }
     );
 
+    // Issue 25 item 23: the servers, Docker engine and tools the rows need.
+    banner("setup");
+    let setup_started = Instant::now();
+    let setup_ok = setup::apply(root, &selected).is_empty();
+    let mut checks = vec![("setup", setup_ok, setup_started.elapsed().as_secs_f64())];
+
     let services = discover(&selected);
 
-    let mut checks = Vec::new();
     let deny_doc_warnings: &[(&str, &str)] = &[("RUSTDOCFLAGS", "-D warnings")];
     for (label, args, env) in [
         ("fmt", &["fmt", "--all", "--check"][..], &[][..]),
@@ -205,7 +225,9 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             &["doc", "--workspace", "--all-features", "--no-deps"][..],
             deny_doc_warnings,
         ),
-        // The publishable crates package and build as crates.io would see them.
+        // The publishable crates package: manifests, metadata, file lists and versioned path
+        // dependencies as crates.io would take them. Not built from the `.crate` files
+        // (`--no-verify`, see `package_args`): the rows build and test the same sources.
         ("package", &package_args()[..], &[][..]),
     ] {
         let (ok, secs) = check(root, label, args, env);
@@ -213,6 +235,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     }
 
     let mut rows = Vec::new();
+    let mut names = BTreeSet::new();
     for backend in &selected {
         let mut env = Vec::new();
         let mut missing = Vec::new();
@@ -226,7 +249,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             }
         }
         if missing.is_empty() {
-            rows.push(run_backend(root, backend, &env));
+            rows.push(run_backend(root, backend, &env, &mut names));
         } else {
             rows.push(Row {
                 name: backend.name.to_owned(),
@@ -266,6 +289,8 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         );
     }
     println!("\ntotal time {:.1}s", started.elapsed().as_secs_f64());
+    let runs: u64 = rows.iter().map(|r| r.counts.passed + r.counts.failed).sum();
+    println!("{}", summary::distinct_line(runs, names.len()));
     println!("{}", summary::totals_line(&rows, failed_checks));
     Ok(all_ok)
 }

@@ -13,11 +13,13 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "lease", version, about, long_about)]
 pub struct Cli {
     /// The backend: sqlite:PATH, postgres://..., redis://... or memory:; `?namespace=NAME`
-    /// picks the namespace (SQLite, Redis) or schema (PostgreSQL).
+    /// picks the namespace (SQLite, Redis) or schema (PostgreSQL). `--help` never shows
+    /// `LEASE_URL`'s value (it may carry a password; issue 25 item 1).
     #[arg(
         long,
         short = 'u',
         env = "LEASE_URL",
+        hide_env_values = true,
         value_name = "URL",
         global = true
     )]

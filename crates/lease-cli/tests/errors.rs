@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{lease, on};
+use common::{lease, lease_with_env, on};
 
 #[tokio::test]
 async fn bad_urls_are_usage_errors() {
@@ -19,6 +19,37 @@ async fn bad_urls_are_usage_errors() {
         .await
         .assert_error(2, "empty namespace");
     lease(&["status"]).await.assert_error(2, "LEASE_URL");
+}
+
+/// Issue 25 item 1: no `--help` shows `LEASE_URL`'s value (only that the variable is read).
+#[tokio::test]
+async fn help_does_not_show_the_url_from_the_environment() {
+    let url = "postgres://admin:hunter2@db.example/leases";
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["status", "--help"],
+        &["failing", "--help"],
+        &["show", "--help"],
+        &["corrupt", "--help"],
+        &["purge", "--help"],
+    ] {
+        let run = lease_with_env(args, Some(url)).await;
+        assert_eq!(run.code, Some(0), "{args:?}: {run:?}");
+        assert!(run.stdout.contains("LEASE_URL"), "{args:?}: {run:?}");
+        assert!(!run.stdout.contains("hunter2"), "{args:?}: {run:?}");
+        assert!(!run.stderr.contains("hunter2"), "{args:?}: {run:?}");
+    }
+}
+
+/// Issue 25 item 2: an error about a URL does not repeat its password.
+#[tokio::test]
+async fn errors_do_not_repeat_the_password() {
+    on("postgres://u:hunter2@h/db?namespace=", &["status"])
+        .await
+        .assert_error(2, "postgres://u:***@h/db");
+    let run = lease_with_env(&["status"], Some("redis://:hunter2@h?namespace=")).await;
+    run.assert_error(2, "redis://:***@h");
 }
 
 #[tokio::test]

@@ -83,8 +83,9 @@ pub trait ExecutionClient: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// How many executions are in each status, by effective status at the backend clock,
-    /// read in one atomic step (issue 15: the operator command's `status`). Records the
+    /// How many executions are in each status, by effective status at the backend clock
+    /// (issue 15: the operator command's `status`), in one atomic step where the backend can
+    /// without blocking others (Redis counts page by page: issue 25 item 7). Records the
     /// backend cannot decode are counted in [`StatusCounts::corrupt`] only. Reads every
     /// execution of the namespace: an operator's call, never on a hot path.
     ///

@@ -1,5 +1,6 @@
 //! How many executions a namespace holds in each status (issue 15: the operator command's
-//! `status`), read in one atomic step by [`crate::ExecutionClient::status_counts`].
+//! `status`), read by [`crate::ExecutionClient::status_counts`] (one atomic step on SQLite,
+//! PostgreSQL and memory; page by page on Redis, issue 25 item 7).
 
 use serde::{Deserialize, Serialize};
 

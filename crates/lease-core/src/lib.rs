@@ -26,6 +26,7 @@ pub mod lease;
 pub mod limits;
 #[cfg(feature = "memory")]
 pub mod memory;
+pub mod redact;
 pub mod redelivery;
 pub mod store;
 pub mod time;
@@ -51,6 +52,7 @@ pub use json::Json;
 pub use lease::{ExecutionLease, Fenced, FencingToken};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
+pub use redact::redact_url;
 pub use redelivery::RedeliveryPolicy;
 pub use store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,

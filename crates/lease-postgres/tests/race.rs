@@ -14,8 +14,8 @@
 //!   A read that misses it proves the t1 write committed after t2 was issued.
 //!
 //! `LEASE_RACE_ROUNDS` overrides the number of rounds (default 500). The test is meant to
-//! FAIL with `LEASE_POSTGRES_NONATOMIC_FENCING_EXPERIMENT=1` in the environment (a cfg, see
-//! build.rs), which swaps in a bare `INSERT ... WHERE EXISTS (token = n)` step write and an
+//! FAIL with `RUSTFLAGS="--cfg lease_postgres_nonatomic_fencing_experiment"` (a cfg, see
+//! build.rs; no environment variable of the crate's own turns it on), which swaps in a bare `INSERT ... WHERE EXISTS (token = n)` step write and an
 //! unlocked-check acknowledge.
 
 mod common;

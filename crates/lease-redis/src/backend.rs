@@ -137,18 +137,9 @@ impl RedisBackend {
         let mut conn = self.conn.clone();
         let mut cursor: u64 = 0;
         loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let page = conn
-                .on_slot_of(prefix, &scan)
-                .await
-                .map_err(|e| map_error(OP, Access::Write, e))?;
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::from_redis_value(page)
-                .map_err(|e| map_error(OP, Access::Write, e.into()))?;
+            let (next, keys) = self
+                .scan_slot_page(OP, Access::Write, prefix, pattern, cursor)
+                .await?;
             if !keys.is_empty() {
                 let _: Value = redis::cmd("UNLINK")
                     .arg(&keys)
@@ -161,6 +152,30 @@ impl RedisBackend {
             }
             cursor = next;
         }
+    }
+
+    /// One `SCAN cursor MATCH pattern COUNT 1000` page on the node owning `prefix`'s slot:
+    /// the next cursor (0 at the end) and the keys (a key may come in more than one page).
+    pub(crate) async fn scan_slot_page(
+        &self,
+        op: &'static str,
+        access: Access,
+        prefix: &str,
+        pattern: &str,
+        cursor: u64,
+    ) -> Result<(u64, Vec<Vec<u8>>)> {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let mut conn = self.conn.clone();
+        let page = conn
+            .on_slot_of(prefix, &scan)
+            .await
+            .map_err(|e| map_error(op, access, e))?;
+        redis::from_redis_value(page).map_err(|e| map_error(op, access, e.into()))
     }
 
     /// The namespace's key prefix, `lease:{<namespace>}:` (with one partition every key

@@ -49,11 +49,23 @@ fn unavailable(e: redis::RedisError) -> LeaseError {
 
 impl Opener {
     /// The opener for `endpoint` with `config`'s timeouts.
+    ///
+    /// TLS to a Redis Cluster is not supported: a cluster with
+    /// [`RedisConfig::tls_root_certificates`] is `InvalidInput` rather than a plain-text
+    /// connection (issue 25 item 4).
     pub(crate) fn new(endpoint: &Endpoint, config: &RedisConfig) -> Result<Self> {
         let bad = |e: redis::RedisError| LeaseError::invalid("redis url", e.to_string());
         if !endpoint.cluster {
             let url = endpoint.nodes.first().map(String::as_str).unwrap_or("");
             return crate::tls::client(config, url).map(|c| Opener::Single(Box::new(c)));
+        }
+        if config.tls_root_certificates.is_some() {
+            return Err(LeaseError::invalid(
+                "redis url",
+                "TLS to a Redis Cluster is not supported (redis+cluster:// connects in plain \
+                 text): drop the CA (sslrootcert / tls_root_certificates) or use one rediss:// \
+                 server",
+            ));
         }
         let mut builder = ClusterClient::builder(endpoint.nodes.iter().map(String::as_str))
             .connection_timeout(config.connect_timeout)
@@ -212,6 +224,24 @@ pub(crate) const SLOTS_TIMEOUT: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 25 item 4: a CA with a cluster URL is refused, not ignored (the cluster client
+    /// would connect in plain text).
+    #[test]
+    fn tls_to_a_cluster_is_refused() {
+        let endpoint = crate::url::parse("redis+cluster://127.0.0.1:1,127.0.0.1:2").expect("url");
+        let config = RedisConfig::new("redis+cluster://127.0.0.1:1,127.0.0.1:2")
+            .tls_root_certificates(b"-----BEGIN CERTIFICATE-----".to_vec());
+        match Opener::new(&endpoint, &config) {
+            Err(LeaseError::InvalidInput { reason, .. }) => {
+                assert!(reason.contains("TLS to a Redis Cluster"), "{reason}");
+            }
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("a CA with a cluster URL was accepted"),
+        }
+        let plain = RedisConfig::new("redis+cluster://127.0.0.1:1,127.0.0.1:2");
+        assert!(Opener::new(&endpoint, &plain).is_ok());
+    }
 
     #[test]
     fn slots_match_redis() {

@@ -1,5 +1,10 @@
-//! `status_counts` (issue 15): executions by effective status in one script
-//! (`lua/status_counts.lua`).
+//! `status_counts` (issue 15): executions by effective status, the partition's `exec:*`
+//! keys walked with `SCAN` between scripts and each page's records read by one script
+//! (`lua/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
+//! inside a script blocked the server past the busy-script limit, and every client's
+//! renewal failed with `BUSY`).
+
+use std::collections::HashSet;
 
 use lease_core::{Result, StatusCounts};
 
@@ -18,29 +23,54 @@ const ORDER: [&str; 6] = [
     "corrupt",
 ];
 
+/// The operation's name in errors.
+const OP: &str = "status_counts";
+
 impl RedisBackend {
-    /// Counts the namespace's executions by effective status at the script's clock: one
-    /// script per partition (atomic within each; a namespace of one partition is counted
-    /// in one atomic step), summed.
+    /// Counts the namespace's executions by effective status: per partition, one `SCAN`
+    /// page at a time, each page's records by one script at its clock (so the counts are
+    /// not one atomic snapshot: an execution admitted or purged meanwhile may or may not
+    /// count, an execution that moved counts once, in one status), summed.
     pub(crate) async fn count_statuses(&self) -> Result<StatusCounts> {
         let mut total = StatusCounts::default();
         for prefix in self.keys().partitions() {
-            let p = self.count_partition(prefix).await?;
-            total.admitted += p.admitted;
-            total.running += p.running;
-            total.suspended += p.suspended;
-            total.completed += p.completed;
-            total.failed += p.failed;
-            total.corrupt += p.corrupt;
+            sum(&mut total, &self.count_partition(prefix).await?);
         }
         Ok(total)
     }
 
-    /// One partition's counts, in one script.
+    /// One partition's counts: its `exec:*` keys by SCAN, each key counted once (SCAN may
+    /// return one more than once).
     async fn count_partition(&self, prefix: &str) -> Result<StatusCounts> {
-        const OP: &str = "status_counts";
+        let head = format!("{prefix}exec:");
+        let pattern = format!("{head}*");
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let mut counts = StatusCounts::default();
+        let mut cursor = 0;
+        loop {
+            let (next, keys) = self
+                .scan_slot_page(OP, Access::Read, prefix, &pattern, cursor)
+                .await?;
+            let ids: Vec<Vec<u8>> = keys
+                .into_iter()
+                .filter_map(|k| k.strip_prefix(head.as_bytes()).map(<[u8]>::to_vec))
+                .filter(|id| seen.insert(id.clone()))
+                .collect();
+            if !ids.is_empty() {
+                sum(&mut counts, &self.count_page(prefix, &ids).await?);
+            }
+            if next == 0 {
+                return Ok(counts);
+            }
+            cursor = next;
+        }
+    }
+
+    /// The records of `ids` (one SCAN page) by status, in one script.
+    async fn count_page(&self, prefix: &str, ids: &[Vec<u8>]) -> Result<StatusCounts> {
+        let args: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
         let v = self
-            .eval(OP, Access::Read, prefix, &SCRIPTS.status_counts, &[])
+            .eval(OP, Access::Read, prefix, &SCRIPTS.status_counts, &args)
             .await?;
         let reply = Reply::new(OP);
         let items = reply.array(v)?;
@@ -52,5 +82,37 @@ impl RedisBackend {
             counts.add_named(name, reply.number(n, name)?);
         }
         Ok(counts)
+    }
+}
+
+/// Adds `part` to `total`, status by status.
+fn sum(total: &mut StatusCounts, part: &StatusCounts) {
+    total.admitted += part.admitted;
+    total.running += part.running;
+    total.suspended += part.suspended;
+    total.completed += part.completed;
+    total.failed += part.failed;
+    total.corrupt += part.corrupt;
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 25 item 7: no script of the backend walks the key space (`KEYS` in a script
+    /// blocks the server for O(keys) and past the busy-script limit every client gets BUSY).
+    #[test]
+    fn no_script_calls_keys() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lua");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("the lua directory") {
+            let path = entry.expect("a directory entry").path();
+            let body = std::fs::read_to_string(&path).expect("a script");
+            assert!(
+                !body.contains("'KEYS'") && !body.contains("\"KEYS\""),
+                "{} calls KEYS",
+                path.display()
+            );
+            seen += 1;
+        }
+        assert!(seen > 30, "read only {seen} scripts from {}", dir.display());
     }
 }

@@ -162,7 +162,7 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
-    /// One read-only script over the namespace's records (`lua/status_counts.lua`).
+    /// SCAN pages of the records, each counted by one read-only script (`counts.rs`).
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.count_statuses().await

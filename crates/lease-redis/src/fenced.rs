@@ -53,8 +53,9 @@ static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_st
 ///   body runs under `pcall`, so such a failure is reported as a typed error
 ///   ([`ScriptBodyError`]) rather than an unknown outcome; validate inputs and read what you
 ///   need first, then write.
-/// - No shebang (`#!lua`): the body is wrapped in a function. Its line numbers in error
-///   messages are its own. A body that does not compile is `LeaseError::InvalidInput` and
+/// - No shebang (`#!lua`): the body is wrapped in a function placed after the lease check
+///   (issue 25 item 9: text that closes the wrapper still runs only after the check). Line
+///   numbers in its error messages are the combined script's. A body that does not compile is `LeaseError::InvalidInput` and
 ///   nothing runs.
 #[derive(Clone)]
 pub struct FencedScript {

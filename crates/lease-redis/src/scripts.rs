@@ -3,8 +3,8 @@
 //! execution records, `lua/wake.lua` for those that wake one (request_wake's transition,
 //! shared), `lua/effect.lua` for the effect and store-waiter scripts (issue 16), `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
 //! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
-//! ([`fenced_source`]) are the caller's body, then the base and step helpers and
-//! `lua/fenced.lua`. `redis::Script` sends
+//! ([`fenced_source`]) are the base and step helpers and `lua/fenced.lua` inside a
+//! function, the lease check, then the caller's body. `redis::Script` sends
 //! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
 //! retries, so scripts never need to be preloaded.
 
@@ -72,19 +72,24 @@ fn step_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{STEP}\n-- operation\n{body}"))
 }
 
-/// The source of an application's fenced script: the caller's `body` as the function
-/// `__fenced_body(KEYS, ARGV)`, opened on the first line so the body's line numbers in
-/// Redis error messages are its own, and defined before the helpers so it sees none of
-/// them; then the base and step helpers and `lua/fenced.lua`, which checks the lease (as
-/// `write_step` does, sharing `lua/step.lua`) before calling it.
+/// The source of an application's fenced script (issue 25 item 9): first a function
+/// holding the base and step helpers and `lua/fenced.lua`, which returns the lease check
+/// and what follows the body (so the body, outside that function, sees none of the
+/// helpers); then the check, run, returning when the lease is not held; only then the
+/// caller's `body` as the function `__fenced_body(KEYS, ARGV)`, and its call. Lua runs a
+/// chunk in order, so whatever the body's text does (even close its wrapper with `end`
+/// and go on at the top level) runs after the check passed.
 pub(crate) fn fenced_source(body: &str) -> String {
     let fenced = FENCED.replace(
         "__MAX_JSON_DEPTH__",
         &lease_core::limits::MAX_JSON_DEPTH.to_string(),
     );
     format!(
-        "local __fenced_body = function(KEYS, ARGV) {body}\nend\n{BASE}\n{STEP}\n\
-         -- operation\n{fenced}"
+        "local __fence, __finish = (function()\n{BASE}\n{STEP}\n-- operation\n{fenced}\nend)()\n\
+         local __stop, __keys, __argv = __fence()\n\
+         if __stop then return __stop end\n\
+         local __fenced_body = function(KEYS, ARGV) {body}\nend\n\
+         return __finish(pcall(__fenced_body, __keys, __argv))\n"
     )
 }
 

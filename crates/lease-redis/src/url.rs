@@ -7,6 +7,11 @@
 //!   no database number (a cluster has only database 0);
 //! - either with `?partitions=N` (1 to [`MAX_PARTITIONS`]): the namespace's partition count
 //!   when [`crate::RedisConfig::partitions`] is not set.
+//!
+//! Refused (issue 25 items 4 and 5): a URL fragment, since redis-rs reads `#insecure` as
+//! "accept any certificate" and a TLS check must not be switched off by a stray suffix;
+//! and `sslrootcert=`, which crate `lease`'s `open()` reads (this crate takes the CA from
+//! [`crate::RedisConfig::tls_root_certificates`]) and redis-rs would silently ignore.
 
 use lease_core::{LeaseError, Result};
 
@@ -33,6 +38,12 @@ fn invalid(reason: impl Into<String>) -> LeaseError {
 
 /// Parses `url` (see the module documentation); `InvalidInput` names what is wrong.
 pub(crate) fn parse(url: &str) -> Result<Endpoint> {
+    if let Some((_, fragment)) = url.split_once('#') {
+        return Err(invalid(format!(
+            "a URL fragment (#{fragment}) is refused: redis-rs reads #insecure as \
+             \"do not verify the server's certificate\", which this crate does not offer"
+        )));
+    }
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (url, None),
@@ -78,6 +89,12 @@ fn split_query(query: Option<&str>) -> Result<(Vec<&str>, Option<u16>)> {
     let mut partitions = None;
     for pair in query.into_iter().flat_map(|q| q.split('&')) {
         match pair.split_once('=') {
+            Some(("sslrootcert", _)) => {
+                return Err(invalid(
+                    "sslrootcert= is read by lease::open(); with RedisConfig give the CA to \
+                     tls_root_certificates (redis-rs would ignore it and trust the system roots)",
+                ));
+            }
             Some(("partitions", value)) => {
                 let n = value
                     .parse::<u16>()
@@ -136,6 +153,12 @@ mod tests {
     #[case::too_many_partitions("redis://a:1?partitions=1025")]
     #[case::partitions_not_a_number("redis://a:1?partitions=x")]
     #[case::partitions_twice("redis://a:1?partitions=2&partitions=2")]
+    #[case::insecure_fragment("rediss://h:6380/#insecure")]
+    #[case::insecure_fragment_after_a_query("rediss://h:6380/0?protocol=resp3#insecure")]
+    #[case::cluster_insecure_fragment("redis+cluster://a:1,b:2#insecure")]
+    #[case::any_fragment("rediss://h:6380#x")]
+    #[case::root_cert_parameter("rediss://h:6380?sslrootcert=/ca.pem")]
+    #[case::cluster_root_cert_parameter("redis+cluster://a:1,b:2?sslrootcert=/ca.pem")]
     fn bad_urls_are_typed_errors(#[case] bad: &str) {
         let r = parse(bad);
         assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{bad}");

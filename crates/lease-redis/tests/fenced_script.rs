@@ -848,3 +848,35 @@ async fn a_failed_step_body_records_nothing_and_runs_again() {
         .expect("spaced");
     assert_eq!(v.as_str(), r#"{"a":[1,2],"b":1}"#);
 }
+
+/// Issue 25 item 9: a body that closes its function wrapper with `end` and goes on at the
+/// top level still runs nothing before the lease check: a stale holder's escaped write is
+/// not applied; a live holder's is (it comes after the check).
+#[tokio::test]
+async fn a_body_closing_its_wrapper_runs_nothing_before_the_fence() {
+    let f = fixture().await;
+    let key = f.app.key("escaped");
+    let escape = FencedScript::new(
+        "return 1 end redis.call('SET', KEYS[2], ARGV[8]) local __tail = function()",
+    );
+    let stale = admit_and_claim(&f.backend, &f.clock, "x").await;
+    let peer = f.backend.peer().await.expect("peer");
+    let current = reclaim(&peer, &f.clock, &stale).await;
+    let r = f
+        .backend
+        .fenced_script(&stale, &escape, &[&key], &["stale"])
+        .await
+        .expect("stale call");
+    assert!(r.is_lost(), "{r:?}");
+    assert_eq!(
+        get_string(&key).await,
+        None,
+        "the escaped write ran unfenced"
+    );
+    let r = peer
+        .fenced_script(&current, &escape, &[&key], &["held"])
+        .await
+        .expect("held call");
+    assert!(!r.is_lost(), "{r:?}");
+    assert_eq!(get_string(&key).await.as_deref(), Some("held"));
+}

@@ -381,3 +381,24 @@ async fn the_waiting_move_is_bounded_per_call() {
     assert!(after.claimed.is_empty());
     assert!(after.next_claimable_at.is_some_and(|t| t > clock.now()));
 }
+
+/// Issue 25 item 7: `status_counts` walks the namespace with SCAN pages (no KEYS inside a
+/// script), each record counted once across pages, claimed ones as running.
+#[tokio::test]
+async fn status_counts_spans_scan_pages() {
+    let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
+    let b = fresh(&clock).await;
+    for batch in 0..3 {
+        let admissions: Vec<Admission> = (0..1000)
+            .map(|i| Admission::new(id(&format!("e{batch}-{i:04}"))))
+            .collect();
+        b.admit_batch(&admissions).await.expect("admit batch");
+    }
+    assert_eq!(claim(&b, &clock, 7).await.len(), 7);
+    let counts = b.status_counts().await.expect("status_counts");
+    assert_eq!(
+        (counts.admitted, counts.running, counts.corrupt),
+        (2993, 7, 0)
+    );
+    b.delete_namespace().await.expect("cleanup");
+}

@@ -193,16 +193,40 @@ fn open_error(location: &Location, e: rusqlite::Error) -> LeaseError {
     sqlite_error("open", e)
 }
 
+/// Creates a missing database file readable by its owner only (0600; SQLite gives its
+/// `-wal` and `-shm` files the same mode), refusing a symlink in its place: `create_new`
+/// is `O_CREAT | O_EXCL`, which never follows one (issue 25 item 10). An existing file is
+/// left as it is; SQLite's `SQLITE_OPEN_NOFOLLOW` then refuses a symlinked path.
+fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens a connection, configures it and brings the schema to [`SCHEMA_VERSION`].
 pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connection> {
     let mut conn = match location {
         // No SQLITE_OPEN_URI: a path is a path, even one that starts with "file:".
-        Location::File(path) => Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        ),
+        Location::File(path) => {
+            create_private(path).map_err(|e| LeaseError::Backend {
+                backend: crate::error::BACKEND,
+                operation: "open",
+                source: format!("{}: {e}", path.display()).into(),
+            })?;
+            Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NOFOLLOW
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        }
         // The memdb VFS shares a database whose name starts with '/' between every
         // connection of the process, with ordinary locking (so busy_timeout applies).
         Location::Memory(name) => {

@@ -34,13 +34,7 @@ fn expect_schema_error(result: lease_core::Result<SqliteBackend>, needle: &str) 
 async fn fresh_file_gets_the_schema_and_marker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("fresh.db");
-    let backend = SqliteBackend::open(SqliteConfig::file(&path))
-        .await
-        .expect("open");
-    backend
-        .admit(&Admission::new(id("a")))
-        .await
-        .expect("admit");
+    let _backend = open_and_admit(&path).await;
     assert_eq!(meta(&path, "product").as_deref(), Some(PRODUCT));
     assert_eq!(
         meta(&path, "schema_version"),
@@ -310,4 +304,40 @@ async fn a_version_3_file_migrates_and_purges() {
         .expect("claim");
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].execution_id, id("waiting"));
+}
+
+/// Issue 25 item 10: a new database file (and its WAL) is its owner's only, and a symlink
+/// in the file's place is refused, its target untouched.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_file_is_private_and_a_symlink_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("private.db");
+    open_and_admit(&path).await;
+    for file in [path.clone(), dir.path().join("private.db-wal")] {
+        let mode = std::fs::metadata(&file)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    }
+    let target = dir.path().join("elsewhere.db");
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let opened = SqliteBackend::open(SqliteConfig::file(&link)).await;
+    assert!(opened.is_err(), "a symlinked path was opened");
+    assert!(!target.exists(), "the symlink's target was created");
+}
+
+/// Opens `path` and admits one execution (so the file and its WAL exist).
+async fn open_and_admit(path: &std::path::Path) -> SqliteBackend {
+    let backend = SqliteBackend::open(SqliteConfig::file(path))
+        .await
+        .expect("open");
+    backend
+        .admit(&Admission::new(id("a")))
+        .await
+        .expect("admit");
+    backend
 }

@@ -102,7 +102,10 @@ async fn demo(url: Option<String>) -> DemoResult<()> {
     };
     let exe = std::env::current_exe()?;
     let run = format!("order42_{}", std::process::id());
-    println!("RFC 002, order 42, told live by worker processes on {url}");
+    println!(
+        "RFC 002, order 42, told live by worker processes on {}",
+        lease::redact_url(&url)
+    );
     println!(
         "Leases last {} s and are renewed every {} s; a redelivery waits {} ms.",
         LEASE.as_secs(),

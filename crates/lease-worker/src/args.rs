@@ -1,10 +1,18 @@
 //! Command-line options of a runtime process (`lease-worker`), parsed and rendered back so
 //! an orchestrator can start processes with exactly the options it holds.
+//!
+//! The backend URL may carry a password, so an orchestrator hands it over in the
+//! environment ([`URL_ENV`], [`WorkerArgs::to_env`]), never on the command line, where `ps`
+//! shows it to every user of the machine (issue 25 item 2).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+
+/// The environment variable a runtime process reads its backend URL from when `--url` is
+/// not given (what [`WorkerArgs::to_env`] sets).
+pub const URL_ENV: &str = "LEASE_WORKER_URL";
 
 /// How one runtime process connects, claims, renews and names itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +60,10 @@ impl Default for WorkerArgs {
     about = "Runs a dispatcher with the demo order workflow until stdin closes, printing JSON lines."
 )]
 struct Cli {
-    /// Backend URL (`sqlite:PATH`, `postgres://...`, `redis://...`).
+    /// Backend URL (`sqlite:PATH`, `postgres://...`, `redis://...`); default: the
+    /// environment variable `LEASE_WORKER_URL` (which keeps a password out of `ps`).
     #[arg(long)]
-    url: String,
+    url: Option<String>,
     /// The payment provider's directory, shared by the run's processes.
     #[arg(long, value_name = "DIR")]
     provider: PathBuf,
@@ -82,12 +91,27 @@ struct Cli {
 }
 
 impl WorkerArgs {
-    /// Parses the arguments after the program name. `--help` and bad arguments come back as
-    /// clap's error, which prints itself (help on stdout, errors on stderr).
+    /// Parses the arguments after the program name, the URL from [`URL_ENV`] unless `--url`
+    /// is given. `--help` and bad arguments come back as clap's error, which prints itself
+    /// (help on stdout, errors on stderr).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
+        Self::parse_with_url(args, std::env::var(URL_ENV).ok())
+    }
+
+    /// [`WorkerArgs::parse`] with `env_url` as the value of [`URL_ENV`].
+    pub fn parse_with_url(
+        args: impl IntoIterator<Item = String>,
+        env_url: Option<String>,
+    ) -> Result<Self, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("lease-worker".to_owned()).chain(args))?;
+        let url = cli.url.or(env_url).ok_or_else(|| {
+            clap::Error::raw(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!("no backend URL: give --url or set {URL_ENV}\n"),
+            )
+        })?;
         Ok(WorkerArgs {
-            url: cli.url,
+            url,
             namespace: cli.namespace,
             name: cli.name,
             concurrency: usize::from(cli.concurrency),
@@ -99,12 +123,11 @@ impl WorkerArgs {
         })
     }
 
-    /// The arguments that [`WorkerArgs::parse`] turns back into `self`.
+    /// The arguments that [`WorkerArgs::parse`] turns back into `self` with the
+    /// environment of [`WorkerArgs::to_env`]: everything but the URL.
     pub fn to_args(&self) -> Vec<String> {
         let ms = |d: Duration| d.as_millis().to_string();
         vec![
-            "--url".into(),
-            self.url.clone(),
             "--namespace".into(),
             self.namespace.clone(),
             "--name".into(),
@@ -123,6 +146,11 @@ impl WorkerArgs {
             self.provider.display().to_string(),
         ]
     }
+
+    /// The environment a process started with [`WorkerArgs::to_args`] needs: the URL.
+    pub fn to_env(&self) -> [(&'static str, String); 1] {
+        [(URL_ENV, self.url.clone())]
+    }
 }
 
 #[cfg(test)]
@@ -136,7 +164,7 @@ mod tests {
     #[test]
     fn rendered_arguments_parse_back_to_the_same_options() {
         let a = WorkerArgs {
-            url: "sqlite:/tmp/x.db".into(),
+            url: "postgres://u:hunter2@h/db".into(),
             namespace: "ns".into(),
             name: "w2".into(),
             concurrency: 7,
@@ -146,26 +174,54 @@ mod tests {
             redelivery_base: Duration::from_millis(100),
             provider: PathBuf::from("/tmp/provider"),
         };
-        assert_eq!(WorkerArgs::parse(a.to_args()).expect("parse"), a);
+        let [(name, url)] = a.to_env();
+        assert_eq!(name, URL_ENV);
+        assert_eq!(
+            WorkerArgs::parse_with_url(a.to_args(), Some(url)).expect("parse"),
+            a
+        );
+    }
+
+    /// Issue 25 item 2: the URL (and its password) is not on a child's command line.
+    #[test]
+    fn the_url_is_not_on_the_command_line() {
+        let a = WorkerArgs {
+            url: "postgres://u:hunter2@h/db".into(),
+            ..WorkerArgs::default()
+        };
+        let args = a.to_args();
+        assert!(!args.iter().any(|s| s.contains("hunter2")), "{args:?}");
+    }
+
+    #[test]
+    fn the_command_line_url_wins_over_the_environment() {
+        let a = WorkerArgs::parse_with_url(
+            args(&["--url", "sqlite:a", "--provider", "p"]),
+            Some("sqlite:b".into()),
+        )
+        .expect("parse");
+        assert_eq!(a.url, "sqlite:a");
+        let missing = WorkerArgs::parse_with_url(args(&["--provider", "p"]), None);
+        assert!(missing.expect_err("no url").use_stderr());
     }
 
     #[test]
     fn defaults_and_refusals() {
-        let a = WorkerArgs::parse(args(&["--url", "sqlite:x", "--provider", "p"])).expect("parse");
+        let a = WorkerArgs::parse_with_url(args(&["--url", "sqlite:x", "--provider", "p"]), None)
+            .expect("parse");
         assert_eq!(a.concurrency, 4);
         assert_eq!(a.lease, Duration::from_secs(3));
         assert_eq!(a.namespace, "default");
         for bad in [
-            &["--provider", "p"][..],
-            &["--url", "sqlite:x"],
+            &["--url", "sqlite:x"][..],
             &["--url", "sqlite:x", "--provider", "p", "--lease-ms", "soon"],
             &["--url", "sqlite:x", "--provider", "p", "--concurrency", "0"],
             &["--url", "sqlite:x", "--provider", "p", "--bogus", "1"],
         ] {
-            let e = WorkerArgs::parse(args(bad)).expect_err("refused");
+            let e = WorkerArgs::parse_with_url(args(bad), None).expect_err("refused");
             assert!(e.use_stderr(), "{bad:?}: {e}");
         }
-        let help = WorkerArgs::parse(args(&["--help"])).expect_err("help");
+        let help = WorkerArgs::parse_with_url(args(&["--help"]), None).expect_err("help");
         assert!(!help.use_stderr() && help.to_string().contains("--redelivery-ms"));
     }
 }

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use lease::{RedeliveryPolicy, SharedBackend};
+use lease::{RedeliveryPolicy, SharedBackend, redact_url};
 
-/// Any failure while opening or cleaning up, as text for the process's error line.
+/// Any failure while opening or cleaning up, as text for the process's error line (a URL in
+/// it has its password redacted, issue 25 item 2).
 pub type OpenResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The redelivery policy of a run: `base`, doubling, capped at 32 times `base`.
@@ -68,7 +69,11 @@ pub async fn open_store(
     if let Some(rest) = url.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
         if path.is_empty() || path == ":memory:" {
-            return Err(format!("{url}: processes can only share a SQLite file").into());
+            return Err(format!(
+                "{}: processes can only share a SQLite file",
+                redact_url(url)
+            )
+            .into());
         }
         return open_sqlite(path, namespace, policy).await;
     }
@@ -79,8 +84,9 @@ pub async fn open_store(
         return open_redis(url, namespace, policy).await;
     }
     Err(format!(
-        "{url}: unsupported backend URL for a runtime process \
-         (sqlite:PATH, postgres://..., redis://...)"
+        "{}: unsupported backend URL for a runtime process \
+         (sqlite:PATH, postgres://..., redis://...)",
+        redact_url(url)
     )
     .into())
 }
@@ -124,7 +130,7 @@ async fn open_postgres(url: &str, schema: &str, policy: RedeliveryPolicy) -> Ope
 
 #[cfg(not(feature = "postgres"))]
 async fn open_postgres(url: &str, _schema: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    Err(format!("{url}: build with `--features postgres`").into())
+    Err(format!("{}: build with `--features postgres`", redact_url(url)).into())
 }
 
 #[cfg(feature = "redis")]
@@ -140,7 +146,7 @@ async fn open_redis(url: &str, namespace: &str, policy: RedeliveryPolicy) -> Ope
 
 #[cfg(not(feature = "redis"))]
 async fn open_redis(url: &str, _namespace: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    Err(format!("{url}: build with `--features redis`").into())
+    Err(format!("{}: build with `--features redis`", redact_url(url)).into())
 }
 
 /// Removes what a run left in a server backend (its Postgres schema, its Redis keys). A
@@ -164,4 +170,21 @@ pub async fn cleanup(url: &str, namespace: &str) -> OpenResult<()> {
     }
     let _ = (url, namespace);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 25 item 2: a URL this process refuses is named without its password.
+    #[tokio::test]
+    async fn refusals_do_not_repeat_the_password() {
+        let url = "mysql://u:hunter2@h/db";
+        let Err(e) = open_store(url, "ns", RedeliveryPolicy::default()).await else {
+            panic!("{url} opened");
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("mysql://u:***@h/db"), "{shown}");
+    }
 }

@@ -97,6 +97,7 @@ impl Cluster {
         let mut child = Command::new(&self.exe)
             .args(&self.prefix)
             .args(args.to_args())
+            .envs(args.to_env())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

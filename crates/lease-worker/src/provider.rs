@@ -91,7 +91,6 @@ impl Provider {
     /// Charges `request.cents` for `request.order` unless a charge with `request.key`
     /// exists, in which case that charge's response is returned and nothing is charged.
     pub fn charge(&self, request: &ChargeRequest<'_>) -> io::Result<Charged> {
-        let path = self.charge_path(request.key);
         let response = json!({
             "receipt": format!("rcpt-{}-{}-{}", request.order, request.caller, request.token),
             "charged_by": request.caller,
@@ -110,21 +109,40 @@ impl Provider {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         fs::write(&tmp, charge.to_string())?;
-        let linked = fs::hard_link(&tmp, &path);
+        let placed = self.place(&tmp, request.key);
         fs::remove_file(&tmp)?;
-        let charged = match linked {
-            Ok(()) => Charged {
+        let charged = match placed? {
+            None => Charged {
                 response,
                 new: true,
             },
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Charged {
-                response: read_charge(&path)?.response,
+            Some(existing) => Charged {
+                response: existing.response,
                 new: false,
             },
-            Err(e) => return Err(e),
         };
         self.log_call(request, &charged)?;
         Ok(charged)
+    }
+
+    /// Links `tmp` under `key`'s name: `None` when it is the first charge of `key`, else
+    /// the charge already there. A long key's hashed name taken by another key (a
+    /// collision) moves on to the next candidate, so names stay unique (issue 25 item 12).
+    fn place(&self, tmp: &Path, key: &str) -> io::Result<Option<Charge>> {
+        for n in 0.. {
+            let path = self.charge_path(key, n);
+            match fs::hard_link(tmp, &path) {
+                Ok(()) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let existing = read_charge(&path)?;
+                    if existing.key == key {
+                        return Ok(Some(existing));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("an unbounded range ends")
     }
 
     /// Every call so far, in the order they were logged.
@@ -153,12 +171,25 @@ impl Provider {
             .map(|e| e.map(|e| e.path()))
             .collect::<io::Result<_>>()?;
         paths.retain(|p| p.extension().is_some_and(|x| x == "json"));
-        paths.sort();
-        paths.iter().map(|p| read_charge(p)).collect()
+        let mut charges: Vec<Charge> = paths
+            .iter()
+            .map(|p| read_charge(p))
+            .collect::<io::Result<_>>()?;
+        charges.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(charges)
     }
 
-    fn charge_path(&self, key: &str) -> PathBuf {
-        self.dir.join("charges").join(format!("{}.json", hex(key)))
+    /// Candidate `n` of `key`'s file: the key in hex while that fits a file name (keys of
+    /// up to [`MAX_HEX_KEY`] bytes, one name only), else `h<FNV-1a 64 of the key>-<n>`
+    /// (`h` is no hex digit, so it never meets a short key's name; issue 25 item 12: a
+    /// longer key's hex name passed the 255-byte limit and failed every redelivery).
+    fn charge_path(&self, key: &str, n: u64) -> PathBuf {
+        let name = if key.len() <= MAX_HEX_KEY {
+            hex(key)
+        } else {
+            format!("h{:016x}-{n}", fnv1a(key.as_bytes()))
+        };
+        self.dir.join("charges").join(format!("{name}.json"))
     }
 
     fn log_call(&self, request: &ChargeRequest<'_>, charged: &Charged) -> io::Result<()> {
@@ -192,6 +223,18 @@ fn read_charge(path: &Path) -> io::Result<Charge> {
 }
 
 /// A key as a file name: lower-case hex of its bytes (an effect id may hold any character).
+/// The longest key named by its hex form: 2 * 125 + `.json` is 255 bytes, the usual limit
+/// of a file name.
+const MAX_HEX_KEY: usize = 125;
+
+/// 64-bit FNV-1a (stable across builds, unlike `DefaultHasher`); uniqueness comes from
+/// the collision check in `place`, not from the hash.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 fn hex(key: &str) -> String {
     key.bytes().map(|b| format!("{b:02x}")).collect()
 }
@@ -226,6 +269,42 @@ mod tests {
         let charges = p.charges().expect("charges");
         assert_eq!(charges.len(), 2);
         assert_eq!(charges[0].cents, 1999);
+    }
+
+    /// Issue 25 item 12: a key too long for a hex file name charges once too.
+    #[test]
+    fn a_long_key_charges_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = Provider::open(dir.path()).expect("open");
+        let long = "k".repeat(300);
+        let other = format!("{long}x");
+        let first = p.charge(&request(&long, "A", 7)).expect("A");
+        let again = p.charge(&request(&long, "B", 9)).expect("B");
+        let second = p.charge(&request(&other, "B", 9)).expect("other");
+        assert!(first.new && !again.new && second.new);
+        assert_eq!(again.response, first.response);
+        let keys: Vec<String> = p
+            .charges()
+            .expect("charges")
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(keys, [long, other]);
+    }
+
+    /// Two long keys whose hashed names collide (forced by writing the first candidate of
+    /// one under the other's key) both charge, each once.
+    #[test]
+    fn a_hashed_name_taken_by_another_key_moves_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = Provider::open(dir.path()).expect("open");
+        let (a, b) = ("a".repeat(200), "b".repeat(200));
+        let squatter = json!({"key": a, "order": 1, "cents": 1, "response": {"receipt": "r"}});
+        fs::write(p.charge_path(&b, 0), squatter.to_string()).expect("squat");
+        let first = p.charge(&request(&b, "A", 7)).expect("b");
+        let again = p.charge(&request(&b, "B", 8)).expect("b again");
+        assert!(first.new && !again.new);
+        assert_eq!(again.response, first.response);
     }
 
     #[test]

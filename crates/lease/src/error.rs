@@ -18,7 +18,7 @@ pub enum OpenError {
     /// The URL is malformed for its backend.
     #[error("invalid backend URL {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL given.
+        /// The URL given, its password redacted ([`lease_core::redact_url`], issue 25 item 2).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -36,4 +36,14 @@ pub enum OpenError {
     /// The backend failed to open (unreachable server, bad schema, unsafe configuration).
     #[error(transparent)]
     Backend(#[from] LeaseError),
+}
+
+impl OpenError {
+    /// [`OpenError::InvalidUrl`] for `url`, its password redacted (issue 25 item 2).
+    pub(crate) fn invalid_url(url: &str, reason: &str) -> Self {
+        OpenError::InvalidUrl {
+            url: lease_core::redact_url(url),
+            reason: reason.to_owned(),
+        }
+    }
 }

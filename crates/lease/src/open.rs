@@ -83,9 +83,11 @@ async fn open_redis(
     let (driver_url, root_cert) = crate::url::take_param(driver_url, crate::url::ROOT_CERT_PARAM);
     let mut config = lease_redis::RedisConfig::new(driver_url.as_str());
     if let Some(path) = root_cert {
-        let pem = std::fs::read(&path).map_err(|e| OpenError::InvalidUrl {
-            url: driver_url.clone(),
-            reason: format!("cannot read {} {path:?}: {e}", crate::url::ROOT_CERT_PARAM),
+        let pem = std::fs::read(&path).map_err(|e| {
+            OpenError::invalid_url(
+                &driver_url,
+                &format!("cannot read {} {path:?}: {e}", crate::url::ROOT_CERT_PARAM),
+            )
         })?;
         config = config.tls_root_certificates(pem);
     }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use lease_core::redact_url;
+
 use crate::error::OpenError;
 
 /// The query parameter that chooses the namespace (SQLite, Redis) or schema (PostgreSQL).
@@ -12,8 +14,9 @@ pub const NAMESPACE_PARAM: &str = "namespace";
 /// `sslrootcert` goes to the driver, which reads it itself).
 pub const ROOT_CERT_PARAM: &str = "sslrootcert";
 
-/// The backend a URL names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The backend a URL names. Its `Debug` redacts the password of a server URL (issue 25
+/// item 2).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Target {
     /// `sqlite:PATH` or `sqlite://PATH`: a SQLite database file (created if missing).
@@ -29,6 +32,18 @@ pub enum Target {
     Redis(String),
     /// `memory:`: the in-memory reference backend (a fresh, empty store).
     Memory,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::SqliteFile(path) => f.debug_tuple("SqliteFile").field(path).finish(),
+            Target::SqliteMemory => f.write_str("SqliteMemory"),
+            Target::Postgres(url) => f.debug_tuple("Postgres").field(&redact_url(url)).finish(),
+            Target::Redis(url) => f.debug_tuple("Redis").field(&redact_url(url)).finish(),
+            Target::Memory => f.write_str("Memory"),
+        }
+    }
 }
 
 /// A parsed backend URL: the backend and, from `?namespace=NAME`, the namespace (SQLite,
@@ -50,10 +65,7 @@ impl BackendUrl {
     /// a path, an empty or repeated `namespace`, or query parameters a backend does not take.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
         let url = url.trim();
-        let invalid = |reason: &str| OpenError::InvalidUrl {
-            url: url.to_owned(),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| OpenError::invalid_url(url, reason);
         let (scheme, rest) = url.split_once(':').ok_or_else(|| {
             invalid("no scheme (expected sqlite:, postgres://, redis:// or memory:)")
         })?;
@@ -271,6 +283,32 @@ mod tests {
         assert!(
             matches!(err, OpenError::InvalidUrl { .. }),
             "{url}: {err:?}"
+        );
+    }
+
+    /// Issue 25 item 2: neither the error of a bad URL nor a parsed URL's `Debug` repeats
+    /// its password.
+    #[rstest]
+    #[case::postgres_bad_namespace("postgres://u:hunter2@h/db?namespace=")]
+    #[case::redis_namespace_twice("redis://:hunter2@h?namespace=a&namespace=b")]
+    #[case::cluster_bad_namespace("redis+cluster://u:hunter2@a:1,b:2?namespace=")]
+    fn errors_do_not_repeat_the_password(#[case] url: &str) {
+        let err = BackendUrl::parse(url).expect_err(url);
+        for shown in [err.to_string(), format!("{err:?}")] {
+            assert!(!shown.contains("hunter2"), "{shown}");
+            assert!(shown.contains(":***@"), "{shown}");
+        }
+    }
+
+    #[rstest]
+    #[case::postgres("postgres://u:hunter2@h/db?namespace=x")]
+    #[case::redis("rediss://:hunter2@h:6380")]
+    fn debug_does_not_show_the_password(#[case] url: &str) {
+        let parsed = BackendUrl::parse(url).expect(url);
+        let shown = format!("{parsed:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains(":***@"),
+            "{shown}"
         );
     }
 

@@ -1,6 +1,6 @@
 //! The short torture run of CI (issue 6 item 2): each backend for 20 seconds of faults
 //! (pause, kill, drop, slow-renew; SQLite skips drop) with 3 runtime processes, then the
-//! history checker, which must find no violation, all within 60 seconds per backend.
+//! history checker, which must find no violation; its liveness deadline bounds it (no wall-clock budget: issue 25 item 14).
 //!
 //! PostgreSQL and Redis are the shared servers of the test environment (LEASE_POSTGRES_URL
 //! / LEASE_REDIS_URL, else the local defaults): every run uses its own schema / namespace,
@@ -12,7 +12,6 @@ mod common;
 
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// One run at a time: the runs are timed, and the machine has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -44,12 +43,8 @@ fn torture(backend: &str, url: Option<String>) {
     if let Some(url) = url {
         cmd.args(["--url", &url]);
     }
-    let (stdout, elapsed) = common::run_passing(backend, &mut cmd);
+    let stdout = common::run_passing(backend, &mut cmd);
     assert!(stdout.contains("violations: 0"), "{stdout}");
-    assert!(
-        elapsed < Duration::from_secs(60),
-        "{backend}: the CI run took {elapsed:?}, over the 60 s budget"
-    );
 }
 
 #[test]

@@ -9,24 +9,23 @@
 //!
 //! Servers as in `tests/ci.rs` (LEASE_POSTGRES_URL / LEASE_REDIS_URL, else the local
 //! defaults; own schema / namespace). libfaketime comes from Debian's `faketime` and
-//! `libfaketime` packages (`.ci/run` installs them); without it the test fails under
-//! CI=true and is skipped with a note elsewhere.
+//! `libfaketime` packages (`cargo xtask test-all` installs them as root); without it the
+//! test fails, naming it, wherever it runs (issue 25 item 15). No wall-clock budget is
+//! asserted (item 14): the run's own liveness deadline bounds it.
 
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 /// One run at a time: the runs are timed, and the machine has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Runs the skewed torture run; `None` when libfaketime is missing outside CI.
-fn run(backend: &str, url: &str) -> Option<Value> {
+/// Runs the skewed torture run; fails, naming libfaketime, when it is missing.
+fn run(backend: &str, url: &str) -> Value {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tag = format!("lease-torture-skew-{backend}-{}", std::process::id());
     let json = std::env::temp_dir().join(format!("{tag}.json"));
-    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lease-torture"))
         .args(["run", "--url", url, "--clock-skew", "--seed", "1404"])
         // The faults of tests/ci.rs, with the default lease (1500 ms).
@@ -39,17 +38,15 @@ fn run(backend: &str, url: &str) -> Option<Value> {
         .arg(&json)
         .output()
         .expect("run lease-torture");
-    let elapsed = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     eprintln!("{stderr}");
-    if stderr.contains("--clock-skew needs libfaketime") {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(!ci, "{backend}: libfaketime is missing under CI:\n{stderr}");
-        eprintln!("note: skipping the {backend} clock-skew run: libfaketime is missing");
-        return None;
-    }
+    assert!(
+        !stderr.contains("--clock-skew needs libfaketime"),
+        "{backend}: the clock-skew run needs libfaketime (Debian packages faketime and \
+         libfaketime; `cargo xtask test-all` installs them as root):\n{stderr}"
+    );
     let text = std::fs::read_to_string(&json)
         .unwrap_or_else(|e| panic!("no JSON report ({e}); exit {}:\n{stdout}", out.status));
     let _ = std::fs::remove_file(&json);
@@ -58,11 +55,7 @@ fn run(backend: &str, url: &str) -> Option<Value> {
         "{backend}: torture run failed ({}):\n{stdout}",
         out.status
     );
-    assert!(
-        elapsed < Duration::from_secs(60),
-        "{backend}: the CI run took {elapsed:?}, over the 60 s budget"
-    );
-    Some(serde_json::from_str(&text).expect("report JSON"))
+    serde_json::from_str(&text).expect("report JSON")
 }
 
 fn number(v: &Value, key: &str) -> f64 {
@@ -106,15 +99,11 @@ fn check(backend: &str, report: &Value) {
 #[test]
 fn postgres_survives_skewed_runtime_clocks() {
     let url = lease_testserver::postgres_url();
-    if let Some(report) = run("postgres", &url) {
-        check("postgres", &report);
-    }
+    check("postgres", &run("postgres", &url));
 }
 
 #[test]
 fn redis_survives_skewed_runtime_clocks() {
     let url = lease_testserver::redis_url();
-    if let Some(report) = run("redis", &url) {
-        check("redis", &report);
-    }
+    check("redis", &run("redis", &url));
 }

@@ -19,7 +19,6 @@
 
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// One run at a time: the pair is shared by both tests, and the machine has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -75,7 +74,6 @@ fn run_on(
         "lease-torture-failover-{replication}-{}",
         std::process::id()
     ));
-    let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lease-torture"))
         .args(["run", "--url", &url])
         .args(["--failover-cmd", &format!("sh '{script}'")])
@@ -99,7 +97,6 @@ fn run_on(
         .output()
         .expect("run lease-torture");
     let _ = std::fs::remove_dir_all(&work);
-    let elapsed = started.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
@@ -107,11 +104,6 @@ fn run_on(
         .unwrap_or_else(|e| panic!("no JSON report ({e}); exit {}:\n{stdout}", out.status));
     let _ = std::fs::remove_file(&json);
     let report: serde_json::Value = serde_json::from_str(&text).expect("report JSON");
-    println!("{replication}: run took {elapsed:?}");
-    assert!(
-        elapsed < Duration::from_secs(120),
-        "{replication}: the CI run took {elapsed:?}, over its 120 s budget"
-    );
     report
 }
 

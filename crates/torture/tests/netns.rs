@@ -4,15 +4,14 @@
 //! complete every execution, inject every kind, and show that a partition cost the cut-off
 //! runtime leases (taken over by another runtime).
 //!
-//! Needs root, `ip` (iproute2) and `nft` (nftables; `.ci/run` installs it). Under CI=true a
-//! missing tool or permission fails the test, naming it; elsewhere the test says why it
-//! does not run and passes.
+//! Needs root, `ip` (iproute2) and `nft` (nftables; `cargo xtask test-all` installs them as
+//! root with apt). A missing tool or permission fails the test, naming it, wherever it runs
+//! (issue 25 item 15: the test never passes without having run).
 
 mod common;
 
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -31,7 +30,7 @@ fn missing() -> Option<String> {
             Ok(o) => return Some(format!("`{tool} {arg}` failed: {}", o.status)),
             Err(e) => {
                 return Some(format!(
-                    "no `{tool}` ({e}): install iproute2 and nftables (.ci/run does)"
+                    "no `{tool}` ({e}): install iproute2 and nftables (`cargo xtask test-all` does as root)"
                 ));
             }
         }
@@ -49,12 +48,7 @@ fn count(v: &Value, path: &[&str]) -> u64 {
 fn torture(backend: &str, url: String) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(why) = missing() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{backend}: the network-fault run cannot run under CI: {why}"
-        );
-        eprintln!("{backend}: not run here: {why}");
-        return;
+        panic!("{backend}: the network-fault run cannot run here: {why}");
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let json = dir.path().join("report.json");
@@ -75,7 +69,7 @@ fn torture(backend: &str, url: String) {
         .arg(dir.path().join("work"))
         .arg("--json")
         .arg(&json);
-    let (stdout, elapsed) = common::run_passing(backend, &mut cmd);
+    let stdout = common::run_passing(backend, &mut cmd);
     let text = std::fs::read_to_string(&json).expect("the JSON report");
     let r: Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(count(&r, &["violations"]), 0, "{stdout}");
@@ -98,10 +92,6 @@ fn torture(backend: &str, url: String) {
         count(&r, &["late_side_effects", "accepted_after_takeover"]),
         0,
         "{stdout}"
-    );
-    assert!(
-        elapsed < Duration::from_secs(75),
-        "{backend}: the network-fault run took {elapsed:?}, over the 75 s budget"
     );
 }
 

@@ -83,6 +83,11 @@ macro_rules! __dispatcher_cases {
             dispatcher,
             dispatcher_paused_holder_every_fenced_write_lost
         );
+        $crate::__case!(
+            $harness,
+            dispatcher,
+            dispatcher_prefetched_lease_past_its_hold_is_released_unrun
+        );
     };
 }
 
@@ -871,4 +876,95 @@ pub async fn dispatcher_paused_holder_every_fenced_write_lost<H: Harness>(ctx: A
             Json::parse("t", "\"B\"").expect("json")
         ))
     );
+}
+
+/// Issue 24, prefetch: a lease held for a busy slot is a live lease that is either run by
+/// this dispatcher or released unrun, never both, and never run after its hold ended. At
+/// concurrency 1 the first delivery answers at once (so the dispatcher knows a run time and
+/// prefetches), the second blocks; the leases held meanwhile pass their hold bound (the
+/// renewal interval, 100 ms of real time here) and are released: each then has one
+/// unacknowledged delivery and no step record, and no worker saw it. Once the blocked one
+/// is let go and the redelivery delay has passed, every execution runs exactly once and
+/// completes; each acknowledgement went out with its own token (none lost).
+pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harness>(
+    ctx: Arc<Ctx<H>>,
+) {
+    const N: usize = 6;
+    for i in 0..N {
+        ctx.admit(&format!("held-{i}")).await;
+    }
+    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+    let gate = Arc::new(Notify::new());
+    let open = Arc::new(AtomicBool::new(false));
+    let (log, g, o) = (ran.clone(), gate.clone(), open.clone());
+    let worker = move |d: Delivery| {
+        let (log, g, o) = (log.clone(), g.clone(), o.clone());
+        async move {
+            let first = {
+                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                log.push(d.execution_id().to_string());
+                log.len() == 1
+            };
+            if !first {
+                let opened = g.notified();
+                if !o.load(Ordering::SeqCst) {
+                    opened.await;
+                }
+            }
+            let token = d.token().get();
+            let _: u64 = d
+                .step("work", || async move { Ok::<_, DeliveryError>(token) })
+                .await?;
+            Ok(completed(serde_json::Value::Null))
+        }
+    };
+    let options = options(1).renew_every(Duration::from_millis(100));
+    let dispatcher = Dispatcher::start(shared(ctx.backend()), worker, options).expect("start");
+    let m = dispatcher.metrics();
+    wait_for("held leases released", || {
+        let s = m.snapshot();
+        s.prefetch_released > 0 && s.releases == s.prefetch_released
+    })
+    .await;
+    let seen = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(
+        seen.len(),
+        2,
+        "only the quick and the blocked delivery ran: {seen:?}"
+    );
+    let mut released = 0;
+    for i in 0..N {
+        let id = format!("held-{i}");
+        let r = ctx.get(&id).await;
+        if seen.contains(&ctx.id(&id).to_string()) || r.status == ExecutionStatus::Running {
+            continue;
+        }
+        released += 1;
+        assert_eq!(r.unacknowledged_deliveries, 1, "{id}: released once, {r:?}");
+        assert!(ctx.steps(&id).await.is_empty(), "{id} ran while held");
+    }
+    assert_eq!(released as u64, m.snapshot().prefetch_released);
+    open.store(true, Ordering::SeqCst);
+    gate.notify_waiters();
+    ctx.advance(Duration::from_secs(10));
+    dispatcher.wake();
+    wait_for("all acknowledged", || {
+        m.snapshot().acknowledgements == N as u64
+    })
+    .await;
+    let report = dispatcher.shutdown(DEADLINE).await;
+    assert_eq!(report.metrics.lost, 0, "{:?}", report.metrics);
+    let mut seen = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), N, "each execution ran exactly once: {seen:?}");
+    for i in 0..N {
+        let id = format!("held-{i}");
+        assert_eq!(
+            ctx.get(&id).await.status,
+            ExecutionStatus::Completed,
+            "{id}"
+        );
+        assert_eq!(ctx.steps(&id).await.len(), 1, "{id}");
+    }
 }

@@ -41,9 +41,18 @@ pub const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `lease ARGS` (with no `LEASE_URL` from the environment) to its end.
 pub async fn lease(args: &[&str]) -> Run {
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_lease"))
+    lease_with_env(args, None).await
+}
+
+/// Runs `lease ARGS` with `LEASE_URL` set to `url` (or removed) to its end.
+pub async fn lease_with_env(args: &[&str], url: Option<&str>) -> Run {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_lease"));
+    match url {
+        Some(url) => command.env("LEASE_URL", url),
+        None => command.env_remove("LEASE_URL"),
+    };
+    let child = command
         .args(args)
-        .env_remove("LEASE_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::run::with_retries;
@@ -49,7 +50,50 @@ struct State {
 struct Queued {
     ack: Acknowledgement,
     deadline: Option<Instant>,
-    reply: oneshot::Sender<AckResult>,
+    reply: ReplyTo,
+}
+
+/// Where an acknowledgement's result goes.
+enum ReplyTo {
+    /// The delivery's task waits for it.
+    Waiting(oneshot::Sender<AckResult>),
+    /// Nobody waits (the slot moved on to a held lease, issue 24): the result is counted
+    /// and logged where it arrives, inside its delivery's span.
+    Detached(tracing::Span),
+}
+
+impl ReplyTo {
+    fn answer(self, shared: &Shared, result: AckResult) {
+        match self {
+            ReplyTo::Waiting(tx) => {
+                let _ = tx.send(result);
+            }
+            ReplyTo::Detached(span) => {
+                span.in_scope(|| record(shared, &result));
+                shared.detached.finished();
+            }
+        }
+    }
+}
+
+/// Counts and logs an acknowledgement's result (`None`: it failed and was logged then).
+pub(crate) fn record(shared: &Shared, result: &AckResult) {
+    match result {
+        Some(Fenced::Accepted(ack)) => {
+            shared.metrics.acknowledged();
+            let status = match ack {
+                Acknowledged::Suspended => "suspended",
+                Acknowledged::Terminal(crate::ExecutionOutcome::Completed(_)) => "completed",
+                Acknowledged::Terminal(crate::ExecutionOutcome::Failed(_)) => "failed",
+            };
+            tracing::info!(status, "acknowledge");
+        }
+        Some(Fenced::Lost) => {
+            shared.metrics.lost();
+            tracing::warn!("lost on acknowledge");
+        }
+        None => {}
+    }
 }
 
 impl AckQueue {
@@ -80,7 +124,7 @@ pub(crate) async fn acknowledge(
             state.queued.push(Queued {
                 ack,
                 deadline,
-                reply,
+                reply: ReplyTo::Waiting(reply),
             });
             Err(rx)
         } else {
@@ -99,6 +143,44 @@ pub(crate) async fn acknowledge(
                 (send_one(shared, &ack).await, None)
             }
         }
+    }
+}
+
+/// Acknowledges one delivery in the background (issue 24): its slot goes on to a held
+/// lease at once. Sent at once by a task of its own when nothing is in flight, else in the
+/// next batch, with the same fencing and deadline rules as [`acknowledge`]; the result is
+/// counted where it arrives, and the dispatcher's drain waits for it.
+pub(crate) fn acknowledge_detached(
+    shared: &Arc<Shared>,
+    ack: Acknowledgement,
+    deadline: Option<Instant>,
+) {
+    shared.detached.started();
+    let lead = {
+        let mut state = shared.acks.lock();
+        if state.in_flight {
+            state.queued.push(Queued {
+                ack,
+                deadline,
+                reply: ReplyTo::Detached(tracing::Span::current()),
+            });
+            None
+        } else {
+            state.in_flight = true;
+            Some(ack)
+        }
+    };
+    if let Some(ack) = lead {
+        let shared = shared.clone();
+        let span = tracing::Span::current();
+        tokio::spawn(
+            async move {
+                let _handoff = Handoff(shared.clone());
+                let result = send_one(&shared, &ack).await;
+                ReplyTo::Detached(tracing::Span::current()).answer(&shared, result);
+            }
+            .instrument(span),
+        );
     }
 }
 
@@ -145,7 +227,12 @@ impl Drop for Handoff {
                     handle.spawn(flush_until_empty(self.0.clone(), batch));
                 }
                 // No runtime (it is shutting down): the queued deliveries get `None`.
-                Err(_) => self.0.acks.lock().in_flight = false,
+                Err(_) => {
+                    self.0.acks.lock().in_flight = false;
+                    for (_, reply) in batch {
+                        reply.answer(&self.0, None);
+                    }
+                }
             }
         }
     }
@@ -158,7 +245,7 @@ const MAX_BATCH_BYTES: usize = crate::limits::MAX_PAYLOAD_BYTES;
 /// Takes queued items, oldest first, up to [`MAX_ACK_BATCH`] items and [`MAX_BATCH_BYTES`]
 /// of outcomes, or clears the in-flight state when none are queued. Items past their
 /// local deadline are answered `None` here, unsent.
-fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, oneshot::Sender<AckResult>)>> {
+fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, ReplyTo)>> {
     let mut state = shared.acks.lock();
     let now = Instant::now();
     let (late, live): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut state.queued)
@@ -172,7 +259,7 @@ fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, oneshot::Sender<A
             "the local lease deadline passed while the acknowledgement waited: not sent, the \
              lease is left to expire"
         );
-        let _ = q.reply.send(None);
+        q.reply.answer(shared, None);
     }
     if state.queued.is_empty() {
         state.in_flight = false;
@@ -197,15 +284,12 @@ fn outcome_bytes(outcome: &WorkflowRunOutcome) -> usize {
     }
 }
 
-async fn flush_until_empty(
-    shared: Arc<Shared>,
-    mut batch: Vec<(Acknowledgement, oneshot::Sender<AckResult>)>,
-) {
+async fn flush_until_empty(shared: Arc<Shared>, mut batch: Vec<(Acknowledgement, ReplyTo)>) {
     loop {
         let (acks, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         let results = send_batch(&shared, &acks).await;
         for (reply, result) in replies.into_iter().zip(results) {
-            let _ = reply.send(result);
+            reply.answer(&shared, result);
         }
         match take_batch(&shared) {
             Some(next) => batch = next,

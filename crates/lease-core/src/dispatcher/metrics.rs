@@ -23,6 +23,8 @@ pub struct DispatcherMetrics {
     backend_errors: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    prefetched: AtomicU64,
+    prefetch_released: AtomicU64,
     /// The `metrics` facade handles (empty without the feature).
     export: Exporter,
 }
@@ -57,6 +59,12 @@ pub struct MetricsSnapshot {
     pub in_flight: usize,
     /// The most deliveries that ever ran at once.
     pub max_in_flight: usize,
+    /// Leases claimed beyond the free slots and held until one freed (issue 24 prefetch);
+    /// also counted in `claims`.
+    pub prefetched: u64,
+    /// Held leases released unrun: their hold bound passed before a slot freed, or shutdown
+    /// began (also counted in `releases` when the release was accepted).
+    pub prefetch_released: u64,
 }
 
 impl DispatcherMetrics {
@@ -89,6 +97,8 @@ impl DispatcherMetrics {
             backend_errors: self.backend_errors.load(Ordering::SeqCst),
             in_flight: self.in_flight.load(Ordering::SeqCst),
             max_in_flight: self.max_in_flight.load(Ordering::SeqCst),
+            prefetched: self.prefetched.load(Ordering::SeqCst),
+            prefetch_released: self.prefetch_released.load(Ordering::SeqCst),
         }
     }
 
@@ -100,6 +110,12 @@ impl DispatcherMetrics {
             self.empty_claims.fetch_add(1, Ordering::SeqCst);
         }
         self.export.claim_call(n);
+    }
+    pub(crate) fn prefetched(&self) {
+        self.prefetched.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn prefetch_released(&self) {
+        self.prefetch_released.fetch_add(1, Ordering::SeqCst);
     }
     pub(crate) fn purged(&self, n: usize) {
         self.purged.fetch_add(n as u64, Ordering::SeqCst);

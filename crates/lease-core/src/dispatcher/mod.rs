@@ -18,6 +18,7 @@ mod export;
 mod horizon;
 pub mod metrics;
 pub mod options;
+mod prefetch;
 mod retention;
 mod run;
 pub mod runtime;
@@ -41,6 +42,8 @@ mod effect_tests;
 mod export_tests;
 #[cfg(all(test, feature = "memory"))]
 mod fault_tests;
+#[cfg(all(test, feature = "memory"))]
+mod prefetch_tests;
 #[cfg(all(test, feature = "memory"))]
 mod probe_tests;
 #[cfg(all(test, feature = "memory"))]

@@ -32,7 +32,13 @@ pub struct DispatcherOptions {
     claim_batch: usize,
     call_timeout: Duration,
     retention: Option<(Duration, Duration)>,
+    prefetch: usize,
 }
+
+/// Default bound on leases held locally beyond the running ones (issue 24).
+pub const DEFAULT_PREFETCH: usize = 32;
+/// The longest a prefetched lease is held before it starts (also capped by `renew_every`).
+pub const MAX_PREFETCH_HOLD: Duration = Duration::from_secs(1);
 
 impl Default for DispatcherOptions {
     /// Concurrency 16, 30 s leases renewed every 10 s, claims of up to 32 at a time; polling
@@ -46,6 +52,7 @@ impl Default for DispatcherOptions {
             claim_batch: 32,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             retention: None,
+            prefetch: DEFAULT_PREFETCH,
         }
     }
 }
@@ -111,6 +118,33 @@ impl DispatcherOptions {
     pub fn retain_terminal(mut self, keep: Duration, every: Duration) -> Self {
         self.retention = Some((keep, every));
         self
+    }
+
+    /// Prefetch (issue 24): while work is waiting (the last claim got all it asked for), the
+    /// claim loop claims up to `n` leases beyond the free slots and holds them locally, so a
+    /// slot that frees starts its next execution without a claim round trip, and the
+    /// acknowledgement of the delivery before it goes out in the background (batched with
+    /// others). A held lease is a live lease: issued with its own token, its local deadline
+    /// and renewal schedule running from its claim. The number held adapts to the observed
+    /// run time so that each is expected to start within [`DispatcherOptions::get_prefetch_hold`];
+    /// one that has not started by then is released unrun. `0` turns prefetch off (every
+    /// lease claimed is started at once, as before issue 24). 0..=[`MAX_CLAIM_LIMIT`],
+    /// default [`DEFAULT_PREFETCH`].
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n;
+        self
+    }
+
+    /// The configured prefetch bound.
+    pub fn get_prefetch(&self) -> usize {
+        self.prefetch
+    }
+
+    /// The longest a prefetched lease is held before it starts: `renew_every`, at most
+    /// [`MAX_PREFETCH_HOLD`]. Never more than half the lease (`renew_every` is at most that),
+    /// so a held lease starts well inside its local deadline.
+    pub fn get_prefetch_hold(&self) -> Duration {
+        self.get_renew_every().min(MAX_PREFETCH_HOLD)
     }
 
     /// The retention schedule: (keep, every), if set.
@@ -210,6 +244,12 @@ impl DispatcherOptions {
             ));
         }
         crate::limits::check_limit("claim_batch", self.claim_batch)?;
+        if self.prefetch > MAX_CLAIM_LIMIT {
+            return Err(LeaseError::invalid(
+                "prefetch",
+                format!("{} is outside 0..={MAX_CLAIM_LIMIT}", self.prefetch),
+            ));
+        }
         if self.call_timeout < Duration::from_millis(1) || self.call_timeout > MAX_POLL_INTERVAL {
             return Err(LeaseError::invalid(
                 "call_timeout",
@@ -280,6 +320,7 @@ mod tests {
     #[case::claim_batch_over_the_limit(d().claim_batch(MAX_CLAIM_LIMIT + 1), "claim_batch")]
     #[case::lease_under_3_ms(d().lease_duration(Duration::from_millis(2)), "lease_duration")]
     #[case::poll_over_an_hour(d().poll_interval(MAX_POLL_INTERVAL * 2), "poll_interval")]
+    #[case::prefetch_over_the_limit(d().prefetch(MAX_CLAIM_LIMIT + 1), "prefetch")]
     #[case::zero_call_timeout(d().call_timeout(Duration::ZERO), "call_timeout")]
     #[case::call_timeout_over_an_hour(d().call_timeout(MAX_POLL_INTERVAL * 2), "call_timeout")]
     #[case::retention_under_a_day(d().retain_terminal(HOUR, HOUR), "retain_terminal keep")]
@@ -302,6 +343,8 @@ mod tests {
     #[case::lease_of_a_day(d().lease_duration(MAX_LEASE))]
     #[case::concurrency_at_the_maximum(d().concurrency(MAX_CONCURRENCY))]
     #[case::claim_batch_at_the_limit(d().claim_batch(MAX_CLAIM_LIMIT))]
+    #[case::no_prefetch(d().prefetch(0))]
+    #[case::prefetch_at_the_limit(d().prefetch(MAX_CLAIM_LIMIT))]
     #[case::poll_and_call_timeout_of_an_hour(d().poll_interval(HOUR).call_timeout(HOUR))]
     #[case::retention_of_a_day_every_second(d().retain_terminal(DAY, Duration::from_secs(1)))]
     #[case::retention_of_a_day_every_day(d().retain_terminal(DAY, DAY))]

@@ -253,7 +253,13 @@ async fn acknowledgements_queued_past_the_local_deadline_are_not_sent() {
     .await;
     b.gated.store(false, Ordering::SeqCst);
     b.gate.add_permits(1);
-    wait_until("two lost", || d.snapshot().lost == 2).await;
+    // The late ones are counted when the leader's call returns, just before the leader's
+    // own acknowledgement is: wait for both.
+    wait_until("two lost and the leader's acknowledgement", || {
+        let s = d.snapshot();
+        s.lost == 2 && s.acknowledgements >= 1
+    })
+    .await;
     assert_eq!(
         d.snapshot().acknowledgements,
         1,

@@ -18,7 +18,7 @@ use crate::dispatcher::error::DeliveryError;
 use crate::dispatcher::runtime::Shared;
 use crate::dispatcher::worker::Reply;
 use crate::error::{LeaseError, Result};
-use crate::execution::{Acknowledged, Acknowledgement, Claimed, WorkflowRunOutcome};
+use crate::execution::{Acknowledgement, Claimed, WorkflowRunOutcome};
 use crate::lease::{ExecutionLease, Fenced};
 
 /// Attempts for an acknowledgement or release that fails with a retryable error.
@@ -73,17 +73,56 @@ pub(crate) async fn run_delivery(
     let _slot = slot;
     let mut next = Some((claimed, claim_sent));
     // An acknowledgement that claimed the next execution hands it to this same task and
-    // slot: the lease is never held without a worker running it.
+    // slot; so does a lease held by prefetch (issue 24) when this delivery ends.
     while let Some((claimed, sent)) = next.take() {
-        let span = tracing::info_span!(
-            "delivery",
-            execution_id = %claimed.lease.execution_id,
-            token = claimed.lease.token.get()
-        );
+        let span = delivery_span(&claimed);
         next = deliver(shared.clone(), claimed, sent)
             .instrument(span)
             .await;
+        if next.is_none() {
+            next = take_held(&shared).await;
+        }
     }
+}
+
+/// The span of one delivery: every event of it carries the execution and the token.
+pub(crate) fn delivery_span(claimed: &Claimed) -> tracing::Span {
+    tracing::info_span!(
+        "delivery",
+        execution_id = %claimed.lease.execution_id,
+        token = claimed.lease.token.get()
+    )
+}
+
+/// Releases a held lease that never started (its hold ended, or shutdown began), in its
+/// delivery's span.
+pub(crate) async fn release_unstarted(shared: &Shared, held: &Claimed) {
+    shared.metrics.prefetch_released();
+    let span = delivery_span(held);
+    async {
+        tracing::info!("held lease not started: releasing it unrun");
+        release(shared, &held.lease).await;
+    }
+    .instrument(span)
+    .await;
+}
+
+/// The next held lease for this slot, while the dispatcher claims; held leases whose hold
+/// ended are released unrun on the way.
+async fn take_held(shared: &Arc<Shared>) -> Next {
+    if !shared.claiming() {
+        return None;
+    }
+    let taken = shared.prefetch.take(Instant::now());
+    for expired in taken.expired {
+        release_unstarted(shared, &expired.claimed).await;
+    }
+    let next = taken.next.map(|h| (h.claimed, h.sent));
+    if next.is_some() {
+        // The claim loop refills once enough held leases were taken.
+        shared.wake.notify_one();
+    }
+    next
 }
 
 /// One delivery; returns the execution its acknowledgement claimed next, if any.
@@ -100,11 +139,20 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
     delivery.set_deadline(local_deadline(&shared, claim_sent));
 
     let stop_renewal = CancellationToken::new();
+    // The first renewal is due a renewal interval after the claim was sent, whether the
+    // lease started at once or was held by prefetch first.
+    let first_renewal = claim_sent + shared.options.get_renew_every();
     let mut renewal = AbortOnDrop(tokio::spawn(
-        renew_loop(shared.clone(), delivery.clone(), stop_renewal.clone())
-            .instrument(tracing::Span::current()),
+        renew_loop(
+            shared.clone(),
+            delivery.clone(),
+            stop_renewal.clone(),
+            first_renewal,
+        )
+        .instrument(tracing::Span::current()),
     ));
 
+    let started = Instant::now();
     let worker = AssertUnwindSafe(shared.worker.run(delivery.clone())).catch_unwind();
     let ended = tokio::select! {
         biased;
@@ -115,6 +163,11 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         },
     };
 
+    shared.prefetch.record_run(started.elapsed());
+    if shared.prefetch.room(&shared.options) > 0 {
+        // Prefetch may start (or refill): let the claim loop look.
+        shared.wake.notify_one();
+    }
     // No renewal may run concurrently with the acknowledgement or release.
     stop_renewal.cancel();
     let _ = (&mut renewal.0).await;
@@ -138,6 +191,16 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
             return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
+        }
+        Ended::Returned(Err(e @ DeliveryError::Refused { .. })) => {
+            // No redelivery can cure a refused value: the execution fails with it.
+            shared.metrics.worker_failed();
+            tracing::warn!(error = %e, "a step's value was refused: failing the execution");
+            if let Some(outcome) = e.refusal_outcome() {
+                let outcome = WorkflowRunOutcome::Failed(outcome);
+                return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
+            }
+            release(&shared, &delivery.lease()).await;
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
@@ -173,11 +236,16 @@ fn local_deadline(shared: &Shared, sent: Instant) -> Instant {
 /// input, schema) or reaching the local deadline without a successful renewal marks the
 /// delivery lost and cancels the worker at once (RFC 002: "A holder whose lease is lost will
 /// stop"; issue 11: a worker that cannot renew stops before its lease can expire).
-async fn renew_loop(shared: Arc<Shared>, delivery: Delivery, stop: CancellationToken) {
+async fn renew_loop(
+    shared: Arc<Shared>,
+    delivery: Delivery,
+    stop: CancellationToken,
+    first: Instant,
+) {
     let every = shared.options.get_renew_every();
     let retry_after = (every / 4).max(Duration::from_millis(1));
     let duration = shared.options.get_lease_duration();
-    let mut next = Instant::now() + every;
+    let mut next = first;
     loop {
         let deadline = delivery
             .deadline()
@@ -254,27 +322,19 @@ async fn acknowledge(
         lease: lease.clone(),
         outcome,
     };
-    let (result, next) = acks::acknowledge(shared, ack, deadline).await;
-    match result {
-        Some(Fenced::Accepted(ack)) => {
-            shared.metrics.acknowledged();
-            let status = match &ack {
-                Acknowledged::Suspended => "suspended",
-                Acknowledged::Terminal(crate::ExecutionOutcome::Completed(_)) => "completed",
-                Acknowledged::Terminal(crate::ExecutionOutcome::Failed(_)) => "failed",
-            };
-            tracing::info!(status, "acknowledge");
-        }
-        Some(Fenced::Lost) => {
-            shared.metrics.lost();
-            tracing::warn!("lost on acknowledge");
-        }
-        None => {}
+    if shared.claiming() && shared.prefetch.has_held() {
+        // A held lease waits for this slot: it starts now, the acknowledgement goes out in
+        // the background (batched with others, each item fenced by its own token).
+        acks::acknowledge_detached(shared, ack, deadline);
+        return None;
     }
+    let (result, next) = acks::acknowledge(shared, ack, deadline).await;
+    acks::record(shared, &result);
     next
 }
 
-async fn release(shared: &Shared, lease: &ExecutionLease) {
+/// Releases `lease` (fenced), with retries of errors that certainly changed nothing.
+pub(crate) async fn release(shared: &Shared, lease: &ExecutionLease) {
     match with_retries(shared, "release", || {
         guarded(shared, "release", shared.backend.release(lease))
     })

@@ -17,7 +17,8 @@ use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::{ClaimSeen, Horizon};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
-use crate::dispatcher::run::{SlotGuard, run_delivery};
+use crate::dispatcher::prefetch::{Held, Prefetch};
+use crate::dispatcher::run::{SlotGuard, release_unstarted, run_delivery};
 use crate::dispatcher::worker::Worker;
 use crate::error::{LeaseError, Result};
 use crate::execution::{ClaimBatch, ClaimRequest};
@@ -51,6 +52,40 @@ pub(crate) struct Shared {
     slot_claimed: AtomicBool,
     /// `Dispatcher::wake` was called: claim even if `slot_claimed` says otherwise.
     wake_forced: AtomicBool,
+    /// Leases claimed beyond the free slots, waiting for one (issue 24).
+    pub(crate) prefetch: Prefetch,
+    /// Acknowledgements sent in the background (their deliveries' slots moved on to a held
+    /// lease); the drain waits for them.
+    pub(crate) detached: Detached,
+}
+
+/// A count of background acknowledgements not yet answered, and a signal when it drops.
+#[derive(Default)]
+pub(crate) struct Detached {
+    pending: std::sync::atomic::AtomicUsize,
+    done: Notify,
+}
+
+impl Detached {
+    pub(crate) fn started(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn finished(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        self.done.notify_waiters();
+    }
+
+    /// Completes once every background acknowledgement was answered.
+    async fn settled(&self) {
+        loop {
+            let notified = self.done.notified();
+            if self.pending.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl Shared {
@@ -79,6 +114,7 @@ impl Shared {
         if got == 0 && !superseded {
             self.slot_claimed.store(true, Ordering::SeqCst);
         }
+        self.prefetch.set_waiting(work_waiting(now, next, got, 1));
     }
 
     /// Completes when the dispatcher stops claiming (shutdown or drop).
@@ -157,6 +193,8 @@ impl Dispatcher {
             horizon: Mutex::default(),
             slot_claimed: AtomicBool::new(false),
             wake_forced: AtomicBool::new(false),
+            prefetch: Prefetch::default(),
+            detached: Detached::default(),
         });
         if let Some((keep, every)) = options.get_retention() {
             handle.spawn(
@@ -268,24 +306,29 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             break;
         }
         while deliveries.try_join_next().is_some() {}
+        start_held(&shared, &mut deliveries);
         let free = opts
             .get_concurrency()
             .saturating_sub(shared.metrics.in_flight());
-        if free == 0 {
-            // Wake-ups received meanwhile wait in the receiver; a freed slot claims.
+        let room = shared.prefetch.room(&opts);
+        if free == 0 && room == 0 {
+            // Wake-ups received meanwhile wait in the receiver; a freed slot (or a held
+            // lease taken) claims; a hold ending releases.
+            let hold_end = shared.prefetch.next_hold_end();
             tokio::select! {
                 () = shared.wake.notified() => continue,
                 () = shared.stop_claiming.cancelled() => break,
+                () = sleep_until_some(hold_end) => continue,
             }
         }
-        if skip_claim_for_freed_slot(&shared) {
+        if room == 0 && skip_claim_for_freed_slot(&shared) {
             // The acknowledgement that freed the slot claimed already and found nothing.
             if !wait_for_claim(&shared, wakeups.as_ref(), polled + backstop).await {
                 break;
             }
             continue;
         }
-        let want = free.min(opts.get_claim_batch());
+        let want = (free + room).min(opts.get_claim_batch());
         let mut got = 0;
         let sent = Instant::now();
         match claim(&shared, want).await {
@@ -300,9 +343,20 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
                     short: got < want,
                 });
                 shared.metrics.claim_call(got);
+                shared.prefetch.set_waiting(work_waiting(
+                    batch.now,
+                    batch.next_claimable_at,
+                    got,
+                    want,
+                ));
                 for claimed in batch.claimed {
-                    let slot = SlotGuard::new(shared.clone());
-                    deliveries.spawn(run_delivery(shared.clone(), claimed, slot, sent));
+                    if shared.metrics.in_flight() < opts.get_concurrency() {
+                        let slot = SlotGuard::new(shared.clone());
+                        deliveries.spawn(run_delivery(shared.clone(), claimed, slot, sent));
+                    } else {
+                        shared.metrics.prefetched();
+                        shared.prefetch.hold(claimed, sent, &opts);
+                    }
                 }
             }
             Err(e) => {
@@ -327,6 +381,50 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         }
     }
     drain(&shared, deliveries).await
+}
+
+/// Whether a claim that got `got` of `want` left work waiting (prefetch's condition): its
+/// horizon says something else was claimable at its own clock; without a horizon, it got
+/// everything it asked for.
+fn work_waiting(now: Option<Timestamp>, next: Option<Timestamp>, got: usize, want: usize) -> bool {
+    match (now, next) {
+        (Some(now), Some(next)) => next <= now,
+        (_, None) if now.is_some() => false,
+        _ => got == want && got > 0,
+    }
+}
+
+/// Starts held leases in free slots, and releases those whose hold ended.
+fn start_held(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>) {
+    let concurrency = shared.options.get_concurrency();
+    loop {
+        let now = Instant::now();
+        if shared.metrics.in_flight() >= concurrency {
+            release_all_unstarted(shared, deliveries, shared.prefetch.take_expired(now));
+            return;
+        }
+        let taken = shared.prefetch.take(now);
+        release_all_unstarted(shared, deliveries, taken.expired);
+        let Some(held) = taken.next else { return };
+        let slot = SlotGuard::new(shared.clone());
+        deliveries.spawn(run_delivery(shared.clone(), held.claimed, slot, held.sent));
+    }
+}
+
+/// Releases held leases that were never started (their hold ended, or shutdown began).
+fn release_all_unstarted(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>, held: Vec<Held>) {
+    for h in held {
+        let shared = shared.clone();
+        deliveries.spawn(async move { release_unstarted(&shared, &h.claimed).await });
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// True when the slot just freed needs no claim: its acknowledgement claimed (and found
@@ -405,9 +503,16 @@ async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
     .await
 }
 
-async fn drain(shared: &Shared, mut deliveries: JoinSet<()>) -> ShutdownReport {
+async fn drain(shared: &Arc<Shared>, mut deliveries: JoinSet<()>) -> ShutdownReport {
     let grace = *shared.grace.lock().unwrap_or_else(|p| p.into_inner());
     let deadline = Instant::now() + grace;
+    // Held leases never started: released before the drain counts what runs.
+    let unstarted = shared.prefetch.take_all();
+    if !unstarted.is_empty() {
+        let mut releases = JoinSet::new();
+        release_all_unstarted(shared, &mut releases, unstarted);
+        while releases.join_next().await.is_some() {}
+    }
     let running = deliveries.len();
     tracing::info!(running, ?grace, "shutdown: stopped claiming");
     let mut cancelled = 0;
@@ -428,6 +533,8 @@ async fn drain(shared: &Shared, mut deliveries: JoinSet<()>) -> ShutdownReport {
             }
         }
     }
+    // Acknowledgements still in flight in the background are part of their deliveries.
+    shared.detached.settled().await;
     ShutdownReport {
         finished: running - cancelled,
         cancelled,

@@ -52,8 +52,13 @@ impl Delivery {
             step: step_key.clone(),
             source: e.into(),
         })?;
-        let response = Json::to_json("step response", &value)?;
-        let record = self.record_step(&step_key, attempt, &response).await?;
+        let refused = |e| DeliveryError::refusing(&step_key, e);
+        let response = Json::to_json("step response", &value)
+            .map_err(|e| refused(DeliveryError::Backend(e)))?;
+        let record = self
+            .record_step(&step_key, attempt, &response)
+            .await
+            .map_err(refused)?;
         Ok(record.response.decode()?)
     }
 

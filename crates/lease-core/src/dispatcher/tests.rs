@@ -15,7 +15,7 @@ use crate::{
 
 const LEASE: Duration = Duration::from_secs(30);
 
-fn setup() -> (ManualClock, MemoryBackend) {
+pub(super) fn setup() -> (ManualClock, MemoryBackend) {
     let clock = ManualClock::starting_now();
     let policy = RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_secs(2))
         .expect("policy");
@@ -194,6 +194,65 @@ async fn panicking_and_failing_workers_are_released() {
     let s = dispatcher.shutdown(Duration::from_secs(1)).await;
     assert_eq!(s.metrics.worker_failures, 2);
     assert_eq!(s.metrics.acknowledgements, 0);
+}
+
+/// Issue 25 item 21: a step whose value the library refuses (nested deeper than
+/// `MAX_JSON_DEPTH`) fails its execution with a typed outcome, once, instead of being
+/// released and delivered again forever; the worker saw `DeliveryError::Refused`.
+#[tokio::test]
+async fn a_refused_step_value_fails_the_execution_instead_of_redelivering() {
+    let (_clock, b) = setup();
+    b.admit(&Admission::new(id("too-deep")))
+        .await
+        .expect("admit");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let dispatcher = Dispatcher::start(
+        Arc::new(b.clone()),
+        move |d: Delivery| {
+            let log = log.clone();
+            async move {
+                let mut deep = serde_json::json!(1);
+                for _ in 0..crate::limits::MAX_JSON_DEPTH + 1 {
+                    deep = serde_json::json!([deep]);
+                }
+                let result = d
+                    .step("deep", || async move { Ok::<_, DeliveryError>(deep) })
+                    .await;
+                let refused = matches!(result, Err(DeliveryError::Refused { .. }));
+                log.lock().expect("log").push(refused);
+                result.map(|_| Reply::Retry)
+            }
+        },
+        options(),
+    )
+    .expect("start");
+    let metrics = dispatcher.metrics();
+    wait_until("the execution failed", || {
+        metrics.snapshot().acknowledgements == 1
+    })
+    .await;
+    let s = dispatcher.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(s.metrics.releases, 0, "{:?}", s.metrics);
+    assert_eq!(
+        *seen.lock().expect("log"),
+        vec![true],
+        "one delivery, refused"
+    );
+    let r = b.get(&id("too-deep")).await.expect("get").expect("record");
+    assert_eq!(r.status, ExecutionStatus::Failed);
+    let Some(crate::ExecutionOutcome::Failed(outcome)) = r.outcome else {
+        panic!("no failed outcome: {r:?}");
+    };
+    let value: serde_json::Value = outcome.decode().expect("outcome");
+    assert_eq!(value["error"], "step_refused");
+    assert_eq!(value["step"], "deep");
+    assert!(
+        value["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("nested deeper")),
+        "{value}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,8 +500,10 @@ async fn acknowledgements_claim_the_next_execution_at_low_concurrency() {
     let dispatcher = Dispatcher::start(
         Arc::new(b.clone()),
         worker,
+        // Prefetch off: this is the acknowledge_and_claim path (prefetch_tests.rs has the other).
         options()
             .concurrency(1)
+            .prefetch(0)
             .poll_interval(Duration::from_secs(3600)),
     )
     .expect("start");

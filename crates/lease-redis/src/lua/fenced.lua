@@ -1,7 +1,11 @@
 -- fenced_script / step_in_script (issue 13): the application's own script, run only while
 -- the lease is held (RFC 002 fencing: the check and the write will be atomic). The caller's
--- body is the function __fenced_body, defined on the script's first line, before every
+-- body is the function __fenced_body, defined after this file's two functions have run the
+-- fence (issue 25 item 9: text after the check, so a body that closes its wrapper with
+-- `end ...` still runs nothing before the check), and outside the function holding every
 -- helper, so it sees none of them; it is called with its own keys and arguments only.
+-- This file is the inside of that function: it returns the check (`pre`) and what follows
+-- the body (`finish`).
 -- KEYS[1] the namespace prefix, KEYS[2..] the caller's keys (checked by the client: each
 -- carries the namespace's hash tag and lies outside the prefix).
 -- ARGV[3] id, ARGV[4] token, ARGV[5] step field ('' = no step record: fenced_script),
@@ -12,46 +16,57 @@
 --   {'bad_response', why} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
 -- Order: the fence, then (for a step) the record's absence, both before the body runs, so
 -- a refused call runs none of it; the step record is written only after the body returned.
-local id, field = ARGV[3], ARGV[5]
-local held = fence(id, ARGV[4])
-if held ~= 'held' then return {held} end
-if field ~= '' then
-  -- Also the type check of the steps key: a foreign type fails here, before the body.
-  local existing = redis.call('HGET', k_steps(id), field)
-  if existing then return {'existing', existing} end
+-- The fence and, for a step, the record's absence: a reply when the body must not run,
+-- else nil and the body's keys and arguments.
+local function pre()
+  local id, field = ARGV[3], ARGV[5]
+  local held = fence(id, ARGV[4])
+  if held ~= 'held' then return {held} end
+  if field ~= '' then
+    -- Also the type check of the steps key: a foreign type fails here, before the body.
+    local existing = redis.call('HGET', k_steps(id), field)
+    if existing then return {'existing', existing} end
+  end
+
+  local keys, argv = {}, {}
+  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
+  for i = 8, #ARGV do argv[i - 7] = ARGV[i] end
+  return nil, keys, argv
 end
 
-local keys, argv = {}, {}
-for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
-for i = 8, #ARGV do argv[i - 7] = ARGV[i] end
-local ok, result = pcall(__fenced_body, keys, argv)
--- A raised error, or an error reply the body returned (redis.error_reply): either way the
--- writes the body made before it stay (a Lua error does not roll back).
-if not ok or (type(result) == 'table' and result.err) then
-  if type(result) == 'table' and result.err then result = result.err end
-  return {'failed', tostring(result)}
-end
-if field == '' then return {'ok', result} end
+-- What follows the body: its result checked and, for a step, recorded.
+local function finish(ok, result)
+  local id, field = ARGV[3], ARGV[5]
+  -- A raised error, or an error reply the body returned (redis.error_reply): either way the
+  -- writes the body made before it stay (a Lua error does not roll back).
+  if not ok or (type(result) == 'table' and result.err) then
+    if type(result) == 'table' and result.err then result = result.err end
+    return {'failed', tostring(result)}
+  end
+  if field == '' then return {'ok', result} end
 
--- The step's response: JSON text the client can store (checked before the record exists).
-if type(result) ~= 'string' then
-  return {'bad_response', 'the body returned a ' .. type(result) .. ', not JSON text'}
+  -- The step's response: JSON text the client can store (checked before the record exists).
+  if type(result) ~= 'string' then
+    return {'bad_response', 'the body returned a ' .. type(result) .. ', not JSON text'}
+  end
+  if #result > tonumber(ARGV[7]) then
+    return {'bad_response', 'the response is ' .. #result .. ' bytes, over ' .. ARGV[7]}
+  end
+  local parsed, doc = pcall(cjson.decode, result)
+  if not parsed then return {'bad_response', 'the response is not JSON: ' .. tostring(doc)} end
+  local function depth(v, d)
+    if type(v) ~= 'table' then return d end
+    local deepest = d + 1
+    for _, x in pairs(v) do deepest = math.max(deepest, depth(x, d + 1)) end
+    return deepest
+  end
+  if depth(doc, 0) > __MAX_JSON_DEPTH__ then
+    return {'bad_response', 'the response nests deeper than __MAX_JSON_DEPTH__'}
+  end
+  -- The body could have switched replication off; the record must reach the replicas.
+  redis.set_repl(redis.REPL_ALL)
+  insert_step(id, field, ARGV[6] .. result)
+  return {'new', result}
 end
-if #result > tonumber(ARGV[7]) then
-  return {'bad_response', 'the response is ' .. #result .. ' bytes, over ' .. ARGV[7]}
-end
-local parsed, doc = pcall(cjson.decode, result)
-if not parsed then return {'bad_response', 'the response is not JSON: ' .. tostring(doc)} end
-local function depth(v, d)
-  if type(v) ~= 'table' then return d end
-  local deepest = d + 1
-  for _, x in pairs(v) do deepest = math.max(deepest, depth(x, d + 1)) end
-  return deepest
-end
-if depth(doc, 0) > __MAX_JSON_DEPTH__ then
-  return {'bad_response', 'the response nests deeper than __MAX_JSON_DEPTH__'}
-end
--- The body could have switched replication off; the record must reach the replicas.
-redis.set_repl(redis.REPL_ALL)
-insert_step(id, field, ARGV[6] .. result)
-return {'new', result}
+
+return pre, finish

@@ -1,0 +1,204 @@
+//! Prefetch (issue 24) on the memory backend: held leases start in the slots that free,
+//! never more workers than the concurrency, a hold that ends releases the lease unrun, and
+//! shutdown releases what is held.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::tests::{id, setup, wait_until};
+use super::*;
+use crate::{Admission, ExecutionClient, ExecutionStatus, Json, MemoryBackend, WorkflowRunOutcome};
+
+/// A lease of 3 s renewed every 100 ms: held leases are released after 100 ms.
+fn options(c: usize) -> DispatcherOptions {
+    DispatcherOptions::new()
+        .concurrency(c)
+        .lease_duration(Duration::from_secs(3))
+        .renew_every(Duration::from_millis(100))
+        .poll_interval(Duration::from_millis(5))
+}
+
+fn done() -> Reply {
+    Reply::Acknowledge(WorkflowRunOutcome::Completed(
+        Json::parse("test", "1").expect("json"),
+    ))
+}
+
+/// Every one of the first `n` executions completed.
+async fn assert_all_completed(b: &MemoryBackend, n: usize) {
+    for i in 0..n {
+        let r = b
+            .get(&id(&format!("e-{i:03}")))
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(r.status, ExecutionStatus::Completed, "{r:?}");
+    }
+}
+
+async fn admit(b: &MemoryBackend, n: usize) {
+    for i in 0..n {
+        b.admit(&Admission::new(id(&format!("e-{i:03}"))))
+            .await
+            .expect("admit");
+    }
+}
+
+/// Every execution runs exactly once, never more workers at once than the concurrency,
+/// and some ran from leases held by prefetch whose acknowledgements went out in the
+/// background.
+#[tokio::test]
+async fn held_leases_run_in_freed_slots_within_the_concurrency() {
+    let (_clock, b) = setup();
+    admit(&b, 60).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let (r, m, log) = (running.clone(), most.clone(), ran.clone());
+    let worker = move |d: Delivery| {
+        let (r, m, log) = (r.clone(), m.clone(), log.clone());
+        async move {
+            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            log.lock()
+                .expect("log")
+                .push(d.lease().execution_id.to_string());
+            r.fetch_sub(1, Ordering::SeqCst);
+            Ok(done())
+        }
+    };
+    let dispatcher = Dispatcher::start(Arc::new(b.clone()), worker, options(2)).expect("start");
+    let metrics = dispatcher.metrics();
+    wait_until("all 60 acknowledged", || {
+        metrics.snapshot().acknowledgements == 60
+    })
+    .await;
+    let report = dispatcher.shutdown(Duration::from_secs(5)).await;
+    let s = report.metrics;
+    assert!(s.prefetched > 0, "nothing was prefetched: {s:?}");
+    assert_eq!(s.prefetch_released, 0, "{s:?}");
+    assert_eq!(s.releases, 0, "{s:?}");
+    assert!(most.load(Ordering::SeqCst) <= 2, "more workers than slots");
+    assert!(s.max_in_flight <= 2, "{s:?}");
+    let ran = ran.lock().expect("log").clone();
+    let distinct: HashSet<_> = ran.iter().collect();
+    assert_eq!(ran.len(), 60, "each execution ran once");
+    assert_eq!(distinct.len(), 60);
+    assert_eq!(s.claims, 60, "every lease claimed was run: {s:?}");
+    assert_all_completed(&b, 60).await;
+}
+
+/// A worker that answers at once on its first run, then blocks every later run until the
+/// gate opens; counts its runs.
+struct Gated {
+    runs: Arc<AtomicUsize>,
+    gate: Arc<Notify>,
+    open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gated {
+    fn new() -> Self {
+        Gated {
+            runs: Arc::default(),
+            gate: Arc::default(),
+            open: Arc::default(),
+        }
+    }
+
+    fn worker(&self) -> impl Worker {
+        let (runs, gate, open) = (self.runs.clone(), self.gate.clone(), self.open.clone());
+        move |_d: Delivery| {
+            let (runs, gate, open) = (runs.clone(), gate.clone(), open.clone());
+            async move {
+                if runs.fetch_add(1, Ordering::SeqCst) > 0 {
+                    let opened = gate.notified();
+                    if !open.load(Ordering::SeqCst) {
+                        opened.await;
+                    }
+                }
+                Ok(done())
+            }
+        }
+    }
+
+    fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        self.gate.notify_waiters();
+    }
+}
+
+/// A held lease whose hold bound passes before a slot frees is released and never run
+/// while held; the executions are delivered again later and all complete.
+#[tokio::test]
+async fn a_held_lease_whose_hold_ends_is_released_unrun() {
+    let (clock, b) = setup();
+    admit(&b, 8).await;
+    let gated = Gated::new();
+    let dispatcher =
+        Dispatcher::start(Arc::new(b.clone()), gated.worker(), options(1)).expect("start");
+    let metrics = dispatcher.metrics();
+    wait_until("a held lease released", || {
+        metrics.snapshot().prefetch_released > 0
+    })
+    .await;
+    // The quick first run and the blocked second: no held lease ran.
+    assert_eq!(gated.runs.load(Ordering::SeqCst), 2);
+    let s = metrics.snapshot();
+    assert!(s.prefetched >= s.prefetch_released, "{s:?}");
+    wait_until("the released leases accepted", || {
+        let s = metrics.snapshot();
+        s.releases == s.prefetch_released
+    })
+    .await;
+    gated.open();
+    // Past the redelivery delay of the released ones.
+    clock.advance(Duration::from_secs(10));
+    dispatcher.wake();
+    wait_until("all 8 acknowledged", || {
+        metrics.snapshot().acknowledgements == 8
+    })
+    .await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    assert_all_completed(&b, 8).await;
+}
+
+/// Shutdown releases the held leases before it waits for the running delivery, which
+/// finishes and is acknowledged.
+#[tokio::test]
+async fn shutdown_releases_the_held_leases() {
+    let (_clock, b) = setup();
+    admit(&b, 8).await;
+    let gated = Gated::new();
+    // A long hold (lease 30 s, renewals every 10 s: held for up to 1 s).
+    let options = options(1)
+        .lease_duration(Duration::from_secs(30))
+        .renew_every(Duration::from_secs(10));
+    let dispatcher =
+        Dispatcher::start(Arc::new(b.clone()), gated.worker(), options).expect("start");
+    let metrics = dispatcher.metrics();
+    // All 8 claimed: the quick one, the blocked one, and the rest held.
+    wait_until("leases held", || {
+        let s = metrics.snapshot();
+        s.prefetched > 0 && s.claims == 8
+    })
+    .await;
+    // Held now: every lease claimed but the two that ran (a held one may have been the
+    // second to run).
+    let held = 8 - 2;
+    let shutdown = tokio::spawn(dispatcher.shutdown(Duration::from_secs(30)));
+    wait_until("the held leases released", || {
+        metrics.snapshot().prefetch_released == held
+    })
+    .await;
+    assert_eq!(gated.runs.load(Ordering::SeqCst), 2, "no held lease ran");
+    gated.open();
+    let report = shutdown.await.expect("shutdown");
+    assert_eq!(report.finished, 1, "{report:?}");
+    assert_eq!(report.metrics.acknowledgements, 2, "{report:?}");
+    assert_eq!(report.metrics.releases, held, "{report:?}");
+}
