@@ -3,7 +3,7 @@
 //! `--child`, concurrency C, the empty handler, default options) drains them; timed from
 //! the process's spawn to the moment its dispatcher has recorded the last acknowledgement.
 //! Jobs/s, median of [`RUNS`] runs (the mean of the two). The job queues themselves are
-//! measured beside it in the same run only by `--only anchors` (issue 24 item 1): figures
+//! to be measured beside it in the same run by `--only anchors` (issue 24 item 1, not wired yet): figures
 //! copied from an earlier run are no comparison (issue 25 item 19), so this row carries
 //! none.
 //!
