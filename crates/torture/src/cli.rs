@@ -253,6 +253,23 @@ mod tests {
         }
     }
 
+    /// Issue 25 item 2: a runtime reads its URL from the environment the controller sets,
+    /// and its help never prints that variable's value.
+    #[test]
+    fn a_runtime_takes_its_url_from_the_environment() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let runtime = cmd.find_subcommand("runtime").expect("runtime subcommand");
+        let url = runtime
+            .get_arguments()
+            .find(|a| a.get_id() == "url")
+            .expect("url argument");
+        assert_eq!(
+            url.get_env(),
+            Some(std::ffi::OsStr::new(crate::runtime::RUNTIME_URL_ENV))
+        );
+        assert!(url.is_hide_env_values_set());
+    }
+
     #[test]
     fn help_is_generated() {
         let e = parse(&["run", "--help"]).expect_err("help");

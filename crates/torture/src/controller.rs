@@ -453,7 +453,8 @@ impl Controller {
         };
         let mut child = command
             .arg("runtime")
-            .args(["--url", url, "--namespace", &self.namespace])
+            .env(crate::runtime::RUNTIME_URL_ENV, url)
+            .args(["--namespace", &self.namespace])
             .args(["--process", &process.to_string()])
             .arg("--log")
             .arg(&log)

@@ -24,11 +24,15 @@ use crate::recorder::Recorder;
 use crate::skew;
 use crate::workflow;
 
+/// The environment variable the controller passes the backend URL in: never on the command
+/// line, where `ps` shows it with its password (issue 25 item 2).
+pub const RUNTIME_URL_ENV: &str = "LEASE_TORTURE_URL";
+
 /// Options of a runtime process (set by the controller).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RuntimeArgs {
-    /// Backend URL.
-    #[arg(long, value_name = "URL")]
+    /// Backend URL (the controller sets it in the environment, not on the command line).
+    #[arg(long, value_name = "URL", env = RUNTIME_URL_ENV, hide_env_values = true)]
     pub url: String,
     /// Namespace / schema of the run.
     #[arg(long)]
