@@ -101,6 +101,29 @@ impl AckQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues `ack` behind the one in flight (its result going to `reply()`), or, when
+    /// nothing is in flight, marks one in flight and hands `ack` back for the caller to send
+    /// as the leader.
+    fn queue_or_lead(
+        &self,
+        ack: Acknowledgement,
+        deadline: Option<Instant>,
+        reply: impl FnOnce() -> ReplyTo,
+    ) -> Option<Acknowledgement> {
+        let mut state = self.lock();
+        if state.in_flight {
+            state.queued.push(Queued {
+                ack,
+                deadline,
+                reply: reply(),
+            });
+            None
+        } else {
+            state.in_flight = true;
+            Some(ack)
+        }
+    }
+
     /// Acknowledgements waiting behind the one in flight.
     #[cfg(all(test, feature = "memory"))]
     pub(crate) fn queued(&self) -> usize {
@@ -117,24 +140,13 @@ pub(crate) async fn acknowledge(
     ack: Acknowledgement,
     deadline: Option<Instant>,
 ) -> (AckResult, Option<(Claimed, Instant)>) {
-    let turn = {
-        let mut state = shared.acks.lock();
-        if state.in_flight {
-            let (reply, rx) = oneshot::channel();
-            state.queued.push(Queued {
-                ack,
-                deadline,
-                reply: ReplyTo::Waiting(reply),
-            });
-            Err(rx)
-        } else {
-            state.in_flight = true;
-            Ok(ack)
-        }
-    };
-    match turn {
-        Err(queued) => (queued.await.unwrap_or(None), None),
-        Ok(ack) => {
+    let (reply, rx) = oneshot::channel();
+    let lead = shared
+        .acks
+        .queue_or_lead(ack, deadline, || ReplyTo::Waiting(reply));
+    match lead {
+        None => (rx.await.unwrap_or(None), None),
+        Some(ack) => {
             // Leader: whatever happens to this future, the guard hands the queue on.
             let _handoff = Handoff(shared.clone());
             if shared.claiming() {
@@ -156,20 +168,12 @@ pub(crate) fn acknowledge_detached(
     deadline: Option<Instant>,
 ) {
     shared.detached.started();
-    let lead = {
-        let mut state = shared.acks.lock();
-        if state.in_flight {
-            state.queued.push(Queued {
-                ack,
-                deadline,
-                reply: ReplyTo::Detached(tracing::Span::current()),
-            });
-            None
-        } else {
-            state.in_flight = true;
-            Some(ack)
-        }
-    };
+    let lead =
+        shared.acks.queue_or_lead(
+            ack,
+            deadline,
+            || ReplyTo::Detached(tracing::Span::current()),
+        );
     if let Some(ack) = lead {
         let shared = shared.clone();
         let span = tracing::Span::current();
