@@ -3,7 +3,7 @@
 //! servers' cost counters (`INFO commandstats`, `INFO cpu`, `pg_stat_database`,
 //! `pg_current_wal_lsn`) turned into cost per job, the rotation of the starting system per
 //! cell, the table with this project / best anchor, and the wipe of an anchor's own Redis
-//! key prefix. The runners themselves (npm, the apalis crate) are not wired yet.
+//! key prefix and PostgreSQL schema. [`crate::anchor_runs`] installs and drives the runners.
 
 use std::fmt::Write as _;
 
@@ -157,7 +157,10 @@ pub fn parse_lsn(lsn: &str) -> Result<u64> {
 /// The PostgreSQL server's counters (issue 24 item 3).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PgCounters {
-    /// `pg_stat_database.xact_commit` of the database.
+    /// Write transactions: transaction ids assigned so far
+    /// (`pg_snapshot_xmax(pg_current_snapshot())`), the commits that flush WAL. Read at
+    /// once, where `pg_stat_database.xact_commit` is flushed by each backend up to 10 s late
+    /// (and counts read-only commits, which cost no flush).
     pub commits: u64,
     /// `pg_current_wal_lsn()` as a byte position.
     pub wal: u64,
@@ -396,6 +399,92 @@ pub async fn wipe_pg_schema(pool: &sqlx::PgPool, schema: &str) -> Result<()> {
     Ok(())
 }
 
+/// Where a run's cost counters are read (issue 24 item 3): the Redis server, the PostgreSQL
+/// cluster, or nothing (SQLite).
+pub enum Probe {
+    /// No counters.
+    None,
+    /// `INFO commandstats` and `INFO cpu` of this server.
+    Redis(redis::aio::MultiplexedConnection),
+    /// Transaction ids and WAL position of this cluster.
+    Postgres(sqlx::PgPool),
+}
+
+/// One reading of a [`Probe`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Counters {
+    /// Nothing read.
+    None,
+    /// Redis.
+    Redis(RedisCounters),
+    /// PostgreSQL.
+    Postgres(PgCounters),
+}
+
+impl Probe {
+    /// Reads the counters now.
+    pub async fn read(&self) -> Result<Counters> {
+        match self {
+            Probe::None => Ok(Counters::None),
+            Probe::Redis(conn) => {
+                let mut conn = conn.clone();
+                let mut text = String::new();
+                for section in ["commandstats", "cpu"] {
+                    let part: String = redis::cmd("INFO")
+                        .arg(section)
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(|e| BenchError::Setup(format!("INFO {section}: {e}")))?;
+                    text.push_str(&part);
+                }
+                Ok(Counters::Redis(parse_redis_info(&text)?))
+            }
+            Probe::Postgres(pool) => {
+                let (xid, lsn): (String, String) =
+                    sqlx::query_as(include_str!("anchors_pg_counters.sql"))
+                        .fetch_one(pool)
+                        .await
+                        .map_err(|e| BenchError::Setup(format!("PostgreSQL counters: {e}")))?;
+                let commits = xid
+                    .parse()
+                    .map_err(|_| BenchError::Setup(format!("transaction id {xid:?}")))?;
+                Ok(Counters::Postgres(PgCounters {
+                    commits,
+                    wal: parse_lsn(&lsn)?,
+                }))
+            }
+        }
+    }
+}
+
+impl Cost {
+    /// The cost of a run of `jobs` between two readings of one probe.
+    pub fn between(before: Counters, after: Counters, jobs: u64) -> Result<Cost> {
+        match (before, after) {
+            (Counters::None, Counters::None) => Ok(Cost::default()),
+            (Counters::Redis(b), Counters::Redis(a)) => Cost::redis(b, a, jobs),
+            (Counters::Postgres(b), Counters::Postgres(a)) => Cost::postgres(b, a, jobs),
+            _ => Err(BenchError::Setup("counters of two kinds".into())),
+        }
+    }
+
+    /// The mean of `costs`, field by field (a field only where every cost has it).
+    pub fn mean(costs: &[Cost]) -> Cost {
+        let field = |get: fn(&Cost) -> Option<f64>| -> Option<f64> {
+            let values: Option<Vec<f64>> = costs.iter().map(get).collect();
+            values
+                .filter(|v| !v.is_empty())
+                .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        Cost {
+            commits: field(|c| c.commits),
+            wal_bytes: field(|c| c.wal_bytes),
+            commands: field(|c| c.commands),
+            cpu_us: field(|c| c.cpu_us),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,5 +702,55 @@ mod tests {
         .expect("schemas");
         assert_eq!(left, vec![other.clone()]);
         wipe_pg_schema(&pool, &other).await.expect("cleanup");
+    }
+    #[test]
+    fn costs_between_readings_and_their_mean() {
+        let r = |commands, cpu_us| Counters::Redis(RedisCounters { commands, cpu_us });
+        let cost = Cost::between(r(10, 100), r(30, 300), 10).expect("cost");
+        assert_eq!((cost.commands, cost.cpu_us), (Some(2.0), Some(20.0)));
+        assert_eq!(
+            Cost::between(Counters::None, Counters::None, 5).ok(),
+            Some(Cost::default())
+        );
+        let pg = Counters::Postgres(PgCounters::default());
+        assert!(Cost::between(r(1, 1), pg, 1).is_err(), "two kinds");
+        let a = Cost {
+            commits: Some(1.0),
+            cpu_us: Some(4.0),
+            ..Cost::default()
+        };
+        let b = Cost {
+            commits: Some(2.0),
+            ..Cost::default()
+        };
+        let m = Cost::mean(&[a, b]);
+        assert_eq!(m.commits, Some(1.5));
+        assert_eq!(m.cpu_us, None, "missing in one run: no mean");
+        assert_eq!(Cost::mean(&[]), Cost::default());
+    }
+
+    /// The PostgreSQL probe reads a transaction id that grows by one per write commit.
+    #[tokio::test]
+    async fn the_postgres_probe_counts_write_commits() {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&lease_testserver::postgres_url())
+            .await
+            .expect("the shared PostgreSQL");
+        let probe = Probe::Postgres(pool.clone());
+        let Counters::Postgres(before) = probe.read().await.expect("read") else {
+            panic!("not PostgreSQL counters");
+        };
+        let mut tx = pool.begin().await.expect("begin");
+        let _: (String,) = sqlx::query_as("SELECT pg_current_xact_id()::text")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("assign an id");
+        tx.commit().await.expect("commit");
+        let Counters::Postgres(after) = probe.read().await.expect("read") else {
+            panic!("not PostgreSQL counters");
+        };
+        assert!(after.commits > before.commits, "{before:?} -> {after:?}");
+        assert!(after.wal >= before.wal);
     }
 }

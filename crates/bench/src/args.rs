@@ -35,7 +35,10 @@ Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_ba
 timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
-never by an operation's.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
+never by an operation's. `--only anchors` (never in the default run) installs BullMQ,
+graphile-worker and apalis (npm ci, cargo build into target/anchors) and runs them beside this
+library's drain at C = 1, 8, 64 on the same servers, interleaved, with cost per job; combine
+with --backend.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
 LEASE_REDIS_URL (default redis://127.0.0.1:6379). These are benchmarks: the exit status
 reflects only whether the measurements ran, never whether a target was met.";
 

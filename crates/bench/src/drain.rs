@@ -2,10 +2,10 @@
 //! front (`admit_batch`), then a separate worker process (a dispatcher of this binary,
 //! `--child`, concurrency C, the empty handler, default options) drains them; timed from
 //! the process's spawn to the moment its dispatcher has recorded the last acknowledgement.
-//! Jobs/s, median of [`RUNS`] runs (the mean of the two). The job queues themselves are
-//! to be measured beside it in the same run by `--only anchors` (issue 24 item 1, not wired yet): figures
-//! copied from an earlier run are no comparison (issue 25 item 19), so this row carries
-//! none.
+//! Jobs/s, median of [`RUNS`] runs (the mean of the two). The job queues are measured
+//! beside it in the same run by `--only anchors` ([`crate::anchor_runs`], issue 24 item 1):
+//! figures copied from an earlier run are no comparison (issue 25 item 19), so this row
+//! carries none.
 //!
 //! The raw bound is the raw end-to-end pipeline of 0 steps ([`crate::e2e`]) at the same C on
 //! the same kind of store, holding the same [`JOBS`] admitted up front, in this process (no
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Side;
+use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
 use crate::e2e::Engine;
 use crate::error::{BenchError, Context, Result};
@@ -59,21 +60,44 @@ pub async fn sample(
     place: Place,
     options: &Options,
 ) -> Result<Sample> {
+    let (sample, _) = sample_probed(kind, side, c, jobs, place, options, &Probe::None).await?;
+    Ok(sample)
+}
+
+/// One run as [`sample`], with the cost per job `probe` reads around the drain alone (after
+/// the admissions, until the worker process has exited).
+pub async fn sample_probed(
+    kind: Kind,
+    side: Side,
+    c: usize,
+    jobs: u64,
+    place: Place,
+    options: &Options,
+    probe: &Probe,
+) -> Result<(Sample, Cost)> {
     let mut fx = Fixture::new(kind, options).await?;
-    let result = run(&mut fx, side, c, jobs, place).await;
+    let result = run(&mut fx, side, c, jobs, place, probe).await;
     let removed = fx.remove().await;
     let s = result?;
     removed?;
     Ok(s)
 }
 
-async fn run(fx: &mut Fixture, side: Side, c: usize, jobs: u64, place: Place) -> Result<Sample> {
+async fn run(
+    fx: &mut Fixture,
+    side: Side,
+    c: usize,
+    jobs: u64,
+    place: Place,
+    probe: &Probe,
+) -> Result<(Sample, Cost)> {
     fill::admit(&fx.lib, "d", 0, jobs, None).await?;
     // PostgreSQL: ANALYZE after the bulk admission, as autovacuum would soon after (on a
     // fresh table without statistics its planner walks the whole backlog per claim).
     if let Some(raw) = fx.raw().await? {
         raw.settle().await?;
     }
+    let before = probe.read().await?;
     let sample = match side {
         Side::Library => {
             let (from_us, to_us) = match (place, fx.spec()) {
@@ -110,6 +134,7 @@ async fn run(fx: &mut Fixture, side: Side, c: usize, jobs: u64, place: Place) ->
             s
         }
     };
+    let cost = Cost::between(before, probe.read().await?, jobs)?;
     // Every job was recorded complete: nothing is left to claim.
     let left = fx
         .lib
@@ -122,7 +147,7 @@ async fn run(fx: &mut Fixture, side: Side, c: usize, jobs: u64, place: Place) ->
             left[0].execution_id
         )));
     }
-    Ok(sample)
+    Ok((sample, cost))
 }
 
 /// The median of `rates` (the mean of the middle two for an even count), as a sample of

@@ -16,9 +16,9 @@
 //! in `--json-dir`. Targets are shown, never enforced: the exit status only says whether
 //! every measurement ran.
 
-// Not wired into a bench run yet (issue 24 item 1: the runners are missing).
 mod admit;
-#[cfg_attr(not(test), allow(dead_code))]
+mod anchor_db;
+mod anchor_runs;
 mod anchors;
 mod args;
 mod chain;
@@ -417,8 +417,22 @@ fn main_with(options: &Options) -> Result<bool> {
         .build()
         .map_err(|e| BenchError::Setup(format!("tokio runtime: {e}")))?;
     let (rows, wake_rows, footprint_rows) = runtime.block_on(run(options));
+    let anchors_ok = if anchor_runs::selected(options) {
+        let report = runtime.block_on(anchor_runs::run(options, started_unix))?;
+        println!("{}", anchors::markdown(&report.cells));
+        for e in &report.errors {
+            println!("anchors: failed: {e}");
+        }
+        let path = anchor_runs::write_json(&options.json_dir, &report)?;
+        eprintln!("lease-bench: anchors JSON in {}", path.display());
+        report.errors.is_empty()
+    } else {
+        true
+    };
     let load_after = load::now();
-    println!("{}", report::markdown(&rows));
+    if !rows.is_empty() {
+        println!("{}", report::markdown(&rows));
+    }
     if !wake_rows.latency.is_empty() {
         println!("{}", report::latency_markdown(&wake_rows.latency));
     }
@@ -462,7 +476,8 @@ fn main_with(options: &Options) -> Result<bool> {
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
-    Ok(rows.iter().all(|r| r.error.is_none())
+    Ok(anchors_ok
+        && rows.iter().all(|r| r.error.is_none())
         && wake_rows.latency.iter().all(|r| r.error.is_none())
         && wake_rows.cost.iter().all(|r| r.error.is_none())
         && footprint_rows.iter().all(|r| r.error.is_none()))

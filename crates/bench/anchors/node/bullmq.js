@@ -2,7 +2,7 @@
 // `concurrency` and an empty processor, timed from its start until every job completed.
 import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
-import { args, counter, report } from "./common.js";
+import { args, counter, ready, released, report } from "./common.js";
 
 const { url, namespace, concurrency, jobs } = args();
 // BullMQ 6 takes a constructed client in ESM; ioredis as its documentation sets it up.
@@ -13,6 +13,7 @@ for (let i = 0; i < jobs; i += 1000) {
   for (let j = i; j < Math.min(jobs, i + 1000); j++) batch.push({ name: "noop", data: {} });
   await queue.addBulk(batch);
 }
+await ready();
 const count = counter(jobs);
 const worker = new Worker("drain", async () => {}, {
   connection,
@@ -25,6 +26,7 @@ const started = process.hrtime.bigint();
 worker.run();
 await count.all;
 report(count.done, started);
+await released();
 await worker.close();
 await queue.close();
 await connection.quit();

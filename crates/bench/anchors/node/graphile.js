@@ -2,7 +2,7 @@
 // runner with `concurrency` and an empty task, timed from its start until every job
 // succeeded. Its own schema (the namespace), dropped by the bench before the run.
 import { makeWorkerUtils, run } from "graphile-worker";
-import { args, counter, report } from "./common.js";
+import { args, counter, ready, released, report } from "./common.js";
 
 const { url, namespace, concurrency, jobs } = args();
 const utils = await makeWorkerUtils({ connectionString: url, schema: namespace });
@@ -13,6 +13,7 @@ for (let i = 0; i < jobs; i += 1000) {
   await utils.addJobs(batch);
 }
 await utils.release();
+await ready();
 const count = counter(jobs);
 const started = process.hrtime.bigint();
 const runner = await run({
@@ -25,4 +26,5 @@ const runner = await run({
 runner.events.on("job:success", () => count.one());
 await count.all;
 report(count.done, started);
+await released();
 await runner.stop();

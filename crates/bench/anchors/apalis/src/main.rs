@@ -1,0 +1,143 @@
+//! apalis 1.0 at its defaults (issue 24 item 1): `<redis|postgres|sqlite> <url> <namespace>
+//! <concurrency> <jobs>`. Enqueues the jobs (the namespace is the Redis queue name; on
+//! PostgreSQL apalis keeps its own `apalis` schema in the database the bench made for the
+//! run; on SQLite the URL names the file), prints `READY`, waits for a line on stdin, starts
+//! one worker with `.concurrency(C)` and an empty handler, prints
+//! `ANCHOR {"jobs":N,"secs":S}` once N tasks succeeded, and exits when stdin closes (so the
+//! bench reads the server's counters before the runner's own shutdown traffic).
+
+use std::io::BufRead as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use apalis::prelude::*;
+use tokio::sync::Notify;
+
+type Fail = Box<dyn std::error::Error + Send + Sync>;
+
+struct Run {
+    kind: String,
+    url: String,
+    namespace: String,
+    concurrency: usize,
+    jobs: u64,
+}
+
+fn args() -> Result<Run, Fail> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let [kind, url, namespace, c, n] = argv.as_slice() else {
+        return Err("usage: <redis|postgres|sqlite> <url> <namespace> <concurrency> <jobs>".into());
+    };
+    let concurrency: usize = c.parse()?;
+    let jobs: u64 = n.parse()?;
+    if concurrency == 0 || jobs == 0 {
+        return Err("concurrency and jobs must be positive".into());
+    }
+    Ok(Run {
+        kind: kind.clone(),
+        url: url.clone(),
+        namespace: namespace.clone(),
+        concurrency,
+        jobs,
+    })
+}
+
+/// Blocks until the bench writes a line (or closes stdin).
+fn wait_for_line() {
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+}
+
+async fn noop(_job: u64) -> Result<(), BoxDynError> {
+    Ok(())
+}
+
+/// Pushes `jobs` tasks, then runs one worker over the backend until they all succeeded
+/// (a macro: apalis's worker bounds differ per backend type).
+macro_rules! drain {
+    ($backend:expr, $run:expr) => {{
+        let run: &Run = $run;
+        let mut backend = $backend;
+        for start in (0..run.jobs).step_by(1000) {
+            let batch: Vec<u64> = (start..(start + 1000).min(run.jobs)).collect();
+            backend.push_bulk(batch).await?;
+        }
+        println!("READY");
+        tokio::task::spawn_blocking(wait_for_line).await?;
+        let done = Arc::new(AtomicU64::new(0));
+        let all = Arc::new(Notify::new());
+        let (jobs, counter, finished) = (run.jobs, done.clone(), all.clone());
+        let worker = WorkerBuilder::new("anchor")
+            .backend(backend)
+            .concurrency(run.concurrency)
+            .on_event(move |_, event| {
+                if matches!(event, Event::Success(_))
+                    && counter.fetch_add(1, Ordering::SeqCst) + 1 == jobs
+                {
+                    finished.notify_one();
+                }
+            })
+            .build(noop);
+        let started = Instant::now();
+        let stop = async move {
+            all.notified().await;
+            let secs = started.elapsed().as_secs_f64();
+            let n = done.load(Ordering::SeqCst);
+            println!("ANCHOR {{\"jobs\":{n},\"secs\":{secs}}}");
+            tokio::task::spawn_blocking(wait_for_line)
+                .await
+                .map_err(std::io::Error::other)?;
+            Ok::<(), std::io::Error>(())
+        };
+        worker.run_until(stop).await?;
+        Ok(())
+    }};
+}
+
+async fn main_with(run: Run) -> Result<(), Fail> {
+    match run.kind.as_str() {
+        "redis" => {
+            let conn = apalis_redis::connect(run.url.as_str()).await?;
+            let config = apalis_redis::Config::default().queue(&run.namespace);
+            drain!(
+                apalis_redis::RedisStorage::new(conn).with_config(config),
+                &run
+            )
+        }
+        "postgres" => {
+            let pool = apalis_postgres::PgPool::connect(&run.url).await?;
+            apalis_postgres::PostgresStorage::setup(&pool).await?;
+            let config = apalis_postgres::Config::default().queue(&run.namespace);
+            drain!(
+                apalis_postgres::PostgresStorage::new(&pool).with_config(config),
+                &run
+            )
+        }
+        "sqlite" => {
+            let pool = apalis_sqlite::SqlitePool::connect(&run.url).await?;
+            apalis_sqlite::SqliteStorage::setup(&pool).await?;
+            let config = apalis_sqlite::Config::default().queue(&run.namespace);
+            drain!(
+                apalis_sqlite::SqliteStorage::new(&pool).with_config(config),
+                &run
+            )
+        }
+        other => Err(format!("unknown backend {other:?}").into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let result = match args() {
+        Ok(run) => main_with(run).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("apalis anchor: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
