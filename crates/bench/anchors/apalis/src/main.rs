@@ -56,12 +56,19 @@ async fn noop(_job: u64) -> Result<(), BoxDynError> {
 /// Pushes `jobs` tasks, then runs one worker over the backend until they all succeeded
 /// (a macro: apalis's worker bounds differ per backend type).
 macro_rules! drain {
-    ($backend:expr, $run:expr) => {{
+    ($backend:expr, $run:expr) => {
+        drain!($backend, $run, |_b| async { Ok::<(), Fail>(()) })
+    };
+    ($backend:expr, $run:expr, |$b:ident| $after_push:expr) => {{
         let run: &Run = $run;
         let mut backend = $backend;
         for start in (0..run.jobs).step_by(1000) {
             let batch: Vec<u64> = (start..(start + 1000).min(run.jobs)).collect();
             backend.push_bulk(batch).await?;
+        }
+        {
+            let $b = &mut backend;
+            $after_push.await?;
         }
         println!("READY");
         tokio::task::spawn_blocking(wait_for_line).await?;
@@ -95,14 +102,51 @@ macro_rules! drain {
     }};
 }
 
+/// Moves every scheduled task id to the active list, 1,000 at a time: what apalis-redis
+/// 1.0.0's `fetch_next.lua` does for due tasks, in one `unpack` of all of them, which fails
+/// past Lua's ~8,000 unpack limit ("too many results to unpack"). Its `push_tasks` schedules
+/// every task (`run_at` at least now), so a backlog of 20,000 pushed up front never drains
+/// at its defaults; promoted here before `READY`, the drain measures apalis's worker.
+async fn promote(
+    conn: &mut apalis_redis::ConnectionManager,
+    scheduled: &str,
+    active: &str,
+) -> Result<(), Fail> {
+    loop {
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(scheduled)
+            .arg(0)
+            .arg(999)
+            .query_async(conn)
+            .await?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let () = redis::pipe()
+            .atomic()
+            .cmd("RPUSH")
+            .arg(active)
+            .arg(&ids)
+            .ignore()
+            .cmd("ZREM")
+            .arg(scheduled)
+            .arg(&ids)
+            .ignore()
+            .query_async(conn)
+            .await?;
+    }
+}
+
 async fn main_with(run: Run) -> Result<(), Fail> {
     match run.kind.as_str() {
         "redis" => {
             let conn = apalis_redis::connect(run.url.as_str()).await?;
             let config = apalis_redis::Config::default().queue(&run.namespace);
+            let (scheduled, active) = (config.scheduled_jobs_set(), config.active_jobs_list());
             drain!(
                 apalis_redis::RedisStorage::new(conn).with_config(config),
-                &run
+                &run,
+                |b| promote(b.get_connection(), &scheduled, &active)
             )
         }
         "postgres" => {
