@@ -230,66 +230,73 @@ struct Servers<'a> {
     tools: &'a Tools,
 }
 
-/// One run of one anchor on `kind` at concurrency `c`, its state wiped before and after.
-async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(f64, Cost)> {
+/// The command of `system`'s runner on `kind` at concurrency `c`, and its state.
+fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Command, Wipe)> {
     let names = Names::new();
     let (c_text, n_text) = (c.to_string(), drain::JOBS.to_string());
     let redis = &at.options.redis_url;
     let postgres = &at.options.postgres_url;
-    let mut cmd;
-    let mut wipe: Vec<Wipe> = Vec::new();
-    match (system, kind) {
-        (System::BullMq | System::Graphile, _) => {
-            let (script, url, ns) = if system == System::BullMq {
-                wipe.push(Wipe::Redis(names.redis_prefix.clone()));
-                ("bullmq.js", redis, &names.redis_prefix)
-            } else {
-                wipe.push(Wipe::Schema(names.pg_schema.clone()));
-                ("graphile.js", postgres, &names.pg_schema)
-            };
-            cmd = Command::new("node");
-            cmd.current_dir(&at.tools.node_dir)
-                .args([script, url, ns, &c_text, &n_text]);
-        }
-        (System::Apalis, Kind::Redis) => {
-            wipe.push(Wipe::Redis(names.redis_prefix.clone()));
-            cmd = Command::new(&at.tools.apalis);
-            cmd.args(["redis", redis, &names.redis_prefix, &c_text, &n_text]);
-        }
-        (System::Apalis, Kind::Postgres) => {
-            wipe.push(Wipe::Schema("apalis".into()));
-            cmd = Command::new(&at.tools.apalis);
-            cmd.args(["postgres", postgres, "drain", &c_text, &n_text]);
-        }
+    let apalis = |args: &[&str]| {
+        let mut cmd = Command::new(&at.tools.apalis);
+        cmd.args(args).args([&c_text, &n_text]);
+        cmd
+    };
+    let node = |script: &str, url: &str, ns: &str| {
+        let mut cmd = Command::new("node");
+        cmd.current_dir(&at.tools.node_dir)
+            .args([script, url, ns, &c_text, &n_text]);
+        cmd
+    };
+    let prefix = names.redis_prefix;
+    Ok(match (system, kind) {
+        (System::BullMq, Kind::Redis) => (node("bullmq.js", redis, &prefix), Wipe::Redis(prefix)),
+        (System::Graphile, Kind::Postgres) => (
+            node("graphile.js", postgres, &names.pg_schema),
+            Wipe::Schema(names.pg_schema),
+        ),
+        (System::Apalis, Kind::Redis) => (apalis(&["redis", redis, &prefix]), Wipe::Redis(prefix)),
+        (System::Apalis, Kind::Postgres) => (
+            apalis(&["postgres", postgres, "drain"]),
+            Wipe::Schema("apalis".into()),
+        ),
         (System::Apalis, Kind::Sqlite) => {
-            let dir = std::env::temp_dir().join(&names.redis_prefix);
-            std::fs::create_dir_all(&dir).map_err(|e| setup(format!("{}: {e}", dir.display())))?;
+            let dir = std::env::temp_dir().join(&prefix);
             let url = format!("sqlite://{}?mode=rwc", dir.join("apalis.db").display());
-            wipe.push(Wipe::Dir(dir));
-            cmd = Command::new(&at.tools.apalis);
-            cmd.args(["sqlite", &url, "drain", &c_text, &n_text]);
+            (apalis(&["sqlite", &url, "drain"]), Wipe::Dir(dir))
         }
-        _ => return Err(setup(format!("{} does not run here", system.name()))),
-    }
-    for w in &wipe {
-        w.run(at).await?;
-    }
+        _ => {
+            return Err(setup(format!(
+                "{} does not run on {}",
+                system.name(),
+                kind.name()
+            )));
+        }
+    })
+}
+
+/// One run of one anchor on `kind` at concurrency `c`, its state wiped before and after.
+async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(f64, Cost)> {
+    let (cmd, state) = runner(system, kind, c, at)?;
+    state.remove(at).await?;
+    state.create()?;
     let result = drive(cmd, at.probe, drain::JOBS).await;
-    for w in &wipe {
-        w.run(at).await?;
-    }
+    state.remove(at).await?;
     result
 }
 
-/// One piece of an anchor's state.
+/// An anchor's state.
 enum Wipe {
+    /// Every Redis key under this prefix.
     Redis(String),
+    /// This PostgreSQL schema of the row's database.
     Schema(String),
+    /// This directory (made empty before the run).
     Dir(PathBuf),
 }
 
 impl Wipe {
-    async fn run(&self, at: &Servers<'_>) -> Result<()> {
+    /// Removes the state.
+    async fn remove(&self, at: &Servers<'_>) -> Result<()> {
         match self {
             Wipe::Redis(prefix) => {
                 anchors::wipe_redis_prefix(&at.options.redis_url, prefix).await?;
@@ -304,6 +311,14 @@ impl Wipe {
                         .map_err(|e| setup(format!("remove {}: {e}", dir.display())))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Makes what the runner expects to exist (the directory).
+    fn create(&self) -> Result<()> {
+        if let Wipe::Dir(dir) = self {
+            std::fs::create_dir_all(dir).map_err(|e| setup(format!("{}: {e}", dir.display())))?;
         }
         Ok(())
     }
