@@ -133,6 +133,14 @@ impl SqliteBackend {
         self.conn.queued()
     }
 
+    /// Test support, not a stable API: whole-transaction retries on lock contention that
+    /// this handle's connection made so far (issue 11 finding 15: all attempts of one
+    /// operation share one `busy_timeout`; a test counts them instead of timing them).
+    #[doc(hidden)]
+    pub fn busy_retries_for_tests(&self) -> u64 {
+        self.conn.busy_retries()
+    }
+
     /// The namespace this handle reads and writes.
     pub fn namespace(&self) -> &str {
         &self.scope.namespace
@@ -186,9 +194,11 @@ impl SqliteBackend {
     ) -> Result<T> {
         let scope = self.scope.clone();
         let busy_timeout = self.config.busy_timeout;
+        // Counted from now: time queued behind other jobs is part of the wait (item 22).
+        let busy = (busy_timeout, tx::deadline(busy_timeout));
         self.conn
             .call(operation, move |conn| {
-                tx::read(conn, operation, busy_timeout, |tx| f(tx, &scope))
+                tx::read(conn, operation, busy, |tx| f(tx, &scope))
             })
             .await
     }

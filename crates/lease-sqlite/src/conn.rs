@@ -29,7 +29,7 @@
 //!   before the connection is released).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ use tokio::sync::oneshot;
 
 use crate::checkpoint;
 use crate::error::{BACKEND, OpResult, thread_gone};
-use crate::group::{self, MAX_GROUP, Member, Op, Woken};
+use crate::group::{self, MAX_GROUP, Member, Op, Pending, Woken};
 use crate::wake::Wakes;
 
 /// Most executions a [`Weight::Light`] operation touches (the claim limit, the batch size).
@@ -71,16 +71,17 @@ impl Weight {
 enum Job {
     /// Anything run on its own (reads, deferred checkpoints).
     Alone(Box<dyn FnOnce(&mut Connection) + Send + 'static>),
-    /// A mutating operation, grouped with the mutating operations queued behind it.
-    Write(Box<dyn Member>, Weight),
+    /// A mutating operation (with its busy-wait deadline, counted from its submission),
+    /// grouped with the mutating operations queued behind it.
+    Write(Pending, Weight),
 }
 
 impl Job {
     /// Runs the job by itself (the inline path: a write is a group of one).
-    fn run(self, conn: &mut Connection, busy_timeout: Duration) {
+    fn run(self, conn: &mut Connection, shared: &Shared) {
         match self {
             Job::Alone(f) => guarded(|| f(conn)),
-            Job::Write(member, _) => guarded(|| group::run(conn, busy_timeout, vec![member])),
+            Job::Write(pending, _) => shared.run_group(conn, vec![pending]),
         }
     }
 }
@@ -99,6 +100,9 @@ struct Shared {
     contended: AtomicBool,
     /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
     busy_timeout: Duration,
+    /// Whole-group retries on contention so far (test support: the busy-wait bound is
+    /// checked by counting them, not by timing; issue 25 item 14).
+    busy_retries: AtomicU64,
     /// How jobs ran, for tests.
     #[cfg(test)]
     counts: Counts,
@@ -110,6 +114,15 @@ impl Shared {
     fn take(&self, n: usize) {
         let waiting = self.queued.fetch_sub(n, Ordering::SeqCst);
         self.contended.store(waiting > 1, Ordering::SeqCst);
+    }
+
+    /// Runs a group commit of `pending` on `conn` and counts its retries.
+    fn run_group(&self, conn: &mut Connection, pending: Vec<Pending>) {
+        guarded(|| {
+            let retries = group::run(conn, self.busy_timeout, pending);
+            self.busy_retries
+                .fetch_add(u64::from(retries), Ordering::Relaxed);
+        });
     }
 }
 
@@ -169,7 +182,7 @@ fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
                 shared.take(members.len());
                 #[cfg(test)]
                 shared.counts.groups.fetch_add(1, Ordering::SeqCst);
-                guarded(|| group::run(&mut conn, shared.busy_timeout, members));
+                shared.run_group(&mut conn, members);
             }
         }
     }
@@ -204,12 +217,12 @@ fn may_block_in_place() -> bool {
 /// Runs `job` inside `block_in_place`, or hands it back untouched when `block_in_place`
 /// refused this thread (it panics before running anything; the panic hook reports that
 /// once per thread, the caller never sees it).
-fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Option<Job> {
+fn run_in_place(job: Job, conn: &mut Connection, shared: &Shared) -> Option<Job> {
     let mut slot = Some(job);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         tokio::task::block_in_place(|| {
             if let Some(job) = slot.take() {
-                job.run(conn, busy_timeout);
+                job.run(conn, shared);
             }
         });
     }));
@@ -230,14 +243,14 @@ fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Opti
 fn without_waiting(
     conn: &mut Connection,
     busy_timeout: Duration,
-    member: Box<dyn Member>,
-) -> Option<Box<dyn Member>> {
+    pending: Pending,
+) -> Option<Pending> {
     if let Err(e) = conn.busy_timeout(Duration::ZERO) {
         tracing::warn!(error = %e, "cannot turn the busy handler off; queueing the operation");
-        return Some(member);
+        return Some(pending);
     }
     let mut handed = None;
-    guarded(|| handed = group::try_once(conn, member));
+    guarded(|| handed = group::try_once(conn, pending));
     if let Err(e) = conn.busy_timeout(busy_timeout) {
         tracing::warn!(error = %e, "cannot restore the connection's busy_timeout");
     }
@@ -271,6 +284,7 @@ impl ConnHandle {
                         queued: AtomicUsize::new(0),
                         contended: AtomicBool::new(false),
                         busy_timeout,
+                        busy_retries: AtomicU64::new(0),
                         #[cfg(test)]
                         counts: Counts::default(),
                     }),
@@ -320,6 +334,11 @@ impl ConnHandle {
         self.shared.queued.load(Ordering::SeqCst)
     }
 
+    /// Test support: whole-group retries on contention this connection made so far.
+    pub(crate) fn busy_retries(&self) -> u64 {
+        self.shared.busy_retries.load(Ordering::Relaxed)
+    }
+
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
     fn submit(&self, operation: &'static str, job: Job) -> Result<()> {
@@ -330,10 +349,12 @@ impl ConnHandle {
             return self.enqueue(operation, job);
         };
         let job = match job {
-            Job::Write(member, Weight::Light) => return self.on_worker(operation, conn, member),
+            Job::Write(pending, Weight::Light) => {
+                return self.on_worker(operation, conn, pending);
+            }
             job => job,
         };
-        match run_in_place(job, &mut conn, self.shared.busy_timeout) {
+        match run_in_place(job, &mut conn, &self.shared) {
             None => {
                 #[cfg(test)]
                 self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
@@ -356,13 +377,13 @@ impl ConnHandle {
         &self,
         operation: &'static str,
         mut conn: MutexGuard<'_, Connection>,
-        member: Box<dyn Member>,
+        pending: Pending,
     ) -> Result<()> {
         let busy_timeout = self.shared.busy_timeout;
         let (handed, checkpoint_due) =
-            checkpoint::on_worker(|| without_waiting(&mut conn, busy_timeout, member));
-        if let Some(member) = handed {
-            return self.enqueue(operation, Job::Write(member, Weight::Light));
+            checkpoint::on_worker(|| without_waiting(&mut conn, busy_timeout, pending));
+        if let Some(pending) = handed {
+            return self.enqueue(operation, Job::Write(pending, Weight::Light));
         }
         #[cfg(test)]
         {
@@ -451,7 +472,8 @@ impl ConnHandle {
         f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job = Job::Write(Box::new(Op::new(operation, wakes, f, reply_tx)), weight);
+        let member = Box::new(Op::new(operation, wakes, f, reply_tx));
+        let job = Job::Write(Pending::now(member, self.shared.busy_timeout), weight);
         self.submit(operation, job)?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }
@@ -465,7 +487,8 @@ impl ConnHandle {
         member: Box<dyn Member>,
         reply: oneshot::Receiver<R>,
     ) -> Result<R> {
-        self.submit(operation, Job::Write(member, Weight::Heavy))?;
+        let pending = Pending::now(member, self.shared.busy_timeout);
+        self.submit(operation, Job::Write(pending, Weight::Heavy))?;
         reply.await.map_err(|_| thread_gone(operation))
     }
 }
