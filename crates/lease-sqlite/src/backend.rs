@@ -95,8 +95,16 @@ impl SqliteBackend {
         wake::check_poll(config.wake_poll)?;
         let location = config.location.clone();
         let busy_timeout = config.busy_timeout;
-        let conn =
-            ConnHandle::spawn(move || schema::open(&location, busy_timeout), busy_timeout).await?;
+        let synchronous = config.synchronous;
+        // A COMMIT that syncs the disk must not run on an async worker (crate::conn).
+        let worker_writes = matches!(config.location, crate::config::Location::Memory(_))
+            || synchronous == crate::config::Synchronous::Normal;
+        let conn = ConnHandle::spawn(
+            move || schema::open_with(&location, busy_timeout, synchronous),
+            busy_timeout,
+            worker_writes,
+        )
+        .await?;
         let scope = Arc::new(Scope {
             location: config.location.describe(),
             namespace: config.namespace.clone(),

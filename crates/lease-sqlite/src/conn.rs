@@ -10,7 +10,9 @@
 //!   cost at low concurrency). It must not wait, so it is one attempt with the busy handler
 //!   off: on `SQLITE_BUSY` (another connection's write lock) the untouched operation goes to
 //!   the thread, which waits for the lock as for any queued job; a WAL checkpoint its commit
-//!   makes due is sent to the thread too ([`crate::checkpoint`]).
+//!   makes due is sent to the thread too ([`crate::checkpoint`]). Not with
+//!   `synchronous = FULL` on a file (the default), whose every COMMIT syncs the WAL: there
+//!   light writes run inline in `block_in_place` as below.
 //! * **Inline in `block_in_place` when idle.** Other jobs (reads, which may wait out a WAL
 //!   recovery; large batches; the application's fenced SQL) on an idle connection run on
 //!   the calling thread inside `tokio::task::block_in_place`, which hands the worker's other
@@ -100,6 +102,10 @@ struct Shared {
     contended: AtomicBool,
     /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
     busy_timeout: Duration,
+    /// Light writes may run on an async worker: their COMMIT does not wait for the disk
+    /// (in memory, or `synchronous = NORMAL`; with `FULL` every COMMIT syncs the WAL, so
+    /// they run in `block_in_place` like other jobs; issue 25 item 10).
+    worker_writes: bool,
     /// Whole-group retries on contention so far (test support: the busy-wait bound is
     /// checked by counting them, not by timing; issue 25 item 14).
     busy_retries: AtomicU64,
@@ -272,6 +278,7 @@ impl ConnHandle {
     pub(crate) async fn spawn(
         open: impl FnOnce() -> Result<Connection> + Send + 'static,
         busy_timeout: Duration,
+        worker_writes: bool,
     ) -> Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Arc<Shared>>>();
@@ -284,6 +291,7 @@ impl ConnHandle {
                         queued: AtomicUsize::new(0),
                         contended: AtomicBool::new(false),
                         busy_timeout,
+                        worker_writes,
                         busy_retries: AtomicU64::new(0),
                         #[cfg(test)]
                         counts: Counts::default(),
@@ -349,7 +357,7 @@ impl ConnHandle {
             return self.enqueue(operation, job);
         };
         let job = match job {
-            Job::Write(pending, Weight::Light) => {
+            Job::Write(pending, Weight::Light) if self.shared.worker_writes => {
                 return self.on_worker(operation, conn, pending);
             }
             job => job,
@@ -518,6 +526,7 @@ mod tests {
         ConnHandle::spawn(
             || Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e)),
             Duration::from_secs(1),
+            true,
         )
         .await
         .expect("spawn")
@@ -529,6 +538,7 @@ mod tests {
         ConnHandle::spawn(
             move || crate::schema::open(&location, busy_timeout),
             busy_timeout,
+            true,
         )
         .await
         .expect("spawn")
@@ -643,6 +653,7 @@ mod tests {
             let err = ConnHandle::spawn(
                 || Err(LeaseError::invalid("test", "no")),
                 Duration::from_secs(1),
+                true,
             )
             .await
             .expect_err("open fails");
