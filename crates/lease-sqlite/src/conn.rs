@@ -10,7 +10,9 @@
 //!   cost at low concurrency). It must not wait, so it is one attempt with the busy handler
 //!   off: on `SQLITE_BUSY` (another connection's write lock) the untouched operation goes to
 //!   the thread, which waits for the lock as for any queued job; a WAL checkpoint its commit
-//!   makes due is sent to the thread too ([`crate::checkpoint`]).
+//!   makes due is sent to the thread too ([`crate::checkpoint`]). Not with
+//!   `synchronous = FULL` on a file (the default), whose every COMMIT syncs the WAL: there
+//!   light writes run inline in `block_in_place` as below.
 //! * **Inline in `block_in_place` when idle.** Other jobs (reads, which may wait out a WAL
 //!   recovery; large batches; the application's fenced SQL) on an idle connection run on
 //!   the calling thread inside `tokio::task::block_in_place`, which hands the worker's other
@@ -29,7 +31,7 @@
 //!   before the connection is released).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError, mpsc};
 use std::time::Duration;
 
@@ -40,7 +42,7 @@ use tokio::sync::oneshot;
 
 use crate::checkpoint;
 use crate::error::{BACKEND, OpResult, thread_gone};
-use crate::group::{self, MAX_GROUP, Member, Op, Woken};
+use crate::group::{self, MAX_GROUP, Member, Op, Pending, Woken};
 use crate::wake::Wakes;
 
 /// Most executions a [`Weight::Light`] operation touches (the claim limit, the batch size).
@@ -71,16 +73,17 @@ impl Weight {
 enum Job {
     /// Anything run on its own (reads, deferred checkpoints).
     Alone(Box<dyn FnOnce(&mut Connection) + Send + 'static>),
-    /// A mutating operation, grouped with the mutating operations queued behind it.
-    Write(Box<dyn Member>, Weight),
+    /// A mutating operation (with its busy-wait deadline, counted from its submission),
+    /// grouped with the mutating operations queued behind it.
+    Write(Pending, Weight),
 }
 
 impl Job {
     /// Runs the job by itself (the inline path: a write is a group of one).
-    fn run(self, conn: &mut Connection, busy_timeout: Duration) {
+    fn run(self, conn: &mut Connection, shared: &Shared) {
         match self {
             Job::Alone(f) => guarded(|| f(conn)),
-            Job::Write(member, _) => guarded(|| group::run(conn, busy_timeout, vec![member])),
+            Job::Write(pending, _) => shared.run_group(conn, vec![pending]),
         }
     }
 }
@@ -99,6 +102,13 @@ struct Shared {
     contended: AtomicBool,
     /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
     busy_timeout: Duration,
+    /// Light writes may run on an async worker: their COMMIT does not wait for the disk
+    /// (in memory, or `synchronous = NORMAL`; with `FULL` every COMMIT syncs the WAL, so
+    /// they run in `block_in_place` like other jobs; issue 25 item 10).
+    worker_writes: bool,
+    /// Whole-group retries on contention so far (test support: the busy-wait bound is
+    /// checked by counting them, not by timing; issue 25 item 14).
+    busy_retries: AtomicU64,
     /// How jobs ran, for tests.
     #[cfg(test)]
     counts: Counts,
@@ -110,6 +120,15 @@ impl Shared {
     fn take(&self, n: usize) {
         let waiting = self.queued.fetch_sub(n, Ordering::SeqCst);
         self.contended.store(waiting > 1, Ordering::SeqCst);
+    }
+
+    /// Runs a group commit of `pending` on `conn` and counts its retries.
+    fn run_group(&self, conn: &mut Connection, pending: Vec<Pending>) {
+        guarded(|| {
+            let retries = group::run(conn, self.busy_timeout, pending);
+            self.busy_retries
+                .fetch_add(u64::from(retries), Ordering::Relaxed);
+        });
     }
 }
 
@@ -169,7 +188,7 @@ fn serve(shared: &Shared, queue: &mpsc::Receiver<Job>) {
                 shared.take(members.len());
                 #[cfg(test)]
                 shared.counts.groups.fetch_add(1, Ordering::SeqCst);
-                guarded(|| group::run(&mut conn, shared.busy_timeout, members));
+                shared.run_group(&mut conn, members);
             }
         }
     }
@@ -204,12 +223,12 @@ fn may_block_in_place() -> bool {
 /// Runs `job` inside `block_in_place`, or hands it back untouched when `block_in_place`
 /// refused this thread (it panics before running anything; the panic hook reports that
 /// once per thread, the caller never sees it).
-fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Option<Job> {
+fn run_in_place(job: Job, conn: &mut Connection, shared: &Shared) -> Option<Job> {
     let mut slot = Some(job);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         tokio::task::block_in_place(|| {
             if let Some(job) = slot.take() {
-                job.run(conn, busy_timeout);
+                job.run(conn, shared);
             }
         });
     }));
@@ -230,14 +249,14 @@ fn run_in_place(job: Job, conn: &mut Connection, busy_timeout: Duration) -> Opti
 fn without_waiting(
     conn: &mut Connection,
     busy_timeout: Duration,
-    member: Box<dyn Member>,
-) -> Option<Box<dyn Member>> {
+    pending: Pending,
+) -> Option<Pending> {
     if let Err(e) = conn.busy_timeout(Duration::ZERO) {
         tracing::warn!(error = %e, "cannot turn the busy handler off; queueing the operation");
-        return Some(member);
+        return Some(pending);
     }
     let mut handed = None;
-    guarded(|| handed = group::try_once(conn, member));
+    guarded(|| handed = group::try_once(conn, pending));
     if let Err(e) = conn.busy_timeout(busy_timeout) {
         tracing::warn!(error = %e, "cannot restore the connection's busy_timeout");
     }
@@ -259,6 +278,7 @@ impl ConnHandle {
     pub(crate) async fn spawn(
         open: impl FnOnce() -> Result<Connection> + Send + 'static,
         busy_timeout: Duration,
+        worker_writes: bool,
     ) -> Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<Arc<Shared>>>();
@@ -271,6 +291,8 @@ impl ConnHandle {
                         queued: AtomicUsize::new(0),
                         contended: AtomicBool::new(false),
                         busy_timeout,
+                        worker_writes,
+                        busy_retries: AtomicU64::new(0),
                         #[cfg(test)]
                         counts: Counts::default(),
                     }),
@@ -320,6 +342,11 @@ impl ConnHandle {
         self.shared.queued.load(Ordering::SeqCst)
     }
 
+    /// Test support: whole-group retries on contention this connection made so far.
+    pub(crate) fn busy_retries(&self) -> u64 {
+        self.shared.busy_retries.load(Ordering::Relaxed)
+    }
+
     /// Runs `job` inline if the connection is idle and this thread may block, else sends it
     /// to the connection thread. Either way the job answers on its own reply channel.
     fn submit(&self, operation: &'static str, job: Job) -> Result<()> {
@@ -330,10 +357,12 @@ impl ConnHandle {
             return self.enqueue(operation, job);
         };
         let job = match job {
-            Job::Write(member, Weight::Light) => return self.on_worker(operation, conn, member),
+            Job::Write(pending, Weight::Light) if self.shared.worker_writes => {
+                return self.on_worker(operation, conn, pending);
+            }
             job => job,
         };
-        match run_in_place(job, &mut conn, self.shared.busy_timeout) {
+        match run_in_place(job, &mut conn, &self.shared) {
             None => {
                 #[cfg(test)]
                 self.shared.counts.inline.fetch_add(1, Ordering::SeqCst);
@@ -356,13 +385,13 @@ impl ConnHandle {
         &self,
         operation: &'static str,
         mut conn: MutexGuard<'_, Connection>,
-        member: Box<dyn Member>,
+        pending: Pending,
     ) -> Result<()> {
         let busy_timeout = self.shared.busy_timeout;
         let (handed, checkpoint_due) =
-            checkpoint::on_worker(|| without_waiting(&mut conn, busy_timeout, member));
-        if let Some(member) = handed {
-            return self.enqueue(operation, Job::Write(member, Weight::Light));
+            checkpoint::on_worker(|| without_waiting(&mut conn, busy_timeout, pending));
+        if let Some(pending) = handed {
+            return self.enqueue(operation, Job::Write(pending, Weight::Light));
         }
         #[cfg(test)]
         {
@@ -451,7 +480,8 @@ impl ConnHandle {
         f: impl FnMut(&rusqlite::Transaction<'_>) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job = Job::Write(Box::new(Op::new(operation, wakes, f, reply_tx)), weight);
+        let member = Box::new(Op::new(operation, wakes, f, reply_tx));
+        let job = Job::Write(Pending::now(member, self.shared.busy_timeout), weight);
         self.submit(operation, job)?;
         reply_rx.await.map_err(|_| thread_gone(operation))?
     }
@@ -465,7 +495,8 @@ impl ConnHandle {
         member: Box<dyn Member>,
         reply: oneshot::Receiver<R>,
     ) -> Result<R> {
-        self.submit(operation, Job::Write(member, Weight::Heavy))?;
+        let pending = Pending::now(member, self.shared.busy_timeout);
+        self.submit(operation, Job::Write(pending, Weight::Heavy))?;
         reply.await.map_err(|_| thread_gone(operation))
     }
 }
@@ -495,6 +526,7 @@ mod tests {
         ConnHandle::spawn(
             || Connection::open_in_memory().map_err(|e| crate::error::sqlite_error("open", e)),
             Duration::from_secs(1),
+            true,
         )
         .await
         .expect("spawn")
@@ -506,6 +538,7 @@ mod tests {
         ConnHandle::spawn(
             move || crate::schema::open(&location, busy_timeout),
             busy_timeout,
+            true,
         )
         .await
         .expect("spawn")
@@ -620,6 +653,7 @@ mod tests {
             let err = ConnHandle::spawn(
                 || Err(LeaseError::invalid("test", "no")),
                 Duration::from_secs(1),
+                true,
             )
             .await
             .expect_err("open fails");

@@ -19,14 +19,14 @@
 //! signals the hub right after COMMIT succeeded, before any member is answered.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lease_core::{LeaseError, Result, Timestamp};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy};
-use crate::tx::BusyBudget;
+use crate::tx::{BusyBudget, budget_spent};
 use crate::wake::Wakes;
 
 /// What a mutating operation produced: its value and, when it made an execution claimable,
@@ -89,6 +89,27 @@ pub(crate) trait Member: Send {
     /// state); otherwise its error may rest on changes that were rolled back, and it gets
     /// `Unavailable`: nothing of it was applied, a retry decides afresh.
     fn abort(self: Box<Self>, after_success: bool, error: &dyn Fn(&'static str) -> LeaseError);
+}
+
+/// A submitted mutating operation and the instant its caller's busy-wait budget ends: its
+/// submission plus `busy_timeout`, so time queued behind other jobs counts (issue 25 item
+/// 22: a renew queued behind a group that waited out the lock used to wait a second
+/// `busy_timeout` of its own).
+pub(crate) struct Pending {
+    /// The operation.
+    pub(crate) member: Box<dyn Member>,
+    /// Its submission plus the connection's `busy_timeout`.
+    pub(crate) deadline: Instant,
+}
+
+impl Pending {
+    /// `member`, submitted now on a connection whose `busy_timeout` is `busy_timeout`.
+    pub(crate) fn now(member: Box<dyn Member>, busy_timeout: Duration) -> Self {
+        Pending {
+            member,
+            deadline: crate::tx::deadline(busy_timeout),
+        }
+    }
 }
 
 /// A mutating operation: closure, kept result, reply channel.
@@ -271,15 +292,35 @@ fn message(e: &rusqlite::Error) -> lease_core::BoxError {
     e.to_string().into()
 }
 
-/// Runs a group to its end and replies to every member. Retries on contention share one
-/// `busy_timeout` ([`BusyBudget`]).
-pub(crate) fn run(conn: &mut Connection, busy_timeout: Duration, members: Vec<Box<dyn Member>>) {
-    let mut budget = BusyBudget::start(busy_timeout);
-    run_within(conn, &mut budget, members);
+/// Runs a group to its end and replies to every member; returns the retries it made.
+/// Members whose deadline has passed get `Unavailable` without an attempt; the others share
+/// one budget ending at the earliest of their deadlines ([`BusyBudget`]), so none waits
+/// past its own.
+pub(crate) fn run(conn: &mut Connection, busy_timeout: Duration, pending: Vec<Pending>) -> u32 {
+    let now = Instant::now();
+    let (live, late): (Vec<Pending>, Vec<Pending>) =
+        pending.into_iter().partition(|p| p.deadline > now);
+    for p in late {
+        p.member.abort(false, &budget_spent);
+    }
+    let Some(deadline) = live.iter().map(|p| p.deadline).min() else {
+        return 0;
+    };
+    let members: Vec<Box<dyn Member>> = live.into_iter().map(|p| p.member).collect();
+    let Some(mut budget) = BusyBudget::until(conn, busy_timeout, deadline) else {
+        abort_all(members, &budget_spent);
+        return 0;
+    };
+    let retries = run_within(conn, &mut budget, members);
     budget.finish(conn);
+    retries
 }
 
-fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<Box<dyn Member>>) {
+fn run_within(
+    conn: &mut Connection,
+    budget: &mut BusyBudget,
+    mut members: Vec<Box<dyn Member>>,
+) -> u32 {
     let mut retries = 0;
     loop {
         match attempt(conn, &mut members) {
@@ -287,7 +328,10 @@ fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<B
                 tracing::debug!(retries, error = %e, "sqlite busy; retrying the group");
                 retries += 1;
             }
-            outcome => return settle(members, outcome),
+            outcome => {
+                settle(members, outcome);
+                return retries;
+            }
         }
     }
 }
@@ -296,14 +340,15 @@ fn run_within(conn: &mut Connection, budget: &mut BusyBudget, mut members: Vec<B
 /// connection's lock (its busy handler is off). Contention hands the member back, reset,
 /// with nothing of it applied (its transaction rolled back), for the connection thread to
 /// run as usual; any other end is settled here and replied to.
-pub(crate) fn try_once(conn: &mut Connection, member: Box<dyn Member>) -> Option<Box<dyn Member>> {
+pub(crate) fn try_once(conn: &mut Connection, pending: Pending) -> Option<Pending> {
+    let Pending { member, deadline } = pending;
     let mut members = vec![member];
     match attempt(conn, &mut members) {
         Err(Failure::Busy(e)) => {
             tracing::debug!(error = %e, "sqlite busy; handing the operation to its thread");
             let mut member = members.pop()?;
             member.reset();
-            Some(member)
+            Some(Pending { member, deadline })
         }
         outcome => {
             settle(members, outcome);
@@ -427,11 +472,11 @@ mod tests {
             tx.execute("INSERT INTO t_child (p) VALUES (42)", [])?;
             Ok(Woken::quiet(()))
         });
-        run(
-            &mut conn,
-            Duration::from_secs(1),
-            vec![admit, start, reclaim, stale, breaker],
-        );
+        let pending = [admit, start, reclaim, stale, breaker]
+            .into_iter()
+            .map(|m| Pending::now(m, Duration::from_secs(1)))
+            .collect();
+        run(&mut conn, Duration::from_secs(1), pending);
 
         let answers = [
             (

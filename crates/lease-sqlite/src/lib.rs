@@ -59,13 +59,16 @@
 //!
 //! # Durability
 //!
-//! Files run in WAL mode with `synchronous = NORMAL`: a commit appends to the WAL without
-//! an fsync, which is what makes thousands of claims and acknowledgements per second
-//! possible. A crashed *process* loses nothing it committed. A power loss or OS crash may
-//! roll back the last transactions before the WAL's next sync (at checkpoint), never
-//! leaving a corrupt or half-applied state. Fencing stays safe: a rolled-back claim can
+//! Files run in WAL mode with `synchronous = NORMAL` by default ([`Synchronous`]): a commit
+//! appends to the WAL without an fsync, which is what makes thousands of claims and
+//! acknowledgements per second possible. A crashed *process* loses nothing it committed. A
+//! power loss or OS crash may roll back the last transactions before the WAL's next sync
+//! (at checkpoint), never leaving a corrupt or half-applied state. A rolled-back claim can
 //! re-issue a token only after the machine itself went down, which also took down every
-//! holder of that token, since SQLite's locking confines sharing to one machine.
+//! holder of that token, since SQLite's locking confines sharing to one machine; a system
+//! off the machine that saw the token can still remember it. For that case
+//! [`SqliteConfig::synchronous`] with [`Synchronous::Full`] syncs every COMMIT before it
+//! returns (issue 25 item 10; its measured cost is in docs/DESIGN.md).
 //! In-memory databases are not durable at all.
 //!
 //! # Example
@@ -142,7 +145,9 @@ mod wake;
 
 pub use app::FencedError;
 pub use backend::{ConnectionHold, SqliteBackend};
-pub use config::{DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig};
+pub use config::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig, Synchronous,
+};
 /// The rusqlite this crate links, whose `Transaction` the fenced closures
 /// ([`SqliteBackend::fenced`], [`SqliteBackend::step_in_tx`]) take: use it rather than a
 /// separately declared rusqlite, whose version could differ.
@@ -178,7 +183,7 @@ pub mod raw {
     pub const PURGEABLE: &str = crate::retention::PURGEABLE;
     /// `$1..$7`: inserts a step record unless one exists.
     pub const INSERT_STEP: &str = crate::steps::INSERT_STEP;
-    /// Opens a connection configured as the backend's (WAL, `synchronous = NORMAL`, busy
+    /// Opens a connection configured as the backend's by default (WAL, `synchronous = NORMAL`, busy
     /// timeout, statement cache), creating or migrating the schema like
     /// [`crate::SqliteBackend::open`].
     pub fn open(

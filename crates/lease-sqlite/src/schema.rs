@@ -18,7 +18,7 @@ use std::time::Duration;
 use lease_core::{LeaseError, Result};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
 
-use crate::config::Location;
+use crate::config::{Location, Synchronous};
 use crate::error::{OpError, OpResult, is_busy, is_not_a_database, sqlite_error};
 use crate::tx;
 
@@ -209,8 +209,18 @@ fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     }
 }
 
-/// Opens a connection, configures it and brings the schema to [`SCHEMA_VERSION`].
+/// Opens a connection with the default [`Synchronous`] ([`open_with`]).
 pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connection> {
+    open_with(location, busy_timeout, Synchronous::default())
+}
+
+/// Opens a connection, configures it (a file with `synchronous`) and brings the schema to
+/// [`SCHEMA_VERSION`].
+pub(crate) fn open_with(
+    location: &Location,
+    busy_timeout: Duration,
+    synchronous: Synchronous,
+) -> Result<Connection> {
     let mut conn = match location {
         // No SQLITE_OPEN_URI: a path is a path, even one that starts with "file:".
         Location::File(path) => {
@@ -238,7 +248,7 @@ pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connec
         .map_err(|e| open_error(location, e))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     if matches!(location, Location::File(_)) {
-        configure_file(&conn, location)?;
+        configure_file(&conn, location, synchronous)?;
     }
     tx::write(&mut conn, "open", busy_timeout, |tx| migrate(tx, location)).map_err(
         |e| match e {
@@ -256,10 +266,10 @@ pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connec
     Ok(conn)
 }
 
-/// WAL journal with `synchronous = NORMAL`: commits append to the WAL without fsync; the
-/// WAL is synced at checkpoints. A process crash loses nothing committed; a power loss or
-/// OS crash may lose the last transactions, never consistency (see the crate docs).
-fn configure_file(conn: &Connection, location: &Location) -> Result<()> {
+/// WAL journal with `synchronous` ([`Synchronous`]; default `NORMAL`: the WAL is synced at
+/// checkpoints, a power loss may lose the last commits; `FULL`: every commit syncs the WAL,
+/// so no token a caller heard of is lost to a power loss; see the crate docs).
+fn configure_file(conn: &Connection, location: &Location, synchronous: Synchronous) -> Result<()> {
     let mut retries = 0;
     let mode: String = loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
@@ -278,7 +288,7 @@ fn configure_file(conn: &Connection, location: &Location) -> Result<()> {
             "SQLite refused WAL mode; running with this journal mode instead"
         );
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")
+    conn.pragma_update(None, "synchronous", synchronous.pragma())
         .map_err(|e| open_error(location, e))?;
     crate::checkpoint::install(conn);
     Ok(())
@@ -382,4 +392,48 @@ fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
         tracing::info!(location = %location.describe(), version = to, "lease schema migrated");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous_of(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("synchronous")
+    }
+
+    /// Issue 25 item 10: a file runs `NORMAL` (1) by default and syncs every commit
+    /// (`FULL` = 2, so a power loss cannot roll back a claim whose token a caller saw)
+    /// when configured so.
+    #[tokio::test]
+    async fn files_sync_every_commit_when_configured_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let default = crate::SqliteBackend::open(crate::SqliteConfig::file(dir.path().join("a")))
+            .await
+            .expect("open");
+        let full = crate::SqliteBackend::open(
+            crate::SqliteConfig::file(dir.path().join("b")).synchronous(Synchronous::Full),
+        )
+        .await
+        .expect("open");
+        for (backend, want) in [(default, 1), (full, 2)] {
+            let got = backend
+                .connection()
+                .call("synchronous", |c| Ok(synchronous_of(c)))
+                .await
+                .expect("read");
+            assert_eq!(got, want, "PRAGMA synchronous");
+        }
+        let raw = open(
+            &Location::File(dir.path().join("c")),
+            Duration::from_secs(1),
+        )
+        .expect("open");
+        assert_eq!(
+            synchronous_of(&raw),
+            1,
+            "raw::open is configured as the default"
+        );
+    }
 }

@@ -17,9 +17,10 @@ use crate::error::{BACKEND, OpError, OpResult, is_busy, sqlite_error};
 /// wait at most one `busy_timeout` ([`BusyBudget`]).
 pub(crate) const BUSY_RETRIES: u32 = 4;
 
-/// One operation's busy-wait budget (issue 11 finding 15): every attempt, retries included,
-/// waits only for what is left of one `busy_timeout` counted from the first attempt, so a
-/// caller waits at most `busy_timeout` (plus a statement's slack) in total, as documented.
+/// One operation's busy-wait budget (issue 11 finding 15, issue 25 item 22): every attempt,
+/// retries included, waits only for what is left of one `busy_timeout` counted from the
+/// caller's submission (time queued behind other jobs counts), so a caller waits at most
+/// `busy_timeout` (plus a statement's slack) in total, as documented.
 pub(crate) struct BusyBudget {
     full: Duration,
     deadline: Instant,
@@ -27,13 +28,26 @@ pub(crate) struct BusyBudget {
 }
 
 impl BusyBudget {
-    /// Starts the budget of `full` (the connection's configured `busy_timeout`).
-    pub(crate) fn start(full: Duration) -> Self {
-        BusyBudget {
-            full,
-            deadline: Instant::now() + full,
-            shortened: false,
+    /// Starts the budget that ends at `deadline` (a submission plus `full`, the connection's
+    /// configured `busy_timeout`): the first attempt's busy handler waits only for what is
+    /// left of it. `None` when nothing is left: the caller fails without an attempt.
+    pub(crate) fn until(conn: &Connection, full: Duration, deadline: Instant) -> Option<Self> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
         }
+        let mut budget = BusyBudget {
+            full,
+            deadline,
+            shortened: false,
+        };
+        if left < full {
+            budget.shortened = true;
+            if let Err(e) = conn.busy_timeout(left) {
+                tracing::warn!(error = %e, "cannot shorten the connection's busy_timeout");
+            }
+        }
+        Some(budget)
     }
 
     /// Before retry number `retry`: pauses (the backoff, at most what is left) and lets the
@@ -96,14 +110,34 @@ fn attempt<T>(
     }
 }
 
+/// The answer of an operation whose whole busy-wait budget went by before it reached the
+/// connection (queued behind other jobs): it was not attempted.
+pub(crate) fn budget_spent(operation: &'static str) -> LeaseError {
+    LeaseError::Unavailable {
+        backend: BACKEND,
+        operation,
+        source: "its busy_timeout went by while it waited behind other operations on the \
+                 connection; it was not attempted"
+            .into(),
+    }
+}
+
+/// The instant a budget of `busy_timeout` counted from now ends (a submission's deadline).
+pub(crate) fn deadline(busy_timeout: Duration) -> Instant {
+    Instant::now() + busy_timeout
+}
+
 fn run<T>(
     conn: &mut Connection,
     operation: &'static str,
     behavior: TransactionBehavior,
-    busy_timeout: Duration,
+    busy: (Duration, Instant),
     f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
-    let mut budget = BusyBudget::start(busy_timeout);
+    let (busy_timeout, deadline) = busy;
+    let Some(mut budget) = BusyBudget::until(conn, busy_timeout, deadline) else {
+        return Err(budget_spent(operation));
+    };
     let result = run_within(conn, operation, behavior, &mut budget, f);
     budget.finish(conn);
     result
@@ -152,36 +186,55 @@ pub(crate) fn backoff(retry: u32) -> Duration {
 }
 
 /// Runs a mutating operation as one `BEGIN IMMEDIATE` transaction, retried (whole) on
-/// contention within one `busy_timeout` in total. Still busy -> `Unavailable`; a COMMIT
-/// failure -> `OutcomeUnknown`.
+/// contention within one `busy_timeout` from now in total. Still busy -> `Unavailable`; a
+/// COMMIT failure -> `OutcomeUnknown`.
 pub(crate) fn write<T>(
     conn: &mut Connection,
     operation: &'static str,
     busy_timeout: Duration,
     f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
-    run(
-        conn,
-        operation,
-        TransactionBehavior::Immediate,
-        busy_timeout,
-        f,
-    )
+    let busy = (busy_timeout, deadline(busy_timeout));
+    run(conn, operation, TransactionBehavior::Immediate, busy, f)
 }
 
 /// Runs a read-only operation in one deferred transaction (one snapshot), retried on
-/// contention within one `busy_timeout` in total.
+/// contention until `deadline` (its submission plus `busy_timeout`); past it already ->
+/// `Unavailable` without an attempt.
 pub(crate) fn read<T>(
     conn: &mut Connection,
     operation: &'static str,
-    busy_timeout: Duration,
+    busy: (Duration, Instant),
     f: impl FnMut(&Transaction<'_>) -> OpResult<T>,
 ) -> Result<T> {
-    run(
-        conn,
-        operation,
-        TransactionBehavior::Deferred,
-        busy_timeout,
-        f,
-    )
+    run(conn, operation, TransactionBehavior::Deferred, busy, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy_timeout_ms(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+            .expect("busy_timeout")
+    }
+
+    /// Issue 25 item 22: an operation submitted earlier (queued meanwhile) waits only for
+    /// what is left of its `busy_timeout`, and none when nothing is.
+    #[test]
+    fn a_budget_counted_from_an_earlier_submission_waits_only_for_what_is_left() {
+        let full = Duration::from_secs(1);
+        let conn = Connection::open_in_memory().expect("open");
+        conn.busy_timeout(full).expect("busy_timeout");
+        let budget = BusyBudget::until(&conn, full, Instant::now() + full / 2).expect("left");
+        let ms = busy_timeout_ms(&conn);
+        assert!(
+            ms > 0 && ms <= 500,
+            "waits {ms} ms of a budget with 500 ms left"
+        );
+        budget.finish(&conn);
+        assert_eq!(busy_timeout_ms(&conn), 1000, "restored");
+        assert!(BusyBudget::until(&conn, full, Instant::now()).is_none());
+        assert_eq!(busy_timeout_ms(&conn), 1000, "untouched");
+    }
 }

@@ -326,9 +326,10 @@ mod tests {
         assert_eq!(check(&[row(1, 5, 1)], &ops, &every_step), vec![]);
     }
 
-    /// The negative control's history: the stale holder wrote its row outside the fence
-    /// after token 2 was issued (its record write then returned Lost), and the new holder
-    /// wrote the row again.
+    /// The negative control's history, as a unit test of the checker: the stale holder
+    /// wrote its row outside the fence after token 2 was issued (its record write then
+    /// returned Lost), and the new holder wrote the row again. The real run is
+    /// `tests/negative_controls.rs` (issue 25 item 16).
     #[test]
     fn detects_a_stale_holders_unfenced_row() {
         let ops = vec![
