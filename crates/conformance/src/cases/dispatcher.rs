@@ -934,7 +934,10 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
         for i in 0..N {
             let id = format!("held-{i}");
             let r = ctx.get(&id).await;
-            if seen.contains(&ctx.id(&id).to_string()) || r.status == ExecutionStatus::Running {
+            let ran_or_held =
+                seen.contains(&ctx.id(&id).to_string()) || r.status == ExecutionStatus::Running;
+            // Not claimed yet (no delivery), or claimed and released unrun.
+            if ran_or_held || r.unacknowledged_deliveries == 0 {
                 continue;
             }
             released += 1;
