@@ -416,18 +416,10 @@ async fn interrupted() -> &'static str {
     }
 }
 
-/// The URL without a password, for messages.
+/// The URL without a password (userinfo or libpq's `password=`), for messages: the one
+/// redaction of [`lease_core::redact_url`] (issue 25 item 2).
 pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
+    lease_core::redact_url(url)
 }
 
 impl Controller {
@@ -1154,4 +1146,15 @@ async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
         break;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// The old private redaction kept libpq's `password=` parameter.
+    #[test]
+    fn messages_redact_every_password_form() {
+        let r = super::redact("postgres://u:pw1@h/db?password=pw2&sslmode=disable");
+        assert!(!r.contains("pw1") && !r.contains("pw2"), "{r}");
+        assert!(r.contains("sslmode=disable") && r.contains("@h/db"), "{r}");
+    }
 }
