@@ -720,8 +720,11 @@ SELECT EXISTS (SELECT 1 FROM ins),
 /// `()` -> the database clock.
 const NOW: &str = "SELECT {now}";
 
-/// `DROP SCHEMA ... CASCADE`.
+/// `DROP SCHEMA ... CASCADE` (`drop_schema_forced`).
 const DROP_SCHEMA: &str = "DROP SCHEMA IF EXISTS {s} CASCADE";
+
+/// The library's objects, then the schema, each `RESTRICT` (`drop_schema`).
+const DROP_SCHEMA_RESTRICT: &str = include_str!("sql/drop_schema.sql");
 
 /// The unique constraint a start target collides with when the execution already exists.
 pub(crate) const EXECUTIONS_PKEY: &str = "executions_pkey";
@@ -759,6 +762,7 @@ pub(crate) struct Statements {
     pub(crate) effects: crate::effect::EffectStatements,
     pub(crate) now: Arc<str>,
     pub(crate) drop_schema: Arc<str>,
+    pub(crate) drop_schema_restrict: Arc<str>,
 }
 
 impl Statements {
@@ -816,6 +820,7 @@ impl Statements {
             effects: crate::effect::EffectStatements::new(&r),
             now: r(NOW),
             drop_schema: r(DROP_SCHEMA),
+            drop_schema_restrict: r(DROP_SCHEMA_RESTRICT),
         }
     }
 }
