@@ -139,6 +139,11 @@ macro_rules! conformance_tests {
             semantics,
             end_after_expiry_without_reclaim_counts_once
         );
+        $crate::__case!(
+            $harness,
+            semantics,
+            list_steps_page_returns_every_step_once_in_order
+        );
         // store.rs
         $crate::__case!($harness, store, get_or_create_idempotent_by_identity);
         $crate::__case!($harness, store, store_put);
@@ -158,6 +163,11 @@ macro_rules! conformance_tests {
         // bad_input.rs
         $crate::__case!($harness, bad_input, names_empty_or_over_255_bytes_rejected);
         $crate::__case!($harness, bad_input, names_of_255_bytes_round_trip);
+        $crate::__case!(
+            $harness,
+            bad_input,
+            list_steps_page_limit_out_of_range_rejected
+        );
         $crate::__case!($harness, bad_input, claim_duration_out_of_range_rejected);
         $crate::__case!($harness, bad_input, renew_duration_out_of_range_rejected);
         $crate::__case!($harness, bad_input, claim_limit_out_of_range_rejected);

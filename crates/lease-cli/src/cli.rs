@@ -74,11 +74,21 @@ pub struct FailingArgs {
     pub limit: usize,
 }
 
-/// `show`.
+/// `show`: the record and one page of its step records (issue 25 item 11).
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The execution id.
     pub id: String,
+    /// Show the step records after this step key (with `--after-attempt`), as the previous
+    /// page's last line says.
+    #[arg(long, value_name = "STEP_KEY")]
+    pub after: Option<String>,
+    /// The attempt of the `--after` step key.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "after")]
+    pub after_attempt: u32,
+    /// Show at most this many step records (1-1000, `lease::MAX_STEP_PAGE`).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=i64::from(lease::MAX_STEP_PAGE)))]
+    pub limit: u32,
 }
 
 /// `corrupt`.

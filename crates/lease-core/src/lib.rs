@@ -46,7 +46,7 @@ pub use execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
 };
-pub use heap::{HeapRecord, StepWrite};
+pub use heap::{HeapRecord, MAX_STEP_PAGE, StepCursor, StepPage, StepWrite};
 pub use ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
 pub use json::Json;
 pub use lease::{ExecutionLease, Fenced, FencingToken};

@@ -4,6 +4,7 @@
 //! by [`MemoryBackend::peer`]) share the state, as separate connections to one store would.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
-use crate::heap::{HeapRecord, StepWrite};
+use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
 use crate::ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
@@ -29,11 +30,14 @@ use crate::store::{
 use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
 use crate::wakeup::{WakeHub, WakeReceiver};
 
+/// A step record's key in the ordered map: (execution, step key, attempt).
+type StepIndex = (ExecutionId, StepKey, u32);
+
 #[derive(Debug, Default)]
 struct State {
     last_token: u64,
     executions: BTreeMap<ExecutionId, ExecutionRecord>,
-    steps: BTreeMap<(ExecutionId, StepKey, u32), HeapRecord>,
+    steps: BTreeMap<StepIndex, HeapRecord>,
     stores: HashMap<StoreId, BTreeMap<StoreKey, Json>>,
     receipts: HashMap<(StoreId, ExecutionId, StepKey), StoreOutcome>,
     starts: HashMap<RequestId, ExecutionId>,
@@ -497,6 +501,35 @@ impl HeapClient for MemoryBackend {
             .filter(|r| &r.execution_id == id)
             .cloned()
             .collect())
+    }
+
+    /// A range read of the ordered map: only the page (and one more record) is copied.
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let take = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        let state = self.lock();
+        let from: Box<dyn Iterator<Item = (&StepIndex, &HeapRecord)>> = match after {
+            Some(c) => Box::new(state.steps.range((
+                Bound::Excluded((id.clone(), c.step_key.clone(), c.step_attempt)),
+                Bound::Unbounded,
+            ))),
+            None => Box::new(state.steps.iter().skip_while(|((e, _, _), _)| e < id)),
+        };
+        let rows = from
+            .map(|(_, r)| r)
+            .take_while(|r| &r.execution_id == id)
+            .take(take)
+            .cloned()
+            .collect();
+        Ok(StepPage::from_rows(rows, limit))
     }
 }
 

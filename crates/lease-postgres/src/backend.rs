@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{Result, Timestamp, WakeHub, WakeReceiver};
+use lease_core::{LeaseError, Result, Timestamp, WakeHub, WakeReceiver};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgPool, Postgres};
@@ -139,20 +139,43 @@ impl PostgresBackend {
     }
 
     /// Drops the schema with every table, the token sequence and all data (tests and
-    /// tenant removal). Other handles on the schema fail afterwards with
-    /// [`LeaseError::Schema`](lease_core::LeaseError::Schema).
+    /// tenant removal), but only what the library created (issue 25 item 8): an object in
+    /// the schema the migrations did not create (an application table such as `charges`),
+    /// an object elsewhere that depends on a lease object (a view, a foreign key), or the
+    /// schema `public` make it fail with [`LeaseError::Schema`] naming them, and nothing is
+    /// dropped. Other handles on the schema fail afterwards with `LeaseError::Schema`.
     pub async fn drop_schema(&self) -> Result<()> {
-        let sql = self.inner.sql.drop_schema.clone();
-        self.run("drop_schema", Effect::IdempotentWrite, |mut conn| {
-            let sql = sql.clone();
-            async move {
-                let r = sqlx::query(AssertSqlSafe(sql)).execute(&mut *conn).await;
-                settle(r, &mut conn).map(|_| ())
-            }
-        })
-        .await
+        let sql = self.inner.sql.drop_schema_restrict.clone();
+        self.drop_with("drop_schema", sql).await
     }
 
+    /// Drops the schema with `CASCADE`: everything in it and every object elsewhere that
+    /// depends on it, for callers that own all of it (tests keeping their own tables in the
+    /// lease schema). `public` is still refused.
+    pub async fn drop_schema_forced(&self) -> Result<()> {
+        let sql = self.inner.sql.drop_schema.clone();
+        self.drop_with("drop_schema_forced", sql).await
+    }
+
+    async fn drop_with(&self, operation: &'static str, sql: Arc<str>) -> Result<()> {
+        let schema = self.inner.config.schema.clone();
+        refuse_public(&schema)?;
+        self.run(operation, Effect::IdempotentWrite, |mut conn| {
+            let sql = sql.clone();
+            let schema = schema.clone();
+            async move {
+                let r = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut *conn).await;
+                match r {
+                    Err(e) => match blocked(&schema, &e) {
+                        Some(refusal) => Ok(Err(refusal)),
+                        None => settle::<(), _>(Err(e), &mut conn).map(|_| Ok(())),
+                    },
+                    Ok(_) => Ok(Ok(())),
+                }
+            }
+        })
+        .await?
+    }
     /// Closes the pool: waits for checked-out connections to return, then closes them all.
     /// Later operations on any clone fail with [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable).
     pub async fn close(&self) {
@@ -311,5 +334,51 @@ impl fmt::Debug for PostgresBackend {
             .field("schema", &self.inner.config.schema)
             .field("clock", &self.inner.config.clock)
             .finish_non_exhaustive()
+    }
+}
+
+/// `public` holds other software's objects in nearly every database: never dropped.
+fn refuse_public(schema: &str) -> Result<()> {
+    if schema == "public" {
+        return Err(LeaseError::Schema {
+            location: schema.to_owned(),
+            reason: "the schema public is never dropped by the library".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A drop refused by PostgreSQL's dependency check (2BP01; 42725 when an application
+/// overloads a library function's name): the schema error naming what is in the way.
+fn blocked(schema: &str, e: &sqlx::Error) -> Option<LeaseError> {
+    let db = e.as_database_error()?;
+    if !matches!(db.code().as_deref(), Some("2BP01" | "42725")) {
+        return None;
+    }
+    let detail = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .and_then(|pg| pg.detail())
+        .map(|d| format!(": {}", d.replace('\n', "; ")))
+        .unwrap_or_default();
+    Some(LeaseError::Schema {
+        location: schema.to_owned(),
+        reason: format!(
+            "not dropped, it holds or feeds objects the library did not create ({}{detail}); \
+             drop them first, or use drop_schema_forced",
+            db.message()
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refused before any SQL runs (connecting with schema `public` would migrate into it).
+    #[test]
+    fn public_is_never_dropped() {
+        let err = refuse_public("public").expect_err("public accepted");
+        assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
+        assert!(refuse_public("lease").is_ok());
     }
 }

@@ -3,7 +3,8 @@
 
 use async_trait::async_trait;
 use lease_core::{
-    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Json, Result, StepKey, StepWrite,
+    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Json, Result, StepCursor, StepKey,
+    StepPage, StepWrite,
 };
 use sqlx::AssertSqlSafe;
 
@@ -103,5 +104,37 @@ impl HeapClient for PostgresBackend {
             .iter()
             .map(|row| rows::step(row, "list_steps"))
             .collect()
+    }
+
+    /// One indexed range read of `limit + 1` rows (issue 25 item 11).
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let sql = &self.inner.sql.list_steps_page;
+        let id = id.as_str();
+        let key = after.map(|c| c.step_key.as_str());
+        let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
+        let found = self
+            .run("list_steps_page", Effect::Read, |mut conn| async move {
+                let r = sqlx::query(AssertSqlSafe(sql.clone()))
+                    .bind(id)
+                    .bind(key)
+                    .bind(attempt)
+                    .bind(i64::from(limit) + 1)
+                    .fetch_all(&mut *conn)
+                    .await;
+                settle(r, &mut conn)
+            })
+            .await?;
+        let rows = found
+            .iter()
+            .map(|row| rows::step(row, "list_steps_page"))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(StepPage::from_rows(rows, limit))
     }
 }

@@ -23,6 +23,8 @@ use sqlx::{Connection, PgPool};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::tls;
+
 /// A connection that is not ready after this long starts a probe of the hosts.
 pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(300);
 /// How long one host may take to connect and answer the probe.
@@ -151,19 +153,23 @@ pub(crate) struct Hosts {
 }
 
 impl Hosts {
-    /// Parses every host's URL and applies `tweak` (application name, options) to each.
+    /// Parses every host's URL, checks its TLS settings against libpq's meaning
+    /// ([`crate::tls`], issue 25 item 3) and applies `tweak` (application name, options).
     pub(crate) fn new(
         split: &SplitUrl,
         listen_name: &str,
         tweak: impl Fn(PgConnectOptions) -> PgConnectOptions,
     ) -> Result<Self> {
+        let env_mode = std::env::var("PGSSLMODE").ok();
+        let default_root = tls::default_root_cert();
         let options = split
             .urls
             .iter()
             .map(|u| {
-                u.parse::<PgConnectOptions>()
-                    .map(&tweak)
-                    .map_err(|e| LeaseError::invalid("postgres url", format!("{e}")))
+                let parsed = u
+                    .parse::<PgConnectOptions>()
+                    .map_err(|e| LeaseError::invalid("postgres url", format!("{e}")))?;
+                tls::check(parsed, u, env_mode.as_deref(), default_root.as_deref()).map(&tweak)
             })
             .collect::<Result<Vec<_>>>()?;
         let first = options
@@ -269,5 +275,22 @@ mod tests {
         assert!(split("postgres://a,,b/db").is_err());
         assert!(split("postgres://a,b/db?target_session_attrs=standby").is_err());
         assert!(split("postgres://a,b/db?target_session_attrs=read-only").is_err());
+    }
+
+    /// Every host's options go through the sslmode check (issue 25 item 3).
+    #[test]
+    fn sslmodes_libpq_means_otherwise_are_refused_for_every_host() {
+        for url in [
+            "postgres://h/db?sslmode=verify-ca",
+            "postgres://a,b/db?sslmode=allow",
+            "postgres://h/db?sslmode=require&sslrootcert=/ca.pem",
+        ] {
+            let s = split(url).expect("split");
+            let err = Hosts::new(&s, "x", |o| o).err().expect("accepted");
+            assert!(
+                matches!(err, LeaseError::InvalidInput { .. }),
+                "{url}: {err:?}"
+            );
+        }
     }
 }

@@ -99,6 +99,7 @@ mod migrate;
 mod rows;
 mod sql;
 mod store;
+mod tls;
 mod wakeup;
 
 pub use backend::PostgresBackend;

@@ -720,8 +720,11 @@ SELECT EXISTS (SELECT 1 FROM ins),
 /// `()` -> the database clock.
 const NOW: &str = "SELECT {now}";
 
-/// `DROP SCHEMA ... CASCADE`.
+/// `DROP SCHEMA ... CASCADE` (`drop_schema_forced`).
 const DROP_SCHEMA: &str = "DROP SCHEMA IF EXISTS {s} CASCADE";
+
+/// The library's objects, then the schema, each `RESTRICT` (`drop_schema`).
+const DROP_SCHEMA_RESTRICT: &str = include_str!("sql/drop_schema.sql");
 
 /// The unique constraint a start target collides with when the execution already exists.
 pub(crate) const EXECUTIONS_PKEY: &str = "executions_pkey";
@@ -749,6 +752,7 @@ pub(crate) struct Statements {
     pub(crate) write_step: Arc<str>,
     pub(crate) read_step: Arc<str>,
     pub(crate) list_steps: Arc<str>,
+    pub(crate) list_steps_page: Arc<str>,
     pub(crate) get_or_create: Arc<str>,
     pub(crate) read_entry: Arc<str>,
     pub(crate) lock_store: Arc<str>,
@@ -759,6 +763,7 @@ pub(crate) struct Statements {
     pub(crate) effects: crate::effect::EffectStatements,
     pub(crate) now: Arc<str>,
     pub(crate) drop_schema: Arc<str>,
+    pub(crate) drop_schema_restrict: Arc<str>,
 }
 
 impl Statements {
@@ -802,6 +807,7 @@ impl Statements {
             write_step,
             read_step: r(READ_STEP),
             list_steps: r(LIST_STEPS),
+            list_steps_page: r(include_str!("sql/list_steps_page.sql")),
             get_or_create: r(GET_OR_CREATE),
             read_entry: r(READ_ENTRY),
             lock_store: r(LOCK_STORE),
@@ -816,6 +822,7 @@ impl Statements {
             effects: crate::effect::EffectStatements::new(&r),
             now: r(NOW),
             drop_schema: r(DROP_SCHEMA),
+            drop_schema_restrict: r(DROP_SCHEMA_RESTRICT),
         }
     }
 }

@@ -179,7 +179,11 @@ impl World {
     }
 
     async fn finish(self) {
-        self.backend.drop_schema().await.expect("drop schema");
+        // The schema holds the test's fault sequence and function: forced.
+        self.backend
+            .drop_schema_forced()
+            .await
+            .expect("drop schema");
         self.backend.close().await;
     }
 }

@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use lease_core::{
-    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Result, StepKey, StepWrite,
+    ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Result, StepCursor, StepKey,
+    StepPage, StepWrite,
 };
 
 use crate::backend::RedisBackend;
@@ -115,5 +116,68 @@ impl HeapClient for RedisBackend {
                 .then(a.step_attempt.cmp(&b.step_attempt))
         });
         Ok(out)
+    }
+
+    /// `HKEYS` (the fields only), then `HMGET` of the page's `limit + 1` fields: the values,
+    /// which are what grows, are read for one page only (issue 25 item 11). A hash keeps no
+    /// order, so the fields are sorted here. A record purged between the two commands is
+    /// left out.
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        const OP: &str = "list_steps_page";
+        StepPage::check_limit(limit)?;
+        let steps = self.keys().steps(id);
+        let reply = Reply::new(OP);
+        let mut cmd = redis::cmd("HKEYS");
+        cmd.arg(&steps);
+        let mut fields = Vec::new();
+        for field in reply.array(self.query(OP, &cmd).await?)? {
+            let (step_key, step_attempt) = parse_step_field(OP, &reply.string(field)?)?;
+            let cursor = StepCursor {
+                step_key,
+                step_attempt,
+            };
+            if after
+                .is_none_or(|a| (&a.step_key, a.step_attempt) < (&cursor.step_key, step_attempt))
+            {
+                fields.push(cursor);
+            }
+        }
+        fields.sort_by(|a, b| (&a.step_key, a.step_attempt).cmp(&(&b.step_key, b.step_attempt)));
+        fields.truncate(
+            usize::try_from(limit)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1),
+        );
+        if fields.is_empty() {
+            return Ok(StepPage::from_rows(Vec::new(), limit));
+        }
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&steps);
+        for f in &fields {
+            cmd.arg(step_field(&f.step_key, f.step_attempt));
+        }
+        let values = reply.array(self.query(OP, &cmd).await?)?;
+        let mut rows = Vec::with_capacity(fields.len());
+        for (f, value) in fields.into_iter().zip(values) {
+            let Some(stored) = reply.opt_string(value)? else {
+                continue;
+            };
+            let (token, done, response) = parse_step_value(OP, &stored)?;
+            rows.push(HeapRecord {
+                execution_id: id.clone(),
+                step_key: f.step_key,
+                step_attempt: f.step_attempt,
+                done,
+                response,
+                token,
+            });
+        }
+        Ok(StepPage::from_rows(rows, limit))
     }
 }

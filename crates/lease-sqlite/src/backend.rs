@@ -12,8 +12,8 @@ use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
     Fenced, HeapClient, HeapRecord, Json, LeaseError, Purged, Result, StartClient, StartRequest,
-    Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
-    StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    Started, StepCursor, StepKey, StepPage, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
+    StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use rusqlite::Transaction;
 
@@ -443,6 +443,21 @@ impl HeapClient for SqliteBackend {
         let id = id.clone();
         self.read("list_steps", move |tx, s| steps::list_steps(tx, s, &id))
             .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let (id, after) = (id.clone(), after.cloned());
+        self.read("list_steps_page", move |tx, s| {
+            steps::list_steps_page(tx, s, &id, after.as_ref(), limit)
+        })
+        .await
     }
 }
 

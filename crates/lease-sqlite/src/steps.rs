@@ -2,7 +2,7 @@
 
 use lease_core::{
     Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapRecord, Json, LeaseError,
-    StepKey, StepWrite, Timestamp,
+    StepCursor, StepKey, StepPage, StepWrite, Timestamp,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -202,4 +202,35 @@ pub(crate) fn list_steps(
         .query_map(params![scope.namespace, id.as_str()], read_raw)?
         .collect::<rusqlite::Result<_>>()?;
     raw.into_iter().map(RawStep::into_record).collect()
+}
+
+/// `list_steps_page`: `limit + 1` records after `after` in `list_steps`'s order, one range
+/// read of the primary key (issue 25 item 11); the caller checked `limit`.
+pub(crate) fn list_steps_page(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    after: Option<&StepCursor>,
+    limit: u32,
+) -> OpResult<StepPage> {
+    let key = after.map(|c| c.step_key.as_str());
+    let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
+    let raw: Vec<RawStep> = conn
+        .prepare_cached(include_str!("sql/list_steps_page.sql"))?
+        .query_map(
+            params![
+                scope.namespace,
+                id.as_str(),
+                key,
+                attempt,
+                i64::from(limit) + 1
+            ],
+            read_raw,
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    let rows = raw
+        .into_iter()
+        .map(RawStep::into_record)
+        .collect::<OpResult<Vec<_>>>()?;
+    Ok(StepPage::from_rows(rows, limit))
 }

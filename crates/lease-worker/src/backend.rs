@@ -157,7 +157,7 @@ pub async fn cleanup(url: &str, namespace: &str) -> OpenResult<()> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let config = lease::postgres::PostgresConfig::new(url).schema(namespace);
         let backend = lease::postgres::PostgresBackend::connect(config).await?;
-        backend.drop_schema().await?;
+        backend.drop_schema_forced().await?;
         backend.close().await;
     }
     #[cfg(feature = "redis")]

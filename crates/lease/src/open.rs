@@ -24,7 +24,9 @@ use crate::url::BackendUrl;
 /// is off is [`OpenError::FeatureDisabled`].
 ///
 /// TLS (rustls, on with the `postgres` and `redis` features): a PostgreSQL URL takes libpq's
-/// `sslmode=require|verify-ca|verify-full` and `sslrootcert=PATH`; a `rediss://` URL verifies
+/// `sslmode=disable|prefer|require|verify-full` and `sslrootcert=PATH|system` as libpq means
+/// them (what the driver cannot match, such as `verify-ca`, is
+/// [`lease_core::LeaseError::InvalidInput`]; see lease-postgres' DESIGN notes); a `rediss://` URL verifies
 /// the server against the system roots, or only against the CA certificates in the PEM file
 /// `?sslrootcert=PATH` (an unreadable file is [`OpenError::InvalidUrl`]). A certificate that
 /// does not verify, or a plain server behind a TLS URL, fails with

@@ -141,7 +141,7 @@ pub async fn destroy(url: &str, namespace: &str) -> Result<(), String> {
         )
         .await
         .map_err(|e| e.to_string())?
-        .drop_schema()
+        .drop_schema_forced()
         .await
         .map_err(|e| e.to_string()),
         Target::Redis(u) => lease::redis::RedisBackend::connect(

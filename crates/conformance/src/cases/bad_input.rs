@@ -8,9 +8,9 @@ use lease_core::limits::{
 };
 use lease_core::{
     Acknowledgement, Admission, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    Fenced, FencingToken, HeapClient, Json, LeaseError, RequestId, Result, StartClient,
-    StartRequest, StepKey, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, WorkflowName,
-    WorkflowRunOutcome,
+    Fenced, FencingToken, HeapClient, Json, LeaseError, MAX_STEP_PAGE, RequestId, Result,
+    StartClient, StartRequest, StepKey, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
+    WorkflowName, WorkflowRunOutcome,
 };
 
 use crate::context::{Ctx, LEASE, json, plus, step};
@@ -523,4 +523,24 @@ pub async fn ack_batch_bad_input_changes_nothing<H: Harness>(ctx: Arc<Ctx<H>>) {
         .await
         .expect("valid batch");
     assert!(ok.iter().all(|r| !r.is_lost()), "{ok:?}");
+}
+
+/// `list_steps_page` limits: 0 and over [`MAX_STEP_PAGE`] are `InvalidInput` (issue 25 item
+/// 11); the bounds themselves are accepted.
+pub async fn list_steps_page_limit_out_of_range_rejected<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let b = ctx.backend();
+    let id = ctx.id("order-42");
+    for bad in [0, MAX_STEP_PAGE + 1, u32::MAX] {
+        let err = b
+            .list_steps_page(&id, None, bad)
+            .await
+            .expect_err("bad limit accepted");
+        assert!(
+            matches!(err, LeaseError::InvalidInput { .. }),
+            "limit {bad}: {err:?}"
+        );
+    }
+    for good in [1, MAX_STEP_PAGE] {
+        b.list_steps_page(&id, None, good).await.expect("limit");
+    }
 }

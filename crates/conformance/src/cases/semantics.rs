@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use lease_core::{
     Acknowledged, Admission, ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionStatus,
-    Fenced, FencingToken, HeapClient, StepWrite, Timestamp, WorkflowName, WorkflowRunOutcome,
+    Fenced, FencingToken, HeapClient, HeapRecord, MAX_STEP_PAGE, StepCursor, StepWrite, Timestamp,
+    WorkflowName, WorkflowRunOutcome,
 };
 
-use crate::context::{Ctx, LEASE, json, just_before, key, plus, plus_ms};
+use crate::context::{Ctx, LEASE, json, just_before, key, plus, plus_ms, step};
 use crate::harness::Harness;
 
 /// Rule "admit: idempotent by identity": a second admit (even with another workflow and
@@ -912,4 +913,87 @@ pub async fn end_after_expiry_without_reclaim_counts_once<H: Harness>(ctx: Arc<C
         ["released"],
         "acked is due a second after the ack, not yet"
     );
+}
+
+/// Reads every step of `id` in pages of `limit`, checking each page's size and `more`.
+async fn read_in_pages<H: Harness>(ctx: &Ctx<H>, id: &str, limit: u32) -> Vec<HeapRecord> {
+    let b = ctx.backend();
+    let (mut all, mut after) = (Vec::new(), None::<StepCursor>);
+    for _ in 0..100 {
+        let page = b
+            .list_steps_page(&ctx.id(id), after.as_ref(), limit)
+            .await
+            .expect("list_steps_page");
+        assert!(page.records.len() <= limit as usize, "page over its limit");
+        all.extend(page.records.iter().cloned());
+        match page.next() {
+            Some(next) => after = Some(next),
+            None => {
+                assert!(!page.more, "more remain but no cursor");
+                return all;
+            }
+        }
+        assert!(
+            !page.records.is_empty(),
+            "an empty page that says more remain"
+        );
+    }
+    panic!("paging did not end");
+}
+
+/// `list_steps_page` (issue 25 item 11): pages of any size return every step record of the
+/// execution exactly once, in `list_steps`'s order (step key byte order, then attempt), and
+/// nothing of another execution.
+pub async fn list_steps_page_returns_every_step_once_in_order<H: Harness>(ctx: Arc<Ctx<H>>) {
+    ctx.admit("order-42").await;
+    ctx.admit("order-43").await;
+    let b = ctx.backend();
+    let leases = ctx.claim(&b, 2).await;
+    let find = |id: &str| {
+        leases
+            .iter()
+            .find(|l| l.execution_id.as_str() == id)
+            .cloned()
+            .expect("claimed")
+    };
+    let (lease, other) = (find("order-42"), find("order-43"));
+    for (k, attempt) in [("b", 0), ("a", 1), ("B", 0), ("a", 0), ("é", 0), ("a/b", 0)] {
+        let write = StepWrite {
+            step_attempt: attempt,
+            ..step(k, "1")
+        };
+        let written = b.write_step(&lease, &write).await.expect("write_step");
+        assert!(matches!(written, Fenced::Accepted(_)), "{k}: {written:?}");
+    }
+    let written = ctx.write(&b, &other, "a", "2").await;
+    assert!(matches!(written, Fenced::Accepted(_)), "{written:?}");
+    let all = ctx.steps("order-42").await;
+    let order: Vec<(&str, u32)> = all
+        .iter()
+        .map(|r| (r.step_key.as_str(), r.step_attempt))
+        .collect();
+    assert_eq!(
+        order,
+        [("B", 0), ("a", 0), ("a", 1), ("a/b", 0), ("b", 0), ("é", 0)]
+    );
+    for limit in [1, 2, 4, 6, 7, MAX_STEP_PAGE] {
+        assert_eq!(
+            read_in_pages(&ctx, "order-42", limit).await,
+            all,
+            "limit {limit}"
+        );
+    }
+    let full = b
+        .list_steps_page(&ctx.id("order-42"), None, 6)
+        .await
+        .expect("page");
+    assert!(
+        !full.more && full.next().is_none(),
+        "an exact page says more remain"
+    );
+    let none = b
+        .list_steps_page(&ctx.id("order-44"), None, 3)
+        .await
+        .expect("page of an unknown execution");
+    assert!(none.records.is_empty() && !none.more);
 }

@@ -1,7 +1,12 @@
-//! `lease show ID`: one execution's record (`get`, the effective view) and its step records
-//! (`list_steps`), read one after the other.
+//! `lease show ID`: one execution's record (`get`, the effective view) and one page of its
+//! step records (`list_steps_page`, at most `--limit`, after `--after`/`--after-attempt`),
+//! read one after the other. When more remain, the last line names the command for the next
+//! page (issue 25 item 11: an execution with many steps is never read whole).
 
-use lease::{ExecutionId, ExecutionOutcome, ExecutionRecord, HeapRecord, LeaseBackend};
+use lease::{
+    ExecutionId, ExecutionOutcome, ExecutionRecord, HeapRecord, LeaseBackend, StepCursor, StepKey,
+    StepPage,
+};
 use serde_json::json;
 
 use crate::cli::ShowArgs;
@@ -23,12 +28,67 @@ pub async fn run(
         .call("get", backend.get(&id))
         .await?
         .ok_or_else(|| Failure::Failed(format!("no execution {:?}", args.id)))?;
-    let steps = limits.call("list_steps", backend.list_steps(&id)).await?;
-    let text = format!("{}\n{}", record_table(&record), steps_table(&steps));
+    let after = cursor(args)?;
+    let limit = args.limit;
+    let page = limits
+        .call(
+            "list_steps_page",
+            backend.list_steps_page(&id, after.as_ref(), limit),
+        )
+        .await?;
+    let text = format!(
+        "{}\n{}{}",
+        record_table(&record),
+        steps_table(&page.records),
+        next_hint(&args.id, &page, limit)
+    );
     Ok(Output {
         text,
-        json: json!({ "record": to_json(&record), "steps": to_json(&steps) }),
+        json: json!({
+            "record": to_json(&record),
+            "steps": to_json(&page.records),
+            "more": page.more,
+            "next": to_json(&page.next()),
+        }),
     })
+}
+
+/// `--after KEY --after-attempt N` as a cursor; a key no step could have is a usage error.
+fn cursor(args: &ShowArgs) -> Result<Option<StepCursor>, Failure> {
+    let Some(key) = &args.after else {
+        return Ok(None);
+    };
+    let step_key =
+        StepKey::new(key.as_str()).map_err(|e| Failure::Usage(format!("--after {key:?}: {e}")))?;
+    Ok(Some(StepCursor {
+        step_key,
+        step_attempt: args.after_attempt,
+    }))
+}
+
+/// The command for the next page, when more step records remain.
+fn next_hint(id: &str, page: &StepPage, limit: u32) -> String {
+    let Some(next) = page.next() else {
+        return String::new();
+    };
+    format!(
+        "more step records: lease show {} --after {} --after-attempt {} --limit {limit}\n",
+        shell_word(id),
+        shell_word(next.step_key.as_str()),
+        next.step_attempt
+    )
+}
+
+/// `text` as one shell word: unchanged when it is plain, else single-quoted.
+fn shell_word(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// The record as field/value lines.

@@ -95,7 +95,7 @@ async fn claim(b: &dyn LeaseBackend, want: &str) -> ExecutionLease {
     leases.into_iter().next().expect("one lease")
 }
 
-/// Fills a store: `done-1` completed with a `charge` step, `bad-1` failed, `busy` running,
+/// Fills a store: `done-1` completed with steps `charge` (attempt 1), `email` and `ship`, `bad-1` failed, `busy` running,
 /// `flaky` released once (admitted, one unacknowledged delivery), `queued` admitted.
 pub async fn fill(b: &Arc<dyn LeaseBackend>) {
     let b = &**b;
@@ -109,6 +109,14 @@ pub async fn fill(b: &Arc<dyn LeaseBackend>) {
         response: json(r#"{"receipt":"r-1"}"#),
     };
     assert!(!b.write_step(&lease, &charge).await.expect("step").is_lost());
+    for key in ["ship", "email"] {
+        let step = StepWrite {
+            step_key: StepKey::new(key).expect("key"),
+            step_attempt: 0,
+            ..charge.clone()
+        };
+        assert!(!b.write_step(&lease, &step).await.expect("step").is_lost());
+    }
     let done = WorkflowRunOutcome::Completed(json("true"));
     assert!(!b.acknowledge(&lease, &done).await.expect("ack").is_lost());
     b.admit(&Admission::new(id("bad-1"))).await.expect("admit");
@@ -194,6 +202,7 @@ async fn check_show(url: &str) {
     assert_eq!(shown["record"]["status"], "completed");
     assert_eq!(shown["steps"][0]["step_key"], "charge");
     assert_eq!(shown["steps"][0]["response"]["receipt"], "r-1");
+    check_show_pages(url).await;
     let table = on(url, &["show", "bad-1"]).await;
     assert_eq!(table.code, Some(0), "{table:?}");
     assert!(table.stdout.contains("failed"), "{table:?}");
@@ -202,6 +211,60 @@ async fn check_show(url: &str) {
         .await
         .assert_error(1, "no execution \"nope\"");
     on(url, &["show", ""]).await.assert_error(2, "execution id");
+}
+
+/// `show` prints one bounded page of steps and how to get the next (issue 25 item 11).
+async fn check_show_pages(url: &str) {
+    let first = on(url, &["show", "done-1", "--limit", "2", "--json"])
+        .await
+        .json();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        v["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| format!("{}/{}", s["step_key"], s["step_attempt"]))
+            .collect()
+    };
+    assert_eq!(keys(&first), ["\"charge\"/1", "\"email\"/0"], "{first}");
+    assert_eq!(first["more"], true, "{first}");
+    assert_eq!(first["next"]["step_key"], "email", "{first}");
+    let table = on(url, &["show", "done-1", "--limit", "2"]).await;
+    assert!(
+        table
+            .stdout
+            .contains("--after email --after-attempt 0 --limit 2"),
+        "{table:?}"
+    );
+    let rest = on(
+        url,
+        &[
+            "show",
+            "done-1",
+            "--after",
+            "email",
+            "--after-attempt",
+            "0",
+            "--limit",
+            "2",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(keys(&rest), ["\"ship\"/0"], "{rest}");
+    assert_eq!(rest["more"], false, "{rest}");
+    let all = on(url, &["show", "done-1"]).await;
+    assert!(!all.stdout.contains("--after"), "{all:?}");
+    on(url, &["show", "done-1", "--limit", "0"])
+        .await
+        .assert_error(2, "--limit");
+    on(url, &["show", "done-1", "--limit", "1001"])
+        .await
+        .assert_error(2, "--limit");
+    on(url, &["show", "done-1", "--after-attempt", "1"])
+        .await
+        .assert_error(2, "--after");
 }
 
 async fn check_purge(url: &str, backend: &Arc<dyn LeaseBackend>) {

@@ -74,7 +74,21 @@ async fn postgres_verify_full_with_the_right_ca_only() {
     open_and_use(&verify(&pki.ca)).await;
     refused(&verify(&pki.wrong_ca)).await;
     // The system roots do not hold the test CA either.
-    refused(&pg.url("sslmode=verify-full")).await;
+    refused(&pg.url("sslmode=verify-full&sslrootcert=system")).await;
+    // No CA at all is libpq's ~/.postgresql/root.crt, or an error (issue 25 item 3).
+    if !std::path::Path::new(&std::env::var("HOME").unwrap_or_default())
+        .join(".postgresql/root.crt")
+        .exists()
+    {
+        let err = lease::open(&pg.url("sslmode=verify-full"))
+            .await
+            .err()
+            .expect("verify-full without a CA connected");
+        assert!(
+            matches!(err, OpenError::Backend(LeaseError::InvalidInput { .. })),
+            "{err:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
