@@ -332,7 +332,11 @@ impl Fixture {
                     .map_err(|e| BenchError::Setup(format!("remove {}: {e}", dir.display())))
             }
             Store::Postgres { backend, .. } => {
-                let dropped = backend.drop_schema().await.context(|| "drop schema".into());
+                // Forced: the fenced rows keep an application table in the bench's schema.
+                let dropped = backend
+                    .drop_schema_forced()
+                    .await
+                    .context(|| "drop schema".into());
                 backend.close().await;
                 dropped
             }
