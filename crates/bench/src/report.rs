@@ -356,7 +356,7 @@ mod tests {
             beat.met, None,
             "no job-queue figure from another run (issue 25 item 19)"
         );
-        assert!(markdown(&[beat]).contains("only in the same run"));
+        assert!(markdown(&[beat]).contains("in the same run, `--only anchors`"));
     }
 
     #[test]
