@@ -8,7 +8,9 @@ set -u
 [ "$#" -gt 0 ] || { echo "usage: $0 COMMAND [ARGS]..." >&2; exit 2; }
 self=$$
 pids=""
-for pid in $(pgrep -x 'cargo|rustc|cc1|cc1plus|ld|ld.bfd|ld.gold|ld.lld|clippy-driver|rustdoc|cargo-nextest' || true); do
+# Process names as the kernel keeps them (at most 15 characters; pgrep refuses longer patterns).
+builds=$(ps -eo pid=,comm= | awk '$2 ~ /^(cargo|rustc|cc1|cc1plus|ld|ld\.bfd|ld\.gold|ld\.lld|clippy-driver|rustdoc|cargo-nextest)$/ { print $1 }')
+for pid in $builds; do
     [ "$pid" = "$self" ] && continue
     kill -STOP "$pid" 2>/dev/null && pids="$pids $pid"
 done
