@@ -66,7 +66,7 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
         let bus_free = port
             .checked_add(BUS_OFFSET)
             .is_some_and(|bus| std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok());
-        if bus_free && !ports.contains(&port) {
+        if bus_free && !clashes(port, &ports) {
             ports.push(port);
         }
     }
@@ -74,6 +74,15 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
         return Err(format!("found only {} of {n} free port pairs", ports.len()));
     }
     Ok(ports)
+}
+
+/// Whether `port` or its bus port is one of `chosen`'s client or bus ports (a node's bus
+/// port is another's client port: seen as "bind: Address already in use" on a node).
+fn clashes(port: u16, chosen: &[u16]) -> bool {
+    let bus = |p: u16| p.checked_add(BUS_OFFSET);
+    chosen
+        .iter()
+        .any(|&c| c == port || bus(c) == Some(port) || bus(port) == Some(c))
 }
 
 /// The running nodes, killed and their dir removed by the guard.
@@ -222,6 +231,14 @@ pub fn interpret_cluster_info(info: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_whose_bus_is_another_nodes_client_port_clashes() {
+        assert!(clashes(36559, &[46559]), "its bus port is taken by a node");
+        assert!(clashes(46559, &[36559]), "it is a node's bus port");
+        assert!(clashes(40000, &[40000]));
+        assert!(!clashes(40001, &[40000, 50002]));
+    }
 
     #[test]
     fn cluster_info_must_be_ok_with_every_slot() {
