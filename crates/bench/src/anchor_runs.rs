@@ -41,14 +41,7 @@ fn setup(text: impl Into<String>) -> BenchError {
     BenchError::Setup(text.into())
 }
 
-/// The workspace root (the bench runs from its source tree).
-fn root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .and_then(Path::parent)
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-}
+use crate::args::workspace_root as root;
 
 /// The installed runners.
 pub struct Tools {
@@ -64,9 +57,13 @@ fn run_tool(program: &str, args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> 
         cmd.env(k, v);
     }
     let status = cmd.status().map_err(|e| {
+        let hint = if program == "cargo" {
+            "the Rust toolchain"
+        } else {
+            "Node.js 20 and npm: apt-get install nodejs npm"
+        };
         setup(format!(
-            "`{program}` could not be run ({e}): the anchors row needs it (Node.js 20 and npm: \
-             apt-get install nodejs npm)"
+            "`{program}` could not be run ({e}): the anchors row needs it ({hint})"
         ))
     })?;
     if !status.success() {

@@ -134,14 +134,18 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     Ok(d)
 }
 
-/// The default JSON directory: `<workspace>/target/bench`.
-fn default_json_dir() -> PathBuf {
+/// The workspace root (the bench runs from its source tree).
+pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest
         .parent()
         .and_then(|p| p.parent())
-        .map_or_else(|| PathBuf::from("target"), |root| root.join("target"))
-        .join("bench")
+        .map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// The default JSON directory: `<workspace>/target/bench`.
+fn default_json_dir() -> PathBuf {
+    workspace_root().join("target").join("bench")
 }
 
 /// The command line as clap reads it (`--help` is generated from it).
