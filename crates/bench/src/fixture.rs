@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use lease_core::{Admission, ExecutionId, MemoryBackend, RedeliveryPolicy, SharedBackend};
-use lease_postgres::{DEFAULT_MAX_CONNECTIONS, PostgresBackend, PostgresConfig};
-use lease_redis::{RedisBackend, RedisConfig};
-use lease_sqlite::{SqliteBackend, SqliteConfig};
+use lease::{Backend, OpenOptions};
+use lease_core::{Admission, ExecutionId, RedeliveryPolicy, SharedBackend, redact_url};
+use lease_postgres::{DEFAULT_MAX_CONNECTIONS, PostgresBackend};
+use lease_redis::RedisBackend;
+use lease_sqlite::SqliteBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::args::{Kind, Options};
@@ -45,43 +46,45 @@ pub enum StoreSpec {
 }
 
 impl StoreSpec {
-    /// Opens a new library handle on the store (default redelivery policy, as the fixture).
+    /// The store's URL and namespace, as [`lease::open_with`] takes them.
+    fn url(&self) -> (String, &str) {
+        match self {
+            StoreSpec::Sqlite { file, namespace } => {
+                (format!("sqlite:{}", file.display()), namespace)
+            }
+            StoreSpec::Postgres { url, schema } => (url.clone(), schema),
+            StoreSpec::Redis { url, namespace } => (url.clone(), namespace),
+        }
+    }
+
+    /// Opens the store through the facade (default redelivery policy, as the fixture).
+    async fn open_with(&self) -> Result<lease::Opened> {
+        let (url, namespace) = self.url();
+        let options = OpenOptions::new()
+            .namespace(namespace)
+            .policy(RedeliveryPolicy::default());
+        lease::open_with(&url, &options)
+            .await
+            .map_err(|e| BenchError::Setup(format!("open {}: {e}", redact_url(&url))))
+    }
+
+    /// Opens a new library handle on the store.
     pub async fn open(&self) -> Result<SharedBackend> {
-        let policy = RedeliveryPolicy::default();
-        Ok(match self {
-            StoreSpec::Sqlite { file, namespace } => Arc::new(
-                SqliteBackend::open(
-                    SqliteConfig::file(file)
-                        .namespace(namespace.clone())
-                        .policy(policy),
-                )
-                .await
-                .context(|| format!("open {}", file.display()))?,
-            ),
-            StoreSpec::Postgres { url, schema } => Arc::new(
-                PostgresBackend::connect(
-                    PostgresConfig::new(url.clone())
-                        .schema(schema.clone())
-                        .policy(policy),
-                )
-                .await
-                .context(|| "connect to postgres".into())?,
-            ),
-            StoreSpec::Redis { url, namespace } => Arc::new(
-                RedisBackend::connect(
-                    RedisConfig::new(url.clone())
-                        .namespace(namespace.clone())
-                        .policy(policy),
-                )
-                .await
-                .context(|| "connect to redis".into())?,
-            ),
-        })
+        Ok(self.open_with().await?.shared)
+    }
+
+    /// Removes the store (PostgreSQL schema, forced: the fenced rows keep an application
+    /// table in it; Redis keys; SQLite rows) through [`lease::destroy_with`].
+    async fn destroy(&self) -> Result<()> {
+        let (url, namespace) = self.url();
+        lease::destroy_with(&url, &OpenOptions::new().namespace(namespace))
+            .await
+            .map_err(|e| BenchError::Setup(format!("remove {}: {e}", redact_url(&url))))
     }
 }
 
-/// The concrete backend of a fixture (for the issue 13 rows, whose fenced paths are
-/// methods of each backend, not of the trait).
+/// The concrete backend of a fixture (for the fenced rows, whose fenced paths are methods
+/// of each backend, not of the trait).
 pub enum Handle<'a> {
     /// The memory backend.
     Memory,
@@ -93,34 +96,18 @@ pub enum Handle<'a> {
     Redis(&'a RedisBackend),
 }
 
-/// How a fixture's store is removed.
-enum Store {
-    Memory,
-    Sqlite {
-        backend: SqliteBackend,
-        dir: PathBuf,
-        file: PathBuf,
-        namespace: String,
-    },
-    Postgres {
-        backend: PostgresBackend,
-        url: String,
-        schema: String,
-    },
-    Redis {
-        backend: RedisBackend,
-        url: String,
-        namespace: String,
-    },
-}
-
 /// One isolated store with a library handle on it.
 pub struct Fixture {
     /// The backend.
     pub kind: Kind,
     /// The library handle (also used for setup: admissions).
     pub lib: SharedBackend,
-    store: Store,
+    /// The same backend, concrete.
+    backend: Backend,
+    /// Where it lives (`None` for the memory backend).
+    spec: Option<StoreSpec>,
+    /// The SQLite fixture's temporary directory.
+    dir: Option<PathBuf>,
     admitted: u64,
 }
 
@@ -138,76 +125,53 @@ fn admit_concurrency(kind: Kind) -> usize {
     }
 }
 
+/// A new, unique store for `kind` (and the temporary directory of a SQLite one).
+fn fresh_spec(kind: Kind, options: &Options) -> Result<(Option<StoreSpec>, Option<PathBuf>)> {
+    Ok(match kind {
+        Kind::Memory => (None, None),
+        Kind::Sqlite => {
+            let dir = std::env::temp_dir().join(unique("lease-bench-"));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| BenchError::Setup(format!("{}: {e}", dir.display())))?;
+            let spec = StoreSpec::Sqlite {
+                file: dir.join("bench.db"),
+                namespace: "bench".to_owned(),
+            };
+            (Some(spec), Some(dir))
+        }
+        Kind::Postgres => {
+            let spec = StoreSpec::Postgres {
+                url: options.postgres_url.clone(),
+                schema: unique("bench_"),
+            };
+            (Some(spec), None)
+        }
+        Kind::Redis => {
+            let spec = StoreSpec::Redis {
+                url: options.redis_url.clone(),
+                namespace: unique("bench-"),
+            };
+            (Some(spec), None)
+        }
+    })
+}
+
 impl Fixture {
     /// Creates a fresh store for `kind`.
     pub async fn new(kind: Kind, options: &Options) -> Result<Self> {
-        let policy = RedeliveryPolicy::default();
-        let (lib, store): (SharedBackend, Store) = match kind {
-            Kind::Memory => (Arc::new(MemoryBackend::new()), Store::Memory),
-            Kind::Sqlite => {
-                let dir = std::env::temp_dir().join(unique("lease-bench-"));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| BenchError::Setup(format!("{}: {e}", dir.display())))?;
-                let file = dir.join("bench.db");
-                let namespace = "bench".to_owned();
-                let backend = SqliteBackend::open(
-                    SqliteConfig::file(&file)
-                        .namespace(namespace.clone())
-                        .policy(policy),
-                )
+        let (spec, dir) = fresh_spec(kind, options)?;
+        let opened = match &spec {
+            Some(spec) => spec.open_with().await?,
+            None => lease::open_with("memory:", &OpenOptions::new())
                 .await
-                .context(|| format!("open {}", file.display()))?;
-                (
-                    Arc::new(backend.clone()),
-                    Store::Sqlite {
-                        backend,
-                        dir,
-                        file,
-                        namespace,
-                    },
-                )
-            }
-            Kind::Postgres => {
-                let schema = unique("bench_");
-                let backend = PostgresBackend::connect(
-                    PostgresConfig::new(options.postgres_url.clone())
-                        .schema(schema.clone())
-                        .policy(policy),
-                )
-                .await
-                .context(|| format!("connect to {}", options.postgres_url))?;
-                (
-                    Arc::new(backend.clone()),
-                    Store::Postgres {
-                        backend,
-                        url: options.postgres_url.clone(),
-                        schema,
-                    },
-                )
-            }
-            Kind::Redis => {
-                let namespace = unique("bench-");
-                let backend = RedisBackend::connect(
-                    RedisConfig::new(options.redis_url.clone())
-                        .namespace(namespace.clone())
-                        .policy(policy),
-                )
-                .await
-                .context(|| format!("connect to {}", options.redis_url))?;
-                (
-                    Arc::new(backend.clone()),
-                    Store::Redis {
-                        backend,
-                        url: options.redis_url.clone(),
-                        namespace,
-                    },
-                )
-            }
+                .map_err(|e| BenchError::Setup(format!("memory: {e}")))?,
         };
         Ok(Fixture {
             kind,
-            lib,
-            store,
+            lib: opened.shared,
+            backend: opened.backend,
+            spec,
+            dir,
             admitted: 0,
         })
     }
@@ -215,15 +179,15 @@ impl Fixture {
     /// The raw client on the same store (`None` for the memory backend).
     pub async fn raw(&self) -> Result<Option<Arc<dyn Raw>>> {
         let policy = RedeliveryPolicy::default();
-        Ok(match &self.store {
-            Store::Memory => None,
-            Store::Sqlite {
-                file, namespace, ..
-            } => Some(Arc::new(RawSqlite::open(file, namespace, policy)?)),
-            Store::Postgres { url, schema, .. } => Some(Arc::new(
+        Ok(match &self.spec {
+            None => None,
+            Some(StoreSpec::Sqlite { file, namespace }) => {
+                Some(Arc::new(RawSqlite::open(file, namespace, policy)?))
+            }
+            Some(StoreSpec::Postgres { url, schema }) => Some(Arc::new(
                 RawPostgres::connect(url, schema, &policy, DEFAULT_MAX_CONNECTIONS).await?,
             )),
-            Store::Redis { url, namespace, .. } => {
+            Some(StoreSpec::Redis { url, namespace }) => {
                 Some(Arc::new(RawRedis::connect(url, namespace, &policy).await?))
             }
         })
@@ -231,10 +195,8 @@ impl Fixture {
 
     /// The raw SQLite client (for the synchronous end-to-end baseline).
     pub fn raw_sqlite(&self) -> Result<Option<RawSqlite>> {
-        match &self.store {
-            Store::Sqlite {
-                file, namespace, ..
-            } => Ok(Some(RawSqlite::open(
+        match &self.spec {
+            Some(StoreSpec::Sqlite { file, namespace }) => Ok(Some(RawSqlite::open(
                 file,
                 namespace,
                 RedeliveryPolicy::default(),
@@ -245,50 +207,36 @@ impl Fixture {
 
     /// The concrete backend.
     pub fn handle(&self) -> Handle<'_> {
-        match &self.store {
-            Store::Memory => Handle::Memory,
-            Store::Sqlite { backend, file, .. } => Handle::Sqlite(backend, file),
-            Store::Postgres { backend, .. } => Handle::Postgres(backend),
-            Store::Redis { backend, .. } => Handle::Redis(backend),
+        match (&self.backend, &self.spec) {
+            (Backend::Sqlite { backend, .. }, Some(StoreSpec::Sqlite { file, .. })) => {
+                Handle::Sqlite(backend, file.as_path())
+            }
+            (Backend::Postgres(backend), _) => Handle::Postgres(backend),
+            (Backend::Redis(backend), _) => Handle::Redis(backend),
+            _ => Handle::Memory,
         }
     }
 
     /// Where another process finds this store (`None` for the memory backend, which lives
     /// in this process only).
     pub fn spec(&self) -> Option<StoreSpec> {
-        match &self.store {
-            Store::Memory => None,
-            Store::Sqlite {
-                file, namespace, ..
-            } => Some(StoreSpec::Sqlite {
-                file: file.clone(),
-                namespace: namespace.clone(),
-            }),
-            Store::Postgres { url, schema, .. } => Some(StoreSpec::Postgres {
-                url: url.clone(),
-                schema: schema.clone(),
-            }),
-            Store::Redis { url, namespace, .. } => Some(StoreSpec::Redis {
-                url: url.clone(),
-                namespace: namespace.clone(),
-            }),
-        }
+        self.spec.clone()
     }
 
     /// Another handle on the same store in this process, with its own connection(s) as a
     /// second runtime would open (the same handle for the memory backend).
     pub async fn peer(&self) -> Result<SharedBackend> {
-        Ok(match &self.store {
-            Store::Memory => self.lib.clone(),
-            Store::Sqlite { backend, .. } => {
+        Ok(match &self.backend {
+            Backend::Sqlite { backend, .. } => {
                 Arc::new(backend.peer().await.context(|| "sqlite peer".into())?)
             }
-            Store::Postgres { backend, .. } => {
+            Backend::Postgres(backend) => {
                 Arc::new(backend.peer().await.context(|| "postgres peer".into())?)
             }
-            Store::Redis { backend, .. } => {
+            Backend::Redis(backend) => {
                 Arc::new(backend.peer().await.context(|| "redis peer".into())?)
             }
+            _ => self.lib.clone(),
         })
     }
 
@@ -320,30 +268,26 @@ impl Fixture {
         self.admitted
     }
 
-    /// Removes the store.
+    /// Removes the store: the handles are closed first, then [`StoreSpec::destroy`]; a
+    /// SQLite fixture's directory goes too.
     pub async fn remove(self) -> Result<()> {
-        let Fixture { lib, store, .. } = self;
+        let Fixture {
+            lib,
+            backend,
+            spec,
+            dir,
+            ..
+        } = self;
         drop(lib);
-        match store {
-            Store::Memory => Ok(()),
-            Store::Sqlite { backend, dir, .. } => {
-                drop(backend);
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| BenchError::Setup(format!("remove {}: {e}", dir.display())))
-            }
-            Store::Postgres { backend, .. } => {
-                // Forced: the fenced rows keep an application table in the bench's schema.
-                let dropped = backend
-                    .drop_schema_forced()
-                    .await
-                    .context(|| "drop schema".into());
-                backend.close().await;
-                dropped
-            }
-            Store::Redis { backend, .. } => backend
-                .delete_namespace()
-                .await
-                .context(|| "delete namespace".into()),
+        if let Backend::Postgres(backend) = &backend {
+            backend.close().await;
+        }
+        drop(backend);
+        match (spec, dir) {
+            (_, Some(dir)) => std::fs::remove_dir_all(&dir)
+                .map_err(|e| BenchError::Setup(format!("remove {}: {e}", dir.display()))),
+            (Some(spec), None) => spec.destroy().await,
+            (None, None) => Ok(()),
         }
     }
 }

@@ -133,6 +133,7 @@ mod error;
 mod executions;
 mod fenced;
 mod group;
+mod namespace;
 mod retention;
 mod rows;
 pub mod schema;

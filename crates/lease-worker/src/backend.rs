@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lease::{RedeliveryPolicy, SharedBackend, redact_url};
+use lease::{OpenOptions, RedeliveryPolicy, SharedBackend, redact_url};
 
 /// Any failure while opening or cleaning up, as text for the process's error line (a URL in
 /// it has its password redacted, issue 25 item 2).
@@ -59,117 +59,58 @@ pub enum Store {
     Other,
 }
 
-/// [`open`], keeping the concrete backend next to the shared one.
+/// [`open`], keeping the concrete backend next to the shared one. Opened through
+/// [`lease::open_with`], refusing stores other processes cannot reach.
 pub async fn open_store(
     url: &str,
     namespace: &str,
     policy: RedeliveryPolicy,
 ) -> OpenResult<Opened> {
-    let url = url.trim();
-    if let Some(rest) = url.strip_prefix("sqlite:") {
-        let path = rest.strip_prefix("//").unwrap_or(rest);
-        if path.is_empty() || path == ":memory:" {
-            return Err(format!(
-                "{}: processes can only share a SQLite file",
-                redact_url(url)
-            )
-            .into());
-        }
-        return open_sqlite(path, namespace, policy).await;
-    }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return open_postgres(url, namespace, policy).await;
-    }
-    if url.starts_with("redis://") || url.starts_with("rediss://") {
-        return open_redis(url, namespace, policy).await;
-    }
-    Err(format!(
-        "{}: unsupported backend URL for a runtime process \
-         (sqlite:PATH, postgres://..., redis://...)",
-        redact_url(url)
-    )
-    .into())
+    let options = OpenOptions::new()
+        .namespace(namespace)
+        .policy(policy)
+        .shared_only(true);
+    let opened = lease::open_with(url.trim(), &options)
+        .await
+        .map_err(|e| format!("{}: {e}", redact_url(url.trim())))?;
+    Ok(Opened {
+        store: store_of(opened.backend, &opened.namespace),
+        shared: opened.shared,
+    })
 }
 
-#[cfg(feature = "sqlite")]
-async fn open_sqlite(path: &str, namespace: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    let config = lease::sqlite::SqliteConfig::file(path)
-        .namespace(namespace)
-        .policy(policy);
-    let backend = lease::sqlite::SqliteBackend::open(config).await?;
-    Ok(Opened {
-        shared: std::sync::Arc::new(backend.clone()),
-        store: Store::Sqlite {
+/// The worker's view of the concrete backend: which one writes `charges`, and where.
+fn store_of(backend: lease::Backend, namespace: &str) -> Store {
+    match backend {
+        #[cfg(feature = "sqlite")]
+        lease::Backend::Sqlite {
             backend,
-            path: path.into(),
+            path: Some(path),
+        } => Store::Sqlite {
+            backend,
+            path,
             namespace: namespace.to_owned(),
         },
-    })
+        #[cfg(feature = "postgres")]
+        lease::Backend::Postgres(backend) => Store::Postgres(backend),
+        _ => {
+            let _ = namespace;
+            Store::Other
+        }
+    }
 }
 
-#[cfg(not(feature = "sqlite"))]
-async fn open_sqlite(
-    path: &str,
-    _namespace: &str,
-    _policy: RedeliveryPolicy,
-) -> OpenResult<Opened> {
-    Err(format!("sqlite:{path}: feature `sqlite` is off in this build").into())
-}
-
-#[cfg(feature = "postgres")]
-async fn open_postgres(url: &str, schema: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    let config = lease::postgres::PostgresConfig::new(url)
-        .schema(schema)
-        .policy(policy);
-    let backend = lease::postgres::PostgresBackend::connect(config).await?;
-    Ok(Opened {
-        shared: std::sync::Arc::new(backend.clone()),
-        store: Store::Postgres(backend),
-    })
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn open_postgres(url: &str, _schema: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    Err(format!("{}: build with `--features postgres`", redact_url(url)).into())
-}
-
-#[cfg(feature = "redis")]
-async fn open_redis(url: &str, namespace: &str, policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    let config = lease::redis::RedisConfig::new(url)
-        .namespace(namespace)
-        .policy(policy);
-    Ok(Opened {
-        shared: std::sync::Arc::new(lease::redis::RedisBackend::connect(config).await?),
-        store: Store::Other,
-    })
-}
-
-#[cfg(not(feature = "redis"))]
-async fn open_redis(url: &str, _namespace: &str, _policy: RedeliveryPolicy) -> OpenResult<Opened> {
-    Err(format!("{}: build with `--features redis`", redact_url(url)).into())
-}
-
-/// Removes what a run left in a server backend (its Postgres schema, its Redis keys). A
-/// SQLite run lives in a file its orchestrator deletes.
+/// Removes what a run left in a server backend (its Postgres schema, its Redis keys), with
+/// [`lease::destroy_with`]. A SQLite run lives in a file its orchestrator deletes.
 pub async fn cleanup(url: &str, namespace: &str) -> OpenResult<()> {
     let url = url.trim();
-    #[cfg(feature = "postgres")]
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let config = lease::postgres::PostgresConfig::new(url).schema(namespace);
-        let backend = lease::postgres::PostgresBackend::connect(config).await?;
-        backend.drop_schema_forced().await?;
-        backend.close().await;
+    if matches!(
+        lease::BackendUrl::parse(url)?.target,
+        lease::Target::SqliteFile(_) | lease::Target::SqliteMemory
+    ) {
+        return Ok(());
     }
-    #[cfg(feature = "redis")]
-    if url.starts_with("redis://") || url.starts_with("rediss://") {
-        let config = lease::redis::RedisConfig::new(url).namespace(namespace);
-        lease::redis::RedisBackend::connect(config)
-            .await?
-            .delete_namespace()
-            .await?;
-    }
-    let _ = (url, namespace);
-    Ok(())
+    Ok(lease::destroy_with(url, &OpenOptions::new().namespace(namespace)).await?)
 }
 
 #[cfg(test)]

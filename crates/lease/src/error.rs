@@ -1,4 +1,5 @@
-//! Why [`crate::open()`] could not open a backend.
+//! Why [`crate::open()`] / [`crate::open_with()`] could not open (or [`crate::destroy()`]
+//! remove) a backend.
 
 use lease_core::LeaseError;
 
@@ -32,6 +33,24 @@ pub enum OpenError {
         backend: &'static str,
         /// The feature that compiles it in.
         feature: &'static str,
+    },
+    /// [`crate::OpenOptions::shared_only`] was set and the URL names a store only this
+    /// process can reach.
+    #[error(
+        "the {backend} store of this URL lives in this process only; other processes cannot share it"
+    )]
+    NotShared {
+        /// The backend the URL names.
+        backend: &'static str,
+    },
+    /// The URL's `?namespace=` and [`crate::OpenOptions::namespace`] name different
+    /// namespaces.
+    #[error("the URL names namespace {url:?} but the options name {options:?}")]
+    NamespaceConflict {
+        /// The URL's namespace.
+        url: String,
+        /// The options' namespace.
+        options: String,
     },
     /// The backend failed to open (unreachable server, bad schema, unsafe configuration).
     #[error(transparent)]

@@ -24,14 +24,19 @@
 #![cfg_attr(feature = "sqlite", doc = include_str!("../README.md"))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod configure;
 pub mod error;
 pub mod open;
+pub mod opened;
+pub mod options;
 pub mod url;
 
 pub use lease_core::*;
 
 pub use crate::error::OpenError;
-pub use crate::open::open;
+pub use crate::open::{destroy, destroy_with, open, open_with};
+pub use crate::opened::{Backend, Opened};
+pub use crate::options::OpenOptions;
 pub use crate::url::{BackendUrl, Target};
 
 /// The embedded SQLite backend ([`lease_sqlite`]), feature `sqlite` (default):

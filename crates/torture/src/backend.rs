@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use lease::url::{BackendUrl, Target};
+use lease::{Backend, OpenOptions};
 use lease_core::{LeaseBackend, RedeliveryPolicy};
 
 use crate::app::AppStore;
@@ -68,52 +69,36 @@ fn wait_replicas() -> Option<u32> {
 }
 
 /// Opens the backend at `url` in `namespace` (schema for PostgreSQL) with a pool of
-/// `pool` connections (PostgreSQL); the same handle, concretely typed, is the store of the
-/// workflow's application rows.
+/// `pool` connections (PostgreSQL), through [`lease::open_with`]; the same handle,
+/// concretely typed, is the store of the workflow's application rows.
 pub async fn open(
     url: &str,
     namespace: &str,
     pool: u32,
 ) -> Result<(Arc<dyn LeaseBackend>, AppStore), String> {
-    let parsed = BackendUrl::parse(url).map_err(|e| e.to_string())?;
-    Ok(match parsed.target {
-        Target::SqliteFile(path) => {
-            let b = lease::sqlite::SqliteBackend::open(
-                lease::sqlite::SqliteConfig::file(path.clone())
-                    .namespace(namespace)
-                    .policy(policy())
-                    .busy_timeout(Duration::from_secs(10)),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            (Arc::new(b.clone()), AppStore::sqlite(b, path))
-        }
-        Target::Postgres(u) => {
-            let b = lease::postgres::PostgresBackend::connect(
-                lease::postgres::PostgresConfig::new(u)
-                    .schema(namespace)
-                    .policy(policy())
-                    .max_connections(pool.max(1)),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            (Arc::new(b.clone()), AppStore::postgres(b))
-        }
-        Target::Redis(u) => {
-            let mut config = lease::redis::RedisConfig::new(u)
-                .namespace(namespace)
-                .policy(policy());
-            // `--replication wait` (crate::failover): WAIT for one replica after each write.
-            if let Some(n) = wait_replicas() {
-                config = config.wait_for_replicas(n, Duration::from_millis(500));
-            }
-            let b = lease::redis::RedisBackend::connect(config)
-                .await
-                .map_err(|e| e.to_string())?;
-            (Arc::new(b.clone()), AppStore::redis(b))
-        }
-        other => return Err(format!("torture needs a shared store, not {other:?}")),
-    })
+    let mut options = OpenOptions::new()
+        .namespace(namespace)
+        .policy(policy())
+        .pool_size(pool)
+        .busy_timeout(Duration::from_secs(10))
+        .shared_only(true);
+    // `--replication wait` (crate::failover): WAIT for replicas after each write.
+    if let Some(n) = wait_replicas() {
+        options = options.wait_for_replicas(n, Duration::from_millis(500));
+    }
+    let opened = lease::open_with(url, &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let app = match opened.backend {
+        Backend::Sqlite {
+            backend,
+            path: Some(path),
+        } => AppStore::sqlite(backend, path),
+        Backend::Postgres(backend) => AppStore::postgres(backend),
+        Backend::Redis(backend) => AppStore::redis(backend),
+        _ => return Err(format!("torture needs a shared store, not {url}")),
+    };
+    Ok((opened.shared, app))
 }
 
 /// Opens with retries until `within` has passed (the server may be restarting).
@@ -133,25 +118,15 @@ pub async fn open_retrying(
     }
 }
 
-/// Removes the run's schema (PostgreSQL) or keys (Redis); SQLite files go with the work dir.
+/// Removes the run's schema (PostgreSQL) or keys (Redis) with [`lease::destroy_with`];
+/// SQLite files go with the work dir.
 pub async fn destroy(url: &str, namespace: &str) -> Result<(), String> {
-    match BackendUrl::parse(url).map_err(|e| e.to_string())?.target {
-        Target::Postgres(u) => lease::postgres::PostgresBackend::connect(
-            lease::postgres::PostgresConfig::new(u).schema(namespace),
-        )
-        .await
-        .map_err(|e| e.to_string())?
-        .drop_schema_forced()
-        .await
-        .map_err(|e| e.to_string()),
-        Target::Redis(u) => lease::redis::RedisBackend::connect(
-            lease::redis::RedisConfig::new(u).namespace(namespace),
-        )
-        .await
-        .map_err(|e| e.to_string())?
-        .delete_namespace()
-        .await
-        .map_err(|e| e.to_string()),
-        _ => Ok(()),
+    match Kind::of(url)? {
+        Kind::Sqlite => Ok(()),
+        Kind::Postgres | Kind::Redis => {
+            lease::destroy_with(url, &OpenOptions::new().namespace(namespace))
+                .await
+                .map_err(|e| e.to_string())
+        }
     }
 }
