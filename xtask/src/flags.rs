@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{bench, services_command, test_all, torture};
+use crate::{bench, plots, services_command, test_all, torture};
 
 /// `cargo xtask`: the project's automation.
 #[derive(Debug, Parser)]
@@ -36,6 +36,9 @@ pub enum Command {
     /// Finds or starts servers, prints the LEASE_*_URL variables to export.
     #[command(long_about = services_command::ABOUT)]
     Services(services_command::Options),
+    /// Redraws docs/benchmarks/*.svg from docs/benchmarks/results.csv.
+    #[command(long_about = plots::ABOUT)]
+    Plots(plots::Options),
 }
 
 impl Xtask {
@@ -150,6 +153,7 @@ mod tests {
         &["torture", "--backend=all", "--faults=kill,failover", "--keep", "--lease-ms", "900"],
         torture(&["all"], &["--faults=kill,failover", "--keep", "--lease-ms", "900"])
     )]
+    #[case::plots(&["plots"], Command::Plots(plots::Options {}))]
     #[case::services_default(&["services"], services(&[]))]
     #[case::services_named(
         &["services", "redis", "postgres-standby"],
@@ -170,6 +174,7 @@ mod tests {
     #[case::torture_unknown_backend_later(&["torture", "--keep", "--backend=mysql"])]
     #[case::torture_later_backend_without_name(&["torture", "--keep", "--backend"])]
     #[case::services_unknown(&["services", "mysql"])]
+    #[case::plots_stray_argument(&["plots", "--all"])]
     fn bad_command_lines_are_refused(#[case] line: &[&str]) {
         let e = parse(line).expect_err("refused");
         assert!(e.use_stderr(), "{line:?}: {e}");
@@ -186,6 +191,7 @@ mod tests {
     #[case::bench_help_after_an_argument(&["bench", "--quick", "--help"], "--stored-max")]
     #[case::services(&["services", "--help"], "postgres-standby")]
     #[case::services_short(&["services", "-h"], "[SERVICE]...")]
+    #[case::plots(&["plots", "--help"], "results.csv")]
     fn help_is_generated(#[case] line: &[&str], #[case] mentions: &str) {
         let e = parse(line).expect_err("help");
         assert!(!e.use_stderr() && e.exit_code() == 0, "{line:?}: {e}");

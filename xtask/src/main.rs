@@ -7,6 +7,8 @@
 //!   against the discovered servers (markdown table on stdout, JSON in target/bench/).
 //! - `torture [--backend NAME]... [ARGS]...`: nemesis runs of each backend under faults,
 //!   checked by the history checker (lease-torture).
+//! - `plots`: redraws the benchmark plots (`docs/benchmarks/*.svg`) from
+//!   `docs/benchmarks/results.csv`.
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
@@ -18,6 +20,7 @@ mod bench;
 mod cleanup;
 mod flags;
 mod matrix;
+mod plots;
 mod process;
 mod services;
 mod services_command;
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Bench(o) => bench::run(&root, &o.args),
         Command::Torture(o) => Ok(torture::run(&root, o)),
         Command::Services(o) => Ok(services_command::run(o)),
+        Command::Plots(_) => plots::run(&root),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
