@@ -17,7 +17,7 @@ use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 
 use crate::ack_and_claim::{AckAndClaimStatements, AckThenClaim};
-use crate::backend::PostgresBackend;
+use crate::backend::{PgQuery, PostgresBackend};
 use crate::error::{Effect, protocol, settle};
 use crate::rows::{self, FenceCheck, col, token_param};
 use crate::statements::{ExecutionSql, Renderer, fragment};
@@ -126,26 +126,11 @@ impl PostgresBackend {
         items: &[&Admission],
     ) -> Result<Vec<(usize, ExecutionRecord)>> {
         const OP: &str = "admit_batch";
-        let mut ids = Vec::with_capacity(items.len());
-        let mut workflows = Vec::with_capacity(items.len());
-        let mut inputs = Vec::with_capacity(items.len());
-        let mut not_befores = Vec::with_capacity(items.len());
-        for item in items {
-            let (id, workflow, input, not_before) = admit_params(item);
-            ids.push(id);
-            workflows.push(workflow);
-            inputs.push(input);
-            not_befores.push(not_before);
-        }
+        let columns: AdmitColumns<'_> = items.iter().map(|a| admit_params(a)).collect();
         let sql = &self.execution_sql().admit_batch;
-        let (ids, workflows, inputs, not_befores) = (&ids, &workflows, &inputs, &not_befores);
         let found: Vec<PgRow> = self
             .run_statement(OP, Effect::IdempotentWrite, sql, |q| {
-                q.bind(ids)
-                    .bind(workflows)
-                    .bind(inputs)
-                    .bind(not_befores)
-                    .bind(self.clock_param())
+                columns.bind(q).bind(self.clock_param())
             })
             .await?;
         found
@@ -306,6 +291,44 @@ fn admit_params(a: &Admission) -> (&str, Option<&str>, Option<&str>, Option<i64>
         a.input.as_ref().map(|i| i.as_str()),
         a.not_before.map(Timestamp::as_millis),
     )
+}
+
+/// `admit_batch.sql`'s array parameters `$1..$4`: one element per item.
+#[derive(Default)]
+struct AdmitColumns<'a> {
+    ids: Vec<&'a str>,
+    workflows: Vec<Option<&'a str>>,
+    inputs: Vec<Option<&'a str>>,
+    not_befores: Vec<Option<i64>>,
+}
+
+impl<'a> FromIterator<(&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>
+    for AdmitColumns<'a>
+{
+    fn from_iter<I>(items: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>,
+    {
+        let mut columns = AdmitColumns::default();
+        for (id, workflow, input, not_before) in items {
+            columns.ids.push(id);
+            columns.workflows.push(workflow);
+            columns.inputs.push(input);
+            columns.not_befores.push(not_before);
+        }
+        columns
+    }
+}
+
+impl AdmitColumns<'_> {
+    /// `query` with the columns bound as its first four parameters.
+    fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        query
+            .bind(&self.ids)
+            .bind(&self.workflows)
+            .bind(&self.inputs)
+            .bind(&self.not_befores)
+    }
 }
 
 /// The acknowledge-batch statement's rows as (fence check or `None` for an unknown

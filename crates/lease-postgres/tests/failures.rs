@@ -190,7 +190,8 @@ impl World {
             .await;
         let mut task = tokio::spawn(op(self.backend.clone()));
         let pid = self.blocked_pid(&mut task).await;
-        self.exec(&format!("SELECT pg_terminate_backend({pid})")).await;
+        self.exec(&format!("SELECT pg_terminate_backend({pid})"))
+            .await;
         let result = task.await.expect("task");
         self.exec("COMMIT").await;
         result
@@ -294,7 +295,9 @@ fn terminated_acknowledge_is_outcome_unknown_and_changed_nothing() {
             let lease = w.claim().await.remove(0);
             let held = lease.clone();
             let err = w
-                .terminated_while_blocked(|b| async move { b.acknowledge(&held, &completed()).await })
+                .terminated_while_blocked(
+                    |b| async move { b.acknowledge(&held, &completed()).await },
+                )
                 .await
                 .expect_err("connection was killed");
             assert!(matches!(err, LeaseError::OutcomeUnknown { .. }), "{err:?}");
