@@ -1,5 +1,6 @@
-//! [`PostgresBackend`]: the pool, the rendered statements, and the retry loop every
-//! operation runs in.
+//! [`PostgresBackend`]: the pool, the rendered statements, the retry loop every operation
+//! runs in, and [`PostgresBackend::run_statement`], the one way a single bound statement is
+//! run.
 
 use std::fmt;
 use std::future::Future;
@@ -8,14 +9,14 @@ use std::time::Duration;
 
 use lease_core::{LeaseError, Result, Timestamp, WakeHub, WakeReceiver};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgPool, Postgres};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Postgres};
 
 use crate::config::{PostgresConfig, quoted};
 use crate::error::{self, Attempt, Effect, Verdict, settle};
 use crate::hosts::{self, Hosts};
 use crate::migrate;
-use crate::sql::Statements;
+use crate::statements::{BackendSql, Renderer, Statements};
 use crate::wakeup::{self, ListenState, ListenerTask};
 
 /// The PostgreSQL lease backend: a `Clone` handle (one shared pool) implementing every
@@ -57,6 +58,67 @@ const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
 
 /// Longest redelivery delay the SQL sees: about 31,700 years.
 const MAX_DELAY_MS: i64 = 1_000_000_000_000_000;
+
+/// `()` -> the database clock.
+const NOW: &str = include_str!("backend/now.sql");
+/// The library's objects, then the schema, each `RESTRICT` (`drop_schema`).
+const DROP_SCHEMA: &str = include_str!("backend/drop_schema.sql");
+/// `DROP SCHEMA ... CASCADE` (`drop_schema_forced`).
+const DROP_SCHEMA_FORCED: &str = include_str!("backend/drop_schema_forced.sql");
+
+/// This module's statements, rendered for one schema.
+pub(crate) fn statements(r: &Renderer) -> BackendSql {
+    BackendSql {
+        now: r.render(NOW),
+        drop_schema: r.render(DROP_SCHEMA),
+        drop_schema_forced: r.render(DROP_SCHEMA_FORCED),
+    }
+}
+
+/// A statement with its parameters bound.
+pub(crate) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// How a statement's reply is fetched: every row (`Vec<PgRow>`), at most one
+/// (`Option<PgRow>`) or exactly one (`PgRow`; none is `RowNotFound`).
+pub(crate) trait Fetch: Sized + Send {
+    /// Runs `query` on `conn` and fetches its reply.
+    fn fetch<'c>(
+        query: PgQuery<'c>,
+        conn: &'c mut PgConnection,
+    ) -> impl Future<Output = std::result::Result<Self, sqlx::Error>> + Send + 'c;
+}
+
+impl Fetch for Vec<PgRow> {
+    fn fetch<'c>(
+        query: PgQuery<'c>,
+        conn: &'c mut PgConnection,
+    ) -> impl Future<Output = std::result::Result<Self, sqlx::Error>> + Send + 'c {
+        query.fetch_all(conn)
+    }
+}
+
+impl Fetch for Option<PgRow> {
+    fn fetch<'c>(
+        query: PgQuery<'c>,
+        conn: &'c mut PgConnection,
+    ) -> impl Future<Output = std::result::Result<Self, sqlx::Error>> + Send + 'c {
+        query.fetch_optional(conn)
+    }
+}
+
+impl Fetch for PgRow {
+    fn fetch<'c>(
+        query: PgQuery<'c>,
+        conn: &'c mut PgConnection,
+    ) -> impl Future<Output = std::result::Result<Self, sqlx::Error>> + Send + 'c {
+        query.fetch_one(conn)
+    }
+}
+
+/// The rendered statement `sql`, ready for its parameters.
+pub(crate) fn query<'q>(sql: &Arc<str>) -> PgQuery<'q> {
+    sqlx::query(AssertSqlSafe(sql.clone()))
+}
 
 impl PostgresBackend {
     /// Connects to the database, creates or upgrades the schema (embedded migrations under
@@ -145,7 +207,7 @@ impl PostgresBackend {
     /// schema `public` make it fail with [`LeaseError::Schema`] naming them, and nothing is
     /// dropped. Other handles on the schema fail afterwards with `LeaseError::Schema`.
     pub async fn drop_schema(&self) -> Result<()> {
-        let sql = self.inner.sql.drop_schema_restrict.clone();
+        let sql = self.backend_sql().drop_schema.clone();
         self.drop_with("drop_schema", sql).await
     }
 
@@ -153,7 +215,7 @@ impl PostgresBackend {
     /// depends on it, for callers that own all of it (tests keeping their own tables in the
     /// lease schema). `public` is still refused.
     pub async fn drop_schema_forced(&self) -> Result<()> {
-        let sql = self.inner.sql.drop_schema.clone();
+        let sql = self.backend_sql().drop_schema_forced.clone();
         self.drop_with("drop_schema_forced", sql).await
     }
 
@@ -253,19 +315,10 @@ impl PostgresBackend {
         if let Some(clock) = &self.inner.config.clock {
             return Ok(clock.now());
         }
-        let sql = self.inner.sql.now.clone();
-        let ms: i64 = self
-            .run("now", Effect::Read, |mut conn| {
-                let sql = sql.clone();
-                async move {
-                    let r = sqlx::query_scalar(AssertSqlSafe(sql))
-                        .fetch_one(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
-            })
+        let row: PgRow = self
+            .run_statement("now", Effect::Read, &self.backend_sql().now, |q| q)
             .await?;
-        Ok(Timestamp::from_millis(ms))
+        Ok(Timestamp::from_millis(crate::rows::col(&row, 0, "now")?))
     }
 
     /// A pooled connection; failing to get one is always [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable).
@@ -293,6 +346,30 @@ impl PostgresBackend {
             r = &mut acquire => r.map_err(|e| error::acquire_failed(operation, e)),
             _ = &mut probe => acquire.await.map_err(|e| error::acquire_failed(operation, e)),
         }
+    }
+
+    /// Runs the single statement `sql` as `operation`: each attempt binds its parameters
+    /// with `bind`, fetches its reply as `T` and settles the attempt; retries as
+    /// [`PostgresBackend::run`] decides.
+    pub(crate) async fn run_statement<'q, T: Fetch>(
+        &self,
+        operation: &'static str,
+        effect: Effect,
+        sql: &Arc<str>,
+        bind: impl Fn(PgQuery<'q>) -> PgQuery<'q> + Send + Sync,
+    ) -> Result<T> {
+        let bind = &bind;
+        self.run(operation, effect, |mut conn| async move {
+            let r = T::fetch(bind(query(sql)), &mut conn).await;
+            settle(r, &mut conn)
+        })
+        .await
+    }
+
+    /// This module's statements.
+    fn backend_sql(&self) -> &BackendSql {
+        let sql = &self.inner.sql;
+        sql.backend.get(&sql.renderer, statements)
     }
 
     /// Runs one attempt of an operation per call of `attempt` on a fresh pooled

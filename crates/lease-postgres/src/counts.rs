@@ -1,30 +1,35 @@
 //! `status_counts` (issue 15): executions by effective status in one statement
-//! (`sql/status_counts.sql`).
+//! (`counts/status_counts.sql`).
+
+use std::sync::Arc;
 
 use lease_core::{Result, StatusCounts};
-use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgRow;
 
 use crate::backend::PostgresBackend;
-use crate::error::{Effect, protocol, settle};
+use crate::error::{Effect, protocol};
 use crate::rows::col;
+use crate::statements::Renderer;
 
-/// The template, rendered per schema with the other statements.
-pub(crate) const STATUS_COUNTS: &str = include_str!("sql/status_counts.sql");
+const STATUS_COUNTS: &str = include_str!("counts/status_counts.sql");
+
+/// This module's statement, rendered for one schema.
+pub(crate) fn statements(r: &Renderer) -> Arc<str> {
+    r.render(STATUS_COUNTS)
+}
 
 impl PostgresBackend {
     /// Counts the schema's executions by effective status at the backend clock.
     pub(crate) async fn count_statuses(&self) -> Result<StatusCounts> {
         const OP: &str = "status_counts";
-        let sql = &self.inner.sql.status_counts;
+        let sql = self
+            .inner
+            .sql
+            .counts
+            .get(&self.inner.sql.renderer, statements);
         let clock = self.clock_param();
-        let found = self
-            .run(OP, Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(clock)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
-            })
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::Read, sql, |q| q.bind(clock))
             .await?;
         let mut counts = StatusCounts::default();
         for row in &found {

@@ -1,58 +1,35 @@
-//! [`EffectClient`] and store waiter registration for [`PostgresBackend`] (RFC 004,
-//! reduced; issue 16): each call one statement, store waiter registration one short
-//! transaction (see `sql/watch_lock.sql`).
+//! [`EffectClient`] for [`PostgresBackend`] (RFC 004, reduced; issue 16): each call one
+//! statement (`effect/*.sql`).
 //!
 //! The rules are lease-core's ([`lease_core::effect`]): the settle statement records a result
 //! exactly when [`EffectRecord::settle`] says `Recorded` for the row it locked, and the
 //! caller applies that rule to the returned row to report the settlement. The wakes reuse
-//! request_wake's SQL ([`crate::sql::wake_of`]).
-
-use std::sync::Arc;
+//! request_wake's transition (`statements/wake.sql`).
 
 use async_trait::async_trait;
 use lease_core::{
     Begun, EffectClient, EffectId, EffectRecord, EffectState, EffectWait, ExecutionId, Json,
-    LeaseError, Result, Settlement, StoreId, StoreKey, Timestamp,
+    LeaseError, Result, Settlement, Timestamp,
 };
 use sqlx::postgres::PgRow;
-use sqlx::{AssertSqlSafe, Connection};
 
 use crate::backend::PostgresBackend;
-use crate::error::{Attempt, Effect, detached, protocol, settle};
+use crate::error::{Effect, protocol};
 use crate::rows::col;
-use crate::sql::wake_of;
+use crate::statements::{EffectSql, Renderer};
 
-/// A statement with its parameters bound.
-type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+const BEGIN: &str = include_str!("effect/begin.sql");
+const SETTLE: &str = include_str!("effect/settle.sql");
+const WAIT: &str = include_str!("effect/wait.sql");
+const READ: &str = include_str!("effect/read.sql");
 
-/// The effect and store-waiter statements of one schema, rendered once.
-#[derive(Debug)]
-pub(crate) struct EffectStatements {
-    begin: Arc<str>,
-    settle: Arc<str>,
-    wait: Arc<str>,
-    read: Arc<str>,
-    watch_lock: Arc<str>,
-    watch_register: Arc<str>,
-}
-
-impl EffectStatements {
-    /// Renders every statement with `render` (the schema's placeholders).
-    pub(crate) fn new(render: &impl Fn(&str) -> Arc<str>) -> Self {
-        let settle = wake_of(
-            include_str!("sql/effect_settle.sql"),
-            "SELECT $2::text FROM settled WHERE settled.waiting",
-            "(SELECT now FROM clk)",
-            "$5",
-        );
-        EffectStatements {
-            begin: render(include_str!("sql/effect_begin.sql")),
-            settle: render(&settle),
-            wait: render(include_str!("sql/effect_wait.sql")),
-            read: render(include_str!("sql/effect_read.sql")),
-            watch_lock: render(include_str!("sql/watch_lock.sql")),
-            watch_register: render(include_str!("sql/watch_register.sql")),
-        }
+/// This module's statements, rendered for one schema.
+pub(crate) fn statements(r: &Renderer) -> EffectSql {
+    EffectSql {
+        begin: r.render(BEGIN),
+        settle: r.render(SETTLE),
+        wait: r.render(WAIT),
+        read: r.render(READ),
     }
 }
 
@@ -87,76 +64,10 @@ fn record(row: &PgRow, from: usize, operation: &'static str) -> Result<EffectRec
 }
 
 impl PostgresBackend {
-    /// Runs `sql` with its parameters bound by `bind` (each attempt), returning at most one
-    /// row.
-    async fn effect_row<'q, B>(
-        &self,
-        operation: &'static str,
-        effect: Effect,
-        sql: &Arc<str>,
-        bind: B,
-    ) -> Result<Option<PgRow>>
-    where
-        B: Fn(PgQuery<'q>) -> PgQuery<'q> + Send + Sync,
-    {
-        let bind = &bind;
-        self.run(operation, effect, |mut conn| async move {
-            let r = bind(sqlx::query(AssertSqlSafe(sql.clone())))
-                .fetch_optional(&mut *conn)
-                .await;
-            settle(r, &mut conn)
-        })
-        .await
-    }
-
-    /// Store waiter registration (issue 16): see [`lease_core::StoreClient::watch_entry`].
-    pub(crate) async fn watch(
-        &self,
-        store: &StoreId,
-        key: &StoreKey,
-        waiter: &ExecutionId,
-    ) -> Result<Option<Json>> {
-        let (store_id, entry, id) = (store.as_str(), key.as_str(), waiter.as_str());
-        let found = self
-            .run("watch_entry", Effect::IdempotentWrite, |mut conn| {
-                let this = self.clone();
-                let (store_id, entry, id) = (store_id.to_owned(), entry.to_owned(), id.to_owned());
-                detached(async move {
-                    let sql = &this.inner.sql.effects;
-                    let (store_id, entry, id) = (store_id.as_str(), entry.as_str(), id.as_str());
-                    let r: std::result::Result<_, Attempt> = async {
-                        let mut tx = conn.begin().await.map_err(Attempt::before_commit)?;
-                        let known: (bool, bool) =
-                            sqlx::query_as(AssertSqlSafe(sql.watch_lock.clone()))
-                                .bind(store_id)
-                                .bind(id)
-                                .fetch_one(&mut *tx)
-                                .await
-                                .map_err(Attempt::before_commit)?;
-                        if known != (true, true) {
-                            return Ok(Err(known));
-                        }
-                        let value: Option<String> =
-                            sqlx::query_scalar(AssertSqlSafe(sql.watch_register.clone()))
-                                .bind(store_id)
-                                .bind(entry)
-                                .bind(id)
-                                .fetch_one(&mut *tx)
-                                .await
-                                .map_err(Attempt::before_commit)?;
-                        tx.commit().await?;
-                        Ok(Ok(value))
-                    }
-                    .await;
-                    settle(r, &mut conn)
-                })
-            })
-            .await?;
-        match found {
-            Ok(value) => Ok(value.map(Json::from_stored)),
-            Err((false, _)) => Err(LeaseError::UnknownExecution(waiter.clone())),
-            Err(_) => Err(LeaseError::UnknownStore(store.to_string())),
-        }
+    /// This module's statements.
+    fn effect_sql(&self) -> &EffectSql {
+        let sql = &self.inner.sql;
+        sql.effect.get(&sql.renderer, statements)
     }
 }
 
@@ -167,7 +78,7 @@ impl EffectClient for PostgresBackend {
         const OP: &str = "begin_effect";
         let clock = self.clock_param();
         let row = self
-            .effect_row(OP, Effect::Write, &self.inner.sql.effects.begin, |q| {
+            .run_statement::<Option<PgRow>>(OP, Effect::Write, &self.effect_sql().begin, |q| {
                 q.bind(id.as_str()).bind(execution.as_str()).bind(clock)
             })
             .await?
@@ -193,7 +104,7 @@ impl EffectClient for PostgresBackend {
         let clock = self.clock_param();
         let delays = &self.inner.delays;
         let row = self
-            .effect_row(OP, Effect::Write, &self.inner.sql.effects.settle, |q| {
+            .run_statement::<Option<PgRow>>(OP, Effect::Write, &self.effect_sql().settle, |q| {
                 q.bind(id.as_str())
                     .bind(execution.as_str())
                     .bind(result.as_str())
@@ -211,7 +122,7 @@ impl EffectClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         const OP: &str = "read_effect";
-        self.effect_row(OP, Effect::Read, &self.inner.sql.effects.read, |q| {
+        self.run_statement::<Option<PgRow>>(OP, Effect::Read, &self.effect_sql().read, |q| {
             q.bind(id.as_str())
         })
         .await?
@@ -223,10 +134,10 @@ impl EffectClient for PostgresBackend {
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         const OP: &str = "wait_effect";
         let row = self
-            .effect_row(
+            .run_statement::<Option<PgRow>>(
                 OP,
                 Effect::IdempotentWrite,
-                &self.inner.sql.effects.wait,
+                &self.effect_sql().wait,
                 |q| q.bind(id.as_str()).bind(execution.as_str()),
             )
             .await?

@@ -16,15 +16,85 @@ use lease_core::{
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 
-use crate::backend::PostgresBackend;
+use crate::ack_and_claim::{AckAndClaimStatements, AckThenClaim};
+use crate::backend::{PgQuery, PostgresBackend};
 use crate::error::{Effect, protocol, settle};
 use crate::rows::{self, FenceCheck, col, token_param};
+use crate::statements::{ExecutionSql, Renderer, fragment};
 
 /// How often `admit` runs again when a concurrent admit of the same id committed after its
 /// snapshot (the second run always sees it).
 const SNAPSHOT_RETRIES: usize = 3;
 
+const ADMIT: &str = include_str!("execution/admit.sql");
+const ADMIT_BATCH: &str = include_str!("execution/admit_batch.sql");
+const GET: &str = include_str!("execution/get.sql");
+const LIST_FAILING: &str = include_str!("execution/list_failing.sql");
+const LIST_CORRUPT: &str = include_str!("execution/list_corrupt.sql");
+const REQUEST_WAKE: &str = include_str!("execution/request_wake.sql");
+const CLAIM: &str = include_str!("execution/claim.sql");
+/// The claim's summary row, spliced as its `{horizon}`.
+const CLAIM_HORIZON: &str = include_str!("execution/claim_horizon.sql");
+/// The limit of `acknowledge_and_claim`'s claim, replacing the claim's `$3`.
+const ACK_AND_CLAIM_LIMIT: &str = include_str!("execution/ack_and_claim_limit.sql");
+const RENEW: &str = include_str!("execution/renew.sql");
+const RELEASE: &str = include_str!("execution/release.sql");
+const ACKNOWLEDGE: &str = include_str!("execution/acknowledge.sql");
+const ACKNOWLEDGE_BATCH: &str = include_str!("execution/acknowledge_batch.sql");
+const PURGE_TERMINAL: &str = include_str!("execution/purge_terminal.sql");
+
+/// The acknowledgement sent: `acknowledge.sql`, or under cfg
+/// `lease_postgres_nonatomic_fencing_experiment` (build.rs) the same statement with its row
+/// lock taken out, so its token check reads the statement's snapshot and a claim committing
+/// in between goes unnoticed (deliberately broken, for `tests/race.rs` by hand).
+#[cfg(not(lease_postgres_nonatomic_fencing_experiment))]
+fn acknowledge_template() -> String {
+    fragment(ACKNOWLEDGE).to_owned()
+}
+
+/// See the other `acknowledge_template`.
+#[cfg(lease_postgres_nonatomic_fencing_experiment)]
+fn acknowledge_template() -> String {
+    fragment(ACKNOWLEDGE).replace(" FOR NO KEY UPDATE", "")
+}
+
+/// This module's statements, rendered for one schema.
+pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
+    let claim = fragment(CLAIM);
+    let acknowledge = r.render(&acknowledge_template());
+    let ack_and_claim = AckAndClaimStatements::new(
+        &acknowledge,
+        &r.render(
+            &claim
+                .replace("$3", fragment(ACK_AND_CLAIM_LIMIT))
+                .replace("{horizon}", fragment(CLAIM_HORIZON)),
+        ),
+    );
+    ExecutionSql {
+        admit: r.render(ADMIT),
+        admit_batch: r.render(ADMIT_BATCH),
+        get: r.render(GET),
+        list_failing: r.render(LIST_FAILING),
+        list_corrupt: r.render(LIST_CORRUPT),
+        request_wake: r.render(REQUEST_WAKE),
+        claim: r.render(&claim.replace("{horizon}", fragment(CLAIM_HORIZON))),
+        claim_leases_only: r.render(&claim.replace("{horizon}", "")),
+        renew: r.render(RENEW),
+        release: r.render(RELEASE),
+        acknowledge,
+        acknowledge_batch: r.render(ACKNOWLEDGE_BATCH),
+        ack_and_claim,
+        purge_terminal: r.render(PURGE_TERMINAL),
+    }
+}
+
 impl PostgresBackend {
+    /// This module's statements.
+    fn execution_sql(&self) -> &ExecutionSql {
+        let sql = &self.inner.sql;
+        sql.execution.get(&sql.renderer, statements)
+    }
+
     /// Decides a fenced statement's reply from its (token, status, took-effect) row.
     pub(crate) fn fenced<T>(
         &self,
@@ -56,33 +126,11 @@ impl PostgresBackend {
         items: &[&Admission],
     ) -> Result<Vec<(usize, ExecutionRecord)>> {
         const OP: &str = "admit_batch";
-        let mut ids = Vec::with_capacity(items.len());
-        let mut workflows = Vec::with_capacity(items.len());
-        let mut inputs = Vec::with_capacity(items.len());
-        let mut not_befores = Vec::with_capacity(items.len());
-        for item in items {
-            let (id, workflow, input, not_before) = admit_params(item);
-            ids.push(id);
-            workflows.push(workflow);
-            inputs.push(input);
-            not_befores.push(not_before);
-        }
-        let sql = &self.inner.sql.admit_batch;
-        let (ids, workflows, inputs, not_befores) = (&ids, &workflows, &inputs, &not_befores);
-        let found = self
-            .run(OP, Effect::IdempotentWrite, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(ids)
-                        .bind(workflows)
-                        .bind(inputs)
-                        .bind(not_befores)
-                        .bind(clock)
-                        .fetch_all(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let columns: AdmitColumns<'_> = items.iter().map(|a| admit_params(a)).collect();
+        let sql = &self.execution_sql().admit_batch;
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::IdempotentWrite, sql, |q| {
+                columns.bind(q).bind(self.clock_param())
             })
             .await?;
         found
@@ -151,7 +199,7 @@ impl PostgresBackend {
     }
 
     /// One run of `acknowledge_and_claim`'s message
-    /// ([`crate::sql::AckAndClaimStatements`]): the acknowledgement's reply and the claim's
+    /// ([`AckAndClaimStatements`]): the acknowledgement's reply and the claim's
     /// rows.
     async fn ack_then_claim_once(
         &self,
@@ -163,7 +211,7 @@ impl PostgresBackend {
         let (status, value, reply) = ack_params(&ack.outcome);
         let token = token_param(&ack.lease)?;
         let delays = &self.inner.delays;
-        let params = |clock| crate::sql::AckThenClaim {
+        let params = |clock| AckThenClaim {
             id: ack.lease.execution_id.as_str(),
             token,
             clock,
@@ -174,7 +222,7 @@ impl PostgresBackend {
             lease_ms,
             delays,
         };
-        let sql = &self.inner.sql.ack_and_claim;
+        let sql = &self.execution_sql().ack_and_claim;
         // Built before any connection is taken: a value the server could not accept
         // (U+0000 in an outcome) is refused with nothing sent, as a bound one would be.
         if sql.execute(&params(None)).is_none() {
@@ -245,6 +293,44 @@ fn admit_params(a: &Admission) -> (&str, Option<&str>, Option<&str>, Option<i64>
     )
 }
 
+/// `admit_batch.sql`'s array parameters `$1..$4`: one element per item.
+#[derive(Default)]
+struct AdmitColumns<'a> {
+    ids: Vec<&'a str>,
+    workflows: Vec<Option<&'a str>>,
+    inputs: Vec<Option<&'a str>>,
+    not_befores: Vec<Option<i64>>,
+}
+
+impl<'a> FromIterator<(&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>
+    for AdmitColumns<'a>
+{
+    fn from_iter<I>(items: I) -> Self
+    where
+        I: IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>,
+    {
+        let mut columns = AdmitColumns::default();
+        for (id, workflow, input, not_before) in items {
+            columns.ids.push(id);
+            columns.workflows.push(workflow);
+            columns.inputs.push(input);
+            columns.not_befores.push(not_before);
+        }
+        columns
+    }
+}
+
+impl AdmitColumns<'_> {
+    /// `query` with the columns bound as its first four parameters.
+    fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        query
+            .bind(&self.ids)
+            .bind(&self.workflows)
+            .bind(&self.inputs)
+            .bind(&self.not_befores)
+    }
+}
+
 /// The acknowledge-batch statement's rows as (fence check or `None` for an unknown
 /// execution, applied?) per item, checking there is one row per item in item order.
 fn batch_verdicts(found: &[PgRow], items: usize) -> Result<Vec<(Option<FenceCheck>, bool)>> {
@@ -299,7 +385,7 @@ fn has_code(error: &sqlx::Error, code: &str) -> bool {
 /// Prepares `acknowledge_and_claim`'s two statements on `conn`, each in its own message so
 /// that one the session already has (`42P05`) does not stop the other.
 async fn prepare_ack_then_claim(
-    sql: &crate::sql::AckAndClaimStatements,
+    sql: &AckAndClaimStatements,
     conn: &mut sqlx::PgConnection,
 ) -> std::result::Result<(), sqlx::Error> {
     for prepare in [&sql.prepare_ack, &sql.prepare_claim] {
@@ -375,21 +461,17 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
-        let sql = &self.inner.sql.admit;
+        let sql = &self.execution_sql().admit;
         let (id, workflow, input, not_before) = admit_params(admission);
         for _ in 0..SNAPSHOT_RETRIES {
             let clock = self.clock_param();
-            let row = self
-                .run("admit", Effect::IdempotentWrite, |mut conn| async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(id)
+            let row: Option<PgRow> = self
+                .run_statement("admit", Effect::IdempotentWrite, sql, |q| {
+                    q.bind(id)
                         .bind(workflow)
                         .bind(input)
                         .bind(clock)
                         .bind(not_before)
-                        .fetch_optional(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
                 })
                 .await?;
             if let Some(row) = row {
@@ -428,18 +510,11 @@ impl ExecutionClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
-        let sql = &self.inner.sql.get;
+        let sql = &self.execution_sql().get;
         let id = id.as_str();
         let clock = self.clock_param();
-        let row = self
-            .run("get", Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(id)
-                    .bind(clock)
-                    .fetch_optional(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
-            })
+        let row: Option<PgRow> = self
+            .run_statement("get", Effect::Read, sql, |q| q.bind(id).bind(clock))
             .await?;
         row.map(|row| {
             let record = rows::execution(&row, "get")?;
@@ -452,19 +527,13 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
-        let sql = &self.inner.sql.list_failing;
+        let sql = &self.execution_sql().list_failing;
         let min = i64::from(min.max(1));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let clock = self.clock_param();
-        let found = self
-            .run("list_failing", Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(min)
-                    .bind(limit)
-                    .bind(clock)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
+        let found: Vec<PgRow> = self
+            .run_statement("list_failing", Effect::Read, sql, |q| {
+                q.bind(min).bind(limit).bind(clock)
             })
             .await?;
         found
@@ -485,16 +554,10 @@ impl ExecutionClient for PostgresBackend {
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         const OP: &str = "list_corrupt";
         check_limit("list limit", limit)?;
-        let sql = &self.inner.sql.list_corrupt;
+        let sql = &self.execution_sql().list_corrupt;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let found = self
-            .run(OP, Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(limit)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
-            })
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::Read, sql, |q| q.bind(limit))
             .await?;
         found
             .iter()
@@ -509,24 +572,16 @@ impl ExecutionClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        let sql = &self.inner.sql.request_wake;
+        const OP: &str = "request_wake";
+        let sql = &self.execution_sql().request_wake;
         let key = id.as_str();
         let delays = &self.inner.delays;
-        let known: bool = self
-            .run(
-                "request_wake",
-                Effect::IdempotentWrite,
-                |mut conn| async move {
-                    let r = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                        .bind(key)
-                        .bind(at.as_millis())
-                        .bind(delays)
-                        .fetch_one(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                },
-            )
+        let row: PgRow = self
+            .run_statement(OP, Effect::IdempotentWrite, sql, |q| {
+                q.bind(key).bind(at.as_millis()).bind(delays)
+            })
             .await?;
+        let known: bool = col(&row, 0, OP)?;
         if known {
             Ok(())
         } else {
@@ -555,26 +610,19 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
-        let sql = &self.inner.sql.claim;
+        let sql = &self.execution_sql().claim;
         let delays = &self.inner.delays;
         let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
         let requested = request.now.as_millis();
         crate::wakeup::await_first_listen(&self.inner.listen_state).await;
         // Never retried after the statement may have run: a retry could issue a second token.
-        let found = self
-            .run("claim_due", Effect::Write, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(requested)
-                        .bind(clock)
-                        .bind(limit)
-                        .bind(lease_ms)
-                        .bind(delays)
-                        .fetch_all(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let found: Vec<PgRow> = self
+            .run_statement("claim_due", Effect::Write, sql, |q| {
+                q.bind(requested)
+                    .bind(self.clock_param())
+                    .bind(limit)
+                    .bind(lease_ms)
+                    .bind(delays)
             })
             .await
             .map_err(|e| crate::error::in_schema(e, self.schema()))?;
@@ -584,7 +632,7 @@ impl ExecutionClient for PostgresBackend {
     /// The acknowledgement and the claim in one round trip and one commit (issue 12): the
     /// `acknowledge` statement, then the claim statement, prepared once per connection and
     /// run as `EXECUTE ...; EXECUTE ...` in one simple-query message (one implicit
-    /// transaction; see `sql::AckAndClaimStatements`). The acknowledgement is
+    /// transaction; see `ack_and_claim.rs`). The acknowledgement is
     /// fenced exactly as `acknowledge` (same statement, same row lock, held to the commit);
     /// the claim is `claim_due_with_horizon`'s statement, evaluated after it in its own
     /// snapshot (so it sees the acknowledgement), limited to 0 when the acknowledgement is
@@ -618,37 +666,35 @@ impl ExecutionClient for PostgresBackend {
         }
     }
 
-    /// Retention (issue 12): one statement (`sql::PURGE_TERMINAL`) deletes up to `limit`
-    /// terminal executions acknowledged before `before`, oldest first, with their step
-    /// records, store receipts and start records, skipping rows other statements hold
-    /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
-    /// before any statement.
-    /// One `GROUP BY` statement over the schema's executions (`sql/status_counts.sql`).
+    /// One `GROUP BY` statement over the schema's executions (`counts/status_counts.sql`).
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.count_statuses().await
     }
 
+    /// Retention (issue 12): one statement (`execution/purge_terminal.sql`) deletes up to `limit`
+    /// terminal executions acknowledged before `before`, oldest first, with their step
+    /// records, store receipts and start records, skipping rows other statements hold
+    /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
+    /// before any statement.
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         const OP: &str = "purge_terminal";
         check_limit("purge limit", limit)?;
-        let sql = &self.inner.sql.purge_terminal;
+        let sql = &self.execution_sql().purge_terminal;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let found: Vec<String> = self
-            .run(OP, Effect::Write, |mut conn| async move {
-                let r = sqlx::query_scalar(AssertSqlSafe(sql.clone()))
-                    .bind(before.as_millis())
-                    .bind(limit)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::Write, sql, |q| {
+                q.bind(before.as_millis()).bind(limit)
             })
             .await?;
         // The rows are deleted: an id that cannot be reported is `OutcomeUnknown`.
         let ids = found
-            .into_iter()
-            .map(|id| ExecutionId::new(id).map_err(|e| after_commit(protocol(OP, e.to_string()))))
+            .iter()
+            .map(|row| {
+                let id: String = col(row, 0, OP)?;
+                ExecutionId::new(id).map_err(|e| after_commit(protocol(OP, e.to_string())))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Purged { ids })
     }
@@ -678,24 +724,17 @@ impl ExecutionClient for PostgresBackend {
         duration: Duration,
     ) -> Result<Fenced<ExecutionLease>> {
         let lease_ms = lease_millis("renewal duration", duration)?;
-        let sql = &self.inner.sql.renew;
+        let sql = &self.execution_sql().renew;
         let delays = &self.inner.delays;
         let id = lease.execution_id.as_str();
         let token = token_param(lease)?;
-        let row = self
-            .run("renew", Effect::Write, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(id)
-                        .bind(token)
-                        .bind(clock)
-                        .bind(lease_ms)
-                        .bind(delays)
-                        .fetch_optional(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let row: Option<PgRow> = self
+            .run_statement("renew", Effect::Write, sql, |q| {
+                q.bind(id)
+                    .bind(token)
+                    .bind(self.clock_param())
+                    .bind(lease_ms)
+                    .bind(delays)
             })
             .await?;
         let decoded = row
@@ -719,23 +758,13 @@ impl ExecutionClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        let sql = &self.inner.sql.release;
+        let sql = &self.execution_sql().release;
         let delays = &self.inner.delays;
         let id = lease.execution_id.as_str();
         let token = token_param(lease)?;
-        let row = self
-            .run("release", Effect::Write, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(id)
-                        .bind(token)
-                        .bind(clock)
-                        .bind(delays)
-                        .fetch_optional(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let row: Option<PgRow> = self
+            .run_statement("release", Effect::Write, sql, |q| {
+                q.bind(id).bind(token).bind(self.clock_param()).bind(delays)
             })
             .await?;
         let decoded = row
@@ -759,23 +788,16 @@ impl ExecutionClient for PostgresBackend {
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
         let (status, value, reply) = ack_params(outcome);
-        let sql = &self.inner.sql.acknowledge;
+        let sql = &self.execution_sql().acknowledge;
         let id = lease.execution_id.as_str();
         let token = token_param(lease)?;
-        let row = self
-            .run("acknowledge", Effect::Write, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(id)
-                        .bind(token)
-                        .bind(clock)
-                        .bind(status)
-                        .bind(value)
-                        .fetch_optional(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let row: Option<PgRow> = self
+            .run_statement("acknowledge", Effect::Write, sql, |q| {
+                q.bind(id)
+                    .bind(token)
+                    .bind(self.clock_param())
+                    .bind(status)
+                    .bind(value)
             })
             .await?;
         // The statement committed: a reply that cannot be read is `OutcomeUnknown`.
@@ -806,24 +828,17 @@ impl ExecutionClient for PostgresBackend {
             values.push(value);
             replies.push(reply);
         }
-        let sql = &self.inner.sql.acknowledge_batch;
+        let sql = &self.execution_sql().acknowledge_batch;
         let (ids, tokens, statuses, values) = (&ids, &tokens, &statuses, &values);
         // One statement: a serialization failure or deadlock rolled all of it back and is
         // retried like the single acknowledge; a lost connection is `OutcomeUnknown`.
-        let found = self
-            .run(OP, Effect::Write, |mut conn| {
-                let clock = self.clock_param();
-                async move {
-                    let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                        .bind(ids)
-                        .bind(tokens)
-                        .bind(statuses)
-                        .bind(values)
-                        .bind(clock)
-                        .fetch_all(&mut *conn)
-                        .await;
-                    settle(r, &mut conn)
-                }
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::Write, sql, |q| {
+                q.bind(ids)
+                    .bind(tokens)
+                    .bind(statuses)
+                    .bind(values)
+                    .bind(self.clock_param())
             })
             .await?;
         // The statement committed: from here on, a reply this code cannot interpret is
@@ -861,5 +876,105 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_rendered() {
+        let s = statements(&Renderer::new("\"t\"", "lease_wake_t"));
+        for sql in [
+            &s.admit,
+            &s.admit_batch,
+            &s.claim,
+            &s.claim_leases_only,
+            &s.acknowledge_batch,
+            &s.request_wake,
+            &s.list_failing,
+            &s.purge_terminal,
+        ] {
+            assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+            assert!(!sql.starts_with("--"), "{sql}");
+        }
+        assert!(s.claim.contains("\"t\".fencing_tokens"));
+        assert!(s.claim.contains("clock_timestamp()"));
+        assert!(!s.claim.contains("now()"));
+    }
+
+    #[test]
+    fn ack_then_claim_prepares_both_statements_and_executes_them_in_one_message() {
+        let s = statements(&Renderer::new("\"t\"", "lease_wake_t"));
+        let ac = &s.ack_and_claim;
+        let [ack, claim] = ac.names();
+        assert!(ack.starts_with("lease_ack_") && claim.starts_with("lease_claim_after_ack_"));
+        assert!(ack.len() <= 63 && claim.len() <= 63, "{ack} {claim}");
+        assert!(ac.prepare_ack.starts_with(&format!(
+            "PREPARE {ack}(text, bigint, bigint, text, text) AS WITH"
+        )));
+        assert!(
+            ac.prepare_ack.ends_with(&*s.acknowledge),
+            "{}",
+            ac.prepare_ack
+        );
+        assert!(ac.prepare_claim.starts_with(&format!(
+            "PREPARE {claim}(bigint, bigint, bigint, bigint, bigint[], text, bigint) AS WITH"
+        )));
+        for sql in [&ac.prepare_ack, &ac.prepare_claim] {
+            assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+        }
+        // The claim's limit is the acknowledgement-dependent one, in the LIMITs of
+        // `waiting`, `expired` and `picked` and in `short`.
+        assert_eq!(
+            ac.prepare_claim
+                .matches("g.id = $6 AND g.token >= $7")
+                .count(),
+            4
+        );
+        assert!(
+            !ac.prepare_claim.contains("LIMIT $3"),
+            "{}",
+            ac.prepare_claim
+        );
+        // Another statement text never gets the same name.
+        let other = statements(&Renderer::new("\"u\"", "lease_wake_u"));
+        assert_ne!(other.ack_and_claim.names(), ac.names());
+
+        let sql = ac
+            .execute(&AckThenClaim {
+                id: "a",
+                token: 3,
+                clock: None,
+                status: "completed",
+                outcome: Some("{\"x\":\"'$1\"}"),
+                requested: 10,
+                limit: 1,
+                lease_ms: 30_000,
+                delays: &[100, 200],
+            })
+            .expect("sendable");
+        assert_eq!(
+            sql,
+            format!(
+                "EXECUTE {ack}((E'a'::text), (3::bigint), (NULL::bigint), (E'completed'::text), \
+                 (E'{{\"x\":\"''$1\"}}'::text)); EXECUTE {claim}((10::bigint), (NULL::bigint), \
+                 (1::bigint), (30000::bigint), (ARRAY[100::bigint,200::bigint]::bigint[]), \
+                 (E'a'::text), (3::bigint))"
+            )
+        );
+        let unsendable = AckThenClaim {
+            id: "a",
+            token: 3,
+            clock: Some(5),
+            status: "completed",
+            outcome: Some("a\0b"),
+            requested: 10,
+            limit: 1,
+            lease_ms: 30_000,
+            delays: &[],
+        };
+        assert!(ac.execute(&unsendable).is_none());
     }
 }

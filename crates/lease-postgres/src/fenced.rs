@@ -36,11 +36,12 @@ use serde::de::DeserializeOwned;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgConnection, Postgres, Transaction};
 
-use crate::backend::PostgresBackend;
+use crate::backend::{PostgresBackend, query};
 use crate::config::quoted;
 use crate::error::{self, Attempt, Effect, Verdict};
+use crate::literals::{Literal, bind_literals};
 use crate::rows::{self, FenceCheck, col, token_param};
-use crate::sql::{Literal, bind_literals, render};
+use crate::statements::render;
 
 /// The smallest stall bound, in milliseconds: a transaction opened with a lease that has
 /// (nearly) run out still gets this long between statements and for each lock wait.
@@ -49,48 +50,19 @@ pub const MIN_STALL_BOUND_MS: i64 = 250;
 /// The largest value PostgreSQL accepts for a millisecond setting (`INT_MAX`).
 const MAX_SETTING_MS: i64 = i32::MAX as i64;
 
-/// The message that opens a fenced transaction: `$1` the lease's expiry, `$2` the clock
-/// (NULL: the database's). Sets both limits to [`stall_bound_ms`]'s value, computed on the
-/// backend clock in the same round trip as `BEGIN`.
-///
-/// `BEGIN` comes last. The statements of one message before it run in the message's
-/// implicit transaction, which `BEGIN` turns into the explicit one, keeping its isolation
-/// level (pinned by `SET TRANSACTION`, whatever the session's default) and its
-/// transaction-local settings. So if anything in the message fails, the implicit
-/// transaction is rolled back and the connection is left idle, outside any transaction: a
-/// `BEGIN` first would leave it in an aborted transaction, which sqlx 0.9 returns to the
-/// pool as it is (its next user gets SQLSTATE 25P02).
-const BEGIN: &str = r#"
-SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-SELECT set_config('idle_in_transaction_session_timeout', b.ms::text, true),
-       set_config('lock_timeout', b.ms::text, true)
-FROM (SELECT least(greatest($1 - COALESCE($2, {now}), {floor}), {ceiling}) AS ms) b;
-BEGIN
-"#;
+/// The message that opens a fenced transaction (`$1` the lease's expiry, `$2` the clock):
+/// see the file's header for why `BEGIN` comes last.
+const BEGIN: &str = include_str!("fenced/begin.sql");
 
-/// The fence of [`FencedTx::commit`]: `$1` id, `$2` token. Statement 1 locks the row and
-/// returns its post-lock token and status (what decides `Lost` against bad input);
-/// statement 2 reads it again (the lock keeps it unchanged) and fails with
-/// `division_by_zero` unless the token is current and the delivery not ended, which aborts
-/// the transaction before `COMMIT`. The trailing `BEGIN` keeps the connection in the
-/// transaction state sqlx's guard expects.
-const COMMIT: &str = r#"
-SELECT e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR SHARE;
-SELECT 1 / count(*) FROM {s}.executions e
-WHERE e.id = $1 AND e.token = $2 AND e.status = 'running';
-COMMIT;
-BEGIN
-"#;
+/// The fence of [`FencedTx::commit`] and the commit (`$1` id, `$2` token).
+const COMMIT: &str = include_str!("fenced/commit.sql");
 
 /// The statements of [`COMMIT`] that run before `COMMIT` itself.
 const FENCE_STATEMENTS: usize = 2;
 
-/// The deliberately broken commit of the race test: the token read in an unlocked
-/// snapshot, then (after a 1 ms window widener) an ordinary `COMMIT` in a later message.
+/// The deliberately broken unlocked token check of the race test.
 #[cfg(lease_postgres_unlocked_commit_experiment)]
-const UNLOCKED_CHECK: &str = r#"
-SELECT e.token, e.status FROM {s}.executions e, pg_sleep(0.001) WHERE e.id = $1
-"#;
+const UNLOCKED_CHECK: &str = include_str!("fenced/unlocked_check.sql");
 
 /// The stall bound of a fenced transaction in milliseconds: the time left on the lease at
 /// `now`, at least [`MIN_STALL_BOUND_MS`] and at most what PostgreSQL accepts. Used as
@@ -339,7 +311,7 @@ impl PostgresBackend {
         token: i64,
         response: &Json,
     ) -> Result<PgRow> {
-        let row = sqlx::query(AssertSqlSafe(self.inner.sql.write_step.clone()))
+        let row = query(&self.heap_sql().write_step)
             .bind(delivery.execution_id().as_str())
             .bind(token)
             .bind(key.as_str())

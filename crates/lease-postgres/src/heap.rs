@@ -6,11 +6,50 @@ use lease_core::{
     ExecutionId, ExecutionLease, Fenced, HeapClient, HeapRecord, Json, Result, StepCursor, StepKey,
     StepPage, StepWrite,
 };
-use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgRow;
 
 use crate::backend::PostgresBackend;
-use crate::error::{Effect, settle};
+use crate::error::Effect;
 use crate::rows::{self, FenceCheck, col, token_param};
+use crate::statements::{HeapSql, Renderer, fragment};
+
+const WRITE_STEP: &str = include_str!("heap/write_step.sql");
+const READ_STEP: &str = include_str!("heap/read_step.sql");
+const LIST_STEPS: &str = include_str!("heap/list_steps.sql");
+const LIST_STEPS_PAGE: &str = include_str!("heap/list_steps_page.sql");
+
+/// The step write sent: `write_step.sql`, or under cfg
+/// `lease_postgres_nonatomic_fencing_experiment` (build.rs) the same statement with its row
+/// lock taken out, so its token check reads the statement's snapshot and a claim committing
+/// in between goes unnoticed (deliberately broken, for `tests/race.rs` by hand).
+#[cfg(not(lease_postgres_nonatomic_fencing_experiment))]
+fn write_step_template() -> String {
+    fragment(WRITE_STEP).to_owned()
+}
+
+/// See the other `write_step_template`.
+#[cfg(lease_postgres_nonatomic_fencing_experiment)]
+fn write_step_template() -> String {
+    fragment(WRITE_STEP).replace(" FOR SHARE", "")
+}
+
+/// This module's statements, rendered for one schema.
+pub(crate) fn statements(r: &Renderer) -> HeapSql {
+    HeapSql {
+        write_step: r.render(&write_step_template()),
+        read_step: r.render(READ_STEP),
+        list_steps: r.render(LIST_STEPS),
+        list_steps_page: r.render(LIST_STEPS_PAGE),
+    }
+}
+
+impl PostgresBackend {
+    /// This module's statements (`write_step` is also `step_in_tx`'s).
+    pub(crate) fn heap_sql(&self) -> &HeapSql {
+        let sql = &self.inner.sql;
+        sql.heap.get(&sql.renderer, statements)
+    }
+}
 
 #[async_trait]
 impl HeapClient for PostgresBackend {
@@ -20,25 +59,21 @@ impl HeapClient for PostgresBackend {
         lease: &ExecutionLease,
         write: &StepWrite,
     ) -> Result<Fenced<HeapRecord>> {
-        let sql = &self.inner.sql.write_step;
+        let sql = &self.heap_sql().write_step;
         let id = lease.execution_id.as_str();
         let token = token_param(lease)?;
         let key = write.step_key.as_str();
         let attempt = i64::from(write.step_attempt);
         let done = write.done;
         let response = write.response.as_str();
-        let row = self
-            .run("write_step", Effect::Write, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(id)
+        let row: Option<PgRow> = self
+            .run_statement("write_step", Effect::Write, sql, |q| {
+                q.bind(id)
                     .bind(token)
                     .bind(key)
                     .bind(attempt)
                     .bind(done)
                     .bind(response)
-                    .fetch_optional(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
             })
             .await?;
         let decoded = row
@@ -69,19 +104,13 @@ impl HeapClient for PostgresBackend {
         step_key: &StepKey,
         step_attempt: u32,
     ) -> Result<Option<HeapRecord>> {
-        let sql = &self.inner.sql.read_step;
+        let sql = &self.heap_sql().read_step;
         let id = id.as_str();
         let key = step_key.as_str();
         let attempt = i64::from(step_attempt);
-        let row = self
-            .run("read_step", Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(id)
-                    .bind(key)
-                    .bind(attempt)
-                    .fetch_optional(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
+        let row: Option<PgRow> = self
+            .run_statement("read_step", Effect::Read, sql, |q| {
+                q.bind(id).bind(key).bind(attempt)
             })
             .await?;
         row.map(|row| rows::step(&row, "read_step")).transpose()
@@ -89,16 +118,10 @@ impl HeapClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        let sql = &self.inner.sql.list_steps;
+        let sql = &self.heap_sql().list_steps;
         let id = id.as_str();
-        let found = self
-            .run("list_steps", Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(id)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
-            })
+        let found: Vec<PgRow> = self
+            .run_statement("list_steps", Effect::Read, sql, |q| q.bind(id))
             .await?;
         found
             .iter()
@@ -115,20 +138,16 @@ impl HeapClient for PostgresBackend {
         limit: u32,
     ) -> Result<StepPage> {
         StepPage::check_limit(limit)?;
-        let sql = &self.inner.sql.list_steps_page;
+        let sql = &self.heap_sql().list_steps_page;
         let id = id.as_str();
         let key = after.map(|c| c.step_key.as_str());
         let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
-        let found = self
-            .run("list_steps_page", Effect::Read, |mut conn| async move {
-                let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                    .bind(id)
+        let found: Vec<PgRow> = self
+            .run_statement("list_steps_page", Effect::Read, sql, |q| {
+                q.bind(id)
                     .bind(key)
                     .bind(attempt)
                     .bind(i64::from(limit) + 1)
-                    .fetch_all(&mut *conn)
-                    .await;
-                settle(r, &mut conn)
             })
             .await?;
         let rows = found

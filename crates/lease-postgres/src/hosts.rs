@@ -66,10 +66,8 @@ impl SessionAttrs {
     fn check_sql(self) -> Option<&'static str> {
         match self {
             SessionAttrs::Any => None,
-            SessionAttrs::ReadWrite => {
-                Some("SELECT current_setting('transaction_read_only') = 'off'")
-            }
-            SessionAttrs::Primary => Some("SELECT NOT pg_is_in_recovery()"),
+            SessionAttrs::ReadWrite => Some(include_str!("hosts/read_write.sql")),
+            SessionAttrs::Primary => Some(include_str!("hosts/primary.sql")),
         }
     }
 
@@ -81,7 +79,9 @@ impl SessionAttrs {
         let Some(sql) = self.check_sql() else {
             return Ok(());
         };
-        let ok: bool = sqlx::query_scalar(sql).fetch_one(&mut *conn).await?;
+        let ok: bool = sqlx::query_scalar(crate::statements::fragment(sql))
+            .fetch_one(&mut *conn)
+            .await?;
         if ok {
             Ok(())
         } else {

@@ -86,6 +86,7 @@
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod ack_and_claim;
 mod backend;
 mod config;
 mod counts;
@@ -95,9 +96,11 @@ mod execution;
 mod fenced;
 mod heap;
 mod hosts;
+mod literals;
 mod migrate;
 mod rows;
-mod sql;
+mod start;
+mod statements;
 mod store;
 mod tls;
 mod wakeup;
@@ -117,51 +120,4 @@ pub use sqlx;
 /// xtask bench`) can issue exactly these statements without the library as its raw
 /// baseline. Not a stable API.
 #[doc(hidden)]
-pub mod raw {
-    /// Statements rendered for one schema; parameters as documented on each in `sql.rs`.
-    #[derive(Debug, Clone)]
-    pub struct Statements {
-        /// The claim statement of `claim_due`, `claim_due_with_records` and
-        /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
-        /// which the library reads and this baseline would have to skip): `$1 request now,
-        /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
-        /// 12 execution columns, then columns the library uses). It notifies like the
-        /// library's.
-        pub claim: String,
-        /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
-        pub renew: String,
-        /// `acknowledge`: `$1 id, $2 token, $3 clock, $4 new status, $5 outcome`.
-        pub acknowledge: String,
-        /// `acknowledge_batch`: `$1 ids text[], $2 tokens bigint[], $3 new statuses text[],
-        /// $4 outcomes text[] (NULL for suspended), $5 clock`; distinct ids -> one row per
-        /// item in order (item number from 1, current token, status, acknowledged).
-        pub acknowledge_batch: String,
-        /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
-        pub write_step: String,
-        /// `read_step`: `$1 id, $2 step key, $3 attempt`.
-        pub read_step: String,
-        /// `get`: `$1 id, $2 clock`.
-        pub get: String,
-        /// `now`: no parameters.
-        pub now: String,
-    }
-
-    /// Renders the statements for `schema` (unquoted, as given to
-    /// [`crate::PostgresConfig::schema`]).
-    pub fn statements(schema: &str) -> Statements {
-        let s = crate::sql::Statements::new(
-            &crate::config::quoted(schema),
-            &crate::wakeup::channel_name(schema),
-        );
-        Statements {
-            claim: s.claim_leases_only.to_string(),
-            renew: s.renew.to_string(),
-            acknowledge: s.acknowledge.to_string(),
-            acknowledge_batch: s.acknowledge_batch.to_string(),
-            write_step: s.write_step.to_string(),
-            read_step: s.read_step.to_string(),
-            get: s.get.to_string(),
-            now: s.now.to_string(),
-        }
-    }
-}
+pub mod raw;

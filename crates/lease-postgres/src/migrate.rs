@@ -11,22 +11,29 @@ use lease_core::{LeaseError, Result};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 use crate::error::{self, Attempt, Effect, Verdict};
-use crate::sql::render;
+use crate::statements::{fragment, render};
 
 /// The owner tag written into the version table.
 pub(crate) const OWNER: &str = "lease-postgres";
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
 const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/v1.sql"),
-    include_str!("migrations/v2.sql"),
-    include_str!("migrations/v3.sql"),
-    include_str!("migrations/v4.sql"),
-    include_str!("migrations/v5.sql"),
-    include_str!("migrations/v6.sql"),
-    include_str!("migrations/v7.sql"),
-    include_str!("migrations/v8.sql"),
+    include_str!("migrate/v1.sql"),
+    include_str!("migrate/v2.sql"),
+    include_str!("migrate/v3.sql"),
+    include_str!("migrate/v4.sql"),
+    include_str!("migrate/v5.sql"),
+    include_str!("migrate/v6.sql"),
+    include_str!("migrate/v7.sql"),
+    include_str!("migrate/v8.sql"),
 ];
+
+const LOCK: &str = include_str!("migrate/lock.sql");
+const INSPECT: &str = include_str!("migrate/inspect.sql");
+const CREATE_VERSION_TABLE: &str = include_str!("migrate/create_version_table.sql");
+const INSERT_VERSION: &str = include_str!("migrate/insert_version.sql");
+const READ_VERSION: &str = include_str!("migrate/read_version.sql");
+const SET_VERSION: &str = include_str!("migrate/set_version.sql");
 
 /// The schema version this library writes and understands.
 pub const SCHEMA_VERSION: i32 = 8;
@@ -65,55 +72,63 @@ impl From<sqlx::Error> for Failure {
     }
 }
 
+/// One run of the migration transaction: lock, check or create the version table, check
+/// the recorded owner and version, apply the missing migrations, commit.
 async fn try_migrate(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
     let quoted = crate::config::quoted(schema);
     let mut tx = conn.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+    sqlx::query(fragment(LOCK))
         .bind(format!("{OWNER} migrate {schema}"))
         .execute(&mut *tx)
         .await?;
-    let row = sqlx::query(
-        "SELECT to_regclass(format('%I.lease_schema', $1::text)) IS NOT NULL, \
-         (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-          WHERE n.nspname = $1)",
-    )
-    .bind(schema)
-    .fetch_one(&mut *tx)
-    .await?;
+    ensure_version_table(&mut tx, schema, &quoted).await?;
+    let version = recorded_version(&mut tx, schema, &quoted).await?;
+    apply_from(&mut tx, schema, &quoted, version).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Creates the schema and its version table (at version 0) unless the version table
+/// exists; a schema holding relations but no version table is not ours.
+async fn ensure_version_table(
+    tx: &mut PgConnection,
+    schema: &str,
+    quoted: &str,
+) -> Result<(), Failure> {
+    let row = sqlx::query(fragment(INSPECT))
+        .bind(schema)
+        .fetch_one(&mut *tx)
+        .await?;
     let has_version_table: bool = row.try_get(0)?;
     let relations: i64 = row.try_get(1)?;
-    if !has_version_table {
-        if relations > 0 {
-            return Err(Failure::Lease(schema_error(
-                schema,
-                format!("holds {relations} relations but no lease_schema table: not ours"),
-            )));
-        }
-        let create = render(
-            "CREATE SCHEMA IF NOT EXISTS {s}; \
-             CREATE TABLE {s}.lease_schema ( \
-                 singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), \
-                 owner text NOT NULL, \
-                 version integer NOT NULL)",
-            &quoted,
-        );
-        sqlx::raw_sql(AssertSqlSafe(create))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(AssertSqlSafe(render(
-            "INSERT INTO {s}.lease_schema (owner, version) VALUES ($1, 0)",
-            &quoted,
-        )))
+    if has_version_table {
+        return Ok(());
+    }
+    if relations > 0 {
+        return Err(Failure::Lease(schema_error(
+            schema,
+            format!("holds {relations} relations but no lease_schema table: not ours"),
+        )));
+    }
+    sqlx::raw_sql(AssertSqlSafe(render(CREATE_VERSION_TABLE, quoted)))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(AssertSqlSafe(render(INSERT_VERSION, quoted)))
         .bind(OWNER)
         .execute(&mut *tx)
         .await?;
-    }
-    let row = sqlx::query(AssertSqlSafe(render(
-        "SELECT owner, version FROM {s}.lease_schema",
-        &quoted,
-    )))
-    .fetch_optional(&mut *tx)
-    .await?;
+    Ok(())
+}
+
+/// The version the schema records, checked: ours, and not newer than this library.
+async fn recorded_version(
+    tx: &mut PgConnection,
+    schema: &str,
+    quoted: &str,
+) -> Result<usize, Failure> {
+    let row = sqlx::query(AssertSqlSafe(render(READ_VERSION, quoted)))
+        .fetch_optional(&mut *tx)
+        .await?;
     let Some(row) = row else {
         return Err(Failure::Lease(schema_error(
             schema,
@@ -137,31 +152,36 @@ async fn try_migrate(conn: &mut PgConnection, schema: &str) -> Result<(), Failur
             ),
         )));
     }
-    if version < 0 {
-        return Err(Failure::Lease(schema_error(
+    usize::try_from(version).map_err(|_| {
+        Failure::Lease(schema_error(
             schema,
             format!("invalid schema version {version}"),
-        )));
-    }
-    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        sqlx::raw_sql(AssertSqlSafe(render(migration, &quoted)))
+        ))
+    })
+}
+
+/// Applies the migrations after `version`, recording each.
+async fn apply_from(
+    tx: &mut PgConnection,
+    schema: &str,
+    quoted: &str,
+    version: usize,
+) -> Result<(), Failure> {
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
+        sqlx::raw_sql(AssertSqlSafe(render(migration, quoted)))
             .execute(&mut *tx)
             .await?;
         let applied = i32::try_from(index + 1).unwrap_or(i32::MAX);
-        sqlx::query(AssertSqlSafe(render(
-            "UPDATE {s}.lease_schema SET version = $1",
-            &quoted,
-        )))
-        .bind(applied)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(AssertSqlSafe(render(SET_VERSION, quoted)))
+            .bind(applied)
+            .execute(&mut *tx)
+            .await?;
         tracing::info!(
             schema,
             version = applied,
             "applied lease-postgres migration"
         );
     }
-    tx.commit().await?;
     Ok(())
 }
 

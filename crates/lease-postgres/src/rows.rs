@@ -51,16 +51,22 @@ fn ts(value: Option<i64>) -> Option<Timestamp> {
     value.map(Timestamp::from_millis)
 }
 
-fn name<T>(value: String, operation: &'static str, parse: fn(String) -> Result<T>) -> Result<T> {
+/// A stored name parsed by `parse`; one this library would not have written is
+/// [`lease_core::LeaseError::Protocol`].
+pub(crate) fn stored_name<T>(
+    value: String,
+    operation: &'static str,
+    parse: fn(String) -> Result<T>,
+) -> Result<T> {
     parse(value).map_err(|e| protocol(operation, format!("stored name is invalid: {e}")))
 }
 
-/// The stored execution record in the first 12 columns (`sql::COLS` order).
+/// The stored execution record in the first 12 columns (`statements/execution_columns.sql` order).
 pub(crate) fn execution(row: &PgRow, operation: &'static str) -> Result<ExecutionRecord> {
     execution_from(row, 0, operation)
 }
 
-/// The stored execution record in the 12 columns from `first` on (`sql::COLS` order).
+/// The stored execution record in the 12 columns from `first` on (`statements/execution_columns.sql` order).
 pub(crate) fn execution_from(
     row: &PgRow,
     first: usize,
@@ -87,9 +93,9 @@ pub(crate) fn execution_from(
         _ => None,
     };
     Ok(ExecutionRecord {
-        id: name(id, operation, ExecutionId::new)?,
+        id: stored_name(id, operation, ExecutionId::new)?,
         workflow: workflow
-            .map(|w| name(w, operation, WorkflowName::new))
+            .map(|w| stored_name(w, operation, WorkflowName::new))
             .transpose()?,
         input: input.map(Json::from_stored),
         status,
@@ -109,8 +115,8 @@ pub(crate) fn execution_from(
 pub(crate) fn step(row: &PgRow, operation: &'static str) -> Result<HeapRecord> {
     let attempt: i64 = col(row, 2, operation)?;
     Ok(HeapRecord {
-        execution_id: name(col(row, 0, operation)?, operation, ExecutionId::new)?,
-        step_key: name(col(row, 1, operation)?, operation, StepKey::new)?,
+        execution_id: stored_name(col(row, 0, operation)?, operation, ExecutionId::new)?,
+        step_key: stored_name(col(row, 1, operation)?, operation, StepKey::new)?,
         step_attempt: u32::try_from(attempt)
             .map_err(|_| protocol(operation, format!("bad step attempt {attempt}")))?,
         done: col(row, 3, operation)?,

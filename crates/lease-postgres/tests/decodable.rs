@@ -1,4 +1,4 @@
-//! The claim's decodability test (`sql::DECODABLE`, written out inline for speed, issue 12)
+//! The claim's decodability test (`statements/decodable.sql`, written out inline for speed, issue 12)
 //! agrees with `record_problem` (migration v5, what `list_corrupt` reports) on rows at and
 //! just beyond every rule's edge, for due rows (the pick) and for rows not yet due (the
 //! horizon).

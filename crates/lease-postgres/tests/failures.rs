@@ -178,6 +178,25 @@ impl World {
         }
     }
 
+    /// Holds execution `e`'s row, runs `op` on the backend in a task (it waits for the row),
+    /// terminates that task's server process, releases the row and returns `op`'s result.
+    async fn terminated_while_blocked<T, F, Fut>(&mut self, op: F) -> lease_core::Result<T>
+    where
+        F: FnOnce(PostgresBackend) -> Fut,
+        Fut: std::future::Future<Output = lease_core::Result<T>> + Send + 'static,
+        T: std::fmt::Debug + Send + 'static,
+    {
+        self.exec("BEGIN; SELECT 1 FROM {s}.executions WHERE id = 'e' FOR UPDATE")
+            .await;
+        let mut task = tokio::spawn(op(self.backend.clone()));
+        let pid = self.blocked_pid(&mut task).await;
+        self.exec(&format!("SELECT pg_terminate_backend({pid})"))
+            .await;
+        let result = task.await.expect("task");
+        self.exec("COMMIT").await;
+        result
+    }
+
     async fn finish(self) {
         // The schema holds the test's fault sequence and function: forced.
         self.backend
@@ -274,17 +293,14 @@ fn terminated_acknowledge_is_outcome_unknown_and_changed_nothing() {
         |c| c,
         |mut w| async move {
             let lease = w.claim().await.remove(0);
-            w.exec("BEGIN; SELECT 1 FROM {s}.executions WHERE id = 'e' FOR UPDATE")
-                .await;
-            let mut ack = {
-                let (b, lease) = (w.backend.clone(), lease.clone());
-                tokio::spawn(async move { b.acknowledge(&lease, &completed()).await })
-            };
-            let pid = w.blocked_pid(&mut ack).await;
-            w.exec(&format!("SELECT pg_terminate_backend({pid})")).await;
-            let err = ack.await.expect("task").expect_err("connection was killed");
+            let held = lease.clone();
+            let err = w
+                .terminated_while_blocked(
+                    |b| async move { b.acknowledge(&held, &completed()).await },
+                )
+                .await
+                .expect_err("connection was killed");
             assert!(matches!(err, LeaseError::OutcomeUnknown { .. }), "{err:?}");
-            w.exec("COMMIT").await;
             // Reading back resolves the unknown: it did not commit, the lease is still current.
             let record = w.backend.get(&id()).await.expect("get").expect("record");
             assert_eq!(record.status, ExecutionStatus::Running);
@@ -306,20 +322,11 @@ fn terminated_step_write_is_outcome_unknown() {
         |c| c,
         |mut w| async move {
             let lease = w.claim().await.remove(0);
-            w.exec("BEGIN; SELECT 1 FROM {s}.executions WHERE id = 'e' FOR UPDATE")
-                .await;
-            let mut write = {
-                let (b, lease) = (w.backend.clone(), lease.clone());
-                tokio::spawn(async move { b.write_step(&lease, &step("1")).await })
-            };
-            let pid = w.blocked_pid(&mut write).await;
-            w.exec(&format!("SELECT pg_terminate_backend({pid})")).await;
-            let err = write
+            let err = w
+                .terminated_while_blocked(|b| async move { b.write_step(&lease, &step("1")).await })
                 .await
-                .expect("task")
                 .expect_err("connection was killed");
             assert!(matches!(err, LeaseError::OutcomeUnknown { .. }), "{err:?}");
-            w.exec("COMMIT").await;
             let key = StepKey::new("charge").expect("key");
             assert_eq!(
                 w.backend.read_step(&id(), &key, 0).await.expect("read"),

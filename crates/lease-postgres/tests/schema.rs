@@ -69,30 +69,40 @@ fn concurrent_first_connects_all_succeed_once_migrated() {
     }));
 }
 
-#[test]
-fn newer_schema_version_is_a_schema_error() {
+/// Creates a fresh schema, changes it with the statement `tamper` makes for its name, and
+/// checks that connecting to it again is a schema error, which `check` then inspects.
+fn reconnect_after(
+    tamper: impl FnOnce(&str) -> String + Send + 'static,
+    check: impl FnOnce(&LeaseError) + Send + 'static,
+) {
     let schema = common::fresh_schema();
     runtime().block_on(common::cleaning_up(schema.clone(), async move {
         let backend = PostgresBackend::connect(config(&schema))
             .await
             .expect("connect");
         let mut conn = admin().await;
-        exec(
-            &mut conn,
-            format!(
-                "UPDATE \"{schema}\".lease_schema SET version = {}",
-                SCHEMA_VERSION + 1
-            ),
-        )
-        .await;
+        exec(&mut conn, tamper(&schema)).await;
         let err = PostgresBackend::connect(config(&schema))
             .await
-            .expect_err("newer schema");
+            .expect_err("a schema this library must not use");
         assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
-        assert!(err.to_string().contains("newer"), "{err}");
+        check(&err);
         backend.drop_schema().await.expect("drop");
         backend.close().await;
     }));
+}
+
+#[test]
+fn newer_schema_version_is_a_schema_error() {
+    reconnect_after(
+        |schema| {
+            format!(
+                "UPDATE \"{schema}\".lease_schema SET version = {}",
+                SCHEMA_VERSION + 1
+            )
+        },
+        |err| assert!(err.to_string().contains("newer"), "{err}"),
+    );
 }
 
 #[test]
@@ -123,24 +133,10 @@ fn schema_of_someone_else_is_a_schema_error() {
 
 #[test]
 fn version_table_of_another_owner_is_a_schema_error() {
-    let schema = common::fresh_schema();
-    runtime().block_on(common::cleaning_up(schema.clone(), async move {
-        let backend = PostgresBackend::connect(config(&schema))
-            .await
-            .expect("connect");
-        let mut conn = admin().await;
-        exec(
-            &mut conn,
-            format!("UPDATE \"{schema}\".lease_schema SET owner = 'someone-else'"),
-        )
-        .await;
-        let err = PostgresBackend::connect(config(&schema))
-            .await
-            .expect_err("not ours");
-        assert!(matches!(err, LeaseError::Schema { .. }), "{err:?}");
-        backend.drop_schema().await.expect("drop");
-        backend.close().await;
-    }));
+    reconnect_after(
+        |schema| format!("UPDATE \"{schema}\".lease_schema SET owner = 'someone-else'"),
+        |_| {},
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 -- effect. Records `$3` when the effect is pending and `$2` owns it (the Pending branch of
 -- EffectRecord::settle, which the caller applies to the returned row to report the
 -- settlement), ends the wait and, when the owner waited, wakes it in the same statement:
--- the wake CTEs are request_wake's transition (sql::WAKE) at the backend's now.
+-- the wake CTEs are request_wake's transition (`statements/wake.sql`) at the backend's now.
 WITH clk AS MATERIALIZED (SELECT COALESCE($4::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT f.id, f.execution_id, f.result, f.begun_at, f.settled_at, f.waiting
@@ -14,6 +14,10 @@ settled AS (
     FROM cur, clk
     WHERE f.id = cur.id AND cur.execution_id = $2 AND cur.result IS NULL
     RETURNING cur.waiting
+),
+wake_targets AS (
+    SELECT $2::text AS id, (SELECT now FROM clk) AS at, $5::bigint[] AS delays
+    FROM settled WHERE settled.waiting
 ),
 {wake}
 SELECT cur.id, cur.execution_id, cur.result, cur.begun_at, cur.settled_at, clk.now,

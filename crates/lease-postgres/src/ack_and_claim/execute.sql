@@ -1,0 +1,1 @@
+EXECUTE {name}({args})

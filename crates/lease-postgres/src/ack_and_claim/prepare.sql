@@ -1,0 +1,1 @@
+PREPARE {name}({types}) AS {statement}

@@ -1,0 +1,2 @@
+-- `DROP SCHEMA ... CASCADE` (`drop_schema_forced`).
+DROP SCHEMA IF EXISTS {s} CASCADE

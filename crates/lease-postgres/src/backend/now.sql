@@ -1,0 +1,2 @@
+-- `()` -> the database clock.
+SELECT {now}

@@ -1,0 +1,26 @@
+-- `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
+-- acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
+-- requested during the delivery (or never), notified when there is one; completed/failed:
+-- terminal with the outcome.
+WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+),
+upd AS (
+    UPDATE {s}.executions e SET
+        unacknowledged_deliveries = 0,
+        last_delivery_ended_at = clk.now,
+        lease_expires_at = NULL,
+        wake_after_claim = NULL,
+        status = $4,
+        ever_suspended = e.ever_suspended OR $4 = 'suspended',
+        due_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        outcome = CASE WHEN $4 = 'suspended' THEN e.outcome ELSE $5 END,
+        claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
+    FROM cur, clk
+    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    RETURNING true AS acknowledged, e.claimable_at
+),
+note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
+SELECT cur.token, cur.status, upd.acknowledged, (SELECT count(*) FROM note)
+FROM cur LEFT JOIN upd ON true

@@ -1,0 +1,27 @@
+-- The claim's summary row: the clock it ran at and the earliest `claimable_at` over the
+-- schema's non-terminal executions after the claim: the new leases' (from `claimed`) and
+-- every other row's, each part one index seek on `executions_horizon`:
+--
+-- - a full claim (as many leases as asked; the dispatcher claims again at once): `unpicked`,
+--   the smallest value in the statement's snapshot, skipping the rows this claim picked;
+-- - a short claim: `later`, the smallest value above the claim's clock in the snapshot, and
+--   `due_unlocked`, a row already due that no claim is taking. It reads `FOR KEY SHARE SKIP
+--   LOCKED`: KEY SHARE conflicts only with `FOR UPDATE`, which only a claim's `picked`
+--   takes, so it skips exactly the rows a concurrent claim is taking (that claim notifies
+--   their new instant when it commits), never waits, and reads a row changed by a
+--   transaction that committed after the snapshot in its newest version (dropped if no
+--   longer due). Without it, every claim racing another for a row reported the row as due
+--   and its dispatcher claimed again for nothing. A short claim met no due row it could
+--   take, so this never locks a row another claim could pick (bar one made due after the
+--   snapshot, for a moment).
+--
+-- Rows admitted after the snapshot are absent (admission notifies). The horizon is later
+-- than the truth only while a concurrent claim that holds a row rolls back, when the
+-- dispatcher's backstop poll (and that claimer's own retry) still claims it.
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, clk.now,
+    LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT u.claimable_at FROM unpicked u),
+        (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)),
+    0, 1, NULL
+FROM clk

@@ -1,0 +1,2 @@
+-- The schema's (owner, version).
+SELECT owner, version FROM {s}.lease_schema

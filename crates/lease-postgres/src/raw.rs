@@ -1,0 +1,54 @@
+//! The rendered SQL of the hot-path operations, for the benchmark's raw baseline (`crates/bench`):
+//! exactly the statements the library sends. Not a stable API.
+
+use crate::config::quoted;
+use crate::statements::Renderer;
+use crate::wakeup::channel_name;
+
+/// Statements rendered for one schema; parameters as documented on each in its `.sql` file.
+#[derive(Debug, Clone)]
+pub struct Statements {
+    /// The claim statement of `claim_due`, `claim_due_with_records` and
+    /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
+    /// which the library reads and this baseline would have to skip): `$1 request now,
+    /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
+    /// 12 execution columns, then columns the library uses). It notifies like the
+    /// library's.
+    pub claim: String,
+    /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
+    pub renew: String,
+    /// `acknowledge`: `$1 id, $2 token, $3 clock, $4 new status, $5 outcome`.
+    pub acknowledge: String,
+    /// `acknowledge_batch`: `$1 ids text[], $2 tokens bigint[], $3 new statuses text[],
+    /// $4 outcomes text[] (NULL for suspended), $5 clock`; distinct ids -> one row per
+    /// item in order (item number from 1, current token, status, acknowledged).
+    pub acknowledge_batch: String,
+    /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
+    pub write_step: String,
+    /// `read_step`: `$1 id, $2 step key, $3 attempt`.
+    pub read_step: String,
+    /// `get`: `$1 id, $2 clock`.
+    pub get: String,
+    /// `now`: no parameters.
+    pub now: String,
+}
+
+/// Renders the statements for `schema` (unquoted, as given to
+/// [`crate::PostgresConfig::schema`]).
+pub fn statements(schema: &str) -> Statements {
+    let r = Renderer::new(&quoted(schema), &channel_name(schema));
+    let (execution, heap) = (
+        crate::execution::statements(&r),
+        crate::heap::statements(&r),
+    );
+    Statements {
+        claim: execution.claim_leases_only.to_string(),
+        renew: execution.renew.to_string(),
+        acknowledge: execution.acknowledge.to_string(),
+        acknowledge_batch: execution.acknowledge_batch.to_string(),
+        write_step: heap.write_step.to_string(),
+        read_step: heap.read_step.to_string(),
+        get: execution.get.to_string(),
+        now: crate::backend::statements(&r).now.to_string(),
+    }
+}

@@ -1,0 +1,210 @@
+//! The rendering every statement goes through, and the per-handle sets of rendered
+//! statements.
+//!
+//! Statement files (`<module>/<name>.sql`, next to the module that runs them) name the
+//! schema `{s}` (replaced by the quoted, validated schema name), the database clock `{now}`,
+//! the execution columns `{cols}`, the decodable-row test `{decodable}`, the wake-up
+//! `{notify}` and the wake transition `{wake}`: fragments kept here in `statements/*.sql`,
+//! each written once. A file's leading `--` comment block documents it and is not sent.
+//!
+//! Statements that read the clock take a nullable `$clock` parameter: a value when a manual
+//! clock is injected, otherwise NULL and the database's `clock_timestamp()` (not `now()`,
+//! which is the transaction's start and would be stale after a lock wait) is used. Each
+//! operation is one statement, hence one round trip and one atomic step, except the store
+//! update and the store waiter registration (one short transaction each).
+//!
+//! Fencing (design.md section 3): every fenced statement first locks the execution row in a
+//! CTE (`FOR SHARE` for step writes, `FOR NO KEY UPDATE` for acknowledge, renew and release).
+//! Both modes conflict with the claim's `FOR UPDATE SKIP LOCKED`, so no claim can commit
+//! between the check and the write. In READ COMMITTED a locking read that finds the row
+//! changed since the statement's snapshot waits for the lock and returns the row's *newest*
+//! version, so the token and status the statement compares are the ones current after the
+//! lock was granted, and the write commits before any later claim can lock the row.
+//!
+//! Each module that runs statements renders its own set on first use ([`Rendered::get`]);
+//! the types of those sets live here so that the backend can hold them without depending on
+//! the modules that fill them.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::ack_and_claim::AckAndClaimStatements;
+
+/// The database clock in milliseconds since the Unix epoch (`{now}`).
+const NOW_MS: &str = include_str!("statements/now_ms.sql");
+/// The execution columns (`{cols}`).
+const EXECUTION_COLUMNS: &str = include_str!("statements/execution_columns.sql");
+/// Whether the row `e` can be decoded (`{decodable}`).
+const DECODABLE: &str = include_str!("statements/decodable.sql");
+/// The head of a statement's wake-up CTE (`{notify}`; its `{chan}` is the channel).
+const NOTIFY: &str = include_str!("statements/notify.sql");
+/// The wake transition of the executions in `wake_targets` (`{wake}`).
+const WAKE: &str = include_str!("statements/wake.sql");
+
+/// `file` without its leading `--` comment block and surrounding whitespace.
+pub(crate) fn fragment(file: &str) -> &str {
+    let mut rest = file.trim_start();
+    while rest.starts_with("--") {
+        rest = rest.split_once('\n').map_or("", |(_, r)| r).trim_start();
+    }
+    rest.trim_end()
+}
+
+/// `template` with the schema `schema` (quoted) and the fragments `{decodable}`, `{cols}`
+/// and `{now}` substituted (no wake-up: the migrations and the fenced transaction's
+/// messages).
+pub(crate) fn render(template: &str, schema: &str) -> Arc<str> {
+    fragment(template)
+        .replace("{decodable}", fragment(DECODABLE))
+        .replace("{cols}", fragment(EXECUTION_COLUMNS))
+        .replace("{now}", fragment(NOW_MS))
+        .replace("{s}", schema)
+        .into()
+}
+
+/// Renders statement files for one schema and its NOTIFY channel.
+#[derive(Debug)]
+pub(crate) struct Renderer {
+    schema: String,
+    notify: String,
+}
+
+impl Renderer {
+    /// A renderer for the quoted schema name `schema`, notifying `channel`.
+    pub(crate) fn new(schema: &str, channel: &str) -> Self {
+        Renderer {
+            schema: schema.to_owned(),
+            notify: fragment(NOTIFY).replace("{chan}", channel),
+        }
+    }
+
+    /// `template` with every placeholder substituted.
+    pub(crate) fn render(&self, template: &str) -> Arc<str> {
+        let template = fragment(template)
+            .replace("{wake}", fragment(WAKE))
+            .replace("{notify}", &self.notify);
+        render(&template, &self.schema)
+    }
+}
+
+/// A set of statements rendered by its module on first use, then shared.
+#[derive(Debug)]
+pub(crate) struct Rendered<T>(OnceLock<T>);
+
+impl<T> Default for Rendered<T> {
+    fn default() -> Self {
+        Rendered(OnceLock::new())
+    }
+}
+
+impl<T> Rendered<T> {
+    /// The set, rendered by `build` with `renderer` if this is the first use.
+    pub(crate) fn get(&self, renderer: &Renderer, build: fn(&Renderer) -> T) -> &T {
+        self.0.get_or_init(|| build(renderer))
+    }
+}
+
+/// Every statement set of one handle (cloning a statement is an `Arc` bump).
+#[derive(Debug)]
+pub(crate) struct Statements {
+    pub(crate) renderer: Renderer,
+    pub(crate) backend: Rendered<BackendSql>,
+    pub(crate) execution: Rendered<ExecutionSql>,
+    pub(crate) heap: Rendered<HeapSql>,
+    pub(crate) store: Rendered<StoreSql>,
+    pub(crate) start: Rendered<Arc<str>>,
+    pub(crate) effect: Rendered<EffectSql>,
+    pub(crate) counts: Rendered<Arc<str>>,
+}
+
+impl Statements {
+    /// No statement rendered yet, for the quoted schema `schema` notifying `channel`.
+    pub(crate) fn new(schema: &str, channel: &str) -> Self {
+        Statements {
+            renderer: Renderer::new(schema, channel),
+            backend: Rendered::default(),
+            execution: Rendered::default(),
+            heap: Rendered::default(),
+            store: Rendered::default(),
+            start: Rendered::default(),
+            effect: Rendered::default(),
+            counts: Rendered::default(),
+        }
+    }
+}
+
+/// `backend.rs`'s statements (`backend/*.sql`).
+#[derive(Debug)]
+pub(crate) struct BackendSql {
+    pub(crate) now: Arc<str>,
+    pub(crate) drop_schema: Arc<str>,
+    pub(crate) drop_schema_forced: Arc<str>,
+}
+
+/// `execution.rs`'s statements (`execution/*.sql`).
+#[derive(Debug)]
+pub(crate) struct ExecutionSql {
+    pub(crate) admit: Arc<str>,
+    pub(crate) admit_batch: Arc<str>,
+    pub(crate) get: Arc<str>,
+    pub(crate) list_failing: Arc<str>,
+    pub(crate) list_corrupt: Arc<str>,
+    pub(crate) request_wake: Arc<str>,
+    pub(crate) claim: Arc<str>,
+    /// The claim without its summary row (the benchmark's raw baseline reads only leases).
+    pub(crate) claim_leases_only: Arc<str>,
+    pub(crate) renew: Arc<str>,
+    pub(crate) release: Arc<str>,
+    pub(crate) acknowledge: Arc<str>,
+    pub(crate) acknowledge_batch: Arc<str>,
+    /// `acknowledge_and_claim`'s two per-connection prepared statements.
+    pub(crate) ack_and_claim: AckAndClaimStatements,
+    pub(crate) purge_terminal: Arc<str>,
+}
+
+/// `heap.rs`'s statements (`heap/*.sql`; `write_step` is also `step_in_tx`'s).
+#[derive(Debug)]
+pub(crate) struct HeapSql {
+    pub(crate) write_step: Arc<str>,
+    pub(crate) read_step: Arc<str>,
+    pub(crate) list_steps: Arc<str>,
+    pub(crate) list_steps_page: Arc<str>,
+}
+
+/// `store.rs`'s statements (`store/*.sql`).
+#[derive(Debug)]
+pub(crate) struct StoreSql {
+    pub(crate) get_or_create: Arc<str>,
+    pub(crate) read_entry: Arc<str>,
+    pub(crate) lock_store: Arc<str>,
+    pub(crate) read_receipt: Arc<str>,
+    pub(crate) apply_update: Arc<str>,
+    pub(crate) watch_lock: Arc<str>,
+    pub(crate) watch_register: Arc<str>,
+}
+
+/// `effect.rs`'s statements (`effect/*.sql`).
+#[derive(Debug)]
+pub(crate) struct EffectSql {
+    pub(crate) begin: Arc<str>,
+    pub(crate) settle: Arc<str>,
+    pub(crate) wait: Arc<str>,
+    pub(crate) read: Arc<str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_are_not_sent_and_placeholders_are_rendered() {
+        assert_eq!(
+            fragment("-- a\n  --b\n\nSELECT 1\n-- c\n"),
+            "SELECT 1\n-- c"
+        );
+        let r = Renderer::new("\"t\"", "lease_wake_t");
+        let sql = r.render("-- doc\nWITH wake_targets AS (SELECT 1), {wake} SELECT {now}");
+        assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+        assert!(sql.starts_with("WITH wake_targets"), "{sql}");
+        assert!(sql.contains("pg_notify('lease_wake_t'") && sql.contains("\"t\".executions"));
+    }
+}

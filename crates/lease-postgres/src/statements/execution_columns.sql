@@ -1,0 +1,4 @@
+-- The execution columns, in the order `rows::execution` decodes them.
+e.id, e.workflow, e.input, e.status, e.token, e.lease_expires_at, e.due_at,
+    e.wake_after_claim, e.unacknowledged_deliveries, e.last_delivery_ended_at,
+    e.ever_suspended, e.outcome
