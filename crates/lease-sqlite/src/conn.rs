@@ -43,7 +43,7 @@ use tokio::sync::oneshot;
 use crate::checkpoint;
 use crate::error::{BACKEND, OpResult, thread_gone};
 use crate::group::{self, MAX_GROUP, Member, Op, Pending, Woken};
-use crate::wake::Wakes;
+use crate::wakeup::Wakes;
 
 /// Most executions a [`Weight::Light`] operation touches (the claim limit, the batch size).
 pub(crate) const LIGHT_ITEMS: usize = 8;
@@ -536,7 +536,7 @@ mod tests {
     async fn open_file(path: &std::path::Path, busy_timeout: Duration) -> ConnHandle {
         let location = crate::config::Location::File(path.to_owned());
         ConnHandle::spawn(
-            move || crate::schema::open(&location, busy_timeout),
+            move || crate::migrate::open(&location, busy_timeout),
             busy_timeout,
             true,
         )

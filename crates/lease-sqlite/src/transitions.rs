@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::candidates::Candidates;
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
-use crate::rows::{self, RawExecution, execution_columns, read_raw};
+use crate::rows::{self, RawExecution, read_raw};
 use crate::scope::Scope;
 
 /// Admits one execution at `now` unless its id exists: the effective record, and the
@@ -92,14 +92,23 @@ pub(crate) fn get(
     }
 }
 
+/// `$1 namespace, $2 id` -> the problem recorded when `id` was quarantined.
+const QUARANTINED: &str = include_str!("transitions/quarantined.sql");
+
 /// The problem a claim recorded when it quarantined `id`, if it did.
 fn quarantined(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Option<String>> {
     Ok(conn
-        .prepare_cached("SELECT corrupt FROM lease_executions WHERE namespace = ?1 AND id = ?2")?
+        .prepare_cached(QUARANTINED)?
         .query_row(params![scope.namespace, id.as_str()], |row| row.get(0))
         .optional()?
         .flatten())
 }
+
+/// `$1 namespace, $2 min, $3 limit` -> the top rows by stored delivery count.
+pub(crate) const LIST_FAILING: &str = include_str!("transitions/list_failing.sql");
+
+/// `$1 namespace, $2 min, $3 now` -> running rows whose lease expired (one more delivery).
+pub(crate) const LIST_EXPIRED: &str = include_str!("transitions/list_expired.sql");
 
 /// `list_failing`: effective `unacknowledged_deliveries >= max(min, 1)`, most failing first,
 /// then id. Reads the top `limit` rows by stored count through an index, plus every running
@@ -116,24 +125,11 @@ pub(crate) fn list_failing(
     let min = i64::from(min.max(1));
     let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut raw: Vec<RawExecution> = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            execution_columns!(),
-            " FROM lease_executions
-             WHERE namespace = ?1 AND unacknowledged > 0 AND unacknowledged >= ?2
-               AND corrupt IS NULL
-             ORDER BY unacknowledged DESC, id LIMIT ?3"
-        ))?
+        .prepare_cached(LIST_FAILING)?
         .query_map(params![scope.namespace, min, limit_sql], read_raw)?
         .collect::<rusqlite::Result<_>>()?;
     let expired = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            execution_columns!(),
-            " FROM lease_executions
-             WHERE namespace = ?1 AND status = 'running' AND unacknowledged + 1 >= ?2
-               AND (lease_expires_at IS NULL OR lease_expires_at <= ?3) AND corrupt IS NULL"
-        ))?
+        .prepare_cached(LIST_EXPIRED)?
         .query_map(params![scope.namespace, min, now.as_millis()], read_raw)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     raw.extend(expired);
@@ -177,13 +173,48 @@ pub(crate) fn request_wake(
     Ok(Woken::at((), wake))
 }
 
+/// `$1 namespace, $2 id` -> a row when the execution exists.
+const EXECUTION_EXISTS: &str = include_str!("transitions/execution_exists.sql");
+
+/// `UnknownExecution` unless `id` exists (its row is not decoded).
+pub(crate) fn require_execution(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+) -> OpResult<()> {
+    let found = conn
+        .prepare_cached(EXECUTION_EXISTS)?
+        .query_row(params![scope.namespace, id.as_str()], |_| Ok(()))
+        .optional()?;
+    found.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
+}
+
+/// A waiter's wake: `request_wake(waiter, now)` exactly as the unfenced operation. A waiter
+/// that is gone or whose record cannot be decoded is skipped (logged): no claim can take it
+/// either, and the write that woke it must not fail for it.
+pub(crate) fn wake_waiter(
+    conn: &Connection,
+    scope: &Scope,
+    waiter: &ExecutionId,
+    now: Timestamp,
+) -> OpResult<Option<Timestamp>> {
+    match request_wake(conn, scope, waiter, now) {
+        Ok(woken) => Ok(woken.wake),
+        Err(OpError::Lease(LeaseError::UnknownExecution(_))) => Ok(None),
+        Err(OpError::Corrupt(problem)) => {
+            tracing::warn!(namespace = %scope.namespace, waiter = %waiter, problem,
+                "not waking a waiter whose record cannot be decoded");
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
-pub(crate) const LAST_TOKEN: &str = "SELECT last_token FROM lease_counters WHERE namespace = ?1";
+pub(crate) const LAST_TOKEN: &str = include_str!("transitions/last_token.sql");
 
 /// `$1 namespace, $2 token`: records the namespace's last issued token.
-pub(crate) const STORE_LAST_TOKEN: &str =
-    "INSERT INTO lease_counters (namespace, last_token) VALUES (?1, ?2)
-         ON CONFLICT (namespace) DO UPDATE SET last_token = excluded.last_token";
+pub(crate) const STORE_LAST_TOKEN: &str = include_str!("transitions/store_last_token.sql");
 
 fn last_token(conn: &Connection, namespace: &str) -> OpResult<FencingToken> {
     let raw: Option<i64> = conn
@@ -231,13 +262,10 @@ fn next_token(
 }
 
 /// The earliest `claimable_at` of a namespace: one seek of `lease_executions_horizon`.
-pub(crate) const HORIZON: &str = "SELECT claimable_at FROM lease_executions
-     WHERE namespace = ?1 AND claimable_at IS NOT NULL
-     ORDER BY claimable_at LIMIT 1";
+pub(crate) const HORIZON: &str = include_str!("transitions/horizon.sql");
 
 /// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
-const QUARANTINE: &str = "UPDATE lease_executions
-     SET corrupt = ?2, claim_due_at = NULL, claimable_at = NULL WHERE rowid = ?1";
+const QUARANTINE: &str = include_str!("transitions/quarantine.sql");
 
 /// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
 /// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
@@ -253,6 +281,9 @@ fn quarantine(conn: &Connection, scope: &Scope, rowid: i64, problem: &str) -> Op
     Ok(())
 }
 
+/// `$1 namespace, $2 limit` -> (id, problem) of quarantined records, by id.
+const LIST_CORRUPT: &str = include_str!("transitions/list_corrupt.sql");
+
 /// `list_corrupt`: quarantined records by id, at most `limit`.
 pub(crate) fn list_corrupt(
     conn: &Connection,
@@ -261,10 +292,7 @@ pub(crate) fn list_corrupt(
 ) -> OpResult<Vec<CorruptRecord>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     Ok(conn
-        .prepare_cached(
-            "SELECT CAST(id AS TEXT), corrupt FROM lease_executions
-             WHERE namespace = ?1 AND corrupt IS NOT NULL ORDER BY id LIMIT ?2",
-        )?
+        .prepare_cached(LIST_CORRUPT)?
         .query_map(params![scope.namespace, limit], |row| {
             Ok(CorruptRecord {
                 id: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
@@ -531,7 +559,7 @@ pub(crate) mod tests {
 
     /// `EXPLAIN QUERY PLAN` of `sql` on a fresh schema, its details joined by " | ".
     pub(crate) fn plan(sql: &str, params: usize) -> String {
-        let conn = crate::schema::open(
+        let conn = crate::migrate::open(
             &Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
             Duration::from_secs(1),
         )

@@ -1,25 +1,37 @@
-//! Starting workflows (RFC 003 `WorkflowStartClient.start`, reduced): idempotent by receipt.
+//! Starting workflows (RFC 003 `WorkflowStartClient.start`, reduced): idempotent by receipt;
+//! [`StartClient`] for [`SqliteBackend`].
 
-use lease_core::{Admission, ExecutionId, ExecutionRecord, LeaseError, StartRequest, Started};
+use async_trait::async_trait;
+use lease_core::{
+    Admission, ExecutionId, ExecutionRecord, LeaseError, Result, StartClient, StartRequest, Started,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::backend::SqliteBackend;
+use crate::conn::Weight;
 use crate::error::{OpError, OpResult};
 use crate::group::Woken;
 use crate::rows;
 use crate::scope::Scope;
+
+/// `$1 namespace, $2 request id` -> the request's first target.
+const KNOWN: &str = include_str!("start/known.sql");
+
+/// `$1 namespace, $2 request id, $3 target`: records a start.
+const RECORD: &str = include_str!("start/record.sql");
 
 /// `start`: a known request id returns its first target; otherwise admits the target (with
 /// workflow and input) and records the mapping in the same transaction. A target id that
 /// already exists is rejected with `InvalidInput`, changing nothing.
 ///
 /// Wakes (issue 10) at the new target's claimable instant.
-pub(crate) fn start(
+pub(crate) fn start_in(
     conn: &Connection,
     scope: &Scope,
     request: &StartRequest,
 ) -> OpResult<Woken<Started>> {
     let known: Option<String> = conn
-        .prepare_cached("SELECT target FROM lease_starts WHERE namespace = ?1 AND request_id = ?2")?
+        .prepare_cached(KNOWN)?
         .query_row(
             params![scope.namespace, request.request_id.as_str()],
             |row| row.get(0),
@@ -50,10 +62,7 @@ pub(crate) fn start(
             request.target
         )));
     }
-    conn.prepare_cached(
-        "INSERT INTO lease_starts (namespace, request_id, target) VALUES (?1, ?2, ?3)",
-    )?
-    .execute(params![
+    conn.prepare_cached(RECORD)?.execute(params![
         scope.namespace,
         request.request_id.as_str(),
         request.target.as_str()
@@ -65,4 +74,16 @@ pub(crate) fn start(
         },
         record.claimable_at(&scope.policy),
     ))
+}
+
+#[async_trait]
+impl StartClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        let request = request.clone();
+        self.write_waking("start", Weight::Light, move |tx, s| {
+            start_in(tx, s, &request)
+        })
+        .await
+    }
 }

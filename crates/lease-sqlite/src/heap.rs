@@ -1,11 +1,15 @@
-//! Heap step records (RFC 002 `HeapClient`): fenced writes, plain reads.
+//! Heap step records (RFC 002 `HeapClient`): fenced writes, plain reads, and
+//! [`HeapClient`] for [`SqliteBackend`].
 
+use async_trait::async_trait;
 use lease_core::{
-    Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapRecord, Json, LeaseError,
-    StepCursor, StepKey, StepPage, StepWrite, Timestamp,
+    Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
+    LeaseError, Result, StepCursor, StepKey, StepPage, StepWrite, Timestamp,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::backend::SqliteBackend;
+use crate::conn::Weight;
 use crate::error::{OpError, OpResult};
 use crate::rows::{self, token_from_sql};
 use crate::scope::Scope;
@@ -19,11 +23,16 @@ struct RawStep {
     token: i64,
 }
 
-macro_rules! step_columns {
-    () => {
-        "execution_id, step_key, step_attempt, done, response, token"
-    };
-}
+/// The columns [`read_raw`] expects, in order (every step read selects them).
+#[cfg(test)]
+const STEP_COLUMNS: &str = "execution_id, step_key, step_attempt, done, response, token";
+
+/// `$1 namespace, $2 id, $3 key, $4 attempt` -> the step record.
+const READ_STEP: &str = include_str!("heap/read_step.sql");
+/// `$1 namespace, $2 id` -> its step records by key, then attempt.
+const LIST_STEPS: &str = include_str!("heap/list_steps.sql");
+/// `list_steps_page`'s range read (its parameters are in the file).
+const LIST_STEPS_PAGE: &str = include_str!("heap/list_steps_page.sql");
 
 fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawStep> {
     Ok(RawStep {
@@ -56,13 +65,10 @@ impl RawStep {
 
 /// `$1 namespace, $2 execution id, $3 step key, $4 attempt, $5 done, $6 response, $7 token`:
 /// inserts a step record unless one exists (1 row changed) or leaves it (0 rows).
-pub(crate) const INSERT_STEP: &str = "INSERT INTO lease_steps
-                 (namespace, execution_id, step_key, step_attempt, done, response, token)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (namespace, execution_id, step_key, step_attempt) DO NOTHING";
+pub(crate) const INSERT_STEP: &str = include_str!("heap/insert_step.sql");
 
 /// `$1 namespace, $2 id` -> (token, status): all that the fencing check reads.
-const FENCE: &str = "SELECT token, status FROM lease_executions WHERE namespace = ?1 AND id = ?2";
+const FENCE: &str = include_str!("heap/fence.sql");
 
 /// The fencing check every fenced write of a step or of the application's rows makes (RFC
 /// 002: "the check and the write will be atomic"): lease-core's
@@ -158,47 +164,32 @@ pub(crate) fn write_step(
 }
 
 /// `read_step`.
-pub(crate) fn read_step(
+fn read_step(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
     step_key: &StepKey,
     step_attempt: u32,
 ) -> OpResult<Option<HeapRecord>> {
-    conn.prepare_cached(concat!(
-        "SELECT ",
-        step_columns!(),
-        " FROM lease_steps
-         WHERE namespace = ?1 AND execution_id = ?2 AND step_key = ?3 AND step_attempt = ?4"
-    ))?
-    .query_row(
-        params![
-            scope.namespace,
-            id.as_str(),
-            step_key.as_str(),
-            i64::from(step_attempt)
-        ],
-        read_raw,
-    )
-    .optional()?
-    .map(RawStep::into_record)
-    .transpose()
+    conn.prepare_cached(READ_STEP)?
+        .query_row(
+            params![
+                scope.namespace,
+                id.as_str(),
+                step_key.as_str(),
+                i64::from(step_attempt)
+            ],
+            read_raw,
+        )
+        .optional()?
+        .map(RawStep::into_record)
+        .transpose()
 }
 
 /// `list_steps`: by step key (byte order, as `StepKey`'s `Ord`), then attempt.
-pub(crate) fn list_steps(
-    conn: &Connection,
-    scope: &Scope,
-    id: &ExecutionId,
-) -> OpResult<Vec<HeapRecord>> {
+fn list_steps(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Vec<HeapRecord>> {
     let raw: Vec<RawStep> = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            step_columns!(),
-            " FROM lease_steps
-             WHERE namespace = ?1 AND execution_id = ?2
-             ORDER BY step_key, step_attempt"
-        ))?
+        .prepare_cached(LIST_STEPS)?
         .query_map(params![scope.namespace, id.as_str()], read_raw)?
         .collect::<rusqlite::Result<_>>()?;
     raw.into_iter().map(RawStep::into_record).collect()
@@ -206,7 +197,7 @@ pub(crate) fn list_steps(
 
 /// `list_steps_page`: `limit + 1` records after `after` in `list_steps`'s order, one range
 /// read of the primary key (issue 25 item 11); the caller checked `limit`.
-pub(crate) fn list_steps_page(
+fn list_steps_page(
     conn: &Connection,
     scope: &Scope,
     id: &ExecutionId,
@@ -216,7 +207,7 @@ pub(crate) fn list_steps_page(
     let key = after.map(|c| c.step_key.as_str());
     let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
     let raw: Vec<RawStep> = conn
-        .prepare_cached(include_str!("sql/list_steps_page.sql"))?
+        .prepare_cached(LIST_STEPS_PAGE)?
         .query_map(
             params![
                 scope.namespace,
@@ -233,4 +224,68 @@ pub(crate) fn list_steps_page(
         .map(RawStep::into_record)
         .collect::<OpResult<Vec<_>>>()?;
     Ok(StepPage::from_rows(rows, limit))
+}
+
+#[async_trait]
+impl HeapClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let lease = lease.clone();
+        let write = write.clone();
+        self.write("write_step", Weight::Light, move |tx, s| {
+            write_step(tx, s, &lease, &write)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let id = id.clone();
+        let step_key = step_key.clone();
+        self.read("read_step", move |tx, s| {
+            read_step(tx, s, &id, &step_key, step_attempt)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        let id = id.clone();
+        self.read("list_steps", move |tx, s| list_steps(tx, s, &id))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let (id, after) = (id.clone(), after.cloned());
+        self.read("list_steps_page", move |tx, s| {
+            list_steps_page(tx, s, &id, after.as_ref(), limit)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_step_read_selects_the_columns_read_raw_expects() {
+        for sql in [super::READ_STEP, super::LIST_STEPS, super::LIST_STEPS_PAGE] {
+            assert!(sql.contains(super::STEP_COLUMNS), "{sql}");
+        }
+    }
 }

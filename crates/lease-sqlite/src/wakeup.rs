@@ -35,14 +35,14 @@ const PRUNE_EVERY: i64 = 256;
 /// Longest pause between reconnect attempts of a failed watcher.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Appends a wake-log row with the next sequence number of the namespace.
-const RECORD: &str = "INSERT INTO lease_wake_log (namespace, seq, origin, at)
-     SELECT ?1, coalesce(max(seq), 0) + 1, ?2, ?3 FROM lease_wake_log WHERE namespace = ?1
-     RETURNING seq";
-const PRUNE: &str = "DELETE FROM lease_wake_log WHERE namespace = ?1 AND seq <= ?2";
-const LAST_SEQ: &str = "SELECT coalesce(max(seq), 0) FROM lease_wake_log WHERE namespace = ?1";
-const SINCE: &str =
-    "SELECT seq, origin, at FROM lease_wake_log WHERE namespace = ?1 AND seq > ?2 ORDER BY seq";
+/// `$1 namespace, $2 origin, $3 at` -> the sequence number of the wake-log row appended.
+const RECORD: &str = include_str!("wakeup/record.sql");
+/// `$1 namespace, $2 seq`: drops the log up to `seq`.
+const PRUNE: &str = include_str!("wakeup/prune.sql");
+/// `$1 namespace` -> the last sequence number logged (0: none).
+const LAST_SEQ: &str = include_str!("wakeup/last_seq.sql");
+/// `$1 namespace, $2 seq` -> (seq, origin, at) of the rows logged after `seq`.
+const SINCE: &str = include_str!("wakeup/since.sql");
 
 /// Which hub a handle belongs to: the database (canonical path or memdb name) and namespace.
 type Key = (String, String);
@@ -353,7 +353,7 @@ mod tests {
     async fn the_watcher_survives_its_connection_failing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("watch.db");
-        let mut conn = crate::schema::open(&Location::File(path.clone()), Duration::from_secs(1))
+        let mut conn = crate::migrate::open(&Location::File(path.clone()), Duration::from_secs(1))
             .expect("open");
         let mine = hub_on(&path);
         let other = hub_on(&path);
@@ -378,7 +378,7 @@ mod tests {
     async fn a_pruned_gap_signals_now() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("gap.db");
-        let conn = crate::schema::open(&Location::File(path.clone()), Duration::from_secs(1))
+        let conn = crate::migrate::open(&Location::File(path.clone()), Duration::from_secs(1))
             .expect("open");
         let mut watch = Watch::open(&path, "default").expect("watch");
         conn.execute(

@@ -37,143 +37,40 @@ const STATEMENT_CACHE: usize = 64;
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
-const V1: &str = r#"
-CREATE TABLE lease_meta (
-    key   TEXT PRIMARY KEY NOT NULL,
-    value TEXT NOT NULL
-) WITHOUT ROWID;
-
-CREATE TABLE lease_counters (
-    namespace  TEXT PRIMARY KEY NOT NULL,
-    last_token INTEGER NOT NULL
-) WITHOUT ROWID;
-
-CREATE TABLE lease_executions (
-    namespace              TEXT NOT NULL,
-    id                     TEXT NOT NULL,
-    workflow               TEXT,
-    input                  TEXT,
-    status                 TEXT NOT NULL,
-    token                  INTEGER NOT NULL,
-    lease_expires_at       INTEGER,
-    due_at                 INTEGER,
-    wake_after_claim       INTEGER,
-    unacknowledged         INTEGER NOT NULL,
-    last_delivery_ended_at INTEGER,
-    ever_suspended         INTEGER NOT NULL,
-    outcome                TEXT,
-    -- Derived on every write (see rows.rs): the due time the record would be claimed with,
-    -- and the earliest time it becomes claimable absent further writes (NULL: never).
-    claim_due_at           INTEGER,
-    claimable_at           INTEGER,
-    UNIQUE (namespace, id)
-);
-CREATE INDEX lease_executions_claim
-    ON lease_executions (namespace, claim_due_at, id, claimable_at)
-    WHERE claimable_at IS NOT NULL;
-CREATE INDEX lease_executions_failing
-    ON lease_executions (namespace, unacknowledged DESC, id)
-    WHERE unacknowledged > 0;
-CREATE INDEX lease_executions_running
-    ON lease_executions (namespace, lease_expires_at)
-    WHERE status = 'running';
-
-CREATE TABLE lease_steps (
-    namespace    TEXT NOT NULL,
-    execution_id TEXT NOT NULL,
-    step_key     TEXT NOT NULL,
-    step_attempt INTEGER NOT NULL,
-    done         INTEGER NOT NULL,
-    response     TEXT NOT NULL,
-    token        INTEGER NOT NULL,
-    UNIQUE (namespace, execution_id, step_key, step_attempt)
-);
-
-CREATE TABLE lease_stores (
-    namespace TEXT NOT NULL,
-    store     TEXT NOT NULL,
-    PRIMARY KEY (namespace, store)
-) WITHOUT ROWID;
-
-CREATE TABLE lease_store_entries (
-    namespace TEXT NOT NULL,
-    store     TEXT NOT NULL,
-    key       TEXT NOT NULL,
-    value     TEXT NOT NULL,
-    UNIQUE (namespace, store, key)
-);
-
-CREATE TABLE lease_store_receipts (
-    namespace    TEXT NOT NULL,
-    store        TEXT NOT NULL,
-    execution_id TEXT NOT NULL,
-    step_key     TEXT NOT NULL,
-    applied      INTEGER NOT NULL,
-    previous     TEXT,
-    UNIQUE (namespace, store, execution_id, step_key)
-);
-
-CREATE TABLE lease_starts (
-    namespace  TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    target     TEXT NOT NULL,
-    PRIMARY KEY (namespace, request_id)
-) WITHOUT ROWID;
-"#;
+const V1: &str = include_str!("migrate/v1.sql");
 
 /// Version 2 (issue 10): the wake log other processes watch, and the index a claim's
 /// horizon (earliest `claimable_at` of a namespace) seeks.
-const V2: &str = r#"
-CREATE TABLE lease_wake_log (
-    namespace TEXT NOT NULL,
-    seq       INTEGER NOT NULL,
-    origin    INTEGER NOT NULL,
-    at        INTEGER NOT NULL,
-    PRIMARY KEY (namespace, seq)
-) WITHOUT ROWID;
-CREATE INDEX lease_executions_horizon
-    ON lease_executions (namespace, claimable_at)
-    WHERE claimable_at IS NOT NULL;
-"#;
+const V2: &str = include_str!("migrate/v2.sql");
 
 /// Version 3 (issue 11): quarantine of records a claim could not decode. `corrupt` holds
 /// the problem; a quarantined row has no claim columns, so claims and the horizon skip it.
-const V3: &str = r#"
-ALTER TABLE lease_executions ADD COLUMN corrupt TEXT;
-CREATE INDEX lease_executions_corrupt
-    ON lease_executions (namespace, id)
-    WHERE corrupt IS NOT NULL;
-"#;
+const V3: &str = include_str!("migrate/v3.sql");
 
 /// Version 4 (issue 12, retention): `purge_terminal` walks terminal rows in id order with
 /// their end time (partial index; only completed and failed rows that are not quarantined),
 /// and deletes the store receipts and start records naming an execution through indexes.
-const V4: &str = r#"
-CREATE INDEX lease_executions_terminal
-    ON lease_executions (namespace, id, last_delivery_ended_at)
-    WHERE status IN ('completed', 'failed') AND corrupt IS NULL;
-CREATE INDEX lease_store_receipts_execution
-    ON lease_store_receipts (namespace, execution_id);
-CREATE INDEX lease_starts_target
-    ON lease_starts (namespace, target);
-"#;
+const V4: &str = include_str!("migrate/v4.sql");
 
 /// Version 5 (issue 12, cost flat in stored work): the claim index splits in two, so a
 /// claim never walks past live leases. Rows that are not running keep (due, id) order;
 /// running rows are keyed by `claimable_at` first, so only expired leases are read (see
 /// `candidates.rs`).
-const V5: &str = r#"
-DROP INDEX lease_executions_claim;
-CREATE INDEX lease_executions_claim_waiting
-    ON lease_executions (namespace, claim_due_at, id, claimable_at)
-    WHERE claimable_at IS NOT NULL AND status <> 'running';
-CREATE INDEX lease_executions_claim_running
-    ON lease_executions (namespace, claimable_at, claim_due_at, id)
-    WHERE claimable_at IS NOT NULL AND status = 'running';
-"#;
+const V5: &str = include_str!("migrate/v5.sql");
 
 /// Version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
-const V6: &str = include_str!("sql/v6_effects.sql");
+const V6: &str = include_str!("migrate/v6.sql");
+
+/// `$1 name` -> 1 when the table exists.
+const HAS_TABLE: &str = include_str!("migrate/has_table.sql");
+/// `$1 key` -> its `lease_meta` value.
+const META: &str = include_str!("migrate/meta.sql");
+/// `$1 key, $2 value`: sets a `lease_meta` entry.
+const SET_META: &str = include_str!("migrate/set_meta.sql");
+/// The number of `lease_` objects in the database.
+const COUNT_LEASE_OBJECTS: &str = include_str!("migrate/count_lease_objects.sql");
+/// The number of objects in the database.
+const COUNT_OBJECTS: &str = include_str!("migrate/count_objects.sql");
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {
     LeaseError::Schema {
@@ -262,7 +159,7 @@ pub(crate) fn open_with(
             other => other,
         },
     )?;
-    crate::fenced::guard_app_sql(&conn);
+    crate::authorizer::guard_app_sql(&conn);
     Ok(conn)
 }
 
@@ -295,29 +192,17 @@ fn configure_file(conn: &Connection, location: &Location, synchronous: Synchrono
 }
 
 fn has_table(tx: &Transaction<'_>, name: &str) -> OpResult<bool> {
-    let n: i64 = tx.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [name],
-        |row| row.get(0),
-    )?;
+    let n: i64 = tx.query_row(HAS_TABLE, [name], |row| row.get(0))?;
     Ok(n > 0)
 }
 
 fn meta(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<String>> {
-    tx.query_row(
-        "SELECT value FROM lease_meta WHERE key = ?1",
-        [key],
-        |row| row.get::<_, String>(0),
-    )
-    .optional()
+    tx.query_row(META, [key], |row| row.get::<_, String>(0))
+        .optional()
 }
 
 fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> OpResult<()> {
-    tx.execute(
-        "INSERT INTO lease_meta (key, value) VALUES (?1, ?2)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        [key, value],
-    )?;
+    tx.execute(SET_META, [key, value])?;
     Ok(())
 }
 
@@ -359,11 +244,7 @@ fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
         }
         version
     } else {
-        let leftovers: i64 = tx.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'lease\\_%' ESCAPE '\\'",
-            [],
-            |row| row.get(0),
-        )?;
+        let leftovers: i64 = tx.query_row(COUNT_LEASE_OBJECTS, [], |row| row.get(0))?;
         if leftovers > 0 {
             return Err(fail(
                 "lease_ tables exist but lease_meta (the version marker) does not; \
@@ -371,8 +252,7 @@ fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
                     .to_owned(),
             ));
         }
-        let objects: i64 =
-            tx.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))?;
+        let objects: i64 = tx.query_row(COUNT_OBJECTS, [], |row| row.get(0))?;
         if objects == 0 {
             tx.pragma_update(None, "application_id", APPLICATION_ID)?;
         }
