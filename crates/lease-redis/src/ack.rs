@@ -9,9 +9,9 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, BACKEND};
-use crate::execution::refusal;
+use crate::error::{Access, BACKEND};
 use crate::partitioned::by_partition;
+use crate::refusal::refusal;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::token_arg;

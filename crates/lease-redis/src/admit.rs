@@ -6,11 +6,23 @@ use lease_core::{Admission, ExecutionRecord, LeaseError, Result, Timestamp};
 use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, BACKEND};
-use crate::execution::admission_args;
+use crate::error::{Access, BACKEND};
 use crate::partitioned::by_partition;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+
+/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
+/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
+pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
+    (
+        admission.id.as_str(),
+        admission.workflow.as_ref().map_or("", |w| w.as_str()),
+        admission.input.as_ref().map_or("", |j| j.as_str()),
+        admission
+            .not_before
+            .map_or(String::new(), |t| t.as_millis().to_string()),
+    )
+}
 
 impl RedisBackend {
     /// Admits `admissions` in one script after `check_admit_batch` (too many items, an id

@@ -8,13 +8,13 @@ use redis::{Script, Value};
 
 use crate::config::RedisConfig;
 use crate::conn::{Conn, Opener};
-use crate::errors::{Access, map_error, protocol, token_counter_error};
+use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::url::Endpoint;
-use crate::wake::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
+use crate::wakeup::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
 use crate::wire::{exact_time, policy_arg};
 
 /// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
@@ -105,7 +105,7 @@ impl RedisBackend {
         }
     }
 
-    /// The publish command the scripts take (`publish_wake` in `lua/base.lua`).
+    /// The publish command the scripts take (`publish_wake` in `scripts/base.lua`).
     pub(crate) fn publish_word(&self) -> &'static [u8] {
         self.shared.wake.publish_word().as_bytes()
     }
@@ -319,7 +319,7 @@ impl RedisBackend {
         cmd.arg(replicas)
             .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         let unknown = |reason: String| LeaseError::OutcomeUnknown {
-            backend: crate::errors::BACKEND,
+            backend: crate::error::BACKEND,
             operation: OP,
             source: reason.into(),
         };
@@ -387,7 +387,7 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Claims `prefix`'s `meta` for this layout and partition count (`lua/meta.lua`).
+    /// Claims `prefix`'s `meta` for this layout and partition count (`scripts/meta.lua`).
     async fn claim_prefix(&self, prefix: &str) -> Result<()> {
         const OP: &str = "connect";
         let count = self.shared.keys.partitions().len().to_string();

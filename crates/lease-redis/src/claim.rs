@@ -9,7 +9,7 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{MAX_EXACT_MS, exact_time};
@@ -52,7 +52,7 @@ impl RedisBackend {
     ///
     /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
     /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
-    /// than the truth: see `slots` in `lua/record.lua`).
+    /// than the truth: see `slots` in `scripts/record.lua`).
     pub(crate) async fn claim(
         &self,
         request: ClaimRequest,
@@ -85,7 +85,7 @@ impl RedisBackend {
         decode_claim(Reply::new(what.op()), v, what, request.limit)
     }
 
-    /// Runs `lua/claim_due.lua` on `prefix` for `request`, with or without records and
+    /// Runs `scripts/claim_due.lua` on `prefix` for `request`, with or without records and
     /// horizon; `mode` is its ARGV[9] (`""`, `peek`, or the reserved tokens: see
     /// `crate::claim_split`).
     pub(crate) async fn claim_script(
@@ -129,8 +129,8 @@ impl ClaimReply {
     }
 }
 
-/// A claim request as the claiming scripts take it (`lua/claim_due.lua`,
-/// `lua/acknowledge_and_claim.lua`): validated (limit, duration, the caller's now) before
+/// A claim request as the claiming scripts take it (`scripts/claim_due.lua`,
+/// `scripts/acknowledge_and_claim.lua`): validated (limit, duration, the caller's now) before
 /// any script runs, so bad input changes nothing.
 pub(crate) struct ClaimArgs {
     /// The caller's now in ms, or `""` for the clock's (a now beyond the exact range is
@@ -194,7 +194,7 @@ pub(crate) fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<
 }
 
 /// Decodes the claim script's reply `v` of shape `what` for a claim of at most `limit`
-/// (`lua/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
+/// (`scripts/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
 pub(crate) fn decode_claim(
     reply: Reply,
     v: Value,

@@ -1,6 +1,6 @@
 //! `status_counts` (issue 15): executions by effective status, the partition's `exec:*`
 //! keys walked with `SCAN` between scripts and each page's records read by one script
-//! (`lua/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
+//! (`scripts/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
 //! inside a script blocked the server past the busy-script limit, and every client's
 //! renewal failed with `BUSY`).
 
@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use lease_core::{Result, StatusCounts};
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -101,9 +101,9 @@ mod tests {
     /// blocks the server for O(keys) and past the busy-script limit every client gets BUSY).
     #[test]
     fn no_script_calls_keys() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lua");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
         let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).expect("the lua directory") {
+        for entry in std::fs::read_dir(&dir).expect("the scripts directory") {
             let path = entry.expect("a directory entry").path();
             let body = std::fs::read_to_string(&path).expect("a script");
             assert!(

@@ -1,8 +1,8 @@
 //! [`EffectClient`] and store waiter registration ([`lease_core::StoreClient::watch_entry`])
 //! for [`RedisBackend`] (RFC 004 reduced, issue 16): one Lua script per call
-//! (`lua/effect_*.lua`, `lua/store_watch.lua`, helpers in `lua/effect.lua`). The wakes on a
+//! (`scripts/effect_*.lua`, `scripts/store_watch.lua`, helpers in `scripts/effect.lua`). The wakes on a
 //! settle and on an applied store update run inside the writing script with request_wake's
-//! transition (`lua/wake.lua`, shared with `request_wake`). Keys: see `lua/effect.lua`.
+//! transition (`scripts/wake.lua`, shared with `request_wake`). Keys: see `scripts/effect.lua`.
 //!
 //! The scripts decide and write; the client rebuilds the typed answer from the record as it
 //! stood before the call with lease-core's rules ([`EffectRecord::settle`],
@@ -17,7 +17,7 @@ use lease_core::{
 use redis::{Script, Value};
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, protocol};
+use crate::error::{Access, protocol};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -48,7 +48,7 @@ impl RedisBackend {
         Reply::new(op).status(v)
     }
 
-    /// `watch_entry` (store waiter registration, unfenced): `lua/store_watch.lua`.
+    /// `watch_entry` (store waiter registration, unfenced): `scripts/store_watch.lua`.
     pub(crate) async fn watch_entry_script(
         &self,
         store: &StoreId,
@@ -73,7 +73,7 @@ impl RedisBackend {
     }
 }
 
-/// Decodes the effect record of a reply (`effect_reply` in `lua/effect.lua`: owner, begun,
+/// Decodes the effect record of a reply (`effect_reply` in `scripts/effect.lua`: owner, begun,
 /// settled or `''`, result or `''`).
 fn effect_record(
     reply: Reply,

@@ -13,54 +13,14 @@ use lease_core::{
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
+use crate::admit::admission_args;
 use crate::backend::RedisBackend;
 use crate::claim::{ClaimReply, with_records};
-use crate::errors::Access;
+use crate::error::Access;
+use crate::refusal::is_lost;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{exact_time, token_arg};
-
-/// The typed error for the refusal words every fenced script shares: `unknown` (no such
-/// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
-/// for any other word.
-pub(crate) fn refusal(status: &str, lease: &ExecutionLease) -> Option<LeaseError> {
-    match status {
-        "unknown" => Some(LeaseError::UnknownExecution(lease.execution_id.clone())),
-        "zero" => Some(LeaseError::invalid("lease token", "0 is never issued")),
-        "foreign" => Some(LeaseError::ForeignToken {
-            execution: lease.execution_id.clone(),
-            token: lease.token,
-        }),
-        _ => None,
-    }
-}
-
-/// Interprets the status words every fenced script shares: `Ok(true)` for `lost`,
-/// `Ok(false)` for the words the caller handles (`ok`, `new`, `existing`), or the
-/// [`refusal`] error.
-pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Result<bool> {
-    if let Some(e) = refusal(status, lease) {
-        return Err(e);
-    }
-    match status {
-        "lost" => Ok(true),
-        "ok" | "new" | "existing" => Ok(false),
-        other => Err(reply.unexpected(other)),
-    }
-}
-
-/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
-/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
-pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
-    (
-        admission.id.as_str(),
-        admission.workflow.as_ref().map_or("", |w| w.as_str()),
-        admission.input.as_ref().map_or("", |j| j.as_str()),
-        admission
-            .not_before
-            .map_or(String::new(), |t| t.as_millis().to_string()),
-    )
-}
 
 impl RedisBackend {
     /// Decodes `{now, HGETALL}` into the effective record.
@@ -235,7 +195,7 @@ impl ExecutionClient for RedisBackend {
     }
 
     fn backend_name(&self) -> &'static str {
-        crate::errors::BACKEND
+        crate::error::BACKEND
     }
 
     fn namespace_name(&self) -> Option<String> {

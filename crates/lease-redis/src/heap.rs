@@ -7,8 +7,8 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
-use crate::execution::is_lost;
+use crate::error::Access;
+use crate::refusal::is_lost;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::{parse_step_field, parse_step_value, step_field, step_value, token_arg};

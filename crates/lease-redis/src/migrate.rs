@@ -3,7 +3,7 @@
 //! (target -> start request). A namespace written by an older version has none of them, so
 //! the first handle of this version to connect builds them: `SCAN` over the execution
 //! records and receipt hashes and `HSCAN` over each receipt hash and `starts`, each page
-//! handed to `lua/migrate.lua` (idempotent, bounded per call), then layout 2 is stored. A
+//! handed to `scripts/migrate.lua` (idempotent, bounded per call), then layout 2 is stored. A
 //! migration interrupted half-way leaves layout 1, and the next connect runs it again.
 //!
 //! Handles of this version maintain the indexes in every write, so writes made during the
@@ -16,7 +16,7 @@ use lease_core::Result;
 use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, protocol};
+use crate::error::{Access, protocol};
 use crate::scripts::SCRIPTS;
 
 const OP: &str = "migrate";
@@ -126,7 +126,7 @@ impl RedisBackend {
         decode(self.query(OP, &cmd).await?)
     }
 
-    /// One `lua/migrate.lua` batch of `kind` over `items` (after `head`, when given).
+    /// One `scripts/migrate.lua` batch of `kind` over `items` (after `head`, when given).
     async fn migrate_batch(&self, kind: &[u8], head: Option<&[u8]>, items: &[&[u8]]) -> Result<()> {
         let mut args: Vec<&[u8]> = Vec::with_capacity(items.len() + 2);
         args.push(kind);

@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::backend::RedisBackend;
 use crate::claim::lossy;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wire::MAX_EXACT_MS;
@@ -165,7 +165,7 @@ impl RedisBackend {
             .collect())
     }
 
-    /// Purges up to `limit` terminal executions of one partition (`lua/purge_terminal.lua`)
+    /// Purges up to `limit` terminal executions of one partition (`scripts/purge_terminal.lua`)
     /// and returns their ids.
     pub(crate) async fn purge_in(
         &self,
@@ -199,7 +199,7 @@ impl RedisBackend {
     }
 
     /// With partitions, removes what the home prefix holds about purged executions: their
-    /// store receipts and start records (`lua/forget.lua`, as `purge_terminal` does inside
+    /// store receipts and start records (`scripts/forget.lua`, as `purge_terminal` does inside
     /// one partition). Nothing to do with one partition, whose purge did it already.
     pub(crate) async fn forget_at_home(&self, ids: &[ExecutionId]) -> Result<()> {
         const OP: &str = "purge_terminal";

@@ -1,9 +1,9 @@
-//! The Lua scripts: one per operation, each the shared helpers it needs (`lua/base.lua`;
-//! `lua/ops.lua` for all but the step writers; `lua/record.lua` for scripts that change
-//! execution records, `lua/wake.lua` for those that wake one (request_wake's transition,
-//! shared), `lua/effect.lua` for the effect and store-waiter scripts (issue 16), `lua/ack.lua` for the acknowledging ones, `lua/claim.lua` for the
-//! claiming ones and `lua/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
-//! ([`fenced_source`]) are the base and step helpers and `lua/fenced.lua` inside a
+//! The Lua scripts: one per operation, each the shared helpers it needs (`scripts/base.lua`;
+//! `scripts/ops.lua` for all but the step writers; `scripts/record.lua` for scripts that change
+//! execution records, `scripts/wake.lua` for those that wake one (request_wake's transition,
+//! shared), `scripts/effect.lua` for the effect and store-waiter scripts (issue 16), `scripts/ack.lua` for the acknowledging ones, `scripts/claim.lua` for the
+//! claiming ones and `scripts/step.lua` for the step writers) followed by the operation's body. The application's fenced scripts
+//! ([`fenced_source`]) are the base and step helpers and `scripts/fenced.lua` inside a
 //! function, the lease check, then the caller's body. `redis::Script` sends
 //! `EVALSHA` and, on `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
 //! retries, so scripts never need to be preloaded.
@@ -12,23 +12,23 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-const BASE: &str = include_str!("lua/base.lua");
-const OPS: &str = include_str!("lua/ops.lua");
-const RECORD: &str = include_str!("lua/record.lua");
-const ACK: &str = include_str!("lua/ack.lua");
-const CLAIM: &str = include_str!("lua/claim.lua");
-const STEP: &str = include_str!("lua/step.lua");
-const FENCED: &str = include_str!("lua/fenced.lua");
-const FORGET: &str = include_str!("lua/forget.lua");
-const WAKE: &str = include_str!("lua/wake.lua");
-const EFFECT: &str = include_str!("lua/effect.lua");
+const BASE: &str = include_str!("scripts/base.lua");
+const OPS: &str = include_str!("scripts/ops.lua");
+const RECORD: &str = include_str!("scripts/record.lua");
+const ACK: &str = include_str!("scripts/ack.lua");
+const CLAIM: &str = include_str!("scripts/claim.lua");
+const STEP: &str = include_str!("scripts/step.lua");
+const FENCED: &str = include_str!("scripts/fenced.lua");
+const FORGET: &str = include_str!("scripts/forget.lua");
+const WAKE: &str = include_str!("scripts/wake.lua");
+const EFFECT: &str = include_str!("scripts/effect.lua");
 
 /// A script made of the base and operation helpers and `body`.
 fn script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
 }
 
-/// A script made of the base, operation and retention helpers (`lua/forget.lua`) and `body`.
+/// A script made of the base, operation and retention helpers (`scripts/forget.lua`) and `body`.
 fn forget_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{FORGET}\n-- operation\n{body}"))
 }
@@ -38,7 +38,7 @@ fn record_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))
 }
 
-/// A script made of the base, record and wake helpers (`lua/wake.lua`: request_wake's
+/// A script made of the base, record and wake helpers (`scripts/wake.lua`: request_wake's
 /// transition) and `body`.
 fn wake_script(body: &str) -> Script {
     Script::new(&format!(
@@ -46,8 +46,8 @@ fn wake_script(body: &str) -> Script {
     ))
 }
 
-/// purge_terminal: the base, effect (`lua/effect.lua`, issue 16) and retention
-/// (`lua/forget.lua`) helpers and `body`.
+/// purge_terminal: the base, effect (`scripts/effect.lua`, issue 16) and retention
+/// (`scripts/forget.lua`) helpers and `body`.
 fn purge_script(body: &str) -> Script {
     Script::new(&format!(
         "{BASE}\n{OPS}\n{EFFECT}\n{FORGET}\n-- operation\n{body}"
@@ -73,7 +73,7 @@ fn step_script(body: &str) -> Script {
 }
 
 /// The source of an application's fenced script (issue 25 item 9): first a function
-/// holding the base and step helpers and `lua/fenced.lua`, which returns the lease check
+/// holding the base and step helpers and `scripts/fenced.lua`, which returns the lease check
 /// and what follows the body (so the body, outside that function, sees none of the
 /// helpers); then the check, run, returning when the lease is not held; only then the
 /// caller's `body` as the function `__fenced_body(KEYS, ARGV)`, and its call. Lua runs a
@@ -149,33 +149,33 @@ pub(crate) struct Scripts {
 
 /// The scripts.
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    meta: script(include_str!("lua/meta.lua")),
-    admit: script(include_str!("lua/admit.lua")),
-    admit_batch: script(include_str!("lua/admit_batch.lua")),
-    get: script(include_str!("lua/get.lua")),
-    list_failing: script(include_str!("lua/list_failing.lua")),
-    list_corrupt: script(include_str!("lua/list_corrupt.lua")),
-    request_wake: wake_script(include_str!("lua/request_wake.lua")),
-    claim_due: claim_script(include_str!("lua/claim_due.lua")),
-    renew: record_script(include_str!("lua/renew.lua")),
-    release: record_script(include_str!("lua/release.lua")),
-    acknowledge: ack_script(include_str!("lua/acknowledge.lua")),
-    acknowledge_batch: ack_script(include_str!("lua/acknowledge_batch.lua")),
-    acknowledge_and_claim: ack_claim_script(include_str!("lua/acknowledge_and_claim.lua")),
-    write_step: step_script(include_str!("lua/write_step.lua")),
-    start: script(include_str!("lua/start.lua")),
-    get_or_create: script(include_str!("lua/get_or_create.lua")),
-    status_counts: script(include_str!("lua/status_counts.lua")),
-    forget_at_home: forget_script(include_str!("lua/forget_at_home.lua")),
-    reserve_tokens: claim_script(include_str!("lua/reserve_tokens.lua")),
-    start_home: script(include_str!("lua/start_home.lua")),
-    start_target: script(include_str!("lua/start_target.lua")),
-    store_update: effect_wake_script(include_str!("lua/store_update.lua")),
-    purge_terminal: purge_script(include_str!("lua/purge_terminal.lua")),
-    effect_begin: effect_script(include_str!("lua/effect_begin.lua")),
-    effect_settle: effect_wake_script(include_str!("lua/effect_settle.lua")),
-    effect_read: effect_script(include_str!("lua/effect_read.lua")),
-    effect_wait: effect_script(include_str!("lua/effect_wait.lua")),
-    store_watch: effect_script(include_str!("lua/store_watch.lua")),
-    migrate: script(include_str!("lua/migrate.lua")),
+    meta: script(include_str!("scripts/meta.lua")),
+    admit: script(include_str!("scripts/admit.lua")),
+    admit_batch: script(include_str!("scripts/admit_batch.lua")),
+    get: script(include_str!("scripts/get.lua")),
+    list_failing: script(include_str!("scripts/list_failing.lua")),
+    list_corrupt: script(include_str!("scripts/list_corrupt.lua")),
+    request_wake: wake_script(include_str!("scripts/request_wake.lua")),
+    claim_due: claim_script(include_str!("scripts/claim_due.lua")),
+    renew: record_script(include_str!("scripts/renew.lua")),
+    release: record_script(include_str!("scripts/release.lua")),
+    acknowledge: ack_script(include_str!("scripts/acknowledge.lua")),
+    acknowledge_batch: ack_script(include_str!("scripts/acknowledge_batch.lua")),
+    acknowledge_and_claim: ack_claim_script(include_str!("scripts/acknowledge_and_claim.lua")),
+    write_step: step_script(include_str!("scripts/write_step.lua")),
+    start: script(include_str!("scripts/start.lua")),
+    get_or_create: script(include_str!("scripts/get_or_create.lua")),
+    status_counts: script(include_str!("scripts/status_counts.lua")),
+    forget_at_home: forget_script(include_str!("scripts/forget_at_home.lua")),
+    reserve_tokens: claim_script(include_str!("scripts/reserve_tokens.lua")),
+    start_home: script(include_str!("scripts/start_home.lua")),
+    start_target: script(include_str!("scripts/start_target.lua")),
+    store_update: effect_wake_script(include_str!("scripts/store_update.lua")),
+    purge_terminal: purge_script(include_str!("scripts/purge_terminal.lua")),
+    effect_begin: effect_script(include_str!("scripts/effect_begin.lua")),
+    effect_settle: effect_wake_script(include_str!("scripts/effect_settle.lua")),
+    effect_read: effect_script(include_str!("scripts/effect_read.lua")),
+    effect_wait: effect_script(include_str!("scripts/effect_wait.lua")),
+    store_watch: effect_script(include_str!("scripts/store_watch.lua")),
+    migrate: script(include_str!("scripts/migrate.lua")),
 });

@@ -54,7 +54,7 @@ impl WakeMode {
         }
     }
 
-    /// The publish command the scripts take (`publish_wake` in `lua/base.lua`).
+    /// The publish command the scripts take (`publish_wake` in `scripts/base.lua`).
     pub(crate) fn publish_word(self) -> &'static str {
         match self {
             WakeMode::Sharded => "SPUBLISH",

@@ -1,7 +1,7 @@
 -- purge_terminal(before, limit): removes up to `limit` terminal executions whose last
 -- delivery ended before `before`, each with its step records, the store receipts it made
 -- (found through `rcpt:<id>`), the start record naming it (through `start_of`) and its
--- effects and store-waiter registrations (forget_effects in lua/effect.lua, issue 16).
+-- effects and store-waiter registrations (forget_effects in scripts/effect.lua, issue 16).
 -- ARGV[3] before ms, ARGV[4] limit.
 -- Reply: {id1, id2, ...} the executions removed (the client sorts them by id).
 --
@@ -53,7 +53,7 @@ while #gone < limit do
   offset = offset + #page
 end
 
--- Removes execution `id` and everything that names it (`forget` in lua/forget.lua).
+-- Removes execution `id` and everything that names it (`forget` in scripts/forget.lua).
 local function purge(id)
   forget(id)
   redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
