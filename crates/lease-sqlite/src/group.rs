@@ -400,6 +400,11 @@ mod tests {
     use crate::scope::Scope;
     use crate::{heap, start, transitions};
 
+    /// A child table whose foreign-key violation fails only the COMMIT.
+    const DEFERRED_TABLES: &str = include_str!("group/test_deferred_tables.sql");
+    /// A child row without its parent.
+    const INSERT_CHILD: &str = include_str!("group/test_insert_child.sql");
+
     fn scope(clock: &ManualClock) -> Arc<Scope> {
         Arc::new(Scope {
             location: "test".to_owned(),
@@ -428,13 +433,8 @@ mod tests {
     fn a_failed_commit_leaves_no_answer_that_the_rollback_made_false() {
         let location = Location::Memory(format!("group-{}", uuid::Uuid::new_v4()));
         let mut conn = crate::migrate::open(&location, Duration::from_secs(1)).expect("open");
-        conn.execute_batch(
-            "PRAGMA foreign_keys = ON;
-             CREATE TABLE t_parent (id INTEGER PRIMARY KEY);
-             CREATE TABLE t_child (p INTEGER REFERENCES t_parent (id)
-                 DEFERRABLE INITIALLY DEFERRED);",
-        )
-        .expect("a table whose violation fails only the COMMIT");
+        conn.execute_batch(DEFERRED_TABLES)
+            .expect("a table whose violation fails only the COMMIT");
         let clock = ManualClock::starting_now();
         let s = scope(&clock);
         // Committed before the group: order-42 claimed with a lease that has expired.
@@ -469,7 +469,7 @@ mod tests {
         let (stale, stale_rx) =
             member(move |tx| heap::write_step(tx, &s4, &held, &write).map(Woken::quiet));
         let (breaker, breaker_rx) = member(|tx| {
-            tx.execute("INSERT INTO t_child (p) VALUES (42)", [])?;
+            tx.execute(INSERT_CHILD, [])?;
             Ok(Woken::quiet(()))
         });
         let pending = [admit, start, reclaim, stale, breaker]

@@ -323,6 +323,11 @@ mod tests {
 
     use super::*;
 
+    /// A wake-log row past a gap in the sequence.
+    const INSERT_GAP: &str = include_str!("wakeup/test_insert_gap.sql");
+    /// Empties the wake log.
+    const CLEAR_LOG: &str = include_str!("wakeup/test_clear_log.sql");
+
     fn t(ms: i64) -> Timestamp {
         Timestamp::from_millis(ms)
     }
@@ -381,18 +386,13 @@ mod tests {
         let conn = crate::migrate::open(&Location::File(path.clone()), Duration::from_secs(1))
             .expect("open");
         let mut watch = Watch::open(&path, "default").expect("watch");
-        conn.execute(
-            "INSERT INTO lease_wake_log VALUES ('default', 5, 1, 300)",
-            [],
-        )
-        .expect("insert");
+        conn.execute(INSERT_GAP, []).expect("insert");
         assert_eq!(
             watch.poll("default", 2).expect("poll"),
             Some(Timestamp::MIN)
         );
         assert_eq!(watch.poll("default", 2).expect("poll"), None, "nothing new");
-        conn.execute("DELETE FROM lease_wake_log", [])
-            .expect("delete");
+        conn.execute(CLEAR_LOG, []).expect("delete");
         assert_eq!(
             watch.poll("default", 2).expect("poll"),
             Some(Timestamp::MIN),
