@@ -9,7 +9,10 @@ use crate::backend::RedisBackend;
 use crate::error::{Access, BACKEND};
 use crate::partitioned::by_partition;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(ADMIT_BATCH = script(include_str!("admit/admit_batch.lua")));
 
 /// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
 /// (`""` = none), not_before ms (`""` = due now; validated by the caller).
@@ -102,7 +105,7 @@ impl RedisBackend {
             ]);
         }
         let v = self
-            .eval(OP, Access::Write, prefix, &SCRIPTS.admit_batch, &args)
+            .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)
             .await?;
         let reply = Reply::new(OP);
         let mut items = reply.array(v)?.into_iter();

@@ -12,10 +12,13 @@ use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::url::Endpoint;
 use crate::wakeup::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
 use crate::wire::{exact_time, policy_arg};
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(META = script(include_str!("backend/meta.lua")));
 
 /// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
 /// `lease_core` client trait (so it is a [`lease_core::LeaseBackend`]).
@@ -387,7 +390,7 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Claims `prefix`'s `meta` for this layout and partition count (`scripts/meta.lua`).
+    /// Claims `prefix`'s `meta` for this layout and partition count (`backend/meta.lua`).
     async fn claim_prefix(&self, prefix: &str) -> Result<()> {
         const OP: &str = "connect";
         let count = self.shared.keys.partitions().len().to_string();
@@ -396,7 +399,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 prefix,
-                &SCRIPTS.meta,
+                &META,
                 &[LAYOUT_VERSION.as_bytes(), count.as_bytes()],
             )
             .await?;

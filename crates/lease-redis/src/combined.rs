@@ -12,13 +12,18 @@ use crate::claim::{ClaimArgs, ClaimReply, decode_claim};
 use crate::error::{Access, TOKEN_COUNTER_CODE};
 use crate::refusal::is_lost;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::token_arg;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(
+    ACKNOWLEDGE_AND_CLAIM = ack_claim_script(include_str!("combined/acknowledge_and_claim.lua"))
+);
 
 const OP: &str = "acknowledge_and_claim";
 
 impl RedisBackend {
-    /// Runs `scripts/acknowledge_and_claim.lua`: the acknowledgement checked and applied exactly
+    /// Runs `combined/acknowledge_and_claim.lua`: the acknowledgement checked and applied exactly
     /// as `acknowledge` (the scripts share `scripts/ack.lua`), then the claim evaluated after it
     /// exactly as `claim_due_with_horizon` (they share `scripts/claim.lua`).
     ///
@@ -45,7 +50,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.acknowledge_and_claim,
+                &ACKNOWLEDGE_AND_CLAIM,
                 &[
                     ack.lease.execution_id.as_str().as_bytes(),
                     token.as_bytes(),

@@ -19,8 +19,16 @@ use crate::claim::{ClaimReply, with_records};
 use crate::error::Access;
 use crate::refusal::is_lost;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::{exact_time, token_arg};
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(ADMIT = script(include_str!("execution/admit.lua")));
+operation_script!(GET = script(include_str!("execution/get.lua")));
+operation_script!(REQUEST_WAKE = wake_script(include_str!("execution/request_wake.lua")));
+operation_script!(RENEW = record_script(include_str!("execution/renew.lua")));
+operation_script!(RELEASE = record_script(include_str!("execution/release.lua")));
+operation_script!(ACKNOWLEDGE = ack_script(include_str!("execution/acknowledge.lua")));
 
 impl RedisBackend {
     /// Decodes `{now, HGETALL}` into the effective record.
@@ -49,7 +57,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&admission.id),
-                &SCRIPTS.admit,
+                &ADMIT,
                 &[
                     id.as_bytes(),
                     workflow.as_bytes(),
@@ -86,7 +94,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Read,
                 self.keys().of(id),
-                &SCRIPTS.get,
+                &GET,
                 &[id.as_str().as_bytes()],
             )
             .await?;
@@ -154,7 +162,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(id),
-                &SCRIPTS.request_wake,
+                &REQUEST_WAKE,
                 &[
                     id.as_str().as_bytes(),
                     at.to_string().as_bytes(),
@@ -215,7 +223,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.renew,
+                &RENEW,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),
@@ -247,7 +255,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.release,
+                &RELEASE,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),
@@ -277,7 +285,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.acknowledge,
+                &ACKNOWLEDGE,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),

@@ -229,30 +229,30 @@ pub use wire::MAX_TOKEN;
 pub mod raw {
     /// `claim_due`.
     pub fn claim_due() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.claim_due
+        &crate::claim::CLAIM_DUE
     }
     /// `renew`.
     pub fn renew() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.renew
+        &crate::execution::RENEW
     }
     /// `write_step`.
     pub fn write_step() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.write_step
+        &crate::heap::WRITE_STEP
     }
     /// `acknowledge`.
     pub fn acknowledge() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge
+        &crate::execution::ACKNOWLEDGE
     }
     /// `acknowledge_batch`: `ARGV[3]` the wake publish command (`''` for none), then four
     /// arguments per item (id, token, outcome kind, outcome JSON), as documented at the top
-    /// of `scripts/acknowledge_batch.lua`.
+    /// of `ack/acknowledge_batch.lua`.
     pub fn acknowledge_batch() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge_batch
+        &crate::ack::ACKNOWLEDGE_BATCH
     }
     /// `acknowledge_and_claim`: `ARGV[3..=7]` as `acknowledge`, then the claim's caller now
     /// (`''` = the clock's), limit and lease ms, as documented at the top of
-    /// `scripts/acknowledge_and_claim.lua`.
+    /// `combined/acknowledge_and_claim.lua`.
     pub fn acknowledge_and_claim() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge_and_claim
+        &crate::combined::ACKNOWLEDGE_AND_CLAIM
     }
 }

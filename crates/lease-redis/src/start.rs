@@ -8,7 +8,12 @@ use lease_core::{ExecutionId, LeaseError, Result, StartClient, StartRequest, Sta
 use crate::backend::RedisBackend;
 use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(START = script(include_str!("start/start.lua")));
+operation_script!(START_HOME = script(include_str!("start/start_home.lua")));
+operation_script!(START_TARGET = script(include_str!("start/start_target.lua")));
 
 #[async_trait]
 impl StartClient for RedisBackend {
@@ -23,7 +28,7 @@ impl StartClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.start,
+                &START,
                 &[
                     request.request_id.as_str().as_bytes(),
                     request.target.as_str().as_bytes(),
@@ -55,8 +60,8 @@ impl RedisBackend {
     /// `start` with partitions (issue 14), where the request record (home prefix) and the
     /// target (its partition) lie in different slots: three idempotent steps instead of
     /// one script. 1. Record request id -> target unless the request id is known
-    /// (`scripts/start_home.lua`). 2. Admit the recorded target unless it exists, marked as the
-    /// request's (`scripts/start_target.lua`), which also completes a start interrupted between
+    /// (`start/start_home.lua`). 2. Admit the recorded target unless it exists, marked as the
+    /// request's (`start/start_target.lua`), which also completes a start interrupted between
     /// the steps. 3. When this call recorded the target but it exists and is not the
     /// request's, remove the record again: `InvalidInput`, as with one partition.
     async fn start_split(&self, request: &StartRequest) -> Result<Started> {
@@ -65,14 +70,8 @@ impl RedisBackend {
         let (req, target) = (request.request_id.as_str(), request.target.as_str());
         let home = |mode: &'static str| async move {
             let args: [&[u8]; 3] = [mode.as_bytes(), req.as_bytes(), target.as_bytes()];
-            self.eval(
-                OP,
-                Access::Write,
-                self.keys().prefix(),
-                &SCRIPTS.start_home,
-                &args,
-            )
-            .await
+            self.eval(OP, Access::Write, self.keys().prefix(), &START_HOME, &args)
+                .await
         };
         let (status, mut rest) = reply.status(home("record").await?)?;
         let recorded = reply.execution_id(reply.next(&mut rest, "target")?)?;
@@ -81,7 +80,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&recorded),
-                &SCRIPTS.start_target,
+                &START_TARGET,
                 &[
                     req.as_bytes(),
                     recorded.as_str().as_bytes(),

@@ -13,8 +13,12 @@ use crate::backend::RedisBackend;
 use crate::error::{Access, protocol};
 use crate::keys::SEP;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::parse_outcome;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(GET_OR_CREATE = script(include_str!("store/get_or_create.lua")));
+operation_script!(STORE_UPDATE = effect_wake_script(include_str!("store/store_update.lua")));
 
 #[async_trait]
 impl StoreClient for RedisBackend {
@@ -36,7 +40,7 @@ impl StoreClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.get_or_create,
+                &GET_OR_CREATE,
                 &args,
             )
             .await?;
@@ -103,7 +107,7 @@ impl StoreClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.store_update,
+                &STORE_UPDATE,
                 &[
                     receipt.store.as_str().as_bytes(),
                     field.as_bytes(),

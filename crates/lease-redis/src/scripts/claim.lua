@@ -218,7 +218,7 @@ end
 -- at most 2^53 - 1; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
 -- With `tokens` (a partition of a split namespace, issue 14: the namespace's counter lies
 -- under the home prefix, in another slot, so the client reserved them there with
--- scripts/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
+-- claim_split/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
 local function counter_problem(plan, tokens)
   if #plan.cands == 0 then return nil end
   if tokens then

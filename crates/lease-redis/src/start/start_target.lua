@@ -1,4 +1,4 @@
--- start with partitions, in the target's partition (after scripts/start_home.lua recorded the
+-- start with partitions, in the target's partition (after start/start_home.lua recorded the
 -- request): admits the target unless it exists, marking it in the partition's `start_of`
 -- as created by this request, so a repeated or concurrent start of the same request
 -- recognises it. ARGV[3] request id, ARGV[4] target id, ARGV[5] workflow, ARGV[6] input

@@ -1,4 +1,4 @@
--- start with partitions, under the home prefix (the request's side; scripts/start_target.lua
+-- start with partitions, under the home prefix (the request's side; start/start_target.lua
 -- is the target's). ARGV[3] 'record' | 'undo', ARGV[4] request id, ARGV[5] target id.
 -- record: the target a known request id maps to, or records request id -> target (and
 -- target -> request id in `start_of`, for purge_terminal).
