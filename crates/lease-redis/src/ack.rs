@@ -9,12 +9,15 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, BACKEND};
-use crate::execution::refusal;
+use crate::error::{Access, BACKEND};
 use crate::partitioned::by_partition;
+use crate::refusal::refusal;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::token_arg;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(ACKNOWLEDGE_BATCH = ack_script(include_str!("ack/acknowledge_batch.lua")));
 
 const OP: &str = "acknowledge_batch";
 
@@ -117,7 +120,7 @@ impl RedisBackend {
             ]);
         }
         let v = self
-            .eval(OP, Access::Write, prefix, &SCRIPTS.acknowledge_batch, &args)
+            .eval(OP, Access::Write, prefix, &ACKNOWLEDGE_BATCH, &args)
             .await?;
         let reply = Reply::new(OP);
         let (status, mut rest) = reply.status(v)?;

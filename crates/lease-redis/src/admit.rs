@@ -6,11 +6,26 @@ use lease_core::{Admission, ExecutionRecord, LeaseError, Result, Timestamp};
 use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, BACKEND};
-use crate::execution::admission_args;
+use crate::error::{Access, BACKEND};
 use crate::partitioned::by_partition;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(ADMIT_BATCH = script(include_str!("admit/admit_batch.lua")));
+
+/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
+/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
+pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
+    (
+        admission.id.as_str(),
+        admission.workflow.as_ref().map_or("", |w| w.as_str()),
+        admission.input.as_ref().map_or("", |j| j.as_str()),
+        admission
+            .not_before
+            .map_or(String::new(), |t| t.as_millis().to_string()),
+    )
+}
 
 impl RedisBackend {
     /// Admits `admissions` in one script after `check_admit_batch` (too many items, an id
@@ -90,7 +105,7 @@ impl RedisBackend {
             ]);
         }
         let v = self
-            .eval(OP, Access::Write, prefix, &SCRIPTS.admit_batch, &args)
+            .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)
             .await?;
         let reply = Reply::new(OP);
         let mut items = reply.array(v)?.into_iter();

@@ -8,14 +8,17 @@ use redis::{Script, Value};
 
 use crate::config::RedisConfig;
 use crate::conn::{Conn, Opener};
-use crate::errors::{Access, map_error, protocol, token_counter_error};
+use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::url::Endpoint;
-use crate::wake::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
+use crate::wakeup::{Listener, Subscriber, Target, WakeMode, channel, listener_name};
 use crate::wire::{exact_time, policy_arg};
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(META = script(include_str!("backend/meta.lua")));
 
 /// The Redis backend: a cheap-to-clone handle on one namespace, implementing every
 /// `lease_core` client trait (so it is a [`lease_core::LeaseBackend`]).
@@ -105,7 +108,7 @@ impl RedisBackend {
         }
     }
 
-    /// The publish command the scripts take (`publish_wake` in `lua/base.lua`).
+    /// The publish command the scripts take (`publish_wake` in `scripts/base.lua`).
     pub(crate) fn publish_word(&self) -> &'static [u8] {
         self.shared.wake.publish_word().as_bytes()
     }
@@ -319,7 +322,7 @@ impl RedisBackend {
         cmd.arg(replicas)
             .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
         let unknown = |reason: String| LeaseError::OutcomeUnknown {
-            backend: crate::errors::BACKEND,
+            backend: crate::error::BACKEND,
             operation: OP,
             source: reason.into(),
         };
@@ -387,7 +390,7 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Claims `prefix`'s `meta` for this layout and partition count (`lua/meta.lua`).
+    /// Claims `prefix`'s `meta` for this layout and partition count (`backend/meta.lua`).
     async fn claim_prefix(&self, prefix: &str) -> Result<()> {
         const OP: &str = "connect";
         let count = self.shared.keys.partitions().len().to_string();
@@ -396,7 +399,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 prefix,
-                &SCRIPTS.meta,
+                &META,
                 &[LAYOUT_VERSION.as_bytes(), count.as_bytes()],
             )
             .await?;

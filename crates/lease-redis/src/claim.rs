@@ -9,11 +9,14 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::{MAX_EXACT_MS, exact_time};
 use redis::Value;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(CLAIM_DUE = claim_script(include_str!("claim/claim_due.lua")));
 
 /// One claimed delivery: its lease and, when asked for, the record right after the claim.
 pub(crate) type ClaimedItem = (ExecutionLease, Option<ExecutionRecord>);
@@ -52,7 +55,7 @@ impl RedisBackend {
     ///
     /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
     /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
-    /// than the truth: see `slots` in `lua/record.lua`).
+    /// than the truth: see `slots` in `scripts/record.lua`).
     pub(crate) async fn claim(
         &self,
         request: ClaimRequest,
@@ -85,7 +88,7 @@ impl RedisBackend {
         decode_claim(Reply::new(what.op()), v, what, request.limit)
     }
 
-    /// Runs `lua/claim_due.lua` on `prefix` for `request`, with or without records and
+    /// Runs `claim/claim_due.lua` on `prefix` for `request`, with or without records and
     /// horizon; `mode` is its ARGV[9] (`""`, `peek`, or the reserved tokens: see
     /// `crate::claim_split`).
     pub(crate) async fn claim_script(
@@ -103,7 +106,7 @@ impl RedisBackend {
             op,
             Access::Write,
             prefix,
-            &SCRIPTS.claim_due,
+            &CLAIM_DUE,
             &[
                 args.now.as_bytes(),
                 args.limit.as_bytes(),
@@ -129,8 +132,8 @@ impl ClaimReply {
     }
 }
 
-/// A claim request as the claiming scripts take it (`lua/claim_due.lua`,
-/// `lua/acknowledge_and_claim.lua`): validated (limit, duration, the caller's now) before
+/// A claim request as the claiming scripts take it (`claim/claim_due.lua`,
+/// `combined/acknowledge_and_claim.lua`): validated (limit, duration, the caller's now) before
 /// any script runs, so bad input changes nothing.
 pub(crate) struct ClaimArgs {
     /// The caller's now in ms, or `""` for the clock's (a now beyond the exact range is
@@ -194,7 +197,7 @@ pub(crate) fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<
 }
 
 /// Decodes the claim script's reply `v` of shape `what` for a claim of at most `limit`
-/// (`lua/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
+/// (`claim/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
 pub(crate) fn decode_claim(
     reply: Reply,
     v: Value,

@@ -2,12 +2,12 @@
 //! namespace: leases in `(due_at, id)` order over every partition, and tokens from the one
 //! counter of the namespace (unique across executions, each claim's above every earlier one).
 //!
-//! 1. **Peek** every partition (`lua/claim_due.lua` with `peek`: its candidates for `limit`
+//! 1. **Peek** every partition (`claim/claim_due.lua` with `peek`: its candidates for `limit`
 //!    leases with their due times, and its horizon; it claims nothing, writing only the index
 //!    repairs any claim writes first).
 //! 2. **Pick** the first `limit` candidates over all partitions in `(due_at, id)` order.
 //! 3. **Reserve** that many tokens from the namespace's counter under the home prefix
-//!    (`lua/reserve_tokens.lua`), handed out in the picked order.
+//!    (`claim_split/reserve_tokens.lua`), handed out in the picked order.
 //! 4. **Claim** in each partition that has picks, with its tokens: the script re-plans and
 //!    re-checks as any claim does, so a candidate another process took meanwhile is not
 //!    claimed (its token is skipped), and a candidate whose stored token passed its reserved
@@ -23,9 +23,12 @@ use redis::Value;
 
 use crate::backend::RedisBackend;
 use crate::claim::{ClaimArgs, ClaimOutcome, ClaimReply, decode_claim, report_corrupt};
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(RESERVE_TOKENS = claim_script(include_str!("claim_split/reserve_tokens.lua")));
 
 /// How often a claim refused because of a concurrent claim is tried again.
 const ATTEMPTS: usize = 3;
@@ -175,7 +178,7 @@ impl RedisBackend {
                 op,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.reserve_tokens,
+                &RESERVE_TOKENS,
                 &[n.to_string().as_bytes()],
             )
             .await?;

@@ -9,18 +9,23 @@ use redis::Value;
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
 use crate::claim::{ClaimArgs, ClaimReply, decode_claim};
-use crate::errors::{Access, TOKEN_COUNTER_CODE};
-use crate::execution::is_lost;
+use crate::error::{Access, TOKEN_COUNTER_CODE};
+use crate::refusal::is_lost;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::token_arg;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(
+    ACKNOWLEDGE_AND_CLAIM = ack_claim_script(include_str!("combined/acknowledge_and_claim.lua"))
+);
 
 const OP: &str = "acknowledge_and_claim";
 
 impl RedisBackend {
-    /// Runs `lua/acknowledge_and_claim.lua`: the acknowledgement checked and applied exactly
-    /// as `acknowledge` (the scripts share `lua/ack.lua`), then the claim evaluated after it
-    /// exactly as `claim_due_with_horizon` (they share `lua/claim.lua`).
+    /// Runs `combined/acknowledge_and_claim.lua`: the acknowledgement checked and applied exactly
+    /// as `acknowledge` (the scripts share `scripts/ack.lua`), then the claim evaluated after it
+    /// exactly as `claim_due_with_horizon` (they share `scripts/claim.lua`).
     ///
     /// The claim request and the lease token are validated before the script, and the
     /// script refuses an unknown execution, token 0 or a foreign token before any write, so
@@ -45,7 +50,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.acknowledge_and_claim,
+                &ACKNOWLEDGE_AND_CLAIM,
                 &[
                     ack.lease.execution_id.as_str().as_bytes(),
                     token.as_bytes(),

@@ -18,7 +18,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::config::RedisConfig;
-use crate::errors::BACKEND;
+use crate::error::BACKEND;
 use crate::url::Endpoint;
 
 /// How to open connections: one server's client, or a cluster's.

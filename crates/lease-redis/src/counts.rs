@@ -1,6 +1,6 @@
 //! `status_counts` (issue 15): executions by effective status, the partition's `exec:*`
 //! keys walked with `SCAN` between scripts and each page's records read by one script
-//! (`lua/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
+//! (`counts/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
 //! inside a script blocked the server past the busy-script limit, and every client's
 //! renewal failed with `BUSY`).
 
@@ -9,9 +9,12 @@ use std::collections::HashSet;
 use lease_core::{Result, StatusCounts};
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(STATUS_COUNTS = script(include_str!("counts/status_counts.lua")));
 
 /// The counts in the script's reply order, after its clock.
 const ORDER: [&str; 6] = [
@@ -70,7 +73,7 @@ impl RedisBackend {
     async fn count_page(&self, prefix: &str, ids: &[Vec<u8>]) -> Result<StatusCounts> {
         let args: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
         let v = self
-            .eval(OP, Access::Read, prefix, &SCRIPTS.status_counts, &args)
+            .eval(OP, Access::Read, prefix, &STATUS_COUNTS, &args)
             .await?;
         let reply = Reply::new(OP);
         let items = reply.array(v)?;
@@ -101,17 +104,27 @@ mod tests {
     /// blocks the server for O(keys) and past the busy-script limit every client gets BUSY).
     #[test]
     fn no_script_calls_keys() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lua");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).expect("the lua directory") {
-            let path = entry.expect("a directory entry").path();
-            let body = std::fs::read_to_string(&path).expect("a script");
-            assert!(
-                !body.contains("'KEYS'") && !body.contains("\"KEYS\""),
-                "{} calls KEYS",
-                path.display()
-            );
-            seen += 1;
+        // Every script sits in a directory of src/ (scripts/ or its module's).
+        for sub in std::fs::read_dir(&dir).expect("the src directory") {
+            let sub = sub.expect("a directory entry").path();
+            if !sub.is_dir() {
+                continue;
+            }
+            for entry in std::fs::read_dir(&sub).expect("a module directory") {
+                let path = entry.expect("a directory entry").path();
+                if path.extension().is_none_or(|e| e != "lua") {
+                    continue;
+                }
+                let body = std::fs::read_to_string(&path).expect("a script");
+                assert!(
+                    !body.contains("'KEYS'") && !body.contains("\"KEYS\""),
+                    "{} calls KEYS",
+                    path.display()
+                );
+                seen += 1;
+            }
         }
         assert!(seen > 30, "read only {seen} scripts from {}", dir.display());
     }

@@ -1,8 +1,8 @@
 //! [`EffectClient`] and store waiter registration ([`lease_core::StoreClient::watch_entry`])
 //! for [`RedisBackend`] (RFC 004 reduced, issue 16): one Lua script per call
-//! (`lua/effect_*.lua`, `lua/store_watch.lua`, helpers in `lua/effect.lua`). The wakes on a
+//! (`scripts/effect_*.lua`, `effect/store_watch.lua`, helpers in `scripts/effect.lua`). The wakes on a
 //! settle and on an applied store update run inside the writing script with request_wake's
-//! transition (`lua/wake.lua`, shared with `request_wake`). Keys: see `lua/effect.lua`.
+//! transition (`scripts/wake.lua`, shared with `request_wake`). Keys: see `scripts/effect.lua`.
 //!
 //! The scripts decide and write; the client rebuilds the typed answer from the record as it
 //! stood before the call with lease-core's rules ([`EffectRecord::settle`],
@@ -17,9 +17,16 @@ use lease_core::{
 use redis::{Script, Value};
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, protocol};
+use crate::error::{Access, protocol};
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(EFFECT_BEGIN = effect_script(include_str!("effect/effect_begin.lua")));
+operation_script!(EFFECT_SETTLE = effect_wake_script(include_str!("effect/effect_settle.lua")));
+operation_script!(EFFECT_READ = effect_script(include_str!("effect/effect_read.lua")));
+operation_script!(EFFECT_WAIT = effect_script(include_str!("effect/effect_wait.lua")));
+operation_script!(STORE_WATCH = effect_script(include_str!("effect/store_watch.lua")));
 
 /// A script reply: its status word and the rest.
 type Status = (String, std::vec::IntoIter<Value>);
@@ -48,7 +55,7 @@ impl RedisBackend {
         Reply::new(op).status(v)
     }
 
-    /// `watch_entry` (store waiter registration, unfenced): `lua/store_watch.lua`.
+    /// `watch_entry` (store waiter registration, unfenced): `effect/store_watch.lua`.
     pub(crate) async fn watch_entry_script(
         &self,
         store: &StoreId,
@@ -59,7 +66,7 @@ impl RedisBackend {
         let args = [store.as_str(), key.as_str(), waiter.as_str()].map(str::as_bytes);
         let reply = Reply::new(OP);
         let (status, mut rest) = self
-            .eval_effect(OP, Access::Write, &SCRIPTS.store_watch, &args)
+            .eval_effect(OP, Access::Write, &STORE_WATCH, &args)
             .await?;
         match status.as_str() {
             "noexec" => Err(LeaseError::UnknownExecution(waiter.clone())),
@@ -73,7 +80,7 @@ impl RedisBackend {
     }
 }
 
-/// Decodes the effect record of a reply (`effect_reply` in `lua/effect.lua`: owner, begun,
+/// Decodes the effect record of a reply (`effect_reply` in `scripts/effect.lua`: owner, begun,
 /// settled or `''`, result or `''`).
 fn effect_record(
     reply: Reply,
@@ -156,7 +163,7 @@ impl EffectClient for RedisBackend {
         let reply = Reply::new(OP);
         let args = [id.as_str(), execution.as_str()].map(str::as_bytes);
         let (status, mut rest) = self
-            .eval_effect(OP, Access::Write, &SCRIPTS.effect_begin, &args)
+            .eval_effect(OP, Access::Write, &EFFECT_BEGIN, &args)
             .await?;
         match status.as_str() {
             "noexec" => Err(LeaseError::UnknownExecution(execution.clone())),
@@ -196,7 +203,7 @@ impl EffectClient for RedisBackend {
             self.publish_word(),
         ];
         let (status, mut rest) = self
-            .eval_effect(OP, Access::Write, &SCRIPTS.effect_settle, &args)
+            .eval_effect(OP, Access::Write, &EFFECT_SETTLE, &args)
             .await?;
         if status == "unknown" {
             return Err(LeaseError::UnknownEffect(id.clone()));
@@ -211,12 +218,7 @@ impl EffectClient for RedisBackend {
         const OP: &str = "read_effect";
         let reply = Reply::new(OP);
         let (status, mut rest) = self
-            .eval_effect(
-                OP,
-                Access::Read,
-                &SCRIPTS.effect_read,
-                &[id.as_str().as_bytes()],
-            )
+            .eval_effect(OP, Access::Read, &EFFECT_READ, &[id.as_str().as_bytes()])
             .await?;
         match status.as_str() {
             "none" => Ok(None),
@@ -231,7 +233,7 @@ impl EffectClient for RedisBackend {
         let reply = Reply::new(OP);
         let args = [id.as_str(), execution.as_str()].map(str::as_bytes);
         let (status, mut rest) = self
-            .eval_effect(OP, Access::Write, &SCRIPTS.effect_wait, &args)
+            .eval_effect(OP, Access::Write, &EFFECT_WAIT, &args)
             .await?;
         if status == "unknown" {
             return Err(LeaseError::UnknownEffect(id.clone()));

@@ -13,54 +13,22 @@ use lease_core::{
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
+use crate::admit::admission_args;
 use crate::backend::RedisBackend;
 use crate::claim::{ClaimReply, with_records};
-use crate::errors::Access;
+use crate::error::Access;
+use crate::refusal::is_lost;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::{exact_time, token_arg};
 
-/// The typed error for the refusal words every fenced script shares: `unknown` (no such
-/// execution), `zero` (token 0) and `foreign` (a token above the execution's own); `None`
-/// for any other word.
-pub(crate) fn refusal(status: &str, lease: &ExecutionLease) -> Option<LeaseError> {
-    match status {
-        "unknown" => Some(LeaseError::UnknownExecution(lease.execution_id.clone())),
-        "zero" => Some(LeaseError::invalid("lease token", "0 is never issued")),
-        "foreign" => Some(LeaseError::ForeignToken {
-            execution: lease.execution_id.clone(),
-            token: lease.token,
-        }),
-        _ => None,
-    }
-}
-
-/// Interprets the status words every fenced script shares: `Ok(true)` for `lost`,
-/// `Ok(false)` for the words the caller handles (`ok`, `new`, `existing`), or the
-/// [`refusal`] error.
-pub(crate) fn is_lost(reply: Reply, status: &str, lease: &ExecutionLease) -> Result<bool> {
-    if let Some(e) = refusal(status, lease) {
-        return Err(e);
-    }
-    match status {
-        "lost" => Ok(true),
-        "ok" | "new" | "existing" => Ok(false),
-        other => Err(reply.unexpected(other)),
-    }
-}
-
-/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
-/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
-pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
-    (
-        admission.id.as_str(),
-        admission.workflow.as_ref().map_or("", |w| w.as_str()),
-        admission.input.as_ref().map_or("", |j| j.as_str()),
-        admission
-            .not_before
-            .map_or(String::new(), |t| t.as_millis().to_string()),
-    )
-}
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(ADMIT = script(include_str!("execution/admit.lua")));
+operation_script!(GET = script(include_str!("execution/get.lua")));
+operation_script!(REQUEST_WAKE = wake_script(include_str!("execution/request_wake.lua")));
+operation_script!(RENEW = record_script(include_str!("execution/renew.lua")));
+operation_script!(RELEASE = record_script(include_str!("execution/release.lua")));
+operation_script!(ACKNOWLEDGE = ack_script(include_str!("execution/acknowledge.lua")));
 
 impl RedisBackend {
     /// Decodes `{now, HGETALL}` into the effective record.
@@ -89,7 +57,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&admission.id),
-                &SCRIPTS.admit,
+                &ADMIT,
                 &[
                     id.as_bytes(),
                     workflow.as_bytes(),
@@ -126,7 +94,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Read,
                 self.keys().of(id),
-                &SCRIPTS.get,
+                &GET,
                 &[id.as_str().as_bytes()],
             )
             .await?;
@@ -194,7 +162,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(id),
-                &SCRIPTS.request_wake,
+                &REQUEST_WAKE,
                 &[
                     id.as_str().as_bytes(),
                     at.to_string().as_bytes(),
@@ -235,7 +203,7 @@ impl ExecutionClient for RedisBackend {
     }
 
     fn backend_name(&self) -> &'static str {
-        crate::errors::BACKEND
+        crate::error::BACKEND
     }
 
     fn namespace_name(&self) -> Option<String> {
@@ -255,7 +223,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.renew,
+                &RENEW,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),
@@ -287,7 +255,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.release,
+                &RELEASE,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),
@@ -317,7 +285,7 @@ impl ExecutionClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.acknowledge,
+                &ACKNOWLEDGE,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),

@@ -15,8 +15,8 @@ use lease_core::{
 use redis::{Script, Value};
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, BACKEND, protocol};
-use crate::execution::refusal;
+use crate::error::{Access, BACKEND, protocol};
+use crate::refusal::refusal;
 use crate::reply::Reply;
 use crate::scripts::fenced_source;
 use crate::wire::{parse_step_value, step_field, step_value_prefix, token_arg};

@@ -7,7 +7,7 @@
 
 use lease_core::{LeaseError, Result};
 
-use crate::errors::BACKEND;
+use crate::error::BACKEND;
 
 /// What the server's `INFO` says about eviction.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,11 +7,14 @@ use lease_core::{
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::Access;
-use crate::execution::is_lost;
+use crate::error::Access;
+use crate::refusal::is_lost;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::{parse_step_field, parse_step_value, step_field, step_value, token_arg};
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(WRITE_STEP = step_script(include_str!("heap/write_step.lua")));
 
 #[async_trait]
 impl HeapClient for RedisBackend {
@@ -29,7 +32,7 @@ impl HeapClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().of(&lease.execution_id),
-                &SCRIPTS.write_step,
+                &WRITE_STEP,
                 &[
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),

@@ -89,12 +89,12 @@
 //! - **Batched acknowledgements.** `acknowledge_batch` is one script: it loads and checks
 //!   every item first (unknown execution, token 0, foreign token: the typed error of the
 //!   first such item, nothing written), then acknowledges each held item exactly as
-//!   `acknowledge` does (the two scripts share `lua/ack.lua`), at one clock reading; a
+//!   `acknowledge` does (the two scripts share `scripts/ack.lua`), at one clock reading; a
 //!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
 //!   between, so a concurrent claim sees either none or all of a batch.
 //! - **Acknowledge and claim (issue 12).** `acknowledge_and_claim` is one script built from
-//!   the acknowledgement helpers (`lua/ack.lua`, shared with `acknowledge` and
-//!   `acknowledge_batch`) and the claim helpers (`lua/claim.lua`, shared with `claim_due`):
+//!   the acknowledgement helpers (`scripts/ack.lua`, shared with `acknowledge` and
+//!   `acknowledge_batch`) and the claim helpers (`scripts/claim.lua`, shared with `claim_due`):
 //!   the lease is checked first (unknown execution, token 0, foreign token: the typed error,
 //!   nothing written, no claim), a held one is acknowledged at the script's clock, then the
 //!   claim is planned, counter-checked and written after it at `min(caller's now, clock)`,
@@ -126,7 +126,7 @@
 //!   after every (re)subscribe. `claim_due_with_horizon` returns the script's clock and the
 //!   first score of `ready` and `waiting`, a lower bound of the earliest claimable instant.
 //! - **The application's own writes (issue 13).** [`FencedScript`] wraps the application's
-//!   Lua body behind the `write_step` fence (`lua/step.lua`, shared with `write_step`):
+//!   Lua body behind the `write_step` fence (`scripts/step.lua`, shared with `write_step`):
 //!   [`RedisBackend::fenced_script`] runs the body only while the lease's token is current
 //!   and its delivery has not ended, in the same script as the check, so a stale holder's
 //!   body never runs (`Lost`); [`RedisBackend::step_in_script`] also writes the step's done
@@ -194,7 +194,7 @@ mod config;
 mod conn;
 mod counts;
 mod effect;
-mod errors;
+mod error;
 mod execution;
 mod fenced;
 mod guard;
@@ -202,12 +202,14 @@ mod heap;
 mod keys;
 mod migrate;
 mod partitioned;
+mod refusal;
 mod reply;
 mod scripts;
+mod start;
 mod store;
 mod tls;
 mod url;
-mod wake;
+mod wakeup;
 mod wire;
 
 pub use backend::RedisBackend;
@@ -227,30 +229,30 @@ pub use wire::MAX_TOKEN;
 pub mod raw {
     /// `claim_due`.
     pub fn claim_due() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.claim_due
+        &crate::claim::CLAIM_DUE
     }
     /// `renew`.
     pub fn renew() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.renew
+        &crate::execution::RENEW
     }
     /// `write_step`.
     pub fn write_step() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.write_step
+        &crate::heap::WRITE_STEP
     }
     /// `acknowledge`.
     pub fn acknowledge() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge
+        &crate::execution::ACKNOWLEDGE
     }
     /// `acknowledge_batch`: `ARGV[3]` the wake publish command (`''` for none), then four
     /// arguments per item (id, token, outcome kind, outcome JSON), as documented at the top
-    /// of `lua/acknowledge_batch.lua`.
+    /// of `ack/acknowledge_batch.lua`.
     pub fn acknowledge_batch() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge_batch
+        &crate::ack::ACKNOWLEDGE_BATCH
     }
     /// `acknowledge_and_claim`: `ARGV[3..=7]` as `acknowledge`, then the claim's caller now
     /// (`''` = the clock's), limit and lease ms, as documented at the top of
-    /// `lua/acknowledge_and_claim.lua`.
+    /// `combined/acknowledge_and_claim.lua`.
     pub fn acknowledge_and_claim() -> &'static redis::Script {
-        &crate::scripts::SCRIPTS.acknowledge_and_claim
+        &crate::combined::ACKNOWLEDGE_AND_CLAIM
     }
 }

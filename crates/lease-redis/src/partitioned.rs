@@ -7,10 +7,16 @@ use redis::Value;
 
 use crate::backend::RedisBackend;
 use crate::claim::lossy;
-use crate::errors::Access;
+use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::MAX_EXACT_MS;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(LIST_FAILING = script(include_str!("partitioned/list_failing.lua")));
+operation_script!(LIST_CORRUPT = script(include_str!("partitioned/list_corrupt.lua")));
+operation_script!(FORGET_AT_HOME = forget_script(include_str!("partitioned/forget_at_home.lua")));
+operation_script!(PURGE_TERMINAL = purge_script(include_str!("partitioned/purge_terminal.lua")));
 
 /// The items of a batch grouped by partition: each partition's prefix with the indexes of
 /// its items, partitions in the order of their first item.
@@ -72,7 +78,7 @@ impl RedisBackend {
                 OP,
                 Access::Read,
                 prefix,
-                &SCRIPTS.list_failing,
+                &LIST_FAILING,
                 &[min.to_string().as_bytes(), limit.to_string().as_bytes()],
             )
             .await?;
@@ -107,7 +113,7 @@ impl RedisBackend {
                 OP,
                 Access::Read,
                 prefix,
-                &SCRIPTS.list_corrupt,
+                &LIST_CORRUPT,
                 &[limit.to_string().as_bytes()],
             )
             .await?;
@@ -165,7 +171,7 @@ impl RedisBackend {
             .collect())
     }
 
-    /// Purges up to `limit` terminal executions of one partition (`lua/purge_terminal.lua`)
+    /// Purges up to `limit` terminal executions of one partition (`partitioned/purge_terminal.lua`)
     /// and returns their ids.
     pub(crate) async fn purge_in(
         &self,
@@ -182,7 +188,7 @@ impl RedisBackend {
                 OP,
                 Access::Write,
                 prefix,
-                &SCRIPTS.purge_terminal,
+                &PURGE_TERMINAL,
                 &[before.to_string().as_bytes(), limit.to_string().as_bytes()],
             )
             .await?;
@@ -199,7 +205,7 @@ impl RedisBackend {
     }
 
     /// With partitions, removes what the home prefix holds about purged executions: their
-    /// store receipts and start records (`lua/forget.lua`, as `purge_terminal` does inside
+    /// store receipts and start records (`scripts/forget.lua`, as `purge_terminal` does inside
     /// one partition). Nothing to do with one partition, whose purge did it already.
     pub(crate) async fn forget_at_home(&self, ids: &[ExecutionId]) -> Result<()> {
         const OP: &str = "purge_terminal";
@@ -211,7 +217,7 @@ impl RedisBackend {
             OP,
             Access::Write,
             self.keys().prefix(),
-            &SCRIPTS.forget_at_home,
+            &FORGET_AT_HOME,
             &args,
         )
         .await?;

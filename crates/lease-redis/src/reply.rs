@@ -9,7 +9,7 @@ use lease_core::{
 };
 use redis::Value;
 
-use crate::errors::protocol;
+use crate::error::protocol;
 
 /// A reply being taken apart for one operation.
 #[derive(Debug, Clone, Copy)]

@@ -1,20 +1,24 @@
-//! [`StoreClient`] and [`StartClient`] for [`RedisBackend`]: idempotent by identity and by
-//! receipt, unfenced (RFC 002 fencing table).
+//! [`StoreClient`] for [`RedisBackend`]: idempotent by identity and by receipt, unfenced
+//! (RFC 002 fencing table).
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use lease_core::{
-    ExecutionId, Json, LeaseError, Result, StartClient, StartRequest, Started, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
+    ExecutionId, Json, LeaseError, Result, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
+    StoreSnapshot, StoreUpdate,
 };
 
 use crate::backend::RedisBackend;
-use crate::errors::{Access, protocol};
+use crate::error::{Access, protocol};
 use crate::keys::SEP;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::operation_script;
 use crate::wire::parse_outcome;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(GET_OR_CREATE = script(include_str!("store/get_or_create.lua")));
+operation_script!(STORE_UPDATE = effect_wake_script(include_str!("store/store_update.lua")));
 
 #[async_trait]
 impl StoreClient for RedisBackend {
@@ -36,7 +40,7 @@ impl StoreClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.get_or_create,
+                &GET_OR_CREATE,
                 &args,
             )
             .await?;
@@ -103,7 +107,7 @@ impl StoreClient for RedisBackend {
                 OP,
                 Access::Write,
                 self.keys().prefix(),
-                &SCRIPTS.store_update,
+                &STORE_UPDATE,
                 &[
                     receipt.store.as_str().as_bytes(),
                     field.as_bytes(),
@@ -136,106 +140,5 @@ impl StoreClient for RedisBackend {
         waiter: &ExecutionId,
     ) -> Result<Option<Json>> {
         self.watch_entry_script(store, key, waiter).await
-    }
-}
-
-#[async_trait]
-impl StartClient for RedisBackend {
-    #[tracing::instrument(level = "debug", name = "start", skip_all)]
-    async fn start(&self, request: &StartRequest) -> Result<Started> {
-        if self.keys().split() {
-            return self.start_split(request).await;
-        }
-        const OP: &str = "start";
-        let v = self
-            .eval(
-                OP,
-                Access::Write,
-                self.keys().prefix(),
-                &SCRIPTS.start,
-                &[
-                    request.request_id.as_str().as_bytes(),
-                    request.target.as_str().as_bytes(),
-                    request.workflow.as_str().as_bytes(),
-                    request.input.as_str().as_bytes(),
-                    self.publish_word(),
-                ],
-            )
-            .await?;
-        let reply = Reply::new(OP);
-        let (status, mut rest) = reply.status(v)?;
-        let created = match status.as_str() {
-            "existing" => false,
-            "created" => true,
-            "taken" => return Err(taken(&request.target)),
-            other => return Err(reply.unexpected(other)),
-        };
-        let target = reply.execution_id(reply.next(&mut rest, "target")?)?;
-        Ok(Started { target, created })
-    }
-}
-
-/// The error of a start whose target id is an execution the request did not create.
-fn taken(target: &ExecutionId) -> LeaseError {
-    LeaseError::invalid("start target", format!("execution {target} already exists"))
-}
-
-impl RedisBackend {
-    /// `start` with partitions (issue 14), where the request record (home prefix) and the
-    /// target (its partition) lie in different slots: three idempotent steps instead of
-    /// one script. 1. Record request id -> target unless the request id is known
-    /// (`lua/start_home.lua`). 2. Admit the recorded target unless it exists, marked as the
-    /// request's (`lua/start_target.lua`), which also completes a start interrupted between
-    /// the steps. 3. When this call recorded the target but it exists and is not the
-    /// request's, remove the record again: `InvalidInput`, as with one partition.
-    async fn start_split(&self, request: &StartRequest) -> Result<Started> {
-        const OP: &str = "start";
-        let reply = Reply::new(OP);
-        let (req, target) = (request.request_id.as_str(), request.target.as_str());
-        let home = |mode: &'static str| async move {
-            let args: [&[u8]; 3] = [mode.as_bytes(), req.as_bytes(), target.as_bytes()];
-            self.eval(
-                OP,
-                Access::Write,
-                self.keys().prefix(),
-                &SCRIPTS.start_home,
-                &args,
-            )
-            .await
-        };
-        let (status, mut rest) = reply.status(home("record").await?)?;
-        let recorded = reply.execution_id(reply.next(&mut rest, "target")?)?;
-        let v = self
-            .eval(
-                OP,
-                Access::Write,
-                self.keys().of(&recorded),
-                &SCRIPTS.start_target,
-                &[
-                    req.as_bytes(),
-                    recorded.as_str().as_bytes(),
-                    request.workflow.as_str().as_bytes(),
-                    request.input.as_str().as_bytes(),
-                    self.publish_word(),
-                ],
-            )
-            .await?;
-        let (made, _) = reply.status(v)?;
-        match (status.as_str(), made.as_str()) {
-            (_, "created") => Ok(Started {
-                target: recorded,
-                created: true,
-            }),
-            ("recorded", "taken") => {
-                home("undo").await?;
-                Err(taken(&request.target))
-            }
-            // A known request id: its first target, whoever admitted it.
-            ("existing", "existing" | "taken") | ("recorded", "existing") => Ok(Started {
-                target: recorded,
-                created: false,
-            }),
-            (first, second) => Err(reply.unexpected(&format!("{first}/{second}"))),
-        }
     }
 }

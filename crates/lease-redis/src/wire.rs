@@ -10,7 +10,7 @@ use lease_core::{
     FencingToken, Json, LeaseError, RedeliveryPolicy, Result, StepKey, StoreOutcome, Timestamp,
 };
 
-use crate::errors::protocol;
+use crate::error::protocol;
 use crate::keys::SEP;
 
 /// Largest magnitude of a timestamp a script accepts, in milliseconds (2^52).

@@ -194,9 +194,69 @@ async fn check_all_completed(b: &RedisBackend, total: usize) {
     }
 }
 
+/// Claims up to 10 executions at `clock`'s now with [`LEASE`].
+async fn claim_ten(
+    b: &RedisBackend,
+    clock: &ManualClock,
+) -> lease_core::Result<Vec<lease_core::ExecutionLease>> {
+    b.claim_due(ClaimRequest {
+        now: clock.now(),
+        limit: 10,
+        duration: LEASE,
+    })
+    .await
+}
+
 async fn admit_all(b: &RedisBackend, total: usize) {
     for i in 0..total {
         b.admit(&Admission::new(id(i))).await.expect("admit");
+    }
+}
+
+/// Two workers (a backend and its peer) completing `total` admitted executions.
+struct Workload {
+    done: Arc<AtomicUsize>,
+    workers: Vec<tokio::task::JoinHandle<usize>>,
+}
+
+impl Workload {
+    /// Admits `total` executions on `a` and starts [`work_until_done`] on `a` and on `b`.
+    async fn start(a: &RedisBackend, b: &RedisBackend, clock: &ManualClock, total: usize) -> Self {
+        admit_all(a, total).await;
+        let done = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers = [a.clone(), b.clone()]
+            .into_iter()
+            .map(|w| {
+                tokio::spawn(work_until_done(
+                    w,
+                    clock.clone(),
+                    total,
+                    done.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        Workload { done, workers }
+    }
+
+    /// Waits until the workers completed at least `count` executions.
+    async fn reached(&self, count: usize) {
+        let done = self.done.clone();
+        until("progress", || {
+            let done = done.clone();
+            async move { done.load(Ordering::SeqCst) >= count }
+        })
+        .await;
+    }
+
+    /// Waits for both workers: the typed connection errors they met.
+    async fn finish(self) -> usize {
+        let mut errors = 0;
+        for w in self.workers {
+            errors += w.await.expect("worker");
+        }
+        errors
     }
 }
 
@@ -208,29 +268,10 @@ fn script_flush_mid_run_reloads_scripts_and_loses_nothing() {
         let a = common::fresh(&clock, policy()).await;
         let _cleanup_a = common::Cleanup::of(&a);
         let b = a.peer().await.expect("peer");
-        admit_all(&a, TOTAL).await;
-        let done = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let workers: Vec<_> = [a.clone(), b.clone()]
-            .into_iter()
-            .map(|w| {
-                tokio::spawn(work_until_done(
-                    w,
-                    clock.clone(),
-                    TOTAL,
-                    done.clone(),
-                    stop.clone(),
-                ))
-            })
-            .collect();
+        let workload = Workload::start(&a, &b, &clock, TOTAL).await;
         let mut admin = common::admin().await;
         for fraction in [4, 2] {
-            let d = done.clone();
-            until("progress", || {
-                let d = d.clone();
-                async move { d.load(Ordering::SeqCst) >= TOTAL / fraction }
-            })
-            .await;
+            workload.reached(TOTAL / fraction).await;
             let _: () = redis::cmd("SCRIPT")
                 .arg("FLUSH")
                 .arg("SYNC")
@@ -238,10 +279,7 @@ fn script_flush_mid_run_reloads_scripts_and_loses_nothing() {
                 .await
                 .expect("SCRIPT FLUSH");
         }
-        let mut errors = 0;
-        for w in workers {
-            errors += w.await.expect("worker");
-        }
+        let errors = workload.finish().await;
         assert_eq!(errors, 0, "a script flush must be invisible to callers");
         check_all_completed(&a, TOTAL).await;
         // The token counter survived: the next claim continues above every issued token.
@@ -301,14 +339,7 @@ fn killed_idle_connection_gives_a_typed_error_then_recovers() {
         assert_eq!(r.status, ExecutionStatus::Admitted);
         // The failed admit may or may not have run (its error says so); repeating it is safe.
         b.admit(&Admission::new(id(1))).await.expect("admit again");
-        let leases = b
-            .claim_due(ClaimRequest {
-                now: clock.now(),
-                limit: 10,
-                duration: LEASE,
-            })
-            .await
-            .expect("claim");
+        let leases = claim_ten(&b, &clock).await.expect("claim");
         assert_eq!(leases.len(), 2);
         b.delete_namespace().await.expect("cleanup");
     });
@@ -337,6 +368,31 @@ fn read_on_a_killed_connection_is_retried_on_a_fresh_one() {
     });
 }
 
+/// Parks `b`'s connection (server client `client`) on a blocking read of a namespace key
+/// and waits until the server shows it blocked: what `b` sends next queues behind it, sent
+/// but not yet run. The task ends when the connection does.
+async fn park_connection(
+    b: &RedisBackend,
+    client: i64,
+) -> tokio::task::JoinHandle<redis::RedisResult<redis::Value>> {
+    let mut conn = b.connection();
+    let key = format!("{}blocker", b.key_prefix());
+    let blocker = tokio::spawn(async move {
+        redis::cmd("BLPOP")
+            .arg(key)
+            .arg(30)
+            .query_async::<redis::Value>(&mut conn)
+            .await
+    });
+    until("the connection to block", || async move {
+        client_line(client)
+            .await
+            .is_some_and(|l| field(&l, "cmd") == Some("blpop"))
+    })
+    .await;
+    blocker
+}
+
 #[test]
 fn killed_connection_with_a_claim_in_flight_is_outcome_unknown() {
     runtime().block_on(async {
@@ -346,25 +402,8 @@ fn killed_connection_with_a_claim_in_flight_is_outcome_unknown() {
         b.admit(&Admission::new(id(0))).await.expect("admit");
         let before = common::snapshot(&b).await;
         let client = client_id(&b).await;
-        // Park the connection on a blocking read of a namespace key, so the claim queues
-        // behind it on the server, sent but not yet run.
-        let blocker = {
-            let mut conn = b.connection();
-            let key = format!("{}blocker", b.key_prefix());
-            tokio::spawn(async move {
-                redis::cmd("BLPOP")
-                    .arg(key)
-                    .arg(30)
-                    .query_async::<redis::Value>(&mut conn)
-                    .await
-            })
-        };
-        until("the connection to block", || async move {
-            client_line(client)
-                .await
-                .is_some_and(|l| field(&l, "cmd") == Some("blpop"))
-        })
-        .await;
+        // Park the connection, so the claim queues behind it on the server.
+        let blocker = park_connection(&b, client).await;
         let claim = {
             let (b, now) = (b.clone(), clock.now());
             tokio::spawn(async move {
@@ -400,14 +439,7 @@ fn killed_connection_with_a_claim_in_flight_is_outcome_unknown() {
         })
         .await;
         assert_eq!(common::snapshot(&b).await, before, "the claim never ran");
-        let leases = b
-            .claim_due(ClaimRequest {
-                now: clock.now(),
-                limit: 10,
-                duration: LEASE,
-            })
-            .await
-            .expect("claim after recovery");
+        let leases = claim_ten(&b, &clock).await.expect("claim after recovery");
         assert_eq!(leases.len(), 1);
         b.delete_namespace().await.expect("cleanup");
     });
@@ -429,23 +461,7 @@ fn timed_out_claim_is_outcome_unknown_and_may_still_run() {
         let _cleanup = common::Cleanup::of(&b);
         b.admit(&Admission::new(id(0))).await.expect("admit");
         let client = client_id(&b).await;
-        let blocker = {
-            let mut conn = b.connection();
-            let key = format!("{}blocker", b.key_prefix());
-            tokio::spawn(async move {
-                redis::cmd("BLPOP")
-                    .arg(key)
-                    .arg(30)
-                    .query_async::<redis::Value>(&mut conn)
-                    .await
-            })
-        };
-        until("the connection to block", || async move {
-            client_line(client)
-                .await
-                .is_some_and(|l| field(&l, "cmd") == Some("blpop"))
-        })
-        .await;
+        let blocker = park_connection(&b, client).await;
         let err = b
             .claim_due(ClaimRequest {
                 now: clock.now(),
@@ -501,34 +517,12 @@ fn connections_killed_during_a_workload_recover_and_lose_nothing() {
         let a = common::fresh(&clock, policy()).await;
         let _cleanup_a = common::Cleanup::of(&a);
         let b = a.peer().await.expect("peer");
-        admit_all(&a, TOTAL).await;
-        let done = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let workers: Vec<_> = [a.clone(), b.clone()]
-            .into_iter()
-            .map(|w| {
-                tokio::spawn(work_until_done(
-                    w,
-                    clock.clone(),
-                    TOTAL,
-                    done.clone(),
-                    stop.clone(),
-                ))
-            })
-            .collect();
+        let workload = Workload::start(&a, &b, &clock, TOTAL).await;
         for (round, target) in [(0, &a), (1, &b), (2, &a), (3, &b)] {
-            let d = done.clone();
-            until("progress", || {
-                let d = d.clone();
-                async move { d.load(Ordering::SeqCst) >= TOTAL * (round + 1) / 6 }
-            })
-            .await;
+            workload.reached(TOTAL * (round + 1) / 6).await;
             kill(client_id(target).await).await;
         }
-        let mut errors = 0;
-        for w in workers {
-            errors += w.await.expect("worker");
-        }
+        let errors = workload.finish().await;
         eprintln!("typed connection errors during the workload: {errors}");
         check_all_completed(&a, TOTAL).await;
         a.delete_namespace().await.expect("cleanup");

@@ -659,6 +659,59 @@ async fn a_failing_body_is_a_typed_error_and_keeps_its_earlier_writes() {
 // ---- step_in_script -------------------------------------------------------------------------
 
 /// A delivery of `id`'s next claim on `b`, as a dispatcher would build it.
+/// A step run through [`RedisBackend::step_in_script`].
+struct Step<'a> {
+    id: &'a ExecutionId,
+    key: &'a str,
+    script: &'a FencedScript,
+    keys: &'a [&'a str],
+    args: &'a [&'a str],
+}
+
+impl<'a> Step<'a> {
+    fn new(
+        id: &'a ExecutionId,
+        key: &'a str,
+        script: &'a FencedScript,
+        keys: &'a [&'a str],
+        args: &'a [&'a str],
+    ) -> Self {
+        Step {
+            id,
+            key,
+            script,
+            keys,
+            args,
+        }
+    }
+
+    /// Runs the step for `delivery`.
+    async fn run(&self, b: &RedisBackend, delivery: &Delivery) -> Result<Json, DeliveryError> {
+        b.step_in_script(delivery, self.key, self.script, self.keys, self.args)
+            .await
+    }
+
+    /// Runs the step for `delivery`, checks it answers `want` and that its record (attempt
+    /// 1) carries the delivery's token.
+    async fn runs_under(&self, b: &RedisBackend, delivery: &Delivery, want: &str) {
+        let value = self.run(b, delivery).await.expect("step");
+        assert_eq!(value.as_str(), want);
+        let record = b
+            .read_step(self.id, &StepKey::new(self.key).expect("key"), 1)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!(record.token, delivery.token());
+    }
+}
+
+/// Execution `id`, admitted on `b`.
+async fn admitted(b: &RedisBackend, id: &str) -> ExecutionId {
+    let id = ExecutionId::new(id).expect("id");
+    b.admit(&Admission::new(id.clone())).await.expect("admit");
+    id
+}
+
 async fn deliver(b: &RedisBackend, clock: &ManualClock) -> Delivery {
     let claimed = b
         .claim_due_with_records(ClaimRequest {
@@ -682,15 +735,12 @@ return cjson.encode({receipt = ARGV[1] .. '-' .. n})";
 async fn step_in_script_records_with_its_effect_and_replay_skips_the_body() {
     let f = fixture().await;
     let b = &f.backend;
-    let id = ExecutionId::new("order-42").expect("id");
-    b.admit(&Admission::new(id.clone())).await.expect("admit");
+    let id = admitted(b, "order-42").await;
     let counter = f.app.key("charges");
-    let charge = FencedScript::new(CHARGE);
+    let (charge, keys) = (FencedScript::new(CHARGE), [counter.as_str()]);
+    let step = Step::new(&id, "charge", &charge, &keys, &["r"]);
     let first = deliver(b, &f.clock).await;
-    let receipt = b
-        .step_in_script(&first, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect("charge");
+    let receipt = step.run(b, &first).await.expect("charge");
     assert_eq!(receipt.as_str(), r#"{"receipt":"r-1"}"#);
     assert_eq!(get_string(&counter).await.as_deref(), Some("1"));
     // Effect and record together: the record is done, under this delivery's token.
@@ -705,10 +755,7 @@ async fn step_in_script_records_with_its_effect_and_replay_skips_the_body() {
     assert_eq!(record.response, receipt);
 
     // The same delivery again: its own record, nothing runs.
-    let again = b
-        .step_in_script(&first, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect("replay");
+    let again = step.run(b, &first).await.expect("replay");
     assert_eq!(again, receipt);
     // Another delivery object under the same lease, which reads nothing (a first
     // delivery): the script finds the record before the body.
@@ -718,10 +765,7 @@ async fn step_in_script_records_with_its_effect_and_replay_skips_the_body() {
         first.record().clone(),
         CancellationToken::new(),
     );
-    let twin_value = b
-        .step_in_script(&twin, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect("twin");
+    let twin_value = step.run(b, &twin).await.expect("twin");
     assert_eq!(twin_value, receipt);
     assert_eq!(get_string(&counter).await.as_deref(), Some("1"));
 
@@ -729,57 +773,32 @@ async fn step_in_script_records_with_its_effect_and_replay_skips_the_body() {
     f.clock.advance(LEASE + policy().delay(1));
     let second = deliver(&b.peer().await.expect("peer"), &f.clock).await;
     assert!(second.token() > first.token());
-    let replayed = b
-        .step_in_script(&second, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect("redelivery");
+    let replayed = step.run(b, &second).await.expect("redelivery");
     assert_eq!(replayed, receipt);
     assert_eq!(get_string(&counter).await.as_deref(), Some("1"));
     // A new step of the redelivery runs, under the new token.
-    let next = b
-        .step_in_script(&second, "ship", &charge, &[&counter], &["s"])
-        .await
-        .expect("ship");
-    assert_eq!(next.as_str(), r#"{"receipt":"s-2"}"#);
-    let ship = b
-        .read_step(&id, &StepKey::new("ship").expect("key"), 1)
-        .await
-        .expect("read")
-        .expect("record");
-    assert_eq!(ship.token, second.token());
+    let ship = Step::new(&id, "ship", &charge, &keys, &["s"]);
+    ship.runs_under(b, &second, r#"{"receipt":"s-2"}"#).await;
 }
 
 #[tokio::test]
 async fn a_stale_step_in_script_applies_nothing() {
     let f = fixture().await;
     let b = &f.backend;
-    let id = ExecutionId::new("order-7").expect("id");
-    b.admit(&Admission::new(id.clone())).await.expect("admit");
+    let id = admitted(b, "order-7").await;
     let counter = f.app.key("charges");
-    let charge = FencedScript::new(CHARGE);
+    let (charge, keys) = (FencedScript::new(CHARGE), [counter.as_str()]);
+    let step = Step::new(&id, "charge", &charge, &keys, &["r"]);
     let stale = deliver(b, &f.clock).await;
     f.clock.advance(LEASE + policy().delay(1));
     let current = deliver(&b.peer().await.expect("peer"), &f.clock).await;
     let before = common::snapshot(b).await;
-    let e = b
-        .step_in_script(&stale, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect_err("stale");
+    let e = step.run(b, &stale).await.expect_err("stale");
     assert!(matches!(e, DeliveryError::Lost), "{e:?}");
     assert_eq!(get_string(&counter).await, None, "the body ran");
     assert_eq!(common::snapshot(b).await, before, "a record was written");
     // The current holder charges once.
-    let v = b
-        .step_in_script(&current, "charge", &charge, &[&counter], &["r"])
-        .await
-        .expect("current");
-    assert_eq!(v.as_str(), r#"{"receipt":"r-1"}"#);
-    let record = b
-        .read_step(&id, &StepKey::new("charge").expect("key"), 1)
-        .await
-        .expect("read")
-        .expect("record");
-    assert_eq!(record.token, current.token());
+    step.runs_under(b, &current, r#"{"receipt":"r-1"}"#).await;
 }
 
 #[tokio::test]

@@ -14,6 +14,21 @@ use lease_core::{
 };
 use lease_redis::{RedisBackend, RedisConfig};
 
+/// Runs `$body(classic)` as two tests: `$sharded` (sharded pub/sub) and `$classic`.
+macro_rules! in_both_modes {
+    ($body:ident: $sharded:ident, $classic:ident) => {
+        #[tokio::test]
+        async fn $sharded() {
+            $body(false).await;
+        }
+
+        #[tokio::test]
+        async fn $classic() {
+            $body(true).await;
+        }
+    };
+}
+
 const LEASE: Duration = Duration::from_secs(30);
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -208,15 +223,7 @@ async fn payloads_are_the_claimable_instant(classic: bool) {
     b.delete_namespace().await.expect("cleanup");
 }
 
-#[tokio::test]
-async fn sharded_payloads_are_the_claimable_instant() {
-    payloads_are_the_claimable_instant(false).await;
-}
-
-#[tokio::test]
-async fn classic_payloads_are_the_claimable_instant() {
-    payloads_are_the_claimable_instant(true).await;
-}
+in_both_modes!(payloads_are_the_claimable_instant: sharded_payloads_are_the_claimable_instant, classic_payloads_are_the_claimable_instant);
 
 #[tokio::test]
 async fn the_server_version_decides_sharded_pubsub() {
@@ -298,15 +305,7 @@ async fn killed_subscriber_reconnects(classic: bool) {
     b.delete_namespace().await.expect("cleanup");
 }
 
-#[tokio::test]
-async fn sharded_killed_subscriber_reconnects() {
-    killed_subscriber_reconnects(false).await;
-}
-
-#[tokio::test]
-async fn classic_killed_subscriber_reconnects() {
-    killed_subscriber_reconnects(true).await;
-}
+in_both_modes!(killed_subscriber_reconnects: sharded_killed_subscriber_reconnects, classic_killed_subscriber_reconnects);
 
 /// Clones share one subscriber connection, a peer has its own, and dropping every handle
 /// of a family closes its connection.

@@ -22,27 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let backend = SqliteBackend::open(SqliteConfig::file(dir.path().join("bench.db"))).await?;
 
-    let started = Instant::now();
-    let admitters: Vec<_> = (0..concurrency)
-        .map(|w| {
-            let b = backend.clone();
-            tokio::spawn(async move {
-                for i in (w..n).step_by(concurrency) {
-                    b.admit(&Admission::new(ExecutionId::new(format!("wf-{i:08}"))?))
-                        .await?;
-                }
-                Ok::<_, lease_core::LeaseError>(())
-            })
-        })
-        .collect();
-    for a in admitters {
-        a.await??;
-    }
-    let admit_secs = started.elapsed().as_secs_f64();
-    println!(
-        "admit: {n} in {admit_secs:.2}s = {:.0}/s",
-        n as f64 / admit_secs
-    );
+    admit_all(&backend, n, concurrency).await?;
 
     // A dispatcher: claims up to the free slots in one batch; each delivery acknowledges.
     let started = Instant::now();
@@ -90,6 +70,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "claim+ack: {n} in {secs:.2}s = {:.0} workflows/s at concurrency {concurrency}",
         n as f64 / secs
+    );
+    Ok(())
+}
+
+/// Admits `n` executions from `concurrency` tasks and prints the rate.
+async fn admit_all(
+    backend: &SqliteBackend,
+    n: usize,
+    concurrency: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let admitters: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let b = backend.clone();
+            tokio::spawn(async move {
+                for i in (w..n).step_by(concurrency) {
+                    b.admit(&Admission::new(ExecutionId::new(format!("wf-{i:08}"))?))
+                        .await?;
+                }
+                Ok::<_, lease_core::LeaseError>(())
+            })
+        })
+        .collect();
+    for a in admitters {
+        a.await??;
+    }
+    let admit_secs = started.elapsed().as_secs_f64();
+    println!(
+        "admit: {n} in {admit_secs:.2}s = {:.0}/s",
+        n as f64 / admit_secs
     );
     Ok(())
 }

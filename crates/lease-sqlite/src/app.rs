@@ -14,12 +14,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
+use crate::authorizer;
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
 use crate::error::OpError;
-use crate::fenced::{self, Answer, Body, BodyError, BodyFn, FencedOp};
+use crate::fenced::{Answer, Body, BodyError, BodyFn, FencedOp};
+use crate::heap::{self, Recorded};
 use crate::scope::Scope;
-use crate::steps::{self, Recorded};
 
 /// Why a fenced application transaction ([`SqliteBackend::fenced`]) did not commit.
 /// Either way nothing of it was applied, except for [`LeaseError::OutcomeUnknown`] (the
@@ -87,7 +88,7 @@ where
     F: FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
 {
     Box::new(move |tx, _| {
-        fenced::app_sql(|| f(tx))
+        authorizer::app_sql(|| f(tx))
             .map(Body::Apply)
             .map_err(BodyError::App)
     })
@@ -107,7 +108,7 @@ where
     F: FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
 {
     Box::new(move |tx, scope| {
-        let value = fenced::app_sql(|| f(tx)).map_err(BodyError::App)?;
+        let value = authorizer::app_sql(|| f(tx)).map_err(BodyError::App)?;
         let response =
             Json::to_json("step response", &value).map_err(|e| BodyError::Op(OpError::Lease(e)))?;
         record_done(tx, scope, &lease, step_key, attempt, response).map_err(BodyError::Op)
@@ -130,7 +131,7 @@ fn record_done(
         response,
     };
     loop {
-        match steps::record_step(tx, scope, lease, &write)? {
+        match heap::record_step(tx, scope, lease, &write)? {
             Recorded::Inserted(record) => return Ok(Body::Apply(record)),
             Recorded::Existing(record) if record.done => return Ok(Body::Discard(record)),
             Recorded::Existing(_) if attempt >= MAX_STEP_ATTEMPTS => {
@@ -324,7 +325,7 @@ impl SqliteBackend {
         let checked = lease.clone();
         let holds = self
             .write("fenced_check", Weight::Light, move |tx, s| {
-                steps::lease_holds(tx, s, &checked)
+                heap::lease_holds(tx, s, &checked)
             })
             .await?;
         if !holds {

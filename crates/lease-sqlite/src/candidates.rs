@@ -20,65 +20,25 @@ use lease_core::{ExecutionRecord, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{OpError, OpResult};
-use crate::rows::{execution_columns, read_raw};
-
-/// Columns after [`execution_columns!`] in every candidate query: rowid, then the stored
-/// order key.
-macro_rules! key_columns {
-    () => {
-        ", rowid, claim_due_at, CAST(id AS TEXT) FROM lease_executions "
-    };
-}
+use crate::rows::read_raw;
 
 /// `$1 namespace, $2 now, $3 page`: waiting candidates, first page.
-pub(crate) const WAITING_FIRST: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    key_columns!(),
-    "INDEXED BY lease_executions_claim_waiting
-     WHERE namespace = ?1 AND status <> 'running' AND claim_due_at <= ?2 AND claimable_at <= ?2
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
+pub(crate) const WAITING_FIRST: &str = include_str!("candidates/waiting_first.sql");
 
 /// Waiting candidates after the page ending at (`$4` due, `$5` id).
-pub(crate) const WAITING_NEXT: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    key_columns!(),
-    "INDEXED BY lease_executions_claim_waiting
-     WHERE namespace = ?1 AND status <> 'running' AND claim_due_at <= ?2 AND claimable_at <= ?2
-       AND (claim_due_at, id) > (?4, ?5)
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
+pub(crate) const WAITING_NEXT: &str = include_str!("candidates/waiting_next.sql");
 
 /// `$1 namespace, $2 now, $3 page`: running rows claimable at `now` (expired leases),
 /// first page.
-pub(crate) const RUNNING_FIRST: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    key_columns!(),
-    "INDEXED BY lease_executions_claim_running
-     WHERE namespace = ?1 AND status = 'running' AND claimable_at <= ?2 AND claim_due_at <= ?2
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
+pub(crate) const RUNNING_FIRST: &str = include_str!("candidates/running_first.sql");
 
 /// Running candidates after the page ending at (`$4` due, `$5` id).
-pub(crate) const RUNNING_NEXT: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    key_columns!(),
-    "INDEXED BY lease_executions_claim_running
-     WHERE namespace = ?1 AND status = 'running' AND claimable_at <= ?2 AND claim_due_at <= ?2
-       AND (claim_due_at, id) > (?4, ?5)
-     ORDER BY claim_due_at, id LIMIT ?3"
-);
+pub(crate) const RUNNING_NEXT: &str = include_str!("candidates/running_next.sql");
 
 /// `$1 namespace, $2 now` -> a row when some running row is claimable at `now`: one seek,
 /// index only. Without one the running stream is skipped, which saves its sorted query
 /// (about 12 us a claim measured, most of the claim's extra cost).
-pub(crate) const ANY_RUNNING: &str = "SELECT 1 FROM lease_executions
-     INDEXED BY lease_executions_claim_running
-     WHERE namespace = ?1 AND status = 'running' AND claimable_at <= ?2 LIMIT 1";
+pub(crate) const ANY_RUNNING: &str = include_str!("candidates/any_running.sql");
 
 /// The stored order key of a candidate: (claim_due_at, id).
 type Key = (i64, String);
@@ -202,7 +162,7 @@ impl<'a> Candidates<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::executions::tests::plan;
+    use crate::transitions::tests::plan;
 
     #[test]
     fn waiting_candidates_walk_their_index_without_sorting() {

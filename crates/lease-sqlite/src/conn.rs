@@ -43,7 +43,7 @@ use tokio::sync::oneshot;
 use crate::checkpoint;
 use crate::error::{BACKEND, OpResult, thread_gone};
 use crate::group::{self, MAX_GROUP, Member, Op, Pending, Woken};
-use crate::wake::Wakes;
+use crate::wakeup::Wakes;
 
 /// Most executions a [`Weight::Light`] operation touches (the claim limit, the batch size).
 pub(crate) const LIGHT_ITEMS: usize = 8;
@@ -509,6 +509,15 @@ mod tests {
 
     use super::*;
 
+    /// The test tables' statements (`t`: one integer column; `blobs`: 6 MB rows).
+    const SELECT_ONE: &str = include_str!("conn/test_select_one.sql");
+    const CREATE_T: &str = include_str!("conn/test_create_t.sql");
+    const INSERT_T: &str = include_str!("conn/test_insert_t.sql");
+    const INSERT_TWO: &str = include_str!("conn/test_insert_two.sql");
+    const COUNT_T: &str = include_str!("conn/test_count_t.sql");
+    const CREATE_BLOBS: &str = include_str!("conn/test_create_blobs.sql");
+    const INSERT_BLOB: &str = include_str!("conn/test_insert_blob.sql");
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .build()
@@ -536,7 +545,7 @@ mod tests {
     async fn open_file(path: &std::path::Path, busy_timeout: Duration) -> ConnHandle {
         let location = crate::config::Location::File(path.to_owned());
         ConnHandle::spawn(
-            move || crate::schema::open(&location, busy_timeout),
+            move || crate::migrate::open(&location, busy_timeout),
             busy_timeout,
             true,
         )
@@ -570,7 +579,7 @@ mod tests {
 
     async fn select_one(conn: &ConnHandle) -> Result<i64> {
         conn.call("select", |c| {
-            c.query_row("SELECT 1", [], |r| r.get(0))
+            c.query_row(SELECT_ONE, [], |r| r.get(0))
                 .map_err(|e| crate::error::sqlite_error("select", e))
         })
         .await
@@ -578,8 +587,8 @@ mod tests {
 
     async fn insert(conn: &ConnHandle, x: i64) -> Result<usize> {
         conn.write("insert", move |tx| {
-            tx.execute_batch("CREATE TABLE IF NOT EXISTS t (x INTEGER)")?;
-            Ok(tx.execute("INSERT INTO t (x) VALUES (?1)", [x])?)
+            tx.execute_batch(CREATE_T)?;
+            Ok(tx.execute(INSERT_T, [x])?)
         })
         .await
     }
@@ -768,9 +777,7 @@ mod tests {
             assert_eq!(select_one(&conn).await.expect("read"), 1);
             let heavy = conn
                 .write_waking("heavy", None, Weight::Heavy, |tx| {
-                    Ok(Woken::quiet(
-                        tx.execute("INSERT INTO t (x) VALUES (2)", [])?,
-                    ))
+                    Ok(Woken::quiet(tx.execute(INSERT_TWO, [])?))
                 })
                 .await;
             assert_eq!(heavy.expect("heavy write"), 1);
@@ -804,7 +811,7 @@ mod tests {
             let counted = runs.clone();
             let mut blocked = pin!(conn.write("insert", move |tx| {
                 counted.fetch_add(1, Ordering::SeqCst);
-                Ok(tx.execute("INSERT INTO t (x) VALUES (2)", [])?)
+                Ok(tx.execute(INSERT_TWO, [])?)
             }));
             let started = std::time::Instant::now();
             poll_once(blocked.as_mut());
@@ -819,9 +826,7 @@ mod tests {
             assert_eq!(blocked.await.expect("completes on the thread"), 1);
             assert_eq!(count(&runs), 1, "ran once, on the thread");
             assert_eq!(count(&conn.shared.counts.groups), 1);
-            let rows: i64 = holder
-                .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-                .expect("count");
+            let rows: i64 = holder.query_row(COUNT_T, [], |r| r.get(0)).expect("count");
             assert_eq!(rows, 2);
             assert_eq!(
                 busy_timeout_ms(&conn).await,
@@ -840,8 +845,8 @@ mod tests {
         multi_thread().block_on(async {
             let conn = open_file(&path, Duration::from_secs(5)).await;
             let big = conn.write("big", |tx| {
-                tx.execute_batch("CREATE TABLE IF NOT EXISTS blobs (b BLOB)")?;
-                Ok(tx.execute("INSERT INTO blobs (b) VALUES (zeroblob(6000000))", [])?)
+                tx.execute_batch(CREATE_BLOBS)?;
+                Ok(tx.execute(INSERT_BLOB, [])?)
             });
             assert_eq!(big.await.expect("write"), 1);
             let c = &conn.shared.counts;
@@ -853,9 +858,7 @@ mod tests {
                 tokio::task::yield_now().await;
             }
             // Done: the WAL starts over, so the next big write makes one due again.
-            let again = conn.write("again", |tx| {
-                Ok(tx.execute("INSERT INTO blobs (b) VALUES (zeroblob(6000000))", [])?)
-            });
+            let again = conn.write("again", |tx| Ok(tx.execute(INSERT_BLOB, [])?));
             assert_eq!(again.await.expect("write"), 1);
             assert_eq!(count(&c.deferred_checkpoints), 2);
         });

@@ -8,7 +8,7 @@ use crate::error::{OpError, OpResult};
 use crate::scope::Scope;
 
 /// `?1 namespace, ?2 now` -> (effective status or `corrupt`, count).
-const STATUS_COUNTS: &str = include_str!("sql/status_counts.sql");
+const STATUS_COUNTS: &str = include_str!("counts/status_counts.sql");
 
 /// Counts the namespace's executions by effective status at the scope's clock.
 pub(crate) fn status_counts(conn: &Connection, scope: &Scope) -> OpResult<StatusCounts> {

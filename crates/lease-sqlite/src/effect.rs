@@ -3,31 +3,27 @@
 //! The rules are lease-core's ([`lease_core::effect`]): the settle rule is
 //! [`EffectRecord::settle`], applied here to the row loaded under the transaction's write
 //! lock. A wake (the settle of an effect its owner waits for, an applied store update of a
-//! watched entry) is [`executions::request_wake`] at the backend's now, in the same
+//! watched entry) is [`transitions::request_wake`] at the backend's now, in the same
 //! transaction, signalled after its commit like every other wake.
 
 use async_trait::async_trait;
 use lease_core::{
     Begun, EffectClient, EffectId, EffectRecord, EffectState, EffectWait, ExecutionId, Json,
-    LeaseError, Result, Settlement, StoreId, StoreKey, StoreOp, StoreReceipt, StoreUpdate,
-    Timestamp,
+    LeaseError, Result, Settlement, Timestamp,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
 use crate::error::{OpError, OpResult};
-use crate::group::{Woken, earliest};
+use crate::group::Woken;
 use crate::scope::Scope;
-use crate::{executions, stores};
+use crate::transitions;
 
-const LOAD: &str = include_str!("sql/effect_load.sql");
-const INSERT: &str = include_str!("sql/effect_insert.sql");
-const SETTLE: &str = include_str!("sql/effect_settle.sql");
-const WAIT: &str = include_str!("sql/effect_wait.sql");
-const EXECUTION_EXISTS: &str = include_str!("sql/execution_exists.sql");
-const WATCH: &str = include_str!("sql/store_waiter_insert.sql");
-const TAKE_WAITERS: &str = include_str!("sql/store_waiters_take.sql");
+const LOAD: &str = include_str!("effect/load.sql");
+const INSERT: &str = include_str!("effect/insert.sql");
+const SETTLE: &str = include_str!("effect/settle.sql");
+const WAIT: &str = include_str!("effect/wait.sql");
 
 /// An effect row as stored, before decoding.
 struct RawEffect {
@@ -102,15 +98,6 @@ fn owned(
     Ok((record, waiting))
 }
 
-/// `UnknownExecution` unless `id` exists (its row is not decoded).
-fn require_execution(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<()> {
-    let found = conn
-        .prepare_cached(EXECUTION_EXISTS)?
-        .query_row(params![scope.namespace, id.as_str()], |_| Ok(()))
-        .optional()?;
-    found.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
-}
-
 /// `begin`: creates the effect, pending, unless it exists (then returns it).
 fn begin(
     conn: &Connection,
@@ -118,7 +105,7 @@ fn begin(
     id: &EffectId,
     execution: &ExecutionId,
 ) -> OpResult<Begun> {
-    require_execution(conn, scope, execution)?;
+    transitions::require_execution(conn, scope, execution)?;
     if let Some((record, _)) = load(conn, scope, id)? {
         record.check_owner(execution)?;
         return Ok(Begun {
@@ -160,7 +147,7 @@ fn settle(
         now.as_millis()
     ])?;
     let wake = if waiting {
-        wake(conn, scope, execution, now)?
+        transitions::wake_waiter(conn, scope, execution, now)?
     } else {
         None
     };
@@ -186,76 +173,6 @@ fn wait(
 /// `read_effect`.
 fn read(conn: &Connection, scope: &Scope, id: &EffectId) -> OpResult<Option<EffectRecord>> {
     Ok(load(conn, scope, id)?.map(|(record, _)| record))
-}
-
-/// A waiter's wake: `request_wake(waiter, now)` exactly as the unfenced operation. A waiter
-/// that is gone or whose record cannot be decoded is skipped (logged): no claim can take it
-/// either, and the write that woke it must not fail for it.
-fn wake(
-    conn: &Connection,
-    scope: &Scope,
-    waiter: &ExecutionId,
-    now: Timestamp,
-) -> OpResult<Option<Timestamp>> {
-    match executions::request_wake(conn, scope, waiter, now) {
-        Ok(woken) => Ok(woken.wake),
-        Err(OpError::Lease(LeaseError::UnknownExecution(_))) => Ok(None),
-        Err(OpError::Corrupt(problem)) => {
-            tracing::warn!(namespace = %scope.namespace, waiter = %waiter, problem,
-                "not waking a waiter whose record cannot be decoded");
-            Ok(None)
-        }
-        Err(other) => Err(other),
-    }
-}
-
-/// `watch_entry`: registers `waiter` for the next applied update of (`store`, `key`) and
-/// returns the entry's value, read in the same transaction.
-pub(crate) fn watch_entry(
-    conn: &Connection,
-    scope: &Scope,
-    store: &StoreId,
-    key: &StoreKey,
-    waiter: &ExecutionId,
-) -> OpResult<Option<Json>> {
-    require_execution(conn, scope, waiter)?;
-    let current = stores::read_entry(conn, scope, store, key)?;
-    conn.prepare_cached(WATCH)?.execute(params![
-        scope.namespace,
-        store.as_str(),
-        key.as_str(),
-        waiter.as_str()
-    ])?;
-    Ok(current)
-}
-
-/// `update` with its store waiters: an applied op (not a replay) takes the entry's
-/// registrations and wakes each waiter, in the update's transaction.
-pub(crate) fn update_waking(
-    conn: &Connection,
-    scope: &Scope,
-    receipt: &StoreReceipt,
-    op: &StoreOp,
-) -> OpResult<Woken<StoreUpdate>> {
-    let update = stores::update(conn, scope, receipt, op)?;
-    if update.replayed || !update.outcome.applied {
-        return Ok(Woken::quiet(update));
-    }
-    let waiters: Vec<String> = conn
-        .prepare_cached(TAKE_WAITERS)?
-        .query_map(
-            params![scope.namespace, receipt.store.as_str(), op.key().as_str()],
-            |row| row.get(0),
-        )?
-        .collect::<rusqlite::Result<_>>()?;
-    let now = scope.now();
-    let mut at = None;
-    for waiter in waiters {
-        let waiter = ExecutionId::new(waiter)
-            .map_err(|e| OpError::Corrupt(format!("stored store waiter is invalid: {e}")))?;
-        at = earliest(at, wake(conn, scope, &waiter, now)?);
-    }
-    Ok(Woken::at(update, at))
 }
 
 #[async_trait]

@@ -4,7 +4,7 @@
 //!
 //! A fenced transaction is one more group-commit member ([`crate::group`]): alone it is its
 //! own transaction, queued with others it is a savepoint of theirs. In order, inside the
-//! transaction: the lease check ([`steps::lease_holds`], exactly write_step's), then, only if
+//! transaction: the lease check ([`heap::lease_holds`], exactly write_step's), then, only if
 //! the lease holds, the application's closure, then whatever the caller adds (the step
 //! record of `step_in_tx`). A lost lease runs no closure and writes nothing; a failing or
 //! panicking closure rolls back its own savepoint (its transaction when alone) and nothing
@@ -16,23 +16,21 @@
 //! `Unavailable` with nothing of it applied, rather than running the closure again.
 //!
 //! While the closure runs, an authorizer refuses the statements that would break the
-//! transaction or the library's records ([`guard_app_sql`]).
+//! transaction or the library's records ([`crate::authorizer`]).
 
 use std::any::Any;
-use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use lease_core::{ExecutionLease, LeaseError, Timestamp};
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::{Connection, Transaction};
+use rusqlite::Transaction;
 use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, is_busy};
 use crate::group::{Member, Ran};
+use crate::heap;
 use crate::scope::Scope;
-use crate::steps;
-use crate::wake::Wakes;
+use crate::wakeup::Wakes;
 
 /// What the body of a fenced transaction decided.
 pub(crate) enum Body<R> {
@@ -84,75 +82,6 @@ enum Kept<R, E> {
     Spent,
 }
 
-thread_local! {
-    /// The application's closure is running on this thread (see [`guard_app_sql`]).
-    static IN_APP_SQL: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Marks the application's closure as running on this thread until dropped (also on
-/// panic).
-struct AppSql;
-
-impl AppSql {
-    fn enter() -> Self {
-        IN_APP_SQL.set(true);
-        AppSql
-    }
-}
-
-impl Drop for AppSql {
-    fn drop(&mut self) {
-        IN_APP_SQL.set(false);
-    }
-}
-
-/// Runs the application's closure with its SQL guarded ([`guard_app_sql`]). The library's
-/// own statements run outside: a statement first prepared in here would be refused.
-pub(crate) fn app_sql<T>(f: impl FnOnce() -> T) -> T {
-    let _guard = AppSql::enter();
-    f()
-}
-
-/// Installs the authorizer that fences the application's SQL in: while a fenced closure
-/// runs on the thread, statements it prepares may not begin, commit or roll back the
-/// transaction, touch the library's savepoint, or write, create, alter or drop `lease_`
-/// tables, indexes or triggers (reads are allowed). Elsewhere every statement is allowed.
-/// Installed once per connection: setting an authorizer expires every prepared statement.
-pub(crate) fn guard_app_sql(conn: &Connection) {
-    conn.authorizer(Some(|ctx: AuthContext<'_>| {
-        if IN_APP_SQL.get() && refused(&ctx.action) {
-            Authorization::Deny
-        } else {
-            Authorization::Allow
-        }
-    }));
-}
-
-fn is_lease_name(name: &str) -> bool {
-    name.get(..6)
-        .is_some_and(|p| p.eq_ignore_ascii_case("lease_"))
-}
-
-/// The actions a fenced closure may not take.
-fn refused(action: &AuthAction<'_>) -> bool {
-    match *action {
-        AuthAction::Transaction { .. } => true,
-        AuthAction::Savepoint { savepoint_name, .. } => is_lease_name(savepoint_name),
-        AuthAction::Insert { table_name }
-        | AuthAction::Update { table_name, .. }
-        | AuthAction::Delete { table_name }
-        | AuthAction::CreateTable { table_name }
-        | AuthAction::DropTable { table_name }
-        | AuthAction::AlterTable { table_name, .. }
-        | AuthAction::CreateIndex { table_name, .. }
-        | AuthAction::DropIndex { table_name, .. }
-        | AuthAction::CreateTrigger { table_name, .. }
-        | AuthAction::DropTrigger { table_name, .. }
-        | AuthAction::CreateTempTrigger { table_name, .. } => is_lease_name(table_name),
-        _ => false,
-    }
-}
-
 /// A fenced transaction waiting for its group's commit.
 pub(crate) struct FencedOp<R, E> {
     operation: &'static str,
@@ -197,7 +126,7 @@ impl<R, E> FencedOp<R, E> {
         let Some(lease) = &self.lease else {
             return Ok(());
         };
-        match steps::lease_holds(tx, &self.scope, lease) {
+        match heap::lease_holds(tx, &self.scope, lease) {
             Ok(true) => Ok(()),
             Ok(false) => Err(self.keep(Kept::Lost, Ran::Done)),
             Err(OpError::Sqlite(e)) if is_busy(&e) => Err(Ran::Busy(e)),

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{BACKEND, OpError, OpResult, is_busy};
 use crate::tx::{BusyBudget, budget_spent};
-use crate::wake::Wakes;
+use crate::wakeup::Wakes;
 
 /// What a mutating operation produced: its value and, when it made an execution claimable,
 /// the instant from which it is ([`lease_core::ExecutionRecord::claimable_at`]).
@@ -398,7 +398,12 @@ mod tests {
     use super::*;
     use crate::config::Location;
     use crate::scope::Scope;
-    use crate::{executions, starts, steps};
+    use crate::{heap, start, transitions};
+
+    /// A child table whose foreign-key violation fails only the COMMIT.
+    const DEFERRED_TABLES: &str = include_str!("group/test_deferred_tables.sql");
+    /// A child row without its parent.
+    const INSERT_CHILD: &str = include_str!("group/test_insert_child.sql");
 
     fn scope(clock: &ManualClock) -> Arc<Scope> {
         Arc::new(Scope {
@@ -427,22 +432,17 @@ mod tests {
     #[test]
     fn a_failed_commit_leaves_no_answer_that_the_rollback_made_false() {
         let location = Location::Memory(format!("group-{}", uuid::Uuid::new_v4()));
-        let mut conn = crate::schema::open(&location, Duration::from_secs(1)).expect("open");
-        conn.execute_batch(
-            "PRAGMA foreign_keys = ON;
-             CREATE TABLE t_parent (id INTEGER PRIMARY KEY);
-             CREATE TABLE t_child (p INTEGER REFERENCES t_parent (id)
-                 DEFERRABLE INITIALLY DEFERRED);",
-        )
-        .expect("a table whose violation fails only the COMMIT");
+        let mut conn = crate::migrate::open(&location, Duration::from_secs(1)).expect("open");
+        conn.execute_batch(DEFERRED_TABLES)
+            .expect("a table whose violation fails only the COMMIT");
         let clock = ManualClock::starting_now();
         let s = scope(&clock);
         // Committed before the group: order-42 claimed with a lease that has expired.
         let held = {
             let tx = conn.transaction().expect("tx");
-            executions::admit(&tx, &s, &Admission::new(id("order-42"))).expect("admit");
+            transitions::admit(&tx, &s, &Admission::new(id("order-42"))).expect("admit");
             let batch: Woken<ClaimBatch> =
-                executions::claim_due(&tx, &s, Timestamp::MAX, 1, 100).expect("claim");
+                transitions::claim_due(&tx, &s, Timestamp::MAX, 1, 100).expect("claim");
             tx.commit().expect("commit");
             batch.value.claimed[0].lease.clone()
         };
@@ -450,16 +450,16 @@ mod tests {
 
         let (s1, s2, s3, s4) = (s.clone(), s.clone(), s.clone(), s.clone());
         let (admit, admit_rx) =
-            member(move |tx| executions::admit(tx, &s1, &Admission::new(id("t"))));
+            member(move |tx| transitions::admit(tx, &s1, &Admission::new(id("t"))));
         let request = StartRequest {
             request_id: RequestId::new("r").expect("request id"),
             workflow: WorkflowName::new("wf").expect("workflow"),
             input: Json::null(),
             target: id("t"),
         };
-        let (start, start_rx) = member(move |tx| starts::start(tx, &s2, &request));
+        let (start, start_rx) = member(move |tx| start::start_in(tx, &s2, &request));
         let (reclaim, reclaim_rx) =
-            member(move |tx| executions::claim_due(tx, &s3, Timestamp::MAX, 1, 30_000));
+            member(move |tx| transitions::claim_due(tx, &s3, Timestamp::MAX, 1, 30_000));
         let write = StepWrite {
             step_key: StepKey::new("charge").expect("key"),
             step_attempt: 1,
@@ -467,9 +467,9 @@ mod tests {
             response: Json::null(),
         };
         let (stale, stale_rx) =
-            member(move |tx| steps::write_step(tx, &s4, &held, &write).map(Woken::quiet));
+            member(move |tx| heap::write_step(tx, &s4, &held, &write).map(Woken::quiet));
         let (breaker, breaker_rx) = member(|tx| {
-            tx.execute("INSERT INTO t_child (p) VALUES (42)", [])?;
+            tx.execute(INSERT_CHILD, [])?;
             Ok(Woken::quiet(()))
         });
         let pending = [admit, start, reclaim, stale, breaker]
@@ -514,7 +514,7 @@ mod tests {
         }
         let tx = conn.transaction().expect("tx");
         assert!(
-            executions::get(&tx, &s, &id("t")).expect("get").is_none(),
+            transitions::get(&tx, &s, &id("t")).expect("get").is_none(),
             "rolled back"
         );
     }

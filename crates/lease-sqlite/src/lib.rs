@@ -55,7 +55,7 @@
 //! * **Schema.** Embedded, versioned migrations (tables prefixed `lease_`, version and
 //!   product marker in `lease_meta`). A newer schema, another product's marker or a file
 //!   that is not a database fails with [`lease_core::LeaseError::Schema`]; nothing is
-//!   rewritten. See [`schema`].
+//!   rewritten. See [`migrate`].
 //!
 //! # Durability
 //!
@@ -122,6 +122,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod authorizer;
 mod backend;
 mod candidates;
 mod checkpoint;
@@ -130,19 +131,20 @@ mod conn;
 mod counts;
 mod effect;
 mod error;
-mod executions;
+mod execution;
 mod fenced;
 mod group;
+mod heap;
+pub mod migrate;
 mod namespace;
 mod retention;
 mod rows;
-pub mod schema;
 mod scope;
-mod starts;
-mod steps;
-mod stores;
+mod start;
+mod store;
+mod transitions;
 mod tx;
-mod wake;
+mod wakeup;
 
 pub use app::FencedError;
 pub use backend::{ConnectionHold, SqliteBackend};
@@ -167,9 +169,9 @@ pub mod raw {
     /// Writes back every mutable field of an execution row (parameters in `rows.rs`).
     pub const SAVE_EXECUTION: &str = crate::rows::SAVE;
     /// `$1 namespace` -> the last issued token.
-    pub const LAST_TOKEN: &str = crate::executions::LAST_TOKEN;
+    pub const LAST_TOKEN: &str = crate::transitions::LAST_TOKEN;
     /// `$1 namespace, $2 token`: records the last issued token.
-    pub const STORE_LAST_TOKEN: &str = crate::executions::STORE_LAST_TOKEN;
+    pub const STORE_LAST_TOKEN: &str = crate::transitions::STORE_LAST_TOKEN;
     /// `$1 namespace, $2 now, $3 page size` -> claim candidates that are not running, in
     /// (due, id) order (columns of [`EXECUTION_COLUMNS`], then rowid, due, id).
     pub const CLAIM_FIRST: &str = crate::candidates::WAITING_FIRST;
@@ -183,7 +185,7 @@ pub mod raw {
     /// `purge_terminal` deletes, in id order.
     pub const PURGEABLE: &str = crate::retention::PURGEABLE;
     /// `$1..$7`: inserts a step record unless one exists.
-    pub const INSERT_STEP: &str = crate::steps::INSERT_STEP;
+    pub const INSERT_STEP: &str = crate::heap::INSERT_STEP;
     /// Opens a connection configured as the backend's by default (WAL, `synchronous = NORMAL`, busy
     /// timeout, statement cache), creating or migrating the schema like
     /// [`crate::SqliteBackend::open`].
@@ -191,7 +193,7 @@ pub mod raw {
         path: &std::path::Path,
         busy_timeout: std::time::Duration,
     ) -> lease_core::Result<rusqlite::Connection> {
-        crate::schema::open(
+        crate::migrate::open(
             &crate::config::Location::File(path.to_path_buf()),
             busy_timeout,
         )

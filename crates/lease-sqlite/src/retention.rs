@@ -15,25 +15,21 @@ use crate::scope::Scope;
 /// (namespace, id) unique index, which also yields id order but reads every row of the
 /// namespace (and preparing fails, rather than scanning, should the index ever not apply).
 /// Quarantined rows stay for an operator (`list_corrupt`).
-pub(crate) const PURGEABLE: &str = "SELECT rowid, id FROM lease_executions
-     INDEXED BY lease_executions_terminal
-     WHERE namespace = ?1 AND status IN ('completed', 'failed') AND corrupt IS NULL
-       AND last_delivery_ended_at < ?2
-     ORDER BY id LIMIT ?3";
+pub(crate) const PURGEABLE: &str = include_str!("retention/purgeable.sql");
 
 /// What names a purged execution, `$1 namespace, $2 execution id`: its step records (the
 /// steps' unique index), the store receipts it made and the start records that target it
 /// (schema v4 indexes), its effects and store-waiter registrations (schema v6 indexes).
 const FORGET: [&str; 5] = [
-    "DELETE FROM lease_steps WHERE namespace = ?1 AND execution_id = ?2",
-    "DELETE FROM lease_store_receipts WHERE namespace = ?1 AND execution_id = ?2",
-    "DELETE FROM lease_starts WHERE namespace = ?1 AND target = ?2",
-    include_str!("sql/effect_forget.sql"),
-    include_str!("sql/store_waiters_forget.sql"),
+    include_str!("retention/steps_forget.sql"),
+    include_str!("retention/store_receipts_forget.sql"),
+    include_str!("retention/starts_forget.sql"),
+    include_str!("retention/effect_forget.sql"),
+    include_str!("retention/store_waiters_forget.sql"),
 ];
 
 /// `$1 rowid`: the execution row itself, found by the walk in this transaction.
-const DELETE_EXECUTION: &str = "DELETE FROM lease_executions WHERE rowid = ?1";
+const DELETE_EXECUTION: &str = include_str!("retention/delete_execution.sql");
 
 /// `purge_terminal`: up to `limit` completed or failed executions whose
 /// `last_delivery_ended_at` is before `before`, in id order, deleted with their step
@@ -78,7 +74,7 @@ fn forget(conn: &Connection, ns: &str, rowid: i64, id: &str) -> OpResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::executions::tests::plan;
+    use crate::transitions::tests::plan;
 
     #[test]
     fn the_purge_walks_the_terminal_index_in_id_order() {

@@ -160,11 +160,7 @@ pub(crate) fn claim_keys(
 }
 
 /// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order.
-pub(crate) const LOAD: &str = concat!(
-    "SELECT ",
-    execution_columns!(),
-    " FROM lease_executions WHERE namespace = ?1 AND id = ?2"
-);
+pub(crate) const LOAD: &str = include_str!("rows/load.sql");
 
 /// Loads the stored (not effective) record.
 pub(crate) fn load(
@@ -188,6 +184,58 @@ pub(crate) fn load_required(
     load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
 }
 
+/// [`SAVE`]'s parameters `$1..$13`, then `$14 workflow, $15 input` (the immutable fields
+/// only [`INSERT`] writes).
+const SAVED_PARAMS: usize = 13;
+
+/// A record's fields as the statements bind them, in parameter order.
+struct Fields<'a> {
+    namespace: &'a str,
+    r: &'a ExecutionRecord,
+    token: i64,
+    claim_due_at: Option<i64>,
+    claimable_at: Option<i64>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(namespace: &'a str, r: &'a ExecutionRecord, policy: &RedeliveryPolicy) -> OpResult<Self> {
+        let (claim_due_at, claimable_at) = claim_keys(r, policy);
+        Ok(Fields {
+            namespace,
+            r,
+            token: token_to_sql(r.token)?,
+            claim_due_at: ms(claim_due_at),
+            claimable_at: ms(claimable_at),
+        })
+    }
+
+    /// Binds `$1..$15` ([`SAVED_PARAMS`]).
+    fn bind(&self, stmt: &mut rusqlite::CachedStatement<'_>, upto: usize) -> OpResult<usize> {
+        let r = self.r;
+        let values: [&dyn rusqlite::ToSql; 15] = [
+            &self.namespace,
+            &r.id.as_str(),
+            &r.status.as_str(),
+            &self.token,
+            &ms(r.lease_expires_at),
+            &ms(r.due_at),
+            &ms(r.wake_after_claim),
+            &i64::from(r.unacknowledged_deliveries),
+            &ms(r.last_delivery_ended_at),
+            &r.ever_suspended,
+            &outcome_text(r),
+            &self.claim_due_at,
+            &self.claimable_at,
+            &r.workflow.as_ref().map(WorkflowName::as_str),
+            &r.input.as_ref().map(Json::as_str),
+        ];
+        Ok(stmt.execute(&values[..upto])?)
+    }
+}
+
+/// `$1..$15` ([`Fields::bind`]): inserts a new row unless the id exists.
+const INSERT: &str = include_str!("rows/insert.sql");
+
 /// Inserts a new record unless the id exists: `true` when it inserted.
 pub(crate) fn insert(
     conn: &Connection,
@@ -195,32 +243,7 @@ pub(crate) fn insert(
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<bool> {
-    let (claim_due_at, claimable_at) = claim_keys(r, policy);
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO lease_executions (namespace, id, workflow, input, status, token,
-             lease_expires_at, due_at, wake_after_claim, unacknowledged,
-             last_delivery_ended_at, ever_suspended, outcome, claim_due_at, claimable_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT (namespace, id) DO NOTHING",
-        )?
-        .execute(params![
-            namespace,
-            r.id.as_str(),
-            r.workflow.as_ref().map(WorkflowName::as_str),
-            r.input.as_ref().map(Json::as_str),
-            r.status.as_str(),
-            token_to_sql(r.token)?,
-            ms(r.lease_expires_at),
-            ms(r.due_at),
-            ms(r.wake_after_claim),
-            i64::from(r.unacknowledged_deliveries),
-            ms(r.last_delivery_ended_at),
-            r.ever_suspended,
-            outcome_text(r),
-            ms(claim_due_at),
-            ms(claimable_at),
-        ])?;
+    let inserted = Fields::of(namespace, r, policy)?.bind(&mut conn.prepare_cached(INSERT)?, 15)?;
     Ok(inserted == 1)
 }
 
@@ -234,12 +257,7 @@ fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
 /// $7 wake_after_claim, $8 unacknowledged, $9 last_delivery_ended_at, $10 ever_suspended,
 /// $11 outcome, $12 claim_due_at, $13 claimable_at`: writes back every mutable field.
 /// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
-pub(crate) const SAVE: &str =
-    "UPDATE lease_executions SET status = ?3, token = ?4, lease_expires_at = ?5,
-                 due_at = ?6, wake_after_claim = ?7, unacknowledged = ?8,
-                 last_delivery_ended_at = ?9, ever_suspended = ?10, outcome = ?11,
-                 claim_due_at = ?12, claimable_at = ?13, corrupt = NULL
-             WHERE namespace = ?1 AND id = ?2";
+pub(crate) const SAVE: &str = include_str!("rows/save.sql");
 
 /// Writes back every mutable field of a record loaded in the same transaction.
 pub(crate) fn save(
@@ -248,22 +266,8 @@ pub(crate) fn save(
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<()> {
-    let (claim_due_at, claimable_at) = claim_keys(r, policy);
-    let changed = conn.prepare_cached(SAVE)?.execute(params![
-        namespace,
-        r.id.as_str(),
-        r.status.as_str(),
-        token_to_sql(r.token)?,
-        ms(r.lease_expires_at),
-        ms(r.due_at),
-        ms(r.wake_after_claim),
-        i64::from(r.unacknowledged_deliveries),
-        ms(r.last_delivery_ended_at),
-        r.ever_suspended,
-        outcome_text(r),
-        ms(claim_due_at),
-        ms(claimable_at),
-    ])?;
+    let fields = Fields::of(namespace, r, policy)?;
+    let changed = fields.bind(&mut conn.prepare_cached(SAVE)?, SAVED_PARAMS)?;
     if changed != 1 {
         return Err(OpError::Corrupt(format!(
             "execution {} vanished inside its transaction",
@@ -280,6 +284,21 @@ mod tests {
     use lease_core::{Admission, WorkflowRunOutcome};
 
     use super::*;
+
+    #[test]
+    fn every_row_statement_reads_the_columns_read_raw_expects() {
+        for sql in [
+            LOAD,
+            crate::candidates::WAITING_FIRST,
+            crate::candidates::WAITING_NEXT,
+            crate::candidates::RUNNING_FIRST,
+            crate::candidates::RUNNING_NEXT,
+            crate::transitions::LIST_FAILING,
+            crate::transitions::LIST_EXPIRED,
+        ] {
+            assert!(sql.contains(execution_columns!()), "{sql}");
+        }
+    }
 
     fn policy() -> RedeliveryPolicy {
         RedeliveryPolicy::new(Duration::from_millis(100), 2, Duration::from_millis(1600))

@@ -1,7 +1,7 @@
 //! Schema migration: fresh files, reopening, and every kind of database we must refuse.
 
 use lease_core::{Admission, ExecutionClient, ExecutionId, LeaseError};
-use lease_sqlite::schema::{APPLICATION_ID, PRODUCT, SCHEMA_VERSION};
+use lease_sqlite::migrate::{APPLICATION_ID, PRODUCT, SCHEMA_VERSION};
 use lease_sqlite::{SqliteBackend, SqliteConfig};
 use rusqlite::Connection;
 

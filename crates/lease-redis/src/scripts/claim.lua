@@ -1,0 +1,361 @@
+-- lease-redis: claiming due executions, shared by claim_due and acknowledge_and_claim.
+--
+-- A claim plans first, reading only (plan_claim), then checks the token counter
+-- (counter_problem), then writes (apply_claim): a Lua error does not roll back, so every
+-- refusal happens before the first write.
+local MAX_TOKEN = 9007199254740991 -- 2^53 - 1: doubles are exact up to here
+
+-- ---- validation of what the client decodes (issue 11: a claim that issued a lease must
+-- never fail afterwards, so the script refuses, as corrupt, a candidate the client could not
+-- decode) ----
+
+-- True when `s` is UTF-8 (no overlong forms, surrogates or code points past U+10FFFF);
+-- with `names`, also 1-255 bytes with no control character (char::is_control: U+0000-001F,
+-- U+007F-009F), the rule of every id and workflow name.
+local function utf8_ok(s, names)
+  local n = #s
+  if names and (n == 0 or n > 255) then return false end
+  if not string.find(s, '[%z\1-\31\127-\255]') then return true end
+  local i = 1
+  while i <= n do
+    local c = string.byte(s, i)
+    local len, cp
+    if c < 0x80 then len, cp = 1, c
+    elseif c >= 0xc2 and c < 0xe0 then len, cp = 2, c - 0xc0
+    elseif c >= 0xe0 and c < 0xf0 then len, cp = 3, c - 0xe0
+    elseif c >= 0xf0 and c < 0xf5 then len, cp = 4, c - 0xf0
+    else return false end
+    if i + len - 1 > n then return false end
+    for j = i + 1, i + len - 1 do
+      local b = string.byte(s, j)
+      if b < 0x80 or b > 0xbf then return false end
+      cp = cp * 64 + (b - 0x80)
+    end
+    if (len == 3 and cp < 0x800) or (len == 4 and (cp < 0x10000 or cp > 0x10ffff))
+      or (cp >= 0xd800 and cp <= 0xdfff) then
+      return false
+    end
+    if names and (cp < 0x20 or (cp >= 0x7f and cp <= 0x9f)) then return false end
+    i = i + len
+  end
+  return true
+end
+
+local function valid_name(s) return utf8_ok(s, true) end
+
+-- The problem a failed pcall(load, ...) reports, as text without the script position.
+local function problem_of(e)
+  local msg = e
+  if type(e) == 'table' then msg = e.err or e.message or 'unreadable record' end
+  msg = tostring(msg)
+  local at = string.find(msg, 'LEASECORRUPT ', 1, true)
+  if at then return string.sub(msg, at + 13) end
+  return msg
+end
+
+-- What the client would fail to decode in the payload fields of execution `id` (workflow
+-- name, input, outcome), or nil. load() has checked the state-machine fields.
+local function payload_problem(id)
+  local v = redis.call('HMGET', k_exec(id), 'wf', 'in', 'oc', 'ov')
+  if v[1] and not valid_name(v[1]) then
+    return 'workflow name is not 1-255 bytes of UTF-8 without control characters'
+  end
+  if v[2] and not utf8_ok(v[2], false) then return 'input is not UTF-8' end
+  if v[3] or v[4] then
+    if (v[3] ~= 'completed' and v[3] ~= 'failed') or not v[4] then return 'outcome' end
+    if not utf8_ok(v[4], false) then return 'outcome is not UTF-8' end
+  end
+  return nil
+end
+
+-- A candidate's record, or nil and the problem when it cannot be used.
+local function inspect(id)
+  local ok, r = pcall(load, id)
+  if not ok then return nil, problem_of(r) end
+  if not valid_name(id) then
+    return nil, 'execution id is not 1-255 bytes of UTF-8 without control characters'
+  end
+  return r, nil
+end
+
+-- Plans moving the waiting members whose claimable instant passed at `now` (oldest first,
+-- at most plan.budget) into ready, scored by their due time; returns the moved ones that
+-- are due, in (due, id) order, for the candidate merge.
+local function plan_moves(plan, now)
+  local moved = {}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', fmt(now), 'LIMIT', 0, plan.budget)) do
+    plan.seen[id] = true
+    local r, problem = inspect(id)
+    if problem then
+      plan.corrupt[#plan.corrupt + 1] = {id, problem}
+    else
+      local due = nil
+      if r ~= nil then
+        local _, d = claimable_at(r)
+        due = d
+      end
+      plan.moves[#plan.moves + 1] = {id, due}
+      if due ~= nil and due <= now then moved[#moved + 1] = {id = id, due = due, r = r} end
+    end
+  end
+  table.sort(moved, function(a, b)
+    if a.due ~= b.due then return a.due < b.due end
+    return a.id < b.id
+  end)
+  return moved
+end
+
+-- An iterator over the ready members due at or before `now` that the plan has not seen,
+-- in (due, id) order, read in pages of limit + 1.
+local function ready_members(plan, now)
+  local offset, page, pi, done = 0, {}, 1, false
+  local function peek()
+    while true do
+      if pi > #page then
+        if done then return nil end
+        local n = plan.limit + 1
+        local raw = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', offset, n)
+        offset = offset + #raw / 2
+        if #raw < 2 * n then done = true end
+        page = {}
+        for i = 1, #raw, 2 do page[#page + 1] = {id = raw[i], due = tonumber(raw[i + 1])} end
+        pi = 1
+        if #page == 0 then return nil end
+      end
+      local m = page[pi]
+      if not plan.seen[m.id] then return m end
+      pi = pi + 1
+    end
+  end
+  local function take() pi = pi + 1 end
+  return peek, take
+end
+
+-- Judges one candidate `pick` ({id, due, r?}; `r` already loaded for a moved member):
+-- a claim candidate, a corrupt record, a stale ready member or an index entry to repair.
+local function plan_candidate(plan, pick, from_ready, now)
+  local id = pick.id
+  plan.seen[id] = true
+  local r, problem = pick.r, nil
+  if r == nil and from_ready then r, problem = inspect(id) end
+  if problem then
+    plan.corrupt[#plan.corrupt + 1] = {id, problem}
+  elseif r == nil then
+    plan.stale[#plan.stale + 1] = id
+  else
+    local e = effective(r, now)
+    if claimable(e, now) then
+      problem = payload_problem(id)
+      if problem then
+        plan.corrupt[#plan.corrupt + 1] = {id, problem}
+      else
+        plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
+      end
+    else
+      plan.replace[#plan.replace + 1] = r
+    end
+  end
+end
+
+-- claim_due's plan at `now` for up to `limit` leases, reading only: the waiting->ready
+-- moves, corrupt records, stale ready members, index repairs and the candidates in
+-- (due_at, id) order. Bounded work per call (issue 11): at most max(limit * 4, 100)
+-- waiting->ready moves and limit + as many ready members examined; what is left is handled
+-- by the next call (the horizon then reports "now": a member at or before now remains in
+-- ready or waiting).
+local function plan_claim(now, limit)
+  local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
+    corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0}
+  local moved = plan_moves(plan, now)
+  local peek, take = ready_members(plan, now)
+  local mi, examined = 1, 0
+  while #plan.cands < limit and examined < limit + plan.budget do
+    local rm = peek()
+    local mm = moved[mi]
+    if rm and (not mm or rm.due < mm.due or (rm.due == mm.due and rm.id < mm.id)) then
+      take()
+      plan_candidate(plan, rm, true, now)
+    elseif mm then
+      mi = mi + 1
+      plan_candidate(plan, mm, false, now)
+    else
+      break
+    end
+    examined = examined + 1
+  end
+  return plan
+end
+
+-- The token counter under prefix `P` (`token`): its value (0 when unset), or nil and the
+-- reason it holds no token.
+local function read_counter()
+  local raw = redis.call('GET', P .. 'token')
+  if not raw then return 0, nil end
+  if not (raw == '0' or string.match(raw, '^[1-9]%d*$')) or #raw > 16 then
+    return nil, 'the counter holds ' .. string.format('%q', string.sub(raw, 1, 40)) .. ', not a token'
+  end
+  return tonumber(raw), nil
+end
+
+-- Why the counter at `base` cannot issue `n` more tokens within 2^53 - 1, or nil.
+local function range_problem(base, n)
+  if base + n > MAX_TOKEN then
+    return 'the next ' .. n .. ' tokens after ' .. fmt(base) .. ' would pass 2^53 - 1, the last token this backend issues exactly'
+  end
+  return nil
+end
+
+-- Why token `t` cannot go to candidate `c` (not above its stored token), or nil.
+local function token_problem(t, c)
+  if t <= c.r.tk then
+    return 'next token ' .. fmt(t) .. ' is not above token ' .. fmt(c.r.tk) .. ' of execution ' .. c.id .. ' (set the counter above the highest stored token)'
+  end
+  return nil
+end
+
+-- The token counter check (issue 11), before any write: nil when the counter can issue the
+-- plan's tokens (counter + 1 ..= counter + n, each above its candidate's stored token and
+-- at most 2^53 - 1; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
+-- With `tokens` (a partition of a split namespace, issue 14: the namespace's counter lies
+-- under the home prefix, in another slot, so the client reserved them there with
+-- claim_split/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
+local function counter_problem(plan, tokens)
+  if #plan.cands == 0 then return nil end
+  if tokens then
+    for i, c in ipairs(plan.cands) do
+      local problem = token_problem(tokens[i], c)
+      if problem then return problem end
+    end
+    plan.tokens = tokens
+    return nil
+  end
+  local base, problem = read_counter()
+  problem = problem or range_problem(base, #plan.cands)
+  if problem then return problem end
+  for i, c in ipairs(plan.cands) do
+    problem = token_problem(base + i, c)
+    if problem then return problem end
+  end
+  plan.base = base
+  return nil
+end
+
+-- Writes the plan's index changes: waiting->ready moves, corrupt records out of every
+-- index into the corrupt list, stale ready members out, wrong index entries repaired.
+local function apply_index_changes(plan)
+  for _, m in ipairs(plan.moves) do
+    redis.call('ZREM', K_WAITING, m[1])
+    if m[2] ~= nil then redis.call('ZADD', K_READY, fmt(m[2]), m[1]) end
+  end
+  for _, c in ipairs(plan.corrupt) do
+    redis.call('ZREM', K_READY, c[1])
+    redis.call('ZREM', K_WAITING, c[1])
+    redis.call('ZREM', K_RUNNING, c[1])
+    redis.call('ZREM', K_FAILING, c[1])
+    redis.call('ZADD', K_CORRUPT, 0, c[1])
+    redis.call('HSET', K_CORRUPT_WHY, c[1], c[2])
+  end
+  for _, id in ipairs(plan.stale) do redis.call('ZREM', K_READY, id) end
+  for _, r in ipairs(plan.replace) do reindex(r) end
+end
+
+-- Writes the checked plan: index changes, then a lease of `lease_ms` for each candidate with
+-- tokens plan.base + 1, plan.base + 2, ... Returns the reply items (id, token, expires_at
+-- and, with `with_records`, the HGETALL taken right after the claim, per lease) and the
+-- earliest claimable instant of the new leases (what the claim publishes).
+local function apply_claim(plan, lease_ms, with_records)
+  apply_index_changes(plan)
+  local out = {}
+  local earliest = nil
+  local n = #plan.cands
+  if n > 0 and not plan.tokens then
+    local top = redis.call('INCRBY', P .. 'token', n)
+    if top ~= plan.base + n then error({err = 'LEASETOKEN the counter moved during the claim'}) end
+  end
+  for i, c in ipairs(plan.cands) do
+    local e = c.e
+    if e == c.r then e = copy(c.r) end
+    e.tk = plan.tokens and plan.tokens[i] or plan.base + i
+    e.st = 'running'
+    e.le = plan.now + lease_ms
+    e.wk = nil
+    save(e, c.r)
+    place(e, c.r)
+    out[#out + 1] = c.id
+    out[#out + 1] = fmt(e.tk)
+    out[#out + 1] = fmt(e.le)
+    if with_records then out[#out + 1] = redis.call('HGETALL', k_exec(c.id)) end
+    earliest = min_opt(earliest, (claimable_at(e)))
+  end
+  return out, earliest
+end
+
+-- Appends the plan's corrupt records to the reply items as one last element
+-- {'corrupt', id1, problem1, ...} (the client logs them), when there are any.
+local function report_corrupt(plan, out)
+  if #plan.corrupt == 0 then return end
+  local report = {'corrupt'}
+  for _, c in ipairs(plan.corrupt) do
+    report[#report + 1] = c[1]
+    report[#report + 1] = c[2]
+  end
+  out[#out + 1] = report
+end
+
+-- The reply items preceded by {now, next}: `next` the earliest claimable instant left in
+-- the namespace ('' = none). Every member's score is never later than its claimable_at
+-- (see slots), and an execution with a claimable instant is in ready or waiting (a running
+-- one too, scored from its lease expiry), so the first score of each set bounds it from
+-- below; a member of either still at or before now (work this call's bounds left) is
+-- claimable now.
+local function with_horizon(now, out)
+  local function first_score(key)
+    local m = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #m == 0 then return nil end
+    return tonumber(m[2])
+  end
+  local next_at = min_opt(first_score(K_READY), first_score(K_WAITING))
+  local reply = {fmt(now), next_at and fmt(next_at) or ''}
+  for i = 1, #out do reply[i + 2] = out[i] end
+  return reply
+end
+
+-- claim_due evaluated at `now` (already min(caller's now, clock)) for up to `limit` leases
+-- of `lease_ms`: plan, counter check, writes. Returns the reply items (each record with
+-- `records`, preceded by the horizon with `horizon`) and the instant to publish; or nil, nil
+-- and the token counter problem, with nothing written.
+local function claim(now, limit, lease_ms, records, horizon, tokens)
+  local plan = plan_claim(now, limit)
+  local problem = counter_problem(plan, tokens)
+  if problem then return nil, nil, problem end
+  local out, earliest = apply_claim(plan, lease_ms, records)
+  report_corrupt(plan, out)
+  if horizon then out = with_horizon(now, out) end
+  return out, earliest, nil
+end
+
+-- What a claim at `now` of up to `limit` leases would take, claiming nothing (issue 14:
+-- the client merges the partitions' candidates in (due_at, id) order first): the plan's
+-- index changes are written (waiting->ready moves, corrupt records out, repairs: what any
+-- claim writes first), then the reply {now, next, due1, id1, due2, id2, ...} as the
+-- horizon reply of `claim`, each candidate with its due time, and the corrupt report.
+local function peek_claim(now, limit)
+  local plan = plan_claim(now, limit)
+  apply_index_changes(plan)
+  local out = {}
+  for _, c in ipairs(plan.cands) do
+    out[#out + 1] = fmt(c.due)
+    out[#out + 1] = c.id
+  end
+  report_corrupt(plan, out)
+  return with_horizon(now, out)
+end
+
+-- min(caller's now, clock): ARGV-style `requested` ('' = the clock's).
+local function claim_now(clock, requested)
+  if requested ~= nil and requested ~= '' then
+    local t = tonumber(requested)
+    if t < clock then return t end
+  end
+  return clock
+end

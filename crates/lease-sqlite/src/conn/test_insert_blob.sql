@@ -1,0 +1,1 @@
+INSERT INTO blobs (b) VALUES (zeroblob(6000000))

@@ -1,0 +1,213 @@
+//! [`ExecutionClient`] for [`SqliteBackend`]: each operation one transaction on the
+//! backend's connection, running the transition in [`crate::transitions`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lease_core::execution::{check_ack_batch, check_admit_batch};
+use lease_core::limits::check_limit;
+use lease_core::time::lease_millis;
+use lease_core::{
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
+    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
+    Fenced, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+};
+
+use crate::backend::SqliteBackend;
+use crate::conn::Weight;
+use crate::{counts, retention, transitions};
+
+#[async_trait]
+impl ExecutionClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
+        let admission = admission.clone();
+        self.write_waking("admit", Weight::Light, move |tx, s| {
+            transitions::admit(tx, s, &admission)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        if admissions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let admissions = admissions.to_vec();
+        self.write_waking("admit_batch", Weight::of(admissions.len()), move |tx, s| {
+            transitions::admit_batch(tx, s, &admissions)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let id = id.clone();
+        self.read("get", move |tx, s| transitions::get(tx, s, &id))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_failing", move |tx, s| {
+            transitions::list_failing(tx, s, min, limit)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
+    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_corrupt", move |tx, s| {
+            transitions::list_corrupt(tx, s, limit)
+        })
+        .await
+    }
+
+    /// One `GROUP BY` over the namespace's rows in one read transaction
+    /// (`counts/status_counts.sql`).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
+    async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
+        self.read("status_counts", |tx, s| counts::status_counts(tx, s))
+            .await
+    }
+
+    /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit
+    /// outside 1..=1000 is `InvalidInput` and deletes nothing.
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        self.write("purge_terminal", Weight::of(limit), move |tx, s| {
+            retention::purge_terminal(tx, s, before, limit)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        let id = id.clone();
+        self.write_waking("request_wake", Weight::Light, move |tx, s| {
+            transitions::request_wake(tx, s, &id, at)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
+    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        Ok(Claimed::leases(self.claim_due_with_records(request).await?))
+    }
+
+    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
+    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        Ok(self.claim_due_with_horizon(request).await?.claimed)
+    }
+
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        let lease_ms = request.validate()?;
+        self.write_waking("claim_due", Weight::of(request.limit), move |tx, s| {
+            transitions::claim_due(tx, s, request.now, request.limit, lease_ms)
+        })
+        .await
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        Some(self.subscribe_wakeups())
+    }
+
+    fn backend_name(&self) -> &'static str {
+        crate::error::BACKEND
+    }
+
+    fn namespace_name(&self) -> Option<String> {
+        Some(self.namespace().to_owned())
+    }
+
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
+    }
+
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let lease = lease.clone();
+        self.write("renew", Weight::Light, move |tx, s| {
+            transitions::renew(tx, s, &lease, lease_ms)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        let lease = lease.clone();
+        self.write_waking("release", Weight::Light, move |tx, s| {
+            transitions::release(tx, s, &lease)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let lease = lease.clone();
+        let outcome = outcome.clone();
+        self.write_waking("acknowledge", Weight::Light, move |tx, s| {
+            transitions::acknowledge(tx, s, &lease, &outcome)
+        })
+        .await
+    }
+
+    /// One operation in one transaction (issue 12), grouped like every write: the
+    /// acknowledgement exactly as [`ExecutionClient::acknowledge`], then the claim exactly as
+    /// [`ExecutionClient::claim_due_with_horizon`] after it. The claim request is validated
+    /// first; bad input in either part is a typed error with nothing applied. Both parts'
+    /// wake-ups are signalled after the COMMIT.
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        let ack = ack.clone();
+        self.write_waking(
+            "acknowledge_and_claim",
+            Weight::of(next.limit),
+            move |tx, s| {
+                transitions::acknowledge_and_claim(tx, s, &ack, next.now, next.limit, lease_ms)
+            },
+        )
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        if acks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let acks = acks.to_vec();
+        self.write_waking("acknowledge_batch", Weight::of(acks.len()), move |tx, s| {
+            transitions::acknowledge_batch(tx, s, &acks)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.scope().now())
+    }
+}

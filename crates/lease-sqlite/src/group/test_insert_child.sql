@@ -1,0 +1,1 @@
+INSERT INTO t_child (p) VALUES (42)

@@ -1,0 +1,291 @@
+//! Heap step records (RFC 002 `HeapClient`): fenced writes, plain reads, and
+//! [`HeapClient`] for [`SqliteBackend`].
+
+use async_trait::async_trait;
+use lease_core::{
+    Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
+    LeaseError, Result, StepCursor, StepKey, StepPage, StepWrite, Timestamp,
+};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::backend::SqliteBackend;
+use crate::conn::Weight;
+use crate::error::{OpError, OpResult};
+use crate::rows::{self, token_from_sql};
+use crate::scope::Scope;
+
+struct RawStep {
+    execution_id: String,
+    step_key: String,
+    step_attempt: i64,
+    done: bool,
+    response: String,
+    token: i64,
+}
+
+/// The columns [`read_raw`] expects, in order (every step read selects them).
+#[cfg(test)]
+const STEP_COLUMNS: &str = "execution_id, step_key, step_attempt, done, response, token";
+
+/// `$1 namespace, $2 id, $3 key, $4 attempt` -> the step record.
+const READ_STEP: &str = include_str!("heap/read_step.sql");
+/// `$1 namespace, $2 id` -> its step records by key, then attempt.
+const LIST_STEPS: &str = include_str!("heap/list_steps.sql");
+/// `list_steps_page`'s range read (its parameters are in the file).
+const LIST_STEPS_PAGE: &str = include_str!("heap/list_steps_page.sql");
+
+fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawStep> {
+    Ok(RawStep {
+        execution_id: row.get(0)?,
+        step_key: row.get(1)?,
+        step_attempt: row.get(2)?,
+        done: row.get(3)?,
+        response: row.get(4)?,
+        token: row.get(5)?,
+    })
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> OpError {
+    OpError::Corrupt(format!("stored step {what} is invalid: {e}"))
+}
+
+impl RawStep {
+    fn into_record(self) -> OpResult<HeapRecord> {
+        Ok(HeapRecord {
+            execution_id: ExecutionId::new(self.execution_id)
+                .map_err(|e| corrupt("execution id", e))?,
+            step_key: StepKey::new(self.step_key).map_err(|e| corrupt("key", e))?,
+            step_attempt: u32::try_from(self.step_attempt).map_err(|e| corrupt("attempt", e))?,
+            done: self.done,
+            response: Json::from_stored(self.response),
+            token: token_from_sql(self.token)?,
+        })
+    }
+}
+
+/// `$1 namespace, $2 execution id, $3 step key, $4 attempt, $5 done, $6 response, $7 token`:
+/// inserts a step record unless one exists (1 row changed) or leaves it (0 rows).
+pub(crate) const INSERT_STEP: &str = include_str!("heap/insert_step.sql");
+
+/// `$1 namespace, $2 id` -> (token, status): all that the fencing check reads.
+const FENCE: &str = include_str!("heap/fence.sql");
+
+/// The fencing check every fenced write of a step or of the application's rows makes (RFC
+/// 002: "the check and the write will be atomic"): lease-core's
+/// [`lease_core::ExecutionRecord::holds`] on the stored token and status, so the lease holds
+/// when its token is the execution's and its delivery has not ended. `Ok(false)` when the
+/// lease is lost; an unknown execution, token 0 and a token never issued to the execution
+/// are typed errors. Run it in the write's own `BEGIN IMMEDIATE` transaction, before the
+/// write: SQLite's single write lock keeps every claim out until the transaction ends.
+///
+/// It reads two columns rather than decoding the whole row: `holds` looks at nothing else,
+/// and the full decode was most of the fence's cost (a fenced one-row insert ran at 0.71x
+/// the same insert unfenced).
+pub(crate) fn lease_holds(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<bool> {
+    let id = &lease.execution_id;
+    let (token, status): (i64, String) = conn
+        .prepare_cached(FENCE)?
+        .query_row(params![scope.namespace, id.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?
+        .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+    let mut stored =
+        ExecutionRecord::admitted(&Admission::new(id.clone()), Timestamp::from_millis(0));
+    stored.token = token_from_sql(token)?;
+    stored.status = status
+        .parse()
+        .map_err(|e: LeaseError| OpError::Corrupt(format!("stored status is invalid: {e}")))?;
+    Ok(stored.holds(lease)?)
+}
+
+/// The step record a fenced write left for (execution, key, attempt).
+pub(crate) enum Recorded {
+    /// This write inserted it.
+    Inserted(HeapRecord),
+    /// One existed already (an earlier write of this holder or an earlier holder's); it is
+    /// kept as it was.
+    Existing(HeapRecord),
+}
+
+/// The write half of `write_step` (and `step_in_tx`), run after [`lease_holds`] in the same
+/// transaction: inserts the record unless one exists for (execution, key, attempt).
+pub(crate) fn record_step(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    write: &StepWrite,
+) -> OpResult<Recorded> {
+    let inserted = conn.prepare_cached(INSERT_STEP)?.execute(params![
+        scope.namespace,
+        lease.execution_id.as_str(),
+        write.step_key.as_str(),
+        i64::from(write.step_attempt),
+        write.done,
+        write.response.as_str(),
+        rows::token_to_sql(lease.token)?,
+    ])?;
+    if inserted == 1 {
+        return Ok(Recorded::Inserted(HeapRecord::from_write(
+            &lease.execution_id,
+            lease.token,
+            write,
+        )));
+    }
+    let existing = read_step(
+        conn,
+        scope,
+        &lease.execution_id,
+        &write.step_key,
+        write.step_attempt,
+    )?
+    .ok_or_else(|| OpError::Corrupt("a conflicting step record is missing".to_owned()))?;
+    Ok(Recorded::Existing(existing))
+}
+
+/// `write_step` (fenced): when the lease holds, inserts the record unless one exists for
+/// (execution, key, attempt), and returns the stored record either way.
+pub(crate) fn write_step(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    write: &StepWrite,
+) -> OpResult<Fenced<HeapRecord>> {
+    if !lease_holds(conn, scope, lease)? {
+        return Ok(Fenced::Lost);
+    }
+    match record_step(conn, scope, lease, write)? {
+        Recorded::Inserted(record) | Recorded::Existing(record) => Ok(Fenced::Accepted(record)),
+    }
+}
+
+/// `read_step`.
+fn read_step(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    step_key: &StepKey,
+    step_attempt: u32,
+) -> OpResult<Option<HeapRecord>> {
+    conn.prepare_cached(READ_STEP)?
+        .query_row(
+            params![
+                scope.namespace,
+                id.as_str(),
+                step_key.as_str(),
+                i64::from(step_attempt)
+            ],
+            read_raw,
+        )
+        .optional()?
+        .map(RawStep::into_record)
+        .transpose()
+}
+
+/// `list_steps`: by step key (byte order, as `StepKey`'s `Ord`), then attempt.
+fn list_steps(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Vec<HeapRecord>> {
+    let raw: Vec<RawStep> = conn
+        .prepare_cached(LIST_STEPS)?
+        .query_map(params![scope.namespace, id.as_str()], read_raw)?
+        .collect::<rusqlite::Result<_>>()?;
+    raw.into_iter().map(RawStep::into_record).collect()
+}
+
+/// `list_steps_page`: `limit + 1` records after `after` in `list_steps`'s order, one range
+/// read of the primary key (issue 25 item 11); the caller checked `limit`.
+fn list_steps_page(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    after: Option<&StepCursor>,
+    limit: u32,
+) -> OpResult<StepPage> {
+    let key = after.map(|c| c.step_key.as_str());
+    let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
+    let raw: Vec<RawStep> = conn
+        .prepare_cached(LIST_STEPS_PAGE)?
+        .query_map(
+            params![
+                scope.namespace,
+                id.as_str(),
+                key,
+                attempt,
+                i64::from(limit) + 1
+            ],
+            read_raw,
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    let rows = raw
+        .into_iter()
+        .map(RawStep::into_record)
+        .collect::<OpResult<Vec<_>>>()?;
+    Ok(StepPage::from_rows(rows, limit))
+}
+
+#[async_trait]
+impl HeapClient for SqliteBackend {
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let lease = lease.clone();
+        let write = write.clone();
+        self.write("write_step", Weight::Light, move |tx, s| {
+            write_step(tx, s, &lease, &write)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        let id = id.clone();
+        let step_key = step_key.clone();
+        self.read("read_step", move |tx, s| {
+            read_step(tx, s, &id, &step_key, step_attempt)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        let id = id.clone();
+        self.read("list_steps", move |tx, s| list_steps(tx, s, &id))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let (id, after) = (id.clone(), after.cloned());
+        self.read("list_steps_page", move |tx, s| {
+            list_steps_page(tx, s, &id, after.as_ref(), limit)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_step_read_selects_the_columns_read_raw_expects() {
+        for sql in [super::READ_STEP, super::LIST_STEPS, super::LIST_STEPS_PAGE] {
+            assert!(sql.contains(super::STEP_COLUMNS), "{sql}");
+        }
+    }
+}

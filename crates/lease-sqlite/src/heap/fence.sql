@@ -1,0 +1,1 @@
+SELECT token, status FROM lease_executions WHERE namespace = ?1 AND id = ?2

@@ -1,0 +1,319 @@
+//! Opening a connection and the embedded, versioned schema.
+//!
+//! Every table is prefixed `lease_`. `lease_meta` holds the product marker and the schema
+//! version. Opening a database:
+//!
+//! * with no `lease_` tables: creates the schema (and, if the database is otherwise
+//!   empty, stamps SQLite's `application_id` header with [`APPLICATION_ID`]);
+//! * at an older version: applies the missing migrations;
+//! * at a newer version, with a marker or `application_id` of another product, with `lease_`
+//!   tables but no marker, or a file that is not a SQLite database: fails with
+//!   [`LeaseError::Schema`] and changes nothing.
+//!
+//! All of it runs in one `BEGIN IMMEDIATE` transaction, so two processes opening a new file
+//! at once serialise: the second finds the schema the first created.
+
+use std::time::Duration;
+
+use lease_core::{LeaseError, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction};
+
+use crate::config::{Location, Synchronous};
+use crate::error::{OpError, OpResult, is_busy, is_not_a_database, sqlite_error};
+use crate::tx;
+
+/// The product marker stored in `lease_meta`.
+pub const PRODUCT: &str = "execution-leases";
+
+/// The schema version this library writes and reads.
+pub const SCHEMA_VERSION: i64 = 6;
+
+/// SQLite `application_id` stamped on databases this library created ("LSE1").
+pub const APPLICATION_ID: i32 = 0x4C53_4531;
+
+/// Statement cache size per connection (every statement uses `prepare_cached`).
+const STATEMENT_CACHE: usize = 64;
+
+/// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+
+const V1: &str = include_str!("migrate/v1.sql");
+
+/// Version 2 (issue 10): the wake log other processes watch, and the index a claim's
+/// horizon (earliest `claimable_at` of a namespace) seeks.
+const V2: &str = include_str!("migrate/v2.sql");
+
+/// Version 3 (issue 11): quarantine of records a claim could not decode. `corrupt` holds
+/// the problem; a quarantined row has no claim columns, so claims and the horizon skip it.
+const V3: &str = include_str!("migrate/v3.sql");
+
+/// Version 4 (issue 12, retention): `purge_terminal` walks terminal rows in id order with
+/// their end time (partial index; only completed and failed rows that are not quarantined),
+/// and deletes the store receipts and start records naming an execution through indexes.
+const V4: &str = include_str!("migrate/v4.sql");
+
+/// Version 5 (issue 12, cost flat in stored work): the claim index splits in two, so a
+/// claim never walks past live leases. Rows that are not running keep (due, id) order;
+/// running rows are keyed by `claimable_at` first, so only expired leases are read (see
+/// `candidates.rs`).
+const V5: &str = include_str!("migrate/v5.sql");
+
+/// Version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
+const V6: &str = include_str!("migrate/v6.sql");
+
+/// `$1 name` -> 1 when the table exists.
+const HAS_TABLE: &str = include_str!("migrate/has_table.sql");
+/// `$1 key` -> its `lease_meta` value.
+const META: &str = include_str!("migrate/meta.sql");
+/// `$1 key, $2 value`: sets a `lease_meta` entry.
+const SET_META: &str = include_str!("migrate/set_meta.sql");
+/// The number of `lease_` objects in the database.
+const COUNT_LEASE_OBJECTS: &str = include_str!("migrate/count_lease_objects.sql");
+/// The number of objects in the database.
+const COUNT_OBJECTS: &str = include_str!("migrate/count_objects.sql");
+
+fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {
+    LeaseError::Schema {
+        location: location.describe(),
+        reason: reason.into(),
+    }
+}
+
+/// Maps an error met while opening: "not a database" is a schema mismatch.
+fn open_error(location: &Location, e: rusqlite::Error) -> LeaseError {
+    if is_not_a_database(&e) {
+        return schema_error(
+            location,
+            format!("not a SQLite database ({e}); refusing to touch it"),
+        );
+    }
+    sqlite_error("open", e)
+}
+
+/// Creates a missing database file readable by its owner only (0600; SQLite gives its
+/// `-wal` and `-shm` files the same mode), refusing a symlink in its place: `create_new`
+/// is `O_CREAT | O_EXCL`, which never follows one (issue 25 item 10). An existing file is
+/// left as it is; SQLite's `SQLITE_OPEN_NOFOLLOW` then refuses a symlinked path.
+fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens a connection with the default [`Synchronous`] ([`open_with`]).
+pub(crate) fn open(location: &Location, busy_timeout: Duration) -> Result<Connection> {
+    open_with(location, busy_timeout, Synchronous::default())
+}
+
+/// Opens a connection, configures it (a file with `synchronous`) and brings the schema to
+/// [`SCHEMA_VERSION`].
+pub(crate) fn open_with(
+    location: &Location,
+    busy_timeout: Duration,
+    synchronous: Synchronous,
+) -> Result<Connection> {
+    let mut conn = match location {
+        // No SQLITE_OPEN_URI: a path is a path, even one that starts with "file:".
+        Location::File(path) => {
+            create_private(path).map_err(|e| LeaseError::Backend {
+                backend: crate::error::BACKEND,
+                operation: "open",
+                source: format!("{}: {e}", path.display()).into(),
+            })?;
+            Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NOFOLLOW
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        }
+        // The memdb VFS shares a database whose name starts with '/' between every
+        // connection of the process, with ordinary locking (so busy_timeout applies).
+        Location::Memory(name) => {
+            Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), OpenFlags::default())
+        }
+    }
+    .map_err(|e| open_error(location, e))?;
+    conn.busy_timeout(busy_timeout)
+        .map_err(|e| open_error(location, e))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    if matches!(location, Location::File(_)) {
+        configure_file(&conn, location, synchronous)?;
+    }
+    tx::write(&mut conn, "open", busy_timeout, |tx| migrate(tx, location)).map_err(
+        |e| match e {
+            LeaseError::Backend { source, .. }
+                if source
+                    .downcast_ref::<rusqlite::Error>()
+                    .is_some_and(is_not_a_database) =>
+            {
+                schema_error(location, format!("not a SQLite database ({source})"))
+            }
+            other => other,
+        },
+    )?;
+    crate::authorizer::guard_app_sql(&conn);
+    Ok(conn)
+}
+
+/// WAL journal with `synchronous` ([`Synchronous`]; default `NORMAL`: the WAL is synced at
+/// checkpoints, a power loss may lose the last commits; `FULL`: every commit syncs the WAL,
+/// so no token a caller heard of is lost to a power loss; see the crate docs).
+fn configure_file(conn: &Connection, location: &Location, synchronous: Synchronous) -> Result<()> {
+    let mut retries = 0;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Ok(mode) => break mode,
+            Err(e) if is_busy(&e) && retries < tx::BUSY_RETRIES => {
+                retries += 1;
+                std::thread::sleep(Duration::from_millis(1 << retries));
+            }
+            Err(e) => return Err(open_error(location, e)),
+        }
+    };
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(
+            location = %location.describe(),
+            mode,
+            "SQLite refused WAL mode; running with this journal mode instead"
+        );
+    }
+    conn.pragma_update(None, "synchronous", synchronous.pragma())
+        .map_err(|e| open_error(location, e))?;
+    crate::checkpoint::install(conn);
+    Ok(())
+}
+
+fn has_table(tx: &Transaction<'_>, name: &str) -> OpResult<bool> {
+    let n: i64 = tx.query_row(HAS_TABLE, [name], |row| row.get(0))?;
+    Ok(n > 0)
+}
+
+fn meta(tx: &Transaction<'_>, key: &str) -> rusqlite::Result<Option<String>> {
+    tx.query_row(META, [key], |row| row.get::<_, String>(0))
+        .optional()
+}
+
+fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> OpResult<()> {
+    tx.execute(SET_META, [key, value])?;
+    Ok(())
+}
+
+fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
+    let fail = |reason: String| OpError::Lease(schema_error(location, reason));
+    let app_id: i32 = tx.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(fail(format!(
+            "the database belongs to another application (application_id {app_id:#x}, \
+             expected 0 or {APPLICATION_ID:#x})"
+        )));
+    }
+    let version = if has_table(tx, "lease_meta")? {
+        let unreadable = |e: rusqlite::Error| -> OpError {
+            if is_busy(&e) {
+                e.into()
+            } else {
+                fail(format!("lease_meta is unreadable: {e}"))
+            }
+        };
+        let product = meta(tx, "product").map_err(unreadable)?;
+        if product.as_deref() != Some(PRODUCT) {
+            return Err(fail(format!(
+                "lease_meta names product {:?}, not {PRODUCT:?}; refusing to use it",
+                product.unwrap_or_default()
+            )));
+        }
+        let raw = meta(tx, "schema_version").map_err(unreadable)?;
+        let version = raw
+            .as_deref()
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|v| *v >= 1)
+            .ok_or_else(|| fail(format!("lease_meta has no valid schema_version ({raw:?})")))?;
+        if version > SCHEMA_VERSION {
+            return Err(fail(format!(
+                "schema version {version} is newer than version {SCHEMA_VERSION} that this \
+                 lease-sqlite supports; upgrade the library, never downgrade a database"
+            )));
+        }
+        version
+    } else {
+        let leftovers: i64 = tx.query_row(COUNT_LEASE_OBJECTS, [], |row| row.get(0))?;
+        if leftovers > 0 {
+            return Err(fail(
+                "lease_ tables exist but lease_meta (the version marker) does not; \
+                 refusing to guess what they are"
+                    .to_owned(),
+            ));
+        }
+        let objects: i64 = tx.query_row(COUNT_OBJECTS, [], |row| row.get(0))?;
+        if objects == 0 {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        0
+    };
+    for (from, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.execute_batch(sql)?;
+        if from == 0 {
+            set_meta(tx, "product", PRODUCT)?;
+        }
+        let to = i64::try_from(from + 1).unwrap_or(SCHEMA_VERSION);
+        set_meta(tx, "schema_version", &to.to_string())?;
+        tracing::info!(location = %location.describe(), version = to, "lease schema migrated");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous_of(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("synchronous")
+    }
+
+    /// Issue 25 item 10: a file runs `NORMAL` (1) by default and syncs every commit
+    /// (`FULL` = 2, so a power loss cannot roll back a claim whose token a caller saw)
+    /// when configured so.
+    #[tokio::test]
+    async fn files_sync_every_commit_when_configured_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let default = crate::SqliteBackend::open(crate::SqliteConfig::file(dir.path().join("a")))
+            .await
+            .expect("open");
+        let full = crate::SqliteBackend::open(
+            crate::SqliteConfig::file(dir.path().join("b")).synchronous(Synchronous::Full),
+        )
+        .await
+        .expect("open");
+        for (backend, want) in [(default, 1), (full, 2)] {
+            let got = backend
+                .connection()
+                .call("synchronous", |c| Ok(synchronous_of(c)))
+                .await
+                .expect("read");
+            assert_eq!(got, want, "PRAGMA synchronous");
+        }
+        let raw = open(
+            &Location::File(dir.path().join("c")),
+            Duration::from_secs(1),
+        )
+        .expect("open");
+        assert_eq!(
+            synchronous_of(&raw),
+            1,
+            "raw::open is configured as the default"
+        );
+    }
+}

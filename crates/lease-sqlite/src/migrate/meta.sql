@@ -1,0 +1,1 @@
+SELECT value FROM lease_meta WHERE key = ?1

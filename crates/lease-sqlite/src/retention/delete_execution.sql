@@ -1,0 +1,1 @@
+DELETE FROM lease_executions WHERE rowid = ?1

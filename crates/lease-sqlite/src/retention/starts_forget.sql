@@ -1,0 +1,1 @@
+DELETE FROM lease_starts WHERE namespace = ?1 AND target = ?2

@@ -1,0 +1,1 @@
+DELETE FROM lease_steps WHERE namespace = ?1 AND execution_id = ?2

@@ -1,0 +1,1 @@
+INSERT INTO lease_stores (namespace, store) VALUES (?1, ?2)

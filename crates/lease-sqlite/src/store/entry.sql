@@ -1,0 +1,2 @@
+SELECT value FROM lease_store_entries
+WHERE namespace = ?1 AND store = ?2 AND key = ?3

@@ -1,0 +1,588 @@
+//! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
+//! caller opened: load the row, apply lease-core's state machine, write the row back.
+
+use std::collections::BTreeMap;
+
+use lease_core::{
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
+    ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken,
+    LeaseError, Timestamp, WorkflowRunOutcome,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::candidates::Candidates;
+use crate::error::{OpError, OpResult};
+use crate::group::{Woken, earliest};
+use crate::rows::{self, RawExecution, read_raw};
+use crate::scope::Scope;
+
+/// Admits one execution at `now` unless its id exists: the effective record, and the
+/// instant it is claimable from when this call created it (an existing one wakes nothing).
+fn admit_one(
+    conn: &Connection,
+    scope: &Scope,
+    admission: &Admission,
+    now: Timestamp,
+) -> OpResult<Woken<ExecutionRecord>> {
+    let record = ExecutionRecord::admitted(admission, now);
+    if rows::insert(conn, &scope.namespace, &record, &scope.policy)? {
+        let wake = record.claimable_at(&scope.policy);
+        return Ok(Woken::at(record.effective(now), wake));
+    }
+    let existing = rows::load(conn, &scope.namespace, &admission.id)?.ok_or_else(|| {
+        OpError::Corrupt(format!(
+            "execution {} conflicts on insert but cannot be read",
+            admission.id
+        ))
+    })?;
+    Ok(Woken::quiet(existing.effective(now)))
+}
+
+/// `admit` (due at `not_before`, or now): creates the execution unless it exists; returns
+/// the effective record. The caller validated the admission.
+pub(crate) fn admit(
+    conn: &Connection,
+    scope: &Scope,
+    admission: &Admission,
+) -> OpResult<Woken<ExecutionRecord>> {
+    admit_one(conn, scope, admission, scope.now())
+}
+
+/// `admit_batch`: every item admitted exactly as [`admit`] would, in the caller's one
+/// transaction with one clock reading; records in the items' order. Wakes at the earliest
+/// instant over the executions it created. The caller checked the batch
+/// (`check_admit_batch`).
+pub(crate) fn admit_batch(
+    conn: &Connection,
+    scope: &Scope,
+    admissions: &[Admission],
+) -> OpResult<Woken<Vec<ExecutionRecord>>> {
+    let now = scope.now();
+    let mut records = Vec::with_capacity(admissions.len());
+    let mut wake = None;
+    for admission in admissions {
+        let admitted = admit_one(conn, scope, admission, now)?;
+        wake = earliest(wake, admitted.wake);
+        records.push(admitted.value);
+    }
+    Ok(Woken::at(records, wake))
+}
+
+/// `get`: the effective record. A stored record this library cannot decode stays a typed
+/// error for its id (`Protocol`): there is no record to return, and `None` would claim the
+/// id is unknown. When a claim has quarantined it, the error says so and points at
+/// `list_corrupt`.
+pub(crate) fn get(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+) -> OpResult<Option<ExecutionRecord>> {
+    let now = scope.now();
+    match rows::load(conn, &scope.namespace, id) {
+        Ok(record) => Ok(record.map(|r| r.effective(now))),
+        Err(OpError::Corrupt(problem)) => {
+            Err(OpError::Corrupt(match quarantined(conn, scope, id)? {
+                Some(note) => format!(
+                    "execution {id} is quarantined as corrupt (listed by list_corrupt): {note}"
+                ),
+                None => problem,
+            }))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// `$1 namespace, $2 id` -> the problem recorded when `id` was quarantined.
+const QUARANTINED: &str = include_str!("transitions/quarantined.sql");
+
+/// The problem a claim recorded when it quarantined `id`, if it did.
+fn quarantined(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Option<String>> {
+    Ok(conn
+        .prepare_cached(QUARANTINED)?
+        .query_row(params![scope.namespace, id.as_str()], |row| row.get(0))
+        .optional()?
+        .flatten())
+}
+
+/// `$1 namespace, $2 min, $3 limit` -> the top rows by stored delivery count.
+pub(crate) const LIST_FAILING: &str = include_str!("transitions/list_failing.sql");
+
+/// `$1 namespace, $2 min, $3 now` -> running rows whose lease expired (one more delivery).
+pub(crate) const LIST_EXPIRED: &str = include_str!("transitions/list_expired.sql");
+
+/// `list_failing`: effective `unacknowledged_deliveries >= max(min, 1)`, most failing first,
+/// then id. Reads the top `limit` rows by stored count through an index, plus every running
+/// row whose lease has expired (its effective count is one higher); merging the two is exact.
+/// Quarantined records are skipped (they are listed by `list_corrupt`, and `get` reports
+/// them); an undecodable record no claim has quarantined yet is still `Protocol`.
+pub(crate) fn list_failing(
+    conn: &Connection,
+    scope: &Scope,
+    min: u32,
+    limit: usize,
+) -> OpResult<Vec<ExecutionRecord>> {
+    let now = scope.now();
+    let min = i64::from(min.max(1));
+    let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut raw: Vec<RawExecution> = conn
+        .prepare_cached(LIST_FAILING)?
+        .query_map(params![scope.namespace, min, limit_sql], read_raw)?
+        .collect::<rusqlite::Result<_>>()?;
+    let expired = conn
+        .prepare_cached(LIST_EXPIRED)?
+        .query_map(params![scope.namespace, min, now.as_millis()], read_raw)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    raw.extend(expired);
+    let mut by_id = BTreeMap::new();
+    for r in raw {
+        let r = r.into_record()?.effective(now);
+        if i64::from(r.unacknowledged_deliveries) >= min {
+            by_id.insert(r.id.clone(), r);
+        }
+    }
+    let mut out: Vec<ExecutionRecord> = by_id.into_values().collect();
+    out.sort_by(|a, b| {
+        b.unacknowledged_deliveries
+            .cmp(&a.unacknowledged_deliveries)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// `request_wake` (unfenced). Wakes when it changed an execution that is not running
+/// (a running one keeps the wake for its acknowledgement).
+pub(crate) fn request_wake(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    at: Timestamp,
+) -> OpResult<Woken<()>> {
+    let mut record = rows::load_required(conn, &scope.namespace, id)?;
+    let before = record.clone();
+    record.request_wake(at);
+    if record == before {
+        return Ok(Woken::quiet(()));
+    }
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let wake = if record.status == ExecutionStatus::Running {
+        None
+    } else {
+        record.claimable_at(&scope.policy)
+    };
+    Ok(Woken::at((), wake))
+}
+
+/// `$1 namespace, $2 id` -> a row when the execution exists.
+const EXECUTION_EXISTS: &str = include_str!("transitions/execution_exists.sql");
+
+/// `UnknownExecution` unless `id` exists (its row is not decoded).
+pub(crate) fn require_execution(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+) -> OpResult<()> {
+    let found = conn
+        .prepare_cached(EXECUTION_EXISTS)?
+        .query_row(params![scope.namespace, id.as_str()], |_| Ok(()))
+        .optional()?;
+    found.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
+}
+
+/// A waiter's wake: `request_wake(waiter, now)` exactly as the unfenced operation. A waiter
+/// that is gone or whose record cannot be decoded is skipped (logged): no claim can take it
+/// either, and the write that woke it must not fail for it.
+pub(crate) fn wake_waiter(
+    conn: &Connection,
+    scope: &Scope,
+    waiter: &ExecutionId,
+    now: Timestamp,
+) -> OpResult<Option<Timestamp>> {
+    match request_wake(conn, scope, waiter, now) {
+        Ok(woken) => Ok(woken.wake),
+        Err(OpError::Lease(LeaseError::UnknownExecution(_))) => Ok(None),
+        Err(OpError::Corrupt(problem)) => {
+            tracing::warn!(namespace = %scope.namespace, waiter = %waiter, problem,
+                "not waking a waiter whose record cannot be decoded");
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
+pub(crate) const LAST_TOKEN: &str = include_str!("transitions/last_token.sql");
+
+/// `$1 namespace, $2 token`: records the namespace's last issued token.
+pub(crate) const STORE_LAST_TOKEN: &str = include_str!("transitions/store_last_token.sql");
+
+fn last_token(conn: &Connection, namespace: &str) -> OpResult<FencingToken> {
+    let raw: Option<i64> = conn
+        .prepare_cached(LAST_TOKEN)?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    rows::token_from_sql(raw.unwrap_or(0))
+}
+
+fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> OpResult<()> {
+    conn.prepare_cached(STORE_LAST_TOKEN)?
+        .execute(params![namespace, rows::token_to_sql(token)?])?;
+    Ok(())
+}
+
+/// The token after `last` for claiming `stored`: it must be above every token stored, or
+/// a stale holder's token would be issued again (issue 11). A counter that is behind the
+/// record (deleted, or restored from an older copy) or used up fails the claim with
+/// `TokenCounter`; the caller's transaction (or savepoint) rolls back, so nothing changes.
+fn next_token(
+    scope: &Scope,
+    last: FencingToken,
+    stored: &ExecutionRecord,
+) -> OpResult<FencingToken> {
+    let refuse = |reason: String| {
+        OpError::Lease(LeaseError::TokenCounter {
+            location: format!("{} (namespace {})", scope.location, scope.namespace),
+            reason,
+        })
+    };
+    let next = last
+        .get()
+        .checked_add(1)
+        .filter(|n| i64::try_from(*n).is_ok())
+        .ok_or_else(|| refuse(format!("last token {last} leaves no token to issue")))?;
+    let next = FencingToken::new(next);
+    if next <= stored.token {
+        return Err(refuse(format!(
+            "next token {next} is not above token {} of execution {}; set the counter \
+             above the highest stored token",
+            stored.token, stored.id
+        )));
+    }
+    Ok(next)
+}
+
+/// The earliest `claimable_at` of a namespace: one seek of `lease_executions_horizon`.
+pub(crate) const HORIZON: &str = include_str!("transitions/horizon.sql");
+
+/// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
+const QUARANTINE: &str = include_str!("transitions/quarantine.sql");
+
+/// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
+/// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
+fn quarantine(conn: &Connection, scope: &Scope, rowid: i64, problem: &str) -> OpResult<()> {
+    tracing::warn!(
+        namespace = %scope.namespace,
+        rowid,
+        problem,
+        "skipping a corrupt execution record; quarantined (see list_corrupt)"
+    );
+    conn.prepare_cached(QUARANTINE)?
+        .execute(params![rowid, problem])?;
+    Ok(())
+}
+
+/// `$1 namespace, $2 limit` -> (id, problem) of quarantined records, by id.
+const LIST_CORRUPT: &str = include_str!("transitions/list_corrupt.sql");
+
+/// `list_corrupt`: quarantined records by id, at most `limit`.
+pub(crate) fn list_corrupt(
+    conn: &Connection,
+    scope: &Scope,
+    limit: usize,
+) -> OpResult<Vec<CorruptRecord>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(conn
+        .prepare_cached(LIST_CORRUPT)?
+        .query_map(params![scope.namespace, limit], |row| {
+            Ok(CorruptRecord {
+                id: row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                problem: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// Candidates per index page when claiming.
+const PAGE_MIN: usize = 16;
+
+/// The earliest instant anything in the namespace becomes claimable, read after the claim
+/// in its own transaction (issue 10: the dispatcher sleeps until then).
+fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
+    let at: Option<i64> = conn
+        .prepare_cached(HORIZON)?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    Ok(at.map(Timestamp::from_millis))
+}
+
+/// `claim_due_with_horizon` (and through it `claim_due`, `claim_due_with_records`): walks
+/// the claim index in (due, id) order over rows whose `claimable_at` is at most `now`,
+/// re-checks each with `effective()` + `claimable()` (with this handle's policy), and claims
+/// until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// record exactly as written back, which is what `get` reads right after the claim. The
+/// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
+/// after it; the claim wakes at the earliest instant its new leases would be claimable
+/// again (their expiry plus the redelivery delay), so idle dispatchers arm a timer.
+pub(crate) fn claim_due(
+    conn: &Connection,
+    scope: &Scope,
+    requested_now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
+    claim_at(conn, scope, requested_now.min(scope.now()), limit, lease_ms)
+}
+
+/// The claim of [`claim_due`] evaluated at `now` (already `min(requested, backend clock)`):
+/// the one claim code path, shared with [`acknowledge_and_claim`].
+fn claim_at(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
+    let ns = scope.namespace.as_str();
+    let mut token = last_token(conn, ns)?;
+    let first_token = token;
+    let mut leases = Vec::with_capacity(limit);
+    let mut candidates = Candidates::new(conn, ns, now, limit.max(PAGE_MIN))?;
+    while leases.len() < limit {
+        let Some(candidate) = candidates.next(conn)? else {
+            break;
+        };
+        // A quarantined row leaves both claim indexes, so no later page returns it.
+        let stored = match candidate.record {
+            Ok(stored) => stored,
+            Err(problem) => {
+                quarantine(conn, scope, candidate.rowid, &problem)?;
+                continue;
+            }
+        };
+        let mut record = stored.effective(now);
+        if !record.claimable(now, &scope.policy) {
+            continue;
+        }
+        token = next_token(scope, token, &stored)?;
+        let lease = record.claim(now, lease_ms, token);
+        rows::save(conn, ns, &record, &scope.policy)?;
+        leases.push(Claimed { lease, record });
+    }
+    if token != first_token {
+        store_last_token(conn, ns, token)?;
+    }
+    let wake = leases
+        .iter()
+        .filter_map(|c| c.record.claimable_at(&scope.policy))
+        .min();
+    let batch = ClaimBatch {
+        claimed: leases,
+        now: Some(now),
+        next_claimable_at: horizon(conn, ns)?,
+    };
+    Ok(Woken::at(batch, wake))
+}
+
+/// Loads the record a lease names and checks it (`holds`): `None` when lost.
+fn held(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<Option<ExecutionRecord>> {
+    let record = rows::load_required(conn, &scope.namespace, &lease.execution_id)?;
+    Ok(if record.holds(lease)? {
+        Some(record)
+    } else {
+        None
+    })
+}
+
+/// `renew` (fenced): extends from the backend clock's now.
+pub(crate) fn renew(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    lease_ms: i64,
+) -> OpResult<Fenced<ExecutionLease>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Fenced::Lost);
+    };
+    let renewed = record.renew(scope.now(), lease_ms);
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Fenced::Accepted(renewed))
+}
+
+/// `release` (fenced): ends the delivery unacknowledged.
+/// Wakes at the end of the redelivery delay.
+pub(crate) fn release(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<Woken<Fenced<()>>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Woken::quiet(Fenced::Lost));
+    };
+    record.release(scope.now());
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Woken::at(
+        Fenced::Accepted(()),
+        record.claimable_at(&scope.policy),
+    ))
+}
+
+/// `acknowledge` (fenced): ends the delivery with an outcome. Wakes when the outcome
+/// leaves the execution due (suspended with a wake requested during the delivery).
+pub(crate) fn acknowledge(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    outcome: &WorkflowRunOutcome,
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
+    acknowledge_at(conn, scope, lease, outcome, scope.now())
+}
+
+/// The acknowledgement of [`acknowledge`] at `now`: the one acknowledgement code path,
+/// shared with [`acknowledge_batch`] and [`acknowledge_and_claim`]. An unknown execution,
+/// token 0 or a foreign token fails before anything is written.
+fn acknowledge_at(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+    outcome: &WorkflowRunOutcome,
+    now: Timestamp,
+) -> OpResult<Woken<Fenced<Acknowledged>>> {
+    let Some(mut record) = held(conn, scope, lease)? else {
+        return Ok(Woken::quiet(Fenced::Lost));
+    };
+    let acknowledged = record.acknowledge(now, outcome);
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    Ok(Woken::at(
+        Fenced::Accepted(acknowledged),
+        record.claimable_at(&scope.policy),
+    ))
+}
+
+/// `acknowledge_batch` (fenced per item), inside the caller's one transaction: checks every
+/// item first, so an unknown execution, a foreign token or token 0 in any item fails the
+/// whole batch before anything is written; then acknowledges each item exactly as
+/// [`acknowledge`] does (a `Lost` item changes nothing and refuses no other item).
+/// Wakes at the earliest instant over the items.
+pub(crate) fn acknowledge_batch(
+    conn: &Connection,
+    scope: &Scope,
+    acks: &[Acknowledgement],
+) -> OpResult<Woken<Vec<Fenced<Acknowledged>>>> {
+    for ack in acks {
+        held(conn, scope, &ack.lease)?;
+    }
+    let now = scope.now();
+    let mut results = Vec::with_capacity(acks.len());
+    let mut wake = None;
+    for ack in acks {
+        let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
+        wake = earliest(wake, acked.wake);
+        results.push(acked.value);
+    }
+    Ok(Woken::at(results, wake))
+}
+
+/// Savepoint around the claim part of [`acknowledge_and_claim`].
+const CLAIM_SAVEPOINT: &str = "SAVEPOINT lease_ack_claim";
+const CLAIM_SAVEPOINT_RELEASE: &str = "RELEASE lease_ack_claim";
+const CLAIM_SAVEPOINT_ROLLBACK: &str = "ROLLBACK TO lease_ack_claim; RELEASE lease_ack_claim";
+
+/// `acknowledge_and_claim` (issue 12), inside the caller's one transaction and with one
+/// clock reading: the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an
+/// unknown execution, token 0 or a foreign token fails the whole call before anything is
+/// written, so no claim is made either), then the claim exactly as [`claim_due`], evaluated
+/// after it at `min(requested_now, now)`. The caller validated the claim request.
+///
+/// A claim the store refuses after the acknowledgement applied (`TokenCounter`, an
+/// unreadable counter row) rolls back to its own savepoint: the acknowledgement stays, the
+/// claim is empty and logged, as the trait's default and lease-redis do (the delivery's
+/// outcome is not lost to a counter an operator has to repair). Lock contention and driver
+/// errors fail the whole call (the group retries or rolls back, nothing applied). Wakes at
+/// the earlier of the two parts' instants.
+pub(crate) fn acknowledge_and_claim(
+    conn: &Connection,
+    scope: &Scope,
+    ack: &Acknowledgement,
+    requested_now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<AckAndClaim>> {
+    let now = scope.now();
+    let acked = acknowledge_at(conn, scope, &ack.lease, &ack.outcome, now)?;
+    let claimed = claim_after_ack(conn, scope, requested_now.min(now), limit, lease_ms)?;
+    Ok(Woken::at(
+        AckAndClaim {
+            acknowledged: acked.value,
+            next: claimed.value,
+        },
+        earliest(acked.wake, claimed.wake),
+    ))
+}
+
+/// [`claim_at`] in a savepoint: a refusal of its own (a typed or corrupt-data error) is an
+/// empty claim with nothing of the claim applied; SQLite errors propagate.
+fn claim_after_ack(
+    conn: &Connection,
+    scope: &Scope,
+    now: Timestamp,
+    limit: usize,
+    lease_ms: i64,
+) -> OpResult<Woken<ClaimBatch>> {
+    conn.execute_batch(CLAIM_SAVEPOINT)?;
+    match claim_at(conn, scope, now, limit, lease_ms) {
+        Ok(claimed) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_RELEASE)?;
+            Ok(claimed)
+        }
+        Err(e @ OpError::Sqlite(_)) => Err(e),
+        Err(refused) => {
+            conn.execute_batch(CLAIM_SAVEPOINT_ROLLBACK)?;
+            tracing::warn!(
+                namespace = %scope.namespace,
+                error = %refused.into_lease("acknowledge_and_claim"),
+                "the claim after an applied acknowledgement was refused; claimed nothing"
+            );
+            Ok(Woken::quiet(ClaimBatch::default()))
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::time::Duration;
+
+    use crate::config::Location;
+
+    /// `EXPLAIN QUERY PLAN` of `sql` on a fresh schema, its details joined by " | ".
+    pub(crate) fn plan(sql: &str, params: usize) -> String {
+        let conn = crate::migrate::open(
+            &Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
+            Duration::from_secs(1),
+        )
+        .expect("open");
+        let args: Vec<i64> = vec![0; params];
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("prepare");
+        let rows: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(args), |row| {
+                row.get::<_, String>(3)
+            })
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        rows.join(" | ")
+    }
+
+    #[test]
+    fn the_horizon_is_one_seek_of_its_index() {
+        let plan = plan(super::HORIZON, 1);
+        assert!(plan.contains("lease_executions_horizon"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        assert!(!plan.starts_with("SCAN"), "{plan}");
+    }
+}

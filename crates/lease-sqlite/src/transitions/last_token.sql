@@ -1,0 +1,1 @@
+SELECT last_token FROM lease_counters WHERE namespace = ?1

@@ -1,0 +1,1 @@
+DELETE FROM lease_wake_log WHERE namespace = ?1 AND seq <= ?2

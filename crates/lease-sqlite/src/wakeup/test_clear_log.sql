@@ -1,0 +1,1 @@
+DELETE FROM lease_wake_log

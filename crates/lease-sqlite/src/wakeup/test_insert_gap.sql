@@ -1,0 +1,1 @@
+INSERT INTO lease_wake_log VALUES ('default', 5, 1, 300)
