@@ -906,7 +906,7 @@ async fn assert_every_stale_call_lost<H: Harness>(
 ) {
     let b = ctx.backend();
     assert!(b.renew(stale, LEASE).await.expect("renew").is_lost());
-    assert!(b.release(&stale).await.expect("release").is_lost());
+    assert!(b.release(stale).await.expect("release").is_lost());
     let done = WorkflowRunOutcome::Completed(Json::parse("t", "\"A\"").expect("json"));
     assert!(b.acknowledge(stale, &done).await.expect("ack").is_lost());
     assert!(

@@ -459,18 +459,13 @@ fn spawn_peer_side<B: LeaseBackend + Clone + 'static>(
     now: Timestamp,
     flags: RaceFlags,
 ) -> tokio::task::JoinHandle<PeerSide> {
-    let RaceFlags {
-        claimed,
-        acked,
-        barrier,
-    } = flags;
     tokio::spawn(async move {
-        barrier.wait().await;
+        flags.barrier.wait().await;
         // Vary the phase between the two sides from round to round.
         for _ in 0..round % 4 {
             tokio::task::yield_now().await;
         }
-        let acked_before_claim = acked.load(Ordering::SeqCst);
+        let acked_before_claim = flags.acked.load(Ordering::SeqCst);
         let leases = p
             .claim_due(ClaimRequest {
                 now,
@@ -481,7 +476,7 @@ fn spawn_peer_side<B: LeaseBackend + Clone + 'static>(
             .expect("claim_due");
         let mut writes = Vec::new();
         if let Some(lease) = leases.first() {
-            claimed.store(true, Ordering::SeqCst);
+            flags.claimed.store(true, Ordering::SeqCst);
             // All at once, so whichever step the stale holder is writing right now
             // meets a current write as early as possible.
             let tasks: Vec<_> = (0..STALE_WRITES)

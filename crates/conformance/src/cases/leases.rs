@@ -156,17 +156,7 @@ pub async fn expired_lease_claimable_with_higher_token<H: Harness>(ctx: Arc<Ctx<
 /// Row "A lease expires after an earlier suspended delivery": the status returns to
 /// suspended.
 pub async fn expiry_after_suspended_delivery_returns_to_suspended<H: Harness>(ctx: Arc<Ctx<H>>) {
-    ctx.admit("order-42").await;
-    let b = ctx.backend();
-    let first = ctx.claim_one("order-42").await;
-    b.request_wake(&ctx.id("order-42"), ctx.now())
-        .await
-        .expect("wake");
-    let ack = b
-        .acknowledge(&first, &WorkflowRunOutcome::Suspended)
-        .await
-        .expect("ack");
-    assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+    ctx.suspended_delivery("order-42").await;
     assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Suspended);
     let second = ctx.claim_one("order-42").await;
     assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Running);

@@ -121,17 +121,8 @@ pub async fn get_effective_view_after_expiry_admitted<H: Harness>(ctx: Arc<Ctx<H
 /// Rule "get: the effective record", after an earlier suspended delivery: the expired lease
 /// reads as suspended, `unacknowledged_deliveries + 1`, ended at its expiry.
 pub async fn get_effective_view_after_expiry_suspended<H: Harness>(ctx: Arc<Ctx<H>>) {
-    ctx.admit("order-42").await;
+    ctx.suspended_delivery("order-42").await;
     let b = ctx.backend();
-    let first = ctx.claim_one("order-42").await;
-    b.request_wake(&ctx.id("order-42"), ctx.now())
-        .await
-        .expect("wake");
-    let ack = b
-        .acknowledge(&first, &WorkflowRunOutcome::Suspended)
-        .await
-        .expect("ack");
-    assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
     let second = ctx.claim_one("order-42").await;
     ctx.set_clock(second.expires_at);
     let ended = ctx.get("order-42").await;
@@ -408,17 +399,8 @@ pub async fn fenced_writes_after_release_lost<H: Harness>(ctx: Arc<Ctx<H>>) {
 
 /// Rule "fenced writes after an acknowledgement are lost" (suspended and completed).
 pub async fn fenced_writes_after_ack_lost<H: Harness>(ctx: Arc<Ctx<H>>) {
-    ctx.admit("order-42").await;
+    let lease = ctx.suspended_delivery("order-42").await;
     let b = ctx.backend();
-    let lease = ctx.claim_one("order-42").await;
-    b.request_wake(&ctx.id("order-42"), ctx.now())
-        .await
-        .expect("wake");
-    let ack = b
-        .acknowledge(&lease, &WorkflowRunOutcome::Suspended)
-        .await
-        .expect("ack");
-    assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
     assert_all_fenced_lost(&ctx, &lease, "after ack suspended").await;
     let lease = ctx.claim_one("order-42").await;
     let ack = b

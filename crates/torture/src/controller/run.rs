@@ -177,7 +177,7 @@ fn announce(
     fingerprint: &str,
     dir: &Path,
 ) {
-    let kinds: Vec<String> = faults::count(&schedule)
+    let kinds: Vec<String> = faults::count(schedule)
         .into_iter()
         .map(|(k, n)| format!("{n} {k}"))
         .collect();
