@@ -4,9 +4,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    Fenced, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock, RedeliveryPolicy, Result,
-    StepKey, StepWrite, Timestamp,
+    Acknowledged, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock,
+    RedeliveryPolicy, Result, StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
 };
 
 use crate::harness::Harness;
@@ -226,6 +226,23 @@ impl<H: Harness> Ctx<H> {
         b.write_step(lease, &step(step_key, response))
             .await
             .expect("write_step")
+    }
+
+    /// Admits `id`, claims it, requests a wake now and acknowledges the delivery as
+    /// suspended (asserted accepted): the lease of that ended delivery.
+    pub async fn suspended_delivery(&self, id: &str) -> ExecutionLease {
+        self.admit(id).await;
+        let b = self.backend();
+        let lease = self.claim_one(id).await;
+        b.request_wake(&self.id(id), self.now())
+            .await
+            .expect("wake");
+        let ack = b
+            .acknowledge(&lease, &WorkflowRunOutcome::Suspended)
+            .await
+            .expect("ack");
+        assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+        lease
     }
 
     /// Moves the shared manual clock forward.

@@ -126,6 +126,13 @@ struct State {
 }
 
 impl State {
+    /// The record of `lease`'s execution, for a fenced call.
+    fn leased(&mut self, lease: &ExecutionLease) -> Result<&mut ExecutionRecord> {
+        self.executions
+            .get_mut(&lease.execution_id)
+            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))
+    }
+
     fn wake(&mut self, id: &ExecutionId, now: Timestamp) {
         if let Some(record) = self.executions.get_mut(id) {
             record.request_wake(now);
@@ -182,6 +189,18 @@ impl<const F: u8> Lab<F> {
             .get(&lease.execution_id)
             .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
         self.holds(record, lease)
+    }
+
+    /// With check-then-write flaw `flaw`: checks `lease` under the lock, then waits
+    /// [`WINDOW`] unlocked before the write; `false` when the check found it lost.
+    async fn check_then_wait(&self, flaw: u8, lease: &ExecutionLease) -> Result<bool> {
+        if F == flaw {
+            if !self.check(lease)? {
+                return Ok(false);
+            }
+            tokio::time::sleep(WINDOW).await;
+        }
+        Ok(true)
     }
 
     fn claimable(&self, r: &ExecutionRecord, now: Timestamp) -> bool {
@@ -330,18 +349,12 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         duration: Duration,
     ) -> Result<Fenced<ExecutionLease>> {
         let lease_ms = lease_millis("renewal duration", duration)?;
-        if F == RENEW_CHECK_THEN_WRITE {
-            if !self.check(lease)? {
-                return Ok(Fenced::Lost);
-            }
-            tokio::time::sleep(WINDOW).await;
+        if !self.check_then_wait(RENEW_CHECK_THEN_WRITE, lease).await? {
+            return Ok(Fenced::Lost);
         }
         let now = self.now_ms();
         let mut s = self.lock();
-        let record = s
-            .executions
-            .get_mut(&lease.execution_id)
-            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        let record = s.leased(lease)?;
         if F != RENEW_CHECK_THEN_WRITE && !self.holds(record, lease)? {
             return Ok(Fenced::Lost);
         }
@@ -354,18 +367,15 @@ impl<const F: u8> ExecutionClient for Lab<F> {
     }
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        if F == RELEASE_CHECK_THEN_WRITE {
-            if !self.check(lease)? {
-                return Ok(Fenced::Lost);
-            }
-            tokio::time::sleep(WINDOW).await;
+        if !self
+            .check_then_wait(RELEASE_CHECK_THEN_WRITE, lease)
+            .await?
+        {
+            return Ok(Fenced::Lost);
         }
         let now = self.now_ms();
         let mut s = self.lock();
-        let record = s
-            .executions
-            .get_mut(&lease.execution_id)
-            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        let record = s.leased(lease)?;
         if F != RELEASE_CHECK_THEN_WRITE && !self.holds(record, lease)? {
             return Ok(Fenced::Lost);
         }
@@ -437,18 +447,12 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
-        if F == ACK_CHECK_THEN_WRITE {
-            if !self.check(lease)? {
-                return Ok(Fenced::Lost);
-            }
-            tokio::time::sleep(WINDOW).await;
+        if !self.check_then_wait(ACK_CHECK_THEN_WRITE, lease).await? {
+            return Ok(Fenced::Lost);
         }
         let now = self.now_ms();
         let mut s = self.lock();
-        let record = s
-            .executions
-            .get_mut(&lease.execution_id)
-            .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?;
+        let record = s.leased(lease)?;
         if F != ACK_CHECK_THEN_WRITE && !self.holds(record, lease)? {
             return Ok(Fenced::Lost);
         }

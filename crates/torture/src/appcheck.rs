@@ -18,11 +18,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use lease_conformance::history::{Op, OpKind, OpResult};
+use crate::history::{Op, OpKind, OpResult};
 use serde::Serialize;
 
 use crate::app::AppRow;
-use crate::report::result_name;
+use crate::opcount::result_name;
 
 /// A broken application-row invariant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lease_conformance::history::{Op, OpKind, OpResult};
+use crate::history::{Op, OpKind, OpResult};
 use lease_core::{Delivery, DeliveryError, StepKey, StepSlot};
 
 use crate::app::{AppRow, AppStore, AppWrite};

@@ -421,9 +421,9 @@ pub async fn check_run(
     backend: &std::sync::Arc<dyn lease_core::LeaseBackend>,
     executions: &[String],
     op_logs: &[std::path::PathBuf],
-    ops: &[lease_conformance::history::Op],
+    ops: &[crate::history::Op],
 ) -> Result<(Vec<EffectViolation>, EffectFigures, usize), String> {
-    use lease_conformance::history::OpKind;
+    use crate::history::OpKind;
     let paths: Vec<_> = op_logs
         .iter()
         .map(|p| crate::effects::log_path(p))
@@ -537,6 +537,13 @@ mod tests {
         ]
     }
 
+    /// Asserts that some violation in `$v` matches `$pat`.
+    macro_rules! assert_any {
+        ($v:expr, $pat:pat) => {
+            assert!($v.iter().any(|x| matches!(x, $pat)), "{:?}", $v)
+        };
+    }
+
     #[test]
     fn a_takeover_with_conflicts_reported_passes() {
         let (v, f) = check(&takeover(), &steps("b"));
@@ -558,14 +565,8 @@ mod tests {
             effect: E.into(),
             recorded: 2
         }));
-        assert!(
-            v.iter()
-                .any(|x| matches!(x, EffectViolation::ResultChanged { .. }))
-        );
-        assert!(
-            v.iter()
-                .any(|x| matches!(x, EffectViolation::StepDiffers { .. }))
-        );
+        assert_any!(v, EffectViolation::ResultChanged { .. });
+        assert_any!(v, EffectViolation::StepDiffers { .. });
     }
 
     #[test]
@@ -589,14 +590,8 @@ mod tests {
             effect: E.into(),
             creates: 2
         }));
-        assert!(
-            v.iter()
-                .any(|x| matches!(x, EffectViolation::ConflictNotReported { .. }))
-        );
-        assert!(
-            v.iter()
-                .any(|x| matches!(x, EffectViolation::SpuriousConflict { .. }))
-        );
+        assert_any!(v, EffectViolation::ConflictNotReported { .. });
+        assert_any!(v, EffectViolation::SpuriousConflict { .. });
     }
 
     /// The negative control (`--effects unfenced`): the provider called inside a plain step,
@@ -616,10 +611,7 @@ mod tests {
         let (v, f) = check(&events, &steps("b"));
         assert_eq!(f.effects, 0);
         assert!(v.contains(&EffectViolation::Missing { effect: E.into() }));
-        assert!(
-            v.iter()
-                .any(|x| matches!(x, EffectViolation::StepWithoutEffect { .. }))
-        );
+        assert_any!(v, EffectViolation::StepWithoutEffect { .. });
         let calls = v
             .iter()
             .filter(|x| matches!(x, EffectViolation::CallWithoutBegin { .. }))

@@ -254,7 +254,7 @@ pub fn read(paths: &[PathBuf]) -> std::io::Result<(Vec<EffectEvent>, usize)> {
 }
 
 fn unknown(e: &LeaseError) -> bool {
-    error_result(e) != lease_conformance::history::OpResult::Failed
+    error_result(e) != crate::history::OpResult::Failed
 }
 
 /// The recorder's effect client: forwards to the backend's, logging `begin` and `settle`.

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use lease_conformance::history::{Op, OpKind, OpResult};
+use crate::history::{Op, OpKind, OpResult};
 use serde::Serialize;
 
 use crate::effects::EffectEvent;
@@ -156,7 +156,7 @@ pub fn late_side_effects(ops: &[Op], effects: &[EffectEvent]) -> LateFigures {
         };
         lateness(
             &mut f,
-            crate::report::kind_name(&op.kind),
+            crate::opcount::kind_name(&op.kind),
             op.start_us,
             lost,
         );

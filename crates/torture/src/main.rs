@@ -3,7 +3,7 @@
 //! (`lease-torture runtime`), each running a dispatcher over a shared backend and logging
 //! every claim, renewal, step write, acknowledgement and release; it injects a seeded
 //! schedule of faults (SIGSTOP, SIGKILL, dropped connections, late renewals, server
-//! restarts), then checks the merged history with `lease_conformance::history` and the
+//! restarts), then checks the merged history with `crate::history` and the
 //! workflow's application rows (issue 13) with [`appcheck`].
 //! Usually run through `cargo xtask torture`.
 
@@ -18,9 +18,11 @@ mod effects;
 mod failover;
 mod faults;
 mod forward;
+mod history;
 mod lostlease;
 mod nemesis;
 mod netns;
+mod opcount;
 mod oplog;
 mod recorder;
 mod report;
@@ -28,6 +30,7 @@ mod runtime;
 mod skew;
 mod timeline;
 mod trueclock;
+mod values;
 mod workflow;
 
 use std::process::ExitCode;

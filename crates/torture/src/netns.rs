@@ -221,7 +221,7 @@ pub fn forwarded_url(url: &str, kind: Kind, local: SocketAddr) -> Result<(String
     let bad = |why: &str| {
         format!(
             "--netns cannot forward {}: {why}",
-            crate::controller::redact(url)
+            lease_core::redact_url(url)
         )
     };
     let s = url.find("://").ok_or_else(|| bad("no scheme"))? + 3;

@@ -1,6 +1,6 @@
 //! The operation log: one JSON line per backend call, appended by each runtime process to
 //! its own file, merged and checked by the controller (the log format of
-//! [`lease_conformance::history`]).
+//! [`crate::history`]).
 //!
 //! A fenced call that ends a delivery (release, acknowledge) is logged twice: an `invoke`
 //! line before the call and the result after it. A process killed in between leaves only
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use lease_conformance::history::{Op, OpResult};
+use crate::history::{Op, OpResult};
 use serde::{Deserialize, Serialize};
 
 use crate::trueclock;
@@ -210,7 +210,7 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lease_conformance::history::OpKind;
+    use crate::history::OpKind;
 
     fn op(result: OpResult) -> Op {
         Op {

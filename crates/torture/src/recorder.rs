@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::history::{Op, OpKind, OpResult};
 use async_trait::async_trait;
-use lease_conformance::history::{Op, OpKind, OpResult};
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,

@@ -3,52 +3,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use lease_conformance::history::{Op, OpKind, OpResult, Violation};
 use serde::Serialize;
 
 use crate::appcheck::AppViolation;
 use crate::effectcheck::{EffectFigures, EffectViolation};
+use crate::history::Violation;
 use crate::lostlease::LateFigures;
 use crate::netns::NetworkFigures;
+use crate::opcount::OpCounts;
 use crate::skew::SkewFigures;
-
-/// Operation counts by kind, then by result.
-pub type OpCounts = BTreeMap<&'static str, BTreeMap<&'static str, u64>>;
-
-/// The kind name of an operation.
-pub fn kind_name(kind: &OpKind) -> &'static str {
-    match kind {
-        OpKind::Claim { .. } => "claim",
-        OpKind::Renew { .. } => "renew",
-        OpKind::WriteStep { .. } => "write_step",
-        OpKind::Acknowledge { .. } => "acknowledge",
-        OpKind::Release => "release",
-        OpKind::ReadStep { .. } => "read_step",
-        OpKind::ReadOutcome { .. } => "read_outcome",
-    }
-}
-
-/// The result name of an operation.
-pub fn result_name(r: OpResult) -> &'static str {
-    match r {
-        OpResult::Accepted => "accepted",
-        OpResult::Lost => "lost",
-        OpResult::Failed => "failed",
-        OpResult::Unknown => "unknown",
-    }
-}
-
-/// Counts `ops` by kind and result.
-pub fn count_ops(ops: &[Op]) -> OpCounts {
-    let mut m = OpCounts::new();
-    for op in ops {
-        *m.entry(kind_name(&op.kind))
-            .or_default()
-            .entry(result_name(op.result))
-            .or_default() += 1;
-    }
-    m
-}
 
 /// Everything a run reports.
 #[derive(Debug, Serialize)]
@@ -133,8 +96,9 @@ impl Report {
     }
 }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Report {
+    /// The run: backend, seed and schedule, sizes, times, completions and faults.
+    fn write_run(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "torture report: {}", self.backend)?;
         writeln!(
             f,
@@ -165,6 +129,11 @@ impl fmt::Display for Report {
             self.restarts,
             self.unexpected_exits
         )?;
+        Ok(())
+    }
+
+    /// The operations by kind and result, the stale calls refused, torn log lines.
+    fn write_operations(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  operations:")?;
         for (kind, results) in &self.ops {
             let r: Vec<String> = results.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -186,6 +155,11 @@ impl fmt::Display for Report {
             self.stale_renewals_refused
         )?;
         writeln!(f, "  torn log lines: {}", self.torn_lines)?;
+        Ok(())
+    }
+
+    /// The clock skews, the application rows and the effects.
+    fn write_rows_and_effects(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(skew) = &self.clock_skew {
             write!(f, "{skew}")?;
         }
@@ -203,7 +177,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "  effects ({}): {} effects, {} provider calls (effects x calls: {}), {} begins, \
-             {} settles, {} conflicts reported",
+         {} settles, {} conflicts reported",
             self.effect_mode,
             self.effects.effects,
             self.effects.calls,
@@ -212,12 +186,17 @@ impl fmt::Display for Report {
             self.effects.settles,
             self.effects.conflicts
         )?;
+        Ok(())
+    }
+
+    /// Side effects started after their lease was lost, and the network figures.
+    fn write_late_effects(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let l = &self.late_side_effects;
         writeln!(
             f,
             "  side effects started after their lease was lost: {} (writes refused {}, \
-             failed/unknown {}, accepted after expiry with no new holder {}, accepted after a \
-             takeover {}; provider calls {}), latest {:.1} ms after the loss{}",
+         failed/unknown {}, accepted after expiry with no new holder {}, accepted after a \
+         takeover {}; provider calls {}), latest {:.1} ms after the loss{}",
             l.started,
             l.refused,
             l.failed_or_unknown,
@@ -237,8 +216,8 @@ impl fmt::Display for Report {
             writeln!(
                 f,
                 "  network (--netns): {} connections through the forwarders, {} dropped; \
-                 partitions: {} leases taken over, operations of the cut-off slot: {} refused, \
-                 {} failed or unknown",
+             partitions: {} leases taken over, operations of the cut-off slot: {} refused, \
+             {} failed or unknown",
                 n.connections,
                 n.connections_dropped,
                 n.partition_takeovers,
@@ -246,6 +225,11 @@ impl fmt::Display for Report {
                 n.partition_cut_off
             )?;
         }
+        Ok(())
+    }
+
+    /// The violation counts, then the first violations of each checker.
+    fn write_violations(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "  violations: {} (history {}, application rows {}, effects {})",
@@ -261,5 +245,15 @@ impl fmt::Display for Report {
             writeln!(f, "    {v}")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_run(f)?;
+        self.write_operations(f)?;
+        self.write_rows_and_effects(f)?;
+        self.write_late_effects(f)?;
+        self.write_violations(f)
     }
 }

@@ -17,11 +17,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::app::AppWrite;
 use crate::appstep::AppSteps;
 use crate::backend;
-use crate::cli;
 use crate::effects::{self, EffectLog, EffectMode, EffectSteps, RecordedEffects};
 use crate::oplog::OpLog;
 use crate::recorder::Recorder;
 use crate::skew;
+use crate::values;
 use crate::workflow;
 
 /// The environment variable the controller passes the backend URL in: never on the command
@@ -48,7 +48,7 @@ pub struct RuntimeArgs {
           value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
     pub concurrency: usize,
     /// Lease duration, ms (renewed every third).
-    #[arg(long = "lease-ms", value_name = "MS", default_value = "1500", value_parser = cli::lease_ms)]
+    #[arg(long = "lease-ms", value_name = "MS", default_value = "1500", value_parser = values::lease_ms)]
     pub lease_ms: u64,
     /// How the application rows are written (`fenced`; `unfenced` is the negative control).
     #[arg(long, value_name = "MODE", default_value = "fenced", value_parser = AppWrite::parse)]

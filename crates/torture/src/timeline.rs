@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use lease_conformance::history::{Op, OpKind, OpResult};
+use crate::history::{Op, OpKind, OpResult};
 
 use crate::faults::FaultKind;
 
@@ -140,19 +140,67 @@ fn lane(ops: &[Op], execution: &str) -> Lane {
 pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) -> String {
     let picked = sample(ops, SAMPLE);
     let lanes: Vec<(String, Lane)> = picked.iter().map(|e| (e.clone(), lane(ops, e))).collect();
-    let times = lanes.iter().flat_map(|(_, l)| {
-        l.bars
-            .iter()
-            .flat_map(|b| [b.from_us, b.to_us])
-            .chain(l.marks.iter().map(|m| m.at_us))
-    });
-    let (t0, t1) = times.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
-    let (t0, t1) = if t0 < t1 { (t0, t1) } else { (0, 1) };
-    let span = (t1 - t0) as f64;
-    let x = |t: i64| LEFT + ((t.clamp(t0, t1) - t0) as f64 / span) * (WIDTH - LEFT - 10.0);
-    let band_h = slots.max(1) as f64 * LANE_H;
-    let height = HEADER + lanes.len() as f64 * (band_h + BAND_GAP) + 30.0;
+    let sc = Scale::of(&lanes, slots);
+    let height = HEADER + lanes.len() as f64 * (sc.band_h + BAND_GAP) + 30.0;
     let mut s = String::new();
+    write_header(&mut s, height, summary);
+    for (i, (execution, l)) in lanes.iter().enumerate() {
+        let top = HEADER + i as f64 * (sc.band_h + BAND_GAP);
+        write_band(&mut s, &sc, top, execution);
+        write_bars(&mut s, &sc, top, l);
+        write_marks(&mut s, &sc, top, l);
+    }
+    let bottom = height - 24.0;
+    write_fault_windows(&mut s, &sc, faults, lanes.len());
+    write_fault_lines(&mut s, &sc, faults, bottom);
+    let span = sc.span;
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEFT}" y="{}">{:.1} s shown; bars: leases by slot (colour); triangle: claim that took over; red x: refused write; dashed: fault; shaded: a slot's partition, loss or latency window</text>"#,
+        height - 4.0,
+        span / 1e6
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The picture's time axis (the span of the sampled lanes) and band height.
+struct Scale {
+    t0: i64,
+    t1: i64,
+    span: f64,
+    band_h: f64,
+}
+
+impl Scale {
+    /// The scale of `lanes` drawn with one lane per runtime slot.
+    fn of(lanes: &[(String, Lane)], slots: usize) -> Self {
+        let times = lanes.iter().flat_map(|(_, l)| {
+            l.bars
+                .iter()
+                .flat_map(|b| [b.from_us, b.to_us])
+                .chain(l.marks.iter().map(|m| m.at_us))
+        });
+        let (t0, t1) = times.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        let (t0, t1) = if t0 < t1 { (t0, t1) } else { (0, 1) };
+        let span = (t1 - t0) as f64;
+        let band_h = slots.max(1) as f64 * LANE_H;
+        Scale {
+            t0,
+            t1,
+            span,
+            band_h,
+        }
+    }
+
+    /// The x coordinate of time `t` (clamped to the span).
+    fn x(&self, t: i64) -> f64 {
+        LEFT + ((t.clamp(self.t0, self.t1) - self.t0) as f64 / self.span) * (WIDTH - LEFT - 10.0)
+    }
+}
+
+/// The opening tag, the white background and the summary lines.
+fn write_header(s: &mut String, height: f64, summary: &[String]) {
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="monospace" font-size="11">"#
@@ -167,56 +215,70 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
             escape(line)
         );
     }
-    for (i, (execution, l)) in lanes.iter().enumerate() {
-        let top = HEADER + i as f64 * (band_h + BAND_GAP);
+}
+
+/// One execution's band: its name and grey background.
+fn write_band(s: &mut String, sc: &Scale, top: f64, execution: &str) {
+    let band_h = sc.band_h;
+    let _ = writeln!(
+        s,
+        r##"<text x="4" y="{}">{}</text><rect x="{LEFT}" y="{top}" width="{}" height="{band_h}" fill="#f4f4f4"/>"##,
+        top + 11.0,
+        escape(execution),
+        WIDTH - LEFT - 10.0
+    );
+}
+
+/// A lane's leases (one bar each, coloured by slot) and the claims that took over.
+fn write_bars(s: &mut String, sc: &Scale, top: f64, l: &Lane) {
+    for b in &l.bars {
+        let y = top + b.slot as f64 * LANE_H + 2.0;
+        let (x0, x1) = (sc.x(b.from_us), sc.x(b.to_us));
         let _ = writeln!(
             s,
-            r##"<text x="4" y="{}">{}</text><rect x="{LEFT}" y="{top}" width="{}" height="{band_h}" fill="#f4f4f4"/>"##,
-            top + 11.0,
-            escape(execution),
-            WIDTH - LEFT - 10.0
+            r#"<rect class="lease" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{}" fill="{}"><title>slot {} token {}</title></rect>"#,
+            (x1 - x0).max(1.0),
+            LANE_H - 4.0,
+            COLORS[b.slot % COLORS.len()],
+            b.slot + 1,
+            b.token
         );
-        for b in &l.bars {
-            let y = top + b.slot as f64 * LANE_H + 2.0;
-            let (x0, x1) = (x(b.from_us), x(b.to_us));
+        if b.takeover {
             let _ = writeln!(
                 s,
-                r#"<rect class="lease" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{}" fill="{}"><title>slot {} token {}</title></rect>"#,
-                (x1 - x0).max(1.0),
-                LANE_H - 4.0,
-                COLORS[b.slot % COLORS.len()],
-                b.slot + 1,
-                b.token
+                r#"<path class="takeover" d="M{x0:.1},{:.1} l-4,-7 l8,0 z" fill="black"><title>claim token {} took over</title></path>"#,
+                y, b.token
             );
-            if b.takeover {
-                let _ = writeln!(
-                    s,
-                    r#"<path class="takeover" d="M{x0:.1},{:.1} l-4,-7 l8,0 z" fill="black"><title>claim token {} took over</title></path>"#,
-                    y, b.token
-                );
-            }
-        }
-        for m in &l.marks {
-            let y = top + m.slot as f64 * LANE_H + LANE_H / 2.0;
-            let cx = x(m.at_us);
-            if m.refused {
-                let _ = writeln!(
-                    s,
-                    r#"<path class="refused" d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="red" stroke-width="2"><title>write refused (Lost)</title></path>"#,
-                    cx - 4.0,
-                    y - 4.0
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    r#"<line class="write" x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="black"/>"#,
-                    y - 3.0,
-                    y + 3.0
-                );
-            }
         }
     }
-    let bottom = height - 24.0;
+}
+
+/// A lane's writes: a tick each, a red cross for a refused one.
+fn write_marks(s: &mut String, sc: &Scale, top: f64, l: &Lane) {
+    for m in &l.marks {
+        let y = top + m.slot as f64 * LANE_H + LANE_H / 2.0;
+        let cx = sc.x(m.at_us);
+        if m.refused {
+            let _ = writeln!(
+                s,
+                r#"<path class="refused" d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="red" stroke-width="2"><title>write refused (Lost)</title></path>"#,
+                cx - 4.0,
+                y - 4.0
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                r#"<line class="write" x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="black"/>"#,
+                y - 3.0,
+                y + 3.0
+            );
+        }
+    }
+}
+
+/// The shaded windows of the partitions, losses and latencies over every band.
+fn write_fault_windows(s: &mut String, sc: &Scale, faults: &[FaultEvent], lanes: usize) {
+    let (t0, t1, band_h) = (sc.t0, sc.t1, sc.band_h);
     for f in faults {
         let (Some(until), Some(slot)) = (f.until_us, f.slot) else {
             continue;
@@ -224,8 +286,8 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
         if until < t0 || f.at_us > t1 {
             continue;
         }
-        let (x0, x1) = (x(f.at_us), x(until));
-        for i in 0..lanes.len() {
+        let (x0, x1) = (sc.x(f.at_us), sc.x(until));
+        for i in 0..lanes {
             let y = HEADER + i as f64 * (band_h + BAND_GAP) + slot as f64 * LANE_H;
             let _ = writeln!(
                 s,
@@ -236,8 +298,13 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
             );
         }
     }
+}
+
+/// A dashed line at each fault, with its kind and target.
+fn write_fault_lines(s: &mut String, sc: &Scale, faults: &[FaultEvent], bottom: f64) {
+    let (t0, t1) = (sc.t0, sc.t1);
     for f in faults.iter().filter(|f| f.at_us >= t0 && f.at_us <= t1) {
-        let fx = x(f.at_us);
+        let fx = sc.x(f.at_us);
         let target = f
             .slot
             .map_or_else(|| "server".to_owned(), |s| format!("slot {}", s + 1));
@@ -249,14 +316,6 @@ pub fn svg(ops: &[Op], faults: &[FaultEvent], slots: usize, summary: &[String]) 
             target
         );
     }
-    let _ = writeln!(
-        s,
-        r#"<text x="{LEFT}" y="{}">{:.1} s shown; bars: leases by slot (colour); triangle: claim that took over; red x: refused write; dashed: fault; shaded: a slot's partition, loss or latency window</text>"#,
-        height - 4.0,
-        span / 1e6
-    );
-    s.push_str("</svg>\n");
-    s
 }
 
 fn escape(text: &str) -> String {

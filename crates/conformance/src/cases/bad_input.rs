@@ -16,6 +16,36 @@ use lease_core::{
 use crate::context::{Ctx, LEASE, json, plus, step};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __bad_input_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            bad_input,
+            [
+                names_empty_or_over_255_bytes_rejected,
+                names_of_255_bytes_round_trip,
+                list_steps_page_limit_out_of_range_rejected,
+                claim_duration_out_of_range_rejected,
+                renew_duration_out_of_range_rejected,
+                claim_limit_out_of_range_rejected,
+                list_failing_limit_out_of_range_rejected,
+                unknown_execution_lease_rejected,
+                foreign_token_rejected,
+                token_zero_rejected,
+                payload_too_large_rejected,
+                malformed_json_rejected,
+                request_wake_unknown_execution_rejected,
+                start_existing_target_rejected,
+                ack_batch_bad_input_changes_nothing,
+            ]
+        );
+    };
+}
+
 fn assert_invalid<T: std::fmt::Debug>(r: Result<T>, what: &str) {
     assert!(
         matches!(r, Err(LeaseError::InvalidInput { .. })),

@@ -12,6 +12,25 @@ use lease_core::{
 use crate::context::{Ctx, LEASE, json};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __combined_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            combined,
+            [
+                ack_and_claim_acknowledges_then_claims_next,
+                ack_and_claim_stale_ack_is_lost_and_still_claims,
+                ack_and_claim_sees_its_own_acknowledgement,
+                ack_and_claim_bad_input_changes_nothing,
+            ]
+        );
+    };
+}
+
 fn completed(lease: &ExecutionLease) -> Acknowledgement {
     Acknowledgement {
         lease: lease.clone(),

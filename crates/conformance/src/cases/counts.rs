@@ -10,6 +10,23 @@ use lease_core::{ExecutionClient, ExecutionRecord, LeaseError, StatusCounts, Wor
 use crate::context::{Ctx, LEASE, json, plus};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __counts_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            counts,
+            [
+                status_counts_by_effective_status,
+                status_counts_change_nothing_and_follow_purge,
+            ]
+        );
+    };
+}
+
 /// Returns `true` (after checking the refusal) when the harness has no status counts.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     if H::STATUS_COUNTS {

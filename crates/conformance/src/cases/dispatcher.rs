@@ -15,78 +15,38 @@ use std::time::Duration;
 
 use lease_core::{
     Clock, Delivery, DeliveryError, Dispatcher, DispatcherOptions, ExecutionClient, ExecutionLease,
-    ExecutionOutcome, ExecutionStatus, Fenced, FencingToken, HeapClient, Json, LeaseBackend,
-    ManualClock, Reply, SharedBackend, StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
+    ExecutionOutcome, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient,
+    HeapRecord, Json, LeaseBackend, ManualClock, Reply, SharedBackend, StepKey, StepWrite,
+    Timestamp, WorkflowRunOutcome,
 };
 use tokio::sync::{Barrier, Notify, mpsc};
 
 use crate::context::{Ctx, LEASE};
 use crate::harness::Harness;
 
-/// Lists the dispatcher cases; an implementation detail of `conformance_tests!`.
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __dispatcher_cases {
     ($harness:ty) => {
-        $crate::__case!(
+        $crate::__cases!(
             $harness,
             dispatcher,
-            dispatcher_n_due_with_concurrency_n_run_at_once
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_never_runs_more_than_concurrency
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_several_share_a_backend_one_lease_each
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_retry_reply_releases_unacknowledged
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_repeated_retries_wait_growing_delays
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_expiry_after_retry_counts_both
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_ack_after_retries_resets_and_wakes_undelayed
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_renewal_keeps_lease_past_original_expiry
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_worker_crash_redelivered_after_expiry
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_process_death_stops_fenced_writes
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_paused_holder_every_fenced_write_lost
-        );
-        $crate::__case!(
-            $harness,
-            dispatcher,
-            dispatcher_prefetched_lease_past_its_hold_is_released_unrun
+            [
+                dispatcher_n_due_with_concurrency_n_run_at_once,
+                dispatcher_never_runs_more_than_concurrency,
+                dispatcher_several_share_a_backend_one_lease_each,
+                dispatcher_retry_reply_releases_unacknowledged,
+                dispatcher_repeated_retries_wait_growing_delays,
+                dispatcher_expiry_after_retry_counts_both,
+                dispatcher_ack_after_retries_resets_and_wakes_undelayed,
+                dispatcher_renewal_keeps_lease_past_original_expiry,
+                dispatcher_worker_crash_redelivered_after_expiry,
+                dispatcher_process_death_stops_fenced_writes,
+                dispatcher_paused_holder_every_fenced_write_lost,
+                dispatcher_prefetched_lease_past_its_hold_is_released_unrun,
+            ]
         );
     };
 }
@@ -712,58 +672,7 @@ pub async fn dispatcher_process_death_stops_fenced_writes<H: Harness>(ctx: Arc<C
     );
     assert_eq!(r.token, first.token);
 
-    let (tx, mut seen) = mpsc::unbounded_channel();
-    let other = Dispatcher::start(
-        shared(ctx.peer().await),
-        move |d: Delivery| {
-            let tx = tx.clone();
-            async move {
-                let _: String = d
-                    .step("load", || async {
-                        Ok::<_, DeliveryError>("again".to_owned())
-                    })
-                    .await?;
-                let charge: String = d
-                    .step("charge", || async {
-                        Ok::<_, DeliveryError>("B".to_owned())
-                    })
-                    .await?;
-                let _ = tx.send(d.token());
-                Ok(completed(serde_json::json!(charge)))
-            }
-        },
-        options(1),
-    )
-    .expect("start");
-    ctx.clock
-        .set(first.expires_at.saturating_add(ctx.policy.delay(1)));
-    other.wake();
-    let token = next(&mut seen, "the redelivery").await;
-    assert!(token > first.token);
-    let m = other.metrics();
-    wait_for("the acknowledgement", || m.snapshot().acknowledgements == 1).await;
-    other.shutdown(DEADLINE).await;
-    let steps = ctx
-        .backend()
-        .list_steps(&ctx.id("order-42"))
-        .await
-        .expect("steps");
-    let by_key: HashMap<&str, FencingToken> = steps
-        .iter()
-        .map(|s| (s.step_key.as_str(), s.token))
-        .collect();
-    assert_eq!(by_key.get("load"), Some(&first.token));
-    assert_eq!(
-        by_key.get("charge"),
-        Some(&token),
-        "the charge is the new holder's"
-    );
-    assert_eq!(
-        ctx.get("order-42").await.outcome,
-        Some(ExecutionOutcome::Completed(
-            Json::parse("t", "\"B\"").expect("json")
-        ))
-    );
+    another_dispatcher_records_the_second_step(&ctx, &first).await;
 }
 
 /// Row "A holder pauses past expiry, another claims, and the first resumes": every fenced
@@ -841,41 +750,12 @@ pub async fn dispatcher_paused_holder_every_fenced_write_lost<H: Harness>(ctx: A
         s.lost == 1 && s.in_flight == 0
     })
     .await;
-    let b = ctx.backend();
-    assert!(b.renew(&stale, LEASE).await.expect("renew").is_lost());
-    assert!(b.release(&stale).await.expect("release").is_lost());
-    let done = WorkflowRunOutcome::Completed(Json::parse("t", "\"A\"").expect("json"));
-    assert!(b.acknowledge(&stale, &done).await.expect("ack").is_lost());
-    assert!(
-        b.write_step(&stale, &step_write("refund", "1"))
-            .await
-            .expect("write")
-            .is_lost()
-    );
-    let after = (
-        ctx.get("order-42").await,
-        b.list_steps(&ctx.id("order-42")).await.expect("steps"),
-    );
-    assert_eq!(before, after, "the stale holder changed nothing");
+    assert_every_stale_call_lost(&ctx, &stale, before).await;
 
     let report = paused.shutdown(DEADLINE).await;
     assert_eq!(report.metrics.acknowledgements, 0);
     assert_eq!(report.metrics.releases, 0);
-    let ack = current_holder
-        .acknowledge(
-            &current,
-            &WorkflowRunOutcome::Completed(Json::parse("t", "\"B\"").expect("json")),
-        )
-        .await
-        .expect("ack");
-    assert!(matches!(ack, Fenced::Accepted(_)));
-    let r = ctx.get("order-42").await;
-    assert_eq!(
-        r.outcome,
-        Some(ExecutionOutcome::Completed(
-            Json::parse("t", "\"B\"").expect("json")
-        ))
-    );
+    current_holder_completes(&ctx, &current_holder, &current).await;
 }
 
 /// Issue 24, prefetch: a lease held for a busy slot is a live lease that is either run by
@@ -930,20 +810,7 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
             seen.len() <= 2,
             "only the quick and the blocked delivery ran: {seen:?}"
         );
-        let mut released = 0;
-        for i in 0..N {
-            let id = format!("held-{i}");
-            let r = ctx.get(&id).await;
-            let ran_or_held =
-                seen.contains(&ctx.id(&id).to_string()) || r.status == ExecutionStatus::Running;
-            // Not claimed yet (no delivery), or claimed and released unrun.
-            if ran_or_held || r.unacknowledged_deliveries == 0 {
-                continue;
-            }
-            released += 1;
-            assert_eq!(r.unacknowledged_deliveries, 1, "{id}: released once, {r:?}");
-            assert!(ctx.steps(&id).await.is_empty(), "{id} ran while held");
-        }
+        let released = count_released_unrun(&ctx, &seen, N).await;
         if s.prefetch_released > 0
             && s.releases == s.prefetch_released
             && released == s.prefetch_released
@@ -967,11 +834,145 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
     .await;
     let report = dispatcher.shutdown(DEADLINE).await;
     assert_eq!(report.metrics.lost, 0, "{:?}", report.metrics);
+    assert_each_ran_once(&ctx, &ran, N).await;
+}
+
+/// The second half of [`dispatcher_process_death_stops_fenced_writes`]: after `first`
+/// expired, another dispatcher delivers the execution and records the charge itself.
+async fn another_dispatcher_records_the_second_step<H: Harness>(
+    ctx: &Ctx<H>,
+    first: &ExecutionLease,
+) {
+    let (tx, mut seen) = mpsc::unbounded_channel();
+    let other = Dispatcher::start(
+        shared(ctx.peer().await),
+        move |d: Delivery| {
+            let tx = tx.clone();
+            async move {
+                let _: String = d
+                    .step("load", || async {
+                        Ok::<_, DeliveryError>("again".to_owned())
+                    })
+                    .await?;
+                let charge: String = d
+                    .step("charge", || async {
+                        Ok::<_, DeliveryError>("B".to_owned())
+                    })
+                    .await?;
+                let _ = tx.send(d.token());
+                Ok(completed(serde_json::json!(charge)))
+            }
+        },
+        options(1),
+    )
+    .expect("start");
+    ctx.clock
+        .set(first.expires_at.saturating_add(ctx.policy.delay(1)));
+    other.wake();
+    let token = next(&mut seen, "the redelivery").await;
+    assert!(token > first.token);
+    let m = other.metrics();
+    wait_for("the acknowledgement", || m.snapshot().acknowledgements == 1).await;
+    other.shutdown(DEADLINE).await;
+    let steps = ctx
+        .backend()
+        .list_steps(&ctx.id("order-42"))
+        .await
+        .expect("steps");
+    let by_key: HashMap<&str, FencingToken> = steps
+        .iter()
+        .map(|s| (s.step_key.as_str(), s.token))
+        .collect();
+    assert_eq!(by_key.get("load"), Some(&first.token));
+    assert_eq!(
+        by_key.get("charge"),
+        Some(&token),
+        "the charge is the new holder's"
+    );
+    assert_eq!(
+        ctx.get("order-42").await.outcome,
+        Some(ExecutionOutcome::Completed(
+            Json::parse("t", "\"B\"").expect("json")
+        ))
+    );
+}
+
+/// Renew, release, acknowledge and a step write with the paused holder's `stale` lease all
+/// return `Lost`, and the record and steps stay as `before`.
+async fn assert_every_stale_call_lost<H: Harness>(
+    ctx: &Ctx<H>,
+    stale: &ExecutionLease,
+    before: (ExecutionRecord, Vec<HeapRecord>),
+) {
+    let b = ctx.backend();
+    assert!(b.renew(stale, LEASE).await.expect("renew").is_lost());
+    assert!(b.release(stale).await.expect("release").is_lost());
+    let done = WorkflowRunOutcome::Completed(Json::parse("t", "\"A\"").expect("json"));
+    assert!(b.acknowledge(stale, &done).await.expect("ack").is_lost());
+    assert!(
+        b.write_step(stale, &step_write("refund", "1"))
+            .await
+            .expect("write")
+            .is_lost()
+    );
+    let after = (
+        ctx.get("order-42").await,
+        b.list_steps(&ctx.id("order-42")).await.expect("steps"),
+    );
+    assert_eq!(before, after, "the stale holder changed nothing");
+}
+
+/// How many of the `n` executions `held-{i}` were claimed and released unrun (asserting each
+/// was released once and has no step record); `seen` are the ones a worker ran.
+async fn count_released_unrun<H: Harness>(ctx: &Ctx<H>, seen: &[String], n: usize) -> u64 {
+    let mut released = 0;
+    for i in 0..n {
+        let id = format!("held-{i}");
+        let r = ctx.get(&id).await;
+        let ran_or_held =
+            seen.contains(&ctx.id(&id).to_string()) || r.status == ExecutionStatus::Running;
+        // Not claimed yet (no delivery), or claimed and released unrun.
+        if ran_or_held || r.unacknowledged_deliveries == 0 {
+            continue;
+        }
+        released += 1;
+        assert_eq!(r.unacknowledged_deliveries, 1, "{id}: released once, {r:?}");
+        assert!(ctx.steps(&id).await.is_empty(), "{id} ran while held");
+    }
+    released
+}
+
+/// The holder of the `current` lease completes the execution with its own charge.
+async fn current_holder_completes<H: Harness>(
+    ctx: &Ctx<H>,
+    current_holder: &H::Backend,
+    current: &ExecutionLease,
+) {
+    let ack = current_holder
+        .acknowledge(
+            current,
+            &WorkflowRunOutcome::Completed(Json::parse("t", "\"B\"").expect("json")),
+        )
+        .await
+        .expect("ack");
+    assert!(matches!(ack, Fenced::Accepted(_)));
+    let r = ctx.get("order-42").await;
+    assert_eq!(
+        r.outcome,
+        Some(ExecutionOutcome::Completed(
+            Json::parse("t", "\"B\"").expect("json")
+        ))
+    );
+}
+
+/// Each of the `n` executions `held-{i}` ran exactly once (`ran` logs the runs), completed,
+/// and holds its one step record.
+async fn assert_each_ran_once<H: Harness>(ctx: &Ctx<H>, ran: &Mutex<Vec<String>>, n: usize) {
     let mut seen = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
     seen.sort();
     seen.dedup();
-    assert_eq!(seen.len(), N, "each execution ran exactly once: {seen:?}");
-    for i in 0..N {
+    assert_eq!(seen.len(), n, "each execution ran exactly once: {seen:?}");
+    for i in 0..n {
         let id = format!("held-{i}");
         assert_eq!(
             ctx.get(&id).await.status,

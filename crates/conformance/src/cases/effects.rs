@@ -15,6 +15,30 @@ use lease_core::{
 use crate::context::{Ctx, json, key};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __effects_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            effects,
+            [
+                effect_begin_repeat_returns_current_state,
+                effect_settle_keeps_first_result_reports_conflicts,
+                effect_bad_input_is_typed_and_changes_nothing,
+                stale_and_current_holders_race_begin_and_settle,
+                effect_wait_is_woken_by_the_settle,
+                stale_effect_wait_causes_at_most_one_extra_delivery,
+                store_waiter_is_woken_once_by_a_change,
+                stale_store_waiter_causes_at_most_one_extra_delivery,
+                purge_removes_effects_and_waiters,
+            ]
+        );
+    };
+}
+
 fn effect(s: &str) -> EffectId {
     EffectId::new(s).expect("effect id")
 }

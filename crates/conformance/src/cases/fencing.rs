@@ -6,14 +6,40 @@ use std::time::Duration;
 
 use lease_core::{
     Acknowledged, Acknowledgement, ClaimRequest, ExecutionClient, ExecutionLease, ExecutionOutcome,
-    ExecutionStatus, Fenced, HeapClient, HeapRecord, RequestId, StartClient, StartRequest,
-    StoreClient, StoreId, StoreKey, StoreOp, StoreOutcome, StoreReceipt, WorkflowName,
-    WorkflowRunOutcome,
+    ExecutionStatus, Fenced, HeapClient, HeapRecord, LeaseBackend, RequestId, StartClient,
+    StartRequest, StoreClient, StoreId, StoreKey, StoreOp, StoreOutcome, StoreReceipt, Timestamp,
+    WorkflowName, WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
 use crate::context::{Ctx, LEASE, join, json, key, plus, step};
 use crate::harness::Harness;
+
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __fencing_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            fencing,
+            [
+                stale_step_write_after_reclaim_is_lost,
+                stale_ack_after_reclaim_is_lost,
+                paused_holder_every_fenced_write_lost,
+                current_holder_rewrite_keeps_recorded_value,
+                stale_store_update_applies_once,
+                stale_start_returns_same_target,
+                stale_wake_causes_at_most_one_extra_delivery,
+                stale_wake_does_not_change_outcome,
+                stale_writes_race_reclaim_atomically,
+                stale_renew_and_release_race_reclaim_atomically,
+                ack_batch_fences_each_item,
+            ]
+        );
+    };
+}
 
 fn completed(text: &str) -> WorkflowRunOutcome {
     WorkflowRunOutcome::Completed(json(text))
@@ -360,91 +386,118 @@ pub async fn stale_writes_race_reclaim_atomically<H: Harness>(ctx: Arc<Ctx<H>>) 
         let stale = ctx.claim_only(&stale_b, &id).await;
         ctx.set_clock(plus(stale.expires_at, ctx.policy.delay(1)));
         let now = ctx.now();
-        let claimed = Arc::new(AtomicBool::new(false));
-        let acked = Arc::new(AtomicBool::new(false));
-        let barrier = Arc::new(Barrier::new(2));
-
-        let stale_task = {
-            let (b, lease) = (stale_b.clone(), stale.clone());
-            let (claimed, acked, barrier) = (claimed.clone(), acked.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                // All writes in flight at once, so the claim lands inside some write.
-                let tasks: Vec<_> = (0..STALE_WRITES)
-                    .map(|i| {
-                        let (b, lease, claimed) = (b.clone(), lease.clone(), claimed.clone());
-                        tokio::spawn(async move {
-                            let w = step(&format!("step-{i}"), &format!(r#""stale-{i}""#));
-                            let after_claim = claimed.load(Ordering::SeqCst);
-                            (after_claim, b.write_step(&lease, &w).await.expect("write"))
-                        })
-                    })
-                    .collect();
-                let mut writes = Vec::new();
-                for t in tasks {
-                    writes.push(join(t).await);
-                }
-                let after_claim = claimed.load(Ordering::SeqCst);
-                let ack = b
-                    .acknowledge(&lease, &completed(r#""stale""#))
-                    .await
-                    .expect("ack");
-                if !ack.is_lost() {
-                    acked.store(true, Ordering::SeqCst);
-                }
-                StaleSide {
-                    writes,
-                    ack: (after_claim, ack),
-                }
-            })
+        let flags = RaceFlags {
+            claimed: Arc::new(AtomicBool::new(false)),
+            acked: Arc::new(AtomicBool::new(false)),
+            barrier: Arc::new(Barrier::new(2)),
         };
-        let peer_task = {
-            let p = peer_b.clone();
-            let (claimed, acked, barrier) = (claimed.clone(), acked.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                // Vary the phase between the two sides from round to round.
-                for _ in 0..round % 4 {
-                    tokio::task::yield_now().await;
-                }
-                let acked_before_claim = acked.load(Ordering::SeqCst);
-                let leases = p
-                    .claim_due(ClaimRequest {
-                        now,
-                        limit: 10,
-                        duration: LEASE,
-                    })
-                    .await
-                    .expect("claim_due");
-                let mut writes = Vec::new();
-                if let Some(lease) = leases.first() {
-                    claimed.store(true, Ordering::SeqCst);
-                    // All at once, so whichever step the stale holder is writing right now
-                    // meets a current write as early as possible.
-                    let tasks: Vec<_> = (0..STALE_WRITES)
-                        .map(|i| {
-                            let (p, lease) = (p.clone(), lease.clone());
-                            tokio::spawn(async move {
-                                let w = step(&format!("step-{i}"), &format!(r#""peer-{i}""#));
-                                p.write_step(&lease, &w).await.expect("write")
-                            })
-                        })
-                        .collect();
-                    for t in tasks {
-                        writes.push(join(t).await);
-                    }
-                }
-                PeerSide {
-                    acked_before_claim,
-                    leases,
-                    writes,
-                }
-            })
-        };
+        let stale_task = spawn_stale_side(stale_b.clone(), stale.clone(), flags.clone());
+        let peer_task = spawn_peer_side(peer_b.clone(), round, now, flags);
         let s = join(stale_task).await;
         let p = join(peer_task).await;
         check_race_round(&ctx, &peer_b, round, &id, &stale, &s, &p).await;
     }
+}
+
+/// What the two sides of a race round share: whether the peer's claim returned a lease,
+/// whether the stale acknowledgement was accepted, and the barrier that starts both.
+#[derive(Clone)]
+struct RaceFlags {
+    claimed: Arc<AtomicBool>,
+    acked: Arc<AtomicBool>,
+    barrier: Arc<Barrier>,
+}
+
+/// The stale holder's side of a round: every step write at once, then the acknowledgement.
+fn spawn_stale_side<B: LeaseBackend + Clone + 'static>(
+    b: B,
+    lease: ExecutionLease,
+    flags: RaceFlags,
+) -> tokio::task::JoinHandle<StaleSide> {
+    let RaceFlags {
+        claimed,
+        acked,
+        barrier,
+    } = flags;
+    tokio::spawn(async move {
+        barrier.wait().await;
+        // All writes in flight at once, so the claim lands inside some write.
+        let tasks: Vec<_> = (0..STALE_WRITES)
+            .map(|i| {
+                let (b, lease, claimed) = (b.clone(), lease.clone(), claimed.clone());
+                tokio::spawn(async move {
+                    let w = step(&format!("step-{i}"), &format!(r#""stale-{i}""#));
+                    let after_claim = claimed.load(Ordering::SeqCst);
+                    (after_claim, b.write_step(&lease, &w).await.expect("write"))
+                })
+            })
+            .collect();
+        let mut writes = Vec::new();
+        for t in tasks {
+            writes.push(join(t).await);
+        }
+        let after_claim = claimed.load(Ordering::SeqCst);
+        let ack = b
+            .acknowledge(&lease, &completed(r#""stale""#))
+            .await
+            .expect("ack");
+        if !ack.is_lost() {
+            acked.store(true, Ordering::SeqCst);
+        }
+        StaleSide {
+            writes,
+            ack: (after_claim, ack),
+        }
+    })
+}
+
+/// The peer's side of a round: a claim of the expired lease, then (when it got one) every
+/// step write at once.
+fn spawn_peer_side<B: LeaseBackend + Clone + 'static>(
+    p: B,
+    round: usize,
+    now: Timestamp,
+    flags: RaceFlags,
+) -> tokio::task::JoinHandle<PeerSide> {
+    tokio::spawn(async move {
+        flags.barrier.wait().await;
+        // Vary the phase between the two sides from round to round.
+        for _ in 0..round % 4 {
+            tokio::task::yield_now().await;
+        }
+        let acked_before_claim = flags.acked.load(Ordering::SeqCst);
+        let leases = p
+            .claim_due(ClaimRequest {
+                now,
+                limit: 10,
+                duration: LEASE,
+            })
+            .await
+            .expect("claim_due");
+        let mut writes = Vec::new();
+        if let Some(lease) = leases.first() {
+            flags.claimed.store(true, Ordering::SeqCst);
+            // All at once, so whichever step the stale holder is writing right now
+            // meets a current write as early as possible.
+            let tasks: Vec<_> = (0..STALE_WRITES)
+                .map(|i| {
+                    let (p, lease) = (p.clone(), lease.clone());
+                    tokio::spawn(async move {
+                        let w = step(&format!("step-{i}"), &format!(r#""peer-{i}""#));
+                        p.write_step(&lease, &w).await.expect("write")
+                    })
+                })
+                .collect();
+            for t in tasks {
+                writes.push(join(t).await);
+            }
+        }
+        PeerSide {
+            acked_before_claim,
+            leases,
+            writes,
+        }
+    })
 }
 
 async fn check_race_round<H: Harness>(
@@ -499,6 +552,21 @@ async fn check_race_round<H: Harness>(
             "round {round}: a stale call was lost but no higher token was issued"
         );
     }
+    check_race_steps(ctx, round, id, stale, s, p).await;
+    finish_race_round(ctx, peer_b, round, id, lease).await;
+}
+
+/// Every accepted write of a step key (stale or current) returned the same record, which
+/// is the one `list_steps` holds and the one its writer wrote; no stray records.
+async fn check_race_steps<H: Harness>(
+    ctx: &Ctx<H>,
+    round: usize,
+    id: &str,
+    stale: &ExecutionLease,
+    s: &StaleSide,
+    p: &PeerSide,
+) {
+    let lease = p.leases.first();
     let steps = ctx.steps(id).await;
     for i in 0..STALE_WRITES {
         let k = format!("step-{i}");
@@ -546,8 +614,17 @@ async fn check_race_round<H: Harness>(
             .all(|r| keys.iter().any(|k| k == r.step_key.as_str())),
         "round {round}: stray records {steps:?}"
     );
-    // Finish the round: the winner's outcome is the stored one, and the execution is
-    // terminal so later rounds race on their own execution only.
+}
+
+/// Finishes the round: the winner's outcome is the stored one, and the execution is
+/// terminal so later rounds race on their own execution only.
+async fn finish_race_round<H: Harness>(
+    ctx: &Ctx<H>,
+    peer_b: &H::Backend,
+    round: usize,
+    id: &str,
+    lease: Option<&ExecutionLease>,
+) {
     let expected = match lease {
         Some(lease) => {
             let ack = peer_b
@@ -623,56 +700,94 @@ pub async fn stale_renew_and_release_race_reclaim_atomically<H: Harness>(ctx: Ar
         let holder_won = join(holder_task).await;
         let leases = join(peer_task).await;
         assert!(leases.len() <= 1, "round {round}: {leases:?}");
-        let record = ctx.get(&id).await;
-        match (holder_won, leases.first()) {
-            (Some(_), Some(l)) => panic!(
-                "round {round}: both the stale {} and the claim ({l:?}) succeeded",
-                if renewing { "renewal" } else { "release" }
-            ),
-            (None, None) => panic!("round {round}: neither the holder nor the claim succeeded"),
-            (None, Some(l)) => {
-                assert!(l.token > held.token, "round {round}");
-                assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
-                assert_eq!(record.token, l.token, "round {round}");
-                assert_eq!(record.lease_expires_at, Some(l.expires_at), "round {round}");
-                assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
-                let ack = peer_b
-                    .acknowledge(l, &completed("null"))
-                    .await
-                    .expect("ack");
-                assert!(!ack.is_lost(), "round {round}");
-            }
-            (Some(renewed), None) if renewing => {
-                assert_eq!(renewed.expires_at, plus(now, LEASE * 2), "round {round}");
-                assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
-                assert_eq!(record.token, held.token, "round {round}");
-                assert_eq!(
-                    record.lease_expires_at,
-                    Some(renewed.expires_at),
-                    "round {round}"
-                );
-                let ack = holder_b
-                    .acknowledge(&renewed, &completed("null"))
-                    .await
-                    .expect("ack");
-                assert!(!ack.is_lost(), "round {round}");
-            }
-            (Some(_), None) => {
-                assert_eq!(record.status, ExecutionStatus::Admitted, "round {round}");
-                assert_eq!(record.token, held.token, "round {round}");
-                assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
-                assert_eq!(record.last_delivery_ended_at, Some(now), "round {round}");
-                // Take it once more and finish it, so later rounds see only their own.
-                ctx.set_clock(plus(now, ctx.policy.delay(1)));
-                let next = ctx.claim_only(&peer_b, &id).await;
-                let ack = peer_b
-                    .acknowledge(&next, &completed("null"))
-                    .await
-                    .expect("ack");
-                assert!(!ack.is_lost(), "round {round}");
-            }
-        }
+        let r = EndRound {
+            round,
+            id: &id,
+            held: &held,
+            now,
+            renewing,
+        };
+        check_end_race_round(&ctx, &holder_b, &peer_b, &r, holder_won, leases.first()).await;
         assert!(ctx.get(&id).await.status.is_terminal(), "round {round}");
+    }
+}
+
+/// One round of the renew/release race: which execution, the lease its holder held, the
+/// instant of the race and which call the holder made.
+#[derive(Clone, Copy)]
+struct EndRound<'a> {
+    round: usize,
+    id: &'a str,
+    held: &'a ExecutionLease,
+    now: Timestamp,
+    renewing: bool,
+}
+
+/// Exactly one side of the round won, and the record is the winner's; then the execution is
+/// finished so later rounds see only their own.
+async fn check_end_race_round<H: Harness>(
+    ctx: &Ctx<H>,
+    holder_b: &H::Backend,
+    peer_b: &H::Backend,
+    r: &EndRound<'_>,
+    holder_won: Option<ExecutionLease>,
+    claimed: Option<&ExecutionLease>,
+) {
+    let EndRound {
+        round,
+        id,
+        held,
+        now,
+        renewing,
+    } = *r;
+    let record = ctx.get(id).await;
+    match (holder_won, claimed) {
+        (Some(_), Some(l)) => panic!(
+            "round {round}: both the stale {} and the claim ({l:?}) succeeded",
+            if renewing { "renewal" } else { "release" }
+        ),
+        (None, None) => panic!("round {round}: neither the holder nor the claim succeeded"),
+        (None, Some(l)) => {
+            assert!(l.token > held.token, "round {round}");
+            assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
+            assert_eq!(record.token, l.token, "round {round}");
+            assert_eq!(record.lease_expires_at, Some(l.expires_at), "round {round}");
+            assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
+            let ack = peer_b
+                .acknowledge(l, &completed("null"))
+                .await
+                .expect("ack");
+            assert!(!ack.is_lost(), "round {round}");
+        }
+        (Some(renewed), None) if renewing => {
+            assert_eq!(renewed.expires_at, plus(now, LEASE * 2), "round {round}");
+            assert_eq!(record.status, ExecutionStatus::Running, "round {round}");
+            assert_eq!(record.token, held.token, "round {round}");
+            assert_eq!(
+                record.lease_expires_at,
+                Some(renewed.expires_at),
+                "round {round}"
+            );
+            let ack = holder_b
+                .acknowledge(&renewed, &completed("null"))
+                .await
+                .expect("ack");
+            assert!(!ack.is_lost(), "round {round}");
+        }
+        (Some(_), None) => {
+            assert_eq!(record.status, ExecutionStatus::Admitted, "round {round}");
+            assert_eq!(record.token, held.token, "round {round}");
+            assert_eq!(record.unacknowledged_deliveries, 1, "round {round}");
+            assert_eq!(record.last_delivery_ended_at, Some(now), "round {round}");
+            // Take it once more and finish it, so later rounds see only their own.
+            ctx.set_clock(plus(now, ctx.policy.delay(1)));
+            let next = ctx.claim_only(peer_b, id).await;
+            let ack = peer_b
+                .acknowledge(&next, &completed("null"))
+                .await
+                .expect("ack");
+            assert!(!ack.is_lost(), "round {round}");
+        }
     }
 }
 
@@ -710,20 +825,7 @@ pub async fn ack_batch_fences_each_item<H: Harness>(ctx: Arc<Ctx<H>>) {
         .expect("wake");
     let (_peer, current) = ctx.reclaim(&stale).await;
     let stale_before = ctx.snapshot("batch-stale").await;
-    let batch = [
-        Acknowledgement {
-            lease: done.clone(),
-            outcome: completed(r#""done""#),
-        },
-        Acknowledgement {
-            lease: stale.clone(),
-            outcome: completed(r#""stale""#),
-        },
-        Acknowledgement {
-            lease: wait.clone(),
-            outcome: WorkflowRunOutcome::Suspended,
-        },
-    ];
+    let batch = ack_batch_of(&done, &stale, &wait);
     let results = b
         .acknowledge_batch(&batch)
         .await
@@ -743,20 +845,7 @@ pub async fn ack_batch_fences_each_item<H: Harness>(ctx: Arc<Ctx<H>>) {
         stale_before,
         "stale item"
     );
-    let record = ctx.get("batch-stale").await;
-    assert_eq!(record.status, ExecutionStatus::Running);
-    assert_eq!(record.token, current.token);
-    let record = ctx.get("batch-done").await;
-    assert_eq!(record.status, ExecutionStatus::Completed);
-    assert_eq!(
-        record.outcome,
-        Some(ExecutionOutcome::Completed(json(r#""done""#)))
-    );
-    assert_eq!(record.unacknowledged_deliveries, 0);
-    let record = ctx.get("batch-wait").await;
-    assert_eq!(record.status, ExecutionStatus::Suspended);
-    assert_eq!(record.due_at, Some(wake_at), "the wake from the delivery");
-    assert!(record.ever_suspended);
+    assert_batch_items_applied(&ctx, &current, wake_at).await;
     // The same batch again: every delivery has ended.
     let after = (
         ctx.snapshot("batch-done").await,
@@ -774,4 +863,51 @@ pub async fn ack_batch_fences_each_item<H: Harness>(ctx: Arc<Ctx<H>>) {
         b.acknowledge_batch(&[]).await.expect("empty batch"),
         Vec::new()
     );
+}
+
+/// After the batch of [`ack_batch_fences_each_item`]: the stale item's execution still runs
+/// under its reclaimed lease `current`, the completed one holds its outcome, the suspended
+/// one is due at the wake requested during its delivery.
+async fn assert_batch_items_applied<H: Harness>(
+    ctx: &Ctx<H>,
+    current: &ExecutionLease,
+    wake_at: Timestamp,
+) {
+    let record = ctx.get("batch-stale").await;
+    assert_eq!(record.status, ExecutionStatus::Running);
+    assert_eq!(record.token, current.token);
+    let record = ctx.get("batch-done").await;
+    assert_eq!(record.status, ExecutionStatus::Completed);
+    assert_eq!(
+        record.outcome,
+        Some(ExecutionOutcome::Completed(json(r#""done""#)))
+    );
+    assert_eq!(record.unacknowledged_deliveries, 0);
+    let record = ctx.get("batch-wait").await;
+    assert_eq!(record.status, ExecutionStatus::Suspended);
+    assert_eq!(record.due_at, Some(wake_at), "the wake from the delivery");
+    assert!(record.ever_suspended);
+}
+
+/// The batch of [`ack_batch_fences_each_item`]: `done` completes, `stale` (reclaimed) would
+/// complete, `wait` suspends.
+fn ack_batch_of(
+    done: &ExecutionLease,
+    stale: &ExecutionLease,
+    wait: &ExecutionLease,
+) -> [Acknowledgement; 3] {
+    [
+        Acknowledgement {
+            lease: done.clone(),
+            outcome: completed(r#""done""#),
+        },
+        Acknowledgement {
+            lease: stale.clone(),
+            outcome: completed(r#""stale""#),
+        },
+        Acknowledgement {
+            lease: wait.clone(),
+            outcome: WorkflowRunOutcome::Suspended,
+        },
+    ]
 }

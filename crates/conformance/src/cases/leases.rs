@@ -12,6 +12,34 @@ use tokio::sync::Barrier;
 use crate::context::{Ctx, LEASE, join, json, just_before, key, plus};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __leases_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            leases,
+            [
+                two_peers_claim_concurrently_exactly_one_lease,
+                claim_sets_status_running,
+                expired_lease_claimable_with_higher_token,
+                expiry_after_suspended_delivery_returns_to_suspended,
+                expiry_before_any_ack_returns_to_admitted,
+                renewal_keeps_lease_past_original_expiry,
+                renewal_with_stale_token_is_lost,
+                released_lease_claimable_after_delay_with_higher_token,
+                ack_suspended_with_wake_due_at_wake,
+                ack_suspended_without_wake_not_due,
+                crashed_worker_redelivered_after_expiry,
+                peers_claim_batch_each_leased_once,
+                claim_with_records_returns_what_get_reads,
+            ]
+        );
+    };
+}
+
 /// Rounds of the two-peer claim race, each on a fresh execution.
 const CLAIM_RACE_ROUNDS: usize = 50;
 
@@ -128,17 +156,7 @@ pub async fn expired_lease_claimable_with_higher_token<H: Harness>(ctx: Arc<Ctx<
 /// Row "A lease expires after an earlier suspended delivery": the status returns to
 /// suspended.
 pub async fn expiry_after_suspended_delivery_returns_to_suspended<H: Harness>(ctx: Arc<Ctx<H>>) {
-    ctx.admit("order-42").await;
-    let b = ctx.backend();
-    let first = ctx.claim_one("order-42").await;
-    b.request_wake(&ctx.id("order-42"), ctx.now())
-        .await
-        .expect("wake");
-    let ack = b
-        .acknowledge(&first, &WorkflowRunOutcome::Suspended)
-        .await
-        .expect("ack");
-    assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+    ctx.suspended_delivery("order-42").await;
     assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Suspended);
     let second = ctx.claim_one("order-42").await;
     assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Running);
@@ -423,29 +441,7 @@ pub async fn claim_with_records_returns_what_get_reads<H: Harness>(ctx: Arc<Ctx<
     // two are due again.
     let leases = ctx.claim(&b, 1000).await;
     assert_eq!(leases.len(), 4, "all four: {leases:?}");
-    for l in &leases {
-        match l.execution_id.as_str() {
-            "rec-released" => {
-                let r = b.release(l).await.expect("release");
-                assert_eq!(r, Fenced::Accepted(()));
-            }
-            "rec-suspended" => {
-                b.request_wake(&l.execution_id, ctx.now())
-                    .await
-                    .expect("wake");
-                let ack = b
-                    .acknowledge(l, &WorkflowRunOutcome::Suspended)
-                    .await
-                    .expect("ack");
-                assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
-            }
-            _ => {
-                let done = WorkflowRunOutcome::Completed(json("null"));
-                let ack = b.acknowledge(l, &done).await.expect("ack");
-                assert!(matches!(ack, Fenced::Accepted(Acknowledged::Terminal(_))));
-            }
-        }
-    }
+    end_each_delivery(&ctx, &b, &leases).await;
     ctx.admit("rec-c").await;
     ctx.advance(ctx.policy.delay(1));
     let expected_ids = {
@@ -499,4 +495,32 @@ pub async fn claim_with_records_returns_what_get_reads<H: Harness>(ctx: Arc<Ctx<
     assert_eq!(by_id["rec-released"].unacknowledged_deliveries, 1);
     assert!(by_id["rec-suspended"].ever_suspended);
     ctx.assert_nothing_claimable("all claimed").await;
+}
+
+/// For [`claim_with_records_returns_what_get_reads`]: `rec-released` is released,
+/// `rec-suspended` acknowledged as suspended with a wake due now, the others complete.
+async fn end_each_delivery<H: Harness>(ctx: &Ctx<H>, b: &H::Backend, leases: &[ExecutionLease]) {
+    for l in leases {
+        match l.execution_id.as_str() {
+            "rec-released" => {
+                let r = b.release(l).await.expect("release");
+                assert_eq!(r, Fenced::Accepted(()));
+            }
+            "rec-suspended" => {
+                b.request_wake(&l.execution_id, ctx.now())
+                    .await
+                    .expect("wake");
+                let ack = b
+                    .acknowledge(l, &WorkflowRunOutcome::Suspended)
+                    .await
+                    .expect("ack");
+                assert_eq!(ack, Fenced::Accepted(Acknowledged::Suspended));
+            }
+            _ => {
+                let done = WorkflowRunOutcome::Completed(json("null"));
+                let ack = b.acknowledge(l, &done).await.expect("ack");
+                assert!(matches!(ack, Fenced::Accepted(Acknowledged::Terminal(_))));
+            }
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The cases, one plain async function per RFC row or design rule, grouped by table.
 //!
-//! Every case is `pub async fn name<H: Harness>(ctx: Arc<Ctx<H>>)` and is listed once in
-//! [`crate::conformance_tests!`]. Test names are global to the invoking file, so a case's
-//! name must be unique across these modules.
+//! Every case is `pub async fn name<H: Harness>(ctx: Arc<Ctx<H>>)` and is listed once, in
+//! its own module's `__<module>_cases!` macro (beside the functions), which
+//! [`crate::conformance_tests!`] expands. Test names are global to the invoking file, so a
+//! case's name must be unique across these modules.
 
 pub mod bad_input;
 pub mod combined;

@@ -20,6 +20,32 @@ use tokio::sync::mpsc;
 use crate::context::{Ctx, LEASE, plus_ms};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __pickup_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            pickup,
+            [
+                pickup_admission_by_peer_is_claimed,
+                pickup_wake_by_peer_is_claimed,
+                pickup_expired_lease_is_reclaimed,
+                pickup_survives_a_killed_listener,
+                pickup_idle_dispatchers_claim_once_per_admission,
+                scheduled_admission_claimable_from_its_time,
+                scheduled_admission_past_due_and_idempotent,
+                scheduled_admission_out_of_range_rejected,
+                claim_horizon_is_the_earliest_claimable_instant,
+                admit_batch_admits_each_like_admit,
+                admit_batch_bad_input_admits_nothing,
+            ]
+        );
+    };
+}
+
 /// How long a case waits for something a dispatcher should do promptly.
 const DEADLINE: Duration = Duration::from_secs(20);
 

@@ -9,6 +9,25 @@ use lease_core::{Acknowledged, ExecutionClient, ExecutionStatus, Fenced, Workflo
 use crate::context::{Ctx, just_before, plus, plus_ms};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __redelivery_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            redelivery,
+            [
+                release_increments_unacked_and_delays,
+                repeated_release_delays_never_shrink,
+                expiry_after_release_counts_both,
+                ack_after_releases_resets_unacked,
+            ]
+        );
+    };
+}
+
 /// Row "A delivery replies retry": its lease is released, `unacknowledged_deliveries`
 /// increases by one, and the execution is claimable at `delay(1)` after the release, not
 /// 1 ms before.

@@ -15,6 +15,25 @@ use lease_core::{
 use crate::context::{Ctx, json, key, plus};
 use crate::harness::Harness;
 
+/// Lists this module's cases for [`crate::conformance_tests!`] (one `#[test]` each); an
+/// implementation detail of that macro. A new case is added here, beside its function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __retention_cases {
+    ($harness:ty) => {
+        $crate::__cases!(
+            $harness,
+            retention,
+            [
+                purge_removes_old_terminal_executions_and_what_names_them,
+                purge_respects_its_limit,
+                purged_id_is_unknown_then_new,
+                purge_limit_out_of_range_rejected,
+            ]
+        );
+    };
+}
+
 /// Claims `id` and acknowledges it with `outcome`; returns the lease.
 async fn finish<H: Harness>(ctx: &Ctx<H>, id: &str, outcome: WorkflowRunOutcome) -> ExecutionLease {
     let lease = ctx.claim_one(id).await;

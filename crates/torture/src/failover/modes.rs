@@ -1,31 +1,14 @@
-//! The `failover` fault (issue 14 item 2): the server's primary dies and its replica takes
-//! over, while the runtimes keep claiming and writing through a URL that names every node
-//! (PostgreSQL `h1,h2?target_session_attrs=read-write`, a `redis+cluster://` URL).
-//!
-//! The controller runs `--failover-cmd` (a throwaway pair's or cluster's script, started by
-//! `cargo xtask torture`) with the lag in ms as its one argument: the script first holds
-//! the replica back for that long (as a slow link would), then kills the primary, promotes
-//! the replica and rebuilds a new replica. What replication promises decides whether the
-//! history checker finds anything:
-//!
-//! | `--replication` | PostgreSQL | Redis Cluster |
-//! |---|---|---|
-//! | `sync` (default on PostgreSQL) | `synchronous_standby_names = '*'`: a commit returns once the standby has it: 0 violations | - |
-//! | `async` (default on Redis) | `synchronous_standby_names = ''`: NEGATIVE CONTROL, acknowledged commits of the lag are lost | plain asynchronous replication |
-//! | `min-replicas` | - | `min-replicas-to-write 1`, `min-replicas-max-lag 1` on every node |
-//! | `wait` | - | the runtimes' backends send `WAIT 1 500` after every write ([`WAIT_ENV`]), and the controller's too |
-//!
-//! The mode is set on the current primary (`ALTER SYSTEM`, `pg_reload_conf()`) or on every
-//! cluster node (`CONFIG SET`) at the start and again after every failover (the promoted
-//! standby still has the pair's own setting; a restarted Redis node has its defaults).
+//! The failover modes (`--replication`), their setup on the server, and the fault's
+//! injection through `--failover-cmd`.
 
 use std::path::Path;
 use std::time::Duration;
 
+use super::wait::WAIT_ENV;
 use crate::backend::Kind;
-use crate::cli;
 use crate::faults::Fault;
 use crate::nemesis;
+use crate::values;
 
 /// What the replicas promise (see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +22,6 @@ pub enum Replication {
     /// Redis: the library waits for one replica after every write (`WAIT`).
     Wait,
 }
-
-/// The variable that makes a runtime's Redis backend call `WAIT <n> 500` after each write.
-pub const WAIT_ENV: &str = "LEASE_TORTURE_REDIS_WAIT";
 
 impl Replication {
     /// The name on the command line.
@@ -81,7 +61,7 @@ pub struct Options {
     /// on: hold the replica back for up to one lease before the primary dies; off: fail
     /// over at once.
     #[arg(long = "failover-lag", value_name = "on|off", default_value = "on",
-          action = clap::ArgAction::Set, value_parser = cli::on_off)]
+          action = clap::ArgAction::Set, value_parser = values::on_off)]
     pub lag: bool,
 }
 

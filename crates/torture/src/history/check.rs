@@ -1,0 +1,84 @@
+//! The checker's driver: groups the log by execution and runs every rule on each, then the
+//! liveness check.
+//!
+//! An operation that returned before another was invoked committed before it; overlapping
+//! operations are concurrent and may commit in either order. The checker only reports what
+//! the intervals prove.
+
+use std::collections::BTreeMap;
+
+use super::live::one_live_lease;
+use super::op::{Op, OpKind, OpResult};
+use super::options::CheckOptions;
+use super::outcomes::{
+    each_delivery_ends_once, nothing_after_outcome, outcome_never_changes, outcome_never_disappears,
+};
+use super::stale::nothing_stale_accepted;
+use super::steps::{steps_never_disappear, steps_written_once};
+use super::tokens::{tokens_increase, tokens_not_reused};
+use super::violation::Violation;
+
+/// Checks a history. Returns every violation found (empty = the history is consistent).
+pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
+    let mut by_exec: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        by_exec.entry(op.execution.as_str()).or_default().push(op);
+    }
+    let mut out = Vec::new();
+    tokens_not_reused(ops, &mut out);
+    for (execution, ops) in &by_exec {
+        check_execution(execution, ops, options, &mut out);
+    }
+    not_completed(&by_exec, options, &mut out);
+    out
+}
+
+/// Liveness: every execution that must complete was acknowledged terminal (or read so) by
+/// the bound.
+fn not_completed(
+    by_exec: &BTreeMap<&str, Vec<&Op>>,
+    options: &CheckOptions<'_>,
+    out: &mut Vec<Violation>,
+) {
+    for execution in &options.must_complete {
+        let done = by_exec.get(execution.as_str()).is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.result == OpResult::Accepted
+                    && options.complete_by_us.is_none_or(|by| op.end_us <= by)
+                    && match &op.kind {
+                        OpKind::Acknowledge { outcome } => outcome != "suspended",
+                        OpKind::ReadOutcome { outcome } => outcome.is_some(),
+                        _ => false,
+                    }
+            })
+        });
+        if !done {
+            out.push(Violation::NotCompleted {
+                execution: execution.clone(),
+            });
+        }
+    }
+}
+
+/// Every per-execution rule, in the order of design.md section 5 (the order of the report).
+fn check_execution(
+    execution: &str,
+    ops: &[&Op],
+    options: &CheckOptions<'_>,
+    out: &mut Vec<Violation>,
+) {
+    let claims: Vec<&Op> = ops
+        .iter()
+        .copied()
+        .filter(|op| matches!(op.kind, OpKind::Claim { .. }) && op.result == OpResult::Accepted)
+        .collect();
+    tokens_increase(execution, &claims, out);
+    one_live_lease(execution, ops, &claims, out);
+    nothing_stale_accepted(execution, ops, &claims, out);
+    steps_written_once(execution, ops, options, out);
+    steps_never_disappear(execution, ops, out);
+    each_delivery_ends_once(execution, ops, out);
+    nothing_after_outcome(execution, ops, out);
+    outcome_never_changes(execution, ops, options, out);
+    outcome_never_disappears(execution, ops, out);
+}

@@ -1,0 +1,24 @@
+//! The history checker (design.md section 5): reads a log of every claim, renewal, fenced
+//! write, acknowledgement and release, and reports every violation of the lease invariants.
+//!
+//! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`] the
+//! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
+//! [`steps`] 4, [`outcomes`] 5).
+
+mod check;
+mod live;
+mod op;
+mod options;
+mod outcomes;
+mod stale;
+mod steps;
+mod tokens;
+mod violation;
+
+#[cfg(test)]
+mod tests;
+
+pub use check::check;
+pub use op::{Op, OpKind, OpResult};
+pub use options::CheckOptions;
+pub use violation::Violation;

@@ -1,0 +1,104 @@
+//! The history's record: one [`Op`] per logged call (what it did, how it ended, when).
+//!
+//! Each [`Op`] carries the real-time interval in which it was invoked and returned
+//! (`start_us..end_us`, microseconds on one machine-wide clock such as the system clock, so
+//! logs of several processes on one host merge).
+
+use serde::{Deserialize, Serialize};
+
+/// What an operation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum OpKind {
+    /// `claim_due` issued this lease (`token`) with this expiry and duration (backend ms).
+    Claim {
+        /// Lease expiry, backend clock ms.
+        expires_at: i64,
+        /// Lease duration in ms (so the backend's claim time is `expires_at - duration_ms`).
+        duration_ms: i64,
+    },
+    /// `renew`; on acceptance the new expiry.
+    Renew {
+        /// New expiry when accepted.
+        expires_at: Option<i64>,
+    },
+    /// `write_step`; on acceptance the recorded value the backend returned.
+    WriteStep {
+        /// Step key.
+        step_key: String,
+        /// Step attempt.
+        step_attempt: u32,
+        /// The value the worker tried to write.
+        written: String,
+        /// The recorded value returned when accepted.
+        recorded: Option<String>,
+    },
+    /// `acknowledge`; the outcome sent (`"suspended"` or the terminal JSON).
+    Acknowledge {
+        /// `suspended`, or `completed:<json>` / `failed:<json>`.
+        outcome: String,
+    },
+    /// `release`.
+    Release,
+    /// A final read of a step record after the run.
+    ReadStep {
+        /// Step key.
+        step_key: String,
+        /// Step attempt.
+        step_attempt: u32,
+        /// The value read, if any.
+        value: Option<String>,
+    },
+    /// A final read of an execution's terminal outcome after the run.
+    ReadOutcome {
+        /// `completed:<json>` / `failed:<json>`, or `None` when not terminal.
+        outcome: Option<String>,
+    },
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpResult {
+    /// Accepted with the current token (or a successful read / claim).
+    Accepted,
+    /// Refused: `Fenced::Lost`.
+    Lost,
+    /// Failed before taking effect.
+    Failed,
+    /// May or may not have taken effect (`LeaseError::OutcomeUnknown`, or invoked by a
+    /// process that died before the reply came; then `end_us` is `i64::MAX`).
+    Unknown,
+}
+
+/// One logged operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Op {
+    /// Which runtime process made it.
+    pub process: u32,
+    /// The execution.
+    pub execution: String,
+    /// The lease token the operation carried (or issued, for a claim).
+    pub token: u64,
+    /// Invocation time, microseconds.
+    pub start_us: i64,
+    /// Return time, microseconds.
+    pub end_us: i64,
+    /// What it did.
+    pub kind: OpKind,
+    /// How it ended.
+    pub result: OpResult,
+}
+
+/// The operation's name as a violation reports it (`claim`, `write_step <key>`, ...).
+pub(super) fn op_name(kind: &OpKind) -> String {
+    match kind {
+        OpKind::Claim { .. } => "claim".into(),
+        OpKind::Renew { .. } => "renew".into(),
+        OpKind::WriteStep { step_key, .. } => format!("write_step {step_key}"),
+        OpKind::Acknowledge { outcome } => format!("acknowledge {outcome}"),
+        OpKind::Release => "release".into(),
+        OpKind::ReadStep { .. } => "read_step".into(),
+        OpKind::ReadOutcome { .. } => "read_outcome".into(),
+    }
+}

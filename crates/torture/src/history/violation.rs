@@ -1,0 +1,131 @@
+//! What the checker reports: one [`Violation`] per broken invariant.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A broken invariant, with the operations that prove it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Violation {
+    /// Two claims of one execution issued the same token, or a claim that began after another
+    /// returned issued a lower token.
+    TokenNotIncreasing {
+        /// Execution.
+        execution: String,
+        /// The earlier claim's token.
+        earlier: u64,
+        /// The later claim's token.
+        later: u64,
+    },
+    /// A claim was granted while another lease on the execution was still live.
+    OverlappingLeases {
+        /// Execution.
+        execution: String,
+        /// Token of the lease that was still live.
+        live: u64,
+        /// Token of the claim granted during it.
+        claimed: u64,
+    },
+    /// A fenced operation was accepted although a higher token had been issued before it was
+    /// invoked.
+    StaleAccepted {
+        /// Execution.
+        execution: String,
+        /// The stale token.
+        token: u64,
+        /// The higher token issued before the operation.
+        newer: u64,
+        /// Which operation.
+        op: String,
+    },
+    /// A step record was reported with two different values.
+    StepChanged {
+        /// Execution.
+        execution: String,
+        /// Step key and attempt.
+        step: String,
+        /// First value seen.
+        first: String,
+        /// A different value seen later.
+        other: String,
+    },
+    /// A step value is not the one the workflow derives for it.
+    StepCorrupt {
+        /// Execution.
+        execution: String,
+        /// Step key and attempt.
+        step: String,
+        /// The expected value.
+        expected: String,
+        /// The value found.
+        found: String,
+    },
+    /// Two different terminal outcomes were accepted or read for one execution.
+    OutcomeChanged {
+        /// Execution.
+        execution: String,
+        /// First outcome.
+        first: String,
+        /// A different one.
+        other: String,
+    },
+    /// The terminal outcome of an execution is not the one its workflow derives.
+    OutcomeCorrupt {
+        /// Execution.
+        execution: String,
+        /// The expected outcome.
+        expected: String,
+        /// The outcome found.
+        found: String,
+    },
+    /// Two executions were issued the same token (tokens come from one counter per
+    /// namespace, so every claim's token is unique: a reset counter shows up here).
+    TokenReused {
+        /// The token.
+        token: u64,
+        /// One execution it was issued to.
+        first: String,
+        /// Another execution it was issued to.
+        other: String,
+    },
+    /// A delivery was ended twice: two accepted acknowledgements or releases with one token
+    /// (the first ends the delivery, so a second must return `Lost`).
+    EndedTwice {
+        /// Execution.
+        execution: String,
+        /// The token of the delivery.
+        token: u64,
+    },
+    /// Something was accepted with a token above the token of an accepted terminal
+    /// acknowledgement: a terminal execution was claimed again (whatever the timing: a claim
+    /// committed before the acknowledgement makes the acknowledgement stale, and one after
+    /// it claims a terminal execution).
+    AfterOutcome {
+        /// Execution.
+        execution: String,
+        /// The token of the terminal acknowledgement.
+        outcome_token: u64,
+        /// The higher token.
+        token: u64,
+        /// Which operation.
+        op: String,
+    },
+    /// An execution did not complete within the liveness bound.
+    NotCompleted {
+        /// Execution.
+        execution: String,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match serde_json::to_string(self) {
+            Ok(s) => f.write_str(&s),
+            Err(_) => write!(f, "{self:?}"),
+        }
+    }
+}
+
+/// What a changed step or outcome reads as when it disappeared.
+pub const MISSING: &str = "<missing>";
