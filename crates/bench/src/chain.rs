@@ -10,6 +10,7 @@
 //! `acknowledge_and_claim` script. Raw bound of the split pair: the raw acknowledge, then the
 //! raw claim.
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

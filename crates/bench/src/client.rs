@@ -1,6 +1,7 @@
 //! One interface over the library and the raw baseline, so every measurement runs the
 //! same loop on both sides of the comparison.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

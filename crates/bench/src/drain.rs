@@ -14,6 +14,7 @@
 //! job where the dispatcher's `acknowledge_and_claim` makes one, so there it is not an
 //! upper bound.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 //! executions copied server-side from one the library completed ([`crate::raw::Raw::
 //! clone_terminal`]), so 10^6 stored executions take seconds, not an hour of acknowledgements.
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lease_core::{

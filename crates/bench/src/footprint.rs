@@ -13,6 +13,7 @@
 //! The raw bound of a size is the payload the store has to keep: the execution id and, per
 //! step record, its key and response text (no raw client involved).
 
+use lease_core::ExecutionClientExt;
 use std::time::Duration;
 
 use futures::StreamExt;

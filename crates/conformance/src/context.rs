@@ -1,5 +1,6 @@
 //! The per-case context: the harness, its manual clock and small helpers.
 
+use lease_core::ExecutionClientExt;
 use std::future::Future;
 use std::time::Duration;
 

@@ -1,18 +1,19 @@
 //! The suite run against an adapter that implements only the required trait methods: the
 //! in-memory reference backend behind a wrapper that forwards nothing else, so every
-//! defaulted method (`claim_due_with_records`, `claim_due_with_horizon`, `acknowledge_batch`,
-//! `admit_batch`, `wakeups`) runs its default, as in an out-of-tree adapter that overrides
-//! none of them. Its dispatcher only polls.
+//! defaulted method (`acknowledge_batch`, `acknowledge_and_claim`, `admit_batch`,
+//! `wakeups`, `status_counts`...) runs its default, as in an out-of-tree adapter that
+//! overrides none of them. Its claim returns the records but no horizon (a backend that
+//! cannot tell the next claimable instant), so its dispatcher only polls.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, ManualClock, MemoryBackend,
-    RedeliveryPolicy, Result, StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp,
-    WorkflowRunOutcome,
+    Acknowledged, Admission, ClaimBatch, ClaimRequest, ExecutionClient, ExecutionClientExt,
+    ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
+    ManualClock, MemoryBackend, RedeliveryPolicy, Result, StartClient, StartRequest, Started,
+    StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot,
+    StoreUpdate, Timestamp, WorkflowRunOutcome,
 };
 
 /// The reference backend with only the required methods forwarded.
@@ -33,8 +34,12 @@ impl ExecutionClient for Minimal {
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         self.0.request_wake(id, at).await
     }
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        self.0.claim_due(request).await
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        Ok(ClaimBatch {
+            claimed: self.0.claim_due_with_records(request).await?,
+            now: None,
+            next_claimable_at: None,
+        })
     }
     async fn renew(&self, lease: &ExecutionLease, d: Duration) -> Result<Fenced<ExecutionLease>> {
         self.0.renew(lease, d).await

@@ -17,10 +17,10 @@ use lease_core::execution::check_ack_batch;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    Acknowledged, Acknowledgement, Admission, Begun, ClaimRequest, Claimed, Clock, EffectClient,
-    EffectId, EffectRecord, EffectState, EffectWait, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient, HeapRecord, Json,
-    LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result, Settlement, StartClient,
+    Acknowledged, Acknowledgement, Admission, Begun, ClaimBatch, ClaimRequest, Claimed, Clock,
+    EffectClient, EffectId, EffectRecord, EffectState, EffectWait, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient, HeapRecord,
+    Json, LeaseError, ManualClock, RedeliveryPolicy, RequestId, Result, Settlement, StartClient,
     StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey, StoreOp,
     StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WorkflowRunOutcome,
 };
@@ -158,6 +158,89 @@ struct Lab<const F: u8> {
 }
 
 impl<const F: u8> Lab<F> {
+    /// The claim itself (RFC 002 `claimDue`), with this lab's flaw.
+    async fn claim_leases(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
+        let lease_ms = request.validate()?;
+        let now = if F == CLAIM_TRUSTS_CALLER_NOW {
+            request.now
+        } else {
+            request.now.min(self.now_ms())
+        };
+        let select = |s: &State| {
+            let mut due: Vec<(Timestamp, ExecutionId)> = s
+                .executions
+                .values()
+                .map(|r| r.effective(now))
+                .filter(|r| self.claimable(r, now))
+                .filter_map(|r| r.due_at.map(|d| (d, r.id)))
+                .collect();
+            if F == ORDER_BY_ID {
+                due.sort_by(|a, b| a.1.cmp(&b.1));
+            } else {
+                due.sort();
+            }
+            if F != CLAIM_IGNORES_LIMIT {
+                due.truncate(request.limit);
+            }
+            due
+        };
+        let due = if F == CLAIM_CHECK_THEN_WRITE {
+            let due = select(&self.lock());
+            tokio::time::sleep(WINDOW).await;
+            due
+        } else {
+            Vec::new()
+        };
+        let mut s = self.lock();
+        let due = if F == CLAIM_CHECK_THEN_WRITE {
+            due
+        } else {
+            select(&s)
+        };
+        if F == CLAIM_SWEEPS_EXPIRED {
+            for r in s.executions.values_mut() {
+                *r = r.effective(now);
+            }
+        }
+        let mut leases = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            s.last_token += 1;
+            let global = s.last_token;
+            let Some(record) = s.executions.get_mut(&id) else {
+                continue;
+            };
+            let token = if F == TOKEN_PER_EXECUTION {
+                FencingToken::new(record.token.get() + 1)
+            } else {
+                FencingToken::new(global)
+            };
+            *record = record.effective(now);
+            leases.push(record.claim(now, lease_ms, token));
+        }
+        Ok(leases)
+    }
+
+    /// The claim with the records, read after it (or before it, with that flaw).
+    async fn claim_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
+        let before: Vec<ExecutionRecord> = if F == CLAIM_RECORD_BEFORE_CLAIM {
+            self.lock().executions.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let mut claimed = Vec::new();
+        for lease in self.claim_leases(request).await? {
+            let record = match before.iter().find(|r| r.id == lease.execution_id) {
+                Some(r) => r.clone(),
+                None => self
+                    .get(&lease.execution_id)
+                    .await?
+                    .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?,
+            };
+            claimed.push(Claimed { lease, record });
+        }
+        Ok(claimed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -216,6 +299,14 @@ impl<const F: u8> Lab<F> {
 
 #[async_trait]
 impl<const F: u8> ExecutionClient for Lab<F> {
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        Ok(ClaimBatch {
+            claimed: self.claim_records(request).await?,
+            now: None,
+            next_claimable_at: None,
+        })
+    }
+
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let now = self.now_ms();
@@ -282,67 +373,6 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         Ok(())
     }
 
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let lease_ms = request.validate()?;
-        let now = if F == CLAIM_TRUSTS_CALLER_NOW {
-            request.now
-        } else {
-            request.now.min(self.now_ms())
-        };
-        let select = |s: &State| {
-            let mut due: Vec<(Timestamp, ExecutionId)> = s
-                .executions
-                .values()
-                .map(|r| r.effective(now))
-                .filter(|r| self.claimable(r, now))
-                .filter_map(|r| r.due_at.map(|d| (d, r.id)))
-                .collect();
-            if F == ORDER_BY_ID {
-                due.sort_by(|a, b| a.1.cmp(&b.1));
-            } else {
-                due.sort();
-            }
-            if F != CLAIM_IGNORES_LIMIT {
-                due.truncate(request.limit);
-            }
-            due
-        };
-        let due = if F == CLAIM_CHECK_THEN_WRITE {
-            let due = select(&self.lock());
-            tokio::time::sleep(WINDOW).await;
-            due
-        } else {
-            Vec::new()
-        };
-        let mut s = self.lock();
-        let due = if F == CLAIM_CHECK_THEN_WRITE {
-            due
-        } else {
-            select(&s)
-        };
-        if F == CLAIM_SWEEPS_EXPIRED {
-            for r in s.executions.values_mut() {
-                *r = r.effective(now);
-            }
-        }
-        let mut leases = Vec::with_capacity(due.len());
-        for (_, id) in due {
-            s.last_token += 1;
-            let global = s.last_token;
-            let Some(record) = s.executions.get_mut(&id) else {
-                continue;
-            };
-            let token = if F == TOKEN_PER_EXECUTION {
-                FencingToken::new(record.token.get() + 1)
-            } else {
-                FencingToken::new(global)
-            };
-            *record = record.effective(now);
-            leases.push(record.claim(now, lease_ms, token));
-        }
-        Ok(leases)
-    }
-
     async fn renew(
         &self,
         lease: &ExecutionLease,
@@ -388,26 +418,6 @@ impl<const F: u8> ExecutionClient for Lab<F> {
             record.unacknowledged_deliveries -= 1;
         }
         Ok(Fenced::Accepted(()))
-    }
-
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        let before: Vec<ExecutionRecord> = if F == CLAIM_RECORD_BEFORE_CLAIM {
-            self.lock().executions.values().cloned().collect()
-        } else {
-            Vec::new()
-        };
-        let mut claimed = Vec::new();
-        for lease in self.claim_due(request).await? {
-            let record = match before.iter().find(|r| r.id == lease.execution_id) {
-                Some(r) => r.clone(),
-                None => self
-                    .get(&lease.execution_id)
-                    .await?
-                    .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?,
-            };
-            claimed.push(Claimed { lease, record });
-        }
-        Ok(claimed)
     }
 
     async fn acknowledge_batch(

@@ -1,7 +1,9 @@
 //! The backend traits (RFC 002 "Runtime API"; design.md section 2).
 //!
 //! A backend implements all four client traits; [`LeaseBackend`] names the bundle. Every
-//! method is one atomic step in the backend. Fenced methods return [`Fenced`]; `Lost` is a
+//! method is one atomic step in the backend. The traits hold what a backend must decide;
+//! conveniences derived from them live in [`crate::ExecutionClientExt`], which no backend
+//! implements, and wrappers implement the forwarding twins of [`crate::forward`]. Fenced methods return [`Fenced`]; `Lost` is a
 //! result the caller must handle, never an error.
 
 use std::time::Duration;
@@ -12,8 +14,8 @@ use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::Result;
 use crate::execution::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
+    ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
 use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
@@ -125,55 +127,22 @@ pub trait ExecutionClient: Send + Sync {
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
 
     /// Claims up to `limit` due executions with no live lease, each with a token above every
-    /// earlier token, ordered by due time then id (RFC 002 `claimDue`).
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>>;
-
-    /// [`ExecutionClient::claim_due`], returning with each lease the execution's record as the
-    /// claim left it (status running, the lease's token and expiry), in the same order: what
-    /// `get` returns at that instant whenever the lease is live at the backend clock, which
-    /// is always so for a claim at `now >= backend clock` such as [`Timestamp::MAX`].
-    /// The dispatcher claims through this, so a delivery needs no `get` before it starts.
+    /// earlier token, ordered by due time then id (RFC 002 `claimDue`), in one atomic step.
+    /// With each lease comes the execution's record as the claim left it (status running,
+    /// the lease's token and expiry), in the same order: what `get` returns at that instant
+    /// whenever the lease is live at the backend clock (always so for a claim at `now >=
+    /// backend clock`, such as [`Timestamp::MAX`]), so a delivery needs no `get` before it
+    /// starts. Beside them, what the dispatcher needs to sleep until the next claimable
+    /// instant without another round trip: the backend clock the claim ran at, and the
+    /// earliest [`ExecutionRecord::claimable_at`] of what it left unclaimed (a due wake, the
+    /// end of a redelivery delay, another holder's lease expiry), read in the same step. A
+    /// backend that cannot tell returns `None` for both (the dispatcher then polls); the
+    /// conformance suite checks the instant is never later than the truth.
     ///
-    /// The default claims, then reads each record with `get`; a lease whose record cannot be
-    /// read is released (its delivery ends unacknowledged, so the execution is delivered
-    /// again after the redelivery delay) and left out. Backends override it to return the
-    /// records from the claim's own atomic step.
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        let leases = self.claim_due(request).await?;
-        let mut claimed = Vec::with_capacity(leases.len());
-        for lease in leases {
-            match self.get(&lease.execution_id).await {
-                Ok(Some(record)) => claimed.push(Claimed { lease, record }),
-                other => {
-                    tracing::warn!(
-                        execution_id = %lease.execution_id,
-                        read = ?other.map(|r| r.is_some()),
-                        "reading a claimed execution failed; releasing it"
-                    );
-                    if let Err(e) = self.release(&lease).await {
-                        tracing::warn!(error = %e, "release failed; the lease will expire");
-                    }
-                }
-            }
-        }
-        Ok(claimed)
-    }
-
-    /// [`ExecutionClient::claim_due_with_records`], plus what the dispatcher needs to sleep
-    /// until the next claimable instant without another round trip (issue 10): the backend
-    /// clock the claim ran at, and the earliest [`ExecutionRecord::claimable_at`] of what it
-    /// left unclaimed (a due wake, the end of a redelivery delay, another holder's lease
-    /// expiry), read in the claim's own atomic step.
-    ///
-    /// The default returns the claims with neither (the dispatcher then polls). Backends
-    /// override it; the conformance suite checks the instant is never later than the truth.
-    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
-        Ok(ClaimBatch {
-            claimed: self.claim_due_with_records(request).await?,
-            now: None,
-            next_claimable_at: None,
-        })
-    }
+    /// The leases alone, or the leases with records, are
+    /// [`crate::ExecutionClientExt::claim_due`] and
+    /// [`crate::ExecutionClientExt::claim_due_with_records`].
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
 
     /// Optional capability (issue 10): a receiver of wake-ups, signalled whenever any
     /// process sharing the store makes something claimable (admit, a wake that makes an

@@ -19,6 +19,8 @@ pub mod dispatcher;
 pub mod effect;
 pub mod error;
 pub mod execution;
+pub mod ext;
+pub mod forward;
 pub mod heap;
 pub mod ids;
 pub mod json;
@@ -46,6 +48,8 @@ pub use execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
 };
+pub use ext::ExecutionClientExt;
+pub use forward::{ForwardEffect, ForwardExecution, ForwardHeap, ForwardStart, ForwardStore};
 pub use heap::{HeapRecord, MAX_STEP_PAGE, StepCursor, StepPage, StepWrite};
 pub use ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
 pub use json::Json;

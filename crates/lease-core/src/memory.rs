@@ -272,16 +272,6 @@ impl ExecutionClient for MemoryBackend {
         Ok(())
     }
 
-    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        Ok(Claimed::leases(self.claim_due_with_records(request).await?))
-    }
-
-    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        Ok(self.claim_due_with_horizon(request).await?.claimed)
-    }
-
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;

@@ -4,6 +4,7 @@
 //! against `LEASE_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`), in a
 //! throwaway schema that is dropped afterwards. The real benchmark lives in xtask.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};

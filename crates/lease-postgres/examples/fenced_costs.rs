@@ -7,6 +7,7 @@
 //! of 100 so drift hits them alike; each operation inserts one `charges` row of the
 //! application's own schema. Prints operations/s and the median and p99 latency.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -15,6 +15,7 @@
 //!   executions, n / 2 due, 50 running with live leases; the schema is kept (its name is
 //!   printed; drop it afterwards).
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;

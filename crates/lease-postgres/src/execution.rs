@@ -589,16 +589,6 @@ impl ExecutionClient for PostgresBackend {
         }
     }
 
-    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        Ok(Claimed::leases(self.claim_due_with_records(request).await?))
-    }
-
-    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        Ok(self.claim_due_with_horizon(request).await?.claimed)
-    }
-
     /// The claim statement (shared by every claim method): the leases and records as the
     /// claim left them, the clock it ran at, and the earliest `claimable_at` after it over
     /// the schema's non-terminal executions (an index seek), in one round trip. The claim

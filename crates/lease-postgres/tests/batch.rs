@@ -15,6 +15,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

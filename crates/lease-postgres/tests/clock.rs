@@ -3,6 +3,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lease_core::{

@@ -8,6 +8,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

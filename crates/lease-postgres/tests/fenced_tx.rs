@@ -8,6 +8,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

@@ -3,6 +3,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::Duration;
 
 use lease_core::{

@@ -2,6 +2,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::Duration;
 
 use lease_core::{Admission, ClaimRequest, ExecutionClient, ExecutionId, LeaseError};

@@ -15,6 +15,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::time::Duration;
 
 use lease_core::{

@@ -11,6 +11,7 @@
 //! redis://127.0.0.1:6379. Uses a random namespace and deletes it, and its application keys,
 //! afterwards. Numbers, not assertions: benchmarks are not tests.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,7 @@
 //! random namespaces and deletes them afterwards. Numbers, not assertions: benchmarks are not
 //! tests. The `INFO memory` deltas are server-wide, so other clients of the server blur them.
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;

@@ -4,6 +4,7 @@
 //! (defaults 20000 and 16), against `LEASE_REDIS_URL` or redis://127.0.0.1:6379. Uses a
 //! random namespace and deletes it afterwards.
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;

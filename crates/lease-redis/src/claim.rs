@@ -21,17 +21,9 @@ operation_script!(CLAIM_DUE = claim_script(include_str!("claim/claim_due.lua")))
 /// One claimed delivery: its lease and, when asked for, the record right after the claim.
 pub(crate) type ClaimedItem = (ExecutionLease, Option<ExecutionRecord>);
 
-/// What the claim script should return besides the leases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ClaimReply {
-    /// Ids, tokens and expiries (`claim_due`).
-    Leases,
-    /// Each claimed execution's record too (`claim_due_with_records`).
-    Records,
-    /// Records, the script's clock and the earliest claimable instant left
-    /// (`claim_due_with_horizon`).
-    Horizon,
-}
+/// The claim's operation name, for errors and logs (the claim always returns the records,
+/// the script's clock and the earliest claimable instant left).
+pub(crate) const CLAIM_OP: &str = "claim_due_with_horizon";
 
 /// A decoded claim reply.
 #[derive(Debug, Default)]
@@ -56,36 +48,20 @@ impl RedisBackend {
     /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
     /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
     /// than the truth: see `slots` in `scripts/record.lua`).
-    pub(crate) async fn claim(
-        &self,
-        request: ClaimRequest,
-        what: ClaimReply,
-    ) -> Result<ClaimOutcome> {
+    pub(crate) async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
         let partitions = self.keys().partitions();
         if partitions.len() == 1 {
-            return self.claim_in(&partitions[0], request, what).await;
+            return self.claim_in(&partitions[0], request).await;
         }
-        self.claim_split(request, what).await
+        self.claim_split(request).await
     }
 
     /// The claim script on one partition.
-    async fn claim_in(
-        &self,
-        prefix: &str,
-        request: ClaimRequest,
-        what: ClaimReply,
-    ) -> Result<ClaimOutcome> {
+    async fn claim_in(&self, prefix: &str, request: ClaimRequest) -> Result<ClaimOutcome> {
         let v = self
-            .claim_script(
-                prefix,
-                &request,
-                what.op(),
-                what != ClaimReply::Leases,
-                what == ClaimReply::Horizon,
-                b"",
-            )
+            .claim_script(prefix, &request, CLAIM_OP, true, true, b"")
             .await?;
-        decode_claim(Reply::new(what.op()), v, what, request.limit)
+        decode_claim(Reply::new(CLAIM_OP), v, request.limit)
     }
 
     /// Runs `claim/claim_due.lua` on `prefix` for `request`, with or without records and
@@ -118,17 +94,6 @@ impl RedisBackend {
             ],
         )
         .await
-    }
-}
-
-impl ClaimReply {
-    /// The operation this reply shape serves, for errors and logs.
-    pub(crate) fn op(self) -> &'static str {
-        match self {
-            ClaimReply::Leases => "claim_due",
-            ClaimReply::Records => "claim_due_with_records",
-            ClaimReply::Horizon => "claim_due_with_horizon",
-        }
     }
 }
 
@@ -196,18 +161,12 @@ pub(crate) fn with_records(op: &'static str, items: Vec<ClaimedItem>) -> Result<
         .collect()
 }
 
-/// Decodes the claim script's reply `v` of shape `what` for a claim of at most `limit`
+/// Decodes the claim script's reply `v` (records and horizon) for a claim of at most `limit`
 /// (`claim/claim_due.lua`; `acknowledge_and_claim` nests the same reply).
-pub(crate) fn decode_claim(
-    reply: Reply,
-    v: Value,
-    what: ClaimReply,
-    limit: usize,
-) -> Result<ClaimOutcome> {
-    let with_records = what != ClaimReply::Leases;
+pub(crate) fn decode_claim(reply: Reply, v: Value, limit: usize) -> Result<ClaimOutcome> {
     let mut items = reply.array(v)?;
     let mut outcome = ClaimOutcome::default();
-    if what == ClaimReply::Horizon {
+    {
         if items.len() < 2 {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
@@ -225,7 +184,7 @@ pub(crate) fn decode_claim(
             }
         };
     }
-    let stride = if with_records { 4 } else { 3 };
+    let stride = 4;
     if items.len() % stride == 1 {
         // The last element reports the records the claim moved out as corrupt.
         if let Some(report) = items.pop() {
@@ -243,7 +202,7 @@ pub(crate) fn decode_claim(
         let item: Vec<Value> = std::iter::once(id)
             .chain(items.by_ref().take(stride - 1))
             .collect();
-        match decode_item(reply, item, with_records) {
+        match decode_item(reply, item, true) {
             Ok(claimed) => outcome.items.push(claimed),
             Err(e) => tracing::error!(
                 operation = reply.op,

@@ -22,7 +22,7 @@ use lease_core::{ClaimRequest, LeaseError, Result, Timestamp};
 use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimArgs, ClaimOutcome, ClaimReply, decode_claim, report_corrupt};
+use crate::claim::{CLAIM_OP, ClaimArgs, ClaimOutcome, decode_claim, report_corrupt};
 use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::operation_script;
@@ -42,28 +42,20 @@ struct Peek {
 
 impl RedisBackend {
     /// A claim over every partition (see the module documentation).
-    pub(crate) async fn claim_split(
-        &self,
-        request: ClaimRequest,
-        what: ClaimReply,
-    ) -> Result<ClaimOutcome> {
+    pub(crate) async fn claim_split(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
         ClaimArgs::new(&request)?;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.claim_split_once(request, what).await {
+            match self.claim_split_once(request).await {
                 Err(LeaseError::TokenCounter { .. }) if attempt < ATTEMPTS => continue,
                 result => return result,
             }
         }
     }
 
-    async fn claim_split_once(
-        &self,
-        request: ClaimRequest,
-        what: ClaimReply,
-    ) -> Result<ClaimOutcome> {
-        let op = what.op();
+    async fn claim_split_once(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
+        let op = CLAIM_OP;
         let partitions = self.keys().partitions();
         let peeks = futures::future::try_join_all(
             partitions
@@ -95,10 +87,7 @@ impl RedisBackend {
             futures::future::join_all(tokens.iter().enumerate().map(|(p, mine)| async move {
                 match mine.is_empty() {
                     true => None,
-                    false => Some(
-                        self.claim_with_tokens(&partitions[p], request, what, mine)
-                            .await,
-                    ),
+                    false => Some(self.claim_with_tokens(&partitions[p], request, mine).await),
                 }
             }))
             .await;
@@ -125,10 +114,6 @@ impl RedisBackend {
         }
         // Leases in claim order: their tokens were handed out in (due_at, id) order.
         out.items.sort_by_key(|(lease, _)| lease.token);
-        if what != ClaimReply::Horizon {
-            out.now = None;
-            out.next_claimable_at = None;
-        }
         match first_error {
             // Nothing was claimed anywhere: the failure is the answer.
             Some(e) if out.items.is_empty() => Err(e),
@@ -191,10 +176,9 @@ impl RedisBackend {
         &self,
         prefix: &str,
         request: ClaimRequest,
-        what: ClaimReply,
         tokens: &[u64],
     ) -> Result<ClaimOutcome> {
-        let op = what.op();
+        let op = CLAIM_OP;
         let request = ClaimRequest {
             limit: tokens.len(),
             ..request
@@ -204,16 +188,10 @@ impl RedisBackend {
             .map(u64::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        // Records and horizon always (one reply shape); claim_due's records are dropped here.
+        // Records and horizon always (one reply shape).
         let v = self
             .claim_script(prefix, &request, op, true, true, list.as_bytes())
             .await?;
-        let mut claimed = decode_claim(Reply::new(op), v, ClaimReply::Horizon, tokens.len())?;
-        if what == ClaimReply::Leases {
-            for item in &mut claimed.items {
-                item.1 = None;
-            }
-        }
-        Ok(claimed)
+        decode_claim(Reply::new(op), v, tokens.len())
     }
 }

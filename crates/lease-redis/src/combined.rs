@@ -8,7 +8,7 @@ use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimArgs, ClaimReply, decode_claim};
+use crate::claim::{ClaimArgs, decode_claim};
 use crate::error::{Access, TOKEN_COUNTER_CODE};
 use crate::refusal::is_lost;
 use crate::reply::Reply;
@@ -72,9 +72,7 @@ impl RedisBackend {
         };
         let claimed = reply.next(&mut rest, "claim")?;
         let next = match claimed {
-            Value::Array(_) => {
-                decode_claim(reply, claimed, ClaimReply::Horizon, next.limit)?.into_batch(OP)?
-            }
+            Value::Array(_) => decode_claim(reply, claimed, next.limit)?.into_batch(OP)?,
             refused => refused_claim(reply, refused, &mut rest)?,
         };
         Ok(AckAndClaim { acknowledged, next })
@@ -93,7 +91,7 @@ impl RedisBackend {
         next: ClaimRequest,
     ) -> Result<AckAndClaim> {
         let acknowledged = self.acknowledge(&ack.lease, &ack.outcome).await?;
-        let next = match self.claim(next, ClaimReply::Horizon).await {
+        let next = match self.claim(next).await {
             Ok(claimed) => claimed.into_batch(OP)?,
             Err(e) => {
                 tracing::warn!(operation = OP, error = %e, "the claim after an acknowledgement failed");

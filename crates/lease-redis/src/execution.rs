@@ -6,16 +6,15 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    Fenced, LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
+    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
+    LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
 use crate::admit::admission_args;
 use crate::backend::RedisBackend;
-use crate::claim::{ClaimReply, with_records};
 use crate::error::Access;
 use crate::refusal::is_lost;
 use crate::reply::Reply;
@@ -179,21 +178,9 @@ impl ExecutionClient for RedisBackend {
         }
     }
 
-    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let claimed = self.claim(request, ClaimReply::Leases).await?;
-        Ok(claimed.items.into_iter().map(|(lease, _)| lease).collect())
-    }
-
-    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        let claimed = self.claim(request, ClaimReply::Records).await?;
-        with_records("claim_due_with_records", claimed.items)
-    }
-
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
-        self.claim(request, ClaimReply::Horizon)
+        self.claim(request)
             .await?
             .into_batch("claim_due_with_horizon")
     }

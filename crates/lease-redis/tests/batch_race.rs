@@ -22,6 +22,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

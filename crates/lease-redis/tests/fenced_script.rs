@@ -21,6 +21,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

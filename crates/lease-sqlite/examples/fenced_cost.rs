@@ -12,6 +12,7 @@
 //!
 //! `cargo run --release -p lease-sqlite --example fenced_cost -- [operations] [rounds]`
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

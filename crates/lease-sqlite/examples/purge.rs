@@ -3,6 +3,7 @@
 //!
 //! `cargo run --release -p lease-sqlite --example purge -- [n] [batch] [steps]`
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

@@ -2,6 +2,7 @@
 //!
 //! `cargo run --release -p lease-sqlite --example sqlite_throughput [executions] [concurrency]`
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

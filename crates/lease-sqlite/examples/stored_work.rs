@@ -11,6 +11,7 @@
 //!
 //! `cargo run --release -p lease-sqlite --example stored_work -- [n] [shape] [ops]`
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

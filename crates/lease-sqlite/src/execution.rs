@@ -8,9 +8,9 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    Fenced, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
+    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, Purged,
+    Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
@@ -93,16 +93,6 @@ impl ExecutionClient for SqliteBackend {
             transitions::request_wake(tx, s, &id, at)
         })
         .await
-    }
-
-    #[tracing::instrument(level = "debug", name = "claim_due", skip_all)]
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        Ok(Claimed::leases(self.claim_due_with_records(request).await?))
-    }
-
-    #[tracing::instrument(level = "debug", name = "claim_due_with_records", skip_all)]
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        Ok(self.claim_due_with_horizon(request).await?.claimed)
     }
 
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]

@@ -1,5 +1,6 @@
 //! Error mapping: a database that stays locked, and rows this library did not write.
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{Admission, ExecutionClient, ExecutionId, HeapClient, LeaseError};

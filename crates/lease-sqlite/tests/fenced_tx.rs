@@ -2,6 +2,7 @@
 //! application's own rows are written in the same transaction as the fencing check, so a
 //! stale holder's writes never commit once a higher token exists.
 
+use lease_core::ExecutionClientExt;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::{Pin, pin};

@@ -1,6 +1,7 @@
 //! Issue 11 hardening of the SQLite backend: a token counter that went backwards, corrupt
 //! records, and the busy-wait bound. Each test failed on the code before its fix.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

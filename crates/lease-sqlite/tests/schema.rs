@@ -1,5 +1,6 @@
 //! Schema migration: fresh files, reopening, and every kind of database we must refuse.
 
+use lease_core::ExecutionClientExt;
 use lease_core::{Admission, ExecutionClient, ExecutionId, LeaseError};
 use lease_sqlite::migrate::{APPLICATION_ID, PRODUCT, SCHEMA_VERSION};
 use lease_sqlite::{SqliteBackend, SqliteConfig};

@@ -1,6 +1,7 @@
 //! Sharing one database: namespaces, durability across reopen, racing handles, in-memory
 //! peers, and two OS processes on one file.
 
+use lease_core::ExecutionClientExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,6 +10,7 @@
 //!
 //! `tests/timeline.rs` runs the same [`scenario`] and asserts the refusals.
 
+use lease_core::ExecutionClientExt;
 use std::error::Error;
 use std::io::Write;
 use std::path::Path;

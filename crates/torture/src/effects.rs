@@ -282,8 +282,16 @@ impl RecordedEffects {
     }
 }
 
+/// Logs begin, settle, read and wait; the backend's effect client (or, without one,
+/// [`lease_core::forward::NoEffects`]) is what a method not overridden would reach.
 #[async_trait]
-impl EffectClient for RecordedEffects {
+impl lease_core::ForwardEffect for RecordedEffects {
+    fn inner_effect(&self) -> &dyn EffectClient {
+        self.inner
+            .effects()
+            .unwrap_or(&lease_core::forward::NoEffects)
+    }
+
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let start_us = now_us();
         let got = self.client()?.begin_effect(id, execution).await;

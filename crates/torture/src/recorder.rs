@@ -11,11 +11,10 @@ use std::time::Duration;
 use crate::history::{Op, OpKind, OpResult};
 use async_trait::async_trait;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend, LeaseError, Result,
-    StartClient, StartRequest, Started, StepKey, StepWrite, StoreClient, StoreId, StoreKey,
-    StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, ClaimBatch, ClaimRequest, EffectClient,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, Fenced, HeapClient, HeapRecord,
+    LeaseBackend, LeaseError, Result, StartClient, StepKey, StepWrite, StoreClient,
+    WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -153,46 +152,14 @@ impl Recorder {
     }
 }
 
+/// Records claims, renewals, releases and acknowledgements; forwards the rest.
 #[async_trait]
-impl ExecutionClient for Recorder {
+impl lease_core::ForwardExecution for Recorder {
+    fn inner_execution(&self) -> &dyn ExecutionClient {
+        &*self.inner
+    }
     fn effects(&self) -> Option<&dyn EffectClient> {
         self.effects.as_ref().map(|e| e as &dyn EffectClient)
-    }
-
-    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        self.inner.admit(admission).await
-    }
-
-    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
-        self.inner.get(id).await
-    }
-
-    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
-        self.inner.list_failing(min, limit).await
-    }
-
-    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        self.inner.request_wake(id, at).await
-    }
-
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        let duration_ms = duration_ms(&request);
-        let start_us = now_us();
-        let result = self.inner.claim_due(request).await;
-        if let Ok(leases) = &result {
-            self.log_claims(start_us, duration_ms, leases.iter());
-        }
-        result
-    }
-
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        let duration_ms = duration_ms(&request);
-        let start_us = now_us();
-        let result = self.inner.claim_due_with_records(request).await;
-        if let Ok(claims) = &result {
-            self.log_claims(start_us, duration_ms, claims.iter().map(|c| &c.lease));
-        }
-        result
     }
 
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
@@ -231,18 +198,6 @@ impl ExecutionClient for Recorder {
             );
         }
         result
-    }
-
-    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
-        self.inner.admit_batch(admissions).await
-    }
-
-    fn wakeups(&self) -> Option<WakeReceiver> {
-        self.inner.wakeups()
-    }
-
-    async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
-        self.inner.list_corrupt(limit).await
     }
 
     async fn renew(
@@ -330,14 +285,14 @@ impl ExecutionClient for Recorder {
         }
         result
     }
-
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
 }
 
+/// Records step writes and reads; forwards the rest.
 #[async_trait]
-impl HeapClient for Recorder {
+impl lease_core::ForwardHeap for Recorder {
+    fn inner_heap(&self) -> &dyn HeapClient {
+        &*self.inner
+    }
     async fn write_step(
         &self,
         lease: &ExecutionLease,
@@ -395,34 +350,18 @@ impl HeapClient for Recorder {
         }
         result
     }
+}
 
-    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        self.inner.list_steps(id).await
+/// Forwards stores.
+impl lease_core::ForwardStore for Recorder {
+    fn inner_store(&self) -> &dyn StoreClient {
+        &*self.inner
     }
 }
 
-#[async_trait]
-impl StoreClient for Recorder {
-    async fn get_or_create(
-        &self,
-        store: &StoreId,
-        initial: &[(StoreKey, Json)],
-    ) -> Result<StoreSnapshot> {
-        self.inner.get_or_create(store, initial).await
-    }
-
-    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
-        self.inner.read_entry(store, key).await
-    }
-
-    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
-        self.inner.update(receipt, op).await
-    }
-}
-
-#[async_trait]
-impl StartClient for Recorder {
-    async fn start(&self, request: &StartRequest) -> Result<Started> {
-        self.inner.start(request).await
+/// Forwards starts.
+impl lease_core::ForwardStart for Recorder {
+    fn inner_start(&self) -> &dyn StartClient {
+        &*self.inner
     }
 }

@@ -10,10 +10,13 @@ use crate::skeleton::{ADAPTERS, TRAIT_FILES, client_trait};
 use crate::source::{self, SourceFile};
 
 /// Files that are backends, beside the adapters' own trait files: the in-memory reference
-/// backend and the conformance suite's minimal out-of-tree adapter.
+/// backend, the effect client of a backend without effects (`NoEffects`), and the
+/// conformance suite's minimal out-of-tree adapter and flawed lab backends.
 const BACKEND_FILES: &[&str] = &[
     "crates/lease-core/src/memory.rs",
+    "crates/lease-core/src/forward.rs",
     "crates/conformance/tests/minimal.rs",
+    "crates/conformance/tests/mutants.rs",
 ];
 
 /// Every direct impl by a non-backend and every twin that misses a method.

@@ -20,6 +20,7 @@ mod postgres;
 mod redis;
 mod sqlite;
 
+use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
 use lease_core::{

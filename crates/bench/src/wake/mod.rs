@@ -28,6 +28,7 @@ pub mod servers;
 pub mod signal;
 pub mod worker;
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -11,6 +11,7 @@
 //! `LEASE_DIFF_SEED_BASE` (default 0) shifts the four seeds, to explore others by hand
 //! (`LEASE_DIFF_SEED_BASE=100 cargo test -p <backend> differential`).
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -8,6 +8,7 @@
 //! when the case says so. Nothing sleeps to wait for a condition: cases poll with a
 //! deadline or observe through the worker.
 
+use lease_core::ExecutionClientExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

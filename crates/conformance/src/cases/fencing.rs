@@ -1,5 +1,6 @@
 //! RFC 002 "Fencing tests" table, plus a race of a stale holder against a reclaim.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

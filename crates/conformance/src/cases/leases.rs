@@ -1,5 +1,6 @@
 //! RFC 002 "Runtime-adapter tests" table, plus a batch claim by several peers.
 
+use lease_core::ExecutionClientExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@
 //! ([`Harness::WAKEUPS`] `false`) they run with a 5 ms poll instead and check only what
 //! polling guarantees.
 
+use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 

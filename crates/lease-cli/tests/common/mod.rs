@@ -2,6 +2,7 @@
 
 #![allow(dead_code, missing_docs)]
 
+use lease::ExecutionClientExt;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::ExecutionClientExt;
 use crate::dispatcher::tests::id;
 use crate::{
     Admission, ClaimRequest, EffectClient, EffectId, EffectWait, ExecutionClient, HeapClient, Json,

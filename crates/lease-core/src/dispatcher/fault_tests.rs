@@ -12,12 +12,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::*;
+use crate::wakeup::WakeReceiver;
 use crate::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, HeapClient, HeapRecord, Json,
-    LeaseError, ManualClock, MemoryBackend, Result, StartClient, StartRequest, Started, StepKey,
-    StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
-    Timestamp, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimRequest, ExecutionClient,
+    ExecutionId, ExecutionLease, ExecutionStatus, Fenced, HeapClient, LeaseError, ManualClock,
+    MemoryBackend, Result, WorkflowRunOutcome,
 };
 
 const LEASE: Duration = Duration::from_millis(300);
@@ -51,22 +50,15 @@ impl Faulty {
     }
 }
 
+/// Forwards everything to the memory backend but renewals, acknowledgements and batches
+/// (and polls: no wake-ups, as an adapter without them).
 #[async_trait]
-impl ExecutionClient for Faulty {
-    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        self.inner.admit(admission).await
+impl crate::ForwardExecution for Faulty {
+    fn inner_execution(&self) -> &dyn ExecutionClient {
+        &self.inner
     }
-    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
-        self.inner.get(id).await
-    }
-    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
-        self.inner.list_failing(min, limit).await
-    }
-    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        self.inner.request_wake(id, at).await
-    }
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        self.inner.claim_due(request).await
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        None
     }
     async fn renew(
         &self,
@@ -88,9 +80,6 @@ impl ExecutionClient for Faulty {
             _ => self.inner.renew(lease, duration).await,
         }
     }
-    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        self.inner.release(lease).await
-    }
     async fn acknowledge(
         &self,
         lease: &ExecutionLease,
@@ -101,6 +90,13 @@ impl ExecutionClient for Faulty {
         }
         self.inner.acknowledge(lease, outcome).await
     }
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        super::test_backend::ack_then_claim(self, ack, next).await
+    }
     async fn acknowledge_batch(
         &self,
         acks: &[Acknowledgement],
@@ -110,56 +106,9 @@ impl ExecutionClient for Faulty {
         }
         self.inner.acknowledge_batch(acks).await
     }
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
 }
 
-#[async_trait]
-impl HeapClient for Faulty {
-    async fn write_step(
-        &self,
-        lease: &ExecutionLease,
-        w: &StepWrite,
-    ) -> Result<Fenced<HeapRecord>> {
-        self.inner.write_step(lease, w).await
-    }
-    async fn read_step(
-        &self,
-        id: &ExecutionId,
-        key: &StepKey,
-        attempt: u32,
-    ) -> Result<Option<HeapRecord>> {
-        self.inner.read_step(id, key, attempt).await
-    }
-    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        self.inner.list_steps(id).await
-    }
-}
-
-#[async_trait]
-impl StoreClient for Faulty {
-    async fn get_or_create(
-        &self,
-        store: &StoreId,
-        initial: &[(StoreKey, Json)],
-    ) -> Result<StoreSnapshot> {
-        self.inner.get_or_create(store, initial).await
-    }
-    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
-        self.inner.read_entry(store, key).await
-    }
-    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
-        self.inner.update(receipt, op).await
-    }
-}
-
-#[async_trait]
-impl StartClient for Faulty {
-    async fn start(&self, request: &StartRequest) -> Result<Started> {
-        self.inner.start(request).await
-    }
-}
+super::test_backend::forward_rest!(Faulty);
 
 fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")

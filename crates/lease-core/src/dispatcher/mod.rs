@@ -47,4 +47,6 @@ mod prefetch_tests;
 #[cfg(all(test, feature = "memory"))]
 mod probe_tests;
 #[cfg(all(test, feature = "memory"))]
+mod test_backend;
+#[cfg(all(test, feature = "memory"))]
 mod tests;

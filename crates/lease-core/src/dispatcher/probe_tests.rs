@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::tests::{id, wait_until};
 use super::*;
+use crate::wakeup::WakeReceiver;
 use crate::{
-    Acknowledged, Acknowledgement, Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, HeapClient, HeapRecord, Json,
-    LeaseError, ManualClock, MemoryBackend, Result, StartClient, StartRequest, Started, StepKey,
-    StepWrite, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate,
-    Timestamp, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimRequest, ExecutionClient,
+    ExecutionClientExt, ExecutionId, ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced,
+    HeapClient, HeapRecord, Json, LeaseError, ManualClock, MemoryBackend, Result, StartClient,
+    StepKey, StoreClient, Timestamp, WorkflowRunOutcome,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -60,36 +60,19 @@ impl Probe {
     }
 }
 
+/// Forwards everything to the memory backend, counting gets, step reads, acknowledgements
+/// and batches (and polls: no wake-ups, as an adapter without them).
 #[async_trait]
-impl ExecutionClient for Probe {
-    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        self.inner.admit(admission).await
+impl crate::ForwardExecution for Probe {
+    fn inner_execution(&self) -> &dyn ExecutionClient {
+        &self.inner
+    }
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        None
     }
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(id).await
-    }
-    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
-        self.inner.list_failing(min, limit).await
-    }
-    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        self.inner.request_wake(id, at).await
-    }
-    async fn claim_due(&self, request: ClaimRequest) -> Result<Vec<ExecutionLease>> {
-        self.inner.claim_due(request).await
-    }
-    async fn claim_due_with_records(&self, request: ClaimRequest) -> Result<Vec<Claimed>> {
-        self.inner.claim_due_with_records(request).await
-    }
-    async fn renew(
-        &self,
-        lease: &ExecutionLease,
-        duration: Duration,
-    ) -> Result<Fenced<ExecutionLease>> {
-        self.inner.renew(lease, duration).await
-    }
-    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        self.inner.release(lease).await
     }
     async fn acknowledge(
         &self,
@@ -101,6 +84,13 @@ impl ExecutionClient for Probe {
             let _permit = self.gate.acquire().await.expect("gate open");
         }
         self.inner.acknowledge(lease, outcome).await
+    }
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        super::test_backend::ack_then_claim(self, ack, next).await
     }
     async fn acknowledge_batch(
         &self,
@@ -119,19 +109,13 @@ impl ExecutionClient for Probe {
         }
         self.inner.acknowledge_batch(acks).await
     }
-    async fn now(&self) -> Result<Timestamp> {
-        self.inner.now().await
-    }
 }
 
+/// Counts step reads; forwards the rest.
 #[async_trait]
-impl HeapClient for Probe {
-    async fn write_step(
-        &self,
-        lease: &ExecutionLease,
-        write: &StepWrite,
-    ) -> Result<Fenced<HeapRecord>> {
-        self.inner.write_step(lease, write).await
+impl crate::ForwardHeap for Probe {
+    fn inner_heap(&self) -> &dyn HeapClient {
+        &self.inner
     }
     async fn read_step(
         &self,
@@ -142,32 +126,19 @@ impl HeapClient for Probe {
         self.step_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read_step(id, step_key, step_attempt).await
     }
-    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        self.inner.list_steps(id).await
+}
+
+/// Forwards stores and starts.
+impl crate::ForwardStore for Probe {
+    fn inner_store(&self) -> &dyn StoreClient {
+        &self.inner
     }
 }
 
-#[async_trait]
-impl StoreClient for Probe {
-    async fn get_or_create(
-        &self,
-        store: &StoreId,
-        initial: &[(StoreKey, Json)],
-    ) -> Result<StoreSnapshot> {
-        self.inner.get_or_create(store, initial).await
-    }
-    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
-        self.inner.read_entry(store, key).await
-    }
-    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
-        self.inner.update(receipt, op).await
-    }
-}
-
-#[async_trait]
-impl StartClient for Probe {
-    async fn start(&self, request: &StartRequest) -> Result<Started> {
-        self.inner.start(request).await
+/// Forwards starts.
+impl crate::ForwardStart for Probe {
+    fn inner_start(&self) -> &dyn StartClient {
+        &self.inner
     }
 }
 

@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::ExecutionClientExt;
 use crate::{
     Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionStatus, HeapClient, Json,
     ManualClock, MemoryBackend, RedeliveryPolicy, StepKey, StepWrite, WorkflowRunOutcome,
