@@ -13,8 +13,8 @@ use crate::history::{Op, OpKind, OpResult};
 use lease_core::{Delivery, DeliveryError, StepKey, StepSlot};
 
 use crate::app::{AppRow, AppStore, AppWrite};
+use crate::history::error_result;
 use crate::oplog::{OpLog, now_us};
-use crate::recorder::error_result;
 
 /// What the application steps of one runtime process need.
 pub struct AppSteps {

@@ -29,9 +29,9 @@ use lease_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::hash::fnv;
+use crate::history::error_result;
 use crate::oplog::now_us;
-use crate::recorder::error_result;
-use crate::workflow::fnv;
 
 /// The workflow step that is an effect (every execution has at least three steps; `s1` is
 /// never an application step, which are the even ones).

@@ -18,6 +18,7 @@ mod effects;
 mod failover;
 mod faults;
 mod forward;
+mod hash;
 mod history;
 mod lostlease;
 mod nemesis;

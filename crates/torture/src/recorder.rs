@@ -8,26 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::history::{Op, OpKind, OpResult};
+use crate::history::{Op, OpKind, OpResult, error_result};
 use async_trait::async_trait;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, ClaimBatch, ClaimRequest, EffectClient,
     ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, Fenced, HeapClient, HeapRecord,
-    LeaseBackend, LeaseError, Result, StartClient, StepKey, StepWrite, StoreClient,
-    WorkflowRunOutcome,
+    LeaseBackend, Result, StartClient, StepKey, StepWrite, StoreClient, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
 use crate::oplog::{OpLog, now_us};
-
-/// How an error is logged: `Failed` when it certainly changed nothing, else `Unknown`.
-pub fn error_result(e: &LeaseError) -> OpResult {
-    if e.is_retryable() || e.is_bad_input() {
-        OpResult::Failed
-    } else {
-        OpResult::Unknown
-    }
-}
 
 /// The claim's lease duration in ms, as the history log keeps it.
 fn duration_ms(request: &ClaimRequest) -> i64 {

@@ -25,8 +25,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::hash::fnv;
 use crate::trueclock;
-use crate::workflow::fnv;
 
 /// Why `--clock-skew` is not applied on SQLite (printed when it is asked for).
 pub const SQLITE_NOTE: &str = "skipping --clock-skew on SQLite (no server clock: each \

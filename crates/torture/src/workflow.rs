@@ -18,18 +18,7 @@ use lease_core::{Delivery, DeliveryError, Json, LeaseBackend, Reply, WorkflowRun
 
 use crate::appstep::AppSteps;
 use crate::effects::{self, EffectSteps};
-
-/// FNV-1a, 64 bit: a stable hash (std's hashers may change between releases).
-pub fn fnv(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.bytes().chain(std::iter::once(0xff)) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
+use crate::hash::fnv;
 
 /// What one execution does, derived from its id.
 #[derive(Debug, Clone, PartialEq, Eq)]

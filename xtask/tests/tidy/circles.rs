@@ -14,22 +14,70 @@ use crate::source::{self, Crate, SourceFile};
 /// A module path inside a crate.
 type Module = Vec<String>;
 
-/// Every circle, as `crate: a -> b (via path), b -> a (via path)`.
+/// Circles known and not yet broken, each exactly (crate, its modules), with why. A known
+/// circle that changes shape or is gone is reported too, so this list only shrinks.
+///
+/// - lease-core's vocabulary: `LeaseError` carries ids and tokens (`UnknownExecution(id)`,
+///   `ForeignToken { token }`), while the ids, time and limits validate into `LeaseError`.
+///   Breaking it means a lower error type for validation, a public API change left for a
+///   release that may break callers.
+/// - lease-core's dispatcher: `Shared` (runtime.rs) holds the acknowledgement queue and the
+///   prefetch state whose functions take `&Shared`; the split is a data/logic separation of
+///   the dispatcher's concurrency core, left for its own change with the torture runs.
+const KNOWN: &[(&str, &[&str])] = &[
+    ("lease-core", &["error", "ids", "lease", "limits", "time"]),
+    (
+        "lease-core",
+        &[
+            "dispatcher::acks",
+            "dispatcher::call",
+            "dispatcher::retention",
+            "dispatcher::run",
+            "dispatcher::runtime",
+        ],
+    ),
+];
+
+/// Every circle, as `crate: a -> b (via path), b -> a (via path)`, but the [`KNOWN`] ones;
+/// a [`KNOWN`] one no longer found is reported as stale.
 pub fn violations(root: &Path) -> Vec<String> {
-    source::crates(root)
-        .iter()
-        .flat_map(|krate| circles_of(krate))
-        .collect()
+    let mut found = Vec::new();
+    let mut seen = BTreeSet::new();
+    for krate in source::crates(root) {
+        for (scc, text) in circles_of(&krate) {
+            let names: Vec<String> = scc.iter().map(|m| show(m)).collect();
+            let known = KNOWN.iter().position(|(k, members)| {
+                *k == krate.name() && members.iter().copied().eq(names.iter().map(String::as_str))
+            });
+            match known {
+                Some(i) => {
+                    seen.insert(i);
+                }
+                None => found.push(text),
+            }
+        }
+    }
+    for (i, (krate, members)) in KNOWN.iter().enumerate() {
+        if !seen.contains(&i) {
+            found.push(format!(
+                "{krate}: known circle {members:?} is gone or changed: update KNOWN"
+            ));
+        }
+    }
+    found
 }
 
-fn circles_of(krate: &Crate) -> Vec<String> {
+fn circles_of(krate: &Crate) -> Vec<(BTreeSet<Module>, String)> {
     let files: Vec<&SourceFile> = krate.src.iter().filter(|f| !f.test).collect();
     let graph = Graph::new(&files);
     let edges = graph.edges();
     strongly_connected(&edges)
         .into_iter()
         .filter(|scc| scc.len() > 1)
-        .map(|scc| describe(&krate.name(), &scc, &edges))
+        .map(|scc| {
+            let text = describe(&krate.name(), &scc, &edges);
+            (scc, text)
+        })
         .collect()
 }
 

@@ -183,14 +183,20 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         tracing::warn!("lost: the delivery stopped with no acknowledgement");
         return None;
     }
+    settle(&shared, &delivery, ended).await
+}
+
+/// Ends a delivery whose worker `ended` (and was not lost): acknowledges what it replied,
+/// or releases it for redelivery.
+async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next {
     match ended {
         Ended::Cancelled | Ended::Returned(Err(DeliveryError::Cancelled)) => {
             if shared.release_cancelled.load(Ordering::SeqCst) {
-                release(&shared, &delivery.lease()).await;
+                release(shared, &delivery.lease()).await;
             }
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
-            return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
+            return acknowledge(shared, &delivery.lease(), outcome, delivery.deadline()).await;
         }
         Ended::Returned(Err(e @ DeliveryError::Refused { .. })) => {
             // No redelivery can cure a refused value: the execution fails with it.
@@ -198,23 +204,23 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
             tracing::warn!(error = %e, "a step's value was refused: failing the execution");
             if let Some(outcome) = e.refusal_outcome() {
                 let outcome = WorkflowRunOutcome::Failed(outcome);
-                return acknowledge(&shared, &delivery.lease(), outcome, delivery.deadline()).await;
+                return acknowledge(shared, &delivery.lease(), outcome, delivery.deadline()).await;
             }
-            release(&shared, &delivery.lease()).await;
+            release(shared, &delivery.lease()).await;
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
-            release(&shared, &delivery.lease()).await;
+            release(shared, &delivery.lease()).await;
         }
         Ended::Returned(Err(e)) => {
             shared.metrics.worker_failed();
             tracing::warn!(error = %e, "worker failed");
-            release(&shared, &delivery.lease()).await;
+            release(shared, &delivery.lease()).await;
         }
         Ended::Panicked(message) => {
             shared.metrics.worker_failed();
             tracing::error!(panic = %message, "worker panicked");
-            release(&shared, &delivery.lease()).await;
+            release(shared, &delivery.lease()).await;
         }
     }
     None

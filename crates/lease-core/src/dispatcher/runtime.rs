@@ -335,29 +335,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
             Ok(batch) => {
                 got = batch.claimed.len();
                 failures = 0;
-                shared.lock_horizon().claimed(ClaimSeen {
-                    now: batch.now,
-                    next: batch.next_claimable_at,
-                    sent,
-                    arrived: Instant::now(),
-                    short: got < want,
-                });
-                shared.metrics.claim_call(got);
-                shared.prefetch.set_waiting(work_waiting(
-                    batch.now,
-                    batch.next_claimable_at,
-                    got,
-                    want,
-                ));
-                for claimed in batch.claimed {
-                    if shared.metrics.in_flight() < opts.get_concurrency() {
-                        let slot = SlotGuard::new(shared.clone());
-                        deliveries.spawn(run_delivery(shared.clone(), claimed, slot, sent));
-                    } else {
-                        shared.metrics.prefetched();
-                        shared.prefetch.hold(claimed, sent, &opts);
-                    }
-                }
+                take_claims(&shared, &mut deliveries, batch, want, sent);
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
@@ -381,6 +359,39 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         }
     }
     drain(&shared, deliveries).await
+}
+
+/// Books one claim's batch of `want` (sent at `sent`): the horizon, the metrics and the
+/// prefetch flag, then starts each delivery in a free slot and holds the rest (prefetch).
+fn take_claims(
+    shared: &Arc<Shared>,
+    deliveries: &mut JoinSet<()>,
+    batch: ClaimBatch,
+    want: usize,
+    sent: Instant,
+) {
+    let opts = shared.options;
+    let got = batch.claimed.len();
+    shared.lock_horizon().claimed(ClaimSeen {
+        now: batch.now,
+        next: batch.next_claimable_at,
+        sent,
+        arrived: Instant::now(),
+        short: got < want,
+    });
+    shared.metrics.claim_call(got);
+    shared
+        .prefetch
+        .set_waiting(work_waiting(batch.now, batch.next_claimable_at, got, want));
+    for claimed in batch.claimed {
+        if shared.metrics.in_flight() < opts.get_concurrency() {
+            let slot = SlotGuard::new(shared.clone());
+            deliveries.spawn(run_delivery(shared.clone(), claimed, slot, sent));
+        } else {
+            shared.metrics.prefetched();
+            shared.prefetch.hold(claimed, sent, &opts);
+        }
+    }
 }
 
 /// Whether a claim that got `got` of `want` left work waiting (prefetch's condition): its

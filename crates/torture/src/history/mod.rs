@@ -19,6 +19,6 @@ mod violation;
 mod tests;
 
 pub use check::check;
-pub use op::{Op, OpKind, OpResult};
+pub use op::{Op, OpKind, OpResult, error_result};
 pub use options::CheckOptions;
 pub use violation::Violation;

@@ -102,3 +102,12 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::ReadOutcome { .. } => "read_outcome".into(),
     }
 }
+
+/// How an error is logged: `Failed` when it certainly changed nothing, else `Unknown`.
+pub fn error_result(e: &lease_core::LeaseError) -> OpResult {
+    if e.is_retryable() || e.is_bad_input() {
+        OpResult::Failed
+    } else {
+        OpResult::Unknown
+    }
+}
