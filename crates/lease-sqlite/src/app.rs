@@ -188,7 +188,9 @@ impl SqliteBackend {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use lease_core::{Admission, ClaimRequest, Delivery, ExecutionClient, ExecutionId, Fenced};
+    /// use lease_core::{
+    ///     Admission, ClaimRequest, Delivery, ExecutionClient, ExecutionClientExt, ExecutionId, Fenced,
+    /// };
     /// use lease_sqlite::{SqliteBackend, SqliteConfig};
     /// use tokio_util::sync::CancellationToken;
     ///

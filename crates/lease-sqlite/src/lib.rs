@@ -76,7 +76,8 @@
 //! ```
 //! use std::time::Duration;
 //! use lease_core::{
-//!     Admission, ClaimRequest, ExecutionClient, ExecutionId, Fenced, HeapClient, Json,
+//!     Admission, ClaimRequest, ExecutionClient, ExecutionClientExt, ExecutionId, Fenced,
+//!     HeapClient, Json,
 //!     StepKey, StepWrite, WorkflowRunOutcome,
 //! };
 //! use lease_sqlite::{SqliteBackend, SqliteConfig};
