@@ -449,7 +449,7 @@ pub struct CorruptRecord {
 /// claimable, so the dispatcher can sleep until exactly then.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimBatch {
-    /// The claims, as [`crate::ExecutionClient::claim_due_with_records`] returns them.
+    /// The claims, as [`crate::ExecutionClient::claim_due_with_horizon`] returns them.
     pub claimed: Vec<Claimed>,
     /// The backend clock at which the claim was evaluated, when the backend reports it.
     pub now: Option<Timestamp>,

@@ -28,7 +28,7 @@ use crate::{migrate, tx};
 /// sharing the file (RFC 002 "Fencing").
 ///
 /// Every handle of this process on one database and namespace shares one wake-up hub
-/// ([`ExecutionClient::wakeups`], issue 10), signalled right after each commit that made an
+/// ([`lease_core::ExecutionClient::wakeups`], issue 10), signalled right after each commit that made an
 /// execution claimable; other processes' such writes reach it through a wake log watched
 /// with `PRAGMA data_version` (see docs/DESIGN.md, "SQLite backend").
 #[derive(Clone)]

@@ -64,7 +64,7 @@ impl std::fmt::Debug for Delivery {
 impl Delivery {
     /// A delivery of `record` under `lease`, cancelled by `cancel`. The dispatcher builds
     /// these; tests and custom runtimes may too. `record` must have been read at or after
-    /// the claim (as [`crate::ExecutionClient::claim_due_with_records`] returns it): when it
+    /// the claim (as [`crate::ExecutionClient::claim_due_with_horizon`] returns it): when it
     /// shows a first delivery ([`ExecutionRecord::is_first_delivery`]) the step driver reads
     /// no step records.
     pub fn new(

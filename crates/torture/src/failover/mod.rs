@@ -13,7 +13,7 @@
 //! | `sync` (default on PostgreSQL) | `synchronous_standby_names = '*'`: a commit returns once the standby has it: 0 violations | - |
 //! | `async` (default on Redis) | `synchronous_standby_names = ''`: NEGATIVE CONTROL, acknowledged commits of the lag are lost | plain asynchronous replication |
 //! | `min-replicas` | - | `min-replicas-to-write 1`, `min-replicas-max-lag 1` on every node |
-//! | `wait` | - | the runtimes' backends send `WAIT 1 500` after every write ([`WAIT_ENV`](wait::WAIT_ENV)), and the controller's too |
+//! | `wait` | - | the runtimes' backends send `WAIT 1 500` after every write ([`WAIT_ENV`]), and the controller's too |
 //!
 //! The mode is set on the current primary (`ALTER SYSTEM`, `pg_reload_conf()`) or on every
 //! cluster node (`CONFIG SET`) at the start and again after every failover (the promoted

@@ -1,7 +1,7 @@
 //! The history checker (design.md section 5): reads a log of every claim, renewal, fenced
 //! write, acknowledgement and release, and reports every violation of the lease invariants.
 //!
-//! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`] the
+//! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the
 //! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
 //! [`steps`] 4, [`outcomes`] 5).
 
