@@ -147,10 +147,6 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("bench", &["-p", "lease-bench"], &[]),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
-    // The tree's own rules (xtask/tests/tidy): function lengths, import circles, the adapter
-    // skeleton, wrappers forwarding every method. Run by name: `test = false` keeps it out of
-    // the xtask row.
-    Backend::new("tidy", &["-p", "xtask", "--test", "tidy"], &[]),
 ];
 
 /// The backends chosen by `--backend` names (all of them for none), in matrix order.

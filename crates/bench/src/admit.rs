@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use lease_core::{Admission, ExecutionId};
 
-use crate::Side;
 use crate::args::{Kind, Options};
 use crate::error::{Context, Result};
 use crate::fixture::Fixture;
 use crate::measure::Sample;
+use crate::side::Side;
 
 /// Executions per batch.
 pub const BATCH: usize = 1000;

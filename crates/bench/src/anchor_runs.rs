@@ -22,12 +22,12 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use crate::Side;
 use crate::anchors::{self, Cell, Cost, Measured, Probe, System};
 use crate::args::{Kind, Options};
 use crate::drain;
 use crate::error::{BenchError, Result};
 use crate::load;
+use crate::side::Side;
 
 /// The word of `--only` that selects this row (never part of the default run).
 pub const WORD: &str = "anchors";

@@ -289,9 +289,9 @@ pub fn markdown(cells: &[Cell]) -> String {
                 Some(m) => {
                     let cost = m.cost.describe();
                     if cost.is_empty() {
-                        crate::report::thousands(m.rate)
+                        crate::row::thousands(m.rate)
                     } else {
-                        format!("{} ({cost})", crate::report::thousands(m.rate))
+                        format!("{} ({cost})", crate::row::thousands(m.rate))
                     }
                 }
                 None => "-".into(),

@@ -18,7 +18,6 @@ use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::Side;
 use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
 use crate::e2e::Engine;
@@ -26,6 +25,7 @@ use crate::error::{BenchError, Context, Result};
 use crate::fill;
 use crate::fixture::Fixture;
 use crate::measure::Sample;
+use crate::side::Side;
 use crate::wake::worker;
 
 /// Executions per run.

@@ -33,9 +33,12 @@ mod footprint;
 mod load;
 mod measure;
 mod ops;
+mod progress;
 mod purge;
 mod raw;
 mod report;
+mod row;
+mod side;
 mod stored;
 mod wake;
 
@@ -50,14 +53,8 @@ use crate::error::{BenchError, Result};
 use crate::fixture::Fixture;
 use crate::measure::Sample;
 use crate::ops::Op;
-use crate::report::Row;
-
-/// One side of a comparison.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
-    Library,
-    Raw,
-}
+use crate::row::Row;
+use crate::side::Side;
 
 /// Runs one round of a single-operation measurement on a fresh store: library and raw
 /// interleaved (raw `None` on the memory backend).
@@ -111,22 +108,6 @@ async fn e2e_sample(
     Ok(sample)
 }
 
-pub(crate) fn progress(row: &Row) {
-    let rate = |s: Option<Sample>| s.map_or_else(|| "-".into(), |s| report::thousands(s.rate()));
-    eprintln!(
-        "lease-bench: {:<8} {:<16} library {:>9} raw {:>9} ratio {:>5} load {:.2}{}",
-        row.backend,
-        row.name,
-        rate(row.library),
-        rate(row.raw),
-        row.ratio.map_or_else(|| "-".into(), |r| format!("{r:.2}")),
-        row.load_1m,
-        row.error
-            .as_ref()
-            .map_or_else(String::new, |e| format!("  ERROR {e}")),
-    );
-}
-
 /// The round whose rate is the median (the lower middle one for an even count).
 fn median(mut samples: Vec<Sample>) -> Option<Sample> {
     samples.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
@@ -170,7 +151,7 @@ async fn measure_row(
     );
     row.library_rounds = library.iter().map(Sample::rate).collect();
     row.raw_rounds = raw.iter().map(Sample::rate).collect();
-    progress(&row);
+    progress::print(&row);
     row
 }
 
@@ -319,7 +300,7 @@ async fn issue12(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
         );
         row.library_rounds = lib;
         row.raw_rounds = raw;
-        progress(&row);
+        progress::print(&row);
         rows.push(row);
     }
     for (combined, name) in [(true, chain::NAMES[0]), (false, chain::NAMES[1])] {

@@ -11,12 +11,12 @@ use std::time::Instant;
 
 use lease_core::Timestamp;
 
-use crate::Side;
 use crate::args::{Kind, Options};
 use crate::error::{BenchError, Context, Result};
 use crate::fill;
 use crate::fixture::Fixture;
 use crate::measure::Sample;
+use crate::side::Side;
 
 /// Completed executions per run.
 pub const EXECUTIONS: u64 = 100_000;
@@ -77,8 +77,8 @@ pub async fn sample(kind: Kind, side: Side, n: u64, options: &Options) -> Result
 mod tests {
     use std::time::Duration;
 
-    use crate::Side;
     use crate::args::Kind;
+    use crate::side::Side;
     use crate::stored::{self, Shape};
     use crate::{chain, drain};
 

@@ -26,7 +26,7 @@ use crate::fixture::Fixture;
 use crate::measure::Sample;
 use crate::ops::{self, Op};
 use crate::raw::Raw;
-use crate::report::Row;
+use crate::row::Row;
 
 /// The shapes of stored work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub async fn rows(
                 let mut row = Row::new(kind, name(op), op.unit(), Some(l), Some(r), load, None);
                 row.library_rounds = vec![l.rate()];
                 row.raw_rounds = vec![r.rate()];
-                crate::progress(&row);
+                crate::progress::print(&row);
                 row
             })
             .collect(),
@@ -144,7 +144,7 @@ pub async fn rows(
                 load,
                 Some(e.to_string()),
             );
-            crate::progress(&row);
+            crate::progress::print(&row);
             vec![row]
         }
     }

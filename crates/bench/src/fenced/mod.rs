@@ -17,6 +17,7 @@
 //! for the step rows, records a new step key.
 
 mod postgres;
+mod receipt;
 mod redis;
 mod sqlite;
 
@@ -148,11 +149,6 @@ impl Bench {
             .map_err(|e| BenchError::Setup(format!("write_step: {e}")))
             .map(|_| ())
     }
-}
-
-/// The response every step records (the order key, as JSON text).
-fn receipt(key: &str) -> String {
-    format!("\"{key}\"")
 }
 
 /// One round on a fresh store: the two cases of row `row` alternating call by call (which

@@ -37,7 +37,7 @@ impl RedisApp {
 
     /// The fenced script.
     pub async fn fenced(&self, lease: &ExecutionLease, key: &str) -> Result<()> {
-        let r = receipt(key);
+        let r = receipt::of(key);
         match self
             .backend
             .fenced_script(lease, &self.fenced, &self.keys(), &[key, &r])
@@ -55,7 +55,7 @@ impl RedisApp {
             .key(&self.keys[0])
             .key(&self.keys[1])
             .arg(key)
-            .arg(receipt(key));
+            .arg(receipt::of(key));
         let _: Value = invocation
             .invoke_async(&mut self.backend.connection())
             .await
@@ -65,7 +65,7 @@ impl RedisApp {
 
     /// The body and the step record in one fenced script.
     pub async fn step_in_script(&self, d: &Delivery, key: &str) -> Result<()> {
-        let r = receipt(key);
+        let r = receipt::of(key);
         self.backend
             .step_in_script(d, key, &self.fenced, &self.keys(), &[key, &r])
             .await

@@ -24,9 +24,12 @@
 //! - `herd 4 processes`: four idle dispatchers; admissions one at a time; claim calls of
 //!   all four per admitted execution.
 
+mod series;
 pub mod servers;
 pub mod signal;
 pub mod worker;
+
+pub use series::{PICKUP_EVERY, WARMUP};
 
 use lease_core::ExecutionClientExt;
 use std::sync::Arc;
@@ -43,10 +46,6 @@ use crate::error::{BenchError, Context, Result};
 use crate::fixture::Fixture;
 use worker::{Counters, Events, Mode, Worker, WorkerSpec, unix_us};
 
-/// Pickup: one admission this often.
-pub const PICKUP_EVERY: Duration = Duration::from_millis(20);
-/// Samples left out at the start of a latency series (connections warming up).
-pub const WARMUP: usize = 5;
 /// How far ahead timers are set.
 pub const TIMER_AHEAD: Duration = Duration::from_millis(500);
 /// Leases of the redelivery rows: (duration, renewal) in ms.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use super::series::WARMUP;
 use crate::error::{BenchError, Result, raw};
 
 /// The SQLite backend's default watcher poll.
@@ -51,7 +52,7 @@ pub async fn postgres(url: &str, n: usize, every: Duration) -> Result<Vec<f64>> 
     let result = async {
         let mut out = Vec::with_capacity(n);
         let mut tick = ticker(every);
-        for i in 0..n + super::WARMUP {
+        for i in 0..n + WARMUP {
             tick.tick().await;
             let payload = i.to_string();
             let sent = Instant::now();
@@ -62,7 +63,7 @@ pub async fn postgres(url: &str, n: usize, every: Duration) -> Result<Vec<f64>> 
                 .await
                 .map_err(|e| raw("postgres", "notify", e))?;
             let got = receive(&mut rx, &payload).await?;
-            if i >= super::WARMUP {
+            if i >= WARMUP {
                 out.push(ms(got - sent));
             }
         }
@@ -103,7 +104,7 @@ pub async fn redis(url: &str, n: usize, every: Duration) -> Result<Vec<f64>> {
     let result = async {
         let mut out = Vec::with_capacity(n);
         let mut tick = ticker(every);
-        for i in 0..n + super::WARMUP {
+        for i in 0..n + WARMUP {
             tick.tick().await;
             let payload = i.to_string();
             let sent = Instant::now();
@@ -114,7 +115,7 @@ pub async fn redis(url: &str, n: usize, every: Duration) -> Result<Vec<f64>> {
                 .await
                 .map_err(|e| raw("redis", "publish", e))?;
             let got = receive(&mut rx, &payload).await?;
-            if i >= super::WARMUP {
+            if i >= WARMUP {
                 out.push(ms(got - sent));
             }
         }
@@ -158,7 +159,7 @@ pub async fn sqlite(file: &Path, n: usize, every: Duration) -> Result<Vec<f64>> 
     let result = async {
         let mut out = Vec::with_capacity(n);
         let mut tick = ticker(every);
-        for i in 0..n + super::WARMUP {
+        for i in 0..n + WARMUP {
             tick.tick().await;
             while rx.try_recv().is_ok() {}
             let w = writer.clone();
@@ -172,7 +173,7 @@ pub async fn sqlite(file: &Path, n: usize, every: Duration) -> Result<Vec<f64>> 
             .await
             .map_err(|e| BenchError::Setup(e.to_string()))??;
             let got = receive(&mut rx, "").await?;
-            if i >= super::WARMUP {
+            if i >= WARMUP {
                 out.push(ms(got.saturating_duration_since(sent)));
             }
         }

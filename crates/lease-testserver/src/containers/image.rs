@@ -16,8 +16,8 @@ use testcontainers::GenericBuildableImage;
 use testcontainers::core::build::build_options::BuildImageOptions;
 use testcontainers::runners::SyncBuilder;
 
+use super::engine::{ContainerError, block_on, engine_answers};
 use super::rootfs::Context;
-use super::{ContainerError, block_on, engine_answers};
 
 /// The image name testcontainers-modules' `Postgres` uses.
 pub const POSTGRES_NAME: &str = "postgres";

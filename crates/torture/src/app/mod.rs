@@ -16,13 +16,15 @@
 
 mod postgres;
 mod redis;
+mod row;
 mod sqlite;
+
+pub use row::AppRow;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use lease_core::{Delivery, DeliveryError};
-use serde::{Deserialize, Serialize};
 
 /// How the workflow writes its application rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,23 +52,6 @@ impl AppWrite {
             AppWrite::Unfenced => "unfenced",
         }
     }
-}
-
-/// One application row: the step it is the effect of, who wrote it, and the step's value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AppRow {
-    /// The execution.
-    pub execution: String,
-    /// The step key (`s0`, `s1`, ...).
-    pub step: String,
-    /// The token of the delivery that wrote it.
-    pub token: u64,
-    /// The runtime process that wrote it (the op log's process number).
-    pub process: u32,
-    /// The sequence number of the writing operation in that process's op log.
-    pub seq: u64,
-    /// The step's value as JSON text (what its record holds).
-    pub value: String,
 }
 
 /// Where the application rows live: the backend under test, concretely typed.
@@ -154,14 +139,4 @@ impl AppStore {
             _ => Ok(()),
         }
     }
-}
-
-/// A token as SQL stores it (tokens stay below `i64::MAX` on the SQL backends).
-fn stored_token(token: u64) -> i64 {
-    i64::try_from(token).unwrap_or(i64::MAX)
-}
-
-/// A stored token or number read back (a negative one cannot match any op: 0).
-fn loaded<T: TryFrom<i64> + Default>(stored: i64) -> T {
-    T::try_from(stored).unwrap_or_default()
 }

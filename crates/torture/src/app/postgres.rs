@@ -9,7 +9,7 @@ use lease::postgres::PostgresBackend;
 use lease_core::{Delivery, DeliveryError};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
-use super::{AppRow, loaded, stored_token};
+use super::row::{AppRow, loaded, stored_token};
 
 const CREATE: &str = include_str!("postgres_create.sql");
 const INSERT: &str = include_str!("postgres_insert.sql");

@@ -6,7 +6,7 @@ use lease::redis::{FencedScript, RedisBackend};
 use lease_core::{Delivery, DeliveryError, Json};
 use redis::AsyncCommands;
 
-use super::AppRow;
+use super::row::AppRow;
 
 const BODY: &str = include_str!("redis_row.lua");
 

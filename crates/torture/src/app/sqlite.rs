@@ -10,7 +10,7 @@ use lease::sqlite::SqliteBackend;
 use lease_core::{Delivery, DeliveryError};
 use rusqlite::{Transaction, params};
 
-use super::{AppRow, loaded, stored_token};
+use super::row::{AppRow, loaded, stored_token};
 
 const CREATE: &str = include_str!("sqlite_create.sql");
 const INSERT: &str = include_str!("sqlite_insert.sql");
