@@ -187,7 +187,7 @@ mod tests {
                 "two_peers_claim_concurrently_exactly_one_lease"
             ]
         );
-        let suite = include_str!("../../crates/conformance/src/lib.rs");
+        let suite = include_str!("../../crates/conformance/src/cases/leases.rs");
         assert!(suite.contains(filters[1]));
     }
 

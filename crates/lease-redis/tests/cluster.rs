@@ -10,6 +10,7 @@
 
 mod common;
 
+use lease_core::ExecutionClientExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
