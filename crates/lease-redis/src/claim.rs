@@ -1,7 +1,6 @@
-//! `claim_due`, `claim_due_with_records` and `claim_due_with_horizon`: one claim script,
-//! with or without each claimed execution's record and the horizon (the script's clock and
-//! the earliest claimable instant it left) in its reply (RFC 002 `claimDue`; design.md
-//! section 4; issue 10).
+//! `claim_due_with_horizon`: one claim script whose reply carries each claimed execution's
+//! record and the horizon (the script's clock and the earliest claimable instant it left)
+//! (RFC 002 `claimDue`; design.md section 4).
 
 use lease_core::{
     ClaimBatch, ClaimRequest, Claimed, ExecutionLease, ExecutionRecord, ExecutionStatus,
@@ -30,24 +29,21 @@ pub(crate) const CLAIM_OP: &str = "claim_due_with_horizon";
 pub(crate) struct ClaimOutcome {
     /// The claimed deliveries, in claim order.
     pub(crate) items: Vec<ClaimedItem>,
-    /// The clock the script claimed at ([`ClaimReply::Horizon`] only).
+    /// The clock the script claimed at.
     pub(crate) now: Option<Timestamp>,
-    /// The earliest claimable instant left in the namespace ([`ClaimReply::Horizon`] only;
-    /// `None` also when nothing is pending).
+    /// The earliest claimable instant left in the namespace (`None` when nothing is
+    /// pending).
     pub(crate) next_claimable_at: Option<Timestamp>,
 }
 
 impl RedisBackend {
-    /// Runs the claim script. With `with_records`, the script also returns each claimed
-    /// execution's hash as it stands right after its claim (`HGETALL` inside the script, no
-    /// extra round trip), which is what `get` reads at that instant: the stored record is
-    /// running with the lease's token and expiry, and a lease always expires after the
-    /// claim's now, so the effective record is the stored one. Without, the reply carries
-    /// only ids, tokens and expiries (`claim_due` stays as cheap as before).
-    ///
-    /// With [`ClaimReply::Horizon`] the reply starts with the script's clock and the first
-    /// score of `ready` and of `waiting` (the earliest claimable instant left, never later
-    /// than the truth: see `slots` in `scripts/record.lua`).
+    /// Runs the claim script. It returns each claimed execution's hash as it stands right
+    /// after its claim (`HGETALL` inside the script, no extra round trip), which is what
+    /// `get` reads at that instant: the stored record is running with the lease's token and
+    /// expiry, and a lease always expires after the claim's now, so the effective record is
+    /// the stored one. The reply starts with the script's clock and the first score of
+    /// `ready` and of `waiting` (the earliest claimable instant left, never later than the
+    /// truth: see `slots` in `scripts/record.lua`).
     pub(crate) async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
         let partitions = self.keys().partitions();
         if partitions.len() == 1 {
@@ -202,7 +198,7 @@ pub(crate) fn decode_claim(reply: Reply, v: Value, limit: usize) -> Result<Claim
         let item: Vec<Value> = std::iter::once(id)
             .chain(items.by_ref().take(stride - 1))
             .collect();
-        match decode_item(reply, item, true) {
+        match decode_item(reply, item) {
             Ok(claimed) => outcome.items.push(claimed),
             Err(e) => tracing::error!(
                 operation = reply.op,
@@ -215,7 +211,7 @@ pub(crate) fn decode_claim(reply: Reply, v: Value, limit: usize) -> Result<Claim
 }
 
 /// One claimed item of the reply: id, token, expiry and, with records, the `HGETALL`.
-fn decode_item(reply: Reply, item: Vec<Value>, with_records: bool) -> Result<ClaimedItem> {
+fn decode_item(reply: Reply, item: Vec<Value>) -> Result<ClaimedItem> {
     let mut item = item.into_iter();
     let execution_id = reply.execution_id(reply.next(&mut item, "id")?)?;
     let token: u64 = reply.number(reply.next(&mut item, "token")?, "token")?;
@@ -228,9 +224,6 @@ fn decode_item(reply: Reply, item: Vec<Value>, with_records: bool) -> Result<Cla
         token: FencingToken::new(token),
         expires_at: Timestamp::from_millis(expires),
     };
-    if !with_records {
-        return Ok((lease, None));
-    }
     let fields = reply.next(&mut item, "record")?;
     let record = reply
         .record(lease.execution_id.clone(), fields)?

@@ -81,11 +81,10 @@
 //!   `failing` into `corrupt` with its problem, logged as a `tracing` warning and listed by
 //!   `list_corrupt`; the rest is claimed. A claim that issued leases never reports an error
 //!   afterwards.
-//! - **Claims with records.** `claim_due_with_records` runs the claim script with a flag
-//!   that makes it append, after each claimed lease, the execution's hash as it stands right
-//!   after the claim (an `HGETALL` inside the script, no extra round trip): the record `get`
-//!   reads at that instant. `claim_due` leaves the flag off, so its reply stays ids, tokens
-//!   and expiries.
+//! - **Claims with records.** The claim script appends, after each claimed lease, the
+//!   execution's hash as it stands right after the claim (an `HGETALL` inside the script, no
+//!   extra round trip): the record `get` reads at that instant, with the horizon in front.
+//!   `claim_due` (lease-core's `ExecutionClientExt`) keeps only the leases of that reply.
 //! - **Batched acknowledgements.** `acknowledge_batch` is one script: it loads and checks
 //!   every item first (unknown execution, token 0, foreign token: the typed error of the
 //!   first such item, nothing written), then acknowledges each held item exactly as

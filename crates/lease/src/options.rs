@@ -48,9 +48,10 @@ impl OpenOptions {
         self
     }
 
-    /// The connection pool's size (PostgreSQL; at least 1).
+    /// The connection pool's size (PostgreSQL). 0 is refused when the pool is built
+    /// ([`lease_core::LeaseError::InvalidInput`], nothing opened).
     pub fn pool_size(mut self, size: u32) -> Self {
-        self.pool_size = Some(size.max(1));
+        self.pool_size = Some(size);
         self
     }
 

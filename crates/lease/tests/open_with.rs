@@ -168,3 +168,20 @@ async fn destroy_of_a_bad_url_is_a_typed_error() {
     assert!(matches!(e, OpenError::UnknownScheme { .. }), "{e}");
     assert!(!e.to_string().contains("hunter2"), "{e}");
 }
+
+/// Bad options are typed errors that open nothing: a PostgreSQL pool of 0 connections.
+#[tokio::test]
+async fn a_pool_of_zero_is_refused() {
+    let url = lease_testserver::postgres_url();
+    let options = OpenOptions::new().namespace(fresh("ow_pool")).pool_size(0);
+    let Err(e) = lease::open_with(&url, &options).await else {
+        panic!("a pool of 0 opened");
+    };
+    assert!(
+        matches!(
+            &e,
+            OpenError::Backend(lease::LeaseError::InvalidInput { .. })
+        ),
+        "{e:?}"
+    );
+}

@@ -79,7 +79,7 @@ pub async fn open(
     let mut options = OpenOptions::new()
         .namespace(namespace)
         .policy(policy())
-        .pool_size(pool)
+        .pool_size(pool.max(1))
         .busy_timeout(Duration::from_secs(10))
         .shared_only(true);
     // `--replication wait` (crate::failover): WAIT for replicas after each write.
