@@ -34,6 +34,17 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
     /// effect cases check only that it reports neither.
     const EFFECTS: bool = false;
+    /// The backend cancels executions ([`lease_core::ExecutionClient::cancel`], issue 21
+    /// item 1); with `false` the cancel cases check only that it reports `Unsupported`.
+    const CANCEL: bool = false;
+    /// The backend pauses and resumes scopes ([`lease_core::ExecutionClient::pause`],
+    /// issue 21 item 2); with `false` the pause cases check only `Unsupported`.
+    const PAUSE: bool = false;
+    /// The backend claims by priority and enforces per-key concurrency limits
+    /// ([`lease_core::Admission::priority`], [`lease_core::Admission::concurrency_key`],
+    /// issue 21 items 3 and 4); with `false` an admission using either must be
+    /// `Unsupported` and admit nothing.
+    const PRIORITIES_AND_LIMITS: bool = false;
 
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.

@@ -42,6 +42,10 @@ macro_rules! conformance_tests {
         $crate::__effects_cases!($harness);
         $crate::__differential_cases!($harness);
         $crate::__dispatcher_cases!($harness);
+        $crate::__cancel_cases!($harness);
+        $crate::__pause_cases!($harness);
+        $crate::__priority_cases!($harness);
+        $crate::__limits_cases!($harness);
     };
 }
 
@@ -104,6 +108,10 @@ mod tests {
             ("counts", include_str!("cases/counts.rs")),
             ("effects", include_str!("cases/effects.rs")),
             ("dispatcher", include_str!("cases/dispatcher.rs")),
+            ("cancel", include_str!("cases/cancel.rs")),
+            ("pause", include_str!("cases/pause.rs")),
+            ("priority", include_str!("cases/priority.rs")),
+            ("limits", include_str!("cases/limits.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -13,6 +13,9 @@ impl lease_conformance::Harness for MemoryHarness {
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
     const EFFECTS: bool = true;
+    const CANCEL: bool = true;
+    const PAUSE: bool = true;
+    const PRIORITIES_AND_LIMITS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

@@ -309,6 +309,7 @@ impl<const F: u8> ExecutionClient for Lab<F> {
 
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
+        Admission::refuse_controls("lab", std::slice::from_ref(admission))?;
         let now = self.now_ms();
         let mut s = self.lock();
         let mut admission = admission.clone();

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::control::{
+    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
+};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::Result;
@@ -25,13 +28,23 @@ use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, 
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
 
+/// The answer of a default method for a capability the adapter does not have.
+fn unsupported(operation: &'static str) -> crate::LeaseError {
+    crate::LeaseError::Unsupported {
+        backend: "adapter",
+        operation,
+    }
+}
+
 /// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
 #[async_trait]
 pub trait ExecutionClient: Send + Sync {
     /// Creates an execution, admitted and due now, or at [`Admission::not_before`] when it
     /// is scheduled (not claimable before then). Idempotent by identity: a second admit of
     /// the same id returns the existing record unchanged. A scheduled instant outside
-    /// [`Admission::validate`]'s range is `InvalidInput` and admits nothing.
+    /// [`Admission::validate`]'s range is `InvalidInput` and admits nothing. A backend
+    /// without priorities and concurrency keys refuses an admission using either as
+    /// `Unsupported` ([`Admission::refuse_controls`]), never ignoring it (issue 21).
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord>;
 
     /// Admits several executions in one call, each exactly as [`ExecutionClient::admit`]
@@ -120,6 +133,67 @@ pub trait ExecutionClient: Send + Sync {
             backend: "adapter",
             operation: "purge_terminal",
         })
+    }
+
+    /// Cancels an execution for good (issue 21 item 1), in one atomic step that also ends
+    /// its live lease, if any: from that commit on, the holder's renew, fenced step writes,
+    /// store updates recorded through a fenced step, release and acknowledgement are `Lost`,
+    /// so the dispatcher running it cancels its worker at its next renewal. The record
+    /// becomes [`crate::ExecutionStatus::Cancelled`] with [`crate::ExecutionOutcome::Cancelled`]
+    /// (`reason`), not due; wakes are ignored; retention treats it as terminal from now.
+    ///
+    /// A terminal execution is left unchanged: [`CancelOutcome::AlreadyCancelled`] (cancel is
+    /// idempotent) or [`CancelOutcome::AlreadyTerminal`]. An unknown id is
+    /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        let _ = (id, reason);
+        Err(unsupported("cancel"))
+    }
+
+    /// Pauses a scope (issue 21 item 2): from this commit on no claim by any process takes
+    /// an execution the scope covers ([`PauseScope::covers`]); live leases go on and may
+    /// renew and acknowledge. Paused executions do not count in a claim's horizon. `true`
+    /// when this call paused it, `false` when it was paused already (idempotent). The
+    /// default is [`crate::LeaseError::Unsupported`].
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        let _ = scope;
+        Err(unsupported("pause"))
+    }
+
+    /// Resumes a paused scope (issue 21 item 2) and signals idle dispatchers through the
+    /// wake-up path ("claimable now"). `true` when it was paused. An execution another
+    /// paused scope covers stays held back. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        let _ = scope;
+        Err(unsupported("resume"))
+    }
+
+    /// The paused scopes: the namespace first, then workflows by name. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        Err(unsupported("list_paused"))
+    }
+
+    /// Sets (`Some`) or removes (`None`: unlimited) the concurrency limit of one key or the
+    /// namespace default (issue 21 item 4). A claim never gives a key more live leases than
+    /// its limit, counted in the claim's own atomic step over every process; an ended or
+    /// expired lease frees its place. Lowering a limit ends no lease: the key's leases run
+    /// out and no new claim happens until it is under the limit. Raising or removing one
+    /// signals the wake-up path. The default is [`crate::LeaseError::Unsupported`].
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        let _ = (scope, limit);
+        Err(unsupported("set_concurrency_limit"))
+    }
+
+    /// The namespace's concurrency limits. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
+        Err(unsupported("concurrency_limits"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery

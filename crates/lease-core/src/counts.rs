@@ -22,6 +22,9 @@ pub struct StatusCounts {
     pub completed: u64,
     /// Terminal: failed.
     pub failed: u64,
+    /// Terminal: cancelled (issue 21 item 1).
+    #[serde(default)]
+    pub cancelled: u64,
     /// Stored records the backend set aside or cannot decode (listed by
     /// [`crate::ExecutionClient::list_corrupt`]); counted under no status.
     pub corrupt: u64,
@@ -29,12 +32,13 @@ pub struct StatusCounts {
 
 impl StatusCounts {
     /// Every status, in life order, for tables.
-    pub const STATUSES: [ExecutionStatus; 5] = [
+    pub const STATUSES: [ExecutionStatus; 6] = [
         ExecutionStatus::Admitted,
         ExecutionStatus::Running,
         ExecutionStatus::Suspended,
         ExecutionStatus::Completed,
         ExecutionStatus::Failed,
+        ExecutionStatus::Cancelled,
     ];
 
     /// The count of one status.
@@ -45,6 +49,7 @@ impl StatusCounts {
             ExecutionStatus::Suspended => self.suspended,
             ExecutionStatus::Completed => self.completed,
             ExecutionStatus::Failed => self.failed,
+            ExecutionStatus::Cancelled => self.cancelled,
         }
     }
 
@@ -71,6 +76,7 @@ impl StatusCounts {
             ExecutionStatus::Suspended => &mut self.suspended,
             ExecutionStatus::Completed => &mut self.completed,
             ExecutionStatus::Failed => &mut self.failed,
+            ExecutionStatus::Cancelled => &mut self.cancelled,
         }
     }
 
@@ -137,7 +143,7 @@ mod tests {
         }
         counts.add_named("corrupt", 1);
         counts.add_named("Running", 1);
-        assert_eq!(counts.total(), 10);
+        assert_eq!(counts.total(), 12);
         assert_eq!(counts.corrupt, 2);
         assert!(StatusCounts::STATUSES.iter().all(|s| counts.of(*s) == 2));
     }

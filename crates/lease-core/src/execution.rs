@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::{CancelOutcome, CancelReason, Priority};
 use crate::error::{LeaseError, Result};
-use crate::ids::{ExecutionId, WorkflowName};
+use crate::ids::{ConcurrencyKey, ExecutionId, WorkflowName};
 use crate::json::Json;
 use crate::lease::{ExecutionLease, FencingToken};
 use crate::redelivery::RedeliveryPolicy;
@@ -31,12 +32,17 @@ pub enum ExecutionStatus {
     Completed,
     /// Terminal: failed with an error.
     Failed,
+    /// Terminal: cancelled by [`crate::ExecutionClient::cancel`] (issue 21 item 1).
+    Cancelled,
 }
 
 impl ExecutionStatus {
-    /// Completed or failed: never claimable again.
+    /// Completed, failed or cancelled: never claimable again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, ExecutionStatus::Completed | ExecutionStatus::Failed)
+        matches!(
+            self,
+            ExecutionStatus::Completed | ExecutionStatus::Failed | ExecutionStatus::Cancelled
+        )
     }
 
     /// The lowercase name used in storage (`admitted`, `running`, ...).
@@ -47,6 +53,7 @@ impl ExecutionStatus {
             ExecutionStatus::Suspended => "suspended",
             ExecutionStatus::Completed => "completed",
             ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -66,6 +73,7 @@ impl FromStr for ExecutionStatus {
             "suspended" => ExecutionStatus::Suspended,
             "completed" => ExecutionStatus::Completed,
             "failed" => ExecutionStatus::Failed,
+            "cancelled" => ExecutionStatus::Cancelled,
             other => return Err(LeaseError::invalid("execution status", other.to_owned())),
         })
     }
@@ -92,6 +100,28 @@ pub enum ExecutionOutcome {
     Completed(Json),
     /// Failed with this error.
     Failed(Json),
+    /// Cancelled for this reason (issue 21 item 1: a status of its own, so an operator tells
+    /// a cancel from a workflow's failure, and nothing a stale holder does can undo it).
+    Cancelled(CancelReason),
+}
+
+impl ExecutionOutcome {
+    /// The terminal status this outcome gives.
+    pub fn status(&self) -> ExecutionStatus {
+        match self {
+            ExecutionOutcome::Completed(_) => ExecutionStatus::Completed,
+            ExecutionOutcome::Failed(_) => ExecutionStatus::Failed,
+            ExecutionOutcome::Cancelled(_) => ExecutionStatus::Cancelled,
+        }
+    }
+
+    /// The outcome's text as backends store it: the JSON value, or the cancel reason.
+    pub fn text(&self) -> &str {
+        match self {
+            ExecutionOutcome::Completed(v) | ExecutionOutcome::Failed(v) => v.as_str(),
+            ExecutionOutcome::Cancelled(reason) => reason.as_str(),
+        }
+    }
 }
 
 /// The reply to an accepted acknowledgement (RFC 002: `{status: "suspended"} | ExecutionOutcome`).
@@ -115,6 +145,11 @@ pub struct Admission {
     pub input: Option<Json>,
     /// Not due before this backend-clock instant; `None` = due now (RFC 001's admit).
     pub not_before: Option<Timestamp>,
+    /// Claimed before lower priorities (issue 21 item 3); default 0.
+    pub priority: Priority,
+    /// Counted against this key's concurrency limit while it holds a live lease (issue 21
+    /// item 4); `None`: no limit applies.
+    pub concurrency_key: Option<ConcurrencyKey>,
 }
 
 impl Admission {
@@ -125,6 +160,8 @@ impl Admission {
             workflow: None,
             input: None,
             not_before: None,
+            priority: Priority::DEFAULT,
+            concurrency_key: None,
         }
     }
 
@@ -160,6 +197,37 @@ impl Admission {
         self.input = Some(input);
         self
     }
+
+    /// Sets the priority: claims take higher priorities first (issue 21 item 3).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Counts the execution's live leases against `key`'s concurrency limit (issue 21
+    /// item 4).
+    pub fn concurrency_key(mut self, key: ConcurrencyKey) -> Self {
+        self.concurrency_key = Some(key);
+        self
+    }
+
+    /// True when the admission uses a control a backend without priorities or concurrency
+    /// keys must refuse as `Unsupported` (issue 21: never silently ignored).
+    pub fn uses_controls(&self) -> bool {
+        self.priority != Priority::DEFAULT || self.concurrency_key.is_some()
+    }
+
+    /// For a backend without priorities and concurrency keys: `Unsupported` when any of
+    /// `admissions` uses one, so nothing is admitted that would be claimed out of order.
+    pub fn refuse_controls(backend: &'static str, admissions: &[Admission]) -> Result<()> {
+        if admissions.iter().any(Admission::uses_controls) {
+            return Err(LeaseError::Unsupported {
+                backend,
+                operation: "admit with a priority or a concurrency key",
+            });
+        }
+        Ok(())
+    }
 }
 
 /// An execution as stored, and (through [`ExecutionRecord::effective`]) as `get` reports it.
@@ -187,8 +255,14 @@ pub struct ExecutionRecord {
     pub last_delivery_ended_at: Option<Timestamp>,
     /// Some delivery was acknowledged as suspended.
     pub ever_suspended: bool,
-    /// The terminal outcome, once acknowledged.
+    /// The terminal outcome, once acknowledged or cancelled.
     pub outcome: Option<ExecutionOutcome>,
+    /// The admission's priority (issue 21 item 3).
+    #[serde(default)]
+    pub priority: Priority,
+    /// The admission's concurrency key (issue 21 item 4).
+    #[serde(default)]
+    pub concurrency_key: Option<ConcurrencyKey>,
 }
 
 impl ExecutionRecord {
@@ -207,6 +281,8 @@ impl ExecutionRecord {
             last_delivery_ended_at: None,
             ever_suspended: false,
             outcome: None,
+            priority: admission.priority,
+            concurrency_key: admission.concurrency_key.clone(),
         }
     }
 
@@ -365,6 +441,29 @@ impl ExecutionRecord {
                 Acknowledged::Terminal(o)
             }
         }
+    }
+
+    /// Cancels a stored record at `now` (issue 21 item 1): a record that is not terminal
+    /// becomes [`ExecutionStatus::Cancelled`] with `reason`, not due, its delivery (if any)
+    /// ended, so every later fenced write of a holder is `Lost` ([`ExecutionRecord::holds`]
+    /// needs `Running`). A terminal record is left unchanged and says why.
+    pub fn cancel(&mut self, now: Timestamp, reason: &CancelReason) -> CancelOutcome {
+        match &self.outcome {
+            Some(ExecutionOutcome::Cancelled(first)) => {
+                return CancelOutcome::AlreadyCancelled(first.clone());
+            }
+            Some(outcome) => return CancelOutcome::AlreadyTerminal(outcome.clone()),
+            None => {}
+        }
+        let ended_lease = self.lease_live(now);
+        self.status = ExecutionStatus::Cancelled;
+        self.outcome = Some(ExecutionOutcome::Cancelled(reason.clone()));
+        self.lease_expires_at = None;
+        self.due_at = None;
+        self.wake_after_claim = None;
+        // When it became terminal: what retention's cutoff compares (as an acknowledgement).
+        self.last_delivery_ended_at = Some(now);
+        CancelOutcome::Cancelled { ended_lease }
     }
 
     /// True when this record, read at or after the claim of `lease`, shows that no earlier

@@ -11,6 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::control::{
+    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
+};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::Result;
@@ -84,6 +87,13 @@ forward! {
         fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>>;
         fn status_counts(&self) -> Result<StatusCounts>;
         fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged>;
+        fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome>;
+        fn pause(&self, scope: &PauseScope) -> Result<bool>;
+        fn resume(&self, scope: &PauseScope) -> Result<bool>;
+        fn list_paused(&self) -> Result<Vec<PauseScope>>;
+        fn set_concurrency_limit(&self, scope: &LimitScope, limit: Option<ConcurrencyLimit>)
+            -> Result<()>;
+        fn concurrency_limits(&self) -> Result<ConcurrencyLimits>;
         fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
         fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
         fn renew(&self, lease: &ExecutionLease, duration: Duration)

@@ -126,6 +126,13 @@ name_type!(
     WorkflowName,
     "workflow name"
 );
+
+name_type!(
+    /// The key whose live leases a concurrency limit counts (issue 21 item 4: a tenant, a
+    /// customer, an account).
+    ConcurrencyKey,
+    "concurrency key"
+);
 name_type!(
     /// Identity of one effect (RFC 004, reduced): a repeated `begin` with the same id, by any
     /// holder, finds the effect instead of creating another. Pass it to the external system

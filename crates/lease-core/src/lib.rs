@@ -14,6 +14,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
+pub mod control;
 pub mod counts;
 pub mod dispatcher;
 pub mod effect;
@@ -30,12 +31,17 @@ pub mod limits;
 pub mod memory;
 pub mod redact;
 pub mod redelivery;
+pub mod selection;
 pub mod store;
 pub mod time;
 pub mod wakeup;
 
 pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
+};
+pub use control::{
+    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
+    Priority,
 };
 pub use counts::StatusCounts;
 pub use dispatcher::{
@@ -51,7 +57,9 @@ pub use execution::{
 pub use ext::ExecutionClientExt;
 pub use forward::{ForwardEffect, ForwardExecution, ForwardHeap, ForwardStart, ForwardStore};
 pub use heap::{HeapRecord, MAX_STEP_PAGE, StepCursor, StepPage, StepWrite};
-pub use ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName};
+pub use ids::{
+    ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
+};
 pub use json::Json;
 pub use lease::{ExecutionLease, Fenced, FencingToken};
 #[cfg(feature = "memory")]

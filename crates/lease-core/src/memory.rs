@@ -11,12 +11,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
+use crate::control::{
+    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
+};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
+    ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome, check_ack_batch,
+    check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
 use crate::ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
@@ -24,11 +28,14 @@ use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
 use crate::redelivery::RedeliveryPolicy;
+use crate::selection::{Gates, horizon, select};
 use crate::store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
 };
 use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
 use crate::wakeup::{WakeHub, WakeReceiver};
+
+mod controls;
 
 /// A step record's key in the ordered map: (execution, step key, attempt).
 type StepIndex = (ExecutionId, StepKey, u32);
@@ -45,9 +52,20 @@ struct State {
     /// Effects whose owner waits for their settle (only the owner may wait).
     effect_waits: BTreeSet<EffectId>,
     store_waiters: HashMap<(StoreId, StoreKey), BTreeSet<ExecutionId>>,
+    /// Paused scopes (issue 21 item 2).
+    paused: BTreeSet<PauseScope>,
+    /// Concurrency limits (issue 21 item 4).
+    limits: ConcurrencyLimits,
 }
 
 impl State {
+    fn gates(&self) -> Gates<'_> {
+        Gates {
+            paused: &self.paused,
+            limits: &self.limits,
+        }
+    }
+
     fn execution(&mut self, id: &ExecutionId) -> Result<&mut ExecutionRecord> {
         self.executions
             .get_mut(id)
@@ -106,10 +124,15 @@ impl MemoryBackend {
         self
     }
 
-    /// Signals the hub with the instant `record` becomes claimable, if it ever does.
+    /// Signals the hub with the instant `record` becomes claimable, if it ever does; a
+    /// record with a concurrency key that is not running freed a place of its key, so the
+    /// hub hears "now" (issue 21 item 4: a waiting execution of that key may be claimable).
     fn signal(&self, record: &ExecutionRecord) {
         if let Some(at) = record.claimable_at(&self.policy) {
             self.hub.signal(at);
+        }
+        if record.concurrency_key.is_some() && record.status != ExecutionStatus::Running {
+            self.hub.signal(self.clock.now());
         }
     }
 
@@ -132,20 +155,12 @@ impl MemoryBackend {
         lease_ms: i64,
         limit: usize,
     ) -> Result<ClaimBatch> {
-        let mut due: Vec<(Timestamp, ExecutionId)> = s
-            .executions
-            .values()
-            .map(|r| r.effective(now))
-            .filter(|r| r.claimable(now, &self.policy))
-            .filter_map(|r| r.due_at.map(|d| (d, r.id)))
-            .collect();
-        due.sort();
-        due.truncate(limit);
-        let mut claimed = Vec::with_capacity(due.len());
-        for (_, id) in due {
+        let selection = select(s.executions.values(), now, &self.policy, s.gates(), limit);
+        let mut claimed = Vec::with_capacity(selection.take.len());
+        for id in &selection.take {
             s.last_token += 1;
             let token = FencingToken::new(s.last_token);
-            let record = s.execution(&id)?;
+            let record = s.execution(id)?;
             *record = record.effective(now);
             let lease = record.claim(now, lease_ms, token);
             claimed.push(Claimed {
@@ -153,11 +168,12 @@ impl MemoryBackend {
                 record: record.clone(),
             });
         }
-        let next_claimable_at = s
-            .executions
-            .values()
-            .filter_map(|r| r.claimable_at(&self.policy))
-            .min();
+        let next_claimable_at = horizon(
+            s.executions.values(),
+            &self.policy,
+            s.gates(),
+            &selection.blocked,
+        );
         Ok(ClaimBatch {
             claimed,
             now: Some(now),
@@ -258,6 +274,37 @@ impl ExecutionClient for MemoryBackend {
         });
         out.truncate(limit);
         Ok(out)
+    }
+
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        self.cancel_execution(id, reason)
+    }
+
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        Ok(self.lock().paused.insert(scope.clone()))
+    }
+
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        let was = self.lock().paused.remove(scope);
+        self.hub.signal(self.clock.now());
+        Ok(was)
+    }
+
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        Ok(self.lock().paused.iter().cloned().collect())
+    }
+
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        self.set_limit(scope, limit);
+        Ok(())
+    }
+
+    async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
+        Ok(self.lock().limits.clone())
     }
 
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]

@@ -461,6 +461,7 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
+        Admission::refuse_controls("postgres", std::slice::from_ref(admission))?;
         let sql = &self.execution_sql().admit;
         let (id, workflow, input, not_before) = admit_params(admission);
         for _ in 0..SNAPSHOT_RETRIES {
@@ -489,6 +490,7 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
+        Admission::refuse_controls("postgres", admissions)?;
         let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
         for _ in 0..SNAPSHOT_RETRIES {
             let missing: Vec<usize> = (0..admissions.len())

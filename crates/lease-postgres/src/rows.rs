@@ -86,6 +86,9 @@ pub(crate) fn execution_from(
             Some(ExecutionOutcome::Completed(Json::from_stored(v)))
         }
         (ExecutionStatus::Failed, Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
+        (ExecutionStatus::Cancelled, Some(v)) => Some(ExecutionOutcome::Cancelled(
+            lease_core::CancelReason::from_stored(v),
+        )),
         (s, Some(_)) if !s.is_terminal() => None,
         (s, None) if s.is_terminal() => {
             return Err(protocol(operation, "terminal execution without an outcome"));
@@ -108,6 +111,8 @@ pub(crate) fn execution_from(
         last_delivery_ended_at: ts(col(row, at(9), operation)?),
         ever_suspended: col(row, at(10), operation)?,
         outcome,
+        priority: lease_core::Priority::DEFAULT,
+        concurrency_key: None,
     })
 }
 

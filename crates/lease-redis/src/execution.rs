@@ -50,6 +50,7 @@ impl ExecutionClient for RedisBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         const OP: &str = "admit";
         admission.validate()?;
+        Admission::refuse_controls("redis", std::slice::from_ref(admission))?;
         let (id, workflow, input, not_before) = admission_args(admission);
         let v = self
             .eval(
@@ -82,6 +83,8 @@ impl ExecutionClient for RedisBackend {
 
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        lease_core::execution::check_admit_batch(admissions)?;
+        Admission::refuse_controls("redis", admissions)?;
         self.admit_many(admissions).await
     }
 

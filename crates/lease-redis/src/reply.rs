@@ -220,6 +220,8 @@ impl Reply {
             last_delivery_ended_at: parse_ts(f.last_delivery_ended_at, "last_delivery_ended_at")?,
             ever_suspended,
             outcome,
+            priority: lease_core::Priority::DEFAULT,
+            concurrency_key: None,
             id,
         })
     }

@@ -22,6 +22,7 @@ impl ExecutionClient for SqliteBackend {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
+        Admission::refuse_controls("sqlite", std::slice::from_ref(admission))?;
         let admission = admission.clone();
         self.write_waking("admit", Weight::Light, move |tx, s| {
             transitions::admit(tx, s, &admission)
@@ -32,6 +33,7 @@ impl ExecutionClient for SqliteBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
+        Admission::refuse_controls("sqlite", admissions)?;
         if admissions.is_empty() {
             return Ok(Vec::new());
         }

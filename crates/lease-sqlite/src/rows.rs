@@ -91,6 +91,9 @@ impl RawExecution {
             (ExecutionStatus::Failed, Some(v)) => {
                 Some(ExecutionOutcome::Failed(Json::from_stored(v)))
             }
+            (ExecutionStatus::Cancelled, Some(v)) => Some(ExecutionOutcome::Cancelled(
+                lease_core::CancelReason::from_stored(v),
+            )),
             (s, None) if s.is_terminal() => {
                 return Err(corrupt(
                     "outcome",
@@ -120,6 +123,8 @@ impl RawExecution {
             last_delivery_ended_at: ts(self.last_delivery_ended_at),
             ever_suspended: self.ever_suspended,
             outcome,
+            priority: lease_core::Priority::DEFAULT,
+            concurrency_key: None,
         })
     }
 }
@@ -250,6 +255,7 @@ pub(crate) fn insert(
 fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
     r.outcome.as_ref().map(|o| match o {
         ExecutionOutcome::Completed(v) | ExecutionOutcome::Failed(v) => v.as_str(),
+        ExecutionOutcome::Cancelled(reason) => reason.as_str(),
     })
 }
 

@@ -51,7 +51,7 @@ mod workflow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use lease::{Admission, ExecutionId, ExecutionOutcome, Json, SharedBackend};
+use lease::{Admission, ExecutionId, Json, SharedBackend};
 use serde_json::json;
 
 use crate::args::WorkerArgs;
@@ -696,11 +696,7 @@ async fn final_records(backend: &Opened) -> DemoResult<Records> {
         record.unacknowledged_deliveries
     );
     if let Some(outcome) = &record.outcome {
-        let (kind, value) = match outcome {
-            ExecutionOutcome::Completed(v) => ("completed", v),
-            ExecutionOutcome::Failed(v) => ("failed", v),
-        };
-        println!("    outcome {kind}: {value}");
+        println!("    outcome {}: {}", outcome.status(), outcome.text());
     }
     let mut charge_token = None;
     let mut charge_receipt = None;

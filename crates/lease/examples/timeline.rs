@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use lease::sqlite::{SqliteBackend, SqliteConfig};
 use lease::{
     Acknowledged, Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, Fenced, FencingToken, HeapClient, HeapRecord, Json,
-    RedeliveryPolicy, StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
+    ExecutionRecord, Fenced, FencingToken, HeapClient, HeapRecord, Json, RedeliveryPolicy, StepKey,
+    StepWrite, Timestamp, WorkflowRunOutcome,
 };
 
 /// The scenario's error type.
@@ -247,8 +247,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
     writeln!(out)?;
     writeln!(out, "Final records:")?;
     let outcome = match &record.outcome {
-        Some(ExecutionOutcome::Completed(v)) => format!("completed {v}"),
-        Some(ExecutionOutcome::Failed(v)) => format!("failed {v}"),
+        Some(o) => format!("{} {}", o.status(), o.text()),
         None => "none".to_owned(),
     };
     writeln!(

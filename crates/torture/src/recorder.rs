@@ -44,10 +44,7 @@ pub fn outcome_text(outcome: &WorkflowRunOutcome) -> String {
 
 /// The outcome text of a stored terminal outcome.
 pub fn terminal_text(outcome: &ExecutionOutcome) -> String {
-    match outcome {
-        ExecutionOutcome::Completed(j) => format!("completed:{}", j.as_str()),
-        ExecutionOutcome::Failed(j) => format!("failed:{}", j.as_str()),
-    }
+    format!("{}:{}", outcome.status(), outcome.text())
 }
 
 /// A backend that logs what it does.

@@ -103,6 +103,7 @@ pub async fn status_counts_by_effective_status<H: Harness>(ctx: Arc<Ctx<H>>) {
         suspended: 2,
         completed: 1,
         failed: 1,
+        cancelled: 0,
         corrupt: 0,
     };
     let ids = [

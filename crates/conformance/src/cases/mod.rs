@@ -6,6 +6,7 @@
 //! case's name must be unique across these modules.
 
 pub mod bad_input;
+pub mod cancel;
 pub mod combined;
 pub mod counts;
 pub mod differential;
@@ -13,7 +14,10 @@ pub mod dispatcher;
 pub mod effects;
 pub mod fencing;
 pub mod leases;
+pub mod limits;
+pub mod pause;
 pub mod pickup;
+pub mod priority;
 pub mod redelivery;
 pub mod retention;
 pub mod semantics;

@@ -4,8 +4,7 @@
 //! page (issue 25 item 11: an execution with many steps is never read whole).
 
 use lease::{
-    ExecutionId, ExecutionOutcome, ExecutionRecord, HeapRecord, LeaseBackend, StepCursor, StepKey,
-    StepPage,
+    ExecutionId, ExecutionRecord, HeapRecord, LeaseBackend, StepCursor, StepKey, StepPage,
 };
 use serde_json::json;
 
@@ -94,8 +93,7 @@ fn shell_word(text: &str) -> String {
 /// The record as field/value lines.
 fn record_table(r: &ExecutionRecord) -> String {
     let (outcome, value) = match &r.outcome {
-        Some(ExecutionOutcome::Completed(v)) => ("completed", v.to_string()),
-        Some(ExecutionOutcome::Failed(v)) => ("failed", v.to_string()),
+        Some(o) => (o.status().as_str(), o.text().to_owned()),
         None => ("-", "-".to_owned()),
     };
     let fields: [(&str, String); 13] = [

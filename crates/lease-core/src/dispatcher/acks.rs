@@ -83,8 +83,7 @@ pub(crate) fn record(shared: &Shared, result: &AckResult) {
             shared.metrics.acknowledged();
             let status = match ack {
                 Acknowledged::Suspended => "suspended",
-                Acknowledged::Terminal(crate::ExecutionOutcome::Completed(_)) => "completed",
-                Acknowledged::Terminal(crate::ExecutionOutcome::Failed(_)) => "failed",
+                Acknowledged::Terminal(outcome) => outcome.status().as_str(),
             };
             tracing::info!(status, "acknowledge");
         }
