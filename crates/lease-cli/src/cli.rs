@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 /// keep failing, one execution's record and steps, undecodable records, and retention.
 ///
 /// Exit status: 0 done, 1 the operation failed (unreachable server, unknown id, backend
-/// error), 2 bad usage (arguments, URL, duration).
+/// error, a control the backend does not support), 2 bad usage (arguments, URL, duration),
+/// 3 nothing to cancel (the execution had already completed or failed).
 #[derive(Debug, Parser)]
 #[command(name = "lease", version, about, long_about)]
 pub struct Cli {
@@ -61,6 +62,57 @@ pub enum Command {
     /// ago on the backend clock, with their step records, store receipts and start records,
     /// in batches (each one atomic) until none is left.
     Purge(PurgeArgs),
+    /// Cancels an execution for good: a running delivery's lease ends in the same step (its
+    /// holder's writes are refused from then on), and it is never claimed again.
+    Cancel(CancelArgs),
+    /// Holds back every claim of the namespace, or of one workflow (`--workflow`); running
+    /// deliveries go on. `--list` shows what is paused.
+    Pause(PauseArgs),
+    /// Lets a paused namespace or workflow be claimed again, waking idle dispatchers.
+    Resume(PauseArgs),
+    /// The concurrency limits per key and the namespace default; `--key KEY` or `--default`
+    /// with `--set N` or `--remove` changes one first.
+    Limits(LimitsArgs),
+}
+
+/// `cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The execution id.
+    pub id: String,
+    /// Why, kept on the record (1-1024 bytes).
+    #[arg(long, default_value = "cancelled by an operator")]
+    pub reason: String,
+}
+
+/// `pause` and `resume`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Only the executions of this workflow (default: the whole namespace).
+    #[arg(long, value_name = "NAME", conflicts_with = "list")]
+    pub workflow: Option<String>,
+    /// List the paused scopes instead (changes nothing).
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// `limits`: `--key`/`--default` and `--set`/`--remove` come in pairs, one of each.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").args(["key", "default"]).requires("change")))]
+#[command(group(clap::ArgGroup::new("change").args(["set", "remove"]).requires("scope")))]
+pub struct LimitsArgs {
+    /// The key whose limit to change.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Change the namespace default, for keys without their own limit.
+    #[arg(long)]
+    pub default: bool,
+    /// The new limit (1-100000 live leases).
+    #[arg(long, value_name = "N")]
+    pub set: Option<u32>,
+    /// Remove the limit (unlimited).
+    #[arg(long)]
+    pub remove: bool,
 }
 
 /// `failing`.

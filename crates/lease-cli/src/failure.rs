@@ -10,6 +10,8 @@ pub enum Failure {
     Failed(String),
     /// Bad usage: a URL, id or option the command cannot use (exit 2, as clap's own).
     Usage(String),
+    /// `cancel` of an execution that had completed or failed: nothing changed (exit 3).
+    AlreadyEnded(String),
 }
 
 impl Failure {
@@ -18,6 +20,7 @@ impl Failure {
         match self {
             Failure::Failed(_) => ExitCode::from(1),
             Failure::Usage(_) => ExitCode::from(2),
+            Failure::AlreadyEnded(_) => ExitCode::from(3),
         }
     }
 }
@@ -25,7 +28,7 @@ impl Failure {
 impl fmt::Display for Failure {
     /// The message on one line: line breaks and other control characters become spaces.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (Failure::Failed(m) | Failure::Usage(m)) = self;
+        let (Failure::Failed(m) | Failure::Usage(m) | Failure::AlreadyEnded(m)) = self;
         let line: String = m
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })

@@ -1,8 +1,11 @@
 //! The subcommands, each one function from the open backend and its arguments to an
 //! [`Output`].
 
+mod cancel;
 mod corrupt;
 mod failing;
+mod limits;
+mod pause;
 mod purge;
 mod show;
 mod status;
@@ -26,5 +29,9 @@ pub async fn run(
         Command::Show(args) => show::run(backend, args, limits).await,
         Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
         Command::Purge(args) => purge::run(backend, args, limits).await,
+        Command::Cancel(args) => cancel::run(backend, args, limits).await,
+        Command::Pause(args) => pause::run(backend, args, false, limits).await,
+        Command::Resume(args) => pause::run(backend, args, true, limits).await,
+        Command::Limits(args) => limits::run(backend, args, limits).await,
     }
 }
