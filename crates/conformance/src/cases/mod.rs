@@ -16,5 +16,6 @@ pub mod leases;
 pub mod pickup;
 pub mod redelivery;
 pub mod retention;
+pub mod schedules;
 pub mod semantics;
 pub mod store;
