@@ -61,6 +61,9 @@ pub enum Command {
     /// ago on the backend clock, with their step records, store receipts and start records,
     /// in batches (each one atomic) until none is left.
     Purge(PurgeArgs),
+    /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
+    /// catch-up policy, last admitted and next occurrence. Reads only.
+    Schedules(SchedulesArgs),
 }
 
 /// `failing`.
@@ -118,6 +121,13 @@ pub struct PurgeArgs {
     /// twice or start a request's target again.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `schedules`.
+#[derive(Debug, Args)]
+pub struct SchedulesArgs {
+    /// Show only this schedule (exit status 1 when there is none of that name).
+    pub name: Option<String>,
 }
 
 /// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).

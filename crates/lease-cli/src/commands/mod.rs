@@ -4,6 +4,7 @@
 mod corrupt;
 mod failing;
 mod purge;
+mod schedules;
 mod show;
 mod status;
 
@@ -26,5 +27,6 @@ pub async fn run(
         Command::Show(args) => show::run(backend, args, limits).await,
         Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
         Command::Purge(args) => purge::run(backend, args, limits).await,
+        Command::Schedules(args) => schedules::run(backend, args, limits).await,
     }
 }
