@@ -40,3 +40,5 @@ pub use schedule::{
 };
 pub use scheduler::{Admitted, DEFAULT_POLL, ScheduleInfo, Scheduler, Tick, list};
 pub use state::{Registered, STORE, Stored};
+/// The token [`Scheduler::run`] stops on (re-exported from `tokio-util`).
+pub use tokio_util::sync::CancellationToken;
