@@ -6,14 +6,17 @@ mod common;
 use std::sync::Arc;
 
 use lease::schedule::{CatchUp, Schedule, Scheduler};
-use lease::{LeaseError, StoreClient, StoreKey, WorkflowName};
+use lease::{LeaseError, StoreKey, WorkflowName};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schedules_lists_what_the_scheduler_stored() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite:{}", dir.path().join("leases.db").display());
     let backend = lease::open(&url).await.expect("open");
-    assert_eq!(common::on(&url, &["schedules"]).await.stdout, "no schedules\n");
+    assert_eq!(
+        common::on(&url, &["schedules"]).await.stdout,
+        "no schedules\n"
+    );
     assert_eq!(
         common::on(&url, &["schedules", "--json"]).await.json(),
         serde_json::json!([])
@@ -60,7 +63,9 @@ async fn schedules_lists_what_the_scheduler_stored() {
     assert_eq!(lines[2][..3], ["nightly", "0", "2"], "{table:?}");
     assert!(lines[2].contains(&"Europe/Berlin"), "{table:?}");
 
-    let one = common::on(&url, &["schedules", "nightly", "--json"]).await.json();
+    let one = common::on(&url, &["schedules", "nightly", "--json"])
+        .await
+        .json();
     assert_eq!(one.as_array().map(Vec::len), Some(1), "{one}");
     common::on(&url, &["schedules", "weekly"])
         .await

@@ -36,7 +36,7 @@ pub mod state;
 pub use error::{Result, ScheduleError};
 pub use schedule::{
     CatchUp, DEFAULT_GRACE, DEFAULT_MAX_PER_TICK, Definition, ID_PREFIX, MAX_GRACE, MAX_NAME_BYTES,
-    Schedule,
+    Schedule, check_name,
 };
 pub use scheduler::{Admitted, DEFAULT_POLL, ScheduleInfo, Scheduler, Tick, list};
 pub use state::{Registered, STORE, Stored};
