@@ -53,12 +53,7 @@ async fn schedules_lists_what_the_scheduler_stored() {
     assert_eq!(rows[0]["definition"]["catch_up"], "none");
 
     let table = common::on(&url, &["schedules"]).await;
-    assert_eq!(table.code, Some(0), "{table:?}");
-    let lines: Vec<Vec<&str>> = table
-        .stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let lines = table.words();
     assert_eq!(lines[0][..4], ["NAME", "CRON", "ZONE", "CATCH-UP"]);
     assert_eq!(lines[2][..3], ["nightly", "0", "2"], "{table:?}");
     assert!(lines[2].contains(&"Europe/Berlin"), "{table:?}");

@@ -111,7 +111,8 @@ impl Scheduler {
     }
 
     /// Admits every occurrence of every schedule due at the backend clock, per its catch-up
-    /// policy, then moves each schedule's cursor past what it settled.
+    /// policy, then moves each schedule's cursor past what it settled. Writes nothing when
+    /// nothing is due (and never creates the store).
     pub async fn tick(&self) -> Result<Tick> {
         let now = self.backend.now().await?;
         let mut tick = Tick {
@@ -121,7 +122,7 @@ impl Scheduler {
             next_at: None,
             corrupt: Vec::new(),
         };
-        for (key, value) in state::entries(&*self.backend).await? {
+        for (key, value) in state::read_only_entries(&*self.backend).await? {
             let name = key.as_str();
             let loaded = state::decode(name, &value).and_then(|stored| {
                 Schedule::from_definition(name, stored.definition.clone()).map(|s| (stored, s))

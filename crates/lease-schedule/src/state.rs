@@ -71,7 +71,7 @@ pub async fn entries<S: StoreClient + ?Sized>(store: &S) -> Result<BTreeMap<Stor
 }
 
 /// Every stored entry without writing anything: none when the store does not exist (an
-/// operator's read must not create it).
+/// operator's read and a tick with nothing registered must not create it).
 pub async fn read_only_entries<S: StoreClient + ?Sized>(
     store: &S,
 ) -> Result<BTreeMap<StoreKey, Json>> {

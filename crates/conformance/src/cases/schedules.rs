@@ -170,42 +170,50 @@ pub async fn schedules_catch_up_after_a_gap<H: Harness>(ctx: Arc<Ctx<H>>) {
     assert!(sched.tick().await.expect("tick").admitted.is_empty());
 }
 
+/// Registers `name` (`30 2 * * *` in Europe/Berlin, catch-up `All`) at `registered`, ticks
+/// at `tick`, and asserts the UTC instants it admitted.
+async fn berlin_fires_at<H: Harness>(
+    ctx: &Ctx<H>,
+    name: &str,
+    registered: i64,
+    tick: i64,
+    want: [i64; 3],
+) {
+    let sched = scheduler(ctx);
+    let s = Schedule::new(name, "30 2 * * *", "Europe/Berlin")
+        .expect("schedule")
+        .catch_up(CatchUp::All);
+    ctx.set_clock(at(registered));
+    sched.register(&s).await.expect("register");
+    ctx.set_clock(at(tick));
+    let t = sched.tick().await.expect("tick");
+    assert_eq!(admitted(&t, name), want.map(at).to_vec(), "{name}");
+}
+
 /// `30 2 * * *` in Europe/Berlin: 01:30Z in winter; on 2026-03-29 02:30 does not exist and
 /// it fires at 03:00 CEST (01:00Z); then 00:30Z in summer; on 2026-10-25 02:30 happens
 /// twice and it fires once, on the first pass (00:30Z).
 pub async fn schedules_follow_dst_in_their_zone<H: Harness>(ctx: Arc<Ctx<H>>) {
-    let sched = scheduler(&*ctx);
-    let make = |name: &str| {
-        Schedule::new(name, "30 2 * * *", "Europe/Berlin")
-            .expect("schedule")
-            .catch_up(CatchUp::All)
-    };
-    // 2026-03-27T12:00Z, then 2026-03-30T12:00Z.
-    ctx.set_clock(at(1_774_612_800_000));
-    sched.register(&make("spring")).await.expect("register");
-    ctx.set_clock(at(1_774_872_000_000));
-    let spring = sched.tick().await.expect("tick");
-    assert_eq!(
-        admitted(&spring, "spring"),
-        vec![
-            at(1_774_661_400_000),
-            at(1_774_746_000_000),
-            at(1_774_830_600_000)
-        ]
-    );
-    // 2026-10-24T00:00Z, then 2026-10-26T12:00Z.
-    ctx.set_clock(at(1_792_800_000_000));
-    sched.register(&make("autumn")).await.expect("register");
-    ctx.set_clock(at(1_793_016_000_000));
-    let autumn = sched.tick().await.expect("tick");
-    assert_eq!(
-        admitted(&autumn, "autumn"),
-        vec![
-            at(1_792_801_800_000),
-            at(1_792_888_200_000),
-            at(1_792_978_200_000)
-        ]
-    );
+    // Registered 2026-03-27T12:00Z, ticked 2026-03-30T12:00Z.
+    let spring = [1_774_661_400_000, 1_774_746_000_000, 1_774_830_600_000];
+    berlin_fires_at(
+        &*ctx,
+        "spring",
+        1_774_612_800_000,
+        1_774_872_000_000,
+        spring,
+    )
+    .await;
+    // Registered 2026-10-24T00:00Z, ticked 2026-10-26T12:00Z.
+    let autumn = [1_792_801_800_000, 1_792_888_200_000, 1_792_978_200_000];
+    berlin_fires_at(
+        &*ctx,
+        "autumn",
+        1_792_800_000_000,
+        1_793_016_000_000,
+        autumn,
+    )
+    .await;
 }
 
 /// Each bad input is its typed error, and nothing is written: no store, no execution.
@@ -235,11 +243,15 @@ pub async fn schedules_bad_input_is_refused_and_writes_nothing<H: Harness>(ctx: 
         kinds,
         ["name", "name", "cron", "never", "zone", "option", "option"]
     );
-    // Fired only in 2020 (seconds to year): valid, but it has no occurrence after the backend clock.
+    // Fired only in 2020 (seconds to year): valid, but no occurrence after the backend clock.
     let past = Schedule::new("past", "0 0 0 1 1 * 2020", "UTC").expect("fired once");
     let sched = scheduler(&*ctx);
     let err = sched.register(&past).await.expect_err("never fires again");
     assert!(matches!(err, ScheduleError::NeverFires { .. }), "{err}");
+    assert!(sched.schedules().await.expect("list").is_empty());
+    ctx.advance(MINUTE);
+    assert!(sched.tick().await.expect("tick").admitted.is_empty());
+    // Neither the refusals nor a list or tick with nothing registered wrote the store.
     let store = lease_schedule::state::store_id();
     let key = StoreKey::new("past").expect("key");
     let read = ctx.backend().read_entry(&store, &key).await;
@@ -247,9 +259,6 @@ pub async fn schedules_bad_input_is_refused_and_writes_nothing<H: Harness>(ctx: 
         matches!(read, Err(LeaseError::UnknownStore(_))),
         "the schedules store was created: {read:?}"
     );
-    assert!(sched.schedules().await.expect("list").is_empty());
-    ctx.advance(MINUTE);
-    assert!(sched.tick().await.expect("tick").admitted.is_empty());
     ctx.assert_nothing_claimable("a refused schedule admits nothing")
         .await;
 }
