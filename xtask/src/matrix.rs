@@ -32,12 +32,15 @@ impl Backend {
 
 /// Every backend `cargo xtask test-all` runs, in order.
 pub const MATRIX: &[Backend] = &[
-    // lease-core's unit tests and the conformance suite on the in-memory reference backend.
+    // lease-core's and lease-schedule's unit tests and the conformance suite on the
+    // in-memory reference backend.
     Backend::new(
         "memory",
         &[
             "-p",
             "lease-core",
+            "-p",
+            "lease-schedule",
             "-p",
             "lease-conformance",
             "--features",

@@ -43,6 +43,7 @@ pub struct Options {
 /// The crates published to a registry; every other member has `publish = false`.
 pub const PUBLISHABLE: &[&str] = &[
     "lease-core",
+    "lease-schedule",
     "lease-sqlite",
     "lease-postgres",
     "lease-redis",

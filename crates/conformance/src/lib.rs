@@ -38,6 +38,7 @@ macro_rules! conformance_tests {
         $crate::__pickup_cases!($harness);
         $crate::__combined_cases!($harness);
         $crate::__retention_cases!($harness);
+        $crate::__schedules_cases!($harness);
         $crate::__counts_cases!($harness);
         $crate::__effects_cases!($harness);
         $crate::__differential_cases!($harness);
@@ -105,6 +106,7 @@ mod tests {
             ("differential", include_str!("cases/differential.rs")),
             ("combined", include_str!("cases/combined.rs")),
             ("retention", include_str!("cases/retention.rs")),
+            ("schedules", include_str!("cases/schedules.rs")),
             ("counts", include_str!("cases/counts.rs")),
             ("effects", include_str!("cases/effects.rs")),
             ("dispatcher", include_str!("cases/dispatcher.rs")),

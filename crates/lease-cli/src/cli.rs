@@ -73,6 +73,9 @@ pub enum Command {
     /// The concurrency limits per key and the namespace default; `--key KEY` or `--default`
     /// with `--set N` or `--remove` changes one first.
     Limits(LimitsArgs),
+    /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
+    /// catch-up policy, last admitted and next occurrence. Reads only.
+    Schedules(SchedulesArgs),
 }
 
 /// `cancel`.
@@ -170,6 +173,13 @@ pub struct PurgeArgs {
     /// twice or start a request's target again.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `schedules`.
+#[derive(Debug, Args)]
+pub struct SchedulesArgs {
+    /// Show only this schedule (exit status 1 when there is none of that name).
+    pub name: Option<String>,
 }
 
 /// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).

@@ -20,13 +20,13 @@ pub struct Limits {
 
 impl Limits {
     /// Runs one backend call, `operation`, within [`Limits::call`].
-    pub async fn call<T>(
+    pub async fn call<T, E: Into<Failure>>(
         &self,
         operation: &str,
-        call: impl Future<Output = lease::Result<T>>,
+        call: impl Future<Output = Result<T, E>>,
     ) -> Result<T, Failure> {
         match tokio::time::timeout(self.call, call).await {
-            Ok(result) => Ok(result?),
+            Ok(result) => result.map_err(Into::into),
             Err(_) => Err(Failure::Failed(format!(
                 "{operation} did not answer within {}",
                 humantime::format_duration(self.call)

@@ -43,6 +43,12 @@ impl From<lease::LeaseError> for Failure {
     }
 }
 
+impl From<lease::schedule::ScheduleError> for Failure {
+    fn from(e: lease::schedule::ScheduleError) -> Self {
+        Failure::Failed(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

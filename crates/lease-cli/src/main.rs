@@ -1,5 +1,5 @@
 //! `lease`, the operator command of execution leases (issue 15; retention of issue 12):
-//! `status`, `failing`, `show ID`, `corrupt` and `purge --older-than DURATION` on any
+//! `status`, `failing`, `show ID`, `corrupt`, `purge --older-than DURATION` and `schedules` on any
 //! backend URL ([`lease::open()`]), as a table or `--json`.
 //!
 //! Every failure is one line on standard error, `lease: error: ...`, with exit status 1

@@ -56,3 +56,9 @@ pub use lease_postgres as postgres;
 /// operation, every key of a namespace in one hash slot.
 #[cfg(feature = "redis")]
 pub use lease_redis as redis;
+
+/// Recurring admissions ([`lease_schedule`]), feature `schedule` (default): a cron
+/// expression in an explicit time zone admits one execution per occurrence, id
+/// `schedule:<name>:<unix ms>`, on any backend, with no leader.
+#[cfg(feature = "schedule")]
+pub use lease_schedule as schedule;

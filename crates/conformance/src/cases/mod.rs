@@ -20,5 +20,6 @@ pub mod pickup;
 pub mod priority;
 pub mod redelivery;
 pub mod retention;
+pub mod schedules;
 pub mod semantics;
 pub mod store;

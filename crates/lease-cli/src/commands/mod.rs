@@ -7,6 +7,7 @@ mod failing;
 mod limits;
 mod pause;
 mod purge;
+mod schedules;
 mod show;
 mod status;
 
@@ -33,5 +34,6 @@ pub async fn run(
         Command::Pause(args) => pause::run(backend, args, false, limits).await,
         Command::Resume(args) => pause::run(backend, args, true, limits).await,
         Command::Limits(args) => limits::run(backend, args, limits).await,
+        Command::Schedules(args) => schedules::run(backend, args, limits).await,
     }
 }

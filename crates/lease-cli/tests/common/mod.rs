@@ -27,6 +27,15 @@ impl Run {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
 
+    /// The stdout of a successful run as lines of whitespace-separated words (a table).
+    pub fn words(&self) -> Vec<Vec<&str>> {
+        assert_eq!(self.code, Some(0), "{self:?}");
+        self.stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect()
+    }
+
     /// Asserts a failure with `code` and one error line containing `text`, nothing on stdout.
     pub fn assert_error(&self, code: i32, text: &str) {
         assert_eq!(self.code, Some(code), "{self:?}");
@@ -154,12 +163,7 @@ pub async fn check_commands(url: &str, backend: &Arc<dyn LeaseBackend>) {
         "completed": 1, "failed": 1, "corrupt": 0, "total": 5});
     assert_eq!(status, want);
     let table = on(url, &["status"]).await;
-    assert_eq!(table.code, Some(0), "{table:?}");
-    let lines: Vec<Vec<&str>> = table
-        .stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let lines = table.words();
     assert_eq!(lines[0], ["STATUS", "COUNT"]);
     assert!(lines.contains(&vec!["admitted", "2"]), "{table:?}");
     assert!(lines.contains(&vec!["total", "5"]), "{table:?}");
