@@ -92,13 +92,14 @@ async fn dry_run(
     let counts = limits
         .call("status_counts", backend.status_counts())
         .await?;
-    let terminal = counts.completed + counts.failed;
+    let terminal = counts.completed + counts.failed + counts.cancelled;
     Ok(Output {
         text: format!(
             "dry run: nothing purged; of the {terminal} terminal executions ({} completed, {} \
-             failed), those that ended before {} would go\n",
+             failed, {} cancelled), those that ended before {} would go\n",
             counts.completed,
             counts.failed,
+            counts.cancelled,
             instant(Some(cutoff))
         ),
         json: json!({
@@ -106,6 +107,7 @@ async fn dry_run(
             "terminal": terminal,
             "completed": counts.completed,
             "failed": counts.failed,
+            "cancelled": counts.cancelled,
             "cutoff_ms": cutoff.as_millis(),
             "cutoff": instant(Some(cutoff)),
         }),
