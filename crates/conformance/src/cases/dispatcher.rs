@@ -43,6 +43,7 @@ macro_rules! __dispatcher_cases {
                 dispatcher_expiry_after_retry_counts_both,
                 dispatcher_ack_after_retries_resets_and_wakes_undelayed,
                 dispatcher_renewal_keeps_lease_past_original_expiry,
+                dispatcher_stops_a_cancelled_worker_at_its_next_renewal,
                 dispatcher_worker_crash_redelivered_after_expiry,
                 dispatcher_process_death_stops_fenced_writes,
                 dispatcher_paused_holder_every_fenced_write_lost,
@@ -475,6 +476,67 @@ pub async fn dispatcher_ack_after_retries_resets_and_wakes_undelayed<H: Harness>
     wait_for("the completion", || m.snapshot().acknowledgements == 2).await;
     assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Completed);
     dispatcher.shutdown(DEADLINE).await;
+}
+
+/// Issue 21 item 1: an execution cancelled while a dispatcher runs it is `Lost` at the
+/// next renewal, and the dispatcher cancels its worker (which sees [`Delivery::cancelled`]);
+/// nothing is acknowledged and the record stays cancelled. Without cancel
+/// ([`Harness::CANCEL`] `false`) it checks the refusal instead.
+pub async fn dispatcher_stops_a_cancelled_worker_at_its_next_renewal<H: Harness>(ctx: Arc<Ctx<H>>) {
+    ctx.admit("order-42").await;
+    let reason = lease_core::CancelReason::new("customer withdrew").expect("reason");
+    if !H::CANCEL {
+        let err = ctx.backend().cancel(&ctx.id("order-42"), &reason).await;
+        assert!(matches!(
+            err,
+            Err(lease_core::LeaseError::Unsupported { .. })
+        ));
+        return;
+    }
+    let (tx, mut report) = mpsc::unbounded_channel();
+    let dispatcher = Dispatcher::start(
+        shared(ctx.backend()),
+        move |d: Delivery| {
+            let tx = tx.clone();
+            async move {
+                // Reports when the worker stops, by returning or by the dispatcher dropping
+                // its future.
+                struct Stopped(mpsc::UnboundedSender<&'static str>);
+                impl Drop for Stopped {
+                    fn drop(&mut self) {
+                        let _ = self.0.send("stopped");
+                    }
+                }
+                let _stopped = Stopped(tx.clone());
+                let _ = tx.send("started");
+                d.cancelled().await;
+                assert!(d.is_lost(), "cancelled because the lease was lost");
+                Err(DeliveryError::Cancelled)
+            }
+        },
+        options(1).renew_every(Duration::from_millis(10)),
+    )
+    .expect("start");
+    assert_eq!(next(&mut report, "the delivery").await, "started");
+    let got = ctx.peer().await.cancel(&ctx.id("order-42"), &reason).await;
+    assert_eq!(
+        got.expect("cancel"),
+        lease_core::CancelOutcome::Cancelled { ended_lease: true }
+    );
+    assert_eq!(
+        next(&mut report, "the worker's cancellation").await,
+        "stopped"
+    );
+    let m = dispatcher.metrics();
+    wait_for("the lost renewal", || m.snapshot().lost == 1).await;
+    let report = dispatcher.shutdown(DEADLINE).await;
+    assert_eq!(report.metrics.acknowledgements, 0);
+    let r = ctx.get("order-42").await;
+    assert_eq!(r.status, ExecutionStatus::Cancelled);
+    assert_eq!(
+        r.outcome,
+        Some(lease_core::ExecutionOutcome::Cancelled(reason))
+    );
 }
 
 /// Row "Renewal keeps the lease past its original expiry": a delivery longer than one lease
