@@ -6,9 +6,10 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
-    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, LeaseError, Purged, Result, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -309,6 +310,11 @@ impl ExecutionClient for RedisBackend {
         next: ClaimRequest,
     ) -> Result<AckAndClaim> {
         self.ack_and_claim(ack, next).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        self.cancel_execution(id, reason).await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

@@ -62,7 +62,9 @@ local function payload_problem(id)
   end
   if v[2] and not utf8_ok(v[2], false) then return 'input is not UTF-8' end
   if v[3] or v[4] then
-    if (v[3] ~= 'completed' and v[3] ~= 'failed') or not v[4] then return 'outcome' end
+    if (v[3] ~= 'completed' and v[3] ~= 'failed' and v[3] ~= 'cancelled') or not v[4] then
+      return 'outcome'
+    end
     if not utf8_ok(v[4], false) then return 'outcome is not UTF-8' end
   end
   return nil
