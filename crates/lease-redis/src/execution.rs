@@ -8,7 +8,7 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
     ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, LeaseError, Purged, Result, Timestamp, WakeReceiver,
+    ExecutionRecord, Fenced, LeaseError, PauseScope, Purged, Result, Timestamp, WakeReceiver,
     WorkflowRunOutcome,
 };
 use redis::Value;
@@ -315,6 +315,21 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         self.cancel_execution(id, reason).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "pause", skip_all)]
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        self.set_paused(scope, true).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "resume", skip_all)]
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        self.set_paused(scope, false).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        self.paused_scopes().await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
