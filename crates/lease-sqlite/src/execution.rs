@@ -8,14 +8,14 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
-    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, Purged,
-    Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{counts, retention, transitions};
+use crate::{control, counts, retention, transitions};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -84,6 +84,16 @@ impl ExecutionClient for SqliteBackend {
         check_limit("purge limit", limit)?;
         self.write("purge_terminal", Weight::of(limit), move |tx, s| {
             retention::purge_terminal(tx, s, before, limit)
+        })
+        .await
+    }
+
+    /// Issue 21 item 1 in one write transaction: see `control::cancel`.
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        let (id, reason) = (id.clone(), reason.clone());
+        self.write_waking("cancel", Weight::Light, move |tx, s| {
+            control::cancel(tx, s, &id, &reason)
         })
         .await
     }
