@@ -10,7 +10,8 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
     ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    ExecutionRecord, Fenced, PauseScope, Purged, Result, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
@@ -94,6 +95,34 @@ impl ExecutionClient for SqliteBackend {
         let (id, reason) = (id.clone(), reason.clone());
         self.write_waking("cancel", Weight::Light, move |tx, s| {
             control::cancel(tx, s, &id, &reason)
+        })
+        .await
+    }
+
+    /// Issue 21 item 2: one row in `lease_paused`, in one write transaction.
+    #[tracing::instrument(level = "debug", name = "pause", skip_all)]
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        let scope = scope.clone();
+        self.write("pause", Weight::Light, move |tx, s| {
+            control::pause(tx, s, &scope)
+        })
+        .await
+    }
+
+    /// Issue 21 item 2: deletes the scope's row; signals "now" when there was one.
+    #[tracing::instrument(level = "debug", name = "resume", skip_all)]
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        let scope = scope.clone();
+        self.write_waking("resume", Weight::Light, move |tx, s| {
+            control::resume(tx, s, &scope)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        self.read("list_paused", |tx, s| {
+            control::list_paused(tx, &s.namespace)
         })
         .await
     }
