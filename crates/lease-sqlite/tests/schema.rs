@@ -272,7 +272,9 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP TABLE lease_paused;
+            "ALTER TABLE lease_executions DROP COLUMN priority;
+             ALTER TABLE lease_executions DROP COLUMN concurrency_key;
+             DROP TABLE lease_paused;
              DROP TABLE lease_effects;
              DROP TABLE lease_store_waiters;
              DROP INDEX lease_executions_terminal;
