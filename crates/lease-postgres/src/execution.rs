@@ -865,6 +865,17 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
+    /// Issue 21 item 1: one statement (`control/cancel.sql`) locks the row, ends a live
+    /// lease and stores status `cancelled` with the reason; a keyed one notifies "now".
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(
+        &self,
+        id: &ExecutionId,
+        reason: &lease_core::CancelReason,
+    ) -> Result<lease_core::CancelOutcome> {
+        self.cancel_execution(id, reason).await
+    }
+
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
