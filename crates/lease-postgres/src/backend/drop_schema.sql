@@ -8,6 +8,6 @@
 DROP TABLE IF EXISTS {s}.concurrency_limits, {s}.paused_scopes, {s}.store_waiters, {s}.effects, {s}.start_requests, {s}.store_receipts,
     {s}.store_entries, {s}.stores, {s}.steps, {s}.executions, {s}.lease_schema RESTRICT;
 DROP SEQUENCE IF EXISTS {s}.fencing_tokens RESTRICT;
-DROP FUNCTION IF EXISTS {s}.record_problem, {s}.token_counter_behind, {s}.claimable_from,
+DROP FUNCTION IF EXISTS {s}.record_problem, {s}.record_problem_v5, {s}.token_counter_behind, {s}.claimable_from,
     {s}.redelivery_delay RESTRICT;
 DROP SCHEMA IF EXISTS {s} RESTRICT;
