@@ -10,7 +10,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LeaseError, Result};
-use crate::execution::ExecutionOutcome;
 use crate::ids::{ConcurrencyKey, WorkflowName};
 
 /// The longest cancel reason, in bytes of UTF-8.
@@ -91,22 +90,6 @@ impl From<CancelReason> for String {
     fn from(value: CancelReason) -> Self {
         value.0
     }
-}
-
-/// What [`crate::ExecutionClient::cancel`] did (issue 21 item 1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// This call cancelled the execution. `ended_lease`: a live lease was ended by it (its
-    /// holder's renew, fenced writes and acknowledgement are `Lost` from this commit on).
-    Cancelled {
-        /// A delivery held a live lease at the backend clock and was ended.
-        ended_lease: bool,
-    },
-    /// It was cancelled before (cancel is idempotent): nothing changed, the first reason
-    /// stands.
-    AlreadyCancelled(CancelReason),
-    /// It had completed or failed: nothing changed.
-    AlreadyTerminal(ExecutionOutcome),
 }
 
 /// What [`crate::ExecutionClient::pause`] and `resume` act on (issue 21 item 2).

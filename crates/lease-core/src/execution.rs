@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::{CancelOutcome, CancelReason, Priority};
+use crate::control::{CancelReason, Priority};
 use crate::error::{LeaseError, Result};
 use crate::ids::{ConcurrencyKey, ExecutionId, WorkflowName};
 use crate::json::Json;
@@ -122,6 +122,22 @@ impl ExecutionOutcome {
             ExecutionOutcome::Cancelled(reason) => reason.as_str(),
         }
     }
+}
+
+/// What [`crate::ExecutionClient::cancel`] did (issue 21 item 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// This call cancelled the execution. `ended_lease`: a live lease was ended by it (its
+    /// holder's renew, fenced writes and acknowledgement are `Lost` from this commit on).
+    Cancelled {
+        /// A delivery held a live lease at the backend clock and was ended.
+        ended_lease: bool,
+    },
+    /// It was cancelled before (cancel is idempotent): nothing changed, the first reason
+    /// stands.
+    AlreadyCancelled(CancelReason),
+    /// It had completed or failed: nothing changed.
+    AlreadyTerminal(ExecutionOutcome),
 }
 
 /// The reply to an accepted acknowledgement (RFC 002: `{status: "suspended"} | ExecutionOutcome`).

@@ -40,8 +40,7 @@ pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
 };
 pub use control::{
-    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
-    Priority,
+    CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope, Priority,
 };
 pub use counts::StatusCounts;
 pub use dispatcher::{
@@ -51,8 +50,9 @@ pub use dispatcher::{
 pub use effect::{Begun, EffectRecord, EffectState, EffectWait, Settlement};
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, ClaimBatch, ClaimRequest,
+    Claimed, CorruptRecord, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Purged,
+    WorkflowRunOutcome,
 };
 pub use ext::ExecutionClientExt;
 pub use forward::{ForwardEffect, ForwardExecution, ForwardHeap, ForwardStart, ForwardStore};

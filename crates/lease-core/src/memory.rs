@@ -11,15 +11,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
-use crate::control::{
-    CancelOutcome, CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope,
-};
+use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
 use crate::error::{LeaseError, Result};
 use crate::execution::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome, check_ack_batch,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, ClaimBatch, ClaimRequest,
+    Claimed, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome, check_ack_batch,
     check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};

@@ -6,8 +6,6 @@
 //! outcome; paused scopes are rows of `paused_scopes` (`workflow` NULL for the namespace);
 //! limits are rows of `concurrency_limits` (`key` NULL for the namespace default).
 
-use std::sync::Arc;
-
 use lease_core::{
     CancelOutcome, CancelReason, ExecutionId, ExecutionStatus, LeaseError, PauseScope, Result,
     WorkflowName,
@@ -17,21 +15,12 @@ use sqlx::postgres::PgRow;
 use crate::backend::PostgresBackend;
 use crate::error::{Effect, protocol};
 use crate::rows::{self, col, stored_name};
-use crate::statements::Renderer;
+use crate::statements::{ControlSql, Renderer};
 
 const CANCEL: &str = include_str!("control/cancel.sql");
 const PAUSE: &str = include_str!("control/pause.sql");
 const RESUME: &str = include_str!("control/resume.sql");
 const LIST_PAUSED: &str = include_str!("control/list_paused.sql");
-
-/// `control.rs`'s statements (`control/*.sql`).
-#[derive(Debug)]
-pub(crate) struct ControlSql {
-    cancel: Arc<str>,
-    pause: Arc<str>,
-    resume: Arc<str>,
-    list_paused: Arc<str>,
-}
 
 /// This module's statements, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> ControlSql {

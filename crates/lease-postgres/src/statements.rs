@@ -114,7 +114,7 @@ pub(crate) struct Statements {
     pub(crate) start: Rendered<Arc<str>>,
     pub(crate) effect: Rendered<EffectSql>,
     pub(crate) counts: Rendered<Arc<str>>,
-    pub(crate) control: Rendered<crate::control::ControlSql>,
+    pub(crate) control: Rendered<ControlSql>,
 }
 
 impl Statements {
@@ -132,6 +132,15 @@ impl Statements {
             control: Rendered::default(),
         }
     }
+}
+
+/// `control.rs`'s statements (`control/*.sql`).
+#[derive(Debug)]
+pub(crate) struct ControlSql {
+    pub(crate) cancel: Arc<str>,
+    pub(crate) pause: Arc<str>,
+    pub(crate) resume: Arc<str>,
+    pub(crate) list_paused: Arc<str>,
 }
 
 /// `backend.rs`'s statements (`backend/*.sql`).

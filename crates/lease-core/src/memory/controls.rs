@@ -1,7 +1,8 @@
 //! The memory backend's controls (issue 21): cancel and the concurrency limits, each under
 //! the one lock like every other operation.
 
-use crate::control::{CancelOutcome, CancelReason, ConcurrencyLimit, LimitScope};
+use crate::control::{CancelReason, ConcurrencyLimit, LimitScope};
+use crate::execution::CancelOutcome;
 use crate::error::Result;
 use crate::ids::ExecutionId;
 
