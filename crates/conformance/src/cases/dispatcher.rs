@@ -889,12 +889,20 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
     }
     open.store(true, Ordering::SeqCst);
     gate.notify_waiters();
-    ctx.advance(Duration::from_secs(10));
-    dispatcher.wake();
-    wait_for("all acknowledged", || {
-        m.snapshot().acknowledgements == N as u64
-    })
-    .await;
+    // Past every redelivery delay (at most 1.6 s). Under load a prefetched lease can outlive
+    // its hold once more and be released again, so the manual clock keeps moving, 2 s at a
+    // time (a 30 s lease renewed every 100 ms stays far ahead), until all are acknowledged.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while m.snapshot().acknowledgements < N as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {DEADLINE:?} waiting for all acknowledged: {:?}",
+            m.snapshot()
+        );
+        ctx.advance(Duration::from_secs(2));
+        dispatcher.wake();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let report = dispatcher.shutdown(DEADLINE).await;
     assert_eq!(report.metrics.lost, 0, "{:?}", report.metrics);
     assert_each_ran_once(&ctx, &ran, N).await;

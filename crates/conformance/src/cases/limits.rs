@@ -250,12 +250,12 @@ async fn racing_claimers<H: Harness>(ctx: Arc<Ctx<H>>, cap: u32) {
     }
 }
 
-/// [`racing_claimers`] with limit 1.
+/// `racing_claimers` with limit 1.
 pub async fn racing_claimers_never_exceed_limit_1<H: Harness>(ctx: Arc<Ctx<H>>) {
     racing_claimers(ctx, 1).await;
 }
 
-/// [`racing_claimers`] with limit 3.
+/// `racing_claimers` with limit 3.
 pub async fn racing_claimers_never_exceed_limit_3<H: Harness>(ctx: Arc<Ctx<H>>) {
     racing_claimers(ctx, 3).await;
 }
