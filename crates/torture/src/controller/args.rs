@@ -89,6 +89,11 @@ pub struct RunArgs {
     /// report violations).
     #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
+    /// Cancel every Nth admitted execution during the faults (issue 21 item 1; history rule
+    /// 6), through the controller's recorder (default: no cancels).
+    #[arg(long, value_name = "N",
+          value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub cancel_every: Option<u64>,
     /// Each runtime in its own network namespace, reaching the server through a forwarder
     /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
     #[arg(long)]
