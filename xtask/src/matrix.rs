@@ -150,6 +150,10 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("bench", &["-p", "lease-bench"], &[]),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
+    // The tree's own rules (xtask/tests/tidy): function lengths, no import circle inside a
+    // crate, the adapters' one skeleton, wrappers forwarding every method. Parses the
+    // sources only: no server needed.
+    Backend::new("tidy", &["-p", "xtask", "--test", "tidy"], &[]),
 ];
 
 /// The backends chosen by `--backend` names (all of them for none), in matrix order.

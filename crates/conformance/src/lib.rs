@@ -13,6 +13,7 @@
 pub mod cases;
 pub mod context;
 pub mod harness;
+pub mod race;
 
 pub use context::{Ctx, run_case};
 pub use harness::Harness;

@@ -35,13 +35,19 @@ async fn sqlite_file() {
     );
 }
 
+/// Opens `url` through the facade and runs the command checks in a task of their own, so a
+/// failed check is returned, not thrown, and the caller cleans up before asserting.
+async fn checks_on(url: String) -> Result<(), tokio::task::JoinError> {
+    let backend = lease::open(&url).await.expect("open");
+    tokio::spawn(async move { common::check_commands(&url, &backend).await }).await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_schema() {
     let base = lease_testserver::postgres_url();
     let schema = unique("pg");
     let url = with_namespace(&base, &schema);
-    let backend = lease::open(&url).await.expect("open");
-    let checked = tokio::spawn(async move { common::check_commands(&url, &backend).await }).await;
+    let checked = checks_on(url).await;
     let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
         .await
         .expect("connect");
@@ -54,8 +60,7 @@ async fn redis_namespace() {
     let base = lease_testserver::redis_url();
     let namespace = unique("redis");
     let url = with_namespace(&base, &namespace);
-    let backend = lease::open(&url).await.expect("open");
-    let checked = tokio::spawn(async move { common::check_commands(&url, &backend).await }).await;
+    let checked = checks_on(url).await;
     let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
         .await
         .expect("connect");

@@ -1,12 +1,16 @@
 //! Validated names: execution ids, step keys, store ids and keys, request ids, workflow names.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use crate::error::{LeaseError, Result};
 use crate::limits::MAX_ID_BYTES;
 
+mod names;
+
+pub use names::{
+    ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
+};
+
+/// The rule every name type follows: non-empty, at most [`MAX_ID_BYTES`] bytes, no control
+/// characters; a typed error (`InvalidInput` naming `field`) otherwise.
 fn check_name(field: &'static str, value: &str) -> Result<()> {
     if value.is_empty() {
         return Err(LeaseError::invalid(field, "must not be empty"));
@@ -26,15 +30,8 @@ fn check_name(field: &'static str, value: &str) -> Result<()> {
     Ok(())
 }
 
-macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident, $field:literal) => {
-        $(#[$doc])*
-        ///
-        /// Non-empty, at most [`MAX_ID_BYTES`] bytes of UTF-8, no control characters.
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
+macro_rules! validated {
+    ($($name:ident, $field:literal;)*) => {$(
         impl $name {
             /// Validates and wraps a name; a typed error for empty, over-long or control input.
             pub fn new(value: impl Into<String>) -> Result<Self> {
@@ -48,23 +45,6 @@ macro_rules! name_type {
             pub(crate) fn trusted(value: String) -> Self {
                 debug_assert!(check_name($field, &value).is_ok());
                 Self(value)
-            }
-
-            /// The name as a string slice.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({:?})", stringify!($name), self.0)
             }
         }
 
@@ -81,65 +61,19 @@ macro_rules! name_type {
                 Self::new(value)
             }
         }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> String {
-                value.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-    };
+    )*};
 }
 
-name_type!(
-    /// Caller-chosen id of an execution (one workflow run), unique per backend namespace.
-    ExecutionId,
-    "execution id"
-);
-name_type!(
-    /// Key of a step inside an execution (the replay rule's unit).
-    StepKey,
-    "step key"
-);
-name_type!(
-    /// Identity of a store (RFC 005, reduced): one initial state per id.
-    StoreId,
-    "store id"
-);
-name_type!(
-    /// Key of one entry inside a store.
-    StoreKey,
-    "store key"
-);
-name_type!(
-    /// Start-request id (RFC 003): a repeat with the same id starts nothing.
-    RequestId,
-    "request id"
-);
-name_type!(
-    /// Name of the workflow an execution runs.
-    WorkflowName,
-    "workflow name"
-);
-
-name_type!(
-    /// The key whose live leases a concurrency limit counts (issue 21 item 4: a tenant, a
-    /// customer, an account).
-    ConcurrencyKey,
-    "concurrency key"
-);
-name_type!(
-    /// Identity of one effect (RFC 004, reduced): a repeated `begin` with the same id, by any
-    /// holder, finds the effect instead of creating another. Pass it to the external system
-    /// as its idempotency key.
-    EffectId,
-    "effect id"
-);
+validated! {
+    ExecutionId, "execution id";
+    StepKey, "step key";
+    StoreId, "store id";
+    StoreKey, "store key";
+    RequestId, "request id";
+    WorkflowName, "workflow name";
+    ConcurrencyKey, "concurrency key";
+    EffectId, "effect id";
+}
 
 impl EffectId {
     /// The effect id of step `step_key` of `execution`: the same for every delivery and

@@ -7,58 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{LeaseError, Result};
 use crate::limits::{MAX_LEASE, MIN_LEASE};
 
-/// Milliseconds since the Unix epoch.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Timestamp(i64);
+mod timestamp;
 
-impl Timestamp {
-    /// The end of time. As a [`crate::ClaimRequest::now`] it means "claim at the backend's
-    /// own clock" (backends use `min(now, backend clock)`), which saves the `now()` round
-    /// trip before a claim (design.md section 2).
-    pub const MAX: Timestamp = Timestamp(i64::MAX);
-
-    /// The beginning of time: as a wake-up signal it means "claimable now" (issue 10).
-    pub const MIN: Timestamp = Timestamp(i64::MIN);
-
-    /// Wraps milliseconds since the Unix epoch.
-    pub const fn from_millis(millis: i64) -> Self {
-        Timestamp(millis)
-    }
-
-    /// Milliseconds since the Unix epoch.
-    pub const fn as_millis(self) -> i64 {
-        self.0
-    }
-
-    /// This instant plus `d`, saturating at the end of time.
-    pub fn saturating_add(self, d: Duration) -> Self {
-        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Timestamp(self.0.saturating_add(ms))
-    }
-
-    /// Time from `earlier` to `self`, zero when `earlier` is later.
-    pub fn saturating_since(self, earlier: Timestamp) -> Duration {
-        Duration::from_millis(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
-    }
-}
-
-impl fmt::Debug for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}ms", self.0)
-    }
-}
-
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}ms", self.0)
-    }
-}
+pub use timestamp::Timestamp;
 
 /// Validates a lease or renewal duration ([`MIN_LEASE`]..=[`MAX_LEASE`]) and returns it in
 /// whole milliseconds. Sub-millisecond parts are rounded up so a positive duration never
@@ -96,7 +50,7 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        Timestamp(ms)
+        Timestamp::from_millis(ms)
     }
 }
 
@@ -134,7 +88,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        Timestamp(self.millis.load(Ordering::SeqCst))
+        Timestamp::from_millis(self.millis.load(Ordering::SeqCst))
     }
 }
 

@@ -35,6 +35,8 @@ const REQUEST_WAKE: &str = include_str!("execution/request_wake.sql");
 const CLAIM: &str = include_str!("execution/claim.sql");
 /// The claim's summary row, spliced as its `{horizon}`.
 const CLAIM_HORIZON: &str = include_str!("execution/claim_horizon.sql");
+/// Whether no paused scope covers the row, spliced as the claim's `{unpaused}`.
+const CLAIM_UNPAUSED: &str = include_str!("execution/claim_unpaused.sql");
 /// The limit of `acknowledge_and_claim`'s claim, replacing the claim's `$3`.
 const ACK_AND_CLAIM_LIMIT: &str = include_str!("execution/ack_and_claim_limit.sql");
 const RENEW: &str = include_str!("execution/renew.sql");
@@ -60,7 +62,7 @@ fn acknowledge_template() -> String {
 
 /// This module's statements, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
-    let claim = fragment(CLAIM);
+    let claim = fragment(CLAIM).replace("{unpaused}", fragment(CLAIM_UNPAUSED));
     let acknowledge = r.render(&acknowledge_template());
     let ack_and_claim = AckAndClaimStatements::new(
         &acknowledge,
@@ -863,6 +865,35 @@ impl ExecutionClient for PostgresBackend {
                 self.fenced(OP, &ack.lease, decoded).map_err(after_commit)
             })
             .collect()
+    }
+
+    /// Issue 21 item 1: one statement (`control/cancel.sql`) locks the row, ends a live
+    /// lease and stores status `cancelled` with the reason; a keyed one notifies "now".
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(
+        &self,
+        id: &ExecutionId,
+        reason: &lease_core::CancelReason,
+    ) -> Result<lease_core::CancelOutcome> {
+        self.cancel_execution(id, reason).await
+    }
+
+    /// Issue 21 item 2: a row of `paused_scopes`; claims skip what it covers.
+    #[tracing::instrument(level = "debug", name = "pause", skip_all)]
+    async fn pause(&self, scope: &lease_core::PauseScope) -> Result<bool> {
+        self.pause_scope(scope).await
+    }
+
+    /// Issue 21 item 2: deletes the scope's row and notifies "now" like admit.
+    #[tracing::instrument(level = "debug", name = "resume", skip_all)]
+    async fn resume(&self, scope: &lease_core::PauseScope) -> Result<bool> {
+        self.resume_scope(scope).await
+    }
+
+    /// Issue 21 item 2: the namespace first, then workflows by name.
+    #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
+    async fn list_paused(&self) -> Result<Vec<lease_core::PauseScope>> {
+        self.paused_scopes().await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

@@ -89,6 +89,7 @@
 mod ack_and_claim;
 mod backend;
 mod config;
+mod control;
 mod counts;
 mod effect;
 mod error;

@@ -114,6 +114,7 @@ pub(crate) struct Statements {
     pub(crate) start: Rendered<Arc<str>>,
     pub(crate) effect: Rendered<EffectSql>,
     pub(crate) counts: Rendered<Arc<str>>,
+    pub(crate) control: Rendered<crate::control::ControlSql>,
 }
 
 impl Statements {
@@ -128,6 +129,7 @@ impl Statements {
             start: Rendered::default(),
             effect: Rendered::default(),
             counts: Rendered::default(),
+            control: Rendered::default(),
         }
     }
 }

@@ -20,44 +20,16 @@
 
 mod common;
 
-use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lease_conformance::race::{LEASE, Tally, claim, rounds};
 use lease_core::{
-    Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    ExecutionStatus, Fenced, HeapClient, Json, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
-    WorkflowRunOutcome,
+    Admission, ExecutionClient, ExecutionId, ExecutionOutcome, ExecutionStatus, Fenced, HeapClient,
+    Json, ManualClock, RedeliveryPolicy, StepKey, StepWrite, WorkflowRunOutcome,
 };
 use lease_postgres::PostgresBackend;
 use tokio::sync::Barrier;
-
-const LEASE: Duration = Duration::from_secs(30);
-
-fn rounds() -> usize {
-    std::env::var("LEASE_RACE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(500)
-}
-
-#[derive(Debug, Default)]
-struct Tally {
-    claim_won: usize,
-    holder_won: usize,
-    write_before_claim: usize,
-    violations: Vec<String>,
-}
-
-async fn claim(b: &PostgresBackend, clock: &ManualClock) -> Vec<ExecutionLease> {
-    b.claim_due(ClaimRequest {
-        now: lease_core::Clock::now(clock),
-        limit: 1,
-        duration: LEASE,
-    })
-    .await
-    .expect("claim")
-}
 
 async fn round(
     i: usize,
@@ -217,26 +189,10 @@ fn stale_holder_write_and_ack_race_peer_claim() {
         for i in 0..rounds() {
             round(i, &a, &b, &clock, &policy, &payload, &mut tally).await;
             n += 1;
-            if tally.violations.len() >= 20 {
+            if tally.full() {
                 break;
             }
         }
-        eprintln!(
-            "{n} rounds: peer claim won {}, stale holder's ack won {}, \
-             write committed before the claim {}, violations {}",
-            tally.claim_won,
-            tally.holder_won,
-            tally.write_before_claim,
-            tally.violations.len()
-        );
-        assert!(
-            tally.violations.is_empty(),
-            "fencing violated:\n{}",
-            tally.violations.join("\n")
-        );
-        assert!(
-            tally.claim_won > 0 && tally.holder_won > 0,
-            "the operations never raced: {tally:?}"
-        );
+        tally.assert_fenced(n);
     }));
 }

@@ -190,12 +190,16 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 8 to 2).
+        // Turn the schema back into what version 1 created (undoing versions 9 to 2).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP TABLE \"{schema}\".effects; \
+                "DROP TABLE \"{schema}\".paused_scopes; \
+                 DROP TABLE \"{schema}\".concurrency_limits; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN priority; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN concurrency_key; \
+                 DROP TABLE \"{schema}\".effects; \
                  DROP TABLE \"{schema}\".store_waiters; \
                  DROP INDEX \"{schema}\".executions_claim_waiting; \
                  DROP INDEX \"{schema}\".executions_claim_expired; \
@@ -203,6 +207,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
                  DROP INDEX \"{schema}\".store_receipts_execution; \
                  DROP INDEX \"{schema}\".start_requests_target; \
                  DROP FUNCTION \"{schema}\".record_problem; \
+                 DROP FUNCTION \"{schema}\".record_problem_v5; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
                  DROP INDEX \"{schema}\".executions_horizon; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \

@@ -17,12 +17,13 @@ use crate::scripts::operation_script;
 operation_script!(STATUS_COUNTS = script(include_str!("counts/status_counts.lua")));
 
 /// The counts in the script's reply order, after its clock.
-const ORDER: [&str; 6] = [
+const ORDER: [&str; 7] = [
     "admitted",
     "running",
     "suspended",
     "completed",
     "failed",
+    "cancelled",
     "corrupt",
 ];
 
@@ -95,6 +96,7 @@ fn sum(total: &mut StatusCounts, part: &StatusCounts) {
     total.suspended += part.suspended;
     total.completed += part.completed;
     total.failed += part.failed;
+    total.cancelled += part.cancelled;
     total.corrupt += part.corrupt;
 }
 

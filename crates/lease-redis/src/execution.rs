@@ -6,9 +6,10 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
-    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced,
-    LeaseError, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, LeaseError, PauseScope, Purged, Result, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -309,6 +310,26 @@ impl ExecutionClient for RedisBackend {
         next: ClaimRequest,
     ) -> Result<AckAndClaim> {
         self.ack_and_claim(ack, next).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        self.cancel_execution(id, reason).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "pause", skip_all)]
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        self.set_paused(scope, true).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "resume", skip_all)]
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        self.set_paused(scope, false).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        self.paused_scopes().await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

@@ -191,6 +191,7 @@ mod claim_split;
 mod combined;
 mod config;
 mod conn;
+mod control;
 mod counts;
 mod effect;
 mod error;

@@ -4,8 +4,8 @@
 use std::str::FromStr;
 
 use lease_core::{
-    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, Json, Result,
-    Timestamp, WorkflowName,
+    CancelReason, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
+    Json, Result, Timestamp, WorkflowName,
 };
 use redis::Value;
 
@@ -206,6 +206,9 @@ impl Reply {
             (None, None) => None,
             (Some("completed"), Some(v)) => Some(ExecutionOutcome::Completed(Json::from_stored(v))),
             (Some("failed"), Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
+            (Some("cancelled"), Some(v)) => {
+                Some(ExecutionOutcome::Cancelled(CancelReason::from_stored(v)))
+            }
             (kind, _) => return Err(protocol(self.op, format!("{} {kind:?}", what("outcome")))),
         };
         Ok(ExecutionRecord {

@@ -23,6 +23,8 @@ impl lease_conformance::Harness for RedisHarness {
     const STATUS_COUNTS: bool = true;
     const EFFECTS: bool = true;
     const KILLABLE_LISTENER: bool = true;
+    const CANCEL: bool = true;
+    const PAUSE: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         common::kill_connections_named(&self.0.listener_name())

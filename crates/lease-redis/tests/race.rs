@@ -17,51 +17,23 @@
 
 mod common;
 
-use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use lease_conformance::race::{LEASE, Tally, claim, rounds};
 use lease_core::{
-    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    ExecutionStatus, Fenced, HeapClient, Json, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
-    WorkflowRunOutcome,
+    Admission, ExecutionClient, ExecutionId, ExecutionOutcome, ExecutionStatus, Fenced, HeapClient,
+    Json, ManualClock, RedeliveryPolicy, StepKey, StepWrite, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 use tokio::sync::Barrier;
-
-const LEASE: Duration = Duration::from_secs(30);
-
-fn rounds() -> usize {
-    std::env::var("LEASE_RACE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(500)
-}
-
-#[derive(Debug, Default)]
-struct Tally {
-    claim_won: usize,
-    holder_won: usize,
-    write_before_claim: usize,
-    violations: Vec<String>,
-}
 
 /// A global order of invocations and completions, for the real-time check.
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 fn tick() -> u64 {
     SEQ.fetch_add(1, Ordering::SeqCst)
-}
-
-async fn claim(b: &RedisBackend, clock: &ManualClock) -> Vec<ExecutionLease> {
-    b.claim_due(ClaimRequest {
-        now: clock.now(),
-        limit: 1,
-        duration: LEASE,
-    })
-    .await
-    .expect("claim")
 }
 
 fn json(text: &str) -> Json {
@@ -269,7 +241,7 @@ fn stale_holder_write_and_ack_race_peer_reclaim() {
         for i in 0..rounds() {
             round(i, &conns, &clock, &policy, &payload, &mut tally).await;
             n += 1;
-            if tally.violations.len() >= 20 {
+            if tally.full() {
                 break;
             }
         }
@@ -278,14 +250,6 @@ fn stale_holder_write_and_ack_race_peer_reclaim() {
             .delete_namespace()
             .await
             .expect("delete namespace");
-        let summary = format!(
-            "peer claim won {}, stale holder's ack won {}, write committed before the claim {}",
-            tally.claim_won, tally.holder_won, tally.write_before_claim
-        );
-        common::assert_no_violations(n, &summary, &tally.violations);
-        assert!(
-            tally.claim_won > 0 && tally.holder_won > 0,
-            "the operations never raced: {tally:?}"
-        );
+        tally.assert_fenced(n);
     });
 }

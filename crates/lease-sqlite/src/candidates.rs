@@ -53,8 +53,8 @@ pub(crate) struct Candidate {
 }
 
 fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
-    let rowid: i64 = row.get(12)?;
-    let key = (row.get(13)?, row.get(14)?);
+    let rowid: i64 = row.get(14)?;
+    let key = (row.get(15)?, row.get(16)?);
     let record = match read_raw(row) {
         Ok(raw) => raw.into_record().map_err(|e| match e {
             OpError::Corrupt(problem) => problem,

@@ -8,14 +8,15 @@ use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, CorruptRecord,
-    EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, Purged,
-    Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, PauseScope, Purged, Result, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{counts, retention, transitions};
+use crate::{control, counts, retention, transitions};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -84,6 +85,44 @@ impl ExecutionClient for SqliteBackend {
         check_limit("purge limit", limit)?;
         self.write("purge_terminal", Weight::of(limit), move |tx, s| {
             retention::purge_terminal(tx, s, before, limit)
+        })
+        .await
+    }
+
+    /// Issue 21 item 1 in one write transaction: see `control::cancel`.
+    #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        let (id, reason) = (id.clone(), reason.clone());
+        self.write_waking("cancel", Weight::Light, move |tx, s| {
+            control::cancel(tx, s, &id, &reason)
+        })
+        .await
+    }
+
+    /// Issue 21 item 2: one row in `lease_paused`, in one write transaction.
+    #[tracing::instrument(level = "debug", name = "pause", skip_all)]
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        let scope = scope.clone();
+        self.write("pause", Weight::Light, move |tx, s| {
+            control::pause(tx, s, &scope)
+        })
+        .await
+    }
+
+    /// Issue 21 item 2: deletes the scope's row; signals "now" when there was one.
+    #[tracing::instrument(level = "debug", name = "resume", skip_all)]
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        let scope = scope.clone();
+        self.write_waking("resume", Weight::Light, move |tx, s| {
+            control::resume(tx, s, &scope)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        self.read("list_paused", |tx, s| {
+            control::list_paused(tx, &s.namespace)
         })
         .await
     }

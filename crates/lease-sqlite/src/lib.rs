@@ -129,6 +129,7 @@ mod candidates;
 mod checkpoint;
 mod config;
 mod conn;
+mod control;
 mod counts;
 mod effect;
 mod error;

@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 const V1: &str = include_str!("migrate/v1.sql");
 
@@ -60,6 +60,13 @@ const V5: &str = include_str!("migrate/v5.sql");
 
 /// Version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
 const V6: &str = include_str!("migrate/v6.sql");
+
+/// Version 7 (issue 21): cancelled rows join the retention index; paused scopes per
+/// namespace (`lease_paused`).
+const V7: &str = include_str!("migrate/v7.sql");
+
+/// Version 8 (issue 21): each execution's priority and concurrency key.
+const V8: &str = include_str!("migrate/v8.sql");
 
 /// `$1 name` -> 1 when the table exists.
 const HAS_TABLE: &str = include_str!("migrate/has_table.sql");

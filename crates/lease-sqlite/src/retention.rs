@@ -31,7 +31,7 @@ const FORGET: [&str; 5] = [
 /// `$1 rowid`: the execution row itself, found by the walk in this transaction.
 const DELETE_EXECUTION: &str = include_str!("retention/delete_execution.sql");
 
-/// `purge_terminal`: up to `limit` completed or failed executions whose
+/// `purge_terminal`: up to `limit` completed, failed or cancelled executions whose
 /// `last_delivery_ended_at` is before `before`, in id order, deleted with their step
 /// records, store receipts and start records. Never a non-terminal execution: the walk
 /// selects on the stored status under the transaction's write lock, and nothing else can

@@ -13,7 +13,8 @@ use crate::error::{OpError, OpResult};
 macro_rules! execution_columns {
     () => {
         "id, workflow, input, status, token, lease_expires_at, due_at, wake_after_claim, \
-         unacknowledged, last_delivery_ended_at, ever_suspended, outcome"
+         unacknowledged, last_delivery_ended_at, ever_suspended, outcome, priority, \
+         concurrency_key"
     };
 }
 pub(crate) use execution_columns;
@@ -32,6 +33,8 @@ pub(crate) struct RawExecution {
     last_delivery_ended_at: Option<i64>,
     ever_suspended: bool,
     outcome: Option<String>,
+    priority: i64,
+    concurrency_key: Option<String>,
 }
 
 /// Reads the columns of [`execution_columns!`] from a row (for use inside `query_map`).
@@ -49,6 +52,8 @@ pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
         last_delivery_ended_at: row.get(9)?,
         ever_suspended: row.get(10)?,
         outcome: row.get(11)?,
+        priority: row.get(12)?,
+        concurrency_key: row.get(13)?,
     })
 }
 
@@ -123,8 +128,12 @@ impl RawExecution {
             last_delivery_ended_at: ts(self.last_delivery_ended_at),
             ever_suspended: self.ever_suspended,
             outcome,
-            priority: lease_core::Priority::DEFAULT,
-            concurrency_key: None,
+            priority: lease_core::Priority::from_stored(self.priority),
+            concurrency_key: self
+                .concurrency_key
+                .map(lease_core::ConcurrencyKey::new)
+                .transpose()
+                .map_err(|e| corrupt("concurrency key", e))?,
         })
     }
 }
@@ -189,9 +198,12 @@ pub(crate) fn load_required(
     load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
 }
 
-/// [`SAVE`]'s parameters `$1..$13`, then `$14 workflow, $15 input` (the immutable fields
-/// only [`INSERT`] writes).
+/// [`SAVE`]'s parameters `$1..$13`, then `$14 workflow, $15 input, $16 priority,
+/// $17 concurrency_key` (the immutable fields only [`INSERT`] writes).
 const SAVED_PARAMS: usize = 13;
+
+/// [`INSERT`]'s parameters: every field.
+const ALL_PARAMS: usize = 17;
 
 /// A record's fields as the statements bind them, in parameter order.
 struct Fields<'a> {
@@ -214,10 +226,10 @@ impl<'a> Fields<'a> {
         })
     }
 
-    /// Binds `$1..$15` ([`SAVED_PARAMS`]).
+    /// Binds `$1..$upto` (`upto` is [`SAVED_PARAMS`] or [`ALL_PARAMS`]).
     fn bind(&self, stmt: &mut rusqlite::CachedStatement<'_>, upto: usize) -> OpResult<usize> {
         let r = self.r;
-        let values: [&dyn rusqlite::ToSql; 15] = [
+        let values: [&dyn rusqlite::ToSql; ALL_PARAMS] = [
             &self.namespace,
             &r.id.as_str(),
             &r.status.as_str(),
@@ -233,12 +245,14 @@ impl<'a> Fields<'a> {
             &self.claimable_at,
             &r.workflow.as_ref().map(WorkflowName::as_str),
             &r.input.as_ref().map(Json::as_str),
+            &i64::from(r.priority.get()),
+            &r.concurrency_key.as_ref().map(|k| k.as_str()),
         ];
         Ok(stmt.execute(&values[..upto])?)
     }
 }
 
-/// `$1..$15` ([`Fields::bind`]): inserts a new row unless the id exists.
+/// `$1..$17` ([`Fields::bind`]): inserts a new row unless the id exists.
 const INSERT: &str = include_str!("rows/insert.sql");
 
 /// Inserts a new record unless the id exists: `true` when it inserted.
@@ -248,7 +262,8 @@ pub(crate) fn insert(
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<bool> {
-    let inserted = Fields::of(namespace, r, policy)?.bind(&mut conn.prepare_cached(INSERT)?, 15)?;
+    let inserted =
+        Fields::of(namespace, r, policy)?.bind(&mut conn.prepare_cached(INSERT)?, ALL_PARAMS)?;
     Ok(inserted == 1)
 }
 

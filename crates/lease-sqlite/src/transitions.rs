@@ -1,7 +1,7 @@
 //! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
 //! caller opened: load the row, apply lease-core's state machine, write the row back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
@@ -10,7 +10,11 @@ use lease_core::{
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
+use lease_core::selection::Gates;
+use lease_core::{ConcurrencyLimits, PauseScope};
+
 use crate::candidates::Candidates;
+use crate::control;
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
 use crate::rows::{self, RawExecution, read_raw};
@@ -343,11 +347,17 @@ fn claim_at(
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
     let ns = scope.namespace.as_str();
+    let paused = control::paused_set(conn, ns)?;
+    let gates = Gates {
+        paused: &paused,
+        limits: &ConcurrencyLimits::default(),
+    };
     let mut token = last_token(conn, ns)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
     let mut candidates = Candidates::new(conn, ns, now, limit.max(PAGE_MIN))?;
-    while leases.len() < limit {
+    let everything_paused = paused.contains(&PauseScope::Namespace);
+    while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
             break;
         };
@@ -360,7 +370,7 @@ fn claim_at(
             }
         };
         let mut record = stored.effective(now);
-        if !record.claimable(now, &scope.policy) {
+        if !record.claimable(now, &scope.policy) || gates.paused(&record) {
             continue;
         }
         token = next_token(scope, token, &stored)?;
@@ -378,7 +388,11 @@ fn claim_at(
     let batch = ClaimBatch {
         claimed: leases,
         now: Some(now),
-        next_claimable_at: horizon(conn, ns)?,
+        next_claimable_at: if paused.is_empty() {
+            horizon(conn, ns)?
+        } else {
+            control::gated_horizon(conn, ns, &paused, &HashSet::new())?
+        },
     };
     Ok(Woken::at(batch, wake))
 }

@@ -20,6 +20,8 @@ impl lease_conformance::Harness for SqliteHarness {
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
     const EFFECTS: bool = true;
+    const CANCEL: bool = true;
+    const PAUSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lease_core::LeaseError::Backend {

@@ -17,6 +17,8 @@ impl lease_conformance::Harness for InMemoryHarness {
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
     const EFFECTS: bool = true;
+    const CANCEL: bool = true;
+    const PAUSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

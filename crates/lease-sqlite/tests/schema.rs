@@ -272,7 +272,10 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP TABLE lease_effects;
+            "ALTER TABLE lease_executions DROP COLUMN priority;
+             ALTER TABLE lease_executions DROP COLUMN concurrency_key;
+             DROP TABLE lease_paused;
+             DROP TABLE lease_effects;
              DROP TABLE lease_store_waiters;
              DROP INDEX lease_executions_terminal;
              DROP INDEX lease_store_receipts_execution;

@@ -97,8 +97,31 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
     let worker_a = SqliteBackend::open(SqliteConfig::file(db).policy(policy)).await?;
     let worker_b = worker_a.peer().await?;
     let id = ExecutionId::new("order-42")?;
-    let lease_ms = LEASE.as_millis();
+    print_header(db, out)?;
+    let origin = worker_a.now().await?;
+    let mut tl = Timeline { origin, out };
 
+    let lease_a = a_admits_claims_and_saves_load(&worker_a, &id, &mut tl).await?;
+    let lease_b = b_reclaims_after_a_expires(&worker_b, &id, &lease_a, &mut tl).await?;
+    b_replays_load_charges_and_acknowledges(&worker_b, &id, &lease_b, &mut tl).await?;
+    let (stale_write, stale_ack) = a_wakes_up_and_is_refused(&worker_a, &lease_a, &mut tl).await?;
+
+    let record = worker_b.get(&id).await?.ok_or("order-42 vanished")?;
+    let steps = worker_b.list_steps(&id).await?;
+    print_final_records(tl.out, &record, &steps, &lease_b)?;
+    Ok(Report {
+        lease_a,
+        lease_b,
+        stale_write,
+        stale_ack,
+        record,
+        steps,
+    })
+}
+
+/// The lines before the timeline: where the story runs and how long leases last.
+fn print_header(db: &Path, out: &mut dyn Write) -> Result<(), BoxError> {
+    let lease_ms = LEASE.as_millis();
     writeln!(
         out,
         "order-42 on embedded SQLite ({}), two connections:",
@@ -109,12 +132,18 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         "worker A and worker B (a peer). Leases last {lease_ms} ms; times are the backend clock's."
     )?;
     writeln!(out)?;
-    let origin = worker_a.now().await?;
-    let mut tl = Timeline { origin, out };
+    Ok(())
+}
 
+/// The shop admits order-42; worker A claims it and saves step "load", then freezes.
+async fn a_admits_claims_and_saves_load(
+    worker_a: &SqliteBackend,
+    id: &ExecutionId,
+    tl: &mut Timeline<'_>,
+) -> Result<ExecutionLease, BoxError> {
     let admitted = worker_a.admit(&Admission::new(id.clone())).await?;
     tl.event(
-        origin,
+        tl.origin,
         "shop",
         "admit order-42",
         &format!("status {}", admitted.status),
@@ -148,7 +177,16 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         &verdict(&saved, &format!("saved with token {}", lease_a.token)),
     )?;
     tl.note("worker A calls the card provider for \"charge\", then its server freezes")?;
+    Ok(lease_a)
+}
 
+/// Worker B polls `claim_due` until A's lease runs out and it claims order-42 itself.
+async fn b_reclaims_after_a_expires(
+    worker_b: &SqliteBackend,
+    id: &ExecutionId,
+    lease_a: &ExecutionLease,
+    tl: &mut Timeline<'_>,
+) -> Result<ExecutionLease, BoxError> {
     let started = Instant::now();
     let mut empty_polls = 0u32;
     let lease_b = loop {
@@ -175,17 +213,28 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         }
         tokio::time::sleep(POLL).await;
     };
-    let seen = worker_b.get(&id).await?.ok_or("order-42 vanished")?;
+    let seen = worker_b.get(id).await?.ok_or("order-42 vanished")?;
     tl.note(&format!(
-        "(A's lease ran out at {expires} ms; its delivery counts as unacknowledged: {}; \
+        "(A's lease ran out at {} ms; its delivery counts as unacknowledged: {}; \
          redelivery delay {} ms)",
+        tl.at(lease_a.expires_at),
         seen.unacknowledged_deliveries,
         REDELIVERY_BASE.as_millis()
     ))?;
+    Ok(lease_b)
+}
 
+/// Worker B skips "load" (saved by A: the replay rule), charges, saves "charge" and
+/// acknowledges the run as completed.
+async fn b_replays_load_charges_and_acknowledges(
+    worker_b: &SqliteBackend,
+    id: &ExecutionId,
+    lease_b: &ExecutionLease,
+    tl: &mut Timeline<'_>,
+) -> Result<(), BoxError> {
     let load_key = StepKey::new("load")?;
     let t = worker_b.now().await?;
-    match worker_b.read_step(&id, &load_key, 1).await? {
+    match worker_b.read_step(id, &load_key, 1).await? {
         Some(r) => tl.event(
             t,
             "worker B",
@@ -195,7 +244,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         None => tl.event(t, "worker B", "step \"load\"", "no saved result: runs it")?,
     }
     let charge_b = step("charge", r#"{"receipt":"ch_B"}"#)?;
-    let saved_b = worker_b.write_step(&lease_b, &charge_b).await?;
+    let saved_b = worker_b.write_step(lease_b, &charge_b).await?;
     let t = worker_b.now().await?;
     tl.event(
         t,
@@ -205,7 +254,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
     )?;
 
     let outcome = WorkflowRunOutcome::Completed(Json::parse("outcome", r#"{"receipt":"ch_B"}"#)?);
-    let ack_b = worker_b.acknowledge(&lease_b, &outcome).await?;
+    let ack_b = worker_b.acknowledge(lease_b, &outcome).await?;
     let t = worker_b.now().await?;
     tl.event(
         t,
@@ -213,10 +262,18 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         "acknowledge completed",
         &verdict(&ack_b, "accepted: order-42 completed"),
     )?;
+    Ok(())
+}
 
+/// Worker A wakes up with its old lease, saves "charge" and acknowledges: both are refused.
+async fn a_wakes_up_and_is_refused(
+    worker_a: &SqliteBackend,
+    lease_a: &ExecutionLease,
+    tl: &mut Timeline<'_>,
+) -> Result<(Fenced<HeapRecord>, Fenced<Acknowledged>), BoxError> {
     tl.note("worker A's server wakes up; A still holds its old lease and carries on")?;
     let charge_a = step("charge", r#"{"receipt":"ch_A"}"#)?;
-    let stale_write = worker_a.write_step(&lease_a, &charge_a).await?;
+    let stale_write = worker_a.write_step(lease_a, &charge_a).await?;
     let t = worker_a.now().await?;
     tl.event(
         t,
@@ -229,7 +286,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         ),
     )?;
     let outcome_a = WorkflowRunOutcome::Completed(Json::parse("outcome", r#"{"receipt":"ch_A"}"#)?);
-    let stale_ack = worker_a.acknowledge(&lease_a, &outcome_a).await?;
+    let stale_ack = worker_a.acknowledge(lease_a, &outcome_a).await?;
     let t = worker_a.now().await?;
     tl.event(
         t,
@@ -240,10 +297,16 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
             verdict(&stale_ack, "ACCEPTED (fencing is broken!)")
         ),
     )?;
+    Ok((stale_write, stale_ack))
+}
 
-    let record = worker_b.get(&id).await?.ok_or("order-42 vanished")?;
-    let steps = worker_b.list_steps(&id).await?;
-    let out = tl.out;
+/// The execution and its step records at the end, and what the token did and did not do.
+fn print_final_records(
+    out: &mut dyn Write,
+    record: &ExecutionRecord,
+    steps: &[HeapRecord],
+    lease_b: &ExecutionLease,
+) -> Result<(), BoxError> {
     writeln!(out)?;
     writeln!(out, "Final records:")?;
     let outcome = match &record.outcome {
@@ -255,7 +318,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
         "  execution order-42  status {}, token {}, unacknowledged deliveries {}, outcome {outcome}",
         record.status, record.token, record.unacknowledged_deliveries
     )?;
-    for r in &steps {
+    for r in steps {
         writeln!(
             out,
             "  step {:<14} attempt {}, saved by token {}: {}",
@@ -272,14 +335,7 @@ pub async fn scenario(db: &Path, out: &mut dyn Write) -> Result<Report, BoxError
          (RFC 002's stated limit; RFC 004 covers effects), but the records stay consistent.",
         lease_b.token
     )?;
-    Ok(Report {
-        lease_a,
-        lease_b,
-        stale_write,
-        stale_ack,
-        record,
-        steps,
-    })
+    Ok(())
 }
 
 /// True when the story went as RFC 002 says: both stale writes refused, B's tokens higher.

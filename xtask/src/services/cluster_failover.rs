@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::found::{Found, failover_pair_from_env, failover_script_of};
 use super::redis::server_args;
 use super::redis_cluster::{cluster_args, throwaway_cluster};
-use super::{Found, failover_pair_from_env, failover_script_of};
 use crate::process::{run_ok, which};
 
 /// The failover script's body.

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use lease_testserver::containers::{self, Server};
 
-use super::{Found, probe};
+use super::found::Found;
+use super::probe;
 use crate::cleanup;
 
 /// Which server a container holds, for messages and the readiness probe.

@@ -5,9 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{Found, Way, containers, env_url, first_that_works, log_tail, probe, temp_dir, url};
+use super::found::Found;
+use super::ways::{Way, first_that_works};
+use super::workdir::{log_tail, temp_dir};
+use super::{containers, probe, url};
 use crate::cleanup;
 use crate::process::{is_executable, output_with_timeout, run_ok, which};
+use lease_testserver::env_url;
 
 /// The variable naming the server; read by lease-postgres's tests.
 pub const ENV: &str = lease_testserver::POSTGRES_ENV;

@@ -8,9 +8,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Found, env_url, log_tail, probe, redis::server_args, temp_dir, url};
+use super::found::Found;
+use super::workdir::{log_tail, temp_dir};
+use super::{probe, redis::server_args, url};
 use crate::cleanup;
 use crate::process::{run_ok, which};
+use lease_testserver::env_url;
 
 /// The variable naming the cluster (`redis+cluster://host:port,host:port`); read by
 /// lease-redis's tests.

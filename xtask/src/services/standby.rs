@@ -19,8 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::found::{Found, failover_pair_from_env, failover_script_of};
 use super::postgres::{as_user, cluster_user, find_bin_dir, psql_command, stop_cluster};
-use super::{Found, failover_pair_from_env, failover_script_of, log_tail, probe, temp_dir};
+use super::probe;
+use super::workdir::{log_tail, temp_dir};
 use crate::cleanup;
 use crate::process::{is_executable, run_ok, which};
 

@@ -11,15 +11,16 @@
 //! writing; issue 11's deadline): its lease is left to expire and the execution is
 //! delivered again, where replay absorbs the work.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::dispatcher::ack_queue::{AckResult, Queued, ReplyTo};
 use crate::dispatcher::call::guarded;
-use crate::dispatcher::run::with_retries;
-use crate::dispatcher::runtime::Shared;
+use crate::dispatcher::call::with_retries;
+use crate::dispatcher::shared::Shared;
 use crate::error::LeaseError;
 use crate::execution::{
     AckAndClaim, Acknowledged, Acknowledgement, ClaimRequest, Claimed, WorkflowRunOutcome,
@@ -28,39 +29,6 @@ use crate::lease::Fenced;
 use crate::limits::MAX_ACK_BATCH;
 use crate::time::Timestamp;
 use tokio::time::Instant;
-
-/// The result a delivery gets for its acknowledgement: `None` when it failed (the lease is
-/// then left to expire and the execution delivered again).
-pub(crate) type AckResult = Option<Fenced<Acknowledged>>;
-
-/// The queue of one dispatcher.
-#[derive(Default)]
-pub(crate) struct AckQueue {
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// A leader or flusher is sending; new acknowledgements queue.
-    in_flight: bool,
-    queued: Vec<Queued>,
-}
-
-/// A queued acknowledgement, its delivery's local deadline, and where its result goes.
-struct Queued {
-    ack: Acknowledgement,
-    deadline: Option<Instant>,
-    reply: ReplyTo,
-}
-
-/// Where an acknowledgement's result goes.
-enum ReplyTo {
-    /// The delivery's task waits for it.
-    Waiting(oneshot::Sender<AckResult>),
-    /// Nobody waits (the slot moved on to a held lease, issue 24): the result is counted
-    /// and logged where it arrives, inside its delivery's span.
-    Detached(tracing::Span),
-}
 
 impl ReplyTo {
     fn answer(self, shared: &Shared, result: AckResult) {
@@ -92,41 +60,6 @@ pub(crate) fn record(shared: &Shared, result: &AckResult) {
             tracing::warn!("lost on acknowledge");
         }
         None => {}
-    }
-}
-
-impl AckQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Queues `ack` behind the one in flight (its result going to `reply()`), or, when
-    /// nothing is in flight, marks one in flight and hands `ack` back for the caller to send
-    /// as the leader.
-    fn queue_or_lead(
-        &self,
-        ack: Acknowledgement,
-        deadline: Option<Instant>,
-        reply: impl FnOnce() -> ReplyTo,
-    ) -> Option<Acknowledgement> {
-        let mut state = self.lock();
-        if state.in_flight {
-            state.queued.push(Queued {
-                ack,
-                deadline,
-                reply: reply(),
-            });
-            None
-        } else {
-            state.in_flight = true;
-            Some(ack)
-        }
-    }
-
-    /// Acknowledgements waiting behind the one in flight.
-    #[cfg(all(test, feature = "memory"))]
-    pub(crate) fn queued(&self) -> usize {
-        self.lock().queued.len()
     }
 }
 

@@ -1,15 +1,17 @@
 //! Every backend call the dispatcher makes goes through [`guarded`]: bounded by the call
 //! timeout, and a panicking adapter becomes an error instead of killing a dispatcher task
 //! (issue 11: a hung connection must not stall a delivery forever, a panic must not wedge
-//! the dispatcher).
+//! the dispatcher). Its fenced writes retry through [`with_retries`].
 
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use futures::FutureExt;
 
-use crate::dispatcher::runtime::Shared;
+use crate::dispatcher::shared::Shared;
 use crate::error::{LeaseError, Result};
 
 /// Runs `call` with the dispatcher's call timeout. A timeout or a panic is
@@ -56,5 +58,47 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_owned()
+    }
+}
+
+/// Attempts for an acknowledgement or release that fails with a retryable error.
+const WRITE_ATTEMPTS: u32 = 3;
+/// Pause between such attempts.
+const WRITE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Runs a fenced dispatcher write, retrying errors that certainly changed nothing. `None`
+/// when it failed: the lease is then left to expire and the execution is delivered again.
+pub(crate) async fn with_retries<'a, T, F, Fut>(
+    shared: &Shared,
+    operation: &str,
+    mut call: F,
+) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LeaseError>> + 'a,
+{
+    let mut attempt = 1;
+    loop {
+        if shared.killed.load(Ordering::SeqCst) {
+            return None;
+        }
+        match call().await {
+            Ok(v) => return Some(v),
+            Err(e) => {
+                shared.metrics.backend_error();
+                if e.is_retryable() && attempt < WRITE_ATTEMPTS {
+                    tracing::warn!(error = %e, operation, attempt, "retrying");
+                    attempt += 1;
+                    tokio::time::sleep(WRITE_BACKOFF).await;
+                    continue;
+                }
+                tracing::error!(
+                    error = %e,
+                    operation,
+                    "failed; the lease will expire and the execution be delivered again"
+                );
+                return None;
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! }, DispatcherOptions::new().concurrency(8))?;
 //! ```
 
+mod ack_queue;
 mod acks;
 mod call;
 pub mod delivery;
@@ -22,6 +23,7 @@ mod prefetch;
 mod retention;
 mod run;
 pub mod runtime;
+mod shared;
 pub mod step;
 pub mod worker;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dispatcher::call::guarded;
-use crate::dispatcher::runtime::Shared;
+use crate::dispatcher::shared::Shared;
 use crate::error::LeaseError;
 use crate::limits::MAX_CLAIM_LIMIT;
 

@@ -12,19 +12,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::dispatcher::acks;
-use crate::dispatcher::call::{guarded, panic_message};
+use crate::dispatcher::call::{guarded, panic_message, with_retries};
 use crate::dispatcher::delivery::Delivery;
 use crate::dispatcher::error::DeliveryError;
-use crate::dispatcher::runtime::Shared;
+use crate::dispatcher::shared::Shared;
 use crate::dispatcher::worker::Reply;
 use crate::error::{LeaseError, Result};
 use crate::execution::{Acknowledgement, Claimed, WorkflowRunOutcome};
 use crate::lease::{ExecutionLease, Fenced};
-
-/// Attempts for an acknowledgement or release that fails with a retryable error.
-const WRITE_ATTEMPTS: u32 = 3;
-/// Pause between such attempts.
-const WRITE_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Holds one of the dispatcher's `concurrency` slots; freeing it wakes the claim loop.
 pub(crate) struct SlotGuard(Arc<Shared>);
@@ -355,42 +350,5 @@ pub(crate) async fn release(shared: &Shared, lease: &ExecutionLease) {
             tracing::warn!("lost on release");
         }
         None => {}
-    }
-}
-
-/// Runs a fenced dispatcher write, retrying errors that certainly changed nothing. `None`
-/// when it failed: the lease is then left to expire and the execution is delivered again.
-pub(crate) async fn with_retries<'a, T, F, Fut>(
-    shared: &Shared,
-    operation: &str,
-    mut call: F,
-) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, LeaseError>> + 'a,
-{
-    let mut attempt = 1;
-    loop {
-        if shared.killed.load(Ordering::SeqCst) {
-            return None;
-        }
-        match call().await {
-            Ok(v) => return Some(v),
-            Err(e) => {
-                shared.metrics.backend_error();
-                if e.is_retryable() && attempt < WRITE_ATTEMPTS {
-                    tracing::warn!(error = %e, operation, attempt, "retrying");
-                    attempt += 1;
-                    tokio::time::sleep(WRITE_BACKOFF).await;
-                    continue;
-                }
-                tracing::error!(
-                    error = %e,
-                    operation,
-                    "failed; the lease will expire and the execution be delivered again"
-                );
-                return None;
-            }
-        }
     }
 }

@@ -37,7 +37,7 @@ waiting AS MATERIALIZED (
     WHERE e.claimable_at IS NOT NULL AND e.status <> 'running'
       AND e.sort_due <= (SELECT now FROM clk)
       AND e.claimable_at + 0 <= (SELECT now FROM clk)
-      AND {decodable}
+      AND {decodable} AND {unpaused}
     ORDER BY e.sort_due, e.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -47,7 +47,7 @@ expired AS MATERIALIZED (
     FROM {s}.executions e
     WHERE e.claimable_at IS NOT NULL AND e.status = 'running'
       AND e.claimable_at <= (SELECT now FROM clk)
-      AND {decodable}
+      AND {decodable} AND {unpaused}
     ORDER BY e.sort_due, e.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -89,7 +89,7 @@ unpicked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE NOT (SELECT short FROM short)
       AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
-      AND {decodable}
+      AND {decodable} AND {unpaused}
     ORDER BY e.claimable_at
     LIMIT 1
 ),
@@ -97,7 +97,7 @@ due_unlocked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE (SELECT short FROM short)
       AND e.claimable_at <= (SELECT now FROM clk) AND e.id NOT IN (SELECT p.id FROM picked p)
-      AND {decodable}
+      AND {decodable} AND {unpaused}
     ORDER BY e.claimable_at
     LIMIT 1
     FOR KEY SHARE SKIP LOCKED
@@ -105,7 +105,7 @@ due_unlocked AS MATERIALIZED (
 later AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
-      AND {decodable}
+      AND {decodable} AND {unpaused}
     ORDER BY e.claimable_at
     LIMIT 1
 )

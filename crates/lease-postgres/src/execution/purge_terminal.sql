@@ -12,7 +12,7 @@
 -- `list_corrupt` (their ids could not be reported).
 WITH victims AS MATERIALIZED (
     SELECT e.id FROM {s}.executions e
-    WHERE e.status IN ('completed', 'failed') AND e.last_delivery_ended_at < $1
+    WHERE e.status IN ('completed', 'failed', 'cancelled') AND e.last_delivery_ended_at < $1
       AND {decodable}
     ORDER BY e.last_delivery_ended_at, e.id
     LIMIT $2

@@ -21,9 +21,10 @@
         OR octet_length(e.workflow) NOT BETWEEN 1 AND 255
         OR e.workflow ~ E'[\\u0001-\\u001f\\u007f-\\u009f]'
         OR e.status IS NULL
-        OR e.status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed')
+        OR e.status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed',
+            'cancelled')
         OR e.token IS NULL OR e.token < 0
         OR e.unacknowledged_deliveries IS NULL
         OR e.unacknowledged_deliveries NOT BETWEEN 0 AND 4294967295
-        OR (e.status IN ('completed', 'failed') AND e.outcome IS NULL)
+        OR (e.status IN ('completed', 'failed', 'cancelled') AND e.outcome IS NULL)
     THEN false ELSE true END)

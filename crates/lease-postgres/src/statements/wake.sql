@@ -18,7 +18,7 @@ woken AS (
             e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at,
             t.delays)
     FROM wake_targets t
-    WHERE e.id = t.id AND e.status NOT IN ('completed', 'failed')
+    WHERE e.id = t.id AND e.status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING e.status, e.claimable_at
 ),
 note AS MATERIALIZED (

@@ -122,6 +122,8 @@ impl lease_conformance::Harness for PostgresHarness {
     const RETENTION: bool = true;
     const EFFECTS: bool = true;
     const STATUS_COUNTS: bool = true;
+    const CANCEL: bool = true;
+    const PAUSE: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)

@@ -1,7 +1,7 @@
 -- status_counts(id...): the given executions (ARGV[3..], one page of the client's SCAN of
 -- the partition's `exec:*` keys) by effective status at the script's clock (issue 15, the
 -- operator command's `status`; issue 25 item 7).
--- Reply: {now, admitted, running, suspended, completed, failed, corrupt}.
+-- Reply: {now, admitted, running, suspended, completed, failed, cancelled, corrupt}.
 --
 -- The indexes cannot answer it (a suspended execution without a wake is in none of them,
 -- and `done` does not tell completed from failed), so every record is read; the walk over
@@ -13,7 +13,8 @@
 -- status or of the wrong key type counts as corrupt; a key gone since the SCAN counts as
 -- nothing.
 local now = clock_now()
-local c = {admitted = 0, running = 0, suspended = 0, completed = 0, failed = 0, corrupt = 0}
+local c = {admitted = 0, running = 0, suspended = 0, completed = 0, failed = 0, cancelled = 0,
+  corrupt = 0}
 local K_CORRUPT = P .. 'corrupt'
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -32,4 +33,4 @@ for i = 3, #ARGV do
     c[st] = c[st] + 1
   end
 end
-return {fmt(now), c.admitted, c.running, c.suspended, c.completed, c.failed, c.corrupt}
+return {fmt(now), c.admitted, c.running, c.suspended, c.completed, c.failed, c.cancelled, c.corrupt}

@@ -7,7 +7,7 @@
 --
 -- Which ones: the earliest ended first (`done` is scored by last_delivery_ended_at), so
 -- repeated calls remove everything older than `before`. Each `done` member is re-checked on
--- its record: only a completed or failed record whose end lies before `before` is removed;
+-- its record: only a completed, failed or cancelled record whose end lies before `before` is removed;
 -- a member whose record is gone or not terminal is a stale index entry and leaves `done`,
 -- one whose end does not match its score is re-scored (never removed). The script plans
 -- (reads only), then writes.
@@ -29,7 +29,7 @@ local limit = tonumber(ARGV[4])
 -- with a readable end.
 local function terminal_end(id)
   local v = redis.call('HMGET', k_exec(id), 'st', 'ld')
-  if v[1] ~= 'completed' and v[1] ~= 'failed' then return nil end
+  if v[1] ~= 'completed' and v[1] ~= 'failed' and v[1] ~= 'cancelled' then return nil end
   if not v[2] or #v[2] > 17 or not string.match(v[2], '^%-?%d+$') then return nil end
   return tonumber(v[2])
 end

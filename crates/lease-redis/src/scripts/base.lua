@@ -36,7 +36,8 @@ local function int(s, id, field)
   return tonumber(s)
 end
 
-local STATUSES = {admitted = true, running = true, suspended = true, completed = true, failed = true}
+local STATUSES = {admitted = true, running = true, suspended = true, completed = true, failed = true,
+  cancelled = true}
 
 -- ExecutionRecord::holds on the stored record: 'held', 'lost', 'zero' (token 0 is never
 -- issued) or 'foreign' (a token above the execution's own). No clock is consulted.

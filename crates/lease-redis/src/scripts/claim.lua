@@ -62,7 +62,9 @@ local function payload_problem(id)
   end
   if v[2] and not utf8_ok(v[2], false) then return 'input is not UTF-8' end
   if v[3] or v[4] then
-    if (v[3] ~= 'completed' and v[3] ~= 'failed') or not v[4] then return 'outcome' end
+    if (v[3] ~= 'completed' and v[3] ~= 'failed' and v[3] ~= 'cancelled') or not v[4] then
+      return 'outcome'
+    end
     if not utf8_ok(v[4], false) then return 'outcome is not UTF-8' end
   end
   return nil
@@ -105,6 +107,30 @@ local function plan_moves(plan, now)
   return moved
 end
 
+-- ---- pauses (issue 21 item 2): the set `paused` holds the paused scopes: workflow names,
+-- and NS_SCOPE for the whole namespace (a control character no workflow name holds) ----
+local NS_SCOPE = '\31namespace'
+
+-- The paused scopes as {ns = bool, wf = {name = true}}, or nil when none is paused (the
+-- common case: one SMEMBERS of an empty set, nothing else).
+local function paused_scopes()
+  local m = redis.call('SMEMBERS', P .. 'paused')
+  if #m == 0 then return nil end
+  local s = {ns = false, wf = {}}
+  for _, v in ipairs(m) do
+    if v == NS_SCOPE then s.ns = true else s.wf[v] = true end
+  end
+  return s
+end
+
+-- True when a paused scope of `paused` covers execution `id` (PauseScope::covers).
+local function held_back(paused, id)
+  if paused == nil then return false end
+  if paused.ns then return true end
+  local wf = redis.call('HGET', k_exec(id), 'wf')
+  return wf ~= false and wf ~= nil and paused.wf[wf] == true
+end
+
 -- An iterator over the ready members due at or before `now` that the plan has not seen,
 -- in (due, id) order, read in pages of limit + 1.
 local function ready_members(plan, now)
@@ -144,7 +170,9 @@ local function plan_candidate(plan, pick, from_ready, now)
     plan.stale[#plan.stale + 1] = id
   else
     local e = effective(r, now)
-    if claimable(e, now) then
+    if claimable(e, now) and held_back(plan.paused, id) then
+      return
+    elseif claimable(e, now) then
       problem = payload_problem(id)
       if problem then
         plan.corrupt[#plan.corrupt + 1] = {id, problem}
@@ -165,7 +193,9 @@ end
 -- ready or waiting).
 local function plan_claim(now, limit)
   local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
-    corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0}
+    corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
+    paused = paused_scopes()}
+  if plan.paused and plan.paused.ns then return plan end
   local moved = plan_moves(plan, now)
   local peek, take = ready_members(plan, now)
   local mi, examined = 1, 0
@@ -302,19 +332,42 @@ local function report_corrupt(plan, out)
   out[#out + 1] = report
 end
 
+-- The first score in `key` of a member no scope of `paused` covers: the horizon leaves
+-- paused work out (issue 21 item 2). Bounded: after HORIZON_SCAN members all paused, the
+-- last score read (a lower bound of every later member's).
+local HORIZON_SCAN = 1000
+local function first_unpaused(key, paused)
+  local offset, last = 0, nil
+  while offset < HORIZON_SCAN do
+    local m = redis.call('ZRANGE', key, offset, offset + 99, 'WITHSCORES')
+    if #m == 0 then return nil end
+    for i = 1, #m, 2 do
+      last = tonumber(m[i + 1])
+      if not held_back(paused, m[i]) then return last end
+    end
+    offset = offset + #m / 2
+  end
+  return last
+end
+
 -- The reply items preceded by {now, next}: `next` the earliest claimable instant left in
 -- the namespace ('' = none). Every member's score is never later than its claimable_at
 -- (see slots), and an execution with a claimable instant is in ready or waiting (a running
 -- one too, scored from its lease expiry), so the first score of each set bounds it from
 -- below; a member of either still at or before now (work this call's bounds left) is
 -- claimable now.
-local function with_horizon(now, out)
+local function with_horizon(now, out, paused)
   local function first_score(key)
     local m = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #m == 0 then return nil end
     return tonumber(m[2])
   end
-  local next_at = min_opt(first_score(K_READY), first_score(K_WAITING))
+  local next_at = nil
+  if paused == nil then
+    next_at = min_opt(first_score(K_READY), first_score(K_WAITING))
+  elseif not paused.ns then
+    next_at = min_opt(first_unpaused(K_READY, paused), first_unpaused(K_WAITING, paused))
+  end
   local reply = {fmt(now), next_at and fmt(next_at) or ''}
   for i = 1, #out do reply[i + 2] = out[i] end
   return reply
@@ -330,7 +383,7 @@ local function claim(now, limit, lease_ms, records, horizon, tokens)
   if problem then return nil, nil, problem end
   local out, earliest = apply_claim(plan, lease_ms, records)
   report_corrupt(plan, out)
-  if horizon then out = with_horizon(now, out) end
+  if horizon then out = with_horizon(now, out, plan.paused) end
   return out, earliest, nil
 end
 
@@ -348,7 +401,7 @@ local function peek_claim(now, limit)
     out[#out + 1] = c.id
   end
   report_corrupt(plan, out)
-  return with_horizon(now, out)
+  return with_horizon(now, out, plan.paused)
 end
 
 -- min(caller's now, clock): ARGV-style `requested` ('' = the clock's).

@@ -31,7 +31,7 @@ local function min_opt(a, b)
   return a
 end
 
-local function terminal(st) return st == 'completed' or st == 'failed' end
+local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
 
 -- The stored record of `id` (validated), or nil when there is none. Reads only the
 -- state-machine fields: payloads (input, outcome) stay in Redis.

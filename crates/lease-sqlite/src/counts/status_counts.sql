@@ -5,7 +5,7 @@
 -- One read of the namespace's rows in the caller's transaction (one snapshot).
 SELECT CASE
         WHEN corrupt IS NOT NULL
-            OR status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed')
+            OR status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed', 'cancelled')
             THEN 'corrupt'
         WHEN status = 'running' AND (lease_expires_at IS NULL OR lease_expires_at <= ?2)
             THEN CASE WHEN ever_suspended <> 0 THEN 'suspended' ELSE 'admitted' END

@@ -1,0 +1,149 @@
+//! Issue 21's operator controls on Redis: cancel (`control/cancel.lua`, one script on the
+//! execution's partition) and pause/resume (`control/pause.lua`): the paused scopes are a
+//! set `paused` in every partition (each claim script reads its own partition's), written
+//! partition by partition (each write atomic; a split namespace's partitions see a pause
+//! one script apart).
+
+use lease_core::{
+    CancelOutcome, CancelReason, ExecutionId, ExecutionOutcome, Json, LeaseError, PauseScope,
+    Result, WorkflowName,
+};
+
+use crate::backend::RedisBackend;
+use crate::error::Access;
+use crate::reply::Reply;
+use crate::scripts::operation_script;
+use redis::Value;
+
+// The operation scripts this module runs, each compiled once per process.
+operation_script!(CANCEL = record_script(include_str!("control/cancel.lua")));
+operation_script!(PAUSE = script(include_str!("control/pause.lua")));
+
+/// The member of `paused` that stands for [`PauseScope::Namespace`]: a control character
+/// first, which no workflow name holds (`NS_SCOPE` in `scripts/claim.lua`).
+const NS_SCOPE: &str = "\u{1f}namespace";
+
+/// The member of `paused` for `scope`.
+fn scope_member(scope: &PauseScope) -> &str {
+    match scope {
+        PauseScope::Namespace => NS_SCOPE,
+        PauseScope::Workflow(w) => w.as_str(),
+    }
+}
+
+impl RedisBackend {
+    /// `ExecutionClient::cancel` (issue 21 item 1): `ExecutionRecord::cancel` on the
+    /// effective record, in one script on the execution's partition.
+    pub(crate) async fn cancel_execution(
+        &self,
+        id: &ExecutionId,
+        reason: &CancelReason,
+    ) -> Result<CancelOutcome> {
+        const OP: &str = "cancel";
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                self.keys().of(id),
+                &CANCEL,
+                &[
+                    id.as_str().as_bytes(),
+                    reason.as_str().as_bytes(),
+                    self.publish_word(),
+                ],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let (status, mut rest) = reply.status(v)?;
+        match status.as_str() {
+            "unknown" => Err(LeaseError::UnknownExecution(id.clone())),
+            "cancelled" => {
+                let ended = reply.string(reply.next(&mut rest, "ended")?)?;
+                Ok(CancelOutcome::Cancelled {
+                    ended_lease: ended == "1",
+                })
+            }
+            "terminal" => {
+                let kind = reply.string(reply.next(&mut rest, "outcome kind")?)?;
+                let value = reply.string(reply.next(&mut rest, "outcome value")?)?;
+                match kind.as_str() {
+                    "cancelled" => Ok(CancelOutcome::AlreadyCancelled(CancelReason::from_stored(
+                        value,
+                    ))),
+                    "completed" => Ok(CancelOutcome::AlreadyTerminal(ExecutionOutcome::Completed(
+                        Json::from_stored(value),
+                    ))),
+                    "failed" => Ok(CancelOutcome::AlreadyTerminal(ExecutionOutcome::Failed(
+                        Json::from_stored(value),
+                    ))),
+                    other => Err(reply.unexpected(other)),
+                }
+            }
+            other => Err(reply.unexpected(other)),
+        }
+    }
+
+    /// Runs `control/pause.lua` (`verb` pause / resume / list) on every partition and
+    /// returns the first partition's reply.
+    async fn pause_op(&self, op: &'static str, verb: &str, scope: &PauseScope) -> Result<Value> {
+        let mut first = None;
+        for prefix in self.keys().partitions() {
+            let v = self
+                .eval(
+                    op,
+                    if verb == "list" {
+                        Access::Read
+                    } else {
+                        Access::Write
+                    },
+                    prefix,
+                    &PAUSE,
+                    &[
+                        verb.as_bytes(),
+                        scope_member(scope).as_bytes(),
+                        self.publish_word(),
+                    ],
+                )
+                .await?;
+            first.get_or_insert(v);
+            if verb == "list" {
+                break;
+            }
+        }
+        first.ok_or_else(|| Reply::new(op).unexpected("no partition"))
+    }
+
+    /// `ExecutionClient::pause` / `resume` (issue 21 item 2): `true` when the scope was
+    /// newly paused / was paused (as the first partition saw it).
+    pub(crate) async fn set_paused(&self, scope: &PauseScope, pause: bool) -> Result<bool> {
+        let (op, verb) = if pause {
+            ("pause", "pause")
+        } else {
+            ("resume", "resume")
+        };
+        let v = self.pause_op(op, verb, scope).await?;
+        let reply = Reply::new(op);
+        let mut items = reply.array(v)?.into_iter();
+        let n: i64 = reply.number(reply.next(&mut items, "count")?, "count")?;
+        Ok(n == 1)
+    }
+
+    /// `ExecutionClient::list_paused`: the namespace first, then workflows by name.
+    pub(crate) async fn paused_scopes(&self) -> Result<Vec<PauseScope>> {
+        const OP: &str = "list_paused";
+        let v = self.pause_op(OP, "list", &PauseScope::Namespace).await?;
+        let reply = Reply::new(OP);
+        let mut out = Vec::new();
+        for m in reply.array(v)? {
+            let m = reply.string(m)?;
+            if m == NS_SCOPE {
+                out.push(PauseScope::Namespace);
+            } else {
+                let w = WorkflowName::new(m).map_err(|e| reply.unexpected(&e.to_string()))?;
+                out.push(PauseScope::Workflow(w));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

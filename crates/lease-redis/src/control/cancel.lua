@@ -1,0 +1,24 @@
+-- cancel(id, reason) (issue 21 item 1): ExecutionRecord::cancel on the effective record at
+-- now, in one step that ends a live lease (every fenced write of its holder is then Lost:
+-- the status is no longer running).
+-- ARGV[3] id, ARGV[4] reason, ARGV[5] wake publish command (see publish_wake).
+-- Reply: {'unknown'} | {'terminal', outcome kind, outcome value} (nothing changed) |
+-- {'cancelled', '1' when a live lease was ended else '0'}.
+local r = load(ARGV[3])
+if r == nil then return {'unknown'} end
+if terminal(r.st) then
+  local v = redis.call('HMGET', k_exec(r.id), 'oc', 'ov')
+  return {'terminal', v[1] or '', v[2] or ''}
+end
+local now = clock_now()
+local ended = r.st == 'running' and r.le > now
+local e = copy(effective(r, now))
+e.st = 'cancelled'
+e.le = nil
+e.du = nil
+e.wk = nil
+e.ld = now
+save(e, r, {'oc', 'cancelled', 'ov', ARGV[4]})
+place(e, r)
+redis.call('ZADD', K_DONE, fmt(now), r.id)
+return {'cancelled', ended and '1' or '0'}

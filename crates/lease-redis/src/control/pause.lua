@@ -1,0 +1,18 @@
+-- pause / resume / list_paused (issue 21 item 2) on one partition's set `paused` of paused
+-- scopes (a workflow name, or '\31namespace' for the namespace: see NS_SCOPE in
+-- scripts/claim.lua, which every claim reads).
+-- ARGV[3] 'pause' | 'resume' | 'list', ARGV[4] the scope member, ARGV[5] wake publish
+-- command (see publish_wake).
+-- Reply: pause {1 newly paused | 0}; resume {1 was paused | 0}, and when it was, publishes
+-- "now" (the clock) so idle dispatchers claim what it held back; list {members...}.
+local key = P .. 'paused'
+local t = redis.call('TYPE', key)
+t = t.ok or t
+if t ~= 'set' and t ~= 'none' then
+  error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a set'})
+end
+if ARGV[3] == 'list' then return redis.call('SMEMBERS', key) end
+if ARGV[3] == 'pause' then return {redis.call('SADD', key, ARGV[4])} end
+local was = redis.call('SREM', key, ARGV[4])
+if was == 1 then publish_wake(ARGV[5], clock_now()) end
+return {was}

@@ -1,0 +1,135 @@
+//! Issue 21 controls for SQLite, each run inside the caller's one write transaction (one
+//! writer at a time, so every check and write here is atomic): cancel through lease-core's
+//! [`ExecutionRecord::cancel`] transition; pause and resume of scopes stored per namespace
+//! in `lease_paused`, which every claim reads in its own transaction.
+
+use std::collections::{BTreeSet, HashSet};
+
+use lease_core::{
+    CancelOutcome, CancelReason, ExecutionId, ExecutionRecord, PauseScope, Timestamp, WorkflowName,
+};
+use rusqlite::{Connection, params};
+
+use crate::error::{OpError, OpResult};
+use crate::group::Woken;
+use crate::rows;
+use crate::scope::Scope;
+
+/// `cancel` (issue 21 item 1): a terminal record is left as stored and says why; otherwise
+/// the effective record (an expired delivery ends unacknowledged first) is cancelled and
+/// written back, which clears its claim columns, so no claim or horizon sees it again. A
+/// keyed execution frees a place of its key: the wake-up path hears "now".
+pub(crate) fn cancel(
+    conn: &Connection,
+    scope: &Scope,
+    id: &ExecutionId,
+    reason: &CancelReason,
+) -> OpResult<Woken<CancelOutcome>> {
+    let now = scope.now();
+    let stored: ExecutionRecord = rows::load_required(conn, &scope.namespace, id)?;
+    if stored.status.is_terminal() {
+        return Ok(Woken::quiet(stored.clone().cancel(now, reason)));
+    }
+    let mut record = stored.effective(now);
+    let outcome = record.cancel(now, reason);
+    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let wake = record.concurrency_key.is_some().then_some(now);
+    Ok(Woken::at(outcome, wake))
+}
+
+/// `$1 namespace, $2 kind, $3 workflow`: records a paused scope (no change when it is).
+const PAUSE: &str = include_str!("control/pause.sql");
+
+/// `$1 namespace, $2 kind, $3 workflow`: forgets a paused scope.
+const RESUME: &str = include_str!("control/resume.sql");
+
+/// `$1 namespace` -> (kind, workflow) of the paused scopes, namespace first, then by name.
+const PAUSED: &str = include_str!("control/paused.sql");
+
+/// `$1 namespace` -> (claimable_at, workflow, id) in `claimable_at` order: the horizon
+/// walk when gates hold some rows back.
+const HORIZON_WALK: &str = include_str!("control/horizon_walk.sql");
+
+/// A scope's stored form in `lease_paused`: (kind, workflow; `''` for the namespace).
+fn scope_row(scope: &PauseScope) -> (&'static str, &str) {
+    match scope {
+        PauseScope::Namespace => ("namespace", ""),
+        PauseScope::Workflow(w) => ("workflow", w.as_str()),
+    }
+}
+
+/// `pause` (issue 21 item 2): `true` when this call paused the scope.
+pub(crate) fn pause(conn: &Connection, scope: &Scope, paused: &PauseScope) -> OpResult<bool> {
+    let (kind, workflow) = scope_row(paused);
+    let changed = conn
+        .prepare_cached(PAUSE)?
+        .execute(params![scope.namespace, kind, workflow])?;
+    Ok(changed == 1)
+}
+
+/// `resume` (issue 21 item 2): `true` when the scope was paused; then the wake-up path
+/// hears "now" (what it held back may be claimable).
+pub(crate) fn resume(
+    conn: &Connection,
+    scope: &Scope,
+    paused: &PauseScope,
+) -> OpResult<Woken<bool>> {
+    let (kind, workflow) = scope_row(paused);
+    let changed = conn
+        .prepare_cached(RESUME)?
+        .execute(params![scope.namespace, kind, workflow])?;
+    let resumed = changed == 1;
+    Ok(Woken::at(resumed, resumed.then(|| scope.now())))
+}
+
+/// The namespace's paused scopes, in `list_paused` order (namespace first, then by name).
+pub(crate) fn list_paused(conn: &Connection, namespace: &str) -> OpResult<Vec<PauseScope>> {
+    let rows: Vec<(String, String)> = conn
+        .prepare_cached(PAUSED)?
+        .query_map([namespace], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.into_iter()
+        .map(|(kind, workflow)| match kind.as_str() {
+            "namespace" => Ok(PauseScope::Namespace),
+            "workflow" => WorkflowName::new(workflow)
+                .map(PauseScope::Workflow)
+                .map_err(|e| OpError::Corrupt(format!("stored paused workflow is invalid: {e}"))),
+            other => Err(OpError::Corrupt(format!("stored pause kind {other:?}"))),
+        })
+        .collect()
+}
+
+/// The paused scopes as lease-core's selection reads them.
+pub(crate) fn paused_set(conn: &Connection, namespace: &str) -> OpResult<BTreeSet<PauseScope>> {
+    Ok(list_paused(conn, namespace)?.into_iter().collect())
+}
+
+/// The claim's horizon when gates hold rows back (lease_core::selection rule 4): the
+/// earliest `claimable_at` of a row no paused scope covers and the claim did not skip for
+/// its key (`blocked`, by id). Walks the horizon index from its start, past held-back rows
+/// only. With the namespace paused, nothing counts.
+pub(crate) fn gated_horizon(
+    conn: &Connection,
+    namespace: &str,
+    paused: &BTreeSet<PauseScope>,
+    blocked: &HashSet<String>,
+) -> OpResult<Option<Timestamp>> {
+    if paused.contains(&PauseScope::Namespace) {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare_cached(HORIZON_WALK)?;
+    let mut rows = stmt.query([namespace])?;
+    while let Some(row) = rows.next()? {
+        let workflow: Option<String> = row.get(1)?;
+        let id: String = row.get(2)?;
+        let held = workflow.as_deref().is_some_and(|w| {
+            paused
+                .iter()
+                .any(|s| matches!(s, PauseScope::Workflow(p) if p.as_str() == w))
+        });
+        if !held && !blocked.contains(&id) {
+            return Ok(Some(Timestamp::from_millis(row.get(0)?)));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,1 @@
+SELECT kind, workflow FROM lease_paused WHERE namespace = ?1 ORDER BY kind, workflow
