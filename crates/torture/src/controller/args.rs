@@ -1,6 +1,7 @@
 //! The options of a controller run (`lease-torture run --help`).
 
 use std::collections::BTreeSet;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -91,9 +92,8 @@ pub struct RunArgs {
     pub effects: EffectMode,
     /// Cancel every Nth admitted execution during the faults (issue 21 item 1; history rule
     /// 6), through the controller's recorder (default: no cancels).
-    #[arg(long, value_name = "N",
-          value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
-    pub cancel_every: Option<u64>,
+    #[arg(long, value_name = "N")]
+    pub cancel_every: Option<NonZeroU64>,
     /// Each runtime in its own network namespace, reaching the server through a forwarder
     /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
     #[arg(long)]

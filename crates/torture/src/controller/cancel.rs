@@ -27,7 +27,7 @@ impl Controller {
             .admitted
             .iter()
             .filter(|(id, at)| {
-                number(id).is_some_and(|n| n % every == 0)
+                number(id).is_some_and(|n| n % every.get() == 0)
                     && !self.done.contains(*id)
                     && !self.cancel_tried.contains(*id)
                     && now.duration_since(**at) >= age
