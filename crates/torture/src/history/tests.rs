@@ -377,17 +377,6 @@ fn detects_a_step_or_outcome_that_disappeared() {
             OpResult::Accepted,
         )
     };
-    let read_outcome = |start, outcome: Option<&str>| {
-        op(
-            0,
-            start,
-            start + 5,
-            OpKind::ReadOutcome {
-                outcome: outcome.map(str::to_owned),
-            },
-            OpResult::Accepted,
-        )
-    };
     let h = vec![
         claim(1, 0, 10, 0),
         // Concurrent with the write: may have read before it committed.
