@@ -18,6 +18,7 @@ pub fn kind_name(kind: &OpKind) -> &'static str {
         OpKind::Release => "release",
         OpKind::ReadStep { .. } => "read_step",
         OpKind::ReadOutcome { .. } => "read_outcome",
+        OpKind::Cancel { .. } => "cancel",
     }
 }
 

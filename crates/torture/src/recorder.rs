@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::history::{Op, OpKind, OpResult, error_result};
+use crate::history::{self, Op, OpKind, OpResult, error_result};
 use async_trait::async_trait;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, ClaimBatch, ClaimRequest, EffectClient,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, Fenced, HeapClient, HeapRecord,
-    LeaseBackend, Result, StartClient, StepKey, StepWrite, StoreClient, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
+    Fenced, HeapClient, HeapRecord, LeaseBackend, Result, StartClient, StepKey, StepWrite,
+    StoreClient, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -45,6 +46,16 @@ pub fn outcome_text(outcome: &WorkflowRunOutcome) -> String {
 /// The outcome text of a stored terminal outcome.
 pub fn terminal_text(outcome: &ExecutionOutcome) -> String {
     format!("{}:{}", outcome.status(), outcome.text())
+}
+
+/// The cancel result text of the history log (rule 6): `cancelled`, `already_cancelled`,
+/// `already_terminal`.
+pub fn cancel_text(outcome: &CancelOutcome) -> &'static str {
+    match outcome {
+        CancelOutcome::Cancelled { .. } => history::CANCELLED,
+        CancelOutcome::AlreadyCancelled(_) => history::ALREADY_CANCELLED,
+        CancelOutcome::AlreadyTerminal(_) => history::ALREADY_TERMINAL,
+    }
 }
 
 /// A backend that logs what it does.
@@ -248,6 +259,35 @@ impl lease_core::ForwardExecution for Recorder {
         let (seq, op) = self.invoke_ack(lease, outcome);
         let result = self.inner.acknowledge(lease, outcome).await;
         self.finish(seq, op, ack_result(&result));
+        result
+    }
+
+    /// Logs the cancel (issue 21 item 1; history rule 6) with token 0 and what it found.
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            id,
+            0,
+            now_us(),
+            OpKind::Cancel {
+                result: String::new(),
+            },
+        );
+        self.log.invoke(seq, &op);
+        let result = self.inner.cancel(id, reason).await;
+        let (op, r) = match &result {
+            Ok(outcome) => (
+                Op {
+                    kind: OpKind::Cancel {
+                        result: cancel_text(outcome).to_owned(),
+                    },
+                    ..op
+                },
+                OpResult::Accepted,
+            ),
+            Err(e) => (op, error_result(e)),
+        };
+        self.finish(seq, op, r);
         result
     }
 

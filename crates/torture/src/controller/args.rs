@@ -1,6 +1,7 @@
 //! The options of a controller run (`lease-torture run --help`).
 
 use std::collections::BTreeSet;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -89,6 +90,10 @@ pub struct RunArgs {
     /// report violations).
     #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
+    /// Cancel every Nth admitted execution during the faults (issue 21 item 1; history rule
+    /// 6), through the controller's recorder (default: no cancels).
+    #[arg(long, value_name = "N")]
+    pub cancel_every: Option<NonZeroU64>,
     /// Each runtime in its own network namespace, reaching the server through a forwarder
     /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
     #[arg(long)]

@@ -43,6 +43,7 @@ impl Controller {
                 last_poll = Instant::now();
             }
             self.admit_more().await;
+            self.cancel_some().await;
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 let line = !tty && last_line.elapsed() >= Duration::from_secs(10);
                 if tty || line {

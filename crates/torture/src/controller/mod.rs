@@ -9,6 +9,7 @@
 //! fault window and the drain, [`finish`] the final reads, the checks and the report.
 
 mod args;
+mod cancel;
 mod drive;
 mod finish;
 mod inject;

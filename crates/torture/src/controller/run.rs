@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use lease_core::LeaseBackend;
@@ -19,6 +20,7 @@ use crate::faults::{self, Fault, FaultKind};
 use crate::nemesis::{self, Dropper};
 use crate::netns::{self, Network};
 use crate::oplog::{OpLog, now_us};
+use crate::recorder::Recorder;
 use crate::report::Report;
 use crate::skew::Skewer;
 
@@ -241,8 +243,15 @@ async fn connect(
     } else {
         None
     };
-    let control =
-        OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?;
+    let control = Arc::new(
+        OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?,
+    );
+    let canceller = Recorder::new(
+        backend.clone(),
+        control.clone(),
+        0,
+        Arc::new(AtomicU64::new(0)),
+    );
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     Ok(Controller {
         kind,
@@ -266,6 +275,9 @@ async fn connect(
         backend,
         app,
         control,
+        canceller,
+        cancel_tried: BTreeSet::new(),
+        cancels: 0,
         dropper,
         net,
         admitted: BTreeMap::new(),

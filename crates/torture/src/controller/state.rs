@@ -15,6 +15,7 @@ use crate::backend::Kind;
 use crate::nemesis::Dropper;
 use crate::netns::Network;
 use crate::oplog::{OpLog, Tail};
+use crate::recorder::Recorder;
 use crate::skew::Skewer;
 use crate::timeline::FaultEvent;
 
@@ -64,7 +65,13 @@ pub(super) struct Controller {
     pub(super) later: Vec<(Instant, Later)>,
     pub(super) backend: Arc<dyn LeaseBackend>,
     pub(super) app: AppStore,
-    pub(super) control: OpLog,
+    pub(super) control: Arc<OpLog>,
+    /// Cancels through the recorder into the controller log (`--cancel-every`).
+    pub(super) canceller: Recorder,
+    /// Executions `--cancel-every` has tried to cancel.
+    pub(super) cancel_tried: BTreeSet<String>,
+    /// Cancels that returned.
+    pub(super) cancels: u64,
     pub(super) dropper: Option<Dropper>,
     /// The namespaces, veths and forwarders of `--netns`.
     pub(super) net: Option<Network>,

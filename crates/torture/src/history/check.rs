@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::cancel::{already_terminal_was_terminal, nothing_after_cancel, reads_cancelled};
 use super::live::one_live_lease;
 use super::op::{Op, OpKind, OpResult};
 use super::options::CheckOptions;
@@ -81,4 +82,7 @@ fn check_execution(
     nothing_after_outcome(execution, ops, out);
     outcome_never_changes(execution, ops, options, out);
     outcome_never_disappears(execution, ops, out);
+    nothing_after_cancel(execution, ops, out);
+    reads_cancelled(execution, ops, out);
+    already_terminal_was_terminal(execution, ops, out);
 }

@@ -3,8 +3,9 @@
 //!
 //! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the
 //! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
-//! [`steps`] 4, [`outcomes`] 5).
+//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6).
 
+mod cancel;
 mod check;
 mod live;
 mod op;
@@ -18,6 +19,7 @@ mod violation;
 #[cfg(test)]
 mod tests;
 
+pub use cancel::{ALREADY_CANCELLED, ALREADY_TERMINAL, CANCELLED};
 pub use check::check;
 pub use op::{Op, OpKind, OpResult, error_result};
 pub use options::CheckOptions;

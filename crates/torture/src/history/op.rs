@@ -51,8 +51,15 @@ pub enum OpKind {
     },
     /// A final read of an execution's terminal outcome after the run.
     ReadOutcome {
-        /// `completed:<json>` / `failed:<json>`, or `None` when not terminal.
+        /// `completed:<json>` / `failed:<json>` / `cancelled:<reason>`, or `None` when not
+        /// terminal.
         outcome: Option<String>,
+    },
+    /// `cancel` (issue 21 item 1); token 0. On acceptance what it found: `cancelled`,
+    /// `already_cancelled` or `already_terminal`.
+    Cancel {
+        /// `cancelled` / `already_cancelled` / `already_terminal`; empty when not accepted.
+        result: String,
     },
 }
 
@@ -100,6 +107,7 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::Release => "release".into(),
         OpKind::ReadStep { .. } => "read_step".into(),
         OpKind::ReadOutcome { .. } => "read_outcome".into(),
+        OpKind::Cancel { result } => format!("cancel {result}"),
     }
 }
 

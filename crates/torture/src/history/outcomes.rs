@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::cancel::{CANCELLED_OUTCOME_PREFIX, may_be_cancelled};
 use super::op::{Op, OpKind, OpResult, op_name};
 use super::options::CheckOptions;
 use super::violation::{MISSING, Violation};
@@ -57,7 +58,8 @@ pub(super) fn nothing_after_outcome(execution: &str, ops: &[&Op], out: &mut Vec<
 }
 
 /// Rule 5c: every terminal outcome acknowledged or read is the derived one (when known) and
-/// the first one.
+/// the first one. A `cancelled:<reason>` outcome of an execution a cancel may have cancelled
+/// (rule 6) stands in for the derived one: it has no terminal acknowledgement.
 pub(super) fn outcome_never_changes(
     execution: &str,
     ops: &[&Op],
@@ -65,6 +67,7 @@ pub(super) fn outcome_never_changes(
     out: &mut Vec<Violation>,
 ) {
     let expected_outcome = options.expected_outcome.and_then(|f| f(execution));
+    let cancelled = may_be_cancelled(ops);
     let mut outcome: Option<&str> = None;
     for op in ops {
         if op.result != OpResult::Accepted {
@@ -77,8 +80,10 @@ pub(super) fn outcome_never_changes(
             } => outcome.as_str(),
             _ => continue,
         };
+        let cancelled_outcome = cancelled && o.starts_with(CANCELLED_OUTCOME_PREFIX);
         if let Some(expected) = &expected_outcome
             && expected != o
+            && !cancelled_outcome
         {
             out.push(Violation::OutcomeCorrupt {
                 execution: execution.into(),

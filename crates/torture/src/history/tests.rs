@@ -377,17 +377,6 @@ fn detects_a_step_or_outcome_that_disappeared() {
             OpResult::Accepted,
         )
     };
-    let read_outcome = |start, outcome: Option<&str>| {
-        op(
-            0,
-            start,
-            start + 5,
-            OpKind::ReadOutcome {
-                outcome: outcome.map(str::to_owned),
-            },
-            OpResult::Accepted,
-        )
-    };
     let h = vec![
         claim(1, 0, 10, 0),
         // Concurrent with the write: may have read before it committed.
@@ -429,4 +418,138 @@ fn reports_every_violation_not_just_the_first() {
             .count(),
         2
     );
+}
+
+fn cancel(start: i64, end: i64, result: &str) -> Op {
+    op(
+        0,
+        start,
+        end,
+        OpKind::Cancel {
+            result: result.into(),
+        },
+        OpResult::Accepted,
+    )
+}
+
+fn read_outcome(start: i64, outcome: Option<&str>) -> Op {
+    op(
+        0,
+        start,
+        start + 5,
+        OpKind::ReadOutcome {
+            outcome: outcome.map(str::to_owned),
+        },
+        OpResult::Accepted,
+    )
+}
+
+#[test]
+fn detects_fenced_operations_accepted_after_a_cancel() {
+    for late in [
+        write(1, 40, 50, "v", OpResult::Accepted),
+        ack(1, 40, 50, "completed:1", OpResult::Accepted),
+        renew(1, 40, 50, 999),
+        op(1, 40, 50, OpKind::Release, OpResult::Accepted),
+    ] {
+        let h = vec![claim(1, 0, 10, 0), cancel(20, 30, "cancelled"), late];
+        let v = check_all(&h);
+        assert!(
+            v.iter()
+                .any(|v| matches!(v, Violation::AcceptedAfterCancel { token: 1, .. })),
+            "{v:?}"
+        );
+    }
+    // Refused after the cancel, or invoked before it returned: clean.
+    let clean = vec![
+        claim(1, 0, 10, 0),
+        write(1, 15, 35, "v", OpResult::Accepted),
+        cancel(20, 30, "cancelled"),
+        write(1, 40, 50, "w", OpResult::Lost),
+        ack(1, 60, 70, "completed:1", OpResult::Lost),
+        read_outcome(80, Some("cancelled:torture")),
+    ];
+    assert_eq!(check_all(&clean), vec![]);
+}
+
+#[test]
+fn detects_a_claim_after_a_cancel() {
+    let h = vec![
+        claim(1, 0, 10, 0),
+        cancel(20, 30, "cancelled"),
+        claim(2, 40, 50, 500),
+    ];
+    let v = check_all(&h);
+    assert!(
+        matches!(&v[..], [Violation::ClaimedAfterCancel { token: 2, .. }]),
+        "{v:?}"
+    );
+    // Concurrent with the cancel: may have committed before it.
+    let concurrent = vec![
+        claim(1, 0, 10, 0),
+        cancel(20, 30, "cancelled"),
+        claim(2, 25, 35, 500),
+    ];
+    assert_eq!(check_all(&concurrent), vec![]);
+}
+
+#[test]
+fn a_cancelled_execution_reads_cancelled() {
+    let expected = |_: &str| Some("completed:1".to_string());
+    let options = CheckOptions {
+        must_complete: ["e".to_string()].into(),
+        expected_outcome: Some(&expected),
+        ..CheckOptions::default()
+    };
+    // Rule 5 accepts the cancelled outcome with no terminal acknowledgement.
+    let clean = vec![
+        claim(1, 0, 10, 0),
+        cancel(20, 30, "cancelled"),
+        read_outcome(40, Some("cancelled:torture")),
+    ];
+    assert_eq!(check(&clean, &options), vec![]);
+    for found in [None, Some("completed:1")] {
+        let h = vec![
+            claim(1, 0, 10, 0),
+            cancel(20, 30, "cancelled"),
+            read_outcome(40, found),
+        ];
+        let v = check(&h, &options);
+        assert!(
+            v.iter()
+                .any(|v| matches!(v, Violation::NotReadCancelled { .. })),
+            "{v:?}"
+        );
+    }
+    // Without a cancel, a cancelled outcome is still not the derived one.
+    let uncancelled = vec![claim(1, 0, 10, 0), read_outcome(40, Some("cancelled:x"))];
+    assert!(matches!(
+        check(&uncancelled, &options)[..],
+        [Violation::OutcomeCorrupt { .. }]
+    ));
+}
+
+#[test]
+fn already_terminal_needs_a_terminal_acknowledgement() {
+    let h = vec![claim(1, 0, 10, 0), cancel(20, 30, "already_terminal")];
+    assert!(matches!(
+        check_all(&h)[..],
+        [Violation::TerminalWithoutAcknowledgement { .. }]
+    ));
+    let suspended = vec![
+        claim(1, 0, 10, 0),
+        ack(1, 12, 14, "suspended", OpResult::Accepted),
+        cancel(20, 30, "already_terminal"),
+    ];
+    assert!(matches!(
+        check_all(&suspended)[..],
+        [Violation::TerminalWithoutAcknowledgement { .. }]
+    ));
+    let clean = vec![
+        claim(1, 0, 10, 0),
+        ack(1, 12, 25, "completed:1", OpResult::Accepted),
+        cancel(20, 30, "already_terminal"),
+        cancel(40, 50, "already_terminal"),
+    ];
+    assert_eq!(check_all(&clean), vec![]);
 }

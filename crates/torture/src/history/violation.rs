@@ -111,6 +111,37 @@ pub enum Violation {
         /// Which operation.
         op: String,
     },
+    /// Rule 6a: a fenced operation invoked after a cancel that returned `cancelled` had
+    /// returned was accepted (any token: the cancel ended every delivery).
+    AcceptedAfterCancel {
+        /// Execution.
+        execution: String,
+        /// The operation's token.
+        token: u64,
+        /// Which operation.
+        op: String,
+    },
+    /// Rule 6b: a claim invoked after a cancel that returned `cancelled` had returned was
+    /// granted.
+    ClaimedAfterCancel {
+        /// Execution.
+        execution: String,
+        /// The claim's token.
+        token: u64,
+    },
+    /// Rule 6c: the final outcome read of a cancelled execution is not `cancelled:<reason>`.
+    NotReadCancelled {
+        /// Execution.
+        execution: String,
+        /// The outcome read (`<missing>` when not terminal).
+        found: String,
+    },
+    /// Rule 6d: a cancel returned `already_terminal` although no terminal acknowledgement
+    /// had been invoked before it returned.
+    TerminalWithoutAcknowledgement {
+        /// Execution.
+        execution: String,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.
