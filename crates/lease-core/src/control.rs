@@ -12,6 +12,27 @@ use serde::{Deserialize, Serialize};
 use crate::error::{LeaseError, Result};
 use crate::ids::{ConcurrencyKey, WorkflowName};
 
+/// `TryFrom<raw>` through the validating `new` and `From<type> for raw`, for the newtypes
+/// here (serde's `try_from`/`into` go through them).
+macro_rules! raw_conversions {
+    ($($ty:ident($raw:ty)),* $(,)?) => {$(
+        impl TryFrom<$raw> for $ty {
+            type Error = LeaseError;
+            fn try_from(value: $raw) -> Result<Self> {
+                Self::new(value)
+            }
+        }
+
+        impl From<$ty> for $raw {
+            fn from(value: $ty) -> Self {
+                value.0
+            }
+        }
+    )*};
+}
+
+raw_conversions!(CancelReason(String), Priority(i32), ConcurrencyLimit(u32));
+
 /// The longest cancel reason, in bytes of UTF-8.
 pub const MAX_REASON_BYTES: usize = 1024;
 /// The highest (claimed first) [`Priority`].
@@ -79,19 +100,6 @@ impl fmt::Display for CancelReason {
     }
 }
 
-impl TryFrom<String> for CancelReason {
-    type Error = LeaseError;
-    fn try_from(value: String) -> Result<Self> {
-        Self::new(value)
-    }
-}
-
-impl From<CancelReason> for String {
-    fn from(value: CancelReason) -> Self {
-        value.0
-    }
-}
-
 /// What [`crate::ExecutionClient::pause`] and `resume` act on (issue 21 item 2).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "scope", content = "workflow")]
@@ -155,19 +163,6 @@ impl Priority {
     }
 }
 
-impl TryFrom<i32> for Priority {
-    type Error = LeaseError;
-    fn try_from(value: i32) -> Result<Self> {
-        Self::new(value)
-    }
-}
-
-impl From<Priority> for i32 {
-    fn from(value: Priority) -> Self {
-        value.0
-    }
-}
-
 impl fmt::Display for Priority {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
@@ -200,19 +195,6 @@ impl ConcurrencyLimit {
     /// The value.
     pub fn get(self) -> u32 {
         self.0
-    }
-}
-
-impl TryFrom<u32> for ConcurrencyLimit {
-    type Error = LeaseError;
-    fn try_from(value: u32) -> Result<Self> {
-        Self::new(value)
-    }
-}
-
-impl From<ConcurrencyLimit> for u32 {
-    fn from(value: ConcurrencyLimit) -> Self {
-        value.0
     }
 }
 

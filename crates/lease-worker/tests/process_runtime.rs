@@ -295,6 +295,29 @@ fn check_no_two_live_leases(events: &[Event]) -> BTreeMap<String, Vec<Claim>> {
     claims
 }
 
+/// Spawns P1 and admits `n` executions whose first delivery stalls `stall_ms` before its
+/// charge; returns once P1 holds every one of them.
+fn p1_holds_all(
+    c: &mut Cluster,
+    rt: &tokio::runtime::Runtime,
+    b: &SharedBackend,
+    target: &Target,
+    n: usize,
+    stall_ms: u64,
+) {
+    c.spawn(&target.args("P1", 8)).expect("spawn P1");
+    rt.block_on(async {
+        for i in 0..n {
+            let input = json!({ "order": i, "stall_first_ms": stall_ms, "charge_ms": 5 });
+            admit(b, i, input).await;
+        }
+    });
+    c.wait_for(PATIENCE, |ev| {
+        ev.iter().filter(|e| e.msg() == "stalling").count() == n
+    })
+    .expect("P1 holds every execution");
+}
+
 /// SIGKILL of a process holding leases: its executions are delivered again after the
 /// leases expire, and no fenced write of it is accepted afterwards.
 fn sigkill_holder(target: Target) {
@@ -303,21 +326,7 @@ fn sigkill_holder(target: Target) {
     let rt = runtime();
     let b = rt.block_on(target.backend());
     let mut c = cluster();
-    c.spawn(&target.args("P1", 8)).expect("spawn P1");
-    rt.block_on(async {
-        for i in 0..N {
-            admit(
-                &b,
-                i,
-                json!({ "order": i, "stall_first_ms": 60_000, "charge_ms": 5 }),
-            )
-            .await;
-        }
-    });
-    c.wait_for(PATIENCE, |ev| {
-        ev.iter().filter(|e| e.msg() == "stalling").count() == N
-    })
-    .expect("P1 holds every execution");
+    p1_holds_all(&mut c, &rt, &b, &target, N, 60_000);
     let before = rt.block_on(steps(&b, N));
     c.kill("P1").expect("SIGKILL P1");
     let killed = c.events();
@@ -384,21 +393,7 @@ fn sigstop_holder(target: Target) {
     let rt = runtime();
     let b = rt.block_on(target.backend());
     let mut c = cluster();
-    c.spawn(&target.args("P1", 8)).expect("spawn P1");
-    rt.block_on(async {
-        for i in 0..N {
-            admit(
-                &b,
-                i,
-                json!({ "order": i, "stall_first_ms": 3000, "charge_ms": 5 }),
-            )
-            .await;
-        }
-    });
-    c.wait_for(PATIENCE, |ev| {
-        ev.iter().filter(|e| e.msg() == "stalling").count() == N
-    })
-    .expect("P1 holds every execution");
+    p1_holds_all(&mut c, &rt, &b, &target, N, 3000);
     c.freeze("P1").expect("SIGSTOP P1");
     let frozen_at = events::wall_ms();
     let before = rt.block_on(steps(&b, N));

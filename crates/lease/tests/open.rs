@@ -64,34 +64,46 @@ async fn sqlite_namespaces_in_one_file_are_separate() {
     assert!(shipping.get(&id).await.expect("get").is_none());
 }
 
+/// A name no other run uses, for a schema or namespace of its own.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+fn fresh_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    format!("lease_facade_{}_{nanos}", std::process::id())
+}
+
+/// `base` with `?namespace=name` (or `&namespace=name`) appended.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+fn with_namespace(base: &str, name: &str) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}namespace={name}")
+}
+
+/// Whether `order-42`, admitted through the URL, is found by a direct connection.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+async fn has_order_42(direct: &impl lease::ExecutionClient) -> lease::Result<bool> {
+    let id = ExecutionId::new("order-42").expect("id");
+    Ok(direct.get(&id).await?.is_some())
+}
+
 /// Opens `?namespace=<fresh schema>` on the test server (`LEASE_POSTGRES_URL`, else the
 /// local default; unreachable fails), checks the execution landed in that schema, and
 /// drops the schema.
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_url_opens_the_schema_named_by_namespace() {
-    use lease::ExecutionClient;
     use lease::postgres::{PostgresBackend, PostgresConfig};
 
-    let base = lease_testserver::postgres_url();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .subsec_nanos();
-    let schema = format!("lease_facade_{}_{nanos}", std::process::id());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    admit_and_read(&format!("{base}{sep}namespace={schema}")).await;
-
+    let (base, schema) = (lease_testserver::postgres_url(), fresh_name());
+    admit_and_read(&with_namespace(&base, &schema)).await;
     let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
         .await
         .expect("connect");
-    let id = ExecutionId::new("order-42").expect("id");
-    let found = direct.get(&id).await;
+    let found = has_order_42(&direct).await;
     direct.drop_schema().await.expect("drop schema");
-    assert!(
-        found.expect("get").is_some(),
-        "execution not in schema {schema}"
-    );
+    assert!(found.expect("get"), "execution not in schema {schema}");
 }
 
 /// Opens `?namespace=<fresh namespace>` on the test server (`LEASE_REDIS_URL`, else the
@@ -100,26 +112,17 @@ async fn postgres_url_opens_the_schema_named_by_namespace() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn redis_url_opens_the_namespace_named_by_namespace() {
-    use lease::ExecutionClient;
     use lease::redis::{RedisBackend, RedisConfig};
 
-    let base = lease_testserver::redis_url();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .subsec_nanos();
-    let namespace = format!("lease_facade_{}_{nanos}", std::process::id());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    admit_and_read(&format!("{base}{sep}namespace={namespace}")).await;
-
+    let (base, namespace) = (lease_testserver::redis_url(), fresh_name());
+    admit_and_read(&with_namespace(&base, &namespace)).await;
     let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
         .await
         .expect("connect");
-    let id = ExecutionId::new("order-42").expect("id");
-    let found = direct.get(&id).await;
+    let found = has_order_42(&direct).await;
     direct.delete_namespace().await.expect("delete namespace");
     assert!(
-        found.expect("get").is_some(),
+        found.expect("get"),
         "execution not in namespace {namespace}"
     );
 }
