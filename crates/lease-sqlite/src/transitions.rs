@@ -1,7 +1,7 @@
 //! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
 //! caller opened: load the row, apply lease-core's state machine, write the row back.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
@@ -14,7 +14,7 @@ use lease_core::selection::Gates;
 use lease_core::{ConcurrencyLimits, PauseScope};
 
 use crate::candidates::Candidates;
-use crate::control;
+use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
 use crate::rows::{self, RawExecution, read_raw};
@@ -352,6 +352,7 @@ fn claim_at(
         paused: &paused,
         limits: &ConcurrencyLimits::default(),
     };
+    let mut keys = KeyGate::default();
     let mut token = last_token(conn, ns)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
@@ -370,7 +371,10 @@ fn claim_at(
             }
         };
         let mut record = stored.effective(now);
-        if !record.claimable(now, &scope.policy) || gates.paused(&record) {
+        if !record.claimable(now, &scope.policy)
+            || gates.paused(&record)
+            || !keys.admits(conn, ns, now, &record)?
+        {
             continue;
         }
         token = next_token(scope, token, &stored)?;
@@ -388,10 +392,10 @@ fn claim_at(
     let batch = ClaimBatch {
         claimed: leases,
         now: Some(now),
-        next_claimable_at: if paused.is_empty() {
+        next_claimable_at: if paused.is_empty() && keys.blocked.is_empty() {
             horizon(conn, ns)?
         } else {
-            control::gated_horizon(conn, ns, &paused, &HashSet::new())?
+            control::gated_horizon(conn, ns, &paused, &keys.blocked)?
         },
     };
     Ok(Woken::at(batch, wake))
@@ -440,8 +444,17 @@ pub(crate) fn release(
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(()),
-        record.claimable_at(&scope.policy),
+        earliest(
+            record.claimable_at(&scope.policy),
+            freed_place(&record, scope.now()),
+        ),
     ))
+}
+
+/// A keyed lease that ended at `now` freed a place of its key (issue 21 item 4): the
+/// wake-up path hears "now", since a candidate of that key may be claimable again.
+fn freed_place(record: &ExecutionRecord, now: Timestamp) -> Option<Timestamp> {
+    record.concurrency_key.is_some().then_some(now)
 }
 
 /// `acknowledge` (fenced): ends the delivery with an outcome. Wakes when the outcome
@@ -472,7 +485,10 @@ fn acknowledge_at(
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
-        record.claimable_at(&scope.policy),
+        earliest(
+            record.claimable_at(&scope.policy),
+            freed_place(&record, now),
+        ),
     ))
 }
 
