@@ -235,6 +235,37 @@ mod tests {
     }
 
     #[test]
+    fn priority_levels_are_one_seek_each() {
+        for (sql, params, search) in [
+            (super::LEVEL_FIRST, 1, "(namespace=?)"),
+            (super::LEVEL_NEXT, 2, "(namespace=? AND priority<?)"),
+        ] {
+            let plan = plan(sql, params);
+            let seek = format!("USING INDEX lease_executions_claim_waiting {search}");
+            assert!(plan.contains(&seek), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+        for (sql, params) in [(super::WAITING_FIRST, 4), (super::WAITING_NEXT, 6)] {
+            let plan = plan(sql, params);
+            assert!(
+                plan.contains("claim_waiting (namespace=? AND priority=? AND "),
+                "{plan}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_live_leases_are_one_range() {
+        let plan = plan(crate::control::KEY_LIVE, 3);
+        assert!(
+            plan.contains(
+                "COVERING INDEX lease_executions_keyed_live (namespace=? AND concurrency_key=? AND lease_expires_at>?)"
+            ),
+            "{plan}"
+        );
+    }
+
+    #[test]
     fn running_candidates_seek_expired_leases_only() {
         let probe = plan(super::ANY_RUNNING, 2);
         assert!(

@@ -2,8 +2,8 @@
 //! the one lock like every other operation.
 
 use crate::control::{CancelReason, ConcurrencyLimit, LimitScope};
-use crate::execution::CancelOutcome;
 use crate::error::Result;
+use crate::execution::CancelOutcome;
 use crate::ids::ExecutionId;
 
 use super::MemoryBackend;
