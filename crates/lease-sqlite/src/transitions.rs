@@ -320,9 +320,10 @@ fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
 }
 
 /// `claim_due_with_horizon` (and through it `claim_due`, `claim_due_with_records`): walks
-/// the claim index in (due, id) order over rows whose `claimable_at` is at most `now`,
-/// re-checks each with `effective()` + `claimable()` (with this handle's policy), and claims
-/// until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// the claim indexes in (priority DESC, due, id) order over rows whose `claimable_at` is at
+/// most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
+/// policy), skips paused rows and rows whose concurrency key is at its limit
+/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
 /// record exactly as written back, which is what `get` reads right after the claim. The
 /// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
 /// after it; the claim wakes at the earliest instant its new leases would be claimable
