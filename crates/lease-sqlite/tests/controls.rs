@@ -36,6 +36,20 @@ fn request(now: Timestamp, limit: usize) -> ClaimRequest {
     }
 }
 
+/// A claim of up to `limit` at the backend clock, as the claimed ids in claim order.
+async fn claim_ids(b: &SqliteBackend, limit: usize) -> (Vec<String>, Option<Timestamp>) {
+    let batch = b
+        .claim_due_with_horizon(request(Timestamp::MAX, limit))
+        .await
+        .expect("claim");
+    let ids = batch
+        .claimed
+        .iter()
+        .map(|c| c.lease.execution_id.as_str().to_owned())
+        .collect();
+    (ids, batch.next_claimable_at)
+}
+
 fn at_priority(name: &str, p: i32) -> Admission {
     Admission::new(id(name)).priority(Priority::new(p).expect("priority"))
 }
@@ -44,26 +58,14 @@ fn at_priority(name: &str, p: i32) -> Admission {
 async fn an_expired_high_priority_lease_comes_before_lower_levels() {
     let (b, clock) = open().await;
     b.admit(&at_priority("high", 5)).await.expect("admit");
-    let first = b
-        .claim_due_with_horizon(request(Timestamp::MAX, 1))
-        .await
-        .expect("claim");
-    assert_eq!(first.claimed.len(), 1);
+    assert_eq!(claim_ids(&b, 1).await.0, ["high"]);
     b.admit(&at_priority("low", -3)).await.expect("admit");
     b.admit(&at_priority("mid", 2)).await.expect("admit");
     b.admit(&at_priority("mid-later", 2).not_before(Timestamp::from_millis(START + 1)))
         .await
         .expect("admit");
     clock.advance(Duration::from_secs(3600));
-    let batch = b
-        .claim_due_with_horizon(request(Timestamp::MAX, 10))
-        .await
-        .expect("claim");
-    let order: Vec<&str> = batch
-        .claimed
-        .iter()
-        .map(|c| c.lease.execution_id.as_str())
-        .collect();
+    let (order, _) = claim_ids(&b, 10).await;
     assert_eq!(order, ["high", "mid", "mid-later", "low"]);
 }
 
@@ -86,19 +88,7 @@ async fn a_candidate_blocked_by_its_key_is_not_in_the_horizon() {
     b.admit(&Admission::new(id("later")).not_before(later))
         .await
         .expect("admit");
-    let batch = b
-        .claim_due_with_horizon(request(Timestamp::MAX, 10))
-        .await
-        .expect("claim");
-    let taken: Vec<&str> = batch
-        .claimed
-        .iter()
-        .map(|c| c.lease.execution_id.as_str())
-        .collect();
+    let (taken, horizon) = claim_ids(&b, 10).await;
     assert_eq!(taken, ["a"], "the key's one place is taken once");
-    assert_eq!(
-        batch.next_claimable_at,
-        Some(later),
-        "b waits for a's place, not for now"
-    );
+    assert_eq!(horizon, Some(later), "b waits for a's place, not for now");
 }
