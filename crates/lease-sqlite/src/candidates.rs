@@ -1,18 +1,22 @@
-//! Claim candidates in (due, id) order, from two partial indexes merged (issue 12 item 2:
-//! a claim's cost must not grow with the leases running).
+//! Claim candidates in (priority DESC, due, id) order, from two partial indexes merged
+//! (issue 12 item 2: a claim's cost must not grow with the leases running; issue 21 item 3:
+//! nor with the executions stored).
 //!
 //! * **Waiting** rows (not running: admitted, suspended, released) come from
-//!   `lease_executions_claim_waiting (namespace, claim_due_at, id, claimable_at)`, walked in
-//!   (due, id) order over `claim_due_at <= now`, filtered on the index's own `claimable_at`.
+//!   `lease_executions_claim_waiting (namespace, priority, claim_due_at, id, claimable_at)`,
+//!   one priority level at a time, highest first: a seek finds the next level in use, then
+//!   the level is walked in (due, id) order over `claim_due_at <= now`, filtered on the
+//!   index's own `claimable_at`. A level costs one seek whatever it holds.
 //! * **Running** rows come from `lease_executions_claim_running (namespace, claimable_at,
 //!   claim_due_at, id)` over `claimable_at <= now`: only leases that have expired (plus their
-//!   redelivery delay) are read, sorted by (due, id). A live lease's `claimable_at` is in the
-//!   future, so live leases are never walked; the one claim index used to hold them all under
-//!   their old due time, and every claim walked past each of them (10,000 leases: 377 us a
-//!   claim instead of 36 us).
+//!   redelivery delay) are read, sorted by (priority DESC, due, id). A live lease's
+//!   `claimable_at` is in the future, so live leases are never walked; the one claim index
+//!   used to hold them all under their old due time, and every claim walked past each of
+//!   them (10,000 leases: 377 us a claim instead of 36 us).
 //!
 //! Both streams are paged (`page` rows at a time, the next page after the last key fetched)
-//! and merged by (claim_due_at, id), which is the order `claim_due` promises.
+//! and merged by (-priority, claim_due_at, id), which is the order `claim_due` promises
+//! (lease_core::selection rule 2).
 
 use std::collections::VecDeque;
 
@@ -22,17 +26,23 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::{OpError, OpResult};
 use crate::rows::read_raw;
 
-/// `$1 namespace, $2 now, $3 page`: waiting candidates, first page.
+/// `$1 namespace, $2 now, $3 page, $4 priority`: one level's waiting candidates, first page.
 pub(crate) const WAITING_FIRST: &str = include_str!("candidates/waiting_first.sql");
 
-/// Waiting candidates after the page ending at (`$4` due, `$5` id).
+/// The level's waiting candidates after the page ending at (`$5` due, `$6` id).
 pub(crate) const WAITING_NEXT: &str = include_str!("candidates/waiting_next.sql");
+
+/// `$1 namespace` -> the highest priority of a waiting row with a `claimable_at`: one seek.
+pub(crate) const LEVEL_FIRST: &str = include_str!("candidates/level_first.sql");
+
+/// `$1 namespace, $2 priority` -> the next lower priority level in use: one seek.
+pub(crate) const LEVEL_NEXT: &str = include_str!("candidates/level_next.sql");
 
 /// `$1 namespace, $2 now, $3 page`: running rows claimable at `now` (expired leases),
 /// first page.
 pub(crate) const RUNNING_FIRST: &str = include_str!("candidates/running_first.sql");
 
-/// Running candidates after the page ending at (`$4` due, `$5` id).
+/// Running candidates after the page ending at (`$4` -priority, `$5` due, `$6` id).
 pub(crate) const RUNNING_NEXT: &str = include_str!("candidates/running_next.sql");
 
 /// `$1 namespace, $2 now` -> a row when some running row is claimable at `now`: one seek,
@@ -40,8 +50,8 @@ pub(crate) const RUNNING_NEXT: &str = include_str!("candidates/running_next.sql"
 /// (about 12 us a claim measured, most of the claim's extra cost).
 pub(crate) const ANY_RUNNING: &str = include_str!("candidates/any_running.sql");
 
-/// The stored order key of a candidate: (claim_due_at, id).
-type Key = (i64, String);
+/// The stored order key of a candidate: (-priority, claim_due_at, id).
+type Key = (i64, i64, String);
 
 /// A claim candidate: its rowid and its record, or what made it undecodable.
 pub(crate) struct Candidate {
@@ -54,7 +64,8 @@ pub(crate) struct Candidate {
 
 fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     let rowid: i64 = row.get(14)?;
-    let key = (row.get(15)?, row.get(16)?);
+    let priority: i64 = row.get(12)?;
+    let key = (-priority, row.get(15)?, row.get(16)?);
     let record = match read_raw(row) {
         Ok(raw) => raw.into_record().map_err(|e| match e {
             OpError::Corrupt(problem) => problem,
@@ -65,56 +76,107 @@ fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     Ok(Candidate { rowid, record, key })
 }
 
-/// One index's candidates, a page at a time.
-struct Stream {
-    first: &'static str,
-    next: &'static str,
+/// Runs a candidate query.
+fn fetch(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> OpResult<Vec<Candidate>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(params, read_candidate)?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// A page's buffered candidates and where the next page starts.
+#[derive(Default)]
+struct Paged {
     buffer: VecDeque<Candidate>,
     after: Option<Key>,
     exhausted: bool,
 }
 
-impl Stream {
-    fn new(first: &'static str, next: &'static str) -> Self {
-        Stream {
-            first,
-            next,
-            buffer: VecDeque::new(),
-            after: None,
-            exhausted: false,
-        }
-    }
-
-    /// The next candidate's key, fetching the next page when the buffer is empty.
-    fn peek(&mut self, conn: &Connection, ns: &str, now: i64, page: i64) -> OpResult<Option<&Key>> {
-        if self.buffer.is_empty() && !self.exhausted {
-            let fetched: Vec<Candidate> = match &self.after {
-                None => conn
-                    .prepare_cached(self.first)?
-                    .query_map(params![ns, now, page], read_candidate)?
-                    .collect::<rusqlite::Result<_>>()?,
-                Some((due, id)) => conn
-                    .prepare_cached(self.next)?
-                    .query_map(params![ns, now, page, due, id], read_candidate)?
-                    .collect::<rusqlite::Result<_>>()?,
-            };
-            self.exhausted = i64::try_from(fetched.len()).unwrap_or(i64::MAX) < page;
-            self.after = fetched.last().map(|c| c.key.clone());
-            self.buffer.extend(fetched);
-        }
-        Ok(self.buffer.front().map(|c| &c.key))
+impl Paged {
+    /// Buffers a fetched page of at most `page` rows.
+    fn take(&mut self, fetched: Vec<Candidate>, page: i64) {
+        self.exhausted = i64::try_from(fetched.len()).unwrap_or(i64::MAX) < page;
+        self.after = fetched.last().map(|c| c.key.clone());
+        self.buffer.extend(fetched);
     }
 }
 
-/// Claim candidates at `now` in (due, id) order: the waiting and running streams merged.
-/// Rows the caller writes meanwhile (claims, quarantines) leave the ranges still to be read,
-/// so no row is returned twice.
+/// The running stream: expired leases, sorted (they are few: leases expire one by one).
+#[derive(Default)]
+struct Running(Paged);
+
+impl Running {
+    fn peek(&mut self, conn: &Connection, ns: &str, now: i64, page: i64) -> OpResult<Option<&Key>> {
+        let p = &mut self.0;
+        if p.buffer.is_empty() && !p.exhausted {
+            let fetched = match &p.after {
+                None => fetch(conn, RUNNING_FIRST, params![ns, now, page])?,
+                Some((prio, due, id)) => {
+                    fetch(conn, RUNNING_NEXT, params![ns, now, page, prio, due, id])?
+                }
+            };
+            p.take(fetched, page);
+        }
+        Ok(p.buffer.front().map(|c| &c.key))
+    }
+}
+
+/// The waiting stream: one priority level at a time, highest first.
+#[derive(Default)]
+struct Waiting {
+    /// The level being walked; `None` before the first.
+    level: Option<i64>,
+    page: Paged,
+    /// No level below the current one.
+    done: bool,
+}
+
+impl Waiting {
+    fn peek(&mut self, conn: &Connection, ns: &str, now: i64, page: i64) -> OpResult<Option<&Key>> {
+        while self.page.buffer.is_empty() && !self.done {
+            if self.level.is_none() || self.page.exhausted {
+                let next: Option<i64> = match self.level {
+                    None => conn
+                        .prepare_cached(LEVEL_FIRST)?
+                        .query_row([ns], |r| r.get(0)),
+                    Some(l) => conn
+                        .prepare_cached(LEVEL_NEXT)?
+                        .query_row(params![ns, l], |r| r.get(0)),
+                }
+                .optional()?;
+                let Some(level) = next else {
+                    self.done = true;
+                    break;
+                };
+                self.level = Some(level);
+                self.page = Paged::default();
+            }
+            let level = self.level.unwrap_or_default();
+            let fetched = match &self.page.after {
+                None => fetch(conn, WAITING_FIRST, params![ns, now, page, level])?,
+                Some((_, due, id)) => {
+                    fetch(conn, WAITING_NEXT, params![ns, now, page, level, due, id])?
+                }
+            };
+            self.page.take(fetched, page);
+        }
+        Ok(self.page.buffer.front().map(|c| &c.key))
+    }
+}
+
+/// Claim candidates at `now` in (priority DESC, due, id) order: the waiting and running
+/// streams merged. Rows the caller writes meanwhile (claims, quarantines) leave the ranges
+/// still to be read, so no row is returned twice.
 pub(crate) struct Candidates<'a> {
     ns: &'a str,
     now: i64,
     page: i64,
-    waiting: Stream,
-    running: Stream,
+    waiting: Waiting,
+    running: Running,
 }
 
 impl<'a> Candidates<'a> {
@@ -126,8 +188,8 @@ impl<'a> Candidates<'a> {
         page: usize,
     ) -> OpResult<Self> {
         let now = now.as_millis();
-        let mut running = Stream::new(RUNNING_FIRST, RUNNING_NEXT);
-        running.exhausted = conn
+        let mut running = Running::default();
+        running.0.exhausted = conn
             .prepare_cached(ANY_RUNNING)?
             .query_row(params![ns, now], |_| Ok(()))
             .optional()?
@@ -136,7 +198,7 @@ impl<'a> Candidates<'a> {
             ns,
             now,
             page: i64::try_from(page).unwrap_or(i64::MAX),
-            waiting: Stream::new(WAITING_FIRST, WAITING_NEXT),
+            waiting: Waiting::default(),
             running,
         })
     }
@@ -151,12 +213,11 @@ impl<'a> Candidates<'a> {
             (None, Some(_)) => true,
             (_, None) => false,
         };
-        let stream = if from_running {
-            &mut self.running
+        Ok(if from_running {
+            self.running.0.buffer.pop_front()
         } else {
-            &mut self.waiting
-        };
-        Ok(stream.buffer.pop_front())
+            self.waiting.page.buffer.pop_front()
+        })
     }
 }
 
@@ -166,11 +227,42 @@ mod tests {
 
     #[test]
     fn waiting_candidates_walk_their_index_without_sorting() {
-        for (sql, params) in [(super::WAITING_FIRST, 3), (super::WAITING_NEXT, 5)] {
+        for (sql, params) in [(super::WAITING_FIRST, 4), (super::WAITING_NEXT, 6)] {
             let plan = plan(sql, params);
             assert!(plan.contains("lease_executions_claim_waiting"), "{plan}");
             assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         }
+    }
+
+    #[test]
+    fn priority_levels_are_one_seek_each() {
+        for (sql, params, search) in [
+            (super::LEVEL_FIRST, 1, "(namespace=?)"),
+            (super::LEVEL_NEXT, 2, "(namespace=? AND priority<?)"),
+        ] {
+            let plan = plan(sql, params);
+            let seek = format!("USING INDEX lease_executions_claim_waiting {search}");
+            assert!(plan.contains(&seek), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+        for (sql, params) in [(super::WAITING_FIRST, 4), (super::WAITING_NEXT, 6)] {
+            let plan = plan(sql, params);
+            assert!(
+                plan.contains("claim_waiting (namespace=? AND priority=? AND "),
+                "{plan}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_live_leases_are_one_range() {
+        let plan = plan(crate::control::KEY_LIVE, 3);
+        assert!(
+            plan.contains(
+                "COVERING INDEX lease_executions_keyed_live (namespace=? AND concurrency_key=? AND lease_expires_at>?)"
+            ),
+            "{plan}"
+        );
     }
 
     #[test]
@@ -180,7 +272,7 @@ mod tests {
             probe.contains("COVERING INDEX lease_executions_claim_running"),
             "{probe}"
         );
-        for (sql, params) in [(super::RUNNING_FIRST, 3), (super::RUNNING_NEXT, 5)] {
+        for (sql, params) in [(super::RUNNING_FIRST, 3), (super::RUNNING_NEXT, 6)] {
             let plan = plan(sql, params);
             assert!(
                 plan.contains("lease_executions_claim_running (namespace=? AND claimable_at<?)"),

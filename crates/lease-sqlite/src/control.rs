@@ -1,12 +1,15 @@
 //! Issue 21 controls for SQLite, each run inside the caller's one write transaction (one
 //! writer at a time, so every check and write here is atomic): cancel through lease-core's
 //! [`ExecutionRecord::cancel`] transition; pause and resume of scopes stored per namespace
-//! in `lease_paused`, which every claim reads in its own transaction.
+//! in `lease_paused`, which every claim reads in its own transaction; concurrency limits
+//! per namespace in `lease_limits`, which a claim reads (with each gated key's live-lease
+//! count) only once it meets a keyed candidate.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use lease_core::{
-    CancelOutcome, CancelReason, ExecutionId, ExecutionRecord, PauseScope, Timestamp, WorkflowName,
+    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionId,
+    ExecutionRecord, LimitScope, PauseScope, Timestamp, WorkflowName,
 };
 use rusqlite::{Connection, params};
 
@@ -132,4 +135,132 @@ pub(crate) fn gated_horizon(
         }
     }
     Ok(None)
+}
+
+/// `$1 namespace` -> (kind, key, value) of the stored limits: the default first, then keys
+/// by name.
+const LIMITS: &str = include_str!("control/limits.sql");
+
+/// `$1 namespace, $2 kind, $3 key, $4 value`: sets a limit.
+const SET_LIMIT: &str = include_str!("control/set_limit.sql");
+
+/// `$1 namespace, $2 kind, $3 key`: removes a limit.
+const REMOVE_LIMIT: &str = include_str!("control/remove_limit.sql");
+
+/// `$1 namespace, $2 key, $3 now` -> the key's live leases (running, expiring after now):
+/// one range of `lease_executions_keyed_live`.
+pub(crate) const KEY_LIVE: &str = include_str!("control/key_live.sql");
+
+/// A limit scope's stored form in `lease_limits`: (kind, key; `''` for the default).
+fn limit_row(scope: &LimitScope) -> (&'static str, &str) {
+    match scope {
+        LimitScope::Default => ("default", ""),
+        LimitScope::Key(k) => ("key", k.as_str()),
+    }
+}
+
+/// `set_concurrency_limit` (issue 21 item 4): upserts (`Some`) or deletes (`None`) the
+/// scope's row. Any change may free places, so the wake-up path hears "now" (a lowered limit
+/// wakes a dispatcher that then claims nothing more, which is harmless).
+pub(crate) fn set_concurrency_limit(
+    conn: &Connection,
+    scope: &Scope,
+    limit_scope: &LimitScope,
+    limit: Option<ConcurrencyLimit>,
+) -> OpResult<Woken<()>> {
+    let (kind, key) = limit_row(limit_scope);
+    let changed = match limit {
+        Some(limit) => conn.prepare_cached(SET_LIMIT)?.execute(params![
+            scope.namespace,
+            kind,
+            key,
+            i64::from(limit.get())
+        ])?,
+        None => conn
+            .prepare_cached(REMOVE_LIMIT)?
+            .execute(params![scope.namespace, kind, key])?,
+    };
+    Ok(Woken::at((), (changed > 0).then(|| scope.now())))
+}
+
+/// `concurrency_limits` (issue 21 item 4): the stored default and keys, by key.
+pub(crate) fn concurrency_limits(
+    conn: &Connection,
+    namespace: &str,
+) -> OpResult<ConcurrencyLimits> {
+    let rows: Vec<(String, String, i64)> = conn
+        .prepare_cached(LIMITS)?
+        .query_map([namespace], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut limits = ConcurrencyLimits::default();
+    for (kind, key, value) in rows {
+        let value = ConcurrencyLimit::from_stored(value);
+        match kind.as_str() {
+            "default" => limits.default = Some(value),
+            "key" => {
+                let key = ConcurrencyKey::new(key).map_err(|e| {
+                    OpError::Corrupt(format!("stored concurrency key is invalid: {e}"))
+                })?;
+                limits.keys.push((key, value));
+            }
+            other => return Err(OpError::Corrupt(format!("stored limit kind {other:?}"))),
+        }
+    }
+    Ok(limits)
+}
+
+/// One claim's key gate (lease_core::selection rule 3), inside the claim's transaction
+/// (SQLite has one writer, so no other claim counts meanwhile): the limits are read when
+/// the first keyed candidate appears, a limited key's live leases are counted once (one
+/// indexed range) and then incremented as this claim takes its leases. A candidate whose
+/// key is at its limit is recorded in `blocked` (by id) for the horizon.
+#[derive(Default)]
+pub(crate) struct KeyGate {
+    limits: Option<ConcurrencyLimits>,
+    held: HashMap<String, u32>,
+    /// The ids of candidates skipped for their key.
+    pub(crate) blocked: HashSet<String>,
+}
+
+impl KeyGate {
+    /// True when the claim may take `record` (claimable, not paused) at `now`; counts the
+    /// lease it is about to take. `false` records it as blocked.
+    pub(crate) fn admits(
+        &mut self,
+        conn: &Connection,
+        namespace: &str,
+        now: Timestamp,
+        record: &ExecutionRecord,
+    ) -> OpResult<bool> {
+        let Some(key) = &record.concurrency_key else {
+            return Ok(true);
+        };
+        let limits = match &self.limits {
+            Some(limits) => limits,
+            None => self.limits.insert(concurrency_limits(conn, namespace)?),
+        };
+        let Some(limit) = limits.of(Some(key)) else {
+            return Ok(true);
+        };
+        let held = match self.held.get_mut(key.as_str()) {
+            Some(held) => held,
+            None => {
+                let live: i64 = conn
+                    .prepare_cached(KEY_LIVE)?
+                    .query_row(params![namespace, key.as_str(), now.as_millis()], |row| {
+                        row.get(0)
+                    })?;
+                let live = u32::try_from(live).unwrap_or(u32::MAX);
+                self.held.entry(key.as_str().to_owned()).or_insert(live)
+            }
+        };
+        if *held >= limit.get() {
+            self.blocked.insert(record.id.as_str().to_owned());
+            return Ok(false);
+        }
+        *held += 1;
+        Ok(true)
+    }
 }

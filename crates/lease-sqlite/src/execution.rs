@@ -9,9 +9,9 @@ use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, PauseScope, Purged, Result, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    ClaimRequest, ConcurrencyLimit, ConcurrencyLimits, CorruptRecord, EffectClient,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LimitScope, PauseScope,
+    Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
@@ -23,7 +23,6 @@ impl ExecutionClient for SqliteBackend {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
-        Admission::refuse_controls("sqlite", std::slice::from_ref(admission))?;
         let admission = admission.clone();
         self.write_waking("admit", Weight::Light, move |tx, s| {
             transitions::admit(tx, s, &admission)
@@ -34,7 +33,6 @@ impl ExecutionClient for SqliteBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
-        Admission::refuse_controls("sqlite", admissions)?;
         if admissions.is_empty() {
             return Ok(Vec::new());
         }
@@ -123,6 +121,29 @@ impl ExecutionClient for SqliteBackend {
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
         self.read("list_paused", |tx, s| {
             control::list_paused(tx, &s.namespace)
+        })
+        .await
+    }
+
+    /// Issue 21 item 4: one row of `lease_limits` set or removed in one write transaction;
+    /// signals "now" when a row changed.
+    #[tracing::instrument(level = "debug", name = "set_concurrency_limit", skip_all)]
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        let scope = scope.clone();
+        self.write_waking("set_concurrency_limit", Weight::Light, move |tx, s| {
+            control::set_concurrency_limit(tx, s, &scope, limit)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
+    async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
+        self.read("concurrency_limits", |tx, s| {
+            control::concurrency_limits(tx, &s.namespace)
         })
         .await
     }

@@ -33,8 +33,8 @@
 //! * **Claims through an index.** Each row carries two derived columns, the due time it is
 //!   claimed with and `claimable_at` (the earliest instant it becomes claimable: due time,
 //!   redelivery gate and lease expiry folded together). `claim_due` merges two partial
-//!   indexes in (due, id) order: rows not running, walked by due time over
-//!   `claimable_at <= now`, and running rows keyed by `claimable_at` so only expired leases
+//!   indexes in (priority DESC, due, id) order: rows not running, walked one priority level
+//!   at a time by due time over `claimable_at <= now`, and running rows keyed by `claimable_at` so only expired leases
 //!   are read (a claim's cost does not grow with live leases). It re-checks each row with the
 //!   state machine and claims a whole batch in one transaction with the namespace's one
 //!   token counter. `acknowledge_and_claim` is one such transaction (ack, then claim).
@@ -174,11 +174,14 @@ pub mod raw {
     pub const LAST_TOKEN: &str = crate::transitions::LAST_TOKEN;
     /// `$1 namespace, $2 token`: records the last issued token.
     pub const STORE_LAST_TOKEN: &str = crate::transitions::STORE_LAST_TOKEN;
-    /// `$1 namespace, $2 now, $3 page size` -> claim candidates that are not running, in
-    /// (due, id) order (columns of [`EXECUTION_COLUMNS`], then rowid, due, id).
+    /// `$1 namespace, $2 now, $3 page size, $4 priority` -> claim candidates that are not
+    /// running, of one priority level, in (due, id) order (columns of
+    /// [`EXECUTION_COLUMNS`], then rowid, due, id). A claim walks the levels in use from
+    /// the highest (issue 21 item 3); admissions without a priority are at level 0.
     pub const CLAIM_FIRST: &str = crate::candidates::WAITING_FIRST;
     /// `$1 namespace, $2 now, $3 page size` -> running executions whose lease expired
-    /// (and redelivery delay passed), in (due, id) order; a claim merges both.
+    /// (and redelivery delay passed), in (priority DESC, due, id) order; a claim merges
+    /// both.
     pub const CLAIM_RUNNING_FIRST: &str = crate::candidates::RUNNING_FIRST;
     /// `$1 namespace, $2 now` -> a row when some running execution is claimable (the probe
     /// a claim makes before [`CLAIM_RUNNING_FIRST`]; without a row it skips that query).

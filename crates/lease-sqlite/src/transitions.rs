@@ -1,7 +1,7 @@
 //! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
 //! caller opened: load the row, apply lease-core's state machine, write the row back.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
@@ -14,7 +14,7 @@ use lease_core::selection::Gates;
 use lease_core::{ConcurrencyLimits, PauseScope};
 
 use crate::candidates::Candidates;
-use crate::control;
+use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
 use crate::rows::{self, RawExecution, read_raw};
@@ -320,9 +320,10 @@ fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
 }
 
 /// `claim_due_with_horizon` (and through it `claim_due`, `claim_due_with_records`): walks
-/// the claim index in (due, id) order over rows whose `claimable_at` is at most `now`,
-/// re-checks each with `effective()` + `claimable()` (with this handle's policy), and claims
-/// until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// the claim indexes in (priority DESC, due, id) order over rows whose `claimable_at` is at
+/// most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
+/// policy), skips paused rows and rows whose concurrency key is at its limit
+/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
 /// record exactly as written back, which is what `get` reads right after the claim. The
 /// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
 /// after it; the claim wakes at the earliest instant its new leases would be claimable
@@ -352,6 +353,7 @@ fn claim_at(
         paused: &paused,
         limits: &ConcurrencyLimits::default(),
     };
+    let mut keys = KeyGate::default();
     let mut token = last_token(conn, ns)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
@@ -370,7 +372,10 @@ fn claim_at(
             }
         };
         let mut record = stored.effective(now);
-        if !record.claimable(now, &scope.policy) || gates.paused(&record) {
+        if !record.claimable(now, &scope.policy)
+            || gates.paused(&record)
+            || !keys.admits(conn, ns, now, &record)?
+        {
             continue;
         }
         token = next_token(scope, token, &stored)?;
@@ -388,10 +393,10 @@ fn claim_at(
     let batch = ClaimBatch {
         claimed: leases,
         now: Some(now),
-        next_claimable_at: if paused.is_empty() {
+        next_claimable_at: if paused.is_empty() && keys.blocked.is_empty() {
             horizon(conn, ns)?
         } else {
-            control::gated_horizon(conn, ns, &paused, &HashSet::new())?
+            control::gated_horizon(conn, ns, &paused, &keys.blocked)?
         },
     };
     Ok(Woken::at(batch, wake))
@@ -440,8 +445,17 @@ pub(crate) fn release(
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(()),
-        record.claimable_at(&scope.policy),
+        earliest(
+            record.claimable_at(&scope.policy),
+            freed_place(&record, scope.now()),
+        ),
     ))
+}
+
+/// A keyed lease that ended at `now` freed a place of its key (issue 21 item 4): the
+/// wake-up path hears "now", since a candidate of that key may be claimable again.
+fn freed_place(record: &ExecutionRecord, now: Timestamp) -> Option<Timestamp> {
+    record.concurrency_key.is_some().then_some(now)
 }
 
 /// `acknowledge` (fenced): ends the delivery with an outcome. Wakes when the outcome
@@ -472,7 +486,10 @@ fn acknowledge_at(
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
-        record.claimable_at(&scope.policy),
+        earliest(
+            record.claimable_at(&scope.policy),
+            freed_place(&record, now),
+        ),
     ))
 }
 

@@ -22,6 +22,7 @@ impl lease_conformance::Harness for SqliteHarness {
     const EFFECTS: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;
+    const PRIORITIES_AND_LIMITS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lease_core::LeaseError::Backend {

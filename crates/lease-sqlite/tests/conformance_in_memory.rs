@@ -19,6 +19,7 @@ impl lease_conformance::Harness for InMemoryHarness {
     const EFFECTS: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;
+    const PRIORITIES_AND_LIMITS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

@@ -272,7 +272,10 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "ALTER TABLE lease_executions DROP COLUMN priority;
+            "DROP INDEX lease_executions_keyed_live;
+             DROP INDEX lease_executions_claim_waiting;
+             DROP TABLE lease_limits;
+             ALTER TABLE lease_executions DROP COLUMN priority;
              ALTER TABLE lease_executions DROP COLUMN concurrency_key;
              DROP TABLE lease_paused;
              DROP TABLE lease_effects;
@@ -280,7 +283,6 @@ async fn a_version_3_file_migrates_and_purges() {
              DROP INDEX lease_executions_terminal;
              DROP INDEX lease_store_receipts_execution;
              DROP INDEX lease_starts_target;
-             DROP INDEX lease_executions_claim_waiting;
              DROP INDEX lease_executions_claim_running;
              CREATE INDEX lease_executions_claim
                  ON lease_executions (namespace, claim_due_at, id, claimable_at)

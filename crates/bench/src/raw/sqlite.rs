@@ -234,7 +234,8 @@ impl RawSqlite {
     }
 
     /// The claim's statements in `tx`: the running-claim probe (the bench never leaves an
-    /// expired lease, so it finds none), then the waiting candidates.
+    /// expired lease, so it finds none), then the waiting candidates of priority level 0
+    /// (the bench admits at the default priority only).
     fn claim_in(&self, tx: &rusqlite::Transaction<'_>, limit: usize) -> Result<Vec<RawLease>> {
         const OP: &str = "claim_due";
         {
@@ -263,7 +264,7 @@ impl RawSqlite {
             let rows: Vec<Row> = tx
                 .prepare_cached(sql::CLAIM_FIRST)
                 .map_err(err(OP))?
-                .query_map(params![self.namespace, now, page], read_row)
+                .query_map(params![self.namespace, now, page, 0i64], read_row)
                 .map_err(err(OP))?
                 .collect::<rusqlite::Result<_>>()
                 .map_err(err(OP))?;
