@@ -42,7 +42,7 @@ pub const MIN_PRIORITY: i32 = -1000;
 /// The largest per-key [`ConcurrencyLimit`].
 pub const MAX_CONCURRENCY_LIMIT: u32 = 100_000;
 
-/// Why an execution was cancelled: stored in its [`ExecutionOutcome::Cancelled`], shown by
+/// Why an execution was cancelled: stored in its [`crate::ExecutionOutcome::Cancelled`], shown by
 /// `lease show`. 1 to [`MAX_REASON_BYTES`] bytes, no control characters but newline and tab.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
