@@ -182,11 +182,19 @@ pub async fn paused_work_is_left_out_of_the_horizon<H: Harness>(ctx: Arc<Ctx<H>>
 /// Resume signals every connection's wake-up receiver (when the backend sends wake-ups),
 /// so an idle dispatcher claims at once. Without wake-ups there is nothing to signal.
 pub async fn resume_signals_the_wakeup_path<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || !H::WAKEUPS {
+    if unsupported(&*ctx).await {
         return;
     }
     let b = ctx.backend();
     let listener = ctx.peer().await;
+    if !H::WAKEUPS {
+        assert!(
+            listener.wakeups().is_none(),
+            "WAKEUPS must say the backend sends them"
+        );
+        assert!(b.resume(&PauseScope::Namespace).await.is_ok());
+        return;
+    }
     let wakeups = listener.wakeups().expect("wakeups");
     b.pause(&PauseScope::Namespace).await.expect("pause");
     admit_as(&*ctx, "job", None).await;
