@@ -22,27 +22,15 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __bad_input_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            bad_input,
-            [
-                names_empty_or_over_255_bytes_rejected,
-                names_of_255_bytes_round_trip,
-                list_steps_page_limit_out_of_range_rejected,
-                claim_duration_out_of_range_rejected,
-                renew_duration_out_of_range_rejected,
-                claim_limit_out_of_range_rejected,
-                list_failing_limit_out_of_range_rejected,
-                unknown_execution_lease_rejected,
-                foreign_token_rejected,
-                token_zero_rejected,
-                payload_too_large_rejected,
-                malformed_json_rejected,
-                request_wake_unknown_execution_rejected,
-                start_existing_target_rejected,
-                ack_batch_bad_input_changes_nothing,
-            ]
-        );
+        $crate::__cases! { $harness, bad_input, [
+            names_empty_or_over_255_bytes_rejected, names_of_255_bytes_round_trip,
+            list_steps_page_limit_out_of_range_rejected, claim_duration_out_of_range_rejected,
+            renew_duration_out_of_range_rejected, claim_limit_out_of_range_rejected,
+            list_failing_limit_out_of_range_rejected, unknown_execution_lease_rejected,
+            foreign_token_rejected, token_zero_rejected, payload_too_large_rejected,
+            malformed_json_rejected, request_wake_unknown_execution_rejected,
+            start_existing_target_rejected, ack_batch_bad_input_changes_nothing,
+        ] }
     };
 }
 

@@ -19,19 +19,13 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __cancel_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            cancel,
-            [
-                cancel_ends_the_live_lease_and_refuses_its_holder,
-                cancel_waiting_execution_is_never_claimed,
-                cancel_twice_keeps_the_first_reason,
-                cancel_terminal_execution_changes_nothing,
-                cancel_after_expiry_counts_the_ended_delivery,
-                cancel_bad_input_rejected,
-                cancelled_counts_and_purges_as_terminal,
-            ]
-        );
+        $crate::__cases! { $harness, cancel, [
+            cancel_ends_the_live_lease_and_refuses_its_holder,
+            cancel_waiting_execution_is_never_claimed, cancel_twice_keeps_the_first_reason,
+            cancel_terminal_execution_changes_nothing,
+            cancel_after_expiry_counts_the_ended_delivery, cancel_bad_input_rejected,
+            cancelled_counts_and_purges_as_terminal,
+        ] }
     };
 }
 

@@ -18,16 +18,11 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __combined_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            combined,
-            [
-                ack_and_claim_acknowledges_then_claims_next,
-                ack_and_claim_stale_ack_is_lost_and_still_claims,
-                ack_and_claim_sees_its_own_acknowledgement,
-                ack_and_claim_bad_input_changes_nothing,
-            ]
-        );
+        $crate::__cases! { $harness, combined, [
+            ack_and_claim_acknowledges_then_claims_next,
+            ack_and_claim_stale_ack_is_lost_and_still_claims,
+            ack_and_claim_sees_its_own_acknowledgement, ack_and_claim_bad_input_changes_nothing,
+        ] }
     };
 }
 

@@ -16,14 +16,9 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __counts_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            counts,
-            [
-                status_counts_by_effective_status,
-                status_counts_change_nothing_and_follow_purge,
-            ]
-        );
+        $crate::__cases! { $harness, counts, [
+            status_counts_by_effective_status, status_counts_change_nothing_and_follow_purge,
+        ] }
     };
 }
 

@@ -31,25 +31,21 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __dispatcher_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            dispatcher,
-            [
-                dispatcher_n_due_with_concurrency_n_run_at_once,
-                dispatcher_never_runs_more_than_concurrency,
-                dispatcher_several_share_a_backend_one_lease_each,
-                dispatcher_retry_reply_releases_unacknowledged,
-                dispatcher_repeated_retries_wait_growing_delays,
-                dispatcher_expiry_after_retry_counts_both,
-                dispatcher_ack_after_retries_resets_and_wakes_undelayed,
-                dispatcher_renewal_keeps_lease_past_original_expiry,
-                dispatcher_stops_a_cancelled_worker_at_its_next_renewal,
-                dispatcher_worker_crash_redelivered_after_expiry,
-                dispatcher_process_death_stops_fenced_writes,
-                dispatcher_paused_holder_every_fenced_write_lost,
-                dispatcher_prefetched_lease_past_its_hold_is_released_unrun,
-            ]
-        );
+        $crate::__cases! { $harness, dispatcher, [
+            dispatcher_n_due_with_concurrency_n_run_at_once,
+            dispatcher_never_runs_more_than_concurrency,
+            dispatcher_several_share_a_backend_one_lease_each,
+            dispatcher_retry_reply_releases_unacknowledged,
+            dispatcher_repeated_retries_wait_growing_delays,
+            dispatcher_expiry_after_retry_counts_both,
+            dispatcher_ack_after_retries_resets_and_wakes_undelayed,
+            dispatcher_renewal_keeps_lease_past_original_expiry,
+            dispatcher_stops_a_cancelled_worker_at_its_next_renewal,
+            dispatcher_worker_crash_redelivered_after_expiry,
+            dispatcher_process_death_stops_fenced_writes,
+            dispatcher_paused_holder_every_fenced_write_lost,
+            dispatcher_prefetched_lease_past_its_hold_is_released_unrun,
+        ] }
     };
 }
 

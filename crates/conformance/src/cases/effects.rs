@@ -21,21 +21,16 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __effects_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            effects,
-            [
-                effect_begin_repeat_returns_current_state,
-                effect_settle_keeps_first_result_reports_conflicts,
-                effect_bad_input_is_typed_and_changes_nothing,
-                stale_and_current_holders_race_begin_and_settle,
-                effect_wait_is_woken_by_the_settle,
-                stale_effect_wait_causes_at_most_one_extra_delivery,
-                store_waiter_is_woken_once_by_a_change,
-                stale_store_waiter_causes_at_most_one_extra_delivery,
-                purge_removes_effects_and_waiters,
-            ]
-        );
+        $crate::__cases! { $harness, effects, [
+            effect_begin_repeat_returns_current_state,
+            effect_settle_keeps_first_result_reports_conflicts,
+            effect_bad_input_is_typed_and_changes_nothing,
+            stale_and_current_holders_race_begin_and_settle, effect_wait_is_woken_by_the_settle,
+            stale_effect_wait_causes_at_most_one_extra_delivery,
+            store_waiter_is_woken_once_by_a_change,
+            stale_store_waiter_causes_at_most_one_extra_delivery,
+            purge_removes_effects_and_waiters,
+        ] }
     };
 }
 

@@ -22,23 +22,14 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __fencing_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            fencing,
-            [
-                stale_step_write_after_reclaim_is_lost,
-                stale_ack_after_reclaim_is_lost,
-                paused_holder_every_fenced_write_lost,
-                current_holder_rewrite_keeps_recorded_value,
-                stale_store_update_applies_once,
-                stale_start_returns_same_target,
-                stale_wake_causes_at_most_one_extra_delivery,
-                stale_wake_does_not_change_outcome,
-                stale_writes_race_reclaim_atomically,
-                stale_renew_and_release_race_reclaim_atomically,
-                ack_batch_fences_each_item,
-            ]
-        );
+        $crate::__cases! { $harness, fencing, [
+            stale_step_write_after_reclaim_is_lost, stale_ack_after_reclaim_is_lost,
+            paused_holder_every_fenced_write_lost, current_holder_rewrite_keeps_recorded_value,
+            stale_store_update_applies_once, stale_start_returns_same_target,
+            stale_wake_causes_at_most_one_extra_delivery, stale_wake_does_not_change_outcome,
+            stale_writes_race_reclaim_atomically,
+            stale_renew_and_release_race_reclaim_atomically, ack_batch_fences_each_item,
+        ] }
     };
 }
 

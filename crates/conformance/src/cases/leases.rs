@@ -19,25 +19,17 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __leases_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            leases,
-            [
-                two_peers_claim_concurrently_exactly_one_lease,
-                claim_sets_status_running,
-                expired_lease_claimable_with_higher_token,
-                expiry_after_suspended_delivery_returns_to_suspended,
-                expiry_before_any_ack_returns_to_admitted,
-                renewal_keeps_lease_past_original_expiry,
-                renewal_with_stale_token_is_lost,
-                released_lease_claimable_after_delay_with_higher_token,
-                ack_suspended_with_wake_due_at_wake,
-                ack_suspended_without_wake_not_due,
-                crashed_worker_redelivered_after_expiry,
-                peers_claim_batch_each_leased_once,
-                claim_with_records_returns_what_get_reads,
-            ]
-        );
+        $crate::__cases! { $harness, leases, [
+            two_peers_claim_concurrently_exactly_one_lease, claim_sets_status_running,
+            expired_lease_claimable_with_higher_token,
+            expiry_after_suspended_delivery_returns_to_suspended,
+            expiry_before_any_ack_returns_to_admitted, renewal_keeps_lease_past_original_expiry,
+            renewal_with_stale_token_is_lost,
+            released_lease_claimable_after_delay_with_higher_token,
+            ack_suspended_with_wake_due_at_wake, ack_suspended_without_wake_not_due,
+            crashed_worker_redelivered_after_expiry, peers_claim_batch_each_leased_once,
+            claim_with_records_returns_what_get_reads,
+        ] }
     };
 }
 

@@ -23,18 +23,13 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __limits_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            limits,
-            [
-                key_limit_caps_live_leases_and_acknowledge_frees_a_place,
-                expired_or_cancelled_lease_frees_its_place,
-                default_limit_applies_to_keys_without_their_own,
-                limits_round_trip_and_bad_input_rejected,
-                racing_claimers_never_exceed_limit_1,
-                racing_claimers_never_exceed_limit_3,
-            ]
-        );
+        $crate::__cases! { $harness, limits, [
+            key_limit_caps_live_leases_and_acknowledge_frees_a_place,
+            expired_or_cancelled_lease_frees_its_place,
+            default_limit_applies_to_keys_without_their_own,
+            limits_round_trip_and_bad_input_rejected, racing_claimers_never_exceed_limit_1,
+            racing_claimers_never_exceed_limit_3,
+        ] }
     };
 }
 

@@ -19,17 +19,12 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __pause_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            pause,
-            [
-                pause_namespace_holds_back_every_claim,
-                pause_workflow_holds_back_only_its_executions,
-                pause_lets_live_leases_renew_and_acknowledge,
-                paused_work_is_left_out_of_the_horizon,
-                resume_signals_the_wakeup_path,
-            ]
-        );
+        $crate::__cases! { $harness, pause, [
+            pause_namespace_holds_back_every_claim,
+            pause_workflow_holds_back_only_its_executions,
+            pause_lets_live_leases_renew_and_acknowledge,
+            paused_work_is_left_out_of_the_horizon, resume_signals_the_wakeup_path,
+        ] }
     };
 }
 

@@ -27,23 +27,16 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __pickup_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            pickup,
-            [
-                pickup_admission_by_peer_is_claimed,
-                pickup_wake_by_peer_is_claimed,
-                pickup_expired_lease_is_reclaimed,
-                pickup_survives_a_killed_listener,
-                pickup_idle_dispatchers_claim_once_per_admission,
-                scheduled_admission_claimable_from_its_time,
-                scheduled_admission_past_due_and_idempotent,
-                scheduled_admission_out_of_range_rejected,
-                claim_horizon_is_the_earliest_claimable_instant,
-                admit_batch_admits_each_like_admit,
-                admit_batch_bad_input_admits_nothing,
-            ]
-        );
+        $crate::__cases! { $harness, pickup, [
+            pickup_admission_by_peer_is_claimed, pickup_wake_by_peer_is_claimed,
+            pickup_expired_lease_is_reclaimed, pickup_survives_a_killed_listener,
+            pickup_idle_dispatchers_claim_once_per_admission,
+            scheduled_admission_claimable_from_its_time,
+            scheduled_admission_past_due_and_idempotent,
+            scheduled_admission_out_of_range_rejected,
+            claim_horizon_is_the_earliest_claimable_instant, admit_batch_admits_each_like_admit,
+            admit_batch_bad_input_admits_nothing,
+        ] }
     };
 }
 

@@ -20,16 +20,10 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __priority_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            priority,
-            [
-                claims_take_higher_priority_first,
-                equal_priorities_go_by_due_time_then_id,
-                priority_and_key_are_stored,
-                priority_out_of_range_rejected,
-            ]
-        );
+        $crate::__cases! { $harness, priority, [
+            claims_take_higher_priority_first, equal_priorities_go_by_due_time_then_id,
+            priority_and_key_are_stored, priority_out_of_range_rejected,
+        ] }
     };
 }
 

@@ -15,16 +15,10 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __redelivery_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            redelivery,
-            [
-                release_increments_unacked_and_delays,
-                repeated_release_delays_never_shrink,
-                expiry_after_release_counts_both,
-                ack_after_releases_resets_unacked,
-            ]
-        );
+        $crate::__cases! { $harness, redelivery, [
+            release_increments_unacked_and_delays, repeated_release_delays_never_shrink,
+            expiry_after_release_counts_both, ack_after_releases_resets_unacked,
+        ] }
     };
 }
 

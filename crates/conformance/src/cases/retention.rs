@@ -21,16 +21,10 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __retention_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            retention,
-            [
-                purge_removes_old_terminal_executions_and_what_names_them,
-                purge_respects_its_limit,
-                purged_id_is_unknown_then_new,
-                purge_limit_out_of_range_rejected,
-            ]
-        );
+        $crate::__cases! { $harness, retention, [
+            purge_removes_old_terminal_executions_and_what_names_them, purge_respects_its_limit,
+            purged_id_is_unknown_then_new, purge_limit_out_of_range_rejected,
+        ] }
     };
 }
 

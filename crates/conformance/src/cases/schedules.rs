@@ -23,19 +23,14 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __schedules_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            schedules,
-            [
-                schedules_two_peers_admit_each_occurrence_once,
-                schedules_catch_up_after_a_gap,
-                schedules_follow_dst_in_their_zone,
-                schedules_bad_input_is_refused_and_writes_nothing,
-                schedules_conflicting_registration_is_refused_unless_replaced,
-                schedules_cursor_never_moves_back,
-                schedules_purged_occurrence_is_not_admitted_again,
-            ]
-        );
+        $crate::__cases! { $harness, schedules, [
+            schedules_two_peers_admit_each_occurrence_once, schedules_catch_up_after_a_gap,
+            schedules_follow_dst_in_their_zone,
+            schedules_bad_input_is_refused_and_writes_nothing,
+            schedules_conflicting_registration_is_refused_unless_replaced,
+            schedules_cursor_never_moves_back,
+            schedules_purged_occurrence_is_not_admitted_again,
+        ] }
     };
 }
 

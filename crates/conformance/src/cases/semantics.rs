@@ -20,38 +20,22 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __semantics_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            semantics,
-            [
-                admit_is_idempotent,
-                admit_while_running_changes_nothing,
-                get_effective_view_after_expiry_admitted,
-                get_effective_view_after_expiry_suspended,
-                wake_during_lease_deferred_to_ack,
-                wake_during_lease_kept_by_release,
-                wake_during_lease_kept_by_expiry,
-                wake_outside_lease_makes_due,
-                wake_on_terminal_is_noop,
-                renew_after_expiry_without_reclaim_succeeds,
-                write_step_after_expiry_without_reclaim_accepted,
-                fenced_writes_after_release_lost,
-                fenced_writes_after_ack_lost,
-                ack_completed_is_terminal,
-                ack_failed_is_terminal,
-                claim_respects_limit_and_order,
-                claim_with_future_now_uses_backend_clock,
-                claim_with_past_now_uses_request_now,
-                tokens_unique_and_increasing,
-                list_failing_most_failing_first,
-                renew_extends_from_backend_now,
-                backend_now_reads_injected_clock,
-                write_step_records_and_reads_back,
-                claim_does_not_end_unclaimed_expired_leases,
-                end_after_expiry_without_reclaim_counts_once,
-                list_steps_page_returns_every_step_once_in_order,
-            ]
-        );
+        $crate::__cases! { $harness, semantics, [
+            admit_is_idempotent, admit_while_running_changes_nothing,
+            get_effective_view_after_expiry_admitted, get_effective_view_after_expiry_suspended,
+            wake_during_lease_deferred_to_ack, wake_during_lease_kept_by_release,
+            wake_during_lease_kept_by_expiry, wake_outside_lease_makes_due,
+            wake_on_terminal_is_noop, renew_after_expiry_without_reclaim_succeeds,
+            write_step_after_expiry_without_reclaim_accepted, fenced_writes_after_release_lost,
+            fenced_writes_after_ack_lost, ack_completed_is_terminal, ack_failed_is_terminal,
+            claim_respects_limit_and_order, claim_with_future_now_uses_backend_clock,
+            claim_with_past_now_uses_request_now, tokens_unique_and_increasing,
+            list_failing_most_failing_first, renew_extends_from_backend_now,
+            backend_now_reads_injected_clock, write_step_records_and_reads_back,
+            claim_does_not_end_unclaimed_expired_leases,
+            end_after_expiry_without_reclaim_counts_once,
+            list_steps_page_returns_every_step_once_in_order,
+        ] }
     };
 }
 

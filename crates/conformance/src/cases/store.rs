@@ -18,27 +18,16 @@ use crate::harness::Harness;
 #[macro_export]
 macro_rules! __store_cases {
     ($harness:ty) => {
-        $crate::__cases!(
-            $harness,
-            store,
-            [
-                get_or_create_idempotent_by_identity,
-                store_put,
-                store_delete,
-                store_compare_and_set_match,
-                store_compare_and_set_mismatch,
-                store_compare_and_set_expected_absent,
-                store_take_if_matches_match,
-                store_take_if_matches_mismatch,
-                store_repeated_receipt_replays_outcome,
-                store_receipt_is_store_execution_step,
-                store_update_unknown_store,
-                start_idempotent_by_request_id,
-                store_concurrent_same_receipt_applies_once,
-                start_concurrent_same_request_one_target,
-                get_or_create_concurrent_one_initial_state,
-            ]
-        );
+        $crate::__cases! { $harness, store, [
+            get_or_create_idempotent_by_identity, store_put, store_delete,
+            store_compare_and_set_match, store_compare_and_set_mismatch,
+            store_compare_and_set_expected_absent, store_take_if_matches_match,
+            store_take_if_matches_mismatch, store_repeated_receipt_replays_outcome,
+            store_receipt_is_store_execution_step, store_update_unknown_store,
+            start_idempotent_by_request_id, store_concurrent_same_receipt_applies_once,
+            start_concurrent_same_request_one_target,
+            get_or_create_concurrent_one_initial_state,
+        ] }
     };
 }
 
