@@ -8,8 +8,8 @@
 //! limits are rows of `concurrency_limits` (`key` NULL for the namespace default).
 
 use lease_core::{
-    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits,
-    ExecutionId, ExecutionStatus, LeaseError, LimitScope, PauseScope, Result, WorkflowName,
+    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionId,
+    ExecutionStatus, LeaseError, LimitScope, PauseScope, Result, WorkflowName,
 };
 use sqlx::postgres::PgRow;
 

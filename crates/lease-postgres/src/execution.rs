@@ -735,17 +735,14 @@ impl ExecutionClient for PostgresBackend {
                 next: batch,
             }),
             Ok((acknowledged, _, true)) => {
-                let next = self
-                    .claim_gated(&next, lease_ms)
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::error!(
-                            schema = self.schema(),
-                            error = %e,
-                            "the gated claim after an acknowledgement failed"
-                        );
-                        ClaimBatch::default()
-                    });
+                let next = self.claim_gated(&next, lease_ms).await.unwrap_or_else(|e| {
+                    tracing::error!(
+                        schema = self.schema(),
+                        error = %e,
+                        "the gated claim after an acknowledgement failed"
+                    );
+                    ClaimBatch::default()
+                });
                 Ok(AckAndClaim { acknowledged, next })
             }
             Err(e @ lease_core::LeaseError::TokenCounter { .. }) => {

@@ -86,7 +86,7 @@ impl PostgresBackend {
         let mut remaining = p.limit;
         for round in 0..MAX_ROUNDS {
             let walked = self
-                .walk(&mut *tx, p, remaining, &walked_ids, round == 0)
+                .walk(&mut tx, p, remaining, &walked_ids, round == 0)
                 .await?;
             let walked_all = i64::try_from(walked.len()).unwrap_or(i64::MAX);
             let takeable: Vec<String> = walked

@@ -95,7 +95,10 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
         .expect("explain");
         tx.rollback().await.expect("rollback");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_claim_waiting_by_priority"), "{plan}");
+        assert!(
+            plan.contains("executions_claim_waiting_by_priority"),
+            "{plan}"
+        );
         assert!(plan.contains("executions_claim_expired"), "{plan}");
         // The pause gate reads the (tiny) paused_scopes table once, by a seq scan; the
         // executions table is never scanned.

@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease_core::{
-    AckAndClaim, Acknowledgement, Admission, ClaimRequest, Clock, ConcurrencyKey,
-    ConcurrencyLimit, ExecutionClient, ExecutionClientExt, ExecutionId, ExecutionLease, Json,
-    LimitScope, ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledgement, Admission, ClaimRequest, Clock, ConcurrencyKey, ConcurrencyLimit,
+    ExecutionClient, ExecutionClientExt, ExecutionId, ExecutionLease, Json, LimitScope,
+    ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use lease_postgres::PostgresBackend;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
@@ -99,8 +98,16 @@ async fn freeing_a_place_notifies_now() {
         let second = b.claim_due(request(&clock, 5)).await.expect("claim");
         assert_eq!(second.len(), 1, "limit 1");
         assert!(next_signal(&rx, "claim").await > now);
-        assert!(!b.acknowledge(&second[0], &done()).await.expect("ack").is_lost());
-        assert_eq!(next_signal(&rx, "acknowledgement of a keyed lease").await, now);
+        assert!(
+            !b.acknowledge(&second[0], &done())
+                .await
+                .expect("ack")
+                .is_lost()
+        );
+        assert_eq!(
+            next_signal(&rx, "acknowledgement of a keyed lease").await,
+            now
+        );
         b.set_concurrency_limit(&LimitScope::Key(key("k")), None)
             .await
             .expect("remove");
@@ -109,9 +116,9 @@ async fn freeing_a_place_notifies_now() {
         b.set_concurrency_limit(&LimitScope::Default, limit(4))
             .await
             .expect("same default");
-        b.admit(&Admission::new(id("probe")).not_before(Timestamp::from_millis(
-            now.as_millis() + 7,
-        )))
+        b.admit(
+            &Admission::new(id("probe")).not_before(Timestamp::from_millis(now.as_millis() + 7)),
+        )
         .await
         .expect("admit");
         assert_eq!(
@@ -139,9 +146,7 @@ async fn acknowledge_and_claim_and_the_horizon_go_through_the_gate() {
                 .expect("admit");
             clock.advance(Duration::from_millis(1));
         }
-        b.admit(&Admission::new(id("free")))
-            .await
-            .expect("admit");
+        b.admit(&Admission::new(id("free"))).await.expect("admit");
         let first = b.claim_due(request(&clock, 1)).await.expect("claim");
         assert_eq!(names(&first), ["k1"]);
         let AckAndClaim { acknowledged, next } = b
@@ -167,7 +172,10 @@ async fn acknowledge_and_claim_and_the_horizon_go_through_the_gate() {
             .expect("claim");
         assert!(held.claimed.is_empty(), "k3 waits for k2's place");
         let horizon = held.next_claimable_at.expect("leases are live");
-        assert!(horizon > clock.now(), "k3 is held back, not due: {horizon:?}");
+        assert!(
+            horizon > clock.now(),
+            "k3 is held back, not due: {horizon:?}"
+        );
         b.close().await;
     })
     .await;

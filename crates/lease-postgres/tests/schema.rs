@@ -169,7 +169,10 @@ fn claim_uses_the_claimable_index() {
         .await
         .expect("explain");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_claim_waiting_by_priority"), "{plan}");
+        assert!(
+            plan.contains("executions_claim_waiting_by_priority"),
+            "{plan}"
+        );
         assert!(
             !plan.contains("Sort"),
             "claims walk the index in order: {plan}"
