@@ -1,14 +1,15 @@
 //! Issue 21's operator controls for [`PostgresBackend`]: cancel, pause/resume and the
 //! concurrency limits, one statement each (`control/*.sql`). The `ExecutionClient` methods
-//! in `execution.rs` delegate here; the claim's gates live in `execution/claim.sql`.
+//! in `execution.rs` delegate here; the claim's gates live in `execution/claim.sql` and
+//! the key gate's transaction (`gate.rs`).
 //!
 //! Storage (schema v9): a cancelled execution has status `cancelled` and its reason as
 //! outcome; paused scopes are rows of `paused_scopes` (`workflow` NULL for the namespace);
 //! limits are rows of `concurrency_limits` (`key` NULL for the namespace default).
 
 use lease_core::{
-    CancelOutcome, CancelReason, ExecutionId, ExecutionStatus, LeaseError, PauseScope, Result,
-    WorkflowName,
+    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionId,
+    ExecutionStatus, LeaseError, LimitScope, PauseScope, Result, WorkflowName,
 };
 use sqlx::postgres::PgRow;
 
@@ -21,6 +22,9 @@ const CANCEL: &str = include_str!("control/cancel.sql");
 const PAUSE: &str = include_str!("control/pause.sql");
 const RESUME: &str = include_str!("control/resume.sql");
 const LIST_PAUSED: &str = include_str!("control/list_paused.sql");
+const SET_LIMIT: &str = include_str!("control/set_limit.sql");
+const REMOVE_LIMIT: &str = include_str!("control/remove_limit.sql");
+const LIMITS: &str = include_str!("control/limits.sql");
 
 /// This module's statements, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> ControlSql {
@@ -29,6 +33,17 @@ pub(crate) fn statements(r: &Renderer) -> ControlSql {
         pause: r.render(PAUSE),
         resume: r.render(RESUME),
         list_paused: r.render(LIST_PAUSED),
+        set_limit: r.render(SET_LIMIT),
+        remove_limit: r.render(REMOVE_LIMIT),
+        limits: r.render(LIMITS),
+    }
+}
+
+/// A limit scope as the statements take it: the key, NULL for the namespace default.
+fn limit_key(scope: &LimitScope) -> Option<&str> {
+    match scope {
+        LimitScope::Default => None,
+        LimitScope::Key(k) => Some(k.as_str()),
     }
 }
 
@@ -122,5 +137,52 @@ impl PostgresBackend {
                 })
             })
             .collect()
+    }
+
+    /// `set_concurrency_limit` (issue 21 item 4): upserts (`Some`) or deletes (`None`) the
+    /// scope's row of `concurrency_limits`; a change notifies "now".
+    pub(crate) async fn set_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        const OP: &str = "set_concurrency_limit";
+        let sql = self.control_sql();
+        let key = limit_key(scope);
+        let _: PgRow = match limit {
+            Some(limit) => {
+                let value = i64::from(limit.get());
+                self.run_statement(OP, Effect::IdempotentWrite, &sql.set_limit, |q| {
+                    q.bind(key).bind(value).bind(self.clock_param())
+                })
+                .await?
+            }
+            None => {
+                self.run_statement(OP, Effect::IdempotentWrite, &sql.remove_limit, |q| {
+                    q.bind(key).bind(self.clock_param())
+                })
+                .await?
+            }
+        };
+        Ok(())
+    }
+
+    /// `concurrency_limits` (issue 21 item 4): the default and the keys, by key.
+    pub(crate) async fn limits(&self) -> Result<ConcurrencyLimits> {
+        const OP: &str = "concurrency_limits";
+        let sql = &self.control_sql().limits;
+        let found: Vec<PgRow> = self.run_statement(OP, Effect::Read, sql, |q| q).await?;
+        let mut limits = ConcurrencyLimits::default();
+        for row in &found {
+            let key: Option<String> = col(row, 0, OP)?;
+            let value = ConcurrencyLimit::from_stored(col(row, 1, OP)?);
+            match key {
+                None => limits.default = Some(value),
+                Some(k) => limits
+                    .keys
+                    .push((stored_name(k, OP, ConcurrencyKey::new)?, value)),
+            }
+        }
+        Ok(limits)
     }
 }

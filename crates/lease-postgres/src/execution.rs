@@ -2,6 +2,7 @@
 //! claims (with the claimed records from the claim's own statement) and the fenced lease
 //! operations, single and batched (RFC 002 "Leases", design.md section 2).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,7 +20,7 @@ use sqlx::postgres::PgRow;
 use crate::ack_and_claim::{AckAndClaimStatements, AckThenClaim};
 use crate::backend::{PgQuery, PostgresBackend};
 use crate::error::{Effect, protocol, settle};
-use crate::rows::{self, FenceCheck, col, token_param};
+use crate::rows::{self, EXECUTION_COLUMNS, FenceCheck, col, token_param};
 use crate::statements::{ExecutionSql, Renderer, fragment};
 
 /// How often `admit` runs again when a concurrent admit of the same id committed after its
@@ -33,10 +34,30 @@ const LIST_FAILING: &str = include_str!("execution/list_failing.sql");
 const LIST_CORRUPT: &str = include_str!("execution/list_corrupt.sql");
 const REQUEST_WAKE: &str = include_str!("execution/request_wake.sql");
 const CLAIM: &str = include_str!("execution/claim.sql");
+/// The claim's candidates (`levels`, `waiting`, `expired`), spliced as `{candidates}`.
+const CLAIM_CANDIDATES: &str = include_str!("execution/claim_candidates.sql");
+/// The claim transition after `picked`, spliced as `{take}`.
+const CLAIM_TAKE: &str = include_str!("execution/claim_take.sql");
 /// The claim's summary row, spliced as its `{horizon}`.
 const CLAIM_HORIZON: &str = include_str!("execution/claim_horizon.sql");
 /// Whether no paused scope covers the row, spliced as the claim's `{unpaused}`.
 const CLAIM_UNPAUSED: &str = include_str!("execution/claim_unpaused.sql");
+/// The key gate's walk (`gate.rs`): candidates locked, then their keys' locks.
+const CLAIM_WALK: &str = include_str!("execution/claim_walk.sql");
+/// The key gate's claim of the walked candidates.
+const CLAIM_GATED: &str = include_str!("execution/claim_gated.sql");
+/// The walk's per-row condition (`{open}`): the key is not at its limit.
+const CLAIM_OPEN: &str = include_str!("execution/claim_open.sql");
+/// The gated claim's horizon condition (`{unblocked}`).
+const CLAIM_UNBLOCKED: &str = include_str!("execution/claim_unblocked.sql");
+/// The gated claim's own leases per key (`{taken}` in `{unblocked}`).
+const CLAIM_TAKEN: &str = include_str!("execution/claim_taken.sql");
+/// Whether the row's key is at its limit (`{key_full}`).
+const KEY_FULL: &str = include_str!("execution/key_full.sql");
+/// The row's key's live leases (`{key_live}`).
+const KEY_LIVE: &str = include_str!("execution/key_live.sql");
+/// The row's key's limit (`{key_cap}`).
+const KEY_CAP: &str = include_str!("execution/key_cap.sql");
 /// The limit of `acknowledge_and_claim`'s claim, replacing the claim's `$3`.
 const ACK_AND_CLAIM_LIMIT: &str = include_str!("execution/ack_and_claim_limit.sql");
 const RENEW: &str = include_str!("execution/renew.sql");
@@ -60,9 +81,47 @@ fn acknowledge_template() -> String {
     fragment(ACKNOWLEDGE).replace(" FOR NO KEY UPDATE", "")
 }
 
+/// `template` with the key gate's fragments (`{key_full}`, `{taken}` as `taken`,
+/// `{key_live}`, `{key_cap}`) and the pause gate (`{unpaused}`) spliced in.
+fn with_gates(template: &str, taken: &str) -> String {
+    template
+        .replace("{key_full}", fragment(KEY_FULL))
+        .replace("{taken}", taken)
+        .replace("{key_live}", fragment(KEY_LIVE))
+        .replace("{key_cap}", fragment(KEY_CAP))
+        .replace("{unpaused}", fragment(CLAIM_UNPAUSED))
+}
+
+/// The claim statement without its `{horizon}`: `claim.sql` with its candidates and the
+/// claim transition, ungated by keys (`claim.sql` hands keyed work to the gate).
+fn claim_template() -> String {
+    let claim = fragment(CLAIM)
+        .replace("{candidates}", fragment(CLAIM_CANDIDATES))
+        .replace("{take}", fragment(CLAIM_TAKE))
+        .replace("{open}", "true")
+        .replace("{unblocked}", "true");
+    with_gates(&claim, "0")
+}
+
+/// The key gate's two statements (`gate.rs`), rendered.
+fn gate_statements(r: &Renderer) -> (Arc<str>, Arc<str>) {
+    let walk = fragment(CLAIM_WALK)
+        .replace("{candidates}", fragment(CLAIM_CANDIDATES))
+        .replace("{open}", fragment(CLAIM_OPEN));
+    let gated = fragment(CLAIM_GATED)
+        .replace("{take}", fragment(CLAIM_TAKE))
+        .replace("{horizon}", fragment(CLAIM_HORIZON))
+        .replace("{unblocked}", fragment(CLAIM_UNBLOCKED));
+    (
+        r.render(&with_gates(&walk, "0")),
+        r.render(&with_gates(&gated, fragment(CLAIM_TAKEN))),
+    )
+}
+
 /// This module's statements, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
-    let claim = fragment(CLAIM).replace("{unpaused}", fragment(CLAIM_UNPAUSED));
+    let claim = claim_template();
+    let (claim_walk, claim_gated) = gate_statements(r);
     let acknowledge = r.render(&acknowledge_template());
     let ack_and_claim = AckAndClaimStatements::new(
         &acknowledge,
@@ -81,6 +140,8 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
         request_wake: r.render(REQUEST_WAKE),
         claim: r.render(&claim.replace("{horizon}", fragment(CLAIM_HORIZON))),
         claim_leases_only: r.render(&claim.replace("{horizon}", "")),
+        claim_walk,
+        claim_gated,
         renew: r.render(RENEW),
         release: r.render(RELEASE),
         acknowledge,
@@ -92,7 +153,7 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
 
 impl PostgresBackend {
     /// This module's statements.
-    fn execution_sql(&self) -> &ExecutionSql {
+    pub(crate) fn execution_sql(&self) -> &ExecutionSql {
         let sql = &self.inner.sql;
         sql.execution.get(&sql.renderer, statements)
     }
@@ -132,7 +193,7 @@ impl PostgresBackend {
         let sql = &self.execution_sql().admit_batch;
         let found: Vec<PgRow> = self
             .run_statement(OP, Effect::IdempotentWrite, sql, |q| {
-                columns.bind(q).bind(self.clock_param())
+                columns.bind(q, self.clock_param())
             })
             .await?;
         found
@@ -150,16 +211,20 @@ impl PostgresBackend {
             })
             .collect()
     }
-    /// The claim statement's rows as the batch they describe (the claim committed).
-    fn claim_batch(&self, found: &[PgRow]) -> Result<ClaimBatch> {
+    /// The claim statement's rows as the batch they describe (the claim committed), and
+    /// whether the statement handed the claim to the key gate (then it claimed nothing).
+    pub(crate) fn claim_batch(&self, found: &[PgRow]) -> Result<(ClaimBatch, bool)> {
         let mut batch = ClaimBatch::default();
+        let mut gated = false;
         for row in found {
             let part: i32 = col(row, CLAIM_PART, "claim_due")?;
             if part == 1 {
                 let now: i64 = col(row, CLAIM_NOW, "claim_due")?;
                 let next: Option<i64> = col(row, CLAIM_NEXT, "claim_due")?;
+                let handed: Option<bool> = col(row, CLAIM_GATED_COLUMN, "claim_due")?;
                 batch.now = Some(Timestamp::from_millis(now));
                 batch.next_claimable_at = next.map(Timestamp::from_millis);
+                gated = handed.unwrap_or(false);
             } else {
                 // The claim committed: a row that fails to decode cannot become an error
                 // (the good leases would be issued to nobody too). The statement skips every
@@ -176,7 +241,7 @@ impl PostgresBackend {
                 }
             }
         }
-        Ok(batch)
+        Ok((batch, gated))
     }
 
     /// The reply to `acknowledge`'s statement (`row`: its one row, `None` for an unknown
@@ -201,14 +266,14 @@ impl PostgresBackend {
     }
 
     /// One run of `acknowledge_and_claim`'s message
-    /// ([`AckAndClaimStatements`]): the acknowledgement's reply and the claim's
-    /// rows.
+    /// ([`AckAndClaimStatements`]): the acknowledgement's reply, the claim's rows, and
+    /// whether the claim was handed to the key gate.
     async fn ack_then_claim_once(
         &self,
         ack: &Acknowledgement,
         next: &ClaimRequest,
         lease_ms: i64,
-    ) -> Result<(Fenced<Acknowledged>, ClaimBatch)> {
+    ) -> Result<(Fenced<Acknowledged>, ClaimBatch, bool)> {
         const OP: &str = "acknowledge_and_claim";
         let (status, value, reply) = ack_params(&ack.outcome);
         let token = token_param(&ack.lease)?;
@@ -262,9 +327,9 @@ impl PostgresBackend {
         if ack_rows.len() > 1 {
             return Err(after_commit(protocol(OP, "several acknowledgement rows")));
         }
-        let batch = self.claim_batch(&claim_rows).map_err(after_commit)?;
+        let (batch, gated) = self.claim_batch(&claim_rows).map_err(after_commit)?;
         match self.ack_reply(&ack.lease, ack_rows.first(), reply) {
-            Ok(acknowledged) => Ok((acknowledged, batch)),
+            Ok(acknowledged) => Ok((acknowledged, batch, gated)),
             // Refused: the claim was limited to 0, so nothing was written.
             Err(e) if e.is_bad_input() && batch.claimed.is_empty() => Err(e),
             Err(e) => Err(after_commit(e)),
@@ -275,61 +340,76 @@ impl PostgresBackend {
 /// The claim statement's first record column: after the lease's (id, token, expiry).
 const CLAIM_RECORD: usize = 3;
 /// The claim's summary row columns: the clock it ran at and the horizon.
-const CLAIM_NOW: usize = 15;
-const CLAIM_NEXT: usize = 16;
+const CLAIM_NOW: usize = CLAIM_RECORD + EXECUTION_COLUMNS;
+const CLAIM_NEXT: usize = CLAIM_NOW + 1;
 /// The claim's row kind: 0 for a claimed execution, 1 for the summary.
-const CLAIM_PART: usize = 18;
+const CLAIM_PART: usize = CLAIM_NOW + 3;
+/// The summary row's "handed to the key gate" column (`claim.sql`).
+const CLAIM_GATED_COLUMN: usize = CLAIM_NOW + 5;
 
 /// `admit_batch`'s first record column: after the item number.
 const ADMIT_BATCH_RECORD: usize = 1;
 /// `admit_batch`'s clock column: after the record.
-const ADMIT_BATCH_NOW: usize = 13;
+const ADMIT_BATCH_NOW: usize = ADMIT_BATCH_RECORD + EXECUTION_COLUMNS;
 
-/// One admission as the admit statements take it: (id, workflow, input, not_before).
-fn admit_params(a: &Admission) -> (&str, Option<&str>, Option<&str>, Option<i64>) {
-    (
-        a.id.as_str(),
-        a.workflow.as_ref().map(|w| w.as_str()),
-        a.input.as_ref().map(|i| i.as_str()),
-        a.not_before.map(Timestamp::as_millis),
-    )
+/// One admission as the admit statements take it.
+struct AdmitParams<'a> {
+    id: &'a str,
+    workflow: Option<&'a str>,
+    input: Option<&'a str>,
+    not_before: Option<i64>,
+    priority: i32,
+    key: Option<&'a str>,
 }
 
-/// `admit_batch.sql`'s array parameters `$1..$4`: one element per item.
+fn admit_params(a: &Admission) -> AdmitParams<'_> {
+    AdmitParams {
+        id: a.id.as_str(),
+        workflow: a.workflow.as_ref().map(|w| w.as_str()),
+        input: a.input.as_ref().map(|i| i.as_str()),
+        not_before: a.not_before.map(Timestamp::as_millis),
+        priority: a.priority.get(),
+        key: a.concurrency_key.as_ref().map(|k| k.as_str()),
+    }
+}
+
+/// `admit_batch.sql`'s array parameters `$1..$4`, `$6` and `$7`: one element per item.
 #[derive(Default)]
 struct AdmitColumns<'a> {
     ids: Vec<&'a str>,
     workflows: Vec<Option<&'a str>>,
     inputs: Vec<Option<&'a str>>,
     not_befores: Vec<Option<i64>>,
+    priorities: Vec<i32>,
+    keys: Vec<Option<&'a str>>,
 }
 
-impl<'a> FromIterator<(&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>
-    for AdmitColumns<'a>
-{
-    fn from_iter<I>(items: I) -> Self
-    where
-        I: IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>, Option<i64>)>,
-    {
+impl<'a> FromIterator<AdmitParams<'a>> for AdmitColumns<'a> {
+    fn from_iter<I: IntoIterator<Item = AdmitParams<'a>>>(items: I) -> Self {
         let mut columns = AdmitColumns::default();
-        for (id, workflow, input, not_before) in items {
-            columns.ids.push(id);
-            columns.workflows.push(workflow);
-            columns.inputs.push(input);
-            columns.not_befores.push(not_before);
+        for item in items {
+            columns.ids.push(item.id);
+            columns.workflows.push(item.workflow);
+            columns.inputs.push(item.input);
+            columns.not_befores.push(item.not_before);
+            columns.priorities.push(item.priority);
+            columns.keys.push(item.key);
         }
         columns
     }
 }
 
 impl AdmitColumns<'_> {
-    /// `query` with the columns bound as its first four parameters.
-    fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+    /// `query` with the columns bound: `$1..$4`, then `clock` as `$5`, then `$6` and `$7`.
+    fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
         query
             .bind(&self.ids)
             .bind(&self.workflows)
             .bind(&self.inputs)
             .bind(&self.not_befores)
+            .bind(clock)
+            .bind(&self.priorities)
+            .bind(&self.keys)
     }
 }
 
@@ -463,23 +543,24 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
-        Admission::refuse_controls("postgres", std::slice::from_ref(admission))?;
         let sql = &self.execution_sql().admit;
-        let (id, workflow, input, not_before) = admit_params(admission);
+        let p = admit_params(admission);
         for _ in 0..SNAPSHOT_RETRIES {
             let clock = self.clock_param();
             let row: Option<PgRow> = self
                 .run_statement("admit", Effect::IdempotentWrite, sql, |q| {
-                    q.bind(id)
-                        .bind(workflow)
-                        .bind(input)
+                    q.bind(p.id)
+                        .bind(p.workflow)
+                        .bind(p.input)
                         .bind(clock)
-                        .bind(not_before)
+                        .bind(p.not_before)
+                        .bind(p.priority)
+                        .bind(p.key)
                 })
                 .await?;
             if let Some(row) = row {
                 let record = rows::execution(&row, "admit")?;
-                let now = Timestamp::from_millis(col(&row, 12, "admit")?);
+                let now = Timestamp::from_millis(col(&row, EXECUTION_COLUMNS, "admit")?);
                 return Ok(record.effective(now));
             }
         }
@@ -492,7 +573,6 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
-        Admission::refuse_controls("postgres", admissions)?;
         let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
         for _ in 0..SNAPSHOT_RETRIES {
             let missing: Vec<usize> = (0..admissions.len())
@@ -522,7 +602,7 @@ impl ExecutionClient for PostgresBackend {
             .await?;
         row.map(|row| {
             let record = rows::execution(&row, "get")?;
-            let now = Timestamp::from_millis(col(&row, 12, "get")?);
+            let now = Timestamp::from_millis(col(&row, EXECUTION_COLUMNS, "get")?);
             Ok(record.effective(now))
         })
         .transpose()
@@ -544,7 +624,7 @@ impl ExecutionClient for PostgresBackend {
             .iter()
             .map(|row| {
                 let record = rows::execution(row, "list_failing")?;
-                let now = Timestamp::from_millis(col(row, 12, "list_failing")?);
+                let now = Timestamp::from_millis(col(row, EXECUTION_COLUMNS, "list_failing")?);
                 Ok(record.effective(now))
             })
             .collect()
@@ -620,7 +700,10 @@ impl ExecutionClient for PostgresBackend {
             })
             .await
             .map_err(|e| crate::error::in_schema(e, self.schema()))?;
-        self.claim_batch(&found)
+        match self.claim_batch(&found)? {
+            (_, true) => self.claim_gated(&request, lease_ms).await,
+            (batch, false) => Ok(batch),
+        }
     }
 
     /// The acknowledgement and the claim in one round trip and one commit (issue 12): the
@@ -635,7 +718,10 @@ impl ExecutionClient for PostgresBackend {
     ///
     /// A token-counter failure of the claim rolls the acknowledgement back with it; the
     /// acknowledgement is then made alone, as the trait's default does, and the failed claim
-    /// is logged and reported as empty.
+    /// is logged and reported as empty. A claim the statement hands to the key gate
+    /// (`claim.sql`: a picked row's key has a limit) runs as the gate's transaction after
+    /// the acknowledgement committed; if that fails it is logged and reported as empty
+    /// (the acknowledgement stands).
     #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
@@ -644,7 +730,21 @@ impl ExecutionClient for PostgresBackend {
     ) -> Result<AckAndClaim> {
         let lease_ms = next.validate()?;
         match self.ack_then_claim_once(ack, &next, lease_ms).await {
-            Ok((acknowledged, next)) => Ok(AckAndClaim { acknowledged, next }),
+            Ok((acknowledged, batch, false)) => Ok(AckAndClaim {
+                acknowledged,
+                next: batch,
+            }),
+            Ok((acknowledged, _, true)) => {
+                let next = self.claim_gated(&next, lease_ms).await.unwrap_or_else(|e| {
+                    tracing::error!(
+                        schema = self.schema(),
+                        error = %e,
+                        "the gated claim after an acknowledgement failed"
+                    );
+                    ClaimBatch::default()
+                });
+                Ok(AckAndClaim { acknowledged, next })
+            }
             Err(e @ lease_core::LeaseError::TokenCounter { .. }) => {
                 tracing::error!(
                     schema = self.schema(),
@@ -896,6 +996,23 @@ impl ExecutionClient for PostgresBackend {
         self.paused_scopes().await
     }
 
+    /// Issue 21 item 4: one statement upserts or deletes the scope's row of
+    /// `concurrency_limits` and notifies "now" when it changed.
+    #[tracing::instrument(level = "debug", name = "set_concurrency_limit", skip_all)]
+    async fn set_concurrency_limit(
+        &self,
+        scope: &lease_core::LimitScope,
+        limit: Option<lease_core::ConcurrencyLimit>,
+    ) -> Result<()> {
+        self.set_limit(scope, limit).await
+    }
+
+    /// Issue 21 item 4: the default first, then keys by name.
+    #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
+    async fn concurrency_limits(&self) -> Result<lease_core::ConcurrencyLimits> {
+        self.limits().await
+    }
+
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
@@ -914,6 +1031,8 @@ mod tests {
             &s.admit_batch,
             &s.claim,
             &s.claim_leases_only,
+            &s.claim_walk,
+            &s.claim_gated,
             &s.acknowledge_batch,
             &s.request_wake,
             &s.list_failing,
@@ -949,12 +1068,12 @@ mod tests {
             assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
         }
         // The claim's limit is the acknowledgement-dependent one, in the LIMITs of
-        // `waiting`, `expired` and `picked` and in `short`.
+        // `waiting` (per level and overall), `expired` and `picked` and in `short`.
         assert_eq!(
             ac.prepare_claim
                 .matches("g.id = $6 AND g.token >= $7")
                 .count(),
-            4
+            5
         );
         assert!(
             !ac.prepare_claim.contains("LIMIT $3"),

@@ -61,12 +61,17 @@ pub(crate) fn stored_name<T>(
     parse(value).map_err(|e| protocol(operation, format!("stored name is invalid: {e}")))
 }
 
-/// The stored execution record in the first 12 columns (`statements/execution_columns.sql` order).
+/// How many columns `{cols}` (`statements/execution_columns.sql`) has.
+pub(crate) const EXECUTION_COLUMNS: usize = 14;
+
+/// The stored execution record in the first [`EXECUTION_COLUMNS`] columns
+/// (`statements/execution_columns.sql` order).
 pub(crate) fn execution(row: &PgRow, operation: &'static str) -> Result<ExecutionRecord> {
     execution_from(row, 0, operation)
 }
 
-/// The stored execution record in the 12 columns from `first` on (`statements/execution_columns.sql` order).
+/// The stored execution record in the [`EXECUTION_COLUMNS`] columns from `first` on
+/// (`statements/execution_columns.sql` order).
 pub(crate) fn execution_from(
     row: &PgRow,
     first: usize,
@@ -81,6 +86,8 @@ pub(crate) fn execution_from(
     let token = token(col(row, at(4), operation)?, operation)?;
     let unacked: i64 = col(row, at(8), operation)?;
     let outcome: Option<String> = col(row, at(11), operation)?;
+    let priority: i32 = col(row, at(12), operation)?;
+    let key: Option<String> = col(row, at(13), operation)?;
     let outcome = match (status, outcome) {
         (ExecutionStatus::Completed, Some(v)) => {
             Some(ExecutionOutcome::Completed(Json::from_stored(v)))
@@ -111,8 +118,11 @@ pub(crate) fn execution_from(
         last_delivery_ended_at: ts(col(row, at(9), operation)?),
         ever_suspended: col(row, at(10), operation)?,
         outcome,
-        priority: lease_core::Priority::DEFAULT,
-        concurrency_key: None,
+        priority: lease_core::Priority::new(priority)
+            .map_err(|e| protocol(operation, e.to_string()))?,
+        concurrency_key: key
+            .map(|k| stored_name(k, operation, lease_core::ConcurrencyKey::new))
+            .transpose()?,
     })
 }
 

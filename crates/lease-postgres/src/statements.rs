@@ -141,6 +141,9 @@ pub(crate) struct ControlSql {
     pub(crate) pause: Arc<str>,
     pub(crate) resume: Arc<str>,
     pub(crate) list_paused: Arc<str>,
+    pub(crate) set_limit: Arc<str>,
+    pub(crate) remove_limit: Arc<str>,
+    pub(crate) limits: Arc<str>,
 }
 
 /// `backend.rs`'s statements (`backend/*.sql`).
@@ -163,6 +166,10 @@ pub(crate) struct ExecutionSql {
     pub(crate) claim: Arc<str>,
     /// The claim without its summary row (the benchmark's raw baseline reads only leases).
     pub(crate) claim_leases_only: Arc<str>,
+    /// The key gate's walk: candidates locked in claim order, then their keys' locks.
+    pub(crate) claim_walk: Arc<str>,
+    /// The key gate's claim of the walked candidates, counted after the locks.
+    pub(crate) claim_gated: Arc<str>,
     pub(crate) renew: Arc<str>,
     pub(crate) release: Arc<str>,
     pub(crate) acknowledge: Arc<str>,

@@ -95,7 +95,10 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
         .expect("explain");
         tx.rollback().await.expect("rollback");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_claim_waiting"), "{plan}");
+        assert!(
+            plan.contains("executions_claim_waiting_by_priority"),
+            "{plan}"
+        );
         assert!(plan.contains("executions_claim_expired"), "{plan}");
         // The pause gate reads the (tiny) paused_scopes table once, by a seq scan; the
         // executions table is never scanned.
@@ -164,5 +167,130 @@ fn waiting_and_expired_rows_are_claimed_in_due_order() {
         backend.drop_schema().await.expect("drop");
         backend.close().await;
         peer.close().await;
+    }));
+}
+
+/// EXPLAIN ANALYZE of `sql` prepared as `name(types)` with its generic plan and run with
+/// `args`, inside `tx`: the plan's text.
+async fn generic_plan(
+    tx: &mut PgConnection,
+    name: &str,
+    types: &str,
+    sql: &str,
+    args: &str,
+) -> String {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "SET LOCAL plan_cache_mode = force_generic_plan; PREPARE {name}({types}) AS {sql}"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("prepare");
+    let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE {name}({args})"
+    )))
+    .fetch_all(&mut *tx)
+    .await
+    .expect("explain");
+    plan.join("\n")
+}
+
+/// Priorities and the key gate at scale (schema v10, issue 21): 3,000 live leases, 3,000
+/// terminal rows, 5,000 due rows at priority 0, 2,000 rows at priority 7 due later, and 5
+/// due rows of key "hot" at priority 3 (limit 2, one live lease). The generic plans of the
+/// claim statement, the gate's walk and the gate's claim read by index ranges that stop
+/// where the claim does: no sequential scan of executions, no level's rows due later read,
+/// the key's live leases counted on `executions_live_by_key`. Then a claim of 10 takes the
+/// key's one free place and the first 9 due rows, in claim order (a second round of the
+/// gate walks on past the key's rows it could not take).
+#[test]
+fn a_prioritized_keyed_claim_reads_by_index() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::new(Timestamp::from_millis(100_000));
+        let config = common::config(clock.clone(), policy()).schema(schema.clone());
+        let backend = PostgresBackend::connect(config).await.expect("connect");
+        let mut conn = PgConnection::connect(&common::url())
+            .await
+            .expect("connection");
+        let s = format!("\"{schema}\"");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
+                 claimable_at) \
+             SELECT 'live' || g, 'running', g, 0, 10000000, 10000000 \
+             FROM generate_series(1, 3000) g; \
+             INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
+             SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
+             FROM generate_series(1, 3000) g; \
+             INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
+             SELECT 'due' || lpad(g::text, 4, '0'), 'admitted', 100 + g, 100 + g \
+             FROM generate_series(1, 5000) g; \
+             INSERT INTO {s}.executions (id, status, due_at, claimable_at, priority) \
+             SELECT 'later' || g, 'admitted', 10000000 + g, 10000000 + g, 7 \
+             FROM generate_series(1, 2000) g; \
+             INSERT INTO {s}.executions (id, status, due_at, claimable_at, priority, \
+                 concurrency_key) \
+             SELECT 'hot' || g, 'admitted', 100 + g, 100 + g, 3, 'hot' \
+             FROM generate_series(1, 5) g; \
+             INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
+                 claimable_at, concurrency_key) \
+             VALUES ('hot-live', 'running', 9000, 0, 10000000, 10000000, 'hot'); \
+             INSERT INTO {s}.concurrency_limits (key, max_leases) VALUES ('hot', 2); \
+             SELECT setval('{s}.fencing_tokens', 10000); \
+             ANALYZE {s}.executions"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("fill");
+        let sql = lease_postgres::raw::statements(&schema);
+        let mut tx = conn.begin().await.expect("begin");
+        let claim_plan = generic_plan(
+            &mut tx,
+            "claim",
+            "bigint, bigint, bigint, bigint, bigint[]",
+            &sql.claim,
+            "100000, 100000, 10, 30000, ARRAY[100, 200]::bigint[]",
+        )
+        .await;
+        let walk = generic_plan(
+            &mut tx,
+            "walk",
+            "bigint, bigint, bigint, text[], boolean",
+            &sql.claim_walk,
+            "100000, 100000, 10, ARRAY[]::text[], true",
+        )
+        .await;
+        let gated = generic_plan(
+            &mut tx,
+            "gated",
+            "bigint, bigint, bigint, bigint, bigint[], text[]",
+            &sql.claim_gated,
+            "100000, 100000, 10, 30000, ARRAY[100, 200]::bigint[], \
+             ARRAY['hot1', 'hot2', 'hot3', 'hot4', 'hot5', 'due0001', 'due0002']",
+        )
+        .await;
+        tx.rollback().await.expect("rollback");
+        for plan in [&claim_plan, &walk] {
+            assert!(
+                plan.contains("executions_claim_waiting_by_priority"),
+                "{plan}"
+            );
+            assert!(!plan.contains("Seq Scan on executions"), "{plan}");
+            assert!(
+                !plan.contains("rows=2000") && !plan.contains("rows=5000"),
+                "the claim read a level's rows past its limit: {plan}"
+            );
+        }
+        assert!(gated.contains("executions_live_by_key"), "{gated}");
+        assert!(!gated.contains("Seq Scan on executions"), "{gated}");
+        // Room 1 of the key: hot1 and the two unkeyed candidates.
+        assert!(
+            gated.contains("Update on executions e") && gated.contains("rows=3 loops=1"),
+            "{gated}"
+        );
+        let mut want = vec!["hot1".to_owned()];
+        want.extend((1..=9).map(|g| format!("due{g:04}")));
+        assert_eq!(claim(&backend, &clock, 10).await, want);
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
     }));
 }

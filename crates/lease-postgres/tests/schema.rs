@@ -158,9 +158,10 @@ fn claim_uses_the_claimable_index() {
             ),
         )
         .await;
+        // The walk of one priority level (schema v10: the claim takes levels one at a time).
         let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "EXPLAIN SELECT e.id FROM \"{schema}\".executions e \
-             WHERE e.claimable_at IS NOT NULL AND e.status <> 'running' \
+             WHERE e.priority = 0 AND e.claimable_at IS NOT NULL AND e.status <> 'running' \
              AND e.sort_due <= 5 AND e.claimable_at <= 5 \
              ORDER BY e.sort_due, e.id LIMIT 10 FOR UPDATE SKIP LOCKED"
         )))
@@ -168,7 +169,10 @@ fn claim_uses_the_claimable_index() {
         .await
         .expect("explain");
         let plan = plan.join("\n");
-        assert!(plan.contains("executions_claim_waiting"), "{plan}");
+        assert!(
+            plan.contains("executions_claim_waiting_by_priority"),
+            "{plan}"
+        );
         assert!(
             !plan.contains("Sort"),
             "claims walk the index in order: {plan}"
@@ -190,7 +194,8 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 9 to 2).
+        // Turn the schema back into what version 1 created (undoing versions 10 to 2;
+        // dropping the priority column drops version 10's index with it).
         let mut conn = admin().await;
         exec(
             &mut conn,
@@ -201,7 +206,6 @@ fn a_version_1_schema_is_upgraded_in_place() {
                  ALTER TABLE \"{schema}\".executions DROP COLUMN concurrency_key; \
                  DROP TABLE \"{schema}\".effects; \
                  DROP TABLE \"{schema}\".store_waiters; \
-                 DROP INDEX \"{schema}\".executions_claim_waiting; \
                  DROP INDEX \"{schema}\".executions_claim_expired; \
                  DROP INDEX \"{schema}\".executions_terminal; \
                  DROP INDEX \"{schema}\".store_receipts_execution; \

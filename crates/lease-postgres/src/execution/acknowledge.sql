@@ -1,7 +1,8 @@
 -- `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
 -- acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
 -- requested during the delivery (or never), notified when there is one; completed/failed:
--- terminal with the outcome.
+-- terminal with the outcome. A keyed lease frees a place of its key (issue 21 item 4): it
+-- notifies "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
@@ -19,7 +20,9 @@ upd AS (
         claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
-    RETURNING true AS acknowledged, e.claimable_at
+    RETURNING true AS acknowledged,
+        LEAST(e.claimable_at, CASE WHEN e.concurrency_key IS NOT NULL THEN clk.now END)
+            AS claimable_at
 ),
 note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
 SELECT cur.token, cur.status, upd.acknowledged, (SELECT count(*) FROM note)

@@ -2,7 +2,8 @@
 -- suspended), $5 clock` -> one row per item in item order: (item number from 1, current
 -- token, status; both NULL for an unknown execution, acknowledged?, notification count).
 -- The ids must be distinct (`check_ack_batch`). One notification: the earliest wake of
--- the items acknowledged as suspended with one.
+-- the items acknowledged as suspended with one, or now when an item held a keyed lease
+-- (it frees a place of its key, issue 21 item 4).
 --
 -- Each item is the single `acknowledge.sql` applied independently, in one statement: the
 -- items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their
@@ -44,7 +45,9 @@ upd AS (
     FROM verdict v, clk
     WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)
-    RETURNING e.id, e.claimable_at
+    RETURNING e.id,
+        LEAST(e.claimable_at, CASE WHEN e.concurrency_key IS NOT NULL THEN clk.now END)
+            AS claimable_at
 ),
 note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
 SELECT v.ord, v.cur_token, v.cur_status, (u.id IS NOT NULL) AS acknowledged,

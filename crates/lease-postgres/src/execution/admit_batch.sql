@@ -1,6 +1,7 @@
 -- `$1 ids text[], $2 workflows text[], $3 inputs text[], $4 not_befores bigint[] (NULL:
--- due now), $5 clock` -> one row per item whose record this statement can see: (item
--- number from 1, the 12 execution columns, now, notification count), by item. The ids
+-- due now), $5 clock, $6 priorities int[], $7 concurrency keys text[] (NULL: none)` -> one
+-- row per item whose record this statement can see: (item number from 1, the 14 execution
+-- columns, now, notification count), by item. The ids
 -- must be distinct (`check_admit_batch`). `admit.sql` for every item in one statement:
 -- rows are inserted in id order (two batches sharing ids wait instead of deadlocking),
 -- an existing id is returned as stored. A missing item was inserted by a transaction that
@@ -8,15 +9,18 @@
 -- notification: the earliest due time among the created rows.
 WITH clk AS MATERIALIZED (SELECT COALESCE($5::bigint, {now}) AS now),
 items AS MATERIALIZED (
-    SELECT u.ord, u.id, u.workflow, u.input, COALESCE(u.not_before, clk.now) AS due
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
-        WITH ORDINALITY AS u(id, workflow, input, not_before, ord), clk
+    SELECT u.ord, u.id, u.workflow, u.input, COALESCE(u.not_before, clk.now) AS due,
+        u.priority, u.concurrency_key
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $6::int[], $7::text[])
+        WITH ORDINALITY AS u(id, workflow, input, not_before, priority, concurrency_key, ord),
+        clk
 ),
 ins AS (
     INSERT INTO {s}.executions AS e
         (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
-         ever_suspended, claimable_at)
-    SELECT i.id, i.workflow, i.input, 'admitted', 0, i.due, 0, false, i.due
+         ever_suspended, claimable_at, priority, concurrency_key)
+    SELECT i.id, i.workflow, i.input, 'admitted', 0, i.due, 0, false, i.due, i.priority,
+        i.concurrency_key
     FROM items i ORDER BY i.id
     ON CONFLICT (id) DO NOTHING
     RETURNING {cols}, e.claimable_at

@@ -1,4 +1,5 @@
--- The claim's summary row: the clock it ran at and the earliest `claimable_at` over the
+-- The claim's summary row: the clock it ran at, whether the claim was handed to the key
+-- gate (`claim.sql`; then it claimed nothing), and the earliest `claimable_at` over the
 -- schema's non-terminal executions after the claim: the new leases' (from `claimed`) and
 -- every other row's, each part one index seek on `executions_horizon`:
 --
@@ -15,13 +16,16 @@
 --   take, so this never locks a row another claim could pick (bar one made due after the
 --   snapshot, for a moment).
 --
--- Rows admitted after the snapshot are absent (admission notifies). The horizon is later
+-- Paused rows are left out, and (in the key gate's statement) rows due now whose key is
+-- at its limit after the claim (`{unblocked}`): their key's live leases are in it, and an
+-- acknowledgement, release or cancel of one notifies "now". Rows admitted after the
+-- snapshot are absent (admission notifies). The horizon is later
 -- than the truth only while a concurrent claim that holds a row rolls back, when the
 -- dispatcher's backstop poll (and that claimer's own retry) still claims it.
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, clk.now,
+    NULL, NULL, NULL, clk.now,
     LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT u.claimable_at FROM unpicked u),
         (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)),
-    0, 1, NULL
+    0, 1, NULL, (SELECT gated FROM gated)
 FROM clk

@@ -124,6 +124,7 @@ impl lease_conformance::Harness for PostgresHarness {
     const STATUS_COUNTS: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;
+    const PRIORITIES_AND_LIMITS: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)

@@ -1,0 +1,73 @@
+-- The claim transition, spliced as `{take}` after a statement's `clk`, `picked` (id,
+-- priority, due, key: the rows to claim, locked by this transaction) and `gated` (true:
+-- claim nothing) CTEs: `claim.sql` and the key gate's `claim_gated.sql`. Rows are claimed
+-- in claim order (priority DESC, due, id), each with the next token of the schema's single
+-- sequence, issued in that order. An expired running row is first ended as an
+-- unacknowledged delivery ended at its expiry (unacked + 1, last_delivery_ended_at =
+-- expiry, due_at = min(due_at, wake_after_claim)). A token not above the row's stored
+-- (post-lock) token means the sequence fell behind the tokens already issued:
+-- `token_counter_behind` aborts the whole statement (SQLSTATE LT001, nothing claimed)
+-- instead of issuing a token twice. `{unblocked}` is the horizon's test that a row due now
+-- is not held back by its key (`true` in `claim.sql`).
+issued AS MATERIALIZED (
+    SELECT p.id, p.due,
+        row_number() OVER (ORDER BY p.priority DESC, p.due, p.id) AS ord,
+        nextval('{s}.fencing_tokens') AS token
+    FROM picked p
+    WHERE NOT (SELECT gated FROM gated)
+    ORDER BY p.priority DESC, p.due, p.id
+),
+claimed AS (
+    UPDATE {s}.executions e SET
+        token = CASE WHEN i.token > e.token THEN i.token
+            ELSE {s}.token_counter_behind(i.token, e.token, e.id) END,
+        status = 'running',
+        unacknowledged_deliveries = CASE WHEN e.status = 'running'
+            THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
+            ELSE e.unacknowledged_deliveries END,
+        last_delivery_ended_at = CASE WHEN e.status = 'running'
+            THEN e.lease_expires_at ELSE e.last_delivery_ended_at END,
+        due_at = i.due,
+        lease_expires_at = clk.now + $4,
+        wake_after_claim = NULL,
+        claimable_at = {s}.claimable_from('running', i.due, NULL, clk.now + $4,
+            CASE WHEN e.status = 'running'
+                THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
+                ELSE e.unacknowledged_deliveries END,
+            NULL, $5)
+    FROM issued i, clk
+    WHERE e.id = i.id
+    RETURNING {cols}, e.claimable_at, i.ord AS claim_order
+),
+note AS MATERIALIZED ({notify} FROM claimed e HAVING count(*) > 0),
+short AS MATERIALIZED (SELECT (SELECT count(*) FROM picked) < $3 AS short),
+unpicked AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE NOT (SELECT short FROM short)
+      AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND {decodable} AND {unpaused} AND {unblocked}
+    ORDER BY e.claimable_at
+    LIMIT 1
+),
+due_unlocked AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE (SELECT short FROM short)
+      AND e.claimable_at <= (SELECT now FROM clk) AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND {decodable} AND {unpaused} AND {unblocked}
+    ORDER BY e.claimable_at
+    LIMIT 1
+    FOR KEY SHARE SKIP LOCKED
+),
+later AS MATERIALIZED (
+    SELECT e.claimable_at FROM {s}.executions e
+    WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
+      AND {decodable} AND {unpaused}
+    ORDER BY e.claimable_at
+    LIMIT 1
+)
+SELECT e.id AS lease_id, e.token AS lease_token, e.lease_expires_at AS lease_expiry, {cols},
+    NULL::bigint AS now_ms, NULL::bigint AS next_claimable_at,
+    (SELECT count(*) FROM note) AS notified, 0 AS part, e.claim_order, NULL::boolean AS gated
+FROM claimed e
+{horizon}
+ORDER BY part, claim_order, lease_id
