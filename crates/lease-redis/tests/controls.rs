@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, CancelReason, ClaimRequest, Clock, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits,
-    ExecutionClient, ExecutionClientExt, ExecutionId, ExecutionLease, Json, LeaseError,
-    LimitScope, ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver,
+    Admission, CancelReason, ClaimRequest, Clock, ConcurrencyKey, ConcurrencyLimit,
+    ConcurrencyLimits, ExecutionClient, ExecutionClientExt, ExecutionId, ExecutionLease, Json,
+    LeaseError, LimitScope, ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver,
     WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
@@ -97,7 +97,9 @@ async fn freed_places_and_raised_limits_publish_now() {
     let lease = claim(&b, &clock, 10).await.remove(0);
     signal(&rx, "the claim").await;
     let reason = CancelReason::new("stop").expect("reason");
-    b.cancel(&lease.execution_id, &reason).await.expect("cancel");
+    b.cancel(&lease.execution_id, &reason)
+        .await
+        .expect("cancel");
     assert_eq!(signal(&rx, "the cancel").await, now);
 
     set_limit(&b, "acme", Some(3)).await;
@@ -162,7 +164,9 @@ async fn level_and_live_keys_come_and_go_with_their_executions() {
     let names = key_names(&b).await;
     assert!(names.iter().any(|n| n == "live:acme"), "{names:?}");
     assert!(
-        !names.iter().any(|n| n.starts_with("ready:") || n == "levels"),
+        !names
+            .iter()
+            .any(|n| n.starts_with("ready:") || n == "levels"),
         "{names:?}"
     );
     let done = WorkflowRunOutcome::Completed(Json::parse("t", "1").expect("json"));
@@ -219,7 +223,11 @@ async fn a_split_namespace_orders_priorities_and_refuses_keys() {
     let limits = b.concurrency_limits().await;
     b.delete_namespace().await.expect("delete");
     assert_eq!(order, want);
-    for refused in [refused_admit.map(drop), refused_batch.map(drop), refused_limit] {
+    for refused in [
+        refused_admit.map(drop),
+        refused_batch.map(drop),
+        refused_limit,
+    ] {
         assert!(
             matches!(refused, Err(LeaseError::InvalidInput { .. })),
             "{refused:?}"
