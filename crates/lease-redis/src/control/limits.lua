@@ -7,11 +7,7 @@
 -- Reply: set / remove {}; list {field1, limit1, ...}. A raised or removed limit publishes
 -- "now" (the clock): keys it held back may be claimable.
 local key = P .. 'limits'
-local t = redis.call('TYPE', key)
-t = t.ok or t
-if t ~= 'hash' and t ~= 'none' then
-  error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a hash'})
-end
+check_key_type(key, 'hash')
 if ARGV[3] == 'list' then return redis.call('HGETALL', key) end
 local old = tonumber(redis.call('HGET', key, ARGV[4]) or '')
 local raised = false

@@ -13,16 +13,19 @@ end
 -- (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
 -- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
 -- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
+-- Refuses, as WRONGTYPE, a `key` that exists with a type other than `kind`.
+local function check_key_type(key, kind)
+  local t = redis.call('TYPE', key)
+  t = t.ok or t
+  if t ~= kind and t ~= 'none' then
+    error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a ' .. kind})
+  end
+end
+
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
     done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset'}
-  for name, kind in pairs(want) do
-    local t = redis.call('TYPE', P .. name)
-    t = t.ok or t
-    if t ~= kind and t ~= 'none' then
-      error({err = 'WRONGTYPE ' .. P .. name .. ' holds a ' .. t .. ', expected a ' .. kind})
-    end
-  end
+  for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
 -- Wake-ups (issue 10): tells every listening dispatcher that an execution is claimable from
