@@ -14,17 +14,69 @@ use crate::scripts::operation_script;
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(ADMIT_BATCH = script(include_str!("admit/admit_batch.lua")));
 
-/// An admission as the admitting scripts take it: id, workflow (`""` = none), input JSON
-/// (`""` = none), not_before ms (`""` = due now; validated by the caller).
-pub(crate) fn admission_args(admission: &Admission) -> (&str, &str, &str, String) {
-    (
-        admission.id.as_str(),
-        admission.workflow.as_ref().map_or("", |w| w.as_str()),
-        admission.input.as_ref().map_or("", |j| j.as_str()),
-        admission
-            .not_before
-            .map_or(String::new(), |t| t.as_millis().to_string()),
-    )
+/// An admission as the admitting scripts take it, in their argument order: id, workflow
+/// (`""` = none), input JSON (`""` = none), not_before ms (`""` = due now; validated by the
+/// caller), priority (`""` = the default 0) and concurrency key (`""` = none).
+pub(crate) struct AdmissionArgs<'a> {
+    id: &'a str,
+    workflow: &'a str,
+    input: &'a str,
+    not_before: String,
+    priority: String,
+    key: &'a str,
+}
+
+impl<'a> AdmissionArgs<'a> {
+    /// The arguments of `admission`.
+    pub(crate) fn new(admission: &'a Admission) -> Self {
+        let priority = admission.priority.get();
+        AdmissionArgs {
+            id: admission.id.as_str(),
+            workflow: admission.workflow.as_ref().map_or("", |w| w.as_str()),
+            input: admission.input.as_ref().map_or("", |j| j.as_str()),
+            not_before: admission
+                .not_before
+                .map_or(String::new(), |t| t.as_millis().to_string()),
+            priority: if priority == 0 {
+                String::new()
+            } else {
+                priority.to_string()
+            },
+            key: admission
+                .concurrency_key
+                .as_ref()
+                .map_or("", |k| k.as_str()),
+        }
+    }
+
+    /// The id, workflow, input and not_before arguments.
+    pub(crate) fn head(&self) -> [&[u8]; 4] {
+        [
+            self.id.as_bytes(),
+            self.workflow.as_bytes(),
+            self.input.as_bytes(),
+            self.not_before.as_bytes(),
+        ]
+    }
+
+    /// The priority and concurrency key arguments.
+    pub(crate) fn controls(&self) -> [&[u8]; 2] {
+        [self.priority.as_bytes(), self.key.as_bytes()]
+    }
+}
+
+/// Refuses, on a namespace split into partitions, admissions with a concurrency key
+/// (`InvalidInput`, nothing admitted): a key's live leases are counted inside one claim
+/// script, which touches one partition (see DESIGN.md "How each backend gates its claims").
+pub(crate) fn refuse_split_keys(split: bool, admissions: &[Admission]) -> Result<()> {
+    if split && admissions.iter().any(|a| a.concurrency_key.is_some()) {
+        return Err(LeaseError::invalid(
+            "concurrency key",
+            "not supported on a namespace split into partitions: a key's live leases are \
+             counted in one partition's claim script",
+        ));
+    }
+    Ok(())
 }
 
 impl RedisBackend {
@@ -93,16 +145,12 @@ impl RedisBackend {
         prefix: &str,
         admissions: &[&Admission],
     ) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
-        let encoded: Vec<_> = admissions.iter().map(|a| admission_args(a)).collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 4 * encoded.len());
+        let encoded: Vec<_> = admissions.iter().map(|a| AdmissionArgs::new(a)).collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 6 * encoded.len());
         args.push(self.publish_word());
-        for (id, workflow, input, not_before) in &encoded {
-            args.extend([
-                id.as_bytes(),
-                workflow.as_bytes(),
-                input.as_bytes(),
-                not_before.as_bytes(),
-            ]);
+        for item in &encoded {
+            args.extend(item.head());
+            args.extend(item.controls());
         }
         let v = self
             .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)

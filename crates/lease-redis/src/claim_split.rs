@@ -1,11 +1,12 @@
 //! Claiming from a namespace split into partitions (issue 14), keeping the rules of one
-//! namespace: leases in `(due_at, id)` order over every partition, and tokens from the one
+//! namespace: leases in claim order (priority descending, then `(due_at, id)`) over every
+//! partition, and tokens from the one
 //! counter of the namespace (unique across executions, each claim's above every earlier one).
 //!
 //! 1. **Peek** every partition (`claim/claim_due.lua` with `peek`: its candidates for `limit`
-//!    leases with their due times, and its horizon; it claims nothing, writing only the index
-//!    repairs any claim writes first).
-//! 2. **Pick** the first `limit` candidates over all partitions in `(due_at, id)` order.
+//!    leases with their due times and priorities, and its horizon; it claims nothing, writing
+//!    only the index repairs any claim writes first).
+//! 2. **Pick** the first `limit` candidates over all partitions in claim order.
 //! 3. **Reserve** that many tokens from the namespace's counter under the home prefix
 //!    (`claim_split/reserve_tokens.lua`), handed out in the picked order.
 //! 4. **Claim** in each partition that has picks, with its tokens: the script re-plans and
@@ -17,6 +18,8 @@
 //! Three round trips in a row: the peeks (all partitions at once), the reservation, the
 //! claims (at once). The horizon is the earliest over the partitions (the claims' where they ran, the peeks'
 //! elsewhere); `now` the earliest clock reading.
+
+use std::cmp::Reverse;
 
 use lease_core::{ClaimRequest, LeaseError, Result, Timestamp};
 use redis::Value;
@@ -33,11 +36,14 @@ operation_script!(RESERVE_TOKENS = claim_script(include_str!("claim_split/reserv
 /// How often a claim refused because of a concurrent claim is tried again.
 const ATTEMPTS: usize = 3;
 
-/// One partition's peek: its clock, horizon and candidates (due ms, id).
+/// A candidate's place in claim order: higher priority first, then due ms, then id.
+type Rank = (Reverse<i32>, i64, String);
+
+/// One partition's peek: its clock, horizon and candidates by rank.
 struct Peek {
     now: Timestamp,
     next: Option<Timestamp>,
-    candidates: Vec<(i64, String)>,
+    candidates: Vec<Rank>,
 }
 
 impl RedisBackend {
@@ -63,15 +69,11 @@ impl RedisBackend {
                 .map(|prefix| self.peek(prefix, request, op)),
         )
         .await?;
-        // Every candidate with its partition, in (due_at, id) order; the first `limit` win.
-        let mut all: Vec<(i64, &str, usize)> = peeks
+        // Every candidate with its partition, in claim order; the first `limit` win.
+        let mut all: Vec<(&Rank, usize)> = peeks
             .iter()
             .enumerate()
-            .flat_map(|(p, peek)| {
-                peek.candidates
-                    .iter()
-                    .map(move |(due, id)| (*due, id.as_str(), p))
-            })
+            .flat_map(|(p, peek)| peek.candidates.iter().map(move |rank| (rank, p)))
             .collect();
         all.sort();
         all.truncate(request.limit);
@@ -79,7 +81,7 @@ impl RedisBackend {
         let mut tokens: Vec<Vec<u64>> = vec![Vec::new(); partitions.len()];
         if !all.is_empty() {
             let base = self.reserve_tokens(all.len(), op).await?;
-            for (i, (_, _, p)) in all.iter().enumerate() {
+            for (i, (_, p)) in all.iter().enumerate() {
                 tokens[*p].push(base + 1 + i as u64);
             }
         }
@@ -112,7 +114,7 @@ impl RedisBackend {
                 }
             }
         }
-        // Leases in claim order: their tokens were handed out in (due_at, id) order.
+        // Leases in claim order: their tokens were handed out in that order.
         out.items.sort_by_key(|(lease, _)| lease.token);
         match first_error {
             // Nothing was claimed anywhere: the failure is the answer.
@@ -147,7 +149,8 @@ impl RedisBackend {
         while let Some(due) = items.next() {
             let due: i64 = reply.number(due, "due")?;
             let id = reply.string(reply.next(&mut items, "id")?)?;
-            candidates.push((due, id));
+            let priority: i32 = reply.number(reply.next(&mut items, "priority")?, "priority")?;
+            candidates.push((Reverse(priority), due, id));
         }
         Ok(Peek {
             now: Timestamp::from_millis(now),

@@ -2,11 +2,12 @@
 //! execution's partition) and pause/resume (`control/pause.lua`): the paused scopes are a
 //! set `paused` in every partition (each claim script reads its own partition's), written
 //! partition by partition (each write atomic; a split namespace's partitions see a pause
-//! one script apart).
+//! one script apart). Concurrency limits (`control/limits.lua`): the hash `limits` of the
+//! namespace's one partition (a split namespace refuses keys, so it refuses limits too).
 
 use lease_core::{
-    CancelOutcome, CancelReason, ExecutionId, ExecutionOutcome, Json, LeaseError, PauseScope,
-    Result, WorkflowName,
+    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionId,
+    ExecutionOutcome, Json, LeaseError, LimitScope, PauseScope, Result, WorkflowName,
 };
 
 use crate::backend::RedisBackend;
@@ -18,6 +19,11 @@ use redis::Value;
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(CANCEL = record_script(include_str!("control/cancel.lua")));
 operation_script!(PAUSE = script(include_str!("control/pause.lua")));
+operation_script!(LIMITS = script(include_str!("control/limits.lua")));
+
+/// The field of `limits` that holds the namespace default: a control character first, which
+/// no concurrency key holds (`DEFAULT_LIMIT` in `scripts/claim.lua`).
+const DEFAULT_LIMIT: &str = "\u{1f}default";
 
 /// The member of `paused` that stands for [`PauseScope::Namespace`]: a control character
 /// first, which no workflow name holds (`NS_SCOPE` in `scripts/claim.lua`).
@@ -144,6 +150,84 @@ impl RedisBackend {
             }
         }
         out.sort();
+        Ok(out)
+    }
+}
+
+impl RedisBackend {
+    /// Runs `control/limits.lua` (`verb` set / remove / list) on the namespace's partition;
+    /// a split namespace is `InvalidInput` for set and remove (it refuses keys) and has no
+    /// limits to list.
+    async fn limits_op(
+        &self,
+        op: &'static str,
+        verb: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<Value> {
+        let access = if verb == "list" {
+            Access::Read
+        } else if self.keys().split() {
+            return Err(LeaseError::invalid(
+                "concurrency limit",
+                "not supported on a namespace split into partitions (it refuses concurrency keys)",
+            ));
+        } else {
+            Access::Write
+        };
+        let args = [
+            verb.as_bytes(),
+            field.as_bytes(),
+            value.as_bytes(),
+            self.publish_word(),
+        ];
+        self.eval(op, access, &self.keys().partitions()[0], &LIMITS, &args)
+            .await
+    }
+
+    /// `ExecutionClient::set_concurrency_limit` (issue 21 item 4): sets or removes one field
+    /// of `limits`; a raised or removed limit publishes "now".
+    pub(crate) async fn set_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        const OP: &str = "set_concurrency_limit";
+        let field = match scope {
+            LimitScope::Default => DEFAULT_LIMIT,
+            LimitScope::Key(k) => k.as_str(),
+        };
+        let v = match limit {
+            Some(l) => {
+                self.limits_op(OP, "set", field, &l.get().to_string())
+                    .await?
+            }
+            None => self.limits_op(OP, "remove", field, "").await?,
+        };
+        Reply::new(OP).array(v).map(drop)
+    }
+
+    /// `ExecutionClient::concurrency_limits`: the default and the keys' limits, by key.
+    pub(crate) async fn read_limits(&self) -> Result<ConcurrencyLimits> {
+        const OP: &str = "concurrency_limits";
+        let reply = Reply::new(OP);
+        let v = self.limits_op(OP, "list", "", "").await?;
+        let mut out = ConcurrencyLimits::default();
+        for (field, value) in reply.pairs(v)? {
+            let limit = value
+                .parse()
+                .ok()
+                .and_then(|n| ConcurrencyLimit::new(n).ok())
+                .ok_or_else(|| reply.unexpected(&format!("limit {value:?}")))?;
+            if field == DEFAULT_LIMIT {
+                out.default = Some(limit);
+            } else {
+                let key =
+                    ConcurrencyKey::new(field).map_err(|e| reply.unexpected(&e.to_string()))?;
+                out.keys.push((key, limit));
+            }
+        }
+        out.keys.sort();
         Ok(out)
     }
 }

@@ -7,14 +7,14 @@ use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, LeaseError, PauseScope, Purged, Result, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    ClaimRequest, ConcurrencyLimit, ConcurrencyLimits, CorruptRecord, EffectClient,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, LimitScope,
+    PauseScope, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
 use crate::ack::{acknowledged, outcome_args};
-use crate::admit::admission_args;
+use crate::admit::{AdmissionArgs, refuse_split_keys};
 use crate::backend::RedisBackend;
 use crate::error::Access;
 use crate::refusal::is_lost;
@@ -51,8 +51,10 @@ impl ExecutionClient for RedisBackend {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         const OP: &str = "admit";
         admission.validate()?;
-        Admission::refuse_controls("redis", std::slice::from_ref(admission))?;
-        let (id, workflow, input, not_before) = admission_args(admission);
+        refuse_split_keys(self.keys().split(), std::slice::from_ref(admission))?;
+        let args = AdmissionArgs::new(admission);
+        let [id, workflow, input, not_before] = args.head();
+        let [priority, key] = args.controls();
         let v = self
             .eval(
                 OP,
@@ -60,11 +62,13 @@ impl ExecutionClient for RedisBackend {
                 self.keys().of(&admission.id),
                 &ADMIT,
                 &[
-                    id.as_bytes(),
-                    workflow.as_bytes(),
-                    input.as_bytes(),
-                    not_before.as_bytes(),
+                    id,
+                    workflow,
+                    input,
+                    not_before,
                     self.publish_word(),
+                    priority,
+                    key,
                 ],
             )
             .await?;
@@ -85,7 +89,7 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         lease_core::execution::check_admit_batch(admissions)?;
-        Admission::refuse_controls("redis", admissions)?;
+        refuse_split_keys(self.keys().split(), admissions)?;
         self.admit_many(admissions).await
     }
 
@@ -330,6 +334,20 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
         self.paused_scopes().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_concurrency_limit", skip_all)]
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        self.set_limit(scope, limit).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
+    async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
+        self.read_limits().await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

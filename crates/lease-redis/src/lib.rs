@@ -30,9 +30,14 @@
 //!   |---|---|---|
 //!   | `meta` | hash | `layout`: the version of this layout (checked at connect) |
 //!   | `token` | string | the fencing-token counter (`INCR`, no TTL) |
-//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`) |
+//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`; `pr` priority when not 0, `ck` concurrency key) |
 //!   | `steps:<id>` | hash | its step records: field `<step key>\x1f<attempt>`, value `<token>\|<done>\|<json>` |
-//!   | `ready` | zset | claimable-when-due executions, scored by due time |
+//!   | `ready` | zset | claimable-when-due executions of priority 0, scored by due time |
+//!   | `ready:<p>` | zset | the same for priority `p` (not 0) |
+//!   | `levels` | zset | the priorities `p` other than 0 whose `ready:<p>` has members (score `p`) |
+//!   | `live:<key>` | zset | running executions with concurrency key `<key>`, scored by lease expiry |
+//!   | `limits` | hash | concurrency key (or `\x1fdefault`) -> limit |
+//!   | `paused` | set | paused workflow names (and `\x1fnamespace`) |
 //!   | `waiting` | zset | executions claimable only after their due time, scored by that instant |
 //!   | `running` | zset | running executions, scored by lease expiry |
 //!   | `failing` | zset | executions with unacknowledged deliveries, scored by minus their count |
@@ -58,12 +63,17 @@
 //!   of the slot. Details and what cluster mode does not promise: `docs/DESIGN.md`.
 //! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
 //!   value, so tokens rise per execution and never repeat across executions.
-//! - **Claims.** Due executions live in two sorted sets: `ready` (scored by due time, so a
-//!   claim is one `ZRANGEBYSCORE` in design.md's `(due_at, id)` order) and `waiting`
+//! - **Claims.** Due executions live in two kinds of sorted sets: one ready set per
+//!   priority level in use (`ready` for 0, `ready:<p>` listed in `levels`; scored by due
+//!   time, so a claim walks the levels highest first, each with `ZRANGEBYSCORE` in
+//!   design.md's `(due_at, id)` order) and `waiting`
 //!   (executions whose claimable instant, `max(due_at, redelivery gate)` or for running ones
 //!   lease expiry plus the delay then owed, lies after their due time, scored by that
 //!   instant). A claim first moves the `waiting` members whose instant has passed into
-//!   `ready`, then claims from `ready`, re-checking each record in full. The redelivery gate
+//!   their ready set, then claims from the ready sets, re-checking each record in full and
+//!   skipping a keyed one whose key holds its limit of live leases (`ZCOUNT live:<key>`
+//!   above the claim's instant, plus this claim's; limits from `limits`, read at the first
+//!   keyed candidate). The redelivery gate
 //!   is evaluated in Lua from `RedeliveryPolicy::table_ms()`, passed with every call, so all
 //!   handles on a namespace must use the same policy. The script plans first (reads only),
 //!   then checks the token counter, then writes. Work per call is bounded: at most

@@ -4,8 +4,8 @@
 use std::str::FromStr;
 
 use lease_core::{
-    CancelReason, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
-    Json, Result, Timestamp, WorkflowName,
+    CancelReason, ConcurrencyKey, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus,
+    FencingToken, Json, Priority, Result, Timestamp, WorkflowName,
 };
 use redis::Value;
 
@@ -155,13 +155,41 @@ impl Reply {
                 "in" => f.input = Some(value),
                 "oc" => f.outcome_kind = Some(value),
                 "ov" => f.outcome_value = Some(value),
+                "pr" => f.priority = Some(value),
+                "ck" => f.concurrency_key = Some(value),
                 _ => {}
             }
         }
         self.build(id, f).map(Some)
     }
 
-    fn build(self, id: ExecutionId, f: Fields) -> Result<ExecutionRecord> {
+    /// The priority (absent: the default) and concurrency key fields (issue 21).
+    fn controls(
+        self,
+        id: &ExecutionId,
+        priority: Option<String>,
+        key: Option<String>,
+    ) -> Result<(Priority, Option<ConcurrencyKey>)> {
+        let priority = match priority {
+            None => Priority::DEFAULT,
+            Some(p) => p
+                .parse::<i32>()
+                .ok()
+                .and_then(|n| Priority::new(n).ok())
+                .ok_or_else(|| protocol(self.op, format!("execution {id}: priority {p:?}")))?,
+        };
+        let key = key
+            .map(|k| {
+                ConcurrencyKey::new(k)
+                    .map_err(|e| protocol(self.op, format!("execution {id}: {e}")))
+            })
+            .transpose()?;
+        Ok((priority, key))
+    }
+
+    fn build(self, id: ExecutionId, mut f: Fields) -> Result<ExecutionRecord> {
+        let (priority, concurrency_key) =
+            self.controls(&id, f.priority.take(), f.concurrency_key.take())?;
         let what = |field: &str| format!("execution {id}: {field}");
         let required = |v: Option<String>, field: &str| {
             v.ok_or_else(|| protocol(self.op, format!("{} is missing", what(field))))
@@ -223,8 +251,8 @@ impl Reply {
             last_delivery_ended_at: parse_ts(f.last_delivery_ended_at, "last_delivery_ended_at")?,
             ever_suspended,
             outcome,
-            priority: lease_core::Priority::DEFAULT,
-            concurrency_key: None,
+            priority,
+            concurrency_key,
             id,
         })
     }
@@ -237,8 +265,9 @@ impl Reply {
 }
 
 /// The hash fields of an execution record this library writes.
-const KNOWN_FIELDS: [&[u8]; 12] = [
-    b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov",
+const KNOWN_FIELDS: [&[u8]; 14] = [
+    b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov", b"pr",
+    b"ck",
 ];
 
 #[derive(Default)]
@@ -255,6 +284,8 @@ struct Fields {
     input: Option<String>,
     outcome_kind: Option<String>,
     outcome_value: Option<String>,
+    priority: Option<String>,
+    concurrency_key: Option<String>,
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ impl lease_conformance::Harness for RedisHarness {
     const KILLABLE_LISTENER: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;
+    const PRIORITIES_AND_LIMITS: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         common::kill_connections_named(&self.0.listener_name())

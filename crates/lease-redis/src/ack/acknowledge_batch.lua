@@ -7,8 +7,8 @@
 -- (unchanged); or, when an item is refused, nothing written and {word, i} naming the
 -- first refused item (1-based): 'unknown' | 'zero' | 'foreign' | 'twice' (an id already in
 -- the batch) | 'args' (the arguments are not whole items).
--- Publishes the earliest claimable instant among the acknowledged records that stay due
--- (one message per batch).
+-- Publishes the earliest claimable instant among the acknowledged records that stay due,
+-- or now when one is keyed (one message per batch).
 if (#ARGV - 3) % 4 ~= 0 then return {'args', fmt(#ARGV)} end
 local n = (#ARGV - 3) / 4
 local records = {}
@@ -30,8 +30,8 @@ local earliest = nil
 for i = 1, n do
   local r = records[i]
   if r then
-    acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
-    earliest = min_opt(earliest, (claimable_at(r)))
+    local at, freed = acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
+    earliest = min_opt(earliest, min_opt(at, freed))
     out[i + 1] = 'ok'
   else
     out[i + 1] = 'lost'

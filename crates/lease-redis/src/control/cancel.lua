@@ -1,7 +1,8 @@
 -- cancel(id, reason) (issue 21 item 1): ExecutionRecord::cancel on the effective record at
 -- now, in one step that ends a live lease (every fenced write of its holder is then Lost:
 -- the status is no longer running).
--- ARGV[3] id, ARGV[4] reason, ARGV[5] wake publish command (see publish_wake).
+-- ARGV[3] id, ARGV[4] reason, ARGV[5] wake publish command (see publish_wake): ending a
+-- live keyed lease publishes now (a place of its key is free).
 -- Reply: {'unknown'} | {'terminal', outcome kind, outcome value} (nothing changed) |
 -- {'cancelled', '1' when a live lease was ended else '0'}.
 local r = load(ARGV[3])
@@ -21,4 +22,5 @@ e.ld = now
 save(e, r, {'oc', 'cancelled', 'ov', ARGV[4]})
 place(e, r)
 redis.call('ZADD', K_DONE, fmt(now), r.id)
+if ended then publish_wake(ARGV[5], key_freed(r, now)) end
 return {'cancelled', ended and '1' or '0'}

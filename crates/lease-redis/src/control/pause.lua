@@ -6,11 +6,7 @@
 -- Reply: pause {1 newly paused | 0}; resume {1 was paused | 0}, and when it was, publishes
 -- "now" (the clock) so idle dispatchers claim what it held back; list {members...}.
 local key = P .. 'paused'
-local t = redis.call('TYPE', key)
-t = t.ok or t
-if t ~= 'set' and t ~= 'none' then
-  error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a set'})
-end
+check_key_type(key, 'set')
 if ARGV[3] == 'list' then return redis.call('SMEMBERS', key) end
 if ARGV[3] == 'pause' then return {redis.call('SADD', key, ARGV[4])} end
 local was = redis.call('SREM', key, ARGV[4])

@@ -3,9 +3,10 @@
 -- ARGV[7] wake publish command (see publish_wake).
 -- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
 -- Publishes the record's claimable instant when the outcome leaves it due (suspended with a
--- wake requested during the delivery).
+-- wake requested during the delivery), or now for a keyed execution (a place of its key is
+-- free).
 local held, r = lease_on(ARGV[3], ARGV[4])
 if held ~= 'held' then return {held} end
-acknowledge(r, ARGV[5], ARGV[6], clock_now())
-publish_wake(ARGV[7], (claimable_at(r)))
+local at, freed = acknowledge(r, ARGV[5], ARGV[6], clock_now())
+publish_wake(ARGV[7], min_opt(at, freed))
 return {'ok'}

@@ -1,7 +1,8 @@
 -- release(lease), fenced: ends a held delivery unacknowledged at now.
 -- ARGV[3] id, ARGV[4] token, ARGV[5] wake publish command (see publish_wake).
 -- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
--- Publishes the end of the redelivery delay (the record's new claimable instant).
+-- Publishes the end of the redelivery delay (the record's new claimable instant), or now
+-- for a keyed execution (a place of its key is free).
 local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
@@ -15,5 +16,5 @@ r.le = nil
 if r.es then r.st = 'suspended' else r.st = 'admitted' end
 save(r, old)
 place(r, old)
-publish_wake(ARGV[5], (claimable_at(r)))
+publish_wake(ARGV[5], min_opt((claimable_at(r)), key_freed(r, r.ld)))
 return {'ok'}

@@ -56,6 +56,11 @@ end
 -- Removes execution `id` and everything that names it (`forget` in scripts/forget.lua).
 local function purge(id)
   forget(id)
+  -- Out of its priority level's ready set and its key's live set (a terminal record is in
+  -- neither: removed all the same, as below).
+  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck')
+  ready_rem(tonumber(v[1]) or 0, id)
+  if v[2] then redis.call('ZREM', live_key(v[2]), id) end
   redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
   forget_effects(id)
 end

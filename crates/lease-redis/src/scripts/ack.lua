@@ -11,7 +11,9 @@ end
 -- ExecutionRecord::acknowledge on the held record `r` at `now`: ends the delivery with
 -- `kind` ('suspended' | 'completed' | 'failed'; `value` the outcome JSON of a terminal
 -- one) and writes the record and its indexes; a terminal one enters `done`, scored by
--- `now` (its last_delivery_ended_at), where purge_terminal finds it.
+-- `now` (its last_delivery_ended_at), where purge_terminal finds it. Returns the record's
+-- claimable instant (nil when it stays not due) and, for a keyed execution, `now`: the
+-- place of its key this frees (key_freed); the caller publishes the earlier.
 local function acknowledge(r, kind, value, now)
   local old = copy(r)
   local extra = nil
@@ -32,4 +34,5 @@ local function acknowledge(r, kind, value, now)
   save(r, old, extra)
   place(r, old)
   if extra then redis.call('ZADD', K_DONE, fmt(now), r.id) end
+  return (claimable_at(r)), key_freed(r, now)
 end

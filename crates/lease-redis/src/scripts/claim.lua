@@ -77,12 +77,15 @@ local function inspect(id)
   if not valid_name(id) then
     return nil, 'execution id is not 1-255 bytes of UTF-8 without control characters'
   end
+  if r and r.ck and not valid_name(r.ck) then
+    return nil, 'concurrency key is not 1-255 bytes of UTF-8 without control characters'
+  end
   return r, nil
 end
 
 -- Plans moving the waiting members whose claimable instant passed at `now` (oldest first,
--- at most plan.budget) into ready, scored by their due time; returns the moved ones that
--- are due, in (due, id) order, for the candidate merge.
+-- at most plan.budget) into their level's ready set, scored by their due time; returns the
+-- moved ones that are due, in claim order (priority descending, due, id), for the merge.
 local function plan_moves(plan, now)
   local moved = {}
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', fmt(now), 'LIMIT', 0, plan.budget)) do
@@ -91,16 +94,17 @@ local function plan_moves(plan, now)
     if problem then
       plan.corrupt[#plan.corrupt + 1] = {id, problem}
     else
-      local due = nil
+      local due, pr = nil, 0
       if r ~= nil then
         local _, d = claimable_at(r)
-        due = d
+        due, pr = d, r.pr
       end
-      plan.moves[#plan.moves + 1] = {id, due}
+      plan.moves[#plan.moves + 1] = {id, due, pr}
       if due ~= nil and due <= now then moved[#moved + 1] = {id = id, due = due, r = r} end
     end
   end
   table.sort(moved, function(a, b)
+    if a.r.pr ~= b.r.pr then return a.r.pr > b.r.pr end
     if a.due ~= b.due then return a.due < b.due end
     return a.id < b.id
   end)
@@ -131,20 +135,21 @@ local function held_back(paused, id)
   return wf ~= false and wf ~= nil and paused.wf[wf] == true
 end
 
--- An iterator over the ready members due at or before `now` that the plan has not seen,
--- in (due, id) order, read in pages of limit + 1.
-local function ready_members(plan, now)
+-- An iterator over the members of level `pr`'s ready set due at or before `now` that the
+-- plan has not seen, in (due, id) order, read in pages of limit + 1.
+local function ready_members(plan, now, pr)
+  local key = ready_key(pr)
   local offset, page, pi, done = 0, {}, 1, false
   local function peek()
     while true do
       if pi > #page then
         if done then return nil end
         local n = plan.limit + 1
-        local raw = redis.call('ZRANGEBYSCORE', K_READY, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', offset, n)
+        local raw = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', offset, n)
         offset = offset + #raw / 2
         if #raw < 2 * n then done = true end
         page = {}
-        for i = 1, #raw, 2 do page[#page + 1] = {id = raw[i], due = tonumber(raw[i + 1])} end
+        for i = 1, #raw, 2 do page[#page + 1] = {id = raw[i], due = tonumber(raw[i + 1]), pr = pr} end
         pi = 1
         if #page == 0 then return nil end
       end
@@ -157,61 +162,116 @@ local function ready_members(plan, now)
   return peek, take
 end
 
--- Judges one candidate `pick` ({id, due, r?}; `r` already loaded for a moved member):
--- a claim candidate, a corrupt record, a stale ready member or an index entry to repair.
-local function plan_candidate(plan, pick, from_ready, now)
+-- ---- concurrency limits (issue 21 item 4): the hash `limits` maps a key to its limit and
+-- DEFAULT_LIMIT (a control character first: no key holds one) to the namespace default ----
+local DEFAULT_LIMIT = '\31default'
+
+-- The gate of concurrency key `ck` at the plan's instant, read once per claim:
+-- {limit (nil = unlimited), held = its live leases (expiring after now) plus this claim's}.
+local function key_gate(plan, ck)
+  local g = plan.keys[ck]
+  if g then return g end
+  local v = redis.call('HMGET', P .. 'limits', ck, DEFAULT_LIMIT)
+  local raw = v[1] or v[2]
+  g = {held = 0}
+  if raw then
+    g.limit = tonumber(raw)
+    if not g.limit then corrupt('concurrency limit of ' .. ck) end
+    g.held = redis.call('ZCOUNT', live_key(ck), '(' .. fmt(plan.now), '+inf')
+  end
+  plan.keys[ck] = g
+  return g
+end
+
+-- True when record `r`'s concurrency key is at its limit (lease_core::selection rule 3).
+local function key_full(plan, r)
+  if not r.ck then return false end
+  local g = key_gate(plan, r.ck)
+  return g.limit ~= nil and g.held >= g.limit
+end
+
+-- Judges one candidate `pick` ({id, due, pr?, r?}; `r` already loaded for a moved member,
+-- `pr` the level of the ready set it was read from): a claim candidate, one held back by a
+-- pause or its key's limit, a corrupt record, a stale ready member or an index entry to
+-- repair.
+local function plan_candidate(plan, pick, now)
   local id = pick.id
   plan.seen[id] = true
   local r, problem = pick.r, nil
-  if r == nil and from_ready then r, problem = inspect(id) end
+  if r == nil and pick.pr then r, problem = inspect(id) end
   if problem then
-    plan.corrupt[#plan.corrupt + 1] = {id, problem}
+    plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
   elseif r == nil then
-    plan.stale[#plan.stale + 1] = id
+    plan.stale[#plan.stale + 1] = {id, pick.pr}
   else
     local e = effective(r, now)
-    if claimable(e, now) and held_back(plan.paused, id) then
-      return
-    elseif claimable(e, now) then
-      problem = payload_problem(id)
-      if problem then
-        plan.corrupt[#plan.corrupt + 1] = {id, problem}
-      else
-        plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
-      end
-    else
+    if not claimable(e, now) then
       plan.replace[#plan.replace + 1] = r
+      return
+    end
+    if held_back(plan.paused, id) then return end
+    problem = payload_problem(id)
+    if problem then
+      plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
+    elseif key_full(plan, r) then
+      plan.blocked[id] = true
+      plan.nblocked = plan.nblocked + 1
+    else
+      if r.ck then plan.keys[r.ck].held = plan.keys[r.ck].held + 1 end
+      plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
     end
   end
 end
 
+-- The priority levels a claim walks, highest first: level 0, those listed in `levels` (one
+-- ZRANGE of an empty key when only the default is in use) and those of `moved` members.
+local function claim_levels(moved)
+  local seen, out = {[0] = true}, {0}
+  local function add(pr)
+    if not seen[pr] then
+      seen[pr] = true
+      out[#out + 1] = pr
+    end
+  end
+  for _, l in ipairs(redis.call('ZRANGE', P .. 'levels', 0, -1)) do add(tonumber(l) or 0) end
+  for _, m in ipairs(moved) do add(m.r.pr) end
+  table.sort(out, function(a, b) return a > b end)
+  return out
+end
+
 -- claim_due's plan at `now` for up to `limit` leases, reading only: the waiting->ready
--- moves, corrupt records, stale ready members, index repairs and the candidates in
--- (due_at, id) order. Bounded work per call (issue 11): at most max(limit * 4, 100)
--- waiting->ready moves and limit + as many ready members examined; what is left is handled
--- by the next call (the horizon then reports "now": a member at or before now remains in
--- ready or waiting).
+-- moves, corrupt records, stale ready members, index repairs and the candidates in claim
+-- order (lease_core::selection: priority descending, then due_at, then id; paused
+-- executions and keys at their limit skipped). Each level merges its ready set with the
+-- moved members of that level. Bounded work per call (issue 11): at most
+-- max(limit * 4, 100) waiting->ready moves and limit + as many ready members examined;
+-- what is left is handled by the next call (the horizon then reports "now": a member at
+-- or before now remains in a ready set or waiting).
 local function plan_claim(now, limit)
   local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
     corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
-    paused = paused_scopes()}
+    paused = paused_scopes(), keys = {}, blocked = {}, nblocked = 0, levels = {0}}
   if plan.paused and plan.paused.ns then return plan end
   local moved = plan_moves(plan, now)
-  local peek, take = ready_members(plan, now)
+  plan.levels = claim_levels(moved)
   local mi, examined = 1, 0
-  while #plan.cands < limit and examined < limit + plan.budget do
-    local rm = peek()
-    local mm = moved[mi]
-    if rm and (not mm or rm.due < mm.due or (rm.due == mm.due and rm.id < mm.id)) then
-      take()
-      plan_candidate(plan, rm, true, now)
-    elseif mm then
-      mi = mi + 1
-      plan_candidate(plan, mm, false, now)
-    else
-      break
+  for _, level in ipairs(plan.levels) do
+    local peek, take = ready_members(plan, now, level)
+    while #plan.cands < limit and examined < limit + plan.budget do
+      local rm = peek()
+      local mm = moved[mi]
+      if mm and mm.r.pr ~= level then mm = nil end
+      if rm and (not mm or rm.due < mm.due or (rm.due == mm.due and rm.id < mm.id)) then
+        take()
+        plan_candidate(plan, rm, now)
+      elseif mm then
+        mi = mi + 1
+        plan_candidate(plan, mm, now)
+      else
+        break
+      end
+      examined = examined + 1
     end
-    examined = examined + 1
   end
   return plan
 end
@@ -275,17 +335,18 @@ end
 local function apply_index_changes(plan)
   for _, m in ipairs(plan.moves) do
     redis.call('ZREM', K_WAITING, m[1])
-    if m[2] ~= nil then redis.call('ZADD', K_READY, fmt(m[2]), m[1]) end
+    if m[2] ~= nil then ready_add(m[3], fmt(m[2]), m[1]) end
   end
   for _, c in ipairs(plan.corrupt) do
     redis.call('ZREM', K_READY, c[1])
+    if c[3] then ready_rem(c[3], c[1]) end
     redis.call('ZREM', K_WAITING, c[1])
     redis.call('ZREM', K_RUNNING, c[1])
     redis.call('ZREM', K_FAILING, c[1])
     redis.call('ZADD', K_CORRUPT, 0, c[1])
     redis.call('HSET', K_CORRUPT_WHY, c[1], c[2])
   end
-  for _, id in ipairs(plan.stale) do redis.call('ZREM', K_READY, id) end
+  for _, m in ipairs(plan.stale) do ready_rem(m[2], m[1]) end
   for _, r in ipairs(plan.replace) do reindex(r) end
 end
 
@@ -332,18 +393,29 @@ local function report_corrupt(plan, out)
   out[#out + 1] = report
 end
 
--- The first score in `key` of a member no scope of `paused` covers: the horizon leaves
--- paused work out (issue 21 item 2). Bounded: after HORIZON_SCAN members all paused, the
--- last score read (a lower bound of every later member's).
+-- True when the horizon leaves member `id` of a ready set or waiting, scored `score`, out
+-- (lease_core::selection rule 4): a paused scope covers it or the claim skipped it for its
+-- key; while the claim took fewer than its limit (it would have judged every due member it
+-- did not reach), also a due member whose key is at its limit.
+local function gated_out(plan, id, score)
+  if held_back(plan.paused, id) or plan.blocked[id] then return true end
+  if plan.nblocked == 0 or score > plan.now or #plan.cands >= plan.limit then return false end
+  local ck = redis.call('HGET', k_exec(id), 'ck')
+  return ck ~= false and ck ~= nil and key_full(plan, {ck = ck})
+end
+
+-- The first score in `key` of a member the gates do not hold back (gated_out). Bounded:
+-- after HORIZON_SCAN members all held back, the last score read (a lower bound of every
+-- later member's).
 local HORIZON_SCAN = 1000
-local function first_unpaused(key, paused)
+local function first_open(key, plan)
   local offset, last = 0, nil
   while offset < HORIZON_SCAN do
     local m = redis.call('ZRANGE', key, offset, offset + 99, 'WITHSCORES')
     if #m == 0 then return nil end
     for i = 1, #m, 2 do
       last = tonumber(m[i + 1])
-      if not held_back(paused, m[i]) then return last end
+      if not gated_out(plan, m[i], last) then return last end
     end
     offset = offset + #m / 2
   end
@@ -352,21 +424,23 @@ end
 
 -- The reply items preceded by {now, next}: `next` the earliest claimable instant left in
 -- the namespace ('' = none). Every member's score is never later than its claimable_at
--- (see slots), and an execution with a claimable instant is in ready or waiting (a running
--- one too, scored from its lease expiry), so the first score of each set bounds it from
--- below; a member of either still at or before now (work this call's bounds left) is
--- claimable now.
-local function with_horizon(now, out, paused)
-  local function first_score(key)
+-- (see slots), and an execution with a claimable instant is in a ready set or waiting (a
+-- running one too, scored from its lease expiry), so the first score of each set bounds it
+-- from below; a member of either still at or before now (work this call's bounds left) is
+-- claimable now. With gates (a pause, a key at its limit) the sets are walked past what
+-- they hold back (first_open); with none, one ZRANGE per set.
+local function with_horizon(now, out, plan)
+  local gated = plan.paused ~= nil or plan.nblocked > 0
+  local function first(key)
+    if gated then return first_open(key, plan) end
     local m = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #m == 0 then return nil end
     return tonumber(m[2])
   end
   local next_at = nil
-  if paused == nil then
-    next_at = min_opt(first_score(K_READY), first_score(K_WAITING))
-  elseif not paused.ns then
-    next_at = min_opt(first_unpaused(K_READY, paused), first_unpaused(K_WAITING, paused))
+  if not (plan.paused and plan.paused.ns) then
+    next_at = first(K_WAITING)
+    for _, level in ipairs(plan.levels) do next_at = min_opt(next_at, first(ready_key(level))) end
   end
   local reply = {fmt(now), next_at and fmt(next_at) or ''}
   for i = 1, #out do reply[i + 2] = out[i] end
@@ -383,15 +457,15 @@ local function claim(now, limit, lease_ms, records, horizon, tokens)
   if problem then return nil, nil, problem end
   local out, earliest = apply_claim(plan, lease_ms, records)
   report_corrupt(plan, out)
-  if horizon then out = with_horizon(now, out, plan.paused) end
+  if horizon then out = with_horizon(now, out, plan) end
   return out, earliest, nil
 end
 
 -- What a claim at `now` of up to `limit` leases would take, claiming nothing (issue 14:
--- the client merges the partitions' candidates in (due_at, id) order first): the plan's
--- index changes are written (waiting->ready moves, corrupt records out, repairs: what any
--- claim writes first), then the reply {now, next, due1, id1, due2, id2, ...} as the
--- horizon reply of `claim`, each candidate with its due time, and the corrupt report.
+-- the client merges the partitions' candidates in claim order first): the plan's index
+-- changes are written (waiting->ready moves, corrupt records out, repairs: what any claim
+-- writes first), then the reply {now, next, due1, id1, priority1, due2, ...} as the horizon
+-- reply of `claim`, each candidate with its due time and priority, and the corrupt report.
 local function peek_claim(now, limit)
   local plan = plan_claim(now, limit)
   apply_index_changes(plan)
@@ -399,9 +473,10 @@ local function peek_claim(now, limit)
   for _, c in ipairs(plan.cands) do
     out[#out + 1] = fmt(c.due)
     out[#out + 1] = c.id
+    out[#out + 1] = fmt(c.r.pr)
   end
   report_corrupt(plan, out)
-  return with_horizon(now, out, plan.paused)
+  return with_horizon(now, out, plan)
 end
 
 -- min(caller's now, clock): ARGV-style `requested` ('' = the clock's).

@@ -13,16 +13,19 @@ end
 -- (claim_due) and the token counter. Checked before the script's first write, so a foreign key of
 -- the wrong type there (another program writing into our prefix) is a WRONGTYPE error that
 -- changed nothing (LeaseError::Schema), never a failure half-way through the writes.
+-- Refuses, as WRONGTYPE, a `key` that exists with a type other than `kind`.
+local function check_key_type(key, kind)
+  local t = redis.call('TYPE', key)
+  t = t.ok or t
+  if t ~= kind and t ~= 'none' then
+    error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a ' .. kind})
+  end
+end
+
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
-    done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string'}
-  for name, kind in pairs(want) do
-    local t = redis.call('TYPE', P .. name)
-    t = t.ok or t
-    if t ~= kind and t ~= 'none' then
-      error({err = 'WRONGTYPE ' .. P .. name .. ' holds a ' .. t .. ', expected a ' .. kind})
-    end
-  end
+    done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset'}
+  for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
 -- Wake-ups (issue 10): tells every listening dispatcher that an execution is claimable from
@@ -37,25 +40,56 @@ local function publish_wake(cmd, at)
   redis.pcall(cmd, P .. 'wake', fmt(at))
 end
 
+-- ---- priority levels and keys (issue 21 items 3 and 4) ----
+-- Level 0 (the default) is `ready`, as before priorities existed; level p ~= 0 is the zset
+-- `ready:<p>`, listed in the zset `levels` (member and score p) while it holds members, so a
+-- claim walks the levels highest first and each level in (due, id) order. A running keyed
+-- execution is in `live:<key>`, scored by its lease expiry (its key's live leases are the
+-- members scored after the claim's instant).
+
+-- The ready set of priority level `pr`.
+local function ready_key(pr)
+  if pr == 0 then return P .. 'ready' end
+  return P .. 'ready:' .. fmt(pr)
+end
+
+-- Adds `id` to the ready set of level `pr` with `score` (a string), listing the level.
+local function ready_add(pr, score, id)
+  redis.call('ZADD', ready_key(pr), score, id)
+  if pr ~= 0 then redis.call('ZADD', P .. 'levels', pr, fmt(pr)) end
+end
+
+-- Removes `id` from the ready set of level `pr`; a level left empty leaves `levels`.
+local function ready_rem(pr, id)
+  local key = ready_key(pr)
+  if redis.call('ZREM', key, id) == 1 and pr ~= 0 and redis.call('ZCARD', key) == 0 then
+    redis.call('ZREM', P .. 'levels', fmt(pr))
+  end
+end
+
+-- The set of the live leases of concurrency key `ck`.
+local function live_key(ck) return P .. 'live:' .. ck end
+
 -- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
--- admission's not_before).
-local function create_record(id, workflow, input, due)
+-- admission's not_before), with priority `pr` (a number; 0 is not stored) and concurrency
+-- key `ck` ('' = none).
+local function create_record(id, workflow, input, due, pr, ck)
   local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
-  if workflow ~= '' then
-    fields[#fields + 1] = 'wf'
-    fields[#fields + 1] = workflow
+  local function add(name, value)
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
   end
-  if input ~= '' then
-    fields[#fields + 1] = 'in'
-    fields[#fields + 1] = input
-  end
+  if workflow ~= '' then add('wf', workflow) end
+  if input ~= '' then add('in', input) end
+  if pr ~= 0 then add('pr', fmt(pr)) end
+  if ck ~= '' then add('ck', ck) end
   redis.call('HSET', k_exec(id), unpack(fields))
 end
 
--- A new admitted execution due at `due`: always in ready, scored by `due` (no delivery yet,
--- so no redelivery gate; a claim takes only members scored at or before its now, so a
--- scheduled execution is not claimable before its time).
-local function create(id, workflow, input, due)
-  create_record(id, workflow, input, due)
-  redis.call('ZADD', P .. 'ready', fmt(due), id)
+-- A new admitted execution due at `due`: always in its level's ready set, scored by `due`
+-- (no delivery yet, so no redelivery gate; a claim takes only members scored at or before
+-- its now, so a scheduled execution is not claimable before its time).
+local function create(id, workflow, input, due, pr, ck)
+  create_record(id, workflow, input, due, pr, ck)
+  ready_add(pr, fmt(due), id)
 end

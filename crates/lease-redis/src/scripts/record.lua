@@ -37,7 +37,7 @@ local function terminal(st) return st == 'completed' or st == 'failed' or st == 
 -- state-machine fields: payloads (input, outcome) stay in Redis.
 local function load(id)
   local key = k_exec(id)
-  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld')
+  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -52,6 +52,11 @@ local function load(id)
   if v[6] then r.le = int(v[6], id, 'lease_expires_at') end
   if v[7] then r.wk = int(v[7], id, 'wake_after_claim') end
   if v[8] then r.ld = int(v[8], id, 'last_delivery_ended_at') end
+  -- Priority (absent: 0, every record written before priorities) and concurrency key.
+  r.pr = 0
+  if v[9] then r.pr = int(v[9], id, 'priority') end
+  if r.pr < -1000 or r.pr > 1000 then corrupt('execution ' .. id .. ': priority') end
+  if v[10] then r.ck = v[10] end
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -119,9 +124,11 @@ end
 --   run:  running executions, scored by lease expiry (list_failing finds expired ones);
 --   fail: executions with unacknowledged deliveries, scored -count (most failing first,
 --         then id, since equal scores sort by member);
---   due:  'ready' when claimable from its due time (claimable_at = due), scored by due_at,
---         so claim order is (due_at, id); 'waiting' when claimable_at lies after due_at,
---         scored by claimable_at (claim_due moves it to ready once passed).
+--   due:  its level's ready set (ready_key) when claimable from its due time
+--         (claimable_at = due), scored by due_at, so claim order within a level is
+--         (due_at, id); 'waiting' when claimable_at lies after due_at, scored by
+--         claimable_at (claim_due moves it to its ready set once passed);
+--   live: (keyed running executions) the lease expiry, in live:<key>.
 -- Either way a member's score is never later than its claimable_at, which is what makes the
 -- claim's horizon (the first score of each set) a safe lower bound.
 local function slots(r)
@@ -131,10 +138,10 @@ local function slots(r)
   local at, due = claimable_at(r)
   if at ~= nil then
     if at <= due then
-      s.due = 'ready'
+      s.due = ready_key(r.pr)
       s.score = due
     else
-      s.due = 'waiting'
+      s.due = K_WAITING
       s.score = at
     end
   end
@@ -143,46 +150,57 @@ end
 
 -- Moves `r` from the indexes its previous stored state `old` called for to those its state
 -- calls for, skipping commands that change nothing. A member of 'waiting' may already have
--- been moved to 'ready' by claim_due, so it is removed from both.
+-- been moved to its ready set by claim_due, so it is removed from both.
 local function place(r, old)
   local n, o = slots(r), slots(old)
   local id = r.id
   if n.run ~= o.run then
     if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
+    if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
+    elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
   end
   if n.fail ~= o.fail then
     if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
   end
-  if n.due == o.due and n.score == o.score and o.due ~= 'waiting' then return end
-  if n.due == 'ready' then
-    redis.call('ZADD', K_READY, fmt(n.score), id)
-    if o.due == 'waiting' then redis.call('ZREM', K_WAITING, id) end
-  elseif n.due == 'waiting' then
+  if n.due == o.due and n.score == o.score and o.due ~= K_WAITING then return end
+  if n.due == K_WAITING then
     redis.call('ZADD', K_WAITING, fmt(n.score), id)
-    if o.due then redis.call('ZREM', K_READY, id) end
+    if o.due then ready_rem(r.pr, id) end
+  elseif n.due then
+    ready_add(r.pr, fmt(n.score), id)
+    if o.due == K_WAITING then redis.call('ZREM', K_WAITING, id) end
   else
-    if o.due then redis.call('ZREM', K_READY, id) end
-    if o.due == 'waiting' then redis.call('ZREM', K_WAITING, id) end
+    if o.due then ready_rem(r.pr, id) end
+    if o.due == K_WAITING then redis.call('ZREM', K_WAITING, id) end
   end
 end
 
 -- Puts `r` where its state calls for, whatever the indexes hold now (repairs an entry
--- that time moving backwards left in 'ready').
+-- that time moving backwards left in a ready set).
 local function reindex(r)
   local n = slots(r)
   local id = r.id
   if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
+  if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
+  elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
   if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
-  if n.due == 'ready' then
-    redis.call('ZADD', K_READY, fmt(n.score), id)
-    redis.call('ZREM', K_WAITING, id)
-  elseif n.due == 'waiting' then
+  if n.due == K_WAITING then
     redis.call('ZADD', K_WAITING, fmt(n.score), id)
-    redis.call('ZREM', K_READY, id)
+    ready_rem(r.pr, id)
+  elseif n.due then
+    ready_add(r.pr, fmt(n.score), id)
+    redis.call('ZREM', K_WAITING, id)
   else
-    redis.call('ZREM', K_READY, id)
+    ready_rem(r.pr, id)
     redis.call('ZREM', K_WAITING, id)
   end
+end
+
+-- The instant a delivery of `r` ending at `now` frees a place of its concurrency key (the
+-- wake-up path hears "now", issue 21 item 4), or nil for an unkeyed execution.
+local function key_freed(r, now)
+  if r.ck then return now end
+  return nil
 end
 
 -- ExecutionRecord::effective: a running delivery whose lease expired at or before `now`

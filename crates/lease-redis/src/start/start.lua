@@ -11,7 +11,7 @@ local known = redis.call('HGET', starts, ARGV[3])
 if known then return {'existing', known} end
 if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then return {'taken'} end
 local now = clock_now()
-create(ARGV[4], ARGV[5], ARGV[6], now)
+create(ARGV[4], ARGV[5], ARGV[6], now, 0, '')
 publish_wake(ARGV[7], now)
 redis.call('HSET', starts, ARGV[3], ARGV[4])
 redis.call('HSET', P .. 'start_of', ARGV[4], ARGV[3])

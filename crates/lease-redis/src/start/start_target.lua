@@ -12,7 +12,7 @@ if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then
   return {'taken'}
 end
 local now = clock_now()
-create(ARGV[4], ARGV[5], ARGV[6], now)
+create(ARGV[4], ARGV[5], ARGV[6], now, 0, '')
 publish_wake(ARGV[7], now)
 redis.call('HSET', start_of, ARGV[4], ARGV[3])
 return {'created'}
