@@ -13,6 +13,7 @@ mod appstep;
 mod backend;
 mod cli;
 mod controller;
+mod controls;
 mod effectcheck;
 mod effects;
 mod failover;
