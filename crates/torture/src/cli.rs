@@ -26,7 +26,7 @@ pub struct Cli {
 pub enum Command {
     /// Runs the controller: admits executions, starts the runtime processes, injects the
     /// faults, then checks the history and prints the report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// One runtime process (started by `run`, not by hand).
     Runtime(RuntimeArgs),
 }
@@ -59,7 +59,7 @@ mod tests {
     fn run(args: &[&str]) -> RunArgs {
         let line: Vec<&str> = std::iter::once("run").chain(args.iter().copied()).collect();
         match parse(&line) {
-            Ok(Command::Run(a)) => a,
+            Ok(Command::Run(a)) => *a,
             other => panic!("{args:?}: {other:?}"),
         }
     }
@@ -84,7 +84,10 @@ mod tests {
         assert!(a.failover.replication.is_none());
         assert_eq!(a.cancel_every, None);
         let c = &a.controls;
-        assert_eq!((c.keys, c.keyed_percent, c.key_limit, c.priorities), (0, 50, None, 1));
+        assert_eq!(
+            (c.keys, c.keyed_percent, c.key_limit, c.priorities),
+            (0, 50, None, 1)
+        );
         // The clock seed is drawn once per process, below a million (the banner prints it).
         assert!(a.seed < 1_000_000);
         assert_eq!(run(&[]).seed, a.seed);
@@ -145,7 +148,7 @@ mod tests {
     #[case::keyed_percent_over_100(&["--keyed-percent=101"], "--keyed-percent")]
     #[case::priorities_zero(&["--priorities", "0"], "--priorities")]
     #[case::priorities_over_the_range(&["--priorities", "2002"], "--priorities")]
-    #[case::keys_negative(&["--keys", "-1"], "--keys")]
+    #[case::keys_negative(&["--keys=-1"], "--keys")]
     #[case::given_twice(&["--seed", "1", "--seed", "2"], "--seed")]
     #[case::unknown_flag(&["--bogus", "1"], "--bogus")]
     #[case::missing_value(&["--url"], "--url")]

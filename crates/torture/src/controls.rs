@@ -18,7 +18,7 @@ pub const OWN_LIMIT_KEY: &str = "k0";
 
 /// Concurrency keys, limits and priorities of a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
-pub struct Options {
+pub struct Controls {
     /// Admit a share of the executions (--keyed-percent) with one of N concurrency keys
     /// (k0, k1, ..); 0: no keys.
     #[arg(long, value_name = "N", default_value_t = 0,
@@ -39,7 +39,7 @@ pub struct Options {
     pub priorities: u32,
 }
 
-impl Options {
+impl Controls {
     /// Whether the run needs a backend with priorities and limits.
     pub fn used(&self) -> bool {
         self.keys > 0 || self.key_limit.is_some() || self.priorities > 1
@@ -62,10 +62,12 @@ impl Options {
         let text = id.as_str().to_owned();
         let mut admission = Admission::new(id);
         if self.priorities > 1 {
-            admission = admission.priority(Priority::new(self.priority_of(&text)).map_err(|e| e.to_string())?);
+            admission = admission
+                .priority(Priority::new(self.priority_of(&text)).map_err(|e| e.to_string())?);
         }
         if let Some(key) = self.key_of(&text) {
-            admission = admission.concurrency_key(ConcurrencyKey::new(key).map_err(|e| e.to_string())?);
+            admission =
+                admission.concurrency_key(ConcurrencyKey::new(key).map_err(|e| e.to_string())?);
         }
         Ok(admission)
     }
@@ -114,7 +116,7 @@ pub struct ControlFigures {
 
 impl ControlFigures {
     /// The figures of a run's history.
-    pub fn of(options: &Options, ops: &[Op]) -> Self {
+    pub fn of(options: &Controls, ops: &[Op]) -> Self {
         let mut f = ControlFigures {
             keys: options.keys,
             key_limit: options.key_limit,
@@ -161,7 +163,7 @@ mod tests {
 
     #[test]
     fn keys_and_priorities_are_spread_as_asked() {
-        let o = Options {
+        let o = Controls {
             keys: 4,
             keyed_percent: 50,
             key_limit: Some(1),
@@ -173,15 +175,19 @@ mod tests {
         for k in ["k0", "k1", "k2", "k3"] {
             assert!(keyed.iter().any(|x| x == k), "{k}");
         }
-        assert!(keyed.iter().all(|k| ["k0", "k1", "k2", "k3"].contains(&k.as_str())));
+        assert!(
+            keyed
+                .iter()
+                .all(|k| ["k0", "k1", "k2", "k3"].contains(&k.as_str()))
+        );
         let priorities: std::collections::BTreeSet<i32> =
             ids.iter().map(|id| o.priority_of(id)).collect();
         assert_eq!(priorities, (-2..=2).collect());
         assert_eq!(o.key_of(&ids[7]), o.key_of(&ids[7]));
         assert!(o.used());
-        let none = Options {
+        let none = Controls {
             priorities: 1,
-            ..Options::default()
+            ..Controls::default()
         };
         assert!(!none.used());
         assert!(ids.iter().all(|id| none.key_of(id).is_none()));

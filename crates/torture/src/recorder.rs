@@ -11,11 +11,10 @@ use std::time::Duration;
 use crate::history::{self, Op, OpKind, OpResult, error_result};
 use async_trait::async_trait;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason,
-    ClaimBatch, ClaimRequest, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord,
-    LeaseBackend, LimitScope, Result, StartClient, StepKey, StepWrite, StoreClient,
-    WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, LeaseBackend, LimitScope,
+    Result, StartClient, StepKey, StepWrite, StoreClient, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;

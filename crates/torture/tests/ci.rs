@@ -87,7 +87,11 @@ fn torture(backend: &str, url: Option<String>, controls: &Controls) {
     let figure = |name: &str| report["controls"][name].as_u64().unwrap_or(0);
     // The controls ran: the rules had something to check.
     assert_eq!(figure("cancelled") > 0, controls.cancel, "{stdout}");
-    assert_eq!(figure("keyed") > 0, controls.keys_and_priorities, "{stdout}");
+    assert_eq!(
+        figure("keyed") > 0,
+        controls.keys_and_priorities,
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -97,7 +101,11 @@ fn sqlite_survives_the_short_torture_run() {
 
 #[test]
 fn postgres_survives_the_short_torture_run() {
-    torture("postgres", Some(lease_testserver::postgres_url()), &POSTGRES);
+    torture(
+        "postgres",
+        Some(lease_testserver::postgres_url()),
+        &POSTGRES,
+    );
 }
 
 #[test]

@@ -97,7 +97,7 @@ pub struct RunArgs {
     pub cancel_every: Option<NonZeroU64>,
     /// Concurrency keys, their limits and priorities (history rule 7).
     #[command(flatten)]
-    pub controls: controls::Options,
+    pub controls: controls::Controls,
     /// Each runtime in its own network namespace, reaching the server through a forwarder
     /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
     #[arg(long)]

@@ -67,7 +67,10 @@ fn too_many(h: &[Op]) -> Vec<Violation> {
 
 #[test]
 fn rule_7_flags_a_second_live_lease_of_a_key_limited_to_one() {
-    let h = keyed(1, vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)]);
+    let h = keyed(
+        1,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)],
+    );
     let v = too_many(&h);
     assert_eq!(
         v,
@@ -81,7 +84,10 @@ fn rule_7_flags_a_second_live_lease_of_a_key_limited_to_one() {
     // The whole checker reports only that.
     assert_eq!(check(&h, &CheckOptions::default()), v);
     // With a limit of 2 the same history is valid.
-    let two = keyed(2, vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)]);
+    let two = keyed(
+        2,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)],
+    );
     assert_eq!(check(&two, &CheckOptions::default()), vec![]);
 }
 
@@ -118,17 +124,45 @@ fn rule_7_counts_only_what_was_certainly_live() {
         // Concurrent claims: either may have committed first.
         vec![claim("e1", 1, (0, 25), 0), claim("e2", 2, (20, 30), 50)],
         // Ended by an acknowledgement invoked before the claim returned, whatever its reply.
-        vec![e1(), ack((25, 40), OpResult::Accepted), claim("e2", 2, (20, 30), 50)],
-        vec![e1(), ack((12, i64::MAX), OpResult::Unknown), claim("e2", 2, (20, 30), 50)],
-        vec![e1(), ack((12, 14), OpResult::Lost), claim("e2", 2, (20, 30), 50)],
-        vec![e1(), end("e1", 1, (12, 14), OpKind::Release, OpResult::Accepted), claim("e2", 2, (20, 30), 50)],
+        vec![
+            e1(),
+            ack((25, 40), OpResult::Accepted),
+            claim("e2", 2, (20, 30), 50),
+        ],
+        vec![
+            e1(),
+            ack((12, i64::MAX), OpResult::Unknown),
+            claim("e2", 2, (20, 30), 50),
+        ],
+        vec![
+            e1(),
+            ack((12, 14), OpResult::Lost),
+            claim("e2", 2, (20, 30), 50),
+        ],
+        vec![
+            e1(),
+            end("e1", 1, (12, 14), OpKind::Release, OpResult::Accepted),
+            claim("e2", 2, (20, 30), 50),
+        ],
         // Cancelled (or maybe cancelled) before.
-        vec![e1(), cancel(OpResult::Accepted), claim("e2", 2, (20, 30), 50)],
-        vec![e1(), cancel(OpResult::Unknown), claim("e2", 2, (20, 30), 50)],
+        vec![
+            e1(),
+            cancel(OpResult::Accepted),
+            claim("e2", 2, (20, 30), 50),
+        ],
+        vec![
+            e1(),
+            cancel(OpResult::Unknown),
+            claim("e2", 2, (20, 30), 50),
+        ],
         // A renewal concurrent with the claim may have committed after it.
         vec![e1(), renew((15, 25), 300), claim("e2", 2, (20, 30), 200)],
         // A different key, and an execution without one, never count.
-        vec![e1(), claim("e3", 3, (20, 30), 50), claim("e4", 4, (20, 30), 50)],
+        vec![
+            e1(),
+            claim("e3", 3, (20, 30), 50),
+            claim("e4", 4, (20, 30), 50),
+        ],
     ] {
         let mut h = keyed(1, clean);
         h.push(admit("e3", Some("b")));
@@ -136,10 +170,20 @@ fn rule_7_counts_only_what_was_certainly_live() {
         assert_eq!(too_many(&h), vec![], "{h:?}");
     }
     // A renewal that returned before the claim was invoked keeps the lease live.
-    let renewed = keyed(1, vec![e1(), renew((12, 14), 300), claim("e2", 2, (20, 30), 200)]);
+    let renewed = keyed(
+        1,
+        vec![e1(), renew((12, 14), 300), claim("e2", 2, (20, 30), 200)],
+    );
     assert_eq!(too_many(&renewed).len(), 1);
     // A failed acknowledgement ended nothing.
-    let failed = keyed(1, vec![e1(), ack((12, 14), OpResult::Failed), claim("e2", 2, (20, 30), 50)]);
+    let failed = keyed(
+        1,
+        vec![
+            e1(),
+            ack((12, 14), OpResult::Failed),
+            claim("e2", 2, (20, 30), 50),
+        ],
+    );
     assert_eq!(too_many(&failed).len(), 1);
 }
 
@@ -205,9 +249,17 @@ fn rule_6_boundaries() {
     };
     let e1 = || claim("e", 1, (0, 10), 0);
     // Invoked exactly when the cancel returned: may have committed first.
-    let at = vec![e1(), cancel((20, 30), "cancelled", OpResult::Accepted), write(30)];
+    let at = vec![
+        e1(),
+        cancel((20, 30), "cancelled", OpResult::Accepted),
+        write(30),
+    ];
     assert_eq!(check(&at, &CheckOptions::default()), vec![]);
-    let after = vec![e1(), cancel((20, 30), "cancelled", OpResult::Accepted), write(31)];
+    let after = vec![
+        e1(),
+        cancel((20, 30), "cancelled", OpResult::Accepted),
+        write(31),
+    ];
     assert!(matches!(
         check(&after, &CheckOptions::default())[..],
         [Violation::AcceptedAfterCancel { token: 1, .. }]
