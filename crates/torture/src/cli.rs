@@ -26,7 +26,7 @@ pub struct Cli {
 pub enum Command {
     /// Runs the controller: admits executions, starts the runtime processes, injects the
     /// faults, then checks the history and prints the report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// One runtime process (started by `run`, not by hand).
     Runtime(RuntimeArgs),
 }
@@ -59,7 +59,7 @@ mod tests {
     fn run(args: &[&str]) -> RunArgs {
         let line: Vec<&str> = std::iter::once("run").chain(args.iter().copied()).collect();
         match parse(&line) {
-            Ok(Command::Run(a)) => a,
+            Ok(Command::Run(a)) => *a,
             other => panic!("{args:?}: {other:?}"),
         }
     }
@@ -82,6 +82,12 @@ mod tests {
         assert_eq!(a.effects, EffectMode::Helper);
         assert!(!a.keep && !a.clock_skew && a.failover.lag && a.failover.cmd.is_none());
         assert!(a.failover.replication.is_none());
+        assert_eq!(a.cancel_every, None);
+        let c = &a.controls;
+        assert_eq!(
+            (c.keys, c.keyed_percent, c.key_limit, c.priorities),
+            (0, 50, None, 1)
+        );
         // The clock seed is drawn once per process, below a million (the banner prints it).
         assert!(a.seed < 1_000_000);
         assert_eq!(run(&[]).seed, a.seed);
@@ -107,6 +113,9 @@ mod tests {
     #[case::failover(&["--failover-cmd", "sh f", "--replication=async", "--failover-lag", "off"], |a: &RunArgs| a.failover.cmd.as_deref() == Some("sh f") && !a.failover.lag)]
     #[case::clock_skew(&["--clock-skew", "--seed=1404"], |a: &RunArgs| a.clock_skew && a.seed == 1404)]
     #[case::paths_and_keep(&["--url", "sqlite:/tmp/t.db", "--work-dir=/tmp/w", "--json", "r.json", "--timeline", "t.svg", "--keep"], |a: &RunArgs| a.keep && a.url.as_deref() == Some("sqlite:/tmp/t.db") && a.work_dir.is_some() && a.json.is_some() && a.timeline.is_some())]
+    #[case::controls(&["--cancel-every", "7", "--keys=4", "--keyed-percent", "30", "--key-limit", "2", "--priorities=3"],
+        |a: &RunArgs| a.cancel_every.map(|n| n.get()) == Some(7) && a.controls.keys == 4
+            && a.controls.keyed_percent == 30 && a.controls.key_limit == Some(2) && a.controls.priorities == 3)]
     fn run_flags_parse(#[case] args: &[&str], #[case] holds: fn(&RunArgs) -> bool) {
         let a = run(args);
         assert!(holds(&a), "{args:?} -> {a:?}");
@@ -134,6 +143,12 @@ mod tests {
     #[case::failover_lag(&["--failover-lag", "yes"], "--failover-lag")]
     #[case::keep_takes_no_value(&["--keep=yes"], "--keep")]
     #[case::clock_skew_takes_no_value(&["--clock-skew", "yes"], "'yes'")]
+    #[case::cancel_every_zero(&["--cancel-every", "0"], "--cancel-every")]
+    #[case::key_limit_zero(&["--key-limit", "0"], "--key-limit")]
+    #[case::keyed_percent_over_100(&["--keyed-percent=101"], "--keyed-percent")]
+    #[case::priorities_zero(&["--priorities", "0"], "--priorities")]
+    #[case::priorities_over_the_range(&["--priorities", "2002"], "--priorities")]
+    #[case::keys_negative(&["--keys=-1"], "--keys")]
     #[case::given_twice(&["--seed", "1", "--seed", "2"], "--seed")]
     #[case::unknown_flag(&["--bogus", "1"], "--bogus")]
     #[case::missing_value(&["--url"], "--url")]

@@ -13,6 +13,7 @@ mod appstep;
 mod backend;
 mod cli;
 mod controller;
+mod controls;
 mod effectcheck;
 mod effects;
 mod failover;
@@ -64,7 +65,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(a) => runtime.block_on(controller::main(a)),
+        Command::Run(a) => runtime.block_on(controller::main(*a)),
         Command::Runtime(a) => runtime.block_on(runtime::main(a)),
     }
 }

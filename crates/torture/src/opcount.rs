@@ -19,6 +19,8 @@ pub fn kind_name(kind: &OpKind) -> &'static str {
         OpKind::ReadStep { .. } => "read_step",
         OpKind::ReadOutcome { .. } => "read_outcome",
         OpKind::Cancel { .. } => "cancel",
+        OpKind::Admit { .. } => "admit",
+        OpKind::SetLimit { .. } => "set_limit",
     }
 }
 

@@ -11,10 +11,10 @@ use std::time::Duration;
 use crate::history::{self, Op, OpKind, OpResult, error_result};
 use async_trait::async_trait;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    Fenced, HeapClient, HeapRecord, LeaseBackend, Result, StartClient, StepKey, StepWrite,
-    StoreClient, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
+    ClaimRequest, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, LeaseBackend, LimitScope,
+    Result, StartClient, StepKey, StepWrite, StoreClient, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -143,6 +143,35 @@ impl Recorder {
         (seq, op)
     }
 
+    /// Logs an unfenced control call (token 0) around `call`: its invocation first, then
+    /// `accepted` or how its error reads.
+    async fn control<T>(
+        &self,
+        execution: &str,
+        kind: OpKind,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let seq = self.log.next_seq();
+        let start_us = now_us();
+        let op = Op {
+            process: self.process,
+            execution: execution.to_owned(),
+            token: 0,
+            start_us,
+            end_us: start_us,
+            kind,
+            result: OpResult::Unknown,
+        };
+        self.log.invoke(seq, &op);
+        let result = call.await;
+        let r = match &result {
+            Ok(_) => OpResult::Accepted,
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
     fn finish(&self, seq: u64, mut op: Op, result: OpResult) {
         op.end_us = now_us();
         op.result = result;
@@ -260,6 +289,36 @@ impl lease_core::ForwardExecution for Recorder {
         let result = self.inner.acknowledge(lease, outcome).await;
         self.finish(seq, op, ack_result(&result));
         result
+    }
+
+    /// Logs the admission with its concurrency key and priority (history rule 7).
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        let kind = OpKind::Admit {
+            key: admission
+                .concurrency_key
+                .as_ref()
+                .map(|k| k.as_str().to_owned()),
+            priority: admission.priority.get(),
+        };
+        let call = self.inner.admit(admission);
+        self.control(admission.id.as_str(), kind, call).await
+    }
+
+    /// Logs the limit set (history rule 7), with an empty execution.
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        let kind = OpKind::SetLimit {
+            key: match scope {
+                LimitScope::Default => None,
+                LimitScope::Key(k) => Some(k.as_str().to_owned()),
+            },
+            limit: limit.map(ConcurrencyLimit::get),
+        };
+        let call = self.inner.set_concurrency_limit(scope, limit);
+        self.control("", kind, call).await
     }
 
     /// Logs the cancel (issue 21 item 1; history rule 6) with token 0 and what it found.

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::appcheck::AppViolation;
+use crate::controls::ControlFigures;
 use crate::effectcheck::{EffectFigures, EffectViolation};
 use crate::history::Violation;
 use crate::lostlease::LateFigures;
@@ -87,6 +88,8 @@ pub struct Report {
     pub late_side_effects: LateFigures,
     /// The namespace mode's figures (`--netns`); `None` without it.
     pub network: Option<NetworkFigures>,
+    /// Cancels, keys, limits and priorities (history rules 6 and 7).
+    pub controls: ControlFigures,
 }
 
 impl Report {
@@ -254,6 +257,7 @@ impl fmt::Display for Report {
         self.write_operations(f)?;
         self.write_rows_and_effects(f)?;
         self.write_late_effects(f)?;
+        write!(f, "{}", self.controls)?;
         self.write_violations(f)
     }
 }

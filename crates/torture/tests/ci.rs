@@ -1,6 +1,9 @@
 //! The short torture run of CI (issue 6 item 2): each backend for 20 seconds of faults
 //! (pause, kill, drop, slow-renew; SQLite skips drop) with 3 runtime processes, then the
 //! history checker, which must find no violation; its liveness deadline bounds it (no wall-clock budget: issue 25 item 14).
+//! Each run also cancels every 7th execution (history rule 6) and, on a backend with
+//! priorities and limits, admits half of them under 4 concurrency keys limited to 2 live
+//! leases each, over 3 priority levels (history rule 7): [`Controls`] says which.
 //!
 //! PostgreSQL and Redis are the shared servers of the test environment (LEASE_POSTGRES_URL
 //! / LEASE_REDIS_URL, else the local defaults): every run uses its own schema / namespace,
@@ -13,11 +16,37 @@ mod common;
 use std::process::Command;
 use std::sync::Mutex;
 
+use serde_json::Value;
+
 /// One run at a time: the runs are timed, and the machine has two cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn torture(backend: &str, url: Option<String>) {
+/// Which controls a backend's run drives besides the faults (the torture side of the
+/// conformance harness's `CANCEL` and `PRIORITIES_AND_LIMITS` consts).
+struct Controls {
+    /// `--cancel-every 7`: cancels during the faults (history rule 6).
+    cancel: bool,
+    /// `--keys 4 --key-limit 2 --priorities 3` (history rule 7).
+    keys_and_priorities: bool,
+}
+
+const SQLITE: Controls = Controls {
+    cancel: true,
+    keys_and_priorities: true,
+};
+const POSTGRES: Controls = Controls {
+    cancel: true,
+    keys_and_priorities: false,
+};
+const REDIS: Controls = Controls {
+    cancel: true,
+    keys_and_priorities: false,
+};
+
+fn torture(backend: &str, url: Option<String>, controls: &Controls) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("report.json");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lease-torture"));
     cmd.args([
         "run",
@@ -39,25 +68,47 @@ fn torture(backend: &str, url: Option<String>) {
         "20260",
         "--faults",
         "pause,kill,drop,slow-renew",
-    ]);
+    ])
+    .arg("--json")
+    .arg(&json);
+    if controls.cancel {
+        cmd.args(["--cancel-every", "7"]);
+    }
+    if controls.keys_and_priorities {
+        cmd.args(["--keys", "4", "--key-limit", "2", "--priorities", "3"]);
+    }
     if let Some(url) = url {
         cmd.args(["--url", &url]);
     }
     let stdout = common::run_passing(backend, &mut cmd);
     assert!(stdout.contains("violations: 0"), "{stdout}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("json");
+    let figure = |name: &str| report["controls"][name].as_u64().unwrap_or(0);
+    // The controls ran: the rules had something to check.
+    assert_eq!(figure("cancelled") > 0, controls.cancel, "{stdout}");
+    assert_eq!(
+        figure("keyed") > 0,
+        controls.keys_and_priorities,
+        "{stdout}"
+    );
 }
 
 #[test]
 fn sqlite_survives_the_short_torture_run() {
-    torture("sqlite", None);
+    torture("sqlite", None, &SQLITE);
 }
 
 #[test]
 fn postgres_survives_the_short_torture_run() {
-    torture("postgres", Some(lease_testserver::postgres_url()));
+    torture(
+        "postgres",
+        Some(lease_testserver::postgres_url()),
+        &POSTGRES,
+    );
 }
 
 #[test]
 fn redis_survives_the_short_torture_run() {
-    torture("redis", Some(lease_testserver::redis_url()));
+    torture("redis", Some(lease_testserver::redis_url()), &REDIS);
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::builder::RangedU64ValueParser;
 
 use crate::app::AppWrite;
+use crate::controls;
 use crate::effects::EffectMode;
 use crate::failover;
 use crate::faults::{self, FaultKind};
@@ -94,6 +95,9 @@ pub struct RunArgs {
     /// 6), through the controller's recorder (default: no cancels).
     #[arg(long, value_name = "N")]
     pub cancel_every: Option<NonZeroU64>,
+    /// Concurrency keys, their limits and priorities (history rule 7).
+    #[command(flatten)]
+    pub controls: controls::Controls,
     /// Each runtime in its own network namespace, reaching the server through a forwarder
     /// (root, ip and nft; PostgreSQL and Redis): needed for partition, loss and latency.
     #[arg(long)]

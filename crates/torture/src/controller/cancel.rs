@@ -42,7 +42,7 @@ impl Controller {
             let Ok(eid) = ExecutionId::new(id.clone()) else {
                 continue;
             };
-            if self.canceller.cancel(&eid, &reason).await.is_ok() {
+            if self.recorded.cancel(&eid, &reason).await.is_ok() {
                 self.cancels += 1;
                 self.done.insert(id);
                 self.last_done_at = Instant::now();

@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use lease_core::{Admission, ExecutionId};
+use lease_core::{ExecutionClient, ExecutionId};
 use tokio::time::Instant;
 
 use super::state::{Controller, execution_name};
@@ -151,7 +151,10 @@ impl Controller {
                 return;
             };
             // Admission is idempotent by identity: retrying an unknown outcome is safe.
-            if self.backend.admit(&Admission::new(eid)).await.is_err() {
+            let Ok(admission) = self.a.controls.admission(eid) else {
+                return;
+            };
+            if self.recorded.admit(&admission).await.is_err() {
                 return;
             }
             self.admitted.insert(id, Instant::now());

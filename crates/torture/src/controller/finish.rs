@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::state::Controller;
 use crate::appcheck::{self, AppViolation};
+use crate::controls::ControlFigures;
 use crate::effectcheck::{self, EffectFigures, EffectViolation};
 use crate::effects;
 use crate::history::{self, CheckOptions, Op, OpKind, OpResult, Violation};
@@ -247,6 +248,7 @@ impl Controller {
             clock_skew: self.skew.as_ref().map(Skewer::figures),
             late_side_effects: c.late_side_effects,
             network: c.network,
+            controls: ControlFigures::of(&self.a.controls, ops),
         }
     }
 

@@ -75,6 +75,11 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     let mut plan = plan(a)?;
     let (backend, app) = open_store(a, &plan).await?;
     let mut c = connect(a, &mut plan, backend, app.clone()).await?;
+    if let Err(e) = a.controls.prepare(&c.recorded).await {
+        let _ = backend::destroy(&plan.url, &plan.namespace).await;
+        let _ = app.destroy().await;
+        return Err(e);
+    }
     let result = tokio::select! {
         r = c.drive(&plan.schedule) => r,
         signal = interrupted() => Err(format!("stopped by {signal}")),
@@ -246,7 +251,7 @@ async fn connect(
     let control = Arc::new(
         OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?,
     );
-    let canceller = Recorder::new(
+    let recorded = Recorder::new(
         backend.clone(),
         control.clone(),
         0,
@@ -275,7 +280,7 @@ async fn connect(
         backend,
         app,
         control,
-        canceller,
+        recorded,
         cancel_tried: BTreeSet::new(),
         cancels: 0,
         dropper,

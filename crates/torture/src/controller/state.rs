@@ -66,8 +66,9 @@ pub(super) struct Controller {
     pub(super) backend: Arc<dyn LeaseBackend>,
     pub(super) app: AppStore,
     pub(super) control: Arc<OpLog>,
-    /// Cancels through the recorder into the controller log (`--cancel-every`).
-    pub(super) canceller: Recorder,
+    /// Admissions, limits and cancels (`--cancel-every`) through the recorder into the
+    /// controller log.
+    pub(super) recorded: Recorder,
     /// Executions `--cancel-every` has tried to cancel.
     pub(super) cancel_tried: BTreeSet<String>,
     /// Cancels that returned.

@@ -1,5 +1,5 @@
 //! The checker's driver: groups the log by execution and runs every rule on each, then the
-//! liveness check.
+//! per-key rule across executions and the liveness check.
 //!
 //! An operation that returned before another was invoked committed before it; overlapping
 //! operations are concurrent and may commit in either order. The checker only reports what
@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::cancel::{already_terminal_was_terminal, nothing_after_cancel, reads_cancelled};
+use super::keys::live_leases_per_key;
 use super::live::one_live_lease;
 use super::op::{Op, OpKind, OpResult};
 use super::options::CheckOptions;
@@ -30,6 +31,7 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
     for (execution, ops) in &by_exec {
         check_execution(execution, ops, options, &mut out);
     }
+    live_leases_per_key(ops, &by_exec, &mut out);
     not_completed(&by_exec, options, &mut out);
     out
 }

@@ -3,10 +3,11 @@
 //!
 //! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the
 //! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
-//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6).
+//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6, [`keys`] 7).
 
 mod cancel;
 mod check;
+mod keys;
 mod live;
 mod op;
 mod options;
@@ -16,6 +17,8 @@ mod steps;
 mod tokens;
 mod violation;
 
+#[cfg(test)]
+mod keys_tests;
 #[cfg(test)]
 mod tests;
 

@@ -61,6 +61,23 @@ pub enum OpKind {
         /// `cancelled` / `already_cancelled` / `already_terminal`; empty when not accepted.
         result: String,
     },
+    /// An admission (issue 21 items 3 and 4; history rule 7), logged by the controller with
+    /// token 0: the execution's concurrency key and priority as admitted.
+    Admit {
+        /// The concurrency key, if any.
+        key: Option<String>,
+        /// The priority (0 when none was set).
+        priority: i32,
+    },
+    /// `set_concurrency_limit` (history rule 7), logged by the controller with token 0 and an
+    /// empty execution: which limit and its new value.
+    SetLimit {
+        /// The key whose own limit is set; `None`: the namespace default.
+        key: Option<String>,
+        /// The new limit; `None`: removed (the key falls back to the default, the default
+        /// to unlimited).
+        limit: Option<u32>,
+    },
 }
 
 /// How an operation ended.
@@ -108,6 +125,8 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::ReadStep { .. } => "read_step".into(),
         OpKind::ReadOutcome { .. } => "read_outcome".into(),
         OpKind::Cancel { result } => format!("cancel {result}"),
+        OpKind::Admit { .. } => "admit".into(),
+        OpKind::SetLimit { .. } => "set_limit".into(),
     }
 }
 

@@ -142,6 +142,19 @@ pub enum Violation {
         /// Execution.
         execution: String,
     },
+    /// Rule 7: a claim call took leases of a concurrency key while the key's leases certainly
+    /// live at its commit, with the ones it took, exceeded every limit that may have been in
+    /// force.
+    TooManyLiveLeases {
+        /// The concurrency key.
+        key: String,
+        /// The highest limit that may have been in force.
+        limit: u32,
+        /// The leases the call took (`execution#token`).
+        claimed: Vec<String>,
+        /// The earlier leases of the key certainly live at its commit (`execution#token`).
+        live: Vec<String>,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.
