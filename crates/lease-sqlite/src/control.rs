@@ -1,9 +1,10 @@
 //! Issue 21 controls for SQLite, each run inside the caller's one write transaction (one
 //! writer at a time, so every check and write here is atomic): cancel through lease-core's
 //! [`ExecutionRecord::cancel`] transition; pause and resume of scopes stored per namespace
-//! in `lease_paused`, which every claim reads in its own transaction; concurrency limits
-//! per namespace in `lease_limits`, which a claim reads (with each gated key's live-lease
-//! count) only once it meets a keyed candidate.
+//! in `lease_paused`, which every claim reads in its own transaction (when its opening read
+//! found any row there); concurrency limits per namespace in `lease_limits`, which a claim
+//! reads (with each gated key's live-lease count) only once it meets a keyed candidate and
+//! only when the opening read found any limit row.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -225,6 +226,16 @@ pub(crate) struct KeyGate {
 }
 
 impl KeyGate {
+    /// The gate of one claim; `limits_stored` says whether the namespace has any limit row
+    /// (read in the claim's transaction, [`crate::candidates::Opening`]). Without one every
+    /// key is unlimited and the limits are never read.
+    pub(crate) fn new(limits_stored: bool) -> Self {
+        KeyGate {
+            limits: (!limits_stored).then(ConcurrencyLimits::default),
+            ..KeyGate::default()
+        }
+    }
+
     /// True when the claim may take `record` (claimable, not paused) at `now`; counts the
     /// lease it is about to take. `false` records it as blocked.
     pub(crate) fn admits(

@@ -1,7 +1,7 @@
 //! Execution operations (RFC 002 `ExecutionClient`), each run inside the transaction the
 //! caller opened: load the row, apply lease-core's state machine, write the row back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, Claimed, CorruptRecord,
@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use lease_core::selection::Gates;
 use lease_core::{ConcurrencyLimits, PauseScope};
 
-use crate::candidates::Candidates;
+use crate::candidates::{Candidates, Opening};
 use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
@@ -214,19 +214,12 @@ pub(crate) fn wake_waiter(
     }
 }
 
-/// `$1 namespace` -> the namespace's last issued token (no row: none issued yet).
+/// `$1 namespace` -> the namespace's last issued token (no row: none issued yet). The
+/// claim reads it inside [`crate::candidates::OPENING`]; the raw baseline alone.
 pub(crate) const LAST_TOKEN: &str = include_str!("transitions/last_token.sql");
 
 /// `$1 namespace, $2 token`: records the namespace's last issued token.
 pub(crate) const STORE_LAST_TOKEN: &str = include_str!("transitions/store_last_token.sql");
-
-fn last_token(conn: &Connection, namespace: &str) -> OpResult<FencingToken> {
-    let raw: Option<i64> = conn
-        .prepare_cached(LAST_TOKEN)?
-        .query_row([namespace], |row| row.get(0))
-        .optional()?;
-    rows::token_from_sql(raw.unwrap_or(0))
-}
 
 fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> OpResult<()> {
     conn.prepare_cached(STORE_LAST_TOKEN)?
@@ -348,16 +341,21 @@ fn claim_at(
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
     let ns = scope.namespace.as_str();
-    let paused = control::paused_set(conn, ns)?;
+    let opening = Opening::read(conn, ns, now)?;
+    let paused = if opening.any_paused {
+        control::paused_set(conn, ns)?
+    } else {
+        BTreeSet::new()
+    };
     let gates = Gates {
         paused: &paused,
         limits: &ConcurrencyLimits::default(),
     };
-    let mut keys = KeyGate::default();
-    let mut token = last_token(conn, ns)?;
+    let mut keys = KeyGate::new(opening.any_limit);
+    let mut token = rows::token_from_sql(opening.last_token)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
-    let mut candidates = Candidates::new(conn, ns, now, limit.max(PAGE_MIN))?;
+    let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -517,10 +515,17 @@ pub(crate) fn acknowledge_batch(
     Ok(Woken::at(results, wake))
 }
 
-/// Savepoint around the claim part of [`acknowledge_and_claim`].
+/// Savepoint around the claim part of [`acknowledge_and_claim`] (opened and released
+/// through the statement cache: `execute_batch` compiles its SQL on every call).
 const CLAIM_SAVEPOINT: &str = "SAVEPOINT lease_ack_claim";
 const CLAIM_SAVEPOINT_RELEASE: &str = "RELEASE lease_ack_claim";
 const CLAIM_SAVEPOINT_ROLLBACK: &str = "ROLLBACK TO lease_ack_claim; RELEASE lease_ack_claim";
+
+/// Runs one cached statement without parameters (a savepoint's).
+fn run_cached(conn: &Connection, sql: &str) -> OpResult<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
 
 /// `acknowledge_and_claim` (issue 12), inside the caller's one transaction and with one
 /// clock reading: the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an
@@ -563,10 +568,10 @@ fn claim_after_ack(
     limit: usize,
     lease_ms: i64,
 ) -> OpResult<Woken<ClaimBatch>> {
-    conn.execute_batch(CLAIM_SAVEPOINT)?;
+    run_cached(conn, CLAIM_SAVEPOINT)?;
     match claim_at(conn, scope, now, limit, lease_ms) {
         Ok(claimed) => {
-            conn.execute_batch(CLAIM_SAVEPOINT_RELEASE)?;
+            run_cached(conn, CLAIM_SAVEPOINT_RELEASE)?;
             Ok(claimed)
         }
         Err(e @ OpError::Sqlite(_)) => Err(e),

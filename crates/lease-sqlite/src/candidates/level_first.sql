@@ -1,4 +1,0 @@
-SELECT priority FROM lease_executions
-INDEXED BY lease_executions_claim_waiting
-WHERE namespace = ?1 AND status <> 'running' AND claimable_at IS NOT NULL
-ORDER BY priority DESC LIMIT 1
