@@ -36,11 +36,11 @@ const SQLITE: Controls = Controls {
 };
 const POSTGRES: Controls = Controls {
     cancel: true,
-    keys_and_priorities: false,
+    keys_and_priorities: true,
 };
 const REDIS: Controls = Controls {
     cancel: true,
-    keys_and_priorities: false,
+    keys_and_priorities: true,
 };
 
 fn torture(backend: &str, url: Option<String>, controls: &Controls) {
