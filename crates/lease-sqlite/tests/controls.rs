@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, ClaimRequest, ConcurrencyKey, ConcurrencyLimit, ExecutionClient, ExecutionId,
-    LimitScope, ManualClock, Priority, Timestamp,
+    LimitScope, ManualClock, PauseScope, Priority, Timestamp,
 };
 use lease_sqlite::{SqliteBackend, SqliteConfig};
 
@@ -91,4 +91,43 @@ async fn a_candidate_blocked_by_its_key_is_not_in_the_horizon() {
     let (taken, horizon) = claim_ids(&b, 10).await;
     assert_eq!(taken, ["a"], "the key's one place is taken once");
     assert_eq!(horizon, Some(later), "b waits for a's place, not for now");
+}
+
+/// Deleting a namespace removes its pauses and limits too: a namespace used again starts
+/// with nothing paused and no limits, while another namespace in the same file keeps its own.
+#[tokio::test]
+async fn delete_namespace_removes_its_pauses_and_limits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("leases.db");
+    let open_ns = |ns: &'static str| {
+        let path = path.clone();
+        async move {
+            SqliteBackend::open(SqliteConfig::file(&path).namespace(ns))
+                .await
+                .expect("open")
+        }
+    };
+    let (gone, kept) = (open_ns("gone").await, open_ns("kept").await);
+    let limit = ConcurrencyLimit::new(2).expect("limit");
+    for b in [&gone, &kept] {
+        b.pause(&PauseScope::Namespace).await.expect("pause");
+        b.set_concurrency_limit(&LimitScope::Default, Some(limit))
+            .await
+            .expect("limit");
+    }
+    gone.delete_namespace().await.expect("delete");
+    let again = open_ns("gone").await;
+    assert!(again.list_paused().await.expect("paused").is_empty());
+    assert_eq!(
+        again.concurrency_limits().await.expect("limits").default,
+        None
+    );
+    assert_eq!(
+        kept.list_paused().await.expect("paused"),
+        [PauseScope::Namespace]
+    );
+    assert_eq!(
+        kept.concurrency_limits().await.expect("limits").default,
+        Some(limit)
+    );
 }

@@ -9,3 +9,5 @@ DELETE FROM lease_starts WHERE namespace = ?1;
 DELETE FROM lease_wake_log WHERE namespace = ?1;
 DELETE FROM lease_effects WHERE namespace = ?1;
 DELETE FROM lease_store_waiters WHERE namespace = ?1;
+DELETE FROM lease_paused WHERE namespace = ?1;
+DELETE FROM lease_limits WHERE namespace = ?1;
