@@ -93,7 +93,12 @@ pub struct UiArgs {
     /// A secret every request must carry (`Authorization: Bearer TOKEN`, or open
     /// `/?access_token=TOKEN` once: the browser keeps it in a same-site cookie). Its value is
     /// never shown.
-    #[arg(long, env = "LEASE_UI_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "LEASE_UI_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub access_token: Option<String>,
     /// Show and accept the controls: cancel, pause, resume, retention's dry run.
     #[arg(long)]

@@ -18,11 +18,11 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use lease::ExecutionClientExt as _;
+use lease::postgres::{PostgresBackend, PostgresConfig};
+use lease::redis::{RedisBackend, RedisConfig};
 use lease::{
     Admission, ClaimRequest, ExecutionId, ExecutionLease, Json, LeaseBackend, StepKey, StepWrite,
 };
-use lease::postgres::{PostgresBackend, PostgresConfig};
-use lease::redis::{RedisBackend, RedisConfig};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -181,13 +181,22 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
 async fn namespace_page(c: &Client, base: &str, shots: bool) {
     c.goto(&format!("{base}/")).await.expect("open /");
     let counts = text_when(c, "#counts", |t| t.contains("admitted 3")).await;
-    for row in ["running 1", "completed 1", "failed 1", "total 6", "corrupt 0"] {
+    for row in [
+        "running 1",
+        "completed 1",
+        "failed 1",
+        "total 6",
+        "corrupt 0",
+    ] {
         assert!(counts.contains(row), "{row} in {counts:?}");
     }
     let failing = text_when(c, "#failing", |t| t.contains("flaky")).await;
     assert!(failing.contains("flaky 1 admitted"), "{failing:?}");
     let source = c.source().await.expect("source");
-    assert!(source.contains("name=\"csrf\""), "the forms carry the token");
+    assert!(
+        source.contains("name=\"csrf\""),
+        "the forms carry the token"
+    );
     screenshot(c, "namespace", shots).await;
 }
 
@@ -198,10 +207,16 @@ async fn execution_pages(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bo
         .await
         .expect("open done-1");
     let fields = text_when(c, "#record", |t| t.contains("completed")).await;
-    assert!(fields.contains(&format!("token {}", record.token)), "{fields:?}");
+    assert!(
+        fields.contains(&format!("token {}", record.token)),
+        "{fields:?}"
+    );
     let steps = text_when(c, "#steps", |t| t.contains("charge")).await;
     assert!(
-        steps.contains(&format!("charge 1 true {} {{\"receipt\":\"r-1\"}}", record.token)),
+        steps.contains(&format!(
+            "charge 1 true {} {{\"receipt\":\"r-1\"}}",
+            record.token
+        )),
         "each step with the token it was written under: {steps:?}"
     );
     screenshot(c, "execution", shots).await;
@@ -211,7 +226,10 @@ async fn execution_pages(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bo
     let title = text_when(c, "h1", |t| t.contains("esc")).await;
     assert_eq!(title, format!("Execution {MARKUP_ID}"));
     let elements = c
-        .execute("return document.querySelectorAll('h1 i, td i').length", vec![])
+        .execute(
+            "return document.querySelectorAll('h1 i, td i').length",
+            vec![],
+        )
         .await
         .expect("count");
     assert_eq!(elements, serde_json::json!(0), "markup in an id is text");
@@ -226,7 +244,10 @@ async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, sho
         .await
         .expect("open live-1");
     let lease = text_when(c, "#lease", |t| t.contains("live: token")).await;
-    assert!(lease.contains(&format!("token {}", first.token)), "{lease:?}");
+    assert!(
+        lease.contains(&format!("token {}", first.token)),
+        "{lease:?}"
+    );
     c.execute("window.stayed = true", vec![])
         .await
         .expect("mark the page");
@@ -249,7 +270,10 @@ async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, sho
         .await
         .expect("submit cancel");
     let result = text_when(c, "#result", |t| !t.is_empty()).await;
-    assert_eq!(result, "cancelled live-1; its running delivery's lease ended");
+    assert_eq!(
+        result,
+        "cancelled live-1; its running delivery's lease ended"
+    );
     screenshot(c, "cancelled", shots).await;
     let late = StepWrite {
         step_key: StepKey::new("late").expect("key"),

@@ -15,7 +15,13 @@ struct Answer {
 }
 
 /// Sends one HTTP/1.1 request to the console at `base` and reads the whole answer.
-async fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+async fn http(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
     let authority = base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(authority)
         .await
@@ -76,17 +82,38 @@ async fn a_read_only_console_shows_pages_and_has_no_controls() {
     assert!(console.line.contains("(read-only)"), "{}", console.line);
     let home = http(&console.base, "GET", "/", &[], "").await;
     assert_eq!(home.status, 200, "{home:?}");
-    assert!(home.head.contains("content-security-policy: default-src 'none'"), "{home:?}");
+    assert!(
+        home.head
+            .contains("content-security-policy: default-src 'none'"),
+        "{home:?}"
+    );
     assert!(home.body.contains("read-only"), "{home:?}");
     assert!(!home.body.contains("name=\"csrf\""), "no forms: {home:?}");
     let page = http(&console.base, "GET", "/execution?id=done-1", &[], "").await;
     assert!(page.body.contains("<td>completed</td>"), "{page:?}");
     let missing = http(&console.base, "GET", "/execution?id=nope", &[], "").await;
     assert_eq!(missing.status, 404, "{missing:?}");
-    let cancel = http(&console.base, "POST", "/cancel", &[], "id=busy&reason=x&csrf=x").await;
+    let cancel = http(
+        &console.base,
+        "POST",
+        "/cancel",
+        &[],
+        "id=busy&reason=x&csrf=x",
+    )
+    .await;
     assert_eq!(cancel.status, 404, "no control routes: {cancel:?}");
-    let rebound = http(&console.base, "GET", "/", &[("Host", "evil.example:8425")], "").await;
-    assert_eq!(rebound.status, 403, "a rebound name is refused: {rebound:?}");
+    let rebound = http(
+        &console.base,
+        "GET",
+        "/",
+        &[("Host", "evil.example:8425")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        rebound.status, 403,
+        "a rebound name is refused: {rebound:?}"
+    );
     assert_eq!(status_of(&url, "busy").await, "running");
 }
 
@@ -96,25 +123,50 @@ async fn forms_need_the_token_and_this_origin() {
     let console = common::console(&url, &["--allow-writes"], &[]).await;
     let home = http(&console.base, "GET", "/", &[], "").await;
     let token = csrf(&home.body);
-    let forged = http(&console.base, "POST", "/cancel", &[], "id=busy&reason=x&csrf=0").await;
+    let forged = http(
+        &console.base,
+        "POST",
+        "/cancel",
+        &[],
+        "id=busy&reason=x&csrf=0",
+    )
+    .await;
     assert_eq!(forged.status, 403, "{forged:?}");
     let body = format!("id=busy&reason=x&csrf={token}");
     let foreign = [("Origin", "http://evil.example")];
     let cross = http(&console.base, "POST", "/cancel", &foreign, &body).await;
     assert_eq!(cross.status, 403, "{cross:?}");
-    assert_eq!(status_of(&url, "busy").await, "running", "nothing was cancelled");
+    assert_eq!(
+        status_of(&url, "busy").await,
+        "running",
+        "nothing was cancelled"
+    );
     let own_origin = console.base.clone();
     let own = [("Origin", own_origin.as_str())];
     let done = http(&console.base, "POST", "/cancel", &own, &body).await;
     assert_eq!(done.status, 200, "{done:?}");
     assert!(done.body.contains("cancelled busy"), "{done:?}");
     assert_eq!(status_of(&url, "busy").await, "cancelled");
-    let again = http(&console.base, "POST", "/cancel", &own, &body.replace("busy", "done-1")).await;
+    let again = http(
+        &console.base,
+        "POST",
+        "/cancel",
+        &own,
+        &body.replace("busy", "done-1"),
+    )
+    .await;
     assert_eq!(again.status, 409, "a completed execution: {again:?}");
     let dry = format!("older_than=30d&csrf={token}");
     let purge = http(&console.base, "POST", "/purge-dry-run", &own, &dry).await;
     assert!(purge.body.contains("dry run: nothing purged"), "{purge:?}");
-    let pause = http(&console.base, "POST", "/pause", &own, &format!("workflow=&csrf={token}")).await;
+    let pause = http(
+        &console.base,
+        "POST",
+        "/pause",
+        &own,
+        &format!("workflow=&csrf={token}"),
+    )
+    .await;
     assert_eq!(pause.status, 200, "{pause:?}");
     let home = http(&console.base, "GET", "/", &[], "").await;
     assert!(home.body.contains("<td>namespace</td>"), "paused: {home:?}");
@@ -136,7 +188,14 @@ async fn another_address_needs_the_access_token() {
     assert_eq!(with.status, 200, "{with:?}");
     let wrong = http(&console.base, "GET", "/?access_token=nope", &[], "").await;
     assert_eq!(wrong.status, 401, "{wrong:?}");
-    let handed = http(&console.base, "GET", &format!("/?access_token={secret}"), &[], "").await;
+    let handed = http(
+        &console.base,
+        "GET",
+        &format!("/?access_token={secret}"),
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(handed.status, 303, "{handed:?}");
     assert!(
         handed.head.contains("httponly; samesite=strict"),

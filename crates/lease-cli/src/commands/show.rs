@@ -51,14 +51,17 @@ pub async fn fetch(
     limit: u32,
     limits: &Limits,
 ) -> Result<(ExecutionRecord, StepPage), Failure> {
-    let execution = ExecutionId::new(id)
-        .map_err(|e| Failure::Usage(format!("execution id {id:?}: {e}")))?;
+    let execution =
+        ExecutionId::new(id).map_err(|e| Failure::Usage(format!("execution id {id:?}: {e}")))?;
     let record = limits
         .call("get", backend.get(&execution))
         .await?
         .ok_or_else(|| Failure::Failed(format!("no execution {id:?}")))?;
     let page = limits
-        .call("list_steps_page", backend.list_steps_page(&execution, after, limit))
+        .call(
+            "list_steps_page",
+            backend.list_steps_page(&execution, after, limit),
+        )
         .await?;
     Ok((record, page))
 }

@@ -148,7 +148,10 @@ pub async fn purge_dry_run(State(ui): State<Arc<Ui>>, Form(f): Form<PurgeForm>) 
             };
             purge::run(&*ui.backend, &args, &ui.limits).await
         }
-        Err(e) => Err(Failure::Usage(format!("older than {:?}: {e}", f.older_than))),
+        Err(e) => Err(Failure::Usage(format!(
+            "older than {:?}: {e}",
+            f.older_than
+        ))),
     };
     answer(&ui, "Purge (dry run)", result, "/")
 }

@@ -110,7 +110,11 @@ fn random_hex() -> String {
 
 /// Equality that takes as long for every string of one length.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -140,7 +144,10 @@ pub async fn check(State(ui): State<Arc<Ui>>, request: Request, next: Next) -> R
     let guard = &ui.guard;
     let headers = request.headers();
     if !guard.host_ok(headers) {
-        return refuse(StatusCode::FORBIDDEN, "this server answers to 127.0.0.1 only");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this server answers to 127.0.0.1 only",
+        );
     }
     if let Some(response) = hand_over_token(guard, &request) {
         return response;
@@ -188,7 +195,8 @@ fn refuse(status: StatusCode, message: &'static str) -> Response {
 }
 
 /// Headers on every answer: scripts only from this server (the page's one script, no
-/// inline code), no framing, no caching, no referrer.
+/// inline code), no framing, no caching, no referrer to other sites (`no-referrer` would make
+/// the browser send `Origin: null` with the forms).
 fn protect(headers: &mut HeaderMap) {
     let fixed: [(header::HeaderName, &'static str); 5] = [
         (
@@ -199,7 +207,7 @@ fn protect(headers: &mut HeaderMap) {
         ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::X_FRAME_OPTIONS, "DENY"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
     ];
     for (name, value) in fixed {
@@ -239,7 +247,10 @@ mod tests {
         assert!(!g.form_ok(&g.csrf[..63]));
         assert!(!g.form_ok(""));
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=b; lease_ui_token=x"));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=b; lease_ui_token=x"),
+        );
         assert_eq!(cookie(&h), Some("x"));
     }
 
@@ -249,9 +260,15 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8425"));
         assert!(g.host_ok(&h) && origin_ok(&h));
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:8425"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8425"),
+        );
         assert!(origin_ok(&h));
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://evil.example"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
         assert!(!origin_ok(&h));
         h.insert(header::HOST, HeaderValue::from_static("evil.example:8425"));
         assert!(!g.host_ok(&h));

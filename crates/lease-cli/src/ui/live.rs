@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::header;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use lease::WakeReceiver;
 use tokio::time::Instant;
@@ -36,7 +36,10 @@ document.body.dataset.pushes=String(Number(document.body.dataset.pushes||0)+1);}
 
 /// `GET /live.js`.
 pub async fn script() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT)
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
 }
 
 /// What one stream renders.

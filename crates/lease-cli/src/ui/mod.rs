@@ -69,9 +69,17 @@ pub async fn serve(
         allow_writes: args.allow_writes,
         refresh: args.refresh,
     });
-    let mode = if args.allow_writes { "read-write" } else { "read-only" };
+    let mode = if args.allow_writes {
+        "read-write"
+    } else {
+        "read-only"
+    };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "lease ui: serving http://{local}/ ({mode}) for {}", ui.shown);
+    let _ = writeln!(
+        out,
+        "lease ui: serving http://{local}/ ({mode}) for {}",
+        ui.shown
+    );
     let _ = out.flush();
     drop(out);
     axum::serve(listener, router(ui))

@@ -12,8 +12,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use lease::{
-    EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus, HeapRecord,
-    StatusCounts, StepCursor, StepKey, StepPage, Timestamp,
+    EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus, HeapRecord, StatusCounts,
+    StepCursor, StepKey, StepPage, Timestamp,
 };
 use serde::Deserialize;
 
@@ -131,7 +131,10 @@ pub async fn namespace_fragment(ui: &Ui) -> String {
     match pause::paused(b, &ui.limits).await {
         Ok(scopes) if scopes.is_empty() => out.push_str(&para("note", "nothing is paused")),
         Ok(scopes) => {
-            let rows: Vec<_> = scopes.iter().map(|s| vec![escape(&s.to_string())]).collect();
+            let rows: Vec<_> = scopes
+                .iter()
+                .map(|s| vec![escape(&s.to_string())])
+                .collect();
             out.push_str(&table("paused", &["scope"], &rows));
         }
         Err(e) => out.push_str(&para("note", &e.to_string())),
@@ -208,12 +211,16 @@ pub async fn execution_fragment(
 
 /// The time until the record changes with the clock: lease expiry, or the due instant.
 fn next_change(record: &ExecutionRecord, now: Timestamp) -> Option<Duration> {
-    [record.lease_expires_at, record.due_at, record.wake_after_claim]
-        .into_iter()
-        .flatten()
-        .filter(|t| *t > now)
-        .map(|t| Duration::from_millis(u64::try_from(t.as_millis() - now.as_millis()).unwrap_or(0)))
-        .min()
+    [
+        record.lease_expires_at,
+        record.due_at,
+        record.wake_after_claim,
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|t| *t > now)
+    .map(|t| Duration::from_millis(u64::try_from(t.as_millis() - now.as_millis()).unwrap_or(0)))
+    .min()
 }
 
 /// The lease now, and the history the stored fields tell (DESIGN: no backend keeps more).
@@ -245,7 +252,10 @@ fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> S
         if written.is_empty() {
             "no step records on this page".to_owned()
         } else {
-            format!("step records on this page were written under {}", written.join("; "))
+            format!(
+                "step records on this page were written under {}",
+                written.join("; ")
+            )
         },
     ];
     let items: String = history
@@ -309,7 +319,11 @@ async fn effect_of(ui: &Ui, id: &ExecutionId, step: &StepKey) -> String {
     let Ok(effect) = EffectId::for_step(id, step) else {
         return "-".to_owned();
     };
-    match ui.limits.call("read_effect", effects.read_effect(&effect)).await {
+    match ui
+        .limits
+        .call("read_effect", effects.read_effect(&effect))
+        .await
+    {
         Ok(Some(e)) => match e.state {
             EffectState::Pending => format!("pending since {}", instant(Some(e.begun_at))),
             EffectState::Settled(v) => format!(

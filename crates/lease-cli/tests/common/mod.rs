@@ -355,11 +355,14 @@ pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console 
         .expect("spawn lease ui");
     let stdout = child.stdout.take().expect("stdout");
     let lines = tokio::io::BufReader::new(stdout);
-    let line = tokio::time::timeout(RUN_LIMIT, tokio::io::AsyncBufReadExt::lines(lines).next_line())
-        .await
-        .expect("lease ui prints its address in time")
-        .expect("read lease ui's output")
-        .expect("lease ui printed a line");
+    let line = tokio::time::timeout(
+        RUN_LIMIT,
+        tokio::io::AsyncBufReadExt::lines(lines).next_line(),
+    )
+    .await
+    .expect("lease ui prints its address in time")
+    .expect("read lease ui's output")
+    .expect("lease ui printed a line");
     let base = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -368,4 +371,3 @@ pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console 
         .to_owned();
     Console { child, base, line }
 }
-
