@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
-use super::Ui;
 use super::html::{escape, execution_href, page, para};
+use super::state::Ui;
 use crate::cli::{CancelArgs, PauseArgs, PurgeArgs};
 use crate::commands::{cancel as cancel_cmd, pause as pause_cmd, purge};
 use crate::failure::Failure;

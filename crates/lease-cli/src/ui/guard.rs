@@ -15,7 +15,6 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::Ui;
 use crate::failure::Failure;
 
 /// The cookie that carries the access token.
@@ -140,8 +139,8 @@ fn origin_ok(headers: &HeaderMap) -> bool {
 }
 
 /// The middleware in front of every route.
-pub async fn check(State(ui): State<Arc<Ui>>, request: Request, next: Next) -> Response {
-    let guard = &ui.guard;
+pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let guard = &*guard;
     let headers = request.headers();
     if !guard.host_ok(headers) {
         return refuse(

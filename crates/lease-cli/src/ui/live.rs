@@ -16,9 +16,9 @@ use futures::Stream;
 use lease::WakeReceiver;
 use tokio::time::Instant;
 
-use super::Ui;
 use super::html::para;
 use super::pages::{self, ExecutionQuery};
+use super::state::Ui;
 
 /// With wake-ups, the longest a page goes without a fresh read (writes that signal nothing,
 /// such as step writes and terminal acknowledgements, show within this).

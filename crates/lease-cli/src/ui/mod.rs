@@ -10,11 +10,11 @@ mod guard;
 mod html;
 mod live;
 mod pages;
+mod state;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -25,16 +25,7 @@ use crate::connect::Limits;
 use crate::failure::Failure;
 use crate::output::Output;
 
-/// What every handler shares.
-pub struct Ui {
-    backend: Arc<dyn LeaseBackend>,
-    limits: Limits,
-    guard: guard::Guard,
-    allow_writes: bool,
-    refresh: Duration,
-    /// The backend as the header shows it: its kind, namespace and URL, password redacted.
-    shown: String,
-}
+use self::state::Ui;
 
 /// Refuses, before connecting, a listening address that needs an access token and has none,
 /// or a token too weak to use.
@@ -65,7 +56,7 @@ pub async fn serve(
         ),
         backend,
         limits,
-        guard: guard::Guard::new(local, args.access_token.as_deref())?,
+        guard: Arc::new(guard::Guard::new(local, args.access_token.as_deref())?),
         allow_writes: args.allow_writes,
         refresh: args.refresh,
     });
@@ -108,7 +99,7 @@ fn router(ui: Arc<Ui>) -> Router {
     }
     router
         .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&ui),
+            Arc::clone(&ui.guard),
             guard::check,
         ))
         .with_state(ui)

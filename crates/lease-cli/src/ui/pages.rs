@@ -17,9 +17,9 @@ use lease::{
 };
 use serde::Deserialize;
 
-use super::Ui;
 use super::controls;
 use super::html::{escape, execution_href, execution_link, page, para, query_value, table};
+use super::state::Ui;
 use crate::commands::{corrupt, failing, pause, show, status};
 use crate::failure::Failure;
 use crate::output::instant;
