@@ -98,6 +98,21 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease-cli"],
         &[Service::Postgres, Service::Redis],
     ),
+    // `lease ui` in a real browser: Debian's headless Chromium through chromedriver (setup
+    // installs chromium and chromium-driver; a missing one fails the row) against the console
+    // on SQLite, PostgreSQL and Redis.
+    Backend::new(
+        "browser",
+        &[
+            "-p",
+            "lease-cli",
+            "--features",
+            "lease-cli/browser-tests",
+            "--test",
+            "browser",
+        ],
+        &[Service::Postgres, Service::Redis],
+    ),
     // The lease-worker runtime processes (SIGKILL, SIGSTOP) and the order-42 demo, on every
     // backend.
     Backend::new(

@@ -1,6 +1,7 @@
 //! What test-all sets up before its rows run (issue 25 item 23): the shared PostgreSQL and
 //! Redis on their default ports when they are down and startable, a Docker engine for the
-//! `containers` row, and the tools of the torture row (libfaketime, nft, ip). As root with
+//! `containers` row, the tools of the torture row (libfaketime, nft, ip), and Chromium with
+//! its driver for the `browser` row. As root with
 //! apt-get it installs the Debian packages that are missing and says so; otherwise it fails
 //! naming the one command to run. [`plan`] is the decision, [`apply`] carries it out.
 
@@ -23,6 +24,8 @@ pub struct Needs {
     pub docker: bool,
     /// libfaketime and nft/ip (the `torture` row's clock-skew and network-fault tests).
     pub torture_tools: bool,
+    /// Chromium and chromedriver (the `browser` row).
+    pub browser: bool,
 }
 
 impl Needs {
@@ -34,6 +37,7 @@ impl Needs {
             redis: uses(Service::Redis),
             docker: uses(Service::PostgresContainer) || uses(Service::RedisContainer),
             torture_tools: backends.iter().any(|b| b.name == "torture"),
+            browser: backends.iter().any(|b| b.name == "browser"),
         }
     }
 }
@@ -57,6 +61,8 @@ pub struct State {
     pub faketime: bool,
     /// `nft` and `ip` are on PATH.
     pub nft_and_ip: bool,
+    /// `chromium` and `chromedriver` are on PATH.
+    pub browser: bool,
     /// Running as root.
     pub root: bool,
     /// `apt-get` is on PATH.
@@ -104,6 +110,9 @@ pub fn plan(needs: Needs, state: State) -> Plan {
     }
     if needs.torture_tools && !state.nft_and_ip {
         packages.extend(["nftables", "iproute2"]);
+    }
+    if needs.browser && !state.browser {
+        packages.extend(["chromium", "chromium-driver"]);
     }
     let can_install = state.root && state.apt;
     if !packages.is_empty() {
@@ -190,6 +199,7 @@ pub fn state() -> State {
         dockerd_installed: on_path("dockerd"),
         faketime: faketime_installed(),
         nft_and_ip: on_path("nft") && on_path("ip"),
+        browser: on_path("chromium") && on_path("chromedriver"),
         root,
         apt: on_path("apt-get"),
     }
@@ -312,6 +322,7 @@ mod tests {
         redis: true,
         docker: true,
         torture_tools: true,
+        browser: true,
     };
 
     fn fresh_root() -> State {
@@ -337,7 +348,9 @@ mod tests {
                     "faketime",
                     "libfaketime",
                     "nftables",
-                    "iproute2"
+                    "iproute2",
+                    "chromium",
+                    "chromium-driver"
                 ]),
                 Step::StartDockerd,
             ]
@@ -354,6 +367,7 @@ mod tests {
             dockerd_installed: true,
             faketime: true,
             nft_and_ip: true,
+            browser: true,
             ..fresh_root()
         };
         assert_eq!(plan(ALL, ready), Plan::default());
@@ -382,7 +396,8 @@ mod tests {
         assert_eq!(p.steps, [Step::StartPostgres, Step::StartRedis]);
         assert_eq!(p.problems.len(), 3, "{:?}", p.problems);
         assert!(p.problems[0].contains(
-            "`sudo apt-get install -y docker.io faketime libfaketime nftables iproute2`"
+            "`sudo apt-get install -y docker.io faketime libfaketime nftables iproute2 chromium \
+             chromium-driver`"
         ));
         assert!(p.problems[1].contains("`sudo dockerd --bridge=none --iptables=false &`"));
         assert!(p.problems[2].contains("`sudo cargo xtask test-all`"));

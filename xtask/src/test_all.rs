@@ -21,8 +21,9 @@ With --backend (repeatable) only the named backends run. Exits non-zero if anyth
 
 First it sets up what the selected rows need: PostgreSQL and Redis on their default ports
 when down (pg_ctlcluster, redis-server), a Docker engine for `containers` (dockerd
---bridge=none --iptables=false), libfaketime, nft and ip for `torture`; as root with apt-get
-it installs the missing Debian packages (docker.io, faketime libfaketime, nftables iproute2),
+--bridge=none --iptables=false), libfaketime, nft and ip for `torture`, Chromium and its driver
+for `browser`; as root with apt-get it installs the missing Debian packages (docker.io,
+faketime libfaketime, nftables iproute2, chromium chromium-driver),
 otherwise the `setup` check fails naming the command to run.
 PostgreSQL and Redis are found in this order: LEASE_POSTGRES_URL / LEASE_REDIS_URL; a server
 on 127.0.0.1:5432 / 6379; a throwaway server from local binaries (initdb+pg_ctl, run as user

@@ -1,5 +1,6 @@
 //! The command line (clap derive, generated `--help`): global options and the subcommands.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -76,6 +77,35 @@ pub enum Command {
     /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
     /// catch-up policy, last admitted and next occurrence. Reads only.
     Schedules(SchedulesArgs),
+    /// The operator console in a browser: the namespace and each execution as pages that
+    /// update live (server-sent events driven by the backend's wake-ups), with cancel, pause,
+    /// resume and retention's dry run when `--allow-writes`. Serves until stopped.
+    Ui(UiArgs),
+}
+
+/// `ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The address to listen on. Any other than the default's 127.0.0.1 requires
+    /// `--access-token`.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8425")]
+    pub listen: SocketAddr,
+    /// A secret every request must carry (`Authorization: Bearer TOKEN`, or open
+    /// `/?access_token=TOKEN` once: the browser keeps it in a same-site cookie). Its value is
+    /// never shown.
+    #[arg(
+        long,
+        env = "LEASE_UI_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub access_token: Option<String>,
+    /// Show and accept the controls: cancel, pause, resume, retention's dry run.
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// On a backend without wake-ups, how often an open page re-reads the store.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub refresh: Duration,
 }
 
 /// `cancel`.

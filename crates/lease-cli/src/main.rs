@@ -1,6 +1,6 @@
 //! `lease`, the operator command of execution leases (issue 15; retention of issue 12):
 //! `status`, `failing`, `show ID`, `corrupt`, `purge --older-than DURATION` and `schedules` on any
-//! backend URL ([`lease::open()`]), as a table or `--json`.
+//! backend URL ([`lease::open()`]), as a table or `--json`; `ui`, the same in a browser.
 //!
 //! Every failure is one line on standard error, `lease: error: ...`, with exit status 1
 //! (the operation failed: unreachable server, unknown id, backend error) or 2 (bad usage:
@@ -13,6 +13,7 @@ mod connect;
 mod failure;
 mod output;
 mod table;
+mod ui;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use clap::Parser as _;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command};
 use crate::connect::Limits;
 use crate::failure::Failure;
 
@@ -80,6 +81,11 @@ fn execute(cli: &Cli) -> Result<String, Failure> {
         .build()
         .map_err(|e| Failure::Failed(format!("cannot start the runtime: {e}")))?;
     let result = runtime.block_on(async {
+        if let Command::Ui(args) = &cli.command {
+            ui::check(args)?;
+            let backend = connect::open(url, &limits).await?;
+            return ui::serve(backend, args, limits, url).await;
+        }
         let backend = connect::open(url, &limits).await?;
         commands::run(&*backend, &cli.command, &limits).await
     });

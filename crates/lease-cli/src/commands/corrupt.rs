@@ -1,6 +1,6 @@
 //! `lease corrupt`: records the backend cannot decode ([`lease::ExecutionClient::list_corrupt`]).
 
-use lease::LeaseBackend;
+use lease::{CorruptRecord, LeaseBackend};
 use serde_json::json;
 
 use crate::cli::CorruptArgs;
@@ -15,9 +15,7 @@ pub async fn run(
     args: &CorruptArgs,
     limits: &Limits,
 ) -> Result<Output, Failure> {
-    let records = limits
-        .call("list_corrupt", backend.list_corrupt(args.limit))
-        .await?;
+    let records = records(backend, args.limit, limits).await?;
     let json = records
         .iter()
         .map(|r| json!({ "id": r.id, "problem": r.problem }))
@@ -35,4 +33,16 @@ pub async fn run(
         text,
         json: serde_json::Value::Array(json),
     })
+}
+
+/// At most `limit` undecodable records (the data `corrupt` and the console's namespace page
+/// show).
+pub async fn records(
+    backend: &dyn LeaseBackend,
+    limit: usize,
+    limits: &Limits,
+) -> Result<Vec<CorruptRecord>, Failure> {
+    limits
+        .call("list_corrupt", backend.list_corrupt(limit))
+        .await
 }

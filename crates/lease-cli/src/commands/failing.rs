@@ -14,13 +14,24 @@ pub async fn run(
     args: &FailingArgs,
     limits: &Limits,
 ) -> Result<Output, Failure> {
-    let records = limits
-        .call("list_failing", backend.list_failing(args.min, args.limit))
-        .await?;
+    let records = records(backend, args.min, args.limit, limits).await?;
     Ok(Output {
         text: table(&records),
         json: to_json(&records),
     })
+}
+
+/// At most `limit` executions with at least `min` unacknowledged deliveries (the data
+/// `failing` and the console's namespace page show).
+pub async fn records(
+    backend: &dyn LeaseBackend,
+    min: u32,
+    limit: usize,
+    limits: &Limits,
+) -> Result<Vec<ExecutionRecord>, Failure> {
+    limits
+        .call("list_failing", backend.list_failing(min, limit))
+        .await
 }
 
 /// One row per execution; a line saying so when there is none.

@@ -1,15 +1,15 @@
 //! The subcommands, each one function from the open backend and its arguments to an
 //! [`Output`].
 
-mod cancel;
-mod corrupt;
-mod failing;
+pub mod cancel;
+pub mod corrupt;
+pub mod failing;
 mod limits;
-mod pause;
-mod purge;
+pub mod pause;
+pub mod purge;
 mod schedules;
-mod show;
-mod status;
+pub mod show;
+pub mod status;
 
 use lease::LeaseBackend;
 
@@ -35,5 +35,8 @@ pub async fn run(
         Command::Resume(args) => pause::run(backend, args, true, limits).await,
         Command::Limits(args) => limits::run(backend, args, limits).await,
         Command::Schedules(args) => schedules::run(backend, args, limits).await,
+        Command::Ui(_) => Err(Failure::Usage(
+            "`ui` serves pages; it runs from main, not as a one-shot command".to_owned(),
+        )),
     }
 }

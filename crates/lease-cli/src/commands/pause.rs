@@ -44,8 +44,16 @@ pub async fn run(
     })
 }
 
+/// The paused scopes (the data `pause --list` and the console's namespace page show).
+pub async fn paused(
+    backend: &dyn LeaseBackend,
+    limits: &Limits,
+) -> Result<Vec<PauseScope>, Failure> {
+    limits.call("list_paused", backend.list_paused()).await
+}
+
 async fn list(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Output, Failure> {
-    let paused = limits.call("list_paused", backend.list_paused()).await?;
+    let paused = paused(backend, limits).await?;
     let mut table = Table::new(&["PAUSED"]);
     for scope in &paused {
         table.row(vec![scope.to_string()]);

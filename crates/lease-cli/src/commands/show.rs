@@ -21,20 +21,9 @@ pub async fn run(
     args: &ShowArgs,
     limits: &Limits,
 ) -> Result<Output, Failure> {
-    let id = ExecutionId::new(args.id.as_str())
-        .map_err(|e| Failure::Usage(format!("execution id {:?}: {e}", args.id)))?;
-    let record = limits
-        .call("get", backend.get(&id))
-        .await?
-        .ok_or_else(|| Failure::Failed(format!("no execution {:?}", args.id)))?;
     let after = cursor(args)?;
     let limit = args.limit;
-    let page = limits
-        .call(
-            "list_steps_page",
-            backend.list_steps_page(&id, after.as_ref(), limit),
-        )
-        .await?;
+    let (record, page) = fetch(backend, &args.id, after.as_ref(), limit, limits).await?;
     let text = format!(
         "{}\n{}{}",
         record_table(&record),
@@ -50,6 +39,31 @@ pub async fn run(
             "next": to_json(&page.next()),
         }),
     })
+}
+
+/// The record of execution `id` and one page of its step records (the data `show` and the
+/// console's execution page show): an id no execution has is a failure, an id no execution
+/// could have is a usage error.
+pub async fn fetch(
+    backend: &dyn LeaseBackend,
+    id: &str,
+    after: Option<&StepCursor>,
+    limit: u32,
+    limits: &Limits,
+) -> Result<(ExecutionRecord, StepPage), Failure> {
+    let execution =
+        ExecutionId::new(id).map_err(|e| Failure::Usage(format!("execution id {id:?}: {e}")))?;
+    let record = limits
+        .call("get", backend.get(&execution))
+        .await?
+        .ok_or_else(|| Failure::Failed(format!("no execution {id:?}")))?;
+    let page = limits
+        .call(
+            "list_steps_page",
+            backend.list_steps_page(&execution, after, limit),
+        )
+        .await?;
+    Ok((record, page))
 }
 
 /// `--after KEY --after-attempt N` as a cursor; a key no step could have is a usage error.
@@ -92,11 +106,20 @@ fn shell_word(text: &str) -> String {
 
 /// The record as field/value lines.
 fn record_table(r: &ExecutionRecord) -> String {
+    let mut t = Table::new(&["FIELD", "VALUE"]);
+    for (name, value) in record_fields(r) {
+        t.row(vec![name.into(), value]);
+    }
+    t.render()
+}
+
+/// The record's fields by name, as `show` and the console's execution page list them.
+pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 13] {
     let (outcome, value) = match &r.outcome {
         Some(o) => (o.status().as_str(), o.text().to_owned()),
         None => ("-", "-".to_owned()),
     };
-    let fields: [(&str, String); 13] = [
+    [
         ("id", r.id.to_string()),
         ("status", r.status.as_str().into()),
         ("workflow", opt(r.workflow.as_ref())),
@@ -113,12 +136,7 @@ fn record_table(r: &ExecutionRecord) -> String {
         ("ever suspended", r.ever_suspended.to_string()),
         ("outcome", outcome.into()),
         ("outcome value", value),
-    ];
-    let mut t = Table::new(&["FIELD", "VALUE"]);
-    for (name, value) in fields {
-        t.row(vec![name.into(), value]);
-    }
-    t.render()
+    ]
 }
 
 /// The step records, by step key then attempt.

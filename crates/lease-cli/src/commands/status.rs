@@ -7,11 +7,14 @@ use crate::failure::Failure;
 use crate::output::{Output, to_json};
 use crate::table::Table;
 
+/// The counts by effective status (the data `status` and the console's namespace page show).
+pub async fn counts(backend: &dyn LeaseBackend, limits: &Limits) -> Result<StatusCounts, Failure> {
+    limits.call("status_counts", backend.status_counts()).await
+}
+
 /// Counts by effective status, the total, and the undecodable records.
 pub async fn run(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Output, Failure> {
-    let counts = limits
-        .call("status_counts", backend.status_counts())
-        .await?;
+    let counts = counts(backend, limits).await?;
     let mut table = Table::new(&["STATUS", "COUNT"]);
     for status in StatusCounts::STATUSES {
         table.row(vec![status.as_str().into(), counts.of(status).to_string()]);

@@ -325,3 +325,49 @@ async fn check_purge(url: &str, backend: &Arc<dyn LeaseBackend>) {
         .await
         .assert_error(1, "no execution");
 }
+
+/// The console process and the address it serves.
+pub struct Console {
+    pub child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The line it printed.
+    pub line: String,
+}
+
+/// Starts `lease --url URL ui ARGS` (on `--listen 127.0.0.1:0` unless `ARGS` name another)
+/// with `env` and reads its address.
+pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_lease"));
+    command.args(["--url", url, "ui"]).args(args);
+    if !args.contains(&"--listen") {
+        command.args(["--listen", "127.0.0.1:0"]);
+    }
+    command
+        .env_remove("LEASE_UI_TOKEN")
+        .envs(env.iter().copied());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lease ui");
+    let stdout = child.stdout.take().expect("stdout");
+    let lines = tokio::io::BufReader::new(stdout);
+    let line = tokio::time::timeout(
+        RUN_LIMIT,
+        tokio::io::AsyncBufReadExt::lines(lines).next_line(),
+    )
+    .await
+    .expect("lease ui prints its address in time")
+    .expect("read lease ui's output")
+    .expect("lease ui printed a line");
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches('/')
+        .to_owned();
+    Console { child, base, line }
+}

@@ -1,0 +1,187 @@
+//! The controls, with `--allow-writes` only: cancel, pause, resume and retention's dry run,
+//! each a POST form carrying the server's CSRF token, each running the command of the same
+//! name ([`crate::commands`]) and showing what it printed.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+
+use super::html::{escape, execution_href, page, para};
+use super::state::Ui;
+use crate::cli::{CancelArgs, PauseArgs, PurgeArgs};
+use crate::commands::{cancel as cancel_cmd, pause as pause_cmd, purge};
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// The hidden field every form carries.
+fn csrf_field(ui: &Ui) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        escape(ui.guard.csrf())
+    )
+}
+
+/// Why the page has no forms.
+fn read_only() -> String {
+    para(
+        "note",
+        "read-only: start `lease ui --allow-writes` for cancel, pause, resume and purge's dry run",
+    )
+}
+
+/// The execution page's control: cancel, with a reason.
+pub fn execution_forms(ui: &Ui, id: &str) -> String {
+    if !ui.allow_writes {
+        return read_only();
+    }
+    format!(
+        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\">{}\
+         <input type=\"hidden\" name=\"id\" value=\"{}\">\
+         <input name=\"reason\" size=\"40\" value=\"cancelled from the console\"> \
+         <button type=\"submit\">Cancel this execution</button></form>\n",
+        csrf_field(ui),
+        escape(id)
+    )
+}
+
+/// The namespace page's controls: open by id; pause, resume, retention's dry run.
+pub fn namespace_forms(ui: &Ui) -> String {
+    let mut out = String::from(
+        "<h2>Open an execution</h2>\n<form id=\"open\" method=\"get\" action=\"/execution\">\
+         <input name=\"id\" size=\"40\" placeholder=\"execution id\"> \
+         <button type=\"submit\">Show</button></form>\n",
+    );
+    if !ui.allow_writes {
+        out.push_str(&read_only());
+        return out;
+    }
+    let csrf = csrf_field(ui);
+    out.push_str(&format!(
+        "<h2>Controls</h2>\n<form id=\"pause\" method=\"post\" action=\"/pause\">{csrf}\
+         <input name=\"workflow\" placeholder=\"workflow (empty: the namespace)\"> \
+         <button type=\"submit\">Pause</button> \
+         <button type=\"submit\" formaction=\"/resume\">Resume</button></form>\n\
+         <form id=\"purge\" method=\"post\" action=\"/purge-dry-run\">{csrf}\
+         purge executions that ended more than <input name=\"older_than\" value=\"30d\" \
+         size=\"6\"> ago: <button type=\"submit\">Dry run</button></form>\n"
+    ));
+    out
+}
+
+/// A submitted cancel.
+#[derive(Debug, Deserialize)]
+pub struct CancelForm {
+    csrf: String,
+    id: String,
+    reason: String,
+}
+
+/// A submitted pause or resume.
+#[derive(Debug, Deserialize)]
+pub struct PauseForm {
+    csrf: String,
+    #[serde(default)]
+    workflow: String,
+}
+
+/// A submitted dry run.
+#[derive(Debug, Deserialize)]
+pub struct PurgeForm {
+    csrf: String,
+    older_than: String,
+}
+
+/// `POST /cancel`: `lease cancel ID --reason TEXT`.
+pub async fn cancel(State(ui): State<Arc<Ui>>, Form(f): Form<CancelForm>) -> Response {
+    if !ui.guard.form_ok(&f.csrf) {
+        return forged();
+    }
+    let back = execution_href(&f.id);
+    let args = CancelArgs {
+        id: f.id,
+        reason: f.reason,
+    };
+    let result = cancel_cmd::run(&*ui.backend, &args, &ui.limits).await;
+    answer(&ui, "Cancel", result, &back)
+}
+
+/// `POST /pause`: `lease pause [--workflow NAME]`.
+pub async fn pause(State(ui): State<Arc<Ui>>, Form(f): Form<PauseForm>) -> Response {
+    pause_or_resume(&ui, f, false).await
+}
+
+/// `POST /resume`: `lease resume [--workflow NAME]`.
+pub async fn resume(State(ui): State<Arc<Ui>>, Form(f): Form<PauseForm>) -> Response {
+    pause_or_resume(&ui, f, true).await
+}
+
+async fn pause_or_resume(ui: &Ui, f: PauseForm, resume: bool) -> Response {
+    if !ui.guard.form_ok(&f.csrf) {
+        return forged();
+    }
+    let workflow = f.workflow.trim();
+    let args = PauseArgs {
+        workflow: (!workflow.is_empty()).then(|| workflow.to_owned()),
+        list: false,
+    };
+    let result = pause_cmd::run(&*ui.backend, &args, resume, &ui.limits).await;
+    let title = if resume { "Resume" } else { "Pause" };
+    answer(ui, title, result, "/")
+}
+
+/// `POST /purge-dry-run`: `lease purge --older-than D --dry-run` (purges nothing).
+pub async fn purge_dry_run(State(ui): State<Arc<Ui>>, Form(f): Form<PurgeForm>) -> Response {
+    if !ui.guard.form_ok(&f.csrf) {
+        return forged();
+    }
+    let result = match humantime::parse_duration(f.older_than.trim()) {
+        Ok(older_than) => {
+            let args = PurgeArgs {
+                older_than,
+                batch: 1,
+                dry_run: true,
+                force: false,
+            };
+            purge::run(&*ui.backend, &args, &ui.limits).await
+        }
+        Err(e) => Err(Failure::Usage(format!(
+            "older than {:?}: {e}",
+            f.older_than
+        ))),
+    };
+    answer(&ui, "Purge (dry run)", result, "/")
+}
+
+/// A form without this server's CSRF token: made elsewhere, refused, nothing done.
+fn forged() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "refused: the form does not carry this server's token",
+    )
+        .into_response()
+}
+
+/// What the command printed, or its error, and the way back.
+fn answer(ui: &Ui, title: &str, result: Result<Output, Failure>, back: &str) -> Response {
+    let (status, class, text) = match result {
+        Ok(out) => (StatusCode::OK, "message", out.text),
+        Err(e) => {
+            let status = match e {
+                Failure::Usage(_) => StatusCode::BAD_REQUEST,
+                Failure::AlreadyEnded(_) => StatusCode::CONFLICT,
+                Failure::Failed(_) => StatusCode::BAD_GATEWAY,
+            };
+            (status, "error", e.to_string())
+        }
+    };
+    let body = format!(
+        "<p id=\"result\" class=\"{class}\">{}</p>\n<p><a id=\"back\" href=\"{}\">back</a></p>\n",
+        escape(text.trim_end()),
+        escape(back)
+    );
+    (status, Html(page(title, &ui.shown, &body))).into_response()
+}

@@ -1,0 +1,142 @@
+//! Live pages: each open page holds one server-sent event stream; the server renders the
+//! page's live part again when the backend signals a wake-up (the dispatcher's
+//! `wakeups()`), when the page's own record changes by the clock (its lease expires, it
+//! falls due), or, without wake-ups, every `--refresh`; and pushes it only when it
+//! changed. No open page, no stream, no receiver and no reads (DESIGN "Console").
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use lease::WakeReceiver;
+use tokio::time::Instant;
+
+use super::html::para;
+use super::pages::{self, ExecutionQuery};
+use super::state::Ui;
+
+/// With wake-ups, the longest a page goes without a fresh read (writes that signal nothing,
+/// such as step writes and terminal acknowledgements, show within this).
+const MAX_QUIET: Duration = Duration::from_secs(15);
+/// The shortest gap between two reads for one page (a burst of wake-ups costs one read).
+const MIN_GAP: Duration = Duration::from_millis(250);
+/// Past the instant a record changes by the clock, so the backend clock has passed it too.
+const PAST_INSTANT: Duration = Duration::from_millis(20);
+
+/// The page's script: replace the live part with each pushed event.
+const SCRIPT: &str = "(function(){var el=document.getElementById('live');\
+if(!el||!window.EventSource)return;var es=new EventSource(el.dataset.events);\
+es.onmessage=function(e){el.innerHTML=e.data;\
+document.body.dataset.pushes=String(Number(document.body.dataset.pushes||0)+1);};})();\n";
+
+/// `GET /live.js`.
+pub async fn script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
+}
+
+/// What one stream renders.
+enum Watched {
+    Namespace,
+    Execution(ExecutionQuery),
+}
+
+/// One stream's state between pushes.
+struct Live {
+    ui: Arc<Ui>,
+    watched: Watched,
+    wake: Option<WakeReceiver>,
+    last: Option<String>,
+    rendered_at: Option<Instant>,
+    next_change: Option<Duration>,
+}
+
+/// `GET /events/namespace`.
+pub async fn namespace(
+    State(ui): State<Arc<Ui>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    events(ui, Watched::Namespace)
+}
+
+/// `GET /events/execution?id=ID`.
+pub async fn execution(
+    State(ui): State<Arc<Ui>>,
+    Query(q): Query<ExecutionQuery>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    events(ui, Watched::Execution(q))
+}
+
+/// The stream: subscribe to wake-ups first, so nothing between the page's read and the
+/// first push is missed; then render, wait, render again.
+fn events(ui: Arc<Ui>, watched: Watched) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let live = Live {
+        wake: ui.backend.wakeups(),
+        ui,
+        watched,
+        last: None,
+        rendered_at: None,
+        next_change: None,
+    };
+    let stream = futures::stream::unfold(live, |mut live| async move {
+        loop {
+            live.wait().await;
+            let html = live.render().await;
+            if live.last.as_deref() != Some(html.as_str()) {
+                let event = Event::default().data(&html);
+                live.last = Some(html);
+                return Some((Ok(event), live));
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+impl Live {
+    /// Until something may have changed: a wake-up, the record's own next change, or the
+    /// bounded quiet (`--refresh` without wake-ups); never sooner than [`MIN_GAP`] after
+    /// the last read.
+    async fn wait(&mut self) {
+        let Some(rendered_at) = self.rendered_at else {
+            return;
+        };
+        let quiet = if self.wake.is_some() {
+            MAX_QUIET
+        } else {
+            self.ui.refresh
+        };
+        let timer = self
+            .next_change
+            .map_or(quiet, |d| (d + PAST_INSTANT).min(quiet));
+        match &self.wake {
+            Some(wake) => {
+                tokio::select! {
+                    _ = wake.recv() => {}
+                    () = tokio::time::sleep_until(rendered_at + timer) => {}
+                }
+            }
+            None => tokio::time::sleep_until(rendered_at + timer).await,
+        }
+        tokio::time::sleep_until(rendered_at + MIN_GAP).await;
+    }
+
+    async fn render(&mut self) -> String {
+        self.rendered_at = Some(Instant::now());
+        match &self.watched {
+            Watched::Namespace => pages::namespace_fragment(&self.ui).await,
+            Watched::Execution(q) => match pages::execution_fragment(&self.ui, q).await {
+                Ok((html, next)) => {
+                    self.next_change = next;
+                    html
+                }
+                Err(e) => para("error", &e.to_string()),
+            },
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The two pages: the namespace (counts, running leases, failing executions, corrupt
+//! records, paused scopes) and one execution (its record, lease, derived lease history,
+//! step records with their tokens and effects). Each page's live part is a fragment that
+//! [`super::live`] renders again and pushes; the controls lie outside it, so a push never
+//! clears what an operator is typing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use lease::{
+    EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus, HeapRecord, StatusCounts,
+    StepCursor, StepKey, StepPage, Timestamp,
+};
+use serde::Deserialize;
+
+use super::controls;
+use super::html::{escape, execution_href, execution_link, page, para, query_value, table};
+use super::state::Ui;
+use crate::commands::{corrupt, failing, pause, show, status};
+use crate::failure::Failure;
+use crate::output::instant;
+
+/// Step records per page of the execution page.
+const STEP_PAGE: u32 = 50;
+/// Rows of the failing and corrupt lists.
+const LIST_LIMIT: usize = 50;
+
+/// The execution page's query: the id and, for later step pages, the cursor.
+#[derive(Debug, Deserialize)]
+pub struct ExecutionQuery {
+    /// The execution id.
+    pub id: String,
+    /// The step key the page starts after.
+    pub after: Option<String>,
+    /// Its attempt.
+    #[serde(default)]
+    pub after_attempt: u32,
+}
+
+impl ExecutionQuery {
+    /// The step cursor, when the query names a valid one.
+    pub fn cursor(&self) -> Option<StepCursor> {
+        let step_key = StepKey::new(self.after.as_deref()?).ok()?;
+        Some(StepCursor {
+            step_key,
+            step_attempt: self.after_attempt,
+        })
+    }
+
+    /// The query string of this page (for its event stream).
+    pub fn query_string(&self) -> String {
+        let mut q = format!("id={}", query_value(&self.id));
+        if let Some(after) = &self.after {
+            q.push_str(&format!(
+                "&after={}&after_attempt={}",
+                query_value(after),
+                self.after_attempt
+            ));
+        }
+        q
+    }
+}
+
+/// `GET /`: the namespace page.
+pub async fn namespace(State(ui): State<Arc<Ui>>) -> Html<String> {
+    let live = namespace_fragment(&ui).await;
+    let mut body = live_div("/events/namespace", &live);
+    body.push_str(&controls::namespace_forms(&ui));
+    Html(page("Namespace", &ui.shown, &body))
+}
+
+/// `GET /execution?id=ID`: one execution's page (404 when there is none).
+pub async fn execution(State(ui): State<Arc<Ui>>, Query(q): Query<ExecutionQuery>) -> Response {
+    let title = format!("Execution {}", q.id);
+    let (live, _) = match execution_fragment(&ui, &q).await {
+        Ok(done) => done,
+        Err(e) => {
+            let body = para("error", &e.to_string());
+            let status = match e {
+                Failure::Usage(_) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::NOT_FOUND,
+            };
+            return (status, Html(page(&title, &ui.shown, &body))).into_response();
+        }
+    };
+    let events = format!("/events/execution?{}", q.query_string());
+    let mut body = live_div(&events, &live);
+    body.push_str(&controls::execution_forms(&ui, &q.id));
+    Html(page(&title, &ui.shown, &body)).into_response()
+}
+
+/// The live part, with the event stream that replaces it.
+fn live_div(events: &str, fragment: &str) -> String {
+    format!(
+        "<div id=\"live\" data-events=\"{}\">{fragment}</div>\n",
+        escape(events)
+    )
+}
+
+/// The namespace's live part: counts, running leases, failing, corrupt, paused.
+pub async fn namespace_fragment(ui: &Ui) -> String {
+    let b = &*ui.backend;
+    let mut out = String::from("<h2>Executions by status</h2>\n");
+    match status::counts(b, &ui.limits).await {
+        Ok(counts) => out.push_str(&counts_table(&counts)),
+        Err(e) => out.push_str(&para("error", &e.to_string())),
+    }
+    out.push_str("<h2>Executions that keep failing</h2>\n");
+    match failing::records(b, 1, LIST_LIMIT, &ui.limits).await {
+        Ok(records) if records.is_empty() => out.push_str(&para("note", "none")),
+        Ok(records) => out.push_str(&failing_table(&records)),
+        Err(e) => out.push_str(&para("error", &e.to_string())),
+    }
+    out.push_str("<h2>Corrupt records</h2>\n");
+    match corrupt::records(b, LIST_LIMIT, &ui.limits).await {
+        Ok(records) if records.is_empty() => out.push_str(&para("note", "none")),
+        Ok(records) => {
+            let rows: Vec<_> = records
+                .iter()
+                .map(|r| vec![escape(&r.id), escape(&r.problem)])
+                .collect();
+            out.push_str(&table("corrupt", &["id", "problem"], &rows));
+        }
+        Err(e) => out.push_str(&para("error", &e.to_string())),
+    }
+    out.push_str("<h2>Paused</h2>\n");
+    match pause::paused(b, &ui.limits).await {
+        Ok(scopes) if scopes.is_empty() => out.push_str(&para("note", "nothing is paused")),
+        Ok(scopes) => {
+            let rows: Vec<_> = scopes
+                .iter()
+                .map(|s| vec![escape(&s.to_string())])
+                .collect();
+            out.push_str(&table("paused", &["scope"], &rows));
+        }
+        Err(e) => out.push_str(&para("note", &e.to_string())),
+    }
+    out
+}
+
+fn counts_table(counts: &StatusCounts) -> String {
+    let mut rows: Vec<Vec<String>> = StatusCounts::STATUSES
+        .iter()
+        .map(|s| vec![s.as_str().to_owned(), counts.of(*s).to_string()])
+        .collect();
+    rows.push(vec!["total".into(), counts.total().to_string()]);
+    rows.push(vec!["corrupt".into(), counts.corrupt.to_string()]);
+    let mut out = table("counts", &["status", "count"], &rows);
+    out.push_str(&para(
+        "note",
+        &format!(
+            "{} live leases (running). No backend keeps a list of them to read: open one \
+             by its id below, or from the failing list.",
+            counts.of(ExecutionStatus::Running)
+        ),
+    ));
+    out
+}
+
+fn failing_table(records: &[ExecutionRecord]) -> String {
+    let rows: Vec<_> = records
+        .iter()
+        .map(|r| {
+            vec![
+                execution_link(r.id.as_str()),
+                r.unacknowledged_deliveries.to_string(),
+                r.status.as_str().to_owned(),
+                escape(&r.workflow.as_ref().map_or("-".into(), ToString::to_string)),
+                r.token.to_string(),
+                instant(r.last_delivery_ended_at),
+                instant(r.due_at),
+            ]
+        })
+        .collect();
+    let headers = [
+        "execution",
+        "unacked",
+        "status",
+        "workflow",
+        "token",
+        "last delivery ended",
+        "due",
+    ];
+    table("failing", &headers, &rows)
+}
+
+/// One execution's live part and how long until its record changes by the clock alone
+/// (its lease expires, it falls due), when that is known.
+pub async fn execution_fragment(
+    ui: &Ui,
+    q: &ExecutionQuery,
+) -> Result<(String, Option<Duration>), Failure> {
+    let b = &*ui.backend;
+    let cursor = q.cursor();
+    let (record, steps) = show::fetch(b, &q.id, cursor.as_ref(), STEP_PAGE, &ui.limits).await?;
+    let now = ui.limits.call("now", b.now()).await?;
+    let mut out = String::from("<h2>Record</h2>\n");
+    let rows: Vec<_> = show::record_fields(&record)
+        .into_iter()
+        .map(|(name, value)| vec![escape(name), escape(&value)])
+        .collect();
+    out.push_str(&table("record", &["field", "value"], &rows));
+    out.push_str(&lease_section(&record, &steps.records, now));
+    out.push_str(&steps_section(ui, &record.id, &q.id, &steps).await);
+    Ok((out, next_change(&record, now)))
+}
+
+/// The time until the record changes with the clock: lease expiry, or the due instant.
+fn next_change(record: &ExecutionRecord, now: Timestamp) -> Option<Duration> {
+    [
+        record.lease_expires_at,
+        record.due_at,
+        record.wake_after_claim,
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|t| *t > now)
+    .map(|t| Duration::from_millis(u64::try_from(t.as_millis() - now.as_millis()).unwrap_or(0)))
+    .min()
+}
+
+/// The lease now, and the history the stored fields tell (DESIGN: no backend keeps more).
+fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> String {
+    let lease = match r.lease_expires_at {
+        Some(at) if r.status == ExecutionStatus::Running && at > now => format!(
+            "live: token {}, expires in {} (at {})",
+            r.token,
+            millis(at.as_millis() - now.as_millis()),
+            instant(Some(at))
+        ),
+        _ => format!("no live lease; latest token {}", r.token),
+    };
+    let mut tokens: BTreeMap<String, usize> = BTreeMap::new();
+    for s in steps {
+        *tokens.entry(s.token.to_string()).or_default() += 1;
+    }
+    let written: Vec<String> = tokens
+        .iter()
+        .map(|(t, n)| format!("token {t}: {n} step record(s)"))
+        .collect();
+    let history = [
+        format!(
+            "{} deliveries in a row ended without an acknowledgement (expired or released \
+             leases); the last ended {}",
+            r.unacknowledged_deliveries,
+            instant(r.last_delivery_ended_at)
+        ),
+        if written.is_empty() {
+            "no step records on this page".to_owned()
+        } else {
+            format!(
+                "step records on this page were written under {}",
+                written.join("; ")
+            )
+        },
+    ];
+    let items: String = history
+        .iter()
+        .map(|h| format!("<li>{}</li>", escape(h)))
+        .collect();
+    format!(
+        "<h2>Lease</h2>\n<p id=\"lease\">{}</p>\n<ul id=\"history\">{items}</ul>\n",
+        escape(&lease)
+    )
+}
+
+fn millis(ms: i64) -> String {
+    if ms >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// The step records of this page, with each one's effect when the backend has effects.
+async fn steps_section(ui: &Ui, id: &ExecutionId, raw_id: &str, page: &StepPage) -> String {
+    let mut out = String::from("<h2>Step records</h2>\n");
+    if page.records.is_empty() {
+        out.push_str(&para("note", "no step records"));
+        return out;
+    }
+    let mut rows = Vec::with_capacity(page.records.len());
+    for s in &page.records {
+        rows.push(vec![
+            escape(s.step_key.as_str()),
+            s.step_attempt.to_string(),
+            s.done.to_string(),
+            s.token.to_string(),
+            format!("<code>{}</code>", escape(&s.response.to_string())),
+            effect_of(ui, id, &s.step_key).await,
+        ]);
+    }
+    let headers = ["step", "attempt", "done", "token", "response", "effect"];
+    out.push_str(&table("steps", &headers, &rows));
+    if let Some(next) = page.next() {
+        let href = format!(
+            "{}&after={}&after_attempt={}",
+            execution_href(raw_id),
+            query_value(next.step_key.as_str()),
+            next.step_attempt
+        );
+        out.push_str(&format!(
+            "<p><a id=\"next-steps\" href=\"{}\">next step records</a></p>\n",
+            escape(&href)
+        ));
+    }
+    out
+}
+
+/// The effect the step driver begins for a step (`EffectId::for_step`), if there is one.
+async fn effect_of(ui: &Ui, id: &ExecutionId, step: &StepKey) -> String {
+    let Some(effects) = ui.backend.effects() else {
+        return "-".to_owned();
+    };
+    let Ok(effect) = EffectId::for_step(id, step) else {
+        return "-".to_owned();
+    };
+    match ui
+        .limits
+        .call("read_effect", effects.read_effect(&effect))
+        .await
+    {
+        Ok(Some(e)) => match e.state {
+            EffectState::Pending => format!("pending since {}", instant(Some(e.begun_at))),
+            EffectState::Settled(v) => format!(
+                "settled {}: <code>{}</code>",
+                instant(e.settled_at),
+                escape(&v.to_string())
+            ),
+        },
+        Ok(None) => "-".to_owned(),
+        Err(e) => format!("<span class=\"error\">{}</span>", escape(&e.to_string())),
+    }
+}

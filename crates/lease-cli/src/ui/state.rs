@@ -1,0 +1,20 @@
+//! What every handler of the console shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease::LeaseBackend;
+
+use super::guard::Guard;
+use crate::connect::Limits;
+
+/// What every handler shares.
+pub struct Ui {
+    pub backend: Arc<dyn LeaseBackend>,
+    pub limits: Limits,
+    pub guard: Arc<Guard>,
+    pub allow_writes: bool,
+    pub refresh: Duration,
+    /// The backend as the header shows it: its kind, namespace and URL, password redacted.
+    pub shown: String,
+}

@@ -1,0 +1,341 @@
+//! `lease ui` in a real browser (feature `browser-tests`, test-all's `browser` row): Debian's
+//! headless Chromium driven through chromedriver (WebDriver, `fantoccini`) against a console
+//! process on a real SQLite file, PostgreSQL schema and Redis namespace. The pages show what
+//! the store holds; a live lease's page updates without a reload when its holder stops
+//! renewing and another claim takes over; a cancel through the page ends the lease, so the
+//! holder's late write is `Lost`. A missing browser or driver fails every test.
+//!
+//! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR; the
+//! README's come from `LEASE_UI_SCREENSHOTS=docs/ui`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use lease::ExecutionClientExt as _;
+use lease::postgres::{PostgresBackend, PostgresConfig};
+use lease::redis::{RedisBackend, RedisConfig};
+use lease::{
+    Admission, ClaimRequest, ExecutionId, ExecutionLease, Json, LeaseBackend, StepKey, StepWrite,
+};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// The longest any wait of these tests takes before it fails.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// The first holder's lease: short, so the take-over comes soon.
+const SHORT_LEASE: Duration = Duration::from_millis(1500);
+/// An id with markup in it: the pages must show it as text.
+const MARKUP_ID: &str = "esc<i>&\"'";
+
+/// Chromium under chromedriver, on a fresh profile.
+struct Browser {
+    client: Client,
+    _driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+/// Starts chromedriver and a headless Chromium session; fails, naming what to install, when
+/// either is missing.
+async fn browser() -> Browser {
+    for path in [CHROMIUM, CHROMEDRIVER] {
+        assert!(
+            Path::new(path).is_file(),
+            "{path} is missing: the browser tests drive Debian's headless Chromium; install it \
+             with `apt-get install -y chromium chromium-driver` (`cargo xtask test-all \
+             --backend browser` does)"
+        );
+    }
+    let port = free_port();
+    let driver = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chromedriver");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1100,1000",
+        &format!("--user-data-dir={}", profile.path().display()),
+    ];
+    let caps = serde_json::json!({"goog:chromeOptions": {"binary": CHROMIUM, "args": args}});
+    let mut builder = ClientBuilder::new(HttpConnector::new());
+    builder.capabilities(caps.as_object().expect("an object").clone());
+    let webdriver = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + DEADLINE;
+    let client = loop {
+        match builder.connect(&webdriver).await {
+            Ok(client) => break client,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no Chromium session through chromedriver: {e}"),
+        }
+    };
+    Browser {
+        client,
+        _driver: driver,
+        _profile: profile,
+    }
+}
+
+/// The text of the element `css` once `want` holds for it (polled, with a deadline).
+async fn text_when(c: &Client, css: &str, want: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + DEADLINE;
+    let mut last = String::new();
+    loop {
+        if let Ok(element) = c.find(Locator::Css(css)).await
+            && let Ok(text) = element.text().await
+        {
+            if want(&text) {
+                return text;
+            }
+            last = text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} never matched; last text: {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Saves a screenshot of the current page as `DIR/name.png` when `LEASE_UI_SCREENSHOTS`.
+async fn screenshot(c: &Client, name: &str, shots: bool) {
+    let Some(dir) = std::env::var_os("LEASE_UI_SCREENSHOTS").filter(|_| shots) else {
+        return;
+    };
+    let png = c.screenshot().await.expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = Path::new(&dir).join(format!("{name}.png"));
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    std::fs::write(&path, png).expect("write screenshot");
+}
+
+fn id(text: &str) -> ExecutionId {
+    ExecutionId::new(text).expect("id")
+}
+
+/// Claims until `want` is among the leases (other due executions are claimed too).
+async fn claim_lease(b: &dyn LeaseBackend, want: &str, duration: Duration) -> ExecutionLease {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = b.now().await.expect("now");
+        let leases = b
+            .claim_due(ClaimRequest {
+                now,
+                limit: 10,
+                duration,
+            })
+            .await
+            .expect("claim");
+        if let Some(lease) = leases.into_iter().find(|l| l.execution_id.as_str() == want) {
+            return lease;
+        }
+        assert!(Instant::now() < deadline, "{want} never became claimable");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every browser check on a store at `url` that `backend` opens too.
+async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool) {
+    common::fill(&backend).await;
+    backend
+        .admit(&Admission::new(id(MARKUP_ID)))
+        .await
+        .expect("admit");
+    let console = common::console(&url, &["--allow-writes"], &[]).await;
+    let browser = browser().await;
+    let c = &browser.client;
+    namespace_page(c, &console.base, shots).await;
+    execution_pages(c, &console.base, &*backend, shots).await;
+    live_lease_and_cancel(c, &console.base, &*backend, shots).await;
+    browser.client.close().await.expect("close the browser");
+}
+
+/// The namespace page shows the counts, the failing execution and no corrupt records.
+async fn namespace_page(c: &Client, base: &str, shots: bool) {
+    c.goto(&format!("{base}/")).await.expect("open /");
+    let counts = text_when(c, "#counts", |t| t.contains("admitted 3")).await;
+    for row in [
+        "running 1",
+        "completed 1",
+        "failed 1",
+        "total 6",
+        "corrupt 0",
+    ] {
+        assert!(counts.contains(row), "{row} in {counts:?}");
+    }
+    let failing = text_when(c, "#failing", |t| t.contains("flaky")).await;
+    assert!(failing.contains("flaky 1 admitted"), "{failing:?}");
+    let source = c.source().await.expect("source");
+    assert!(
+        source.contains("name=\"csrf\""),
+        "the forms carry the token"
+    );
+    screenshot(c, "namespace", shots).await;
+}
+
+/// A completed execution's record and step tokens; an id with markup shown as text.
+async fn execution_pages(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    let record = b.get(&id("done-1")).await.expect("get").expect("done-1");
+    c.goto(&format!("{base}/execution?id=done-1"))
+        .await
+        .expect("open done-1");
+    let fields = text_when(c, "#record", |t| t.contains("completed")).await;
+    assert!(
+        fields.contains(&format!("token {}", record.token)),
+        "{fields:?}"
+    );
+    let steps = text_when(c, "#steps", |t| t.contains("charge")).await;
+    assert!(
+        steps.contains(&format!(
+            "charge 1 true {} {{\"receipt\":\"r-1\"}}",
+            record.token
+        )),
+        "each step with the token it was written under: {steps:?}"
+    );
+    screenshot(c, "execution", shots).await;
+    c.goto(&format!("{base}/execution?id=esc%3Ci%3E%26%22%27"))
+        .await
+        .expect("open the markup id");
+    let title = text_when(c, "h1", |t| t.contains("esc")).await;
+    assert_eq!(title, format!("Execution {MARKUP_ID}"));
+    let elements = c
+        .execute(
+            "return document.querySelectorAll('h1 i, td i').length",
+            vec![],
+        )
+        .await
+        .expect("count");
+    assert_eq!(elements, serde_json::json!(0), "markup in an id is text");
+}
+
+/// A live lease's page follows a take-over without a reload; a cancel from the page ends
+/// the new holder's lease and its late write is refused.
+async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    b.admit(&Admission::new(id("live-1"))).await.expect("admit");
+    let first = claim_lease(b, "live-1", SHORT_LEASE).await;
+    c.goto(&format!("{base}/execution?id=live-1"))
+        .await
+        .expect("open live-1");
+    let lease = text_when(c, "#lease", |t| t.contains("live: token")).await;
+    assert!(
+        lease.contains(&format!("token {}", first.token)),
+        "{lease:?}"
+    );
+    c.execute("window.stayed = true", vec![])
+        .await
+        .expect("mark the page");
+    // The first holder renews no more; once its lease expired another claim takes over.
+    let second = claim_lease(b, "live-1", Duration::from_secs(60)).await;
+    assert!(second.token > first.token);
+    let want = format!("live: token {}", second.token);
+    text_when(c, "#lease", |t| t.contains(&want)).await;
+    let stayed = c.execute("return window.stayed === true", vec![]).await;
+    assert_eq!(
+        stayed.expect("read the mark"),
+        serde_json::json!(true),
+        "updated without a reload"
+    );
+    screenshot(c, "live-lease", shots).await;
+    c.find(Locator::Css("#cancel button"))
+        .await
+        .expect("the cancel form")
+        .click()
+        .await
+        .expect("submit cancel");
+    let result = text_when(c, "#result", |t| !t.is_empty()).await;
+    assert_eq!(
+        result,
+        "cancelled live-1; its running delivery's lease ended"
+    );
+    screenshot(c, "cancelled", shots).await;
+    let late = StepWrite {
+        step_key: StepKey::new("late").expect("key"),
+        step_attempt: 0,
+        done: true,
+        response: Json::parse("test", "1").expect("json"),
+    };
+    let written = b.write_step(&second, &late).await.expect("write_step");
+    assert!(written.is_lost(), "the holder's late write is refused");
+    c.goto(&format!("{base}/execution?id=live-1"))
+        .await
+        .expect("open live-1 again");
+    text_when(c, "#record", |t| t.contains("cancelled")).await;
+}
+
+fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("lease_ui_{test}_{}_{nanos}", std::process::id())
+}
+
+fn with_namespace(base: &str, namespace: &str) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}namespace={namespace}")
+}
+
+/// Runs the checks in a task of their own, so a failure is returned and the caller cleans up.
+async fn checks_on(url: String) -> Result<(), tokio::task::JoinError> {
+    let backend = lease::open(&url).await.expect("open");
+    tokio::spawn(check_console(url, backend, false)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_file_in_chromium() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite:{}", dir.path().join("leases.db").display());
+    let backend = lease::open(&url).await.expect("open");
+    check_console(url, backend, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_schema_in_chromium() {
+    let base = lease_testserver::postgres_url();
+    let schema = unique("pg");
+    let checked = checks_on(with_namespace(&base, &schema)).await;
+    let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
+        .await
+        .expect("connect");
+    direct.drop_schema().await.expect("drop schema");
+    checked.expect("the checks");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_namespace_in_chromium() {
+    let base = lease_testserver::redis_url();
+    let namespace = unique("redis");
+    let checked = checks_on(with_namespace(&base, &namespace)).await;
+    let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
+        .await
+        .expect("connect");
+    direct.delete_namespace().await.expect("delete namespace");
+    checked.expect("the checks");
+}
