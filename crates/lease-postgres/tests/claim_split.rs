@@ -43,6 +43,20 @@ async fn claim(backend: &PostgresBackend, clock: &ManualClock, limit: usize) -> 
         .collect()
 }
 
+/// Statements filling schema `s` (quoted) with 3,000 live leases (tokens 1..=3000, expiring
+/// far ahead) and 3,000 completed executions (tokens 5001..=8000): rows a claim must not read.
+fn live_and_done(s: &str) -> String {
+    format!(
+        "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
+             claimable_at) \
+         SELECT 'live' || g, 'running', g, 0, 10000000, 10000000 \
+         FROM generate_series(1, 3000) g; \
+         INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
+         SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
+         FROM generate_series(1, 3000) g;"
+    )
+}
+
 fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")
 }
@@ -61,14 +75,9 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
             .await
             .expect("connection");
         let s = format!("\"{schema}\"");
+        let live_and_done = live_and_done(&s);
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
-                 claimable_at) \
-             SELECT 'live' || g, 'running', g, 0, 10000000, 10000000 \
-             FROM generate_series(1, 3000) g; \
-             INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
-             SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
-             FROM generate_series(1, 3000) g; \
+            "{live_and_done} \
              INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
              SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 5000) g; \
              SELECT setval('{s}.fencing_tokens', 10000); \
@@ -213,14 +222,9 @@ fn a_prioritized_keyed_claim_reads_by_index() {
             .await
             .expect("connection");
         let s = format!("\"{schema}\"");
+        let live_and_done = live_and_done(&s);
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
-                 claimable_at) \
-             SELECT 'live' || g, 'running', g, 0, 10000000, 10000000 \
-             FROM generate_series(1, 3000) g; \
-             INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
-             SELECT 'done' || g, 'completed', 5000 + g, g, 'null' \
-             FROM generate_series(1, 3000) g; \
+            "{live_and_done} \
              INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
              SELECT 'due' || lpad(g::text, 4, '0'), 'admitted', 100 + g, 100 + g \
              FROM generate_series(1, 5000) g; \
