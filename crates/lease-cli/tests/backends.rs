@@ -8,26 +8,13 @@ mod common;
 use lease::postgres::{PostgresBackend, PostgresConfig};
 use lease::redis::{RedisBackend, RedisConfig};
 
-fn unique(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("lease_cli_{test}_{}_{nanos}", std::process::id())
-}
-
-fn with_namespace(base: &str, namespace: &str) -> String {
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}namespace={namespace}")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sqlite_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite:{}", dir.path().join("leases.db").display());
     let backend = lease::open(&url).await.expect("open");
     common::check_commands(&url, &backend).await;
-    let other = with_namespace(&url, "other");
+    let other = common::with_namespace(&url, "other");
     let empty = common::on(&other, &["status", "--json"]).await.json();
     assert_eq!(
         empty["total"], 0,
@@ -45,8 +32,8 @@ async fn checks_on(url: String) -> Result<(), tokio::task::JoinError> {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_schema() {
     let base = lease_testserver::postgres_url();
-    let schema = unique("pg");
-    let url = with_namespace(&base, &schema);
+    let schema = common::unique("pg");
+    let url = common::with_namespace(&base, &schema);
     let checked = checks_on(url).await;
     let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
         .await
@@ -58,8 +45,8 @@ async fn postgres_schema() {
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_namespace() {
     let base = lease_testserver::redis_url();
-    let namespace = unique("redis");
-    let url = with_namespace(&base, &namespace);
+    let namespace = common::unique("redis");
+    let url = common::with_namespace(&base, &namespace);
     let checked = checks_on(url).await;
     let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
         .await

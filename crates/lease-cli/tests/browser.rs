@@ -289,19 +289,6 @@ async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, sho
     text_when(c, "#record", |t| t.contains("cancelled")).await;
 }
 
-fn unique(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("lease_ui_{test}_{}_{nanos}", std::process::id())
-}
-
-fn with_namespace(base: &str, namespace: &str) -> String {
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}namespace={namespace}")
-}
-
 /// Runs the checks in a task of their own, so a failure is returned and the caller cleans up.
 async fn checks_on(url: String) -> Result<(), tokio::task::JoinError> {
     let backend = lease::open(&url).await.expect("open");
@@ -319,8 +306,8 @@ async fn sqlite_file_in_chromium() {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_schema_in_chromium() {
     let base = lease_testserver::postgres_url();
-    let schema = unique("pg");
-    let checked = checks_on(with_namespace(&base, &schema)).await;
+    let schema = common::unique("pg");
+    let checked = checks_on(common::with_namespace(&base, &schema)).await;
     let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
         .await
         .expect("connect");
@@ -331,8 +318,8 @@ async fn postgres_schema_in_chromium() {
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_namespace_in_chromium() {
     let base = lease_testserver::redis_url();
-    let namespace = unique("redis");
-    let checked = checks_on(with_namespace(&base, &namespace)).await;
+    let namespace = common::unique("redis");
+    let checked = checks_on(common::with_namespace(&base, &namespace)).await;
     let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
         .await
         .expect("connect");

@@ -371,3 +371,18 @@ pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console 
         .to_owned();
     Console { child, base, line }
 }
+
+/// A schema / namespace name no other test or run uses.
+pub fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("lease_cli_{test}_{}_{nanos}", std::process::id())
+}
+
+/// `base` with `namespace=NAME` added to its query.
+pub fn with_namespace(base: &str, namespace: &str) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}namespace={namespace}")
+}
