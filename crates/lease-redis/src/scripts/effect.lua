@@ -13,14 +13,9 @@ local function k_watching(id) return P .. 'watching:' .. id end
 
 -- Refuses, before the script's first write, a key of `types` (key -> kind) holding another
 -- kind (another program writing into our prefix): WRONGTYPE, nothing changed.
+-- (`check_key_type` of scripts/ops.lua, which every effect script is built on.)
 local function check_types(types)
-  for key, kind in pairs(types) do
-    local t = redis.call('TYPE', key)
-    t = t.ok or t
-    if t ~= kind and t ~= 'none' then
-      error({err = 'WRONGTYPE ' .. key .. ' holds a ' .. t .. ', expected a ' .. kind})
-    end
-  end
+  for key, kind in pairs(types) do check_key_type(key, kind) end
 end
 
 -- The stored effect `id`: {owner, begun, settled, result, waits} (owner nil when there is
