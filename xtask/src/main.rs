@@ -18,6 +18,7 @@
 
 mod bench;
 mod cleanup;
+mod disk;
 mod flags;
 mod matrix;
 mod plots;

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::cleanup;
+use crate::disk;
 use crate::matrix::{self, Backend};
 use crate::services::{Found, Service, url};
 use crate::setup;
@@ -67,9 +68,12 @@ fn package_args() -> Vec<&'static str> {
     args
 }
 
+/// A cargo command in `root`. Incremental compilation is off: a test-all run builds each
+/// crate once per feature set and never edits in between, so the incremental caches (a large
+/// share of `target/`) only cost disk; a CI run once filled the disk in its last row.
 fn cargo(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(root);
+    cmd.current_dir(root).env("CARGO_INCREMENTAL", "0");
     cmd
 }
 
@@ -202,6 +206,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     banner("setup");
     let setup_started = Instant::now();
     let setup_ok = setup::apply(root, &selected).is_empty();
+    println!("{}", disk::report(root));
     let mut checks = vec![("setup", setup_ok, setup_started.elapsed().as_secs_f64())];
 
     let services = discover(&selected);
@@ -290,7 +295,8 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             others.join(" ")
         );
     }
-    println!("\ntotal time {:.1}s", started.elapsed().as_secs_f64());
+    println!("\n{}", disk::report(root));
+    println!("total time {:.1}s", started.elapsed().as_secs_f64());
     let runs: u64 = rows.iter().map(|r| r.counts.passed + r.counts.failed).sum();
     println!("{}", summary::distinct_line(runs, names.len()));
     println!("{}", summary::totals_line(&rows, failed_checks));

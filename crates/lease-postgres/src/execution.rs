@@ -630,10 +630,11 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
-    /// Rows no claim takes because they cannot be decoded (migration v5's `record_problem`:
-    /// an id or workflow name no `ExecutionId`/`WorkflowName` can hold, an unknown status, a
-    /// negative token, an unacknowledged count beyond `u32`, a terminal row without an
-    /// outcome), by id (issue 11). A full scan, for operators.
+    /// Rows no claim takes because they cannot be decoded (`record_problem`, migrations v5,
+    /// v9 and v11: an id, workflow name or concurrency key no `ExecutionId`/`WorkflowName`/
+    /// `ConcurrencyKey` can hold, an unknown status, a negative token, an unacknowledged count
+    /// beyond `u32`, a terminal row without an outcome), by id (issue 11). A full scan, for
+    /// operators.
     #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         const OP: &str = "list_corrupt";

@@ -1,5 +1,5 @@
 //! The claim's decodability test (`statements/decodable.sql`, written out inline for speed, issue 12)
-//! agrees with `record_problem` (migration v5, what `list_corrupt` reports) on rows at and
+//! agrees with `record_problem` (migrations v5, v9, v11: what `list_corrupt` reports) on rows at and
 //! just beyond every rule's edge, for due rows (the pick) and for rows not yet due (the
 //! horizon).
 
@@ -46,6 +46,24 @@ const ROWS: &[(&str, &str, &str, &str, &str)] = &[
     ("'b-failed-no-outcome'", "'w'", "'failed'", "0", "NULL"),
 ];
 
+/// (id, concurrency key), each an SQL expression, on an admitted row of workflow `w`; the
+/// verdict is in the id's prefix as in [`ROWS`] (schema v11: the key follows the name rules).
+const KEYED_ROWS: &[(&str, &str)] = &[
+    ("'g-key-255'", "repeat('k', 255)"),
+    ("'g-key-nbsp'", "E'k\\u00a0'"),
+    ("'b-key-empty'", "''"),
+    ("'b-key-256'", "repeat('k', 256)"),
+    ("'b-key-ctl'", "E'k\\x01'"),
+    ("'b-key-c1'", "E'k\\u0085'"),
+];
+
+/// Every row's id expression, [`ROWS`] then [`KEYED_ROWS`].
+fn ids() -> impl Iterator<Item = &'static str> {
+    ROWS.iter()
+        .map(|r| r.0)
+        .chain(KEYED_ROWS.iter().map(|r| r.0))
+}
+
 const LEASE: Duration = Duration::from_secs(30);
 
 /// Inserts every row of [`ROWS`], claimable at `at`.
@@ -61,9 +79,21 @@ async fn insert(admin: &mut PgConnection, schema: &str, at: i64) {
              unacknowledged_deliveries, outcome) VALUES {}",
         values.join(", ")
     )))
-    .execute(admin)
+    .execute(&mut *admin)
     .await
     .expect("insert rows");
+    let keyed: Vec<String> = KEYED_ROWS
+        .iter()
+        .map(|(id, key)| format!("({id}, 'w', 'admitted', {at}, {at}, 0, {key})"))
+        .collect();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "INSERT INTO \"{schema}\".executions (id, workflow, status, due_at, claimable_at, \
+             unacknowledged_deliveries, concurrency_key) VALUES {}",
+        keyed.join(", ")
+    )))
+    .execute(admin)
+    .await
+    .expect("insert keyed rows");
 }
 
 /// The ids `record_problem` accepts.
@@ -71,7 +101,7 @@ async fn accepted(admin: &mut PgConnection, schema: &str) -> BTreeSet<String> {
     sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT id FROM \"{schema}\".executions \
          WHERE \"{schema}\".record_problem(id, workflow, status, token, \
-             unacknowledged_deliveries, outcome) IS NULL"
+             unacknowledged_deliveries, outcome, concurrency_key) IS NULL"
     )))
     .fetch_all(admin)
     .await
@@ -127,7 +157,7 @@ async fn the_claim_skips_exactly_the_rows_record_problem_rejects() {
         // Due: exactly the rows record_problem accepts are claimed.
         update(&mut admin, &schema, now - 10, "true").await;
         let expected = accepted(&mut admin, &schema).await;
-        let good = ROWS.iter().filter(|r| r.0.contains("'g")).count();
+        let good = ids().filter(|id| id.contains("'g")).count();
         assert_eq!(
             expected.len(),
             good,
@@ -153,7 +183,7 @@ async fn the_claim_skips_exactly_the_rows_record_problem_rejects() {
                 .await
                 .expect("list_corrupt")
                 .len(),
-            ROWS.len() - good
+            ids().count() - good
         );
     })
     .await;

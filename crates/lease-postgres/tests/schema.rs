@@ -194,7 +194,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 10 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 11 to 2;
         // dropping the priority column drops version 10's index with it).
         let mut conn = admin().await;
         exec(
@@ -211,6 +211,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
                  DROP INDEX \"{schema}\".store_receipts_execution; \
                  DROP INDEX \"{schema}\".start_requests_target; \
                  DROP FUNCTION \"{schema}\".record_problem; \
+                 DROP FUNCTION \"{schema}\".record_problem_v9; \
                  DROP FUNCTION \"{schema}\".record_problem_v5; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
                  DROP INDEX \"{schema}\".executions_horizon; \

@@ -3,7 +3,7 @@
 SELECT e.id, p.problem
 FROM {s}.executions e,
     LATERAL (SELECT {s}.record_problem(e.id, e.workflow, e.status, e.token,
-        e.unacknowledged_deliveries, e.outcome) AS problem) p
+        e.unacknowledged_deliveries, e.outcome, e.concurrency_key) AS problem) p
 WHERE p.problem IS NOT NULL
 ORDER BY e.id
 LIMIT $1

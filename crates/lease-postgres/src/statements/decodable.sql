@@ -1,4 +1,4 @@
--- Whether the row `e` can be decoded: `{s}.record_problem(...) IS NULL` (migration v5),
+-- Whether the row `e` can be decoded: `{s}.record_problem(...) IS NULL` (migrations v5, v9, v11),
 -- written out inline. Claims and their horizon skip rows that cannot be decoded, so no
 -- lease is ever issued for a record nobody can read. Each disjunct is one `WHEN` of
 -- `record_problem`, in the same order; a row is undecodable when any of them is true (a
@@ -27,4 +27,6 @@
         OR e.unacknowledged_deliveries IS NULL
         OR e.unacknowledged_deliveries NOT BETWEEN 0 AND 4294967295
         OR (e.status IN ('completed', 'failed', 'cancelled') AND e.outcome IS NULL)
+        OR octet_length(e.concurrency_key) NOT BETWEEN 1 AND 255
+        OR e.concurrency_key ~ E'[\\u0001-\\u001f\\u007f-\\u009f]'
     THEN false ELSE true END)
