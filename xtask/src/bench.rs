@@ -78,7 +78,17 @@ pub fn run(root: &Path, args: &[String]) -> Result<bool, String> {
         env.push((service.env_var(), found.url.clone()));
         held.push(found);
     }
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // The console rows (`ui ...`) run the `lease` binary built beside lease-bench.
+    let mut build = Command::new(&cargo);
+    build
+        .current_dir(root)
+        .args(["build", "--release", "--quiet", "-p", "lease-cli"]);
+    let built = cleanup::run_child(&mut build).map_err(|e| format!("building lease-cli: {e}"))?;
+    if !built.success() {
+        return Err("cargo build --release -p lease-cli failed".into());
+    }
+    let mut cmd = Command::new(&cargo);
     cmd.current_dir(root)
         .args(["run", "--release", "--quiet", "-p", "lease-bench", "--"])
         .args(args);

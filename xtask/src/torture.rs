@@ -31,7 +31,7 @@ on any violation. ARGS are passed to `lease-torture run`:
   root, ip and nft)
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --cancel-every N (history rule 6); --keys N --keyed-percent PCT --key-limit N
-  --priorities N (history rule 7; backends with priorities and limits: SQLite)
+  --priorities N (history rule 7; every backend but a partitioned Redis namespace)
   --replication sync|async|min-replicas|wait --failover-lag on|off
   (`cargo run -p lease-torture -- run --help` describes each; durations also take 90s, 2m)
 With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl

@@ -32,7 +32,7 @@ PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Pr
 tables; writes JSON to DIR (default target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint (or any part of a row's
+timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint, ui (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's. `--only anchors` (never in the default run) installs BullMQ,

@@ -134,10 +134,7 @@ pub async fn measure(
 ) -> Result<(Sample, Sample)> {
     let fx = Fixture::new(kind, options).await?;
     let result = async {
-        let raw = fx
-            .raw()
-            .await?
-            .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
+        let raw = fx.raw_client().await?;
         let lib = fx.lib.clone();
         let probe = 5_000;
         fill::admit(&lib, "k", 0, probe, None).await?;

@@ -205,6 +205,13 @@ impl Fixture {
         }
     }
 
+    /// The raw client, required: an error on the memory backend, which has none.
+    pub async fn raw_client(&self) -> Result<Arc<dyn Raw>> {
+        self.raw()
+            .await?
+            .ok_or_else(|| BenchError::Setup("no raw client".into()))
+    }
+
     /// The concrete backend.
     pub fn handle(&self) -> Handle<'_> {
         match (&self.backend, &self.spec) {

@@ -8,7 +8,9 @@
 //!   timed one by one, so both sides see the same background load ([`ops`]);
 //! - end-to-end executions/s through the dispatcher at concurrency 1, 8 and 64, for
 //!   workflows of 0 steps (claim + acknowledge) and of 3 fenced steps, next to a raw
-//!   pipeline of the same shape issuing the same statements ([`e2e`]).
+//!   pipeline of the same shape issuing the same statements ([`e2e`]);
+//! - the operator console (`lease ui`) over 10^5 stored executions: pages per second and
+//!   what it costs while nobody watches ([`ui`]).
 //!
 //! Each measurement runs `--rounds` times (alternating library and raw for end-to-end
 //! rows) and the median round of each side is reported: a markdown table on stdout with
@@ -40,6 +42,7 @@ mod report;
 mod row;
 mod side;
 mod stored;
+mod ui;
 mod wake;
 
 use std::process::ExitCode;
@@ -220,6 +223,7 @@ async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows, Vec<footprint::Row
             fenced_rows(kind, options, &mut rows).await;
             issue12(kind, options, &mut rows).await;
             footprint_rows.extend(footprint::rows(kind, options).await);
+            ui::rows(kind, options, &mut rows).await;
         }
         wake::run(kind, options, &mut wake_rows).await;
     }
