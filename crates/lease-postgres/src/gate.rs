@@ -17,10 +17,17 @@
 //! during it) is followed by another, up to [`MAX_ROUNDS`]. The commit releases the key
 //! locks. Nothing waits for a row lock while holding a key lock, and the only waits for key
 //! locks happen in one statement in one order, so claims cannot deadlock.
+//!
+//! The transaction spans client round trips, so a claimer frozen inside it would hold its
+//! key locks, and every claim waiting for them, for as long as it stays frozen (a torture
+//! run's SIGSTOPped runtime stalled every keyed claim for 18 minutes). It therefore opens
+//! with a stall bound ([`stall_bound_ms`], `execution/gate_begin.sql`): the server ends a
+//! session idle inside it for longer, and a wait for a key lock longer than that fails;
+//! both roll the attempt back with nothing claimed.
 
 use lease_core::{ClaimBatch, ClaimRequest, Result};
 use sqlx::postgres::PgRow;
-use sqlx::{Connection, PgConnection};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 use crate::backend::{PostgresBackend, query};
 use crate::error::{Attempt, Effect, detached, settle};
@@ -30,6 +37,19 @@ use crate::rows::col;
 /// up during it (the walk had locked more of the key's rows than it had room for) walks on
 /// past what earlier rounds walked; each round fills a key or takes rows.
 const MAX_ROUNDS: usize = 4;
+
+/// The longest a gated claim may stall keyed claims: see [`stall_bound_ms`].
+pub const MAX_GATE_STALL_MS: i64 = 5_000;
+
+/// The message opening the gate's transaction, `{ms}` the stall bound.
+const BEGIN: &str = include_str!("execution/gate_begin.sql");
+
+/// The gate's stall bound in milliseconds for leases of `lease_ms`: the lease duration
+/// (a frozen claimer holds its keys no longer than a lease it took would stay live), at
+/// least [`crate::fenced::MIN_STALL_BOUND_MS`], at most [`MAX_GATE_STALL_MS`].
+pub fn stall_bound_ms(lease_ms: i64) -> i64 {
+    lease_ms.clamp(crate::fenced::MIN_STALL_BOUND_MS, MAX_GATE_STALL_MS)
+}
 
 /// A gated claim's parameters, owned (the attempt runs detached).
 struct GatedParams {
@@ -80,7 +100,11 @@ impl PostgresBackend {
         conn: &mut PgConnection,
         p: &GatedParams,
     ) -> std::result::Result<Vec<PgRow>, Attempt> {
-        let mut tx = conn.begin().await.map_err(before_commit)?;
+        let begin = BEGIN.replace("{ms}", &stall_bound_ms(p.lease_ms).to_string());
+        let mut tx = conn
+            .begin_with(AssertSqlSafe(begin))
+            .await
+            .map_err(before_commit)?;
         let mut found = Vec::new();
         let mut walked_ids: Vec<String> = Vec::new();
         let mut remaining = p.limit;
@@ -142,5 +166,25 @@ impl PostgresBackend {
             .map(|row| Ok((col(row, 0, "claim_due")?, col(row, 1, "claim_due")?)))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| before_commit(sqlx::Error::Decode(Box::new(e))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stall_bound_is_the_lease_within_its_limits() {
+        assert_eq!(stall_bound_ms(1_500), 1_500);
+        assert_eq!(stall_bound_ms(30_000), MAX_GATE_STALL_MS);
+        assert_eq!(stall_bound_ms(1), crate::fenced::MIN_STALL_BOUND_MS);
+    }
+
+    #[test]
+    fn the_begin_message_sets_both_limits_then_begins() {
+        let sql = BEGIN.replace("{ms}", "1500");
+        assert!(sql.contains("'idle_in_transaction_session_timeout', '1500', true"));
+        assert!(sql.contains("'lock_timeout', '1500', true"));
+        assert!(sql.trim_end().ends_with("BEGIN"));
     }
 }

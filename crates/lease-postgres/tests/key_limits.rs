@@ -324,3 +324,44 @@ async fn claim_until_done(
         tokio::task::yield_now().await;
     }
 }
+
+/// A claimer frozen inside the gate holds its key locks; the claims waiting for them give
+/// up after the gate's stall bound (`lock_timeout`, here the 1 s lease) instead of queueing
+/// behind it for as long as it stays frozen, and claim once it is gone. The frozen claimer
+/// is a connection holding the key's lock inside an open transaction, as the gate takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_key_lock_holder_stalls_keyed_claims_only_for_the_stall_bound() {
+    let (b, clock, schema) = setup().await;
+    common::cleaning_up(schema.clone(), async move {
+        b.set_concurrency_limit(&LimitScope::Key(key("k")), limit(1))
+            .await
+            .expect("limit");
+        b.admit(&Admission::new(id("k1")).concurrency_key(key("k")))
+            .await
+            .expect("admit");
+        let mut frozen = PgConnection::connect(&common::url())
+            .await
+            .expect("connect");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('\"{schema}\"'), hashtext('k'))"
+        )))
+        .execute(&mut frozen)
+        .await
+        .expect("hold the key lock");
+        let short = ClaimRequest {
+            duration: Duration::from_secs(1),
+            ..request(&clock, 1)
+        };
+        let stalled = tokio::time::timeout(Duration::from_secs(30), b.claim_due(short.clone()))
+            .await
+            .expect("the claim waited for the frozen key lock without a bound");
+        assert!(
+            stalled.as_ref().map_or(true, Vec::is_empty),
+            "claimed under a held key lock: {stalled:?}"
+        );
+        frozen.close().await.expect("release");
+        let claimed = b.claim_due(short).await.expect("claim");
+        assert_eq!(names(&claimed), ["k1"]);
+    })
+    .await;
+}
