@@ -352,7 +352,7 @@ async fn a_frozen_key_lock_holder_stalls_keyed_claims_only_for_the_stall_bound()
             duration: Duration::from_secs(1),
             ..request(&clock, 1)
         };
-        let stalled = tokio::time::timeout(Duration::from_secs(30), b.claim_due(short.clone()))
+        let stalled = tokio::time::timeout(Duration::from_secs(30), b.claim_due(short))
             .await
             .expect("the claim waited for the frozen key lock without a bound");
         assert!(
