@@ -15,7 +15,7 @@ use crate::wire::MAX_EXACT_MS;
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(LIST_FAILING = script(include_str!("partitioned/list_failing.lua")));
 operation_script!(LIST_CORRUPT = script(include_str!("partitioned/list_corrupt.lua")));
-operation_script!(FORGET_AT_HOME = forget_script(include_str!("partitioned/forget_at_home.lua")));
+operation_script!(FORGET_AT_HOME = purge_script(include_str!("partitioned/forget_at_home.lua")));
 operation_script!(PURGE_TERMINAL = purge_script(include_str!("partitioned/purge_terminal.lua")));
 
 /// The items of a batch grouped by partition: each partition's prefix with the indexes of
