@@ -68,7 +68,7 @@ async fn a_queued_wake_is_delivered_by_the_next_write() {
     let _cleanup = common::Cleanup::of(&b);
     suspended(&b, &clock, "sleeper").await;
     let queue = format!("{}wakes", b.key_prefix());
-    let mut admin = common::admin().await;
+    let mut admin = common::admin_for(&queue).await;
     let queued: i64 = redis::cmd("ZADD")
         .arg(&queue)
         .arg(7)
