@@ -206,8 +206,20 @@ fn unlink_matching(conn: &mut redis::Connection, pattern: &str) {
 
 /// A backend on a fresh namespace over `clock`.
 pub async fn fresh(clock: &ManualClock, policy: RedeliveryPolicy) -> RedisBackend {
+    fresh_with(clock, policy, partitions()).await
+}
+
+/// A backend on a fresh namespace of `partitions` partitions over `clock`. The tests of the
+/// one-partition key layout and scripts (they write keys under `key_prefix()` by hand, or
+/// test what one script does) pass 1 whatever `LEASE_REDIS_PARTITIONS` says.
+pub async fn fresh_with(
+    clock: &ManualClock,
+    policy: RedeliveryPolicy,
+    partitions: u16,
+) -> RedisBackend {
     RedisBackend::connect(
         config(&random_namespace())
+            .partitions(partitions)
             .clock(Arc::new(clock.clone()))
             .policy(policy),
     )
@@ -230,7 +242,16 @@ pub async fn connections<const N: usize>(
     clock: &ManualClock,
     policy: RedeliveryPolicy,
 ) -> [RedisBackend; N] {
-    let first = fresh(clock, policy).await;
+    connections_with(clock, policy, partitions()).await
+}
+
+/// [`connections`] on a namespace of `partitions` partitions (see [`fresh_with`]).
+pub async fn connections_with<const N: usize>(
+    clock: &ManualClock,
+    policy: RedeliveryPolicy,
+    partitions: u16,
+) -> [RedisBackend; N] {
+    let first = fresh_with(clock, policy, partitions).await;
     let mut all = Vec::with_capacity(N);
     for _ in 1..N {
         all.push(first.peer().await.expect("peer connection"));
