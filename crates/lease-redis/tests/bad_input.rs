@@ -2,7 +2,8 @@
 //! conformance suite cannot know about Redis: connect-time checks, timestamps outside the
 //! range Lua represents exactly, corrupt stored values and foreign keys in the namespace.
 //!
-//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): they corrupt keys of the one-partition layout by hand.
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): they corrupt
+//! keys of the one-partition layout by hand.
 
 mod common;
 

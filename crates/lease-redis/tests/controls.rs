@@ -4,7 +4,8 @@
 //! (gone again once their executions are), and a namespace split into partitions (priorities
 //! across partitions, keys refused).
 //!
-//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): concurrency keys and limits need one partition; the split namespace's test sets its own count.
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): concurrency
+//! keys and limits need one partition; the split namespace's test sets its own count.
 
 mod common;
 

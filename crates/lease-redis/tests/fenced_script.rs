@@ -19,7 +19,8 @@
 //! call, then `EVAL` the bare body), which these checks must catch.
 //! `LEASE_RACE_ROUNDS` overrides the number of rounds (default 500).
 //!
-//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): their keys carry the home hash tag, the one-partition rule.
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): their keys
+//! carry the home hash tag, the one-partition rule.
 
 mod common;
 

@@ -3,7 +3,8 @@
 //! are skipped and listed instead of stopping every claim, a claim that issued leases is
 //! never reported as an error, and the waiting->ready move is bounded per call.
 //!
-//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): they edit the one-partition token counter and records by hand.
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): they edit
+//! the one-partition token counter and records by hand.
 
 mod common;
 
