@@ -65,8 +65,10 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
     // lease-redis on a throwaway Redis Cluster (issue 14): the conformance suite and the race
-    // tests (one partition unless LEASE_REDIS_PARTITIONS says more: effects do not support
-    // partitions yet), plus tests/cluster.rs on 4 partitions (spread, slot migration).
+    // tests on 3 partitions, one on each primary (issue 22: tests/common `CLUSTER_PARTITIONS`
+    // and `spread_namespace`, checked with CLUSTER KEYSLOT; LEASE_REDIS_PARTITIONS overrides),
+    // tests/partitions.rs (cross-partition semantics) and tests/cluster.rs on 4 partitions
+    // (spread, slot migration).
     Backend::new(
         "redis-cluster",
         &[
@@ -80,6 +82,8 @@ pub const MATRIX: &[Backend] = &[
             "batch_race",
             "--test",
             "cluster",
+            "--test",
+            "partitions",
             "--features",
             "lease-redis/cluster-tests",
         ],

@@ -46,6 +46,16 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// `Unsupported` and admit nothing.
     const PRIORITIES_AND_LIMITS: bool = false;
 
+    /// Whether this run's store takes concurrency keys and limits (issue 22 item 2): by
+    /// default [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at
+    /// run time and cannot count a key's live leases in some modes (a Redis namespace split
+    /// into partitions) returns `false` for them; the limit cases then check that a keyed
+    /// admission and `set_concurrency_limit` are refused (`Unsupported` or `InvalidInput`)
+    /// and admit nothing, while the priority cases still run.
+    fn concurrency_limits() -> bool {
+        Self::PRIORITIES_AND_LIMITS
+    }
+
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.
     async fn kill_listeners(&self) -> Result<bool> {

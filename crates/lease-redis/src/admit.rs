@@ -89,9 +89,12 @@ impl RedisBackend {
     /// and `OutcomeUnknown` (saying which items were created) when it did, so that an error
     /// other than `OutcomeUnknown` always means nothing was admitted.
     ///
-    /// With partitions, each partition's admissions are one script (in the order of each
-    /// partition's first item): a failure after an earlier partition's script ran is
-    /// `OutcomeUnknown`.
+    /// With partitions (issue 22), each partition's admissions are one script (in the order
+    /// of each partition's first item), each atomic, after the whole batch was validated: a
+    /// failure after an earlier partition's script ran is `OutcomeUnknown` naming the ids
+    /// that batch created (the failed partition's items and any later ones may or may not
+    /// be admitted); a retry of the same batch is idempotent (an existing id is returned as
+    /// stored, never admitted twice).
     pub(crate) async fn admit_many(
         &self,
         admissions: &[Admission],
@@ -110,11 +113,7 @@ impl RedisBackend {
             let decoded = match self.admit_group(prefix, &group).await {
                 Ok(decoded) => decoded,
                 Err(e) if n == 0 => return Err(e),
-                Err(e) => {
-                    return Err(partial(format!(
-                        "a later partition's admissions failed: {e}"
-                    )));
-                }
+                Err(e) => return Err(partial(half_way(admissions, &results, &e))),
             };
             for (i, result) in members.into_iter().zip(decoded) {
                 results[i] = Some(result);
@@ -179,6 +178,26 @@ fn partial(reason: String) -> LeaseError {
         operation: OP,
         source: reason.into(),
     }
+}
+
+/// What a split batch's error says when a partition's script failed after earlier ones
+/// ran: which items this call created (by id), and that a retry is idempotent.
+fn half_way(
+    admissions: &[Admission],
+    results: &[Option<(bool, Result<ExecutionRecord>)>],
+    e: &LeaseError,
+) -> String {
+    let created: Vec<&str> = admissions
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| matches!(r, Some((true, _))))
+        .map(|(a, _)| a.id.as_str())
+        .collect();
+    format!(
+        "a partition's admissions failed ({e}) after others ran; admitted by this call: \
+         {created:?}; the other items may or may not be admitted: retry the same batch (an \
+         admission is idempotent by id)"
+    )
 }
 
 /// One item of the reply: `(created, record)`; the integer 1 marks a record the script

@@ -4,6 +4,12 @@
 //! settle and on an applied store update run inside the writing script with request_wake's
 //! transition (`scripts/wake.lua`, shared with `request_wake`). Keys: see `scripts/effect.lua`.
 //!
+//! On a namespace split into partitions (issue 22) the effects and registrations live under
+//! the home prefix, beside the stores, and the executions in their partitions: `begin` and
+//! `watch_entry` first check the execution exists (`EXISTS` on its record), and a settle or
+//! store update queues its wakes at home, which this module then delivers partition by
+//! partition ([`RedisBackend::deliver_wakes`]).
+//!
 //! The scripts decide and write; the client rebuilds the typed answer from the record as it
 //! stood before the call with lease-core's rules ([`EffectRecord::settle`],
 //! [`EffectRecord::check_owner`]) and refuses a script decision that disagrees with them
@@ -18,6 +24,7 @@ use redis::{Script, Value};
 
 use crate::backend::RedisBackend;
 use crate::error::{Access, protocol};
+use crate::partitioned::by_partition;
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 
@@ -27,32 +34,87 @@ operation_script!(EFFECT_SETTLE = effect_wake_script(include_str!("effect/effect
 operation_script!(EFFECT_READ = effect_script(include_str!("effect/effect_read.lua")));
 operation_script!(EFFECT_WAIT = effect_script(include_str!("effect/effect_wait.lua")));
 operation_script!(STORE_WATCH = effect_script(include_str!("effect/store_watch.lua")));
+operation_script!(WAKE_WAITERS = wake_script(include_str!("effect/wake_waiters.lua")));
+operation_script!(WAKES_DONE = script(include_str!("effect/wakes_done.lua")));
 
 /// A script reply: its status word and the rest.
 type Status = (String, std::vec::IntoIter<Value>);
 
 impl RedisBackend {
     /// Runs one effect or store-waiter script (the one place their key prefix is chosen: the
-    /// namespace's, which holds the executions, stores and effects alike) and splits the
-    /// reply into its status word and the rest.
-    async fn eval_effect(
+    /// namespace's home prefix, which holds the stores and effects, and with one partition
+    /// the executions too) with `args` and the split flag last (`1` with partitions: see
+    /// `scripts/effect.lua`), and splits the reply into its status word and the rest.
+    pub(crate) async fn eval_effect(
         &self,
         op: &'static str,
         access: Access,
         script: &Script,
         args: &[&[u8]],
     ) -> Result<Status> {
-        if self.keys().split() {
-            return Err(LeaseError::invalid(
-                "partitions",
-                "effects and store waiters are not supported yet on a namespace split into \
-                 partitions (issue 14)",
-            ));
-        }
+        let mut all = args.to_vec();
+        all.push(self.split_word());
         let v = self
-            .eval(op, access, self.keys().prefix(), script, args)
+            .eval(op, access, self.keys().prefix(), script, &all)
             .await?;
         Reply::new(op).status(v)
+    }
+
+    /// The split flag of the effect and store scripts: `1` on a namespace split into
+    /// partitions, else `0`.
+    pub(crate) fn split_word(&self) -> &'static [u8] {
+        if self.keys().split() { b"1" } else { b"0" }
+    }
+
+    /// On a split namespace, refuses an execution that does not exist
+    /// (`UnknownExecution`), read with `EXISTS` in its partition before a script at home
+    /// names it (with one partition the script checks it itself).
+    async fn check_execution(&self, op: &'static str, id: &ExecutionId) -> Result<()> {
+        if !self.keys().split() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.keys().exec(id));
+        let reply = Reply::new(op);
+        match reply.number::<i64>(self.query(op, &cmd).await?, "exists")? {
+            0 => Err(LeaseError::UnknownExecution(id.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Delivers the wakes a script at home queued (the `id, sequence` pairs that end its
+    /// reply on a split namespace, `with_queued_wakes` in `scripts/effect.lua`): one
+    /// `effect/wake_waiters.lua` per partition named, then `effect/wakes_done.lua` at home
+    /// removes what was delivered. A failure leaves the rest queued for the next settle or
+    /// store update (a wake is delivered at least once; an extra one is harmless, RFC 002
+    /// "request_wake").
+    pub(crate) async fn deliver_wakes(
+        &self,
+        op: &'static str,
+        mut queued: impl Iterator<Item = Value>,
+    ) -> Result<()> {
+        let reply = Reply::new(op);
+        let mut pending: Vec<(ExecutionId, String)> = Vec::new();
+        while let Some(id) = queued.next() {
+            let seq = reply.string(reply.next(&mut queued, "queued wake number")?)?;
+            pending.push((reply.execution_id(id)?, seq));
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        for (prefix, members) in by_partition(self, &pending, |(id, _)| id) {
+            let mut args: Vec<&[u8]> = vec![self.publish_word()];
+            args.extend(members.iter().map(|&i| pending[i].0.as_str().as_bytes()));
+            self.eval(op, Access::Write, prefix, &WAKE_WAITERS, &args)
+                .await?;
+        }
+        let done: Vec<&[u8]> = pending
+            .iter()
+            .flat_map(|(id, seq)| [id.as_str().as_bytes(), seq.as_bytes()])
+            .collect();
+        self.eval(op, Access::Write, self.keys().prefix(), &WAKES_DONE, &done)
+            .await?;
+        Ok(())
     }
 
     /// `watch_entry` (store waiter registration, unfenced): `effect/store_watch.lua`.
@@ -65,6 +127,7 @@ impl RedisBackend {
         const OP: &str = "watch_entry";
         let args = [store.as_str(), key.as_str(), waiter.as_str()].map(str::as_bytes);
         let reply = Reply::new(OP);
+        self.check_execution(OP, waiter).await?;
         let (status, mut rest) = self
             .eval_effect(OP, Access::Write, &STORE_WATCH, &args)
             .await?;
@@ -162,6 +225,7 @@ impl EffectClient for RedisBackend {
         const OP: &str = "begin_effect";
         let reply = Reply::new(OP);
         let args = [id.as_str(), execution.as_str()].map(str::as_bytes);
+        self.check_execution(OP, execution).await?;
         let (status, mut rest) = self
             .eval_effect(OP, Access::Write, &EFFECT_BEGIN, &args)
             .await?;
@@ -210,6 +274,7 @@ impl EffectClient for RedisBackend {
         }
         let prior = owned_record(reply, id, execution, &status, &mut rest)?;
         let now: i64 = reply.number(reply.next(&mut rest, "now")?, "now")?;
+        self.deliver_wakes(OP, rest).await?;
         settlement(reply, &status, &prior, result, now)
     }
 

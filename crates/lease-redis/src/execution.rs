@@ -146,12 +146,7 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
-        let mut ids = Vec::new();
-        for (prefix, count) in self.purge_plan(before, limit).await? {
-            let gone = self.purge_in(prefix, before, count).await?;
-            self.forget_at_home(&gone).await?;
-            ids.extend(gone);
-        }
+        let mut ids = self.purge_partitions(before, limit).await?;
         ids.sort();
         Ok(Purged { ids })
     }

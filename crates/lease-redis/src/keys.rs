@@ -26,6 +26,10 @@
 //! | `rcpt:<id>` | set | the receipts execution `<id>` made: `<store>\x1f<step key>` |
 //! | `start_of` | hash | target execution id -> the start request id that created it |
 //!
+//! The effect and store-waiter keys (`effect:`, `effects:`, `watch:`, `watching:`, and with
+//! partitions the wake queue `wakes`/`wake_seq`) are listed in `scripts/effect.lua`; with
+//! partitions they stay under the home prefix.
+//!
 //! Layout 2 added the last three (retention, issue 12); connecting to a layout-1 namespace
 //! builds them (`crate::migrate`) and then stores layout 2.
 //!
@@ -187,6 +191,11 @@ impl Keys {
             all.extend(self.partitions.iter().map(String::as_str));
         }
         all.into_iter().map(|p| (p, format!("{p}*"))).collect()
+    }
+
+    /// An execution's record (in its partition).
+    pub(crate) fn exec(&self, id: &ExecutionId) -> String {
+        format!("{}exec:{}", self.of(id), id.as_str())
     }
 
     /// An execution's step records (in its partition).

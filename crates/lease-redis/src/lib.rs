@@ -1,4 +1,6 @@
-//! The Redis backend for RFC 002 execution leases: one Lua script per operation.
+//! The Redis backend for RFC 002 execution leases: one Lua script per operation on a
+//! namespace of one partition (with more, some operations are one script per slot: see
+//! "Redis Cluster and partitions" below and docs/DESIGN.md).
 //!
 //! ```no_run
 //! # async fn demo() -> lease_core::Result<()> {
@@ -112,7 +114,8 @@
 //!   an empty claim and logs the refusal; after a lost one it is `TokenCounter`. One wake-up
 //!   message: the earliest of the acknowledged record's claimable instant (unless the same
 //!   script claimed it) and the new leases'.
-//! - **Retention (issue 12).** `purge_terminal(before, limit)` is one script: it reads up to
+//! - **Retention (issue 12).** `purge_terminal(before, limit)` is one script (per partition,
+//!   then a home step, on a split namespace): it reads up to
 //!   `limit` members of `done` scored before `before` (the earliest ended first), re-checks
 //!   each record (only a completed or failed one whose end lies before `before` goes; a
 //!   stale member leaves the index, a mis-scored one is re-scored), then deletes each

@@ -2,12 +2,12 @@
 //! failing and corrupt records, retention, and the grouping of batches by partition. With
 //! one partition each runs exactly one script, as before partitions.
 
-use lease_core::{CorruptRecord, ExecutionId, ExecutionRecord, Result, Timestamp};
+use lease_core::{CorruptRecord, ExecutionId, ExecutionRecord, LeaseError, Result, Timestamp};
 use redis::Value;
 
 use crate::backend::RedisBackend;
 use crate::claim::lossy;
-use crate::error::Access;
+use crate::error::{Access, BACKEND};
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 use crate::wire::MAX_EXACT_MS;
@@ -15,8 +15,9 @@ use crate::wire::MAX_EXACT_MS;
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(LIST_FAILING = script(include_str!("partitioned/list_failing.lua")));
 operation_script!(LIST_CORRUPT = script(include_str!("partitioned/list_corrupt.lua")));
-operation_script!(FORGET_AT_HOME = forget_script(include_str!("partitioned/forget_at_home.lua")));
+operation_script!(FORGET_AT_HOME = purge_script(include_str!("partitioned/forget_at_home.lua")));
 operation_script!(PURGE_TERMINAL = purge_script(include_str!("partitioned/purge_terminal.lua")));
+operation_script!(FORGOTTEN = script(include_str!("partitioned/forgotten.lua")));
 
 /// The items of a batch grouped by partition: each partition's prefix with the indexes of
 /// its items, partitions in the order of their first item.
@@ -61,6 +62,20 @@ fn scored_members(v: Value) -> Result<Vec<(String, i64)>> {
         out.push((reply.string(member)?, score as i64));
     }
     Ok(out)
+}
+
+/// The `OutcomeUnknown` of a split purge that failed (`e`) after purging `ids`.
+fn purge_half_way(ids: &[ExecutionId], e: &LeaseError) -> LeaseError {
+    let ids: Vec<&str> = ids.iter().map(ExecutionId::as_str).collect();
+    LeaseError::OutcomeUnknown {
+        backend: BACKEND,
+        operation: "purge_terminal",
+        source: format!(
+            "a partition's purge failed ({e}) after this call purged {ids:?}; the next \
+             purge_terminal finishes what is left of theirs"
+        )
+        .into(),
+    }
 }
 
 impl RedisBackend {
@@ -189,7 +204,11 @@ impl RedisBackend {
                 Access::Write,
                 prefix,
                 &PURGE_TERMINAL,
-                &[before.to_string().as_bytes(), limit.to_string().as_bytes()],
+                &[
+                    before.to_string().as_bytes(),
+                    limit.to_string().as_bytes(),
+                    self.split_word(),
+                ],
             )
             .await?;
         let reply = Reply::new(OP);
@@ -204,23 +223,61 @@ impl RedisBackend {
         Ok(ids)
     }
 
-    /// With partitions, removes what the home prefix holds about purged executions: their
-    /// store receipts and start records (`scripts/forget.lua`, as `purge_terminal` does inside
-    /// one partition). Nothing to do with one partition, whose purge did it already.
-    pub(crate) async fn forget_at_home(&self, ids: &[ExecutionId]) -> Result<()> {
+    /// With partitions, removes what the home prefix holds about executions partition
+    /// `prefix` purged: their store receipts, start records, effects and store-waiter
+    /// registrations (`forget_at_home.lua`, as `purge_terminal` does inside one partition),
+    /// then takes them out of the partition's `purged` set (`forgotten.lua`). Nothing to do
+    /// with one partition, whose purge did it already.
+    pub(crate) async fn forget_at_home(&self, prefix: &str, ids: &[ExecutionId]) -> Result<()> {
         const OP: &str = "purge_terminal";
         if !self.keys().split() || ids.is_empty() {
             return Ok(());
         }
         let args: Vec<&[u8]> = ids.iter().map(|id| id.as_str().as_bytes()).collect();
-        self.eval(
-            OP,
-            Access::Write,
-            self.keys().prefix(),
-            &FORGET_AT_HOME,
-            &args,
-        )
-        .await?;
+        let home = self.keys().prefix();
+        self.eval(OP, Access::Write, home, &FORGET_AT_HOME, &args)
+            .await?;
+        self.eval(OP, Access::Write, prefix, &FORGOTTEN, &args)
+            .await?;
         Ok(())
+    }
+
+    /// With partitions, first finishes the purges an earlier call left half-way (a
+    /// partition's `purged` set still names them: `forget_at_home` did not complete), then
+    /// purges per plan, partition by partition (each atomic, then its home step). A failure
+    /// after a partition's purge is `OutcomeUnknown` naming the ids this call purged; the
+    /// next call finishes their home step. The ids purged, unsorted.
+    pub(crate) async fn purge_partitions(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<ExecutionId>> {
+        const OP: &str = "purge_terminal";
+        if self.keys().split() {
+            for prefix in self.keys().partitions() {
+                let mut cmd = redis::cmd("SMEMBERS");
+                cmd.arg(format!("{prefix}purged"));
+                let reply = Reply::new(OP);
+                let left = reply
+                    .array(self.query(OP, &cmd).await?)?
+                    .into_iter()
+                    .map(|id| reply.execution_id(id))
+                    .collect::<Result<Vec<_>>>()?;
+                self.forget_at_home(prefix, &left).await?;
+            }
+        }
+        let mut ids = Vec::new();
+        for (prefix, count) in self.purge_plan(before, limit).await? {
+            let gone = match self.purge_in(prefix, before, count).await {
+                Ok(gone) => gone,
+                Err(e) if ids.is_empty() => return Err(e),
+                Err(e) => return Err(purge_half_way(&ids, &e)),
+            };
+            ids.extend(gone.iter().cloned());
+            if let Err(e) = self.forget_at_home(prefix, &gone).await {
+                return Err(purge_half_way(&ids, &e));
+            }
+        }
+        Ok(ids)
     }
 }

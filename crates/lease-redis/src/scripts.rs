@@ -40,11 +40,6 @@ pub(crate) fn script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n-- operation\n{body}"))
 }
 
-/// A script made of the base, operation and retention helpers (`scripts/forget.lua`) and `body`.
-pub(crate) fn forget_script(body: &str) -> Script {
-    Script::new(&format!("{BASE}\n{OPS}\n{FORGET}\n-- operation\n{body}"))
-}
-
 /// A script made of the base and record helpers and `body`.
 pub(crate) fn record_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{OPS}\n{RECORD}\n-- operation\n{body}"))

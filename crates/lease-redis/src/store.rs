@@ -117,6 +117,7 @@ impl StoreClient for RedisBackend {
                     expected.map_or("", |j| j.as_str()).as_bytes(),
                     new.map_or("", |j| j.as_str()).as_bytes(),
                     self.publish_word(),
+                    self.split_word(),
                 ],
             )
             .await?;
@@ -129,6 +130,7 @@ impl StoreClient for RedisBackend {
             other => return Err(reply.unexpected(other)),
         };
         let outcome = parse_outcome(OP, &reply.string(reply.next(&mut rest, "outcome")?)?)?;
+        self.deliver_wakes(OP, rest).await?;
         Ok(StoreUpdate { outcome, replayed })
     }
 

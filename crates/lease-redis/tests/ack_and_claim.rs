@@ -1,5 +1,8 @@
 //! `acknowledge_and_claim` against real Redis, beyond the conformance rows: what the one
 //! script does when the token counter refuses its claim, and the one wake-up it publishes.
+//! The one script exists only on a namespace of one partition (split, it is an
+//! acknowledgement then a split claim), so these tests use one partition whatever
+//! `LEASE_REDIS_PARTITIONS` says.
 
 mod common;
 
@@ -26,7 +29,14 @@ fn id(s: &str) -> ExecutionId {
 }
 
 async fn fresh(clock: &ManualClock) -> RedisBackend {
-    common::fresh(clock, policy()).await
+    RedisBackend::connect(
+        common::config(&common::random_namespace())
+            .partitions(1)
+            .clock(std::sync::Arc::new(clock.clone()))
+            .policy(policy()),
+    )
+    .await
+    .expect("connect")
 }
 
 fn request(limit: usize) -> ClaimRequest {

@@ -1,6 +1,9 @@
 //! Bad input and bad state: typed errors that change nothing, never a panic. Covers what the
 //! conformance suite cannot know about Redis: connect-time checks, timestamps outside the
 //! range Lua represents exactly, corrupt stored values and foreign keys in the namespace.
+//!
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): they corrupt
+//! keys of the one-partition layout by hand.
 
 mod common;
 
@@ -108,7 +111,7 @@ fn connect_rejects_a_namespace_of_another_layout_or_type() {
 fn timestamps_outside_the_exact_range_are_typed_errors_that_change_nothing() {
     runtime().block_on(async {
         let clock = ManualClock::starting_now();
-        let b = common::fresh(&clock, policy()).await;
+        let b = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_b = common::Cleanup::of(&b);
         b.admit(&Admission::new(id("x"))).await.expect("admit");
         let before = common::snapshot(&b).await;
@@ -161,7 +164,7 @@ fn timestamps_outside_the_exact_range_are_typed_errors_that_change_nothing() {
 fn corrupt_records_are_protocol_errors_that_change_nothing() {
     runtime().block_on(async {
         let clock = ManualClock::starting_now();
-        let b = common::fresh(&clock, policy()).await;
+        let b = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_b = common::Cleanup::of(&b);
         for name in ["a", "b"] {
             b.admit(&Admission::new(id(name))).await.expect("admit");
@@ -257,7 +260,7 @@ fn corrupt_records_are_protocol_errors_that_change_nothing() {
 fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
     runtime().block_on(async {
         let clock = ManualClock::starting_now();
-        let b = common::fresh(&clock, policy()).await;
+        let b = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_b = common::Cleanup::of(&b);
         for name in ["a", "b", "c"] {
             b.admit(&Admission::new(id(name))).await.expect("admit");
@@ -315,7 +318,7 @@ fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
 fn corrupt_step_and_store_values_are_protocol_errors() {
     runtime().block_on(async {
         let clock = ManualClock::starting_now();
-        let b = common::fresh(&clock, policy()).await;
+        let b = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_b = common::Cleanup::of(&b);
         b.admit(&Admission::new(id("x"))).await.expect("admit");
         let lease = claim(&b, &clock).await.expect("claim").remove(0);
@@ -362,9 +365,9 @@ fn corrupt_step_and_store_values_are_protocol_errors() {
 fn delete_namespace_removes_every_key_and_only_those() {
     runtime().block_on(async {
         let clock = ManualClock::starting_now();
-        let a = common::fresh(&clock, policy()).await;
+        let a = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_a = common::Cleanup::of(&a);
-        let other = common::fresh(&clock, policy()).await;
+        let other = common::fresh_with(&clock, policy(), 1).await;
         let _cleanup_other = common::Cleanup::of(&other);
         for b in [&a, &other] {
             b.admit(&Admission::new(id("x"))).await.expect("admit");
@@ -403,7 +406,7 @@ fn foreign_key_types_at_index_keys_are_schema_errors_that_change_nothing() {
             "token",
         ] {
             let clock = ManualClock::starting_now();
-            let b = common::fresh(&clock, policy()).await;
+            let b = common::fresh_with(&clock, policy(), 1).await;
             for e in ["a", "b"] {
                 b.admit(&Admission::new(id(e))).await.expect("admit");
             }

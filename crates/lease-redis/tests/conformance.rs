@@ -27,6 +27,13 @@ impl lease_conformance::Harness for RedisHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
 
+    /// A namespace split into partitions (`LEASE_REDIS_PARTITIONS` > 1, or a cluster's
+    /// default) refuses concurrency keys and limits: a key's live leases are counted inside
+    /// one partition's claim script (docs/DESIGN.md, "How each backend gates its claims").
+    fn concurrency_limits() -> bool {
+        common::partitions() == 1
+    }
+
     async fn kill_listeners(&self) -> Result<bool> {
         common::kill_connections_named(&self.0.listener_name())
             .await

@@ -3,6 +3,9 @@
 //! leaving work held back by its key out, the index keys a priority level and a key use
 //! (gone again once their executions are), and a namespace split into partitions (priorities
 //! across partitions, keys refused).
+//!
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): concurrency
+//! keys and limits need one partition; the split namespace's test sets its own count.
 
 mod common;
 
@@ -73,7 +76,7 @@ async fn key_names(b: &RedisBackend) -> Vec<String> {
 #[tokio::test]
 async fn freed_places_and_raised_limits_publish_now() {
     let clock = ManualClock::new(Timestamp::from_millis(START_MS));
-    let b = common::fresh(&clock, policy()).await;
+    let b = common::fresh_with(&clock, policy(), 1).await;
     let _cleanup = common::Cleanup::of(&b);
     let now = clock.now();
     set_limit(&b, "acme", Some(1)).await;
@@ -121,7 +124,7 @@ async fn freed_places_and_raised_limits_publish_now() {
 #[tokio::test]
 async fn work_held_back_by_its_key_is_left_out_of_the_horizon() {
     let clock = ManualClock::new(Timestamp::from_millis(START_MS));
-    let b = common::fresh(&clock, policy()).await;
+    let b = common::fresh_with(&clock, policy(), 1).await;
     let _cleanup = common::Cleanup::of(&b);
     set_limit(&b, "acme", Some(1)).await;
     let admissions = [keyed("a", "acme"), keyed("b", "acme"), keyed("c", "acme")];
@@ -148,7 +151,7 @@ async fn work_held_back_by_its_key_is_left_out_of_the_horizon() {
 #[tokio::test]
 async fn level_and_live_keys_come_and_go_with_their_executions() {
     let clock = ManualClock::new(Timestamp::from_millis(START_MS));
-    let b = common::fresh(&clock, policy()).await;
+    let b = common::fresh_with(&clock, policy(), 1).await;
     let _cleanup = common::Cleanup::of(&b);
     let high = keyed("high", "acme").priority(Priority::new(7).expect("priority"));
     let low = Admission::new(ExecutionId::new("low").expect("id"))

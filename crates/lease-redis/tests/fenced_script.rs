@@ -18,6 +18,9 @@
 //! The same rounds run against a deliberately non-atomic variant (check the token with one
 //! call, then `EVAL` the bare body), which these checks must catch.
 //! `LEASE_RACE_ROUNDS` overrides the number of rounds (default 500).
+//!
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): their keys
+//! carry the home hash tag, the one-partition rule.
 
 mod common;
 
@@ -358,7 +361,7 @@ async fn round(i: usize, race: &Race, variant: Variant, tally: &mut Tally) {
 fn run_race(variant: Variant, rounds: usize, stop_after: usize) -> (usize, Tally) {
     common::runtime(4).block_on(async {
         let clock = ManualClock::starting_now();
-        let [a, b] = common::connections(&clock, policy()).await;
+        let [a, b] = common::connections_with(&clock, policy(), 1).await;
         let _cleanup = common::Cleanup::of(&a);
         let race = Race {
             app: AppKeys::of(&a),
@@ -420,7 +423,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let clock = ManualClock::starting_now();
-    let backend = common::fresh(&clock, policy()).await;
+    let backend = common::fresh_with(&clock, policy(), 1).await;
     Fixture {
         app: AppKeys::of(&backend),
         _cleanup: common::Cleanup::of(&backend),

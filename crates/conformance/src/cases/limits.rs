@@ -1,7 +1,8 @@
 //! Issue 21 item 4, concurrency limits per key: never more live leases for one key than
 //! its limit, across every connection, counted in the claim's own atomic step; an ended or
 //! expired lease frees its place. A harness without them checks `Unsupported` (see
-//! [`crate::cases::priority`]).
+//! [`crate::cases::priority`]); a run without keys ([`Harness::concurrency_limits`] `false`)
+//! checks that they are refused.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use lease_core::{
 };
 use tokio::sync::Barrier;
 
-use crate::cases::priority::unsupported;
+use crate::cases::priority::limits_unsupported;
 use crate::context::{Ctx, json, plus};
 use crate::harness::Harness;
 
@@ -66,7 +67,7 @@ fn ids_of(leases: &[ExecutionLease]) -> Vec<String> {
 pub async fn key_limit_caps_live_leases_and_acknowledge_frees_a_place<H: Harness>(
     ctx: Arc<Ctx<H>>,
 ) {
-    if unsupported(&*ctx).await {
+    if limits_unsupported(&*ctx).await {
         return;
     }
     let b = ctx.backend();
@@ -95,7 +96,7 @@ pub async fn key_limit_caps_live_leases_and_acknowledge_frees_a_place<H: Harness
 
 /// A lease that expires frees its place at its expiry, and a cancel frees it at once.
 pub async fn expired_or_cancelled_lease_frees_its_place<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await {
+    if limits_unsupported(&*ctx).await {
         return;
     }
     let b = ctx.backend();
@@ -117,7 +118,7 @@ pub async fn expired_or_cancelled_lease_frees_its_place<H: Harness>(ctx: Arc<Ctx
 /// The namespace default limits every key without its own limit, each key on its own; a
 /// key's own limit wins; removing limits makes keys unlimited.
 pub async fn default_limit_applies_to_keys_without_their_own<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await {
+    if limits_unsupported(&*ctx).await {
         return;
     }
     let b = ctx.backend();
@@ -148,7 +149,7 @@ pub async fn default_limit_applies_to_keys_without_their_own<H: Harness>(ctx: Ar
 
 /// What is set reads back (keys by name); bad values are `InvalidInput`.
 pub async fn limits_round_trip_and_bad_input_rejected<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await {
+    if limits_unsupported(&*ctx).await {
         return;
     }
     let b = ctx.backend();
@@ -189,7 +190,7 @@ pub async fn limits_round_trip_and_bad_input_rejected<H: Harness>(ctx: Arc<Ctx<H
 /// rounds; the key's live leases never exceed its limit and every execution is claimed at
 /// most once at a time.
 async fn racing_claimers<H: Harness>(ctx: Arc<Ctx<H>>, cap: u32) {
-    if unsupported(&*ctx).await {
+    if limits_unsupported(&*ctx).await {
         return;
     }
     const CLAIMERS: usize = 4;

@@ -35,7 +35,7 @@ macro_rules! __pickup_cases {
             scheduled_admission_past_due_and_idempotent,
             scheduled_admission_out_of_range_rejected,
             claim_horizon_is_the_earliest_claimable_instant, admit_batch_admits_each_like_admit,
-            admit_batch_bad_input_admits_nothing,
+            admit_batch_bad_input_admits_nothing, admit_batch_retry_after_a_partial_one_is_idempotent,
         ] }
     };
 }
@@ -340,6 +340,46 @@ pub async fn admit_batch_admits_each_like_admit<H: Harness>(ctx: Arc<Ctx<H>>) {
         MAX_ADMIT_BATCH
     );
     assert!(ctx.try_get("m-0999").await.is_some());
+}
+
+/// A batch retried after a call that admitted only some of its items (as a batch spread
+/// over partitions can fail half-way, issue 22) admits the rest, returns the earlier ones
+/// as stored, and a second retry changes nothing: every item is admitted once and claimed
+/// once.
+pub async fn admit_batch_retry_after_a_partial_one_is_idempotent<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let b = ctx.backend();
+    let batch: Vec<Admission> = (0..30)
+        .map(|i| Admission::new(ctx.id(&format!("r-{i:02}"))))
+        .collect();
+    let first: Vec<Admission> = batch.iter().step_by(3).cloned().collect();
+    let earlier = b.admit_batch(&first).await.expect("partial");
+    ctx.advance(Duration::from_millis(5));
+    let retried = b.admit_batch(&batch).await.expect("retry");
+    assert_eq!(retried.len(), batch.len());
+    for (i, r) in retried.iter().enumerate() {
+        assert_eq!(r.id, batch[i].id, "in the items' order");
+        // Due at its admission: the earlier call's instant, or this one's.
+        let want_due = if i % 3 == 0 {
+            earlier[i / 3].due_at
+        } else {
+            Some(ctx.now())
+        };
+        assert_eq!(r.due_at, want_due, "{}", r.id);
+        assert_eq!(ctx.get(r.id.as_str()).await, *r, "returned = stored");
+    }
+    ctx.advance(Duration::from_millis(5));
+    let again = b.admit_batch(&batch).await.expect("second retry");
+    assert_eq!(again, retried, "a second retry changes nothing");
+    let mut claimed: Vec<String> = ctx
+        .claim(&b, 100)
+        .await
+        .into_iter()
+        .map(|l| l.execution_id.as_str().to_owned())
+        .collect();
+    claimed.sort();
+    let mut want: Vec<String> = batch.iter().map(|a| a.id.as_str().to_owned()).collect();
+    want.sort();
+    assert_eq!(claimed, want, "each admitted once, claimed once");
 }
 
 /// Bad input in any item of `admit_batch` (one id twice, a scheduled time out of range, too

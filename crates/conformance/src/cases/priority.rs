@@ -54,6 +54,45 @@ pub(crate) async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     true
 }
 
+/// Returns `true` (after checking the refusals admitted and set nothing) when this run's
+/// store has no concurrency keys and limits ([`Harness::concurrency_limits`]); also when it
+/// has no priorities either ([`unsupported`]).
+pub(crate) async fn limits_unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
+    if unsupported(ctx).await {
+        return true;
+    }
+    if H::concurrency_limits() {
+        return false;
+    }
+    let b = ctx.backend();
+    let refused = |e: &LeaseError| {
+        matches!(
+            e,
+            LeaseError::Unsupported { .. } | LeaseError::InvalidInput { .. }
+        )
+    };
+    let keyed = Admission::new(ctx.id("keyed"))
+        .concurrency_key(ConcurrencyKey::new("tenant").expect("key"));
+    let err = b.admit(&keyed).await.expect_err("keys refused");
+    assert!(refused(&err), "{err}");
+    let batch = [Admission::new(ctx.id("plain")), keyed.clone()];
+    let err = b.admit_batch(&batch).await.expect_err("keys refused");
+    assert!(refused(&err), "{err}");
+    for id in ["keyed", "plain"] {
+        assert!(b.get(&ctx.id(id)).await.expect("get").is_none(), "{id}");
+    }
+    let limit = lease_core::ConcurrencyLimit::new(1).expect("limit");
+    let scope = lease_core::LimitScope::Key(ConcurrencyKey::new("tenant").expect("key"));
+    let err = b
+        .set_concurrency_limit(&scope, Some(limit))
+        .await
+        .expect_err("limits refused");
+    assert!(refused(&err), "{err}");
+    let none = lease_core::ConcurrencyLimits::default();
+    assert_eq!(b.concurrency_limits().await.expect("read"), none);
+    true
+}
+
 /// One claim at a time takes the highest priority first, whatever the admission order and
 /// even when a lower priority is due earlier.
 pub async fn claims_take_higher_priority_first<H: Harness>(ctx: Arc<Ctx<H>>) {
@@ -114,13 +153,15 @@ pub async fn priority_and_key_are_stored<H: Harness>(ctx: Arc<Ctx<H>>) {
         return;
     }
     let b = ctx.backend();
-    let key = ConcurrencyKey::new("tenant-7").expect("key");
-    let admission = prioritized(&*ctx, "job", -3).concurrency_key(key.clone());
+    // Without keys in this run (`Harness::concurrency_limits`), the priority alone.
+    let key = H::concurrency_limits().then(|| ConcurrencyKey::new("tenant-7").expect("key"));
+    let mut admission = prioritized(&*ctx, "job", -3);
+    admission.concurrency_key = key.clone();
     let admitted = b.admit(&admission).await.expect("admit");
     assert_eq!(admitted.priority.get(), -3);
-    assert_eq!(admitted.concurrency_key.as_ref(), Some(&key));
+    assert_eq!(admitted.concurrency_key, key);
     let got = ctx.get("job").await;
-    assert_eq!((got.priority.get(), got.concurrency_key), (-3, Some(key)));
+    assert_eq!((got.priority.get(), got.concurrency_key), (-3, key));
     assert_eq!(ctx.get("job").await, admitted);
 }
 

@@ -2,10 +2,13 @@
 -- result is recorded and, if the owner waits, wakes it (`wake` at now) in this script; an
 -- equal later result is 'already'; a different one is 'conflict', not applied.
 -- ARGV[3] effect id, ARGV[4] execution id, ARGV[5] result (canonical JSON, so equality is
--- string equality), ARGV[6] wake publish command.
+-- string equality), ARGV[6] wake publish command, ARGV[7] split ('1': partitions, the wake
+-- is queued; see scripts/effect.lua).
 -- Reply: {'unknown'} | {status, record..., now}: the record as it stood before the call
--- (effect_reply), status 'other' | 'recorded' | 'already' | 'conflict'.
+-- (effect_reply), status 'other' | 'recorded' | 'already' | 'conflict'; on a split
+-- namespace followed by the queued wakes (with_queued_wakes).
 local id, x, result = ARGV[3], ARGV[4], ARGV[5]
+local split = ARGV[7] == '1'
 local v = effect_fields(id)
 if not v[1] then return {'unknown'} end
 local now = clock_now()
@@ -16,11 +19,16 @@ elseif v[3] then
   status = v[4] == result and 'already' or 'conflict'
 else
   status = 'recorded'
-  local waits = v[5] == '1' and wakeable(x)
+  local waits = v[5] == '1' and (split or wakeable(x))
+  if waits and split then check_wake_queue() end
   redis.call('HSET', k_effect(id), 's', fmt(now), 'r', result)
   redis.call('HDEL', k_effect(id), 'w')
-  if waits then publish_wake(ARGV[6], wake_each({x}, now)) end
+  if waits and split then
+    queue_wakes({x})
+  elseif waits then
+    publish_wake(ARGV[6], wake_each({x}, now))
+  end
 end
 local reply = effect_reply(status, v)
 reply[6] = fmt(now)
-return reply
+return with_queued_wakes(reply, split)

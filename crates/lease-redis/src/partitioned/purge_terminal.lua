@@ -2,7 +2,11 @@
 -- delivery ended before `before`, each with its step records, the store receipts it made
 -- (found through `rcpt:<id>`), the start record naming it (through `start_of`) and its
 -- effects and store-waiter registrations (forget_effects in scripts/effect.lua, issue 16).
--- ARGV[3] before ms, ARGV[4] limit.
+-- ARGV[3] before ms, ARGV[4] limit, ARGV[5] split ('1': a partition of a split namespace,
+-- whose home prefix holds the receipts, start records and effects: each removed id is
+-- also added to the set `purged`, which the client empties once forget_at_home.lua has
+-- removed what the home prefix holds about it; so a purge interrupted in between is
+-- finished by the next one, issue 22).
 -- Reply: {id1, id2, ...} the executions removed (the client sorts them by id).
 --
 -- Which ones: the earliest ended first (`done` is scored by last_delivery_ended_at), so
@@ -12,6 +16,8 @@
 -- one whose end does not match its score is re-scored (never removed). The script plans
 -- (reads only), then writes.
 check_key_types()
+local split = ARGV[5] == '1'
+if split then check_key_type(P .. 'purged', 'set') end
 local K_DONE = P .. 'done'
 local K_STARTS = P .. 'starts'
 local K_START_OF = P .. 'start_of'
@@ -67,6 +73,7 @@ end
 
 -- ---- write ----
 for _, id in ipairs(gone) do purge(id) end
+if #gone > 0 and split then redis.call('SADD', P .. 'purged', unpack(gone)) end
 if #gone > 0 then
   redis.call('ZREM', K_DONE, unpack(gone))
   -- A terminal record is in none of these (place() keeps it out); removed all the same,

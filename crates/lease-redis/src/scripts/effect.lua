@@ -6,6 +6,15 @@
 --   effects:<execution>    set   the effects the execution began (purge_terminal)
 --   watch:<store>\31<key>  set   executions waiting for the next applied update of the entry
 --   watching:<execution>   set   the entries the execution waits on, as <store>\31<key>
+--   wakes                  zset  with partitions (issue 22): wakes not yet delivered, execution
+--                                id scored by a sequence number from `wake_seq` (a string)
+--
+-- With partitions these keys live under the home prefix, and the executions in their own
+-- partitions (other slots): the scripts then take ARGV 'split' = '1', skip what needs the
+-- execution (its existence, checked by the client first; its wake), and queue each wake in
+-- `wakes` instead. The client delivers the queue in each partition (wake_waiters.lua) and
+-- then removes exactly the entries it delivered (wakes_done.lua): a wake is delivered at
+-- least once, by the writer or by a later settle or store update of the namespace.
 local function k_effect(id) return P .. 'effect:' .. id end
 local function k_effects_of(id) return P .. 'effects:' .. id end
 local function k_watch(entry) return P .. 'watch:' .. entry end
@@ -30,6 +39,32 @@ end
 -- (the client decodes and validates it).
 local function effect_reply(status, v)
   return {status, v[1], v[2] or '', v[3] or '', v[4] or ''}
+end
+
+-- Refuses a foreign key in the wake queue's place (WRONGTYPE); called before a script's
+-- first write when it may queue.
+local function check_wake_queue()
+  check_key_type(P .. 'wakes', 'zset')
+  check_key_type(P .. 'wake_seq', 'string')
+end
+
+-- Queues a wake of each execution of `ids` (split namespace; check_wake_queue first): a
+-- fresh sequence number each, so a delivery that read an older entry does not remove this
+-- one.
+local function queue_wakes(ids)
+  for _, id in ipairs(ids) do
+    redis.call('ZADD', P .. 'wakes', redis.call('INCR', P .. 'wake_seq'), id)
+  end
+end
+
+-- `reply` followed, on a split namespace, by the oldest queued wakes (at most 100) as
+-- id, sequence pairs, for the client to deliver.
+local function with_queued_wakes(reply, split)
+  if not split then return reply end
+  for _, v in ipairs(redis.call('ZRANGE', P .. 'wakes', 0, 99, 'WITHSCORES')) do
+    reply[#reply + 1] = v
+  end
+  return reply
 end
 
 -- Removes execution `id`'s effects and its store-waiter registrations (purge_terminal).

@@ -4,18 +4,21 @@
 -- ARGV[3] store id, ARGV[4] receipt field (execution id, \31, step key),
 -- ARGV[5] 'put' | 'delete' | 'cas' | 'take', ARGV[6] entry key,
 -- ARGV[7] '1' when an expected value is given, ARGV[8] expected, ARGV[9] new value,
--- ARGV[10] wake publish command.
+-- ARGV[10] wake publish command, ARGV[11] split ('1': partitions, waiters' wakes are queued;
+-- see scripts/effect.lua).
 -- Reply: {'nostore'} | {'replayed', outcome} | {'applied', outcome}, where outcome is
--- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON.
+-- applied ('0'|'1') .. has previous ('0'|'1') .. previous JSON; on a split namespace the
+-- last two are followed by the queued wakes (with_queued_wakes).
 -- A new receipt is also indexed under its execution: `rcpt:<execution>` holds
 -- `<store>\31<step key>`, so purge_terminal drops an execution's receipts without a scan.
 -- An applied op wakes the entry's store waiters (watch_entry, issue 16) in this script:
 -- `wake` at now for each, and the registrations are gone (one-shot).
+local split = ARGV[11] == '1'
 local key = P .. 'store:' .. ARGV[3]
 if redis.call('EXISTS', key) == 0 then return {'nostore'} end
 local receipts = P .. 'receipts:' .. ARGV[3]
 local recorded = redis.call('HGET', receipts, ARGV[4])
-if recorded then return {'replayed', recorded} end
+if recorded then return with_queued_wakes({'replayed', recorded}, split) end
 local op = ARGV[5]
 local entry = ARGV[6]
 local current = redis.call('HGET', key, entry)
@@ -48,8 +51,9 @@ local registered, waiters = {}, {}
 if applied then
   registered = redis.call('SMEMBERS', k_watch(watched))
   for _, w in ipairs(registered) do
-    if wakeable(w) then waiters[#waiters + 1] = w end
+    if split or wakeable(w) then waiters[#waiters + 1] = w end
   end
+  if split and #registered > 0 then check_wake_queue() end
 end
 if set ~= nil then
   redis.call('HSET', key, entry, set)
@@ -67,6 +71,10 @@ end
 if #registered > 0 then
   redis.call('DEL', k_watch(watched))
   for _, w in ipairs(registered) do redis.call('SREM', k_watching(w), watched) end
-  publish_wake(ARGV[10], wake_each(waiters, clock_now()))
+  if split then
+    queue_wakes(waiters)
+  else
+    publish_wake(ARGV[10], wake_each(waiters, clock_now()))
+  end
 end
-return {'applied', outcome}
+return with_queued_wakes({'applied', outcome}, split)

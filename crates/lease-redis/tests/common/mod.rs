@@ -21,15 +21,28 @@ pub fn cluster_url() -> Option<String> {
     lease_testserver::redis_cluster_url()
 }
 
-/// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else 1 (the
-/// layout without partitions). Effects and store waiters (issue 16) do not support more
-/// yet, and the conformance suite now runs them, so the default is 1 also on a cluster;
-/// tests/cluster.rs uses 4 explicitly.
+/// The partition count of the tests' namespaces on a cluster unless
+/// `LEASE_REDIS_PARTITIONS` says otherwise: one per primary of the throwaway cluster
+/// (issue 22 item 2), each on its own primary ([`random_namespace`]).
+pub const CLUSTER_PARTITIONS: u16 = 3;
+
+/// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else
+/// [`CLUSTER_PARTITIONS`] on a cluster and 1 (the layout without partitions) on one server.
+/// tests/cluster.rs and tests/partitions.rs choose theirs explicitly.
 pub fn partitions() -> u16 {
     std::env::var("LEASE_REDIS_PARTITIONS")
         .ok()
-        .map(|p| p.parse().expect("LEASE_REDIS_PARTITIONS must be a number"))
-        .unwrap_or(1)
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.trim()
+                .parse()
+                .expect("LEASE_REDIS_PARTITIONS must be a number")
+        })
+        .unwrap_or(if cluster_url().is_some() {
+            CLUSTER_PARTITIONS
+        } else {
+            1
+        })
 }
 
 /// The tests' configuration for `namespace`: [`redis_url`] and [`partitions`].
@@ -39,9 +52,88 @@ pub fn config(namespace: &str) -> RedisConfig {
         .partitions(partitions())
 }
 
-/// A namespace nobody else uses.
+/// A namespace nobody else uses; on a cluster with [`partitions`] > 1, one whose
+/// partitions are spread over the primaries ([`spread_namespace`]).
 pub fn random_namespace() -> String {
+    match partitions() {
+        n if n > 1 && cluster_url().is_some() => spread_namespace(n),
+        _ => fresh_name(),
+    }
+}
+
+fn fresh_name() -> String {
     format!("test-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// On the cluster of `LEASE_REDIS_CLUSTER_URL`: a fresh namespace whose `count`
+/// partitions lie on as many primaries as can be (no two on one primary while `count` is
+/// at most the number of primaries, else every primary holds one), as the server places
+/// them (`CLUSTER KEYSLOT` of each partition prefix, owners from `CLUSTER SLOTS`). Names
+/// are tried until one fits; panics after 1000.
+pub fn spread_namespace(count: u16) -> String {
+    let mut conn = redis::Client::open(first_node_url())
+        .expect("node url")
+        .get_connection()
+        .expect("cluster node connection");
+    let slots: Vec<(u16, u16, String)> = slot_owners(&mut conn);
+    let primaries: std::collections::BTreeSet<&str> =
+        slots.iter().map(|(_, _, p)| p.as_str()).collect();
+    let want = primaries.len().min(usize::from(count));
+    for _ in 0..1000 {
+        let ns = fresh_name();
+        let mut owners = std::collections::BTreeSet::new();
+        for i in 0..count {
+            let slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(format!("lease:{{{ns}#{i}}}:"))
+                .query(&mut conn)
+                .expect("keyslot");
+            let owner = slots
+                .iter()
+                .find(|(a, b, _)| (*a..=*b).contains(&slot))
+                .map(|(_, _, p)| p.as_str())
+                .expect("every slot has an owner");
+            owners.insert(owner);
+        }
+        if owners.len() == want {
+            return ns;
+        }
+    }
+    panic!("no namespace of 1000 spreads {count} partitions over the primaries {primaries:?}");
+}
+
+/// The slot ranges of the cluster and each one's primary (`host:port`), from `CLUSTER SLOTS`.
+fn slot_owners(conn: &mut redis::Connection) -> Vec<(u16, u16, String)> {
+    let ranges: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(conn)
+        .expect("cluster slots");
+    ranges
+        .into_iter()
+        .map(|range| {
+            let Value::Array(items) = range else {
+                panic!("CLUSTER SLOTS entry {range:?}");
+            };
+            let number = |v: &Value| match v {
+                Value::Int(n) => u16::try_from(*n).expect("slot"),
+                other => panic!("slot {other:?}"),
+            };
+            let Some(Value::Array(primary)) = items.get(2) else {
+                panic!("CLUSTER SLOTS entry without a primary: {items:?}");
+            };
+            let addr = primary
+                .iter()
+                .take(2)
+                .map(|v| match v {
+                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    Value::Int(n) => n.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join(":");
+            (number(&items[0]), number(&items[1]), addr)
+        })
+        .collect()
 }
 
 /// Removes a namespace's keys when dropped, so a test that panics still cleans up
@@ -74,40 +166,60 @@ impl Drop for Cleanup {
             .join();
             return;
         }
-        let pattern = format!("{}*", self.0);
         let Ok(client) = redis::Client::open(redis_url()) else {
             return;
         };
         let Ok(mut conn) = client.get_connection() else {
             return;
         };
-        let mut cursor: u64 = 0;
-        loop {
-            let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut conn)
-            else {
-                return;
-            };
-            if !keys.is_empty() {
-                let _: redis::RedisResult<i64> = redis::cmd("UNLINK").arg(&keys).query(&mut conn);
-            }
-            if next == 0 {
-                return;
-            }
-            cursor = next;
+        // The home prefix's keys, then the partitions' (`lease:{<ns>#<i>}:`).
+        let partitions = format!("{}#*", &self.0[..self.0.len() - "}:".len()]);
+        for pattern in [format!("{}*", self.0), partitions] {
+            unlink_matching(&mut conn, &pattern);
         }
+    }
+}
+
+/// SCAN + UNLINK of every key matching `pattern`, errors ignored (a cleanup).
+fn unlink_matching(conn: &mut redis::Connection, pattern: &str) {
+    let mut cursor: u64 = 0;
+    loop {
+        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(conn)
+        else {
+            return;
+        };
+        if !keys.is_empty() {
+            let _: redis::RedisResult<i64> = redis::cmd("UNLINK").arg(&keys).query(conn);
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
     }
 }
 
 /// A backend on a fresh namespace over `clock`.
 pub async fn fresh(clock: &ManualClock, policy: RedeliveryPolicy) -> RedisBackend {
+    fresh_with(clock, policy, partitions()).await
+}
+
+/// A backend on a fresh namespace of `partitions` partitions over `clock`. The tests of the
+/// one-partition key layout and scripts (they write keys under `key_prefix()` by hand, or
+/// test what one script does) pass 1 whatever `LEASE_REDIS_PARTITIONS` says.
+pub async fn fresh_with(
+    clock: &ManualClock,
+    policy: RedeliveryPolicy,
+    partitions: u16,
+) -> RedisBackend {
     RedisBackend::connect(
         config(&random_namespace())
+            .partitions(partitions)
             .clock(Arc::new(clock.clone()))
             .policy(policy),
     )
@@ -130,7 +242,16 @@ pub async fn connections<const N: usize>(
     clock: &ManualClock,
     policy: RedeliveryPolicy,
 ) -> [RedisBackend; N] {
-    let first = fresh(clock, policy).await;
+    connections_with(clock, policy, partitions()).await
+}
+
+/// [`connections`] on a namespace of `partitions` partitions (see [`fresh_with`]).
+pub async fn connections_with<const N: usize>(
+    clock: &ManualClock,
+    policy: RedeliveryPolicy,
+    partitions: u16,
+) -> [RedisBackend; N] {
+    let first = fresh_with(clock, policy, partitions).await;
     let mut all = Vec::with_capacity(N);
     for _ in 1..N {
         all.push(first.peer().await.expect("peer connection"));
@@ -157,6 +278,33 @@ pub async fn admin() -> redis::aio::MultiplexedConnection {
         .get_multiplexed_async_connection()
         .await
         .expect("admin connection")
+}
+
+/// A separate admin connection to the server holding `key`: [`admin`] on one server, on a
+/// cluster the primary owning its slot (`CLUSTER KEYSLOT`, `CLUSTER SLOTS`).
+pub async fn admin_for(key: &str) -> redis::aio::MultiplexedConnection {
+    if cluster_url().is_none() {
+        return admin().await;
+    }
+    let mut conn = redis::Client::open(first_node_url())
+        .expect("node url")
+        .get_connection()
+        .expect("cluster node connection");
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut conn)
+        .expect("keyslot");
+    let owner = slot_owners(&mut conn)
+        .into_iter()
+        .find(|(a, b, _)| (*a..=*b).contains(&slot))
+        .map(|(_, _, p)| p)
+        .expect("every slot has an owner");
+    redis::Client::open(format!("redis://{owner}"))
+        .expect("owner url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("owner connection")
 }
 
 /// Every key of the backend's namespace with a dump of its contents, to prove that an
@@ -242,16 +390,19 @@ pub async fn key_count(backend: &RedisBackend) -> usize {
     snapshot(backend).await.len()
 }
 
-/// `CLUSTER NODES` as the first node of `LEASE_REDIS_CLUSTER_URL` reports it.
-pub async fn cluster_nodes() -> String {
+/// `redis://` URL of the first node of `LEASE_REDIS_CLUSTER_URL`.
+pub fn first_node_url() -> String {
     let url = cluster_url().expect("LEASE_REDIS_CLUSTER_URL");
-    let first = url
-        .trim_start_matches("redis+cluster://")
+    url.trim_start_matches("redis+cluster://")
         .split([',', '/', '?'])
         .next()
         .map(|node| format!("redis://{node}"))
-        .expect("a cluster node");
-    let mut conn = redis::Client::open(first)
+        .expect("a cluster node")
+}
+
+/// `CLUSTER NODES` as the first node of `LEASE_REDIS_CLUSTER_URL` reports it.
+pub async fn cluster_nodes() -> String {
+    let mut conn = redis::Client::open(first_node_url())
         .expect("node url")
         .get_multiplexed_async_connection()
         .await
