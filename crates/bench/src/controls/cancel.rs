@@ -14,12 +14,11 @@
 //! so the expected latency is uniform over (0, interval] plus a renewal's round trip.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lease_core::{
     CancelOutcome, CancelReason, Delivery, DeliveryError, Dispatcher, DispatcherOptions,
-    ExecutionClient, ExecutionId, Reply, SharedBackend,
+    ExecutionId, Reply, SharedBackend,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -63,7 +62,7 @@ pub struct CancelRow {
     /// Median time of the `cancel` call itself, ms.
     pub call_p50_ms: Option<f64>,
     /// 1-minute load average before the row.
-    pub load: Option<f64>,
+    pub load: f64,
     /// Why it did not run.
     pub error: Option<String>,
 }
@@ -145,13 +144,21 @@ impl Drop for Watch {
     }
 }
 
-fn start(backend: SharedBackend, renew: Duration, tx: mpsc::UnboundedSender<Seen>) -> Result<Dispatcher> {
+fn start(
+    backend: SharedBackend,
+    renew: Duration,
+    tx: mpsc::UnboundedSender<Seen>,
+) -> Result<Dispatcher> {
     let worker = move |d: Delivery| {
         let tx = tx.clone();
         async move {
             let id = d.execution_id().as_str().to_owned();
             let _ = tx.send(Seen::Started(id.clone(), Instant::now()));
-            let mut watch = Watch { id, tx, sent: false };
+            let mut watch = Watch {
+                id,
+                tx,
+                sent: false,
+            };
             d.cancelled().await;
             watch.fire();
             Err::<Reply, _>(DeliveryError::Cancelled)
@@ -171,7 +178,7 @@ async fn measure(
     samples: usize,
     renew: Duration,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
-    let mut fx = Fixture::new(kind, options).await?;
+    let fx = Fixture::new(kind, options).await?;
     let result = async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let dispatcher = start(fx.peer().await?, renew, tx)?;
@@ -234,7 +241,12 @@ async fn cancel_round(
             Ok(Some(Seen::Cancelled(id, at))) => {
                 seen.insert(id, at);
             }
-            _ => return Err(BenchError::Setup(format!("{} of {n} started", started.len()))),
+            _ => {
+                return Err(BenchError::Setup(format!(
+                    "{} of {n} started",
+                    started.len()
+                )));
+            }
         }
     }
     let mut plan: Vec<(Instant, String)> = started
@@ -250,7 +262,10 @@ async fn cancel_round(
         tokio::time::sleep_until(at.into()).await;
         let eid = ExecutionId::new(id.clone()).context(|| "id".into())?;
         let t0 = Instant::now();
-        let outcome = lib.cancel(&eid, &reason).await.context(|| "cancel".into())?;
+        let outcome = lib
+            .cancel(&eid, &reason)
+            .await
+            .context(|| "cancel".into())?;
         calls.push(t0.elapsed().as_secs_f64() * 1e3);
         if !matches!(outcome, CancelOutcome::Cancelled { ended_lease: true }) {
             return Err(BenchError::Setup(format!("cancel {id}: {outcome:?}")));
@@ -263,9 +278,16 @@ async fn cancel_round(
                 seen.insert(id, at);
             }
             Ok(Some(Seen::Started(id, _))) => {
-                return Err(BenchError::Setup(format!("{id} started again after cancel")));
+                return Err(BenchError::Setup(format!(
+                    "{id} started again after cancel"
+                )));
             }
-            _ => return Err(BenchError::Setup(format!("{} of {n} saw the cancel", seen.len()))),
+            _ => {
+                return Err(BenchError::Setup(format!(
+                    "{} of {n} saw the cancel",
+                    seen.len()
+                )));
+            }
         }
     }
     let latency = called
@@ -297,7 +319,7 @@ pub fn markdown(rows: &[CancelRow]) -> String {
             two(r.max_ms),
             two(r.call_p50_ms),
             verdict(&r.error, met),
-            two(r.load),
+            format!("{:.2}", r.load),
         ));
     }
     out

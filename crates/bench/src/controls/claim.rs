@@ -53,7 +53,7 @@ pub struct ClaimRow {
     /// The raw claim on the plain store.
     pub raw: Option<Sample>,
     /// 1-minute load average before the row.
-    pub load: Option<f64>,
+    pub load: f64,
     /// Why it did not run.
     pub error: Option<String>,
 }
@@ -125,7 +125,10 @@ async fn measure(kind: Kind, n: u64, options: &Options, duration: Duration) -> R
 /// Admits the working set: `per_side` due now on each side (the plain store holds two
 /// sides' worth); `from` is where the ids go on.
 async fn admit_work(mixed: &Fixture, plain: &Fixture, from: u64, per_side: u64) -> Result<()> {
-    fill::admit_each(&mixed.lib, "w", from, per_side, |i, a| CLAIM_MIX.apply(i, a)).await?;
+    fill::admit_each(&mixed.lib, "w", from, per_side, |i, a| {
+        CLAIM_MIX.apply(i, a)
+    })
+    .await?;
     fill::admit(&plain.lib, "w", 2 * from, 2 * per_side, None).await
 }
 
@@ -224,7 +227,9 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
     );
     for r in rows {
         let ratio = r.ratio();
-        let met = (r.stored == 1_000_000).then_some(ratio.map(|x| x <= TARGET)).flatten();
+        let met = (r.stored == 1_000_000)
+            .then_some(ratio.map(|x| x <= TARGET))
+            .flatten();
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | <= {TARGET}x at 10^6 | {} | {} |\n",
             r.backend,
@@ -234,7 +239,7 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
             rate(r.raw),
             two(ratio),
             verdict(&r.error, met),
-            two(r.load),
+            format!("{:.2}", r.load),
         ));
     }
     out
@@ -298,7 +303,7 @@ mod tests {
             mixed: sample(mixed),
             plain: sample(plain),
             raw: sample(plain * 2.0),
-            load: Some(0.5),
+            load: 0.5,
             error: None,
         }
     }
@@ -309,10 +314,19 @@ mod tests {
         let r = claim_row(1_000_000, 800.0, 1000.0);
         assert!((r.ratio().expect("ratio") - 1.25).abs() < 1e-9);
         let table = markdown(&[claim_row(1_000, 1000.0, 1000.0), r]);
-        assert!(table.contains("| sqlite | 10^6 | 800 | 1000 | 2000 | 1.25 |"), "{table}");
+        assert!(
+            table.contains("| sqlite | 10^6 | 800 | 1000 | 2000 | 1.25 |"),
+            "{table}"
+        );
         assert!(table.contains("**no**"), "{table}");
-        let flat = flatness_markdown(&[claim_row(1_000, 1000.0, 1000.0), claim_row(1_000_000, 500.0, 1000.0)]);
-        assert!(flat.contains("| sqlite | 10^6 / 10^3 | 2.00 | 1.00 | 1.00 |"), "{flat}");
+        let flat = flatness_markdown(&[
+            claim_row(1_000, 1000.0, 1000.0),
+            claim_row(1_000_000, 500.0, 1000.0),
+        ]);
+        assert!(
+            flat.contains("| sqlite | 10^6 / 10^3 | 2.00 | 1.00 | 1.00 |"),
+            "{flat}"
+        );
     }
 
     /// The row's code on a tiny store (SQLite, always available): every side claimed.

@@ -45,7 +45,7 @@ pub struct DrainRow {
     /// Every run's rate: mixed, plain, raw.
     pub runs: Vec<[f64; 3]>,
     /// 1-minute load average before the row.
-    pub load: Option<f64>,
+    pub load: f64,
     /// Why it did not run.
     pub error: Option<String>,
 }
@@ -62,9 +62,16 @@ impl DrainRow {
 
 /// One run of the three sides, each on a fresh store.
 async fn run(kind: Kind, c: usize, jobs: u64, place: Place, options: &Options) -> Result<[f64; 3]> {
-    let mixed =
-        plain_drain::sample_mixed(kind, Side::Library, c, jobs, place, options, Some(&DRAIN_MIX))
-            .await?;
+    let mixed = plain_drain::sample_mixed(
+        kind,
+        Side::Library,
+        c,
+        jobs,
+        place,
+        options,
+        Some(&DRAIN_MIX),
+    )
+    .await?;
     let plain = plain_drain::sample(kind, Side::Library, c, jobs, place, options).await?;
     let raw = plain_drain::sample(kind, Side::Raw, c, jobs, place, options).await?;
     Ok([mixed.rate(), plain.rate(), raw.rate()])
@@ -135,7 +142,7 @@ pub fn markdown(rows: &[DrainRow]) -> String {
             rate(r.raw),
             two(ratio),
             verdict(&r.error, ratio.map(|x| x >= TARGET)),
-            two(r.load),
+            format!("{:.2}", r.load),
         ));
     }
     out

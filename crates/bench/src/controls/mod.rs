@@ -16,8 +16,7 @@ pub mod claim;
 pub mod drain;
 
 use lease_core::{
-    Admission, ConcurrencyKey, ConcurrencyLimit, ExecutionClient, LimitScope, Priority,
-    SharedBackend,
+    Admission, ConcurrencyKey, ConcurrencyLimit, LimitScope, Priority, SharedBackend,
 };
 use serde::Serialize;
 
@@ -138,12 +137,14 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut ControlRows) {
         .filter(|&n| n <= options.stored_max)
     {
         if options.selected(&claim::name(n)) {
-            rows.claim.push(claim::row(kind, n, options, options.duration).await);
+            rows.claim
+                .push(claim::row(kind, n, options, options.duration).await);
         }
     }
     for c in drain::CONCURRENCY {
         if options.selected(&drain::name(c)) {
-            rows.drain.push(drain::row(kind, c, options, crate::drain::JOBS).await);
+            rows.drain
+                .push(drain::row(kind, c, options, crate::drain::JOBS).await);
         }
     }
     if options.selected(cancel::NAME) {
@@ -181,7 +182,10 @@ mod tests {
         let a = CLAIM_MIX.apply(6, Admission::new(id)).expect("admission");
         assert_eq!(a.priority.get(), 10);
         assert_eq!(
-            a.concurrency_key.as_ref().map(ToString::to_string).as_deref(),
+            a.concurrency_key
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
             Some("k001")
         );
         assert_eq!(DRAIN_MIX.limit, 2);
