@@ -310,7 +310,7 @@ pub fn markdown(rows: &[CancelRow]) -> String {
     for r in rows {
         let met = r.p99_ms.map(|p| p <= r.renew_ms);
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | p99 <= 1 renewal interval | {} | {} |\n",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | p99 <= 1 renewal interval | {} | {:.2} |\n",
             r.backend,
             r.samples,
             r.renew_ms,
@@ -319,7 +319,7 @@ pub fn markdown(rows: &[CancelRow]) -> String {
             two(r.max_ms),
             two(r.call_p50_ms),
             verdict(&r.error, met),
-            format!("{:.2}", r.load),
+            r.load,
         ));
     }
     out

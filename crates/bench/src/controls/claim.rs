@@ -231,7 +231,7 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
             .then_some(ratio.map(|x| x <= TARGET))
             .flatten();
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | <= {TARGET}x at 10^6 | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | <= {TARGET}x at 10^6 | {} | {:.2} |\n",
             r.backend,
             size_name(r.stored),
             rate(r.mixed),
@@ -239,7 +239,7 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
             rate(r.raw),
             two(ratio),
             verdict(&r.error, met),
-            format!("{:.2}", r.load),
+            r.load,
         ));
     }
     out

@@ -133,7 +133,7 @@ pub fn markdown(rows: &[DrainRow]) -> String {
     for r in rows {
         let ratio = r.ratio();
         out.push_str(&format!(
-            "| {} | {} c{} | {} | {} | {} | {} | >= {TARGET}x plain | {} | {} |\n",
+            "| {} | {} c{} | {} | {} | {} | {} | >= {TARGET}x plain | {} | {:.2} |\n",
             r.backend,
             r.jobs,
             r.concurrency,
@@ -142,7 +142,7 @@ pub fn markdown(rows: &[DrainRow]) -> String {
             rate(r.raw),
             two(ratio),
             verdict(&r.error, ratio.map(|x| x >= TARGET)),
-            format!("{:.2}", r.load),
+            r.load,
         ));
     }
     out
