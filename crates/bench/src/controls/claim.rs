@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{CLAIM_MIX, two, verdict};
+use super::{Mix, two, verdict};
 use crate::args::{Kind, Options};
 use crate::client::{Baseline, Client, Library};
 use crate::error::{BenchError, Result};
@@ -34,9 +34,11 @@ pub const TARGET: f64 = 1.2;
 /// The working set admitted before the probe, per side.
 const FIRST: u64 = 1_000;
 
-/// The row's name.
-pub fn name(n: u64) -> String {
-    format!("controls claim {}", size_name(n))
+/// The row's name: `controls claim 10^k` for a mix with limits, `controls claim unlimited
+/// 10^k` for one without ([`super::UNLIMITED_MIX`]: priorities and keys, no key gate).
+pub fn name(mix: &Mix, n: u64) -> String {
+    let variant = if mix.limited == 0 { "unlimited " } else { "" };
+    format!("controls claim {variant}{}", size_name(n))
 }
 
 /// One size of one backend.
@@ -46,6 +48,8 @@ pub struct ClaimRow {
     pub backend: &'static str,
     /// Stored executions (besides the working set).
     pub stored: u64,
+    /// The mix of the mixed store.
+    pub mix: Mix,
     /// The library's claim on the mixed store.
     pub mixed: Option<Sample>,
     /// The library's claim on the plain store.
@@ -69,9 +73,9 @@ impl ClaimRow {
 }
 
 /// Measures one size: fills both stores, then the three sides for `duration` each.
-pub async fn row(kind: Kind, n: u64, options: &Options, duration: Duration) -> ClaimRow {
+pub async fn row(kind: Kind, mix: &Mix, n: u64, options: &Options, duration: Duration) -> ClaimRow {
     let load = crate::load::one_minute();
-    let made = measure(kind, n, options, duration).await;
+    let made = measure(kind, mix, n, options, duration).await;
     let (mixed, plain, raw, error) = match made {
         Ok([m, p, r]) => (Some(m), Some(p), Some(r), None),
         Err(e) => (None, None, None, Some(e.to_string())),
@@ -79,6 +83,7 @@ pub async fn row(kind: Kind, n: u64, options: &Options, duration: Duration) -> C
     let row = ClaimRow {
         backend: kind.name(),
         stored: n,
+        mix: *mix,
         mixed,
         plain,
         raw,
@@ -88,7 +93,7 @@ pub async fn row(kind: Kind, n: u64, options: &Options, duration: Duration) -> C
     eprintln!(
         "lease-bench: {} {}: mixed {} plain {} raw {} leases/s, cost ratio {}{}",
         kind.name(),
-        name(n),
+        name(mix, n),
         rate(mixed),
         rate(plain),
         rate(raw),
@@ -100,15 +105,30 @@ pub async fn row(kind: Kind, n: u64, options: &Options, duration: Duration) -> C
     row
 }
 
+/// The limits column: `20 of 100 keys at 1000`, or `none`.
+fn limits(mix: &Mix) -> String {
+    if mix.limited == 0 {
+        "none".into()
+    } else {
+        format!("{} of {} keys at {}", mix.limited, mix.keys, mix.limit)
+    }
+}
+
 fn rate(s: Option<Sample>) -> String {
     s.map_or_else(|| "-".into(), |s| format!("{:.0}", s.rate()))
 }
 
-async fn measure(kind: Kind, n: u64, options: &Options, duration: Duration) -> Result<[Sample; 3]> {
+async fn measure(
+    kind: Kind,
+    mix: &Mix,
+    n: u64,
+    options: &Options,
+    duration: Duration,
+) -> Result<[Sample; 3]> {
     let mut mixed = Fixture::new(kind, options).await?;
     let plain = Fixture::new(kind, options).await;
     let result = match &plain {
-        Ok(plain) => measure_on(&mut mixed, plain, n, duration).await,
+        Ok(plain) => measure_on(&mut mixed, plain, mix, n, duration).await,
         Err(e) => Err(BenchError::Setup(e.to_string())),
     };
     let removed = mixed.remove().await;
@@ -124,17 +144,21 @@ async fn measure(kind: Kind, n: u64, options: &Options, duration: Duration) -> R
 
 /// Admits the working set: `per_side` due now on each side (the plain store holds two
 /// sides' worth); `from` is where the ids go on.
-async fn admit_work(mixed: &Fixture, plain: &Fixture, from: u64, per_side: u64) -> Result<()> {
-    fill::admit_each(&mixed.lib, "w", from, per_side, |i, a| {
-        CLAIM_MIX.apply(i, a)
-    })
-    .await?;
+async fn admit_work(
+    mixed: &Fixture,
+    plain: &Fixture,
+    mix: &Mix,
+    from: u64,
+    per_side: u64,
+) -> Result<()> {
+    fill::admit_each(&mixed.lib, "w", from, per_side, |i, a| mix.apply(i, a)).await?;
     fill::admit(&plain.lib, "w", 2 * from, 2 * per_side, None).await
 }
 
 async fn measure_on(
     mixed: &mut Fixture,
     plain: &Fixture,
+    mix: &Mix,
     n: u64,
     duration: Duration,
 ) -> Result<[Sample; 3]> {
@@ -144,13 +168,13 @@ async fn measure_on(
         .ok_or_else(|| BenchError::Setup("no raw client".into()))?;
     let started = Instant::now();
     let day_ahead = lease_core::Timestamp::from_millis(fill::unix_ms() + 86_400_000);
-    CLAIM_MIX.set_limits(&mixed.lib).await?;
+    mix.set_limits(&mixed.lib).await?;
     fill::admit_each(&mixed.lib, "s", 0, n, |i, a| {
-        CLAIM_MIX.apply(i, a.not_before(day_ahead))
+        mix.apply(i, a.not_before(day_ahead))
     })
     .await?;
     fill::admit(&plain.lib, "s", 0, n, Some(day_ahead)).await?;
-    admit_work(mixed, plain, 0, FIRST).await?;
+    admit_work(mixed, plain, mix, 0, FIRST).await?;
     for fx in [&*mixed, plain] {
         if let Some(r) = fx.raw().await? {
             r.settle().await?;
@@ -159,7 +183,7 @@ async fn measure_on(
     eprintln!(
         "lease-bench: {:?} {} filled in {:.1}s",
         mixed.kind,
-        name(n),
+        name(mix, n),
         started.elapsed().as_secs_f64()
     );
     let sides = Sides {
@@ -171,7 +195,7 @@ async fn measure_on(
     let fastest = probe.iter().map(Sample::rate).fold(0.0, f64::max);
     let taken = probe.iter().map(|s| s.count).max().unwrap_or(0);
     let more = plan(mixed.kind, fastest, duration, FIRST.saturating_sub(taken));
-    admit_work(mixed, plain, FIRST, more).await?;
+    admit_work(mixed, plain, mix, FIRST, more).await?;
     sides.interleave(duration * 3).await
 }
 
@@ -222,8 +246,8 @@ impl Sides {
 /// The markdown table of the claim rows.
 pub fn markdown(rows: &[ClaimRow]) -> String {
     let mut out = String::from(
-        "| backend | stored | mixed claim_due x1 (leases/s) | plain claim_due x1 | raw bound (plain store) | mixed cost / plain cost | target | met | load |\n\
-         |---|---|---:|---:|---:|---:|---|---|---:|\n",
+        "| backend | limits | stored | mixed claim_due x1 (leases/s) | plain claim_due x1 | raw bound (plain store) | mixed cost / plain cost | target | met | load |\n\
+         |---|---|---|---:|---:|---:|---:|---|---|---:|\n",
     );
     for r in rows {
         let ratio = r.ratio();
@@ -231,8 +255,9 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
             .then_some(ratio.map(|x| x <= TARGET))
             .flatten();
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | <= {TARGET}x at 10^6 | {} | {:.2} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | <= {TARGET}x at 10^6 | {} | {:.2} |\n",
             r.backend,
+            limits(&r.mix),
             size_name(r.stored),
             rate(r.mixed),
             rate(r.plain),
@@ -248,13 +273,15 @@ pub fn markdown(rows: &[ClaimRow]) -> String {
 /// Per backend: each side's cost at the largest size over that at the smallest.
 pub fn flatness_markdown(rows: &[ClaimRow]) -> String {
     let mut out = String::from(
-        "| backend | stored | mixed cost ratio | plain cost ratio | raw cost ratio | target (mixed) | met |\n\
-         |---|---|---:|---:|---:|---|---|\n",
+        "| backend | limits | stored | mixed cost ratio | plain cost ratio | raw cost ratio | target (mixed) | met |\n\
+         |---|---|---|---:|---:|---:|---|---|\n",
     );
-    for kind in Kind::ALL {
+    for (kind, limited) in Kind::ALL.into_iter().flat_map(|k| [(k, true), (k, false)]) {
         let mine: Vec<&ClaimRow> = rows
             .iter()
-            .filter(|r| r.backend == kind.name() && r.error.is_none())
+            .filter(|r| {
+                r.backend == kind.name() && r.error.is_none() && (r.mix.limited > 0) == limited
+            })
             .collect();
         let (Some(small), Some(large)) = (
             mine.iter().min_by_key(|r| r.stored),
@@ -271,8 +298,9 @@ pub fn flatness_markdown(rows: &[ClaimRow]) -> String {
         };
         let mixed = cost(|r| r.mixed);
         out.push_str(&format!(
-            "| {} | {} / {} | {} | {} | {} | <= {}x | {} |\n",
+            "| {} | {} | {} / {} | {} | {} | {} | <= {}x | {} |\n",
             kind.name(),
+            limits(&large.mix),
             size_name(large.stored),
             size_name(small.stored),
             two(mixed),
@@ -300,6 +328,7 @@ mod tests {
         ClaimRow {
             backend: "sqlite",
             stored: n,
+            mix: super::super::CLAIM_MIX,
             mixed: sample(mixed),
             plain: sample(plain),
             raw: sample(plain * 2.0),
@@ -310,12 +339,19 @@ mod tests {
 
     #[test]
     fn names_and_ratios() {
-        assert_eq!(name(1_000_000), "controls claim 10^6");
+        assert_eq!(
+            name(&super::super::CLAIM_MIX, 1_000_000),
+            "controls claim 10^6"
+        );
+        assert_eq!(
+            name(&super::super::UNLIMITED_MIX, 1_000),
+            "controls claim unlimited 10^3"
+        );
         let r = claim_row(1_000_000, 800.0, 1000.0);
         assert!((r.ratio().expect("ratio") - 1.25).abs() < 1e-9);
         let table = markdown(&[claim_row(1_000, 1000.0, 1000.0), r]);
         assert!(
-            table.contains("| sqlite | 10^6 | 800 | 1000 | 2000 | 1.25 |"),
+            table.contains("| sqlite | 20 of 100 keys at 1000 | 10^6 | 800 | 1000 | 2000 | 1.25 |"),
             "{table}"
         );
         assert!(table.contains("**no**"), "{table}");
@@ -324,7 +360,7 @@ mod tests {
             claim_row(1_000_000, 500.0, 1000.0),
         ]);
         assert!(
-            flat.contains("| sqlite | 10^6 / 10^3 | 2.00 | 1.00 | 1.00 |"),
+            flat.contains("| sqlite | 20 of 100 keys at 1000 | 10^6 / 10^3 | 2.00 | 1.00 | 1.00 |"),
             "{flat}"
         );
     }
@@ -333,10 +369,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn claim_row_runs_on_a_tiny_store() {
         let options = crate::args::parse(&[]).expect("options");
-        let r = row(Kind::Sqlite, 50, &options, Duration::from_millis(50)).await;
-        assert_eq!(r.error, None);
-        for s in [r.mixed, r.plain, r.raw] {
-            assert!(s.expect("sample").count > 0);
+        for mix in [super::super::CLAIM_MIX, super::super::UNLIMITED_MIX] {
+            let r = row(Kind::Sqlite, &mix, 50, &options, Duration::from_millis(50)).await;
+            assert_eq!(r.error, None);
+            for s in [r.mixed, r.plain, r.raw] {
+                assert!(s.expect("sample").count > 0);
+            }
         }
     }
 }

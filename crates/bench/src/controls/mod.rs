@@ -49,6 +49,13 @@ pub const CLAIM_MIX: Mix = Mix {
     limit: 1000,
 };
 
+/// [`CLAIM_MIX`] without limits: priorities and keys in use, no key gate (the row that
+/// separates what priorities and keys cost from what the limit check costs).
+pub const UNLIMITED_MIX: Mix = Mix {
+    limited: 0,
+    ..CLAIM_MIX
+};
+
 /// The mix of the drain rows: as [`CLAIM_MIX`], limits of 2, which bind now and then at
 /// concurrency 8 (the drain acknowledges, so places free again).
 pub const DRAIN_MIX: Mix = Mix {
@@ -136,9 +143,11 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut ControlRows) {
         .into_iter()
         .filter(|&n| n <= options.stored_max)
     {
-        if options.selected(&claim::name(n)) {
-            rows.claim
-                .push(claim::row(kind, n, options, options.duration).await);
+        for mix in [CLAIM_MIX, UNLIMITED_MIX] {
+            if options.selected(&claim::name(&mix, n)) {
+                rows.claim
+                    .push(claim::row(kind, &mix, n, options, options.duration).await);
+            }
         }
     }
     for c in drain::CONCURRENCY {
