@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
-use crate::controls::Mix;
+use crate::controls::mix::Mix;
 use crate::e2e::Engine;
 use crate::error::{BenchError, Context, Result};
 use crate::fill;

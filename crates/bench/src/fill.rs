@@ -48,7 +48,7 @@ pub async fn admit(
 
 /// Admits ids `{prefix}{i:09}` for `i` in `from..from + n`, 1000 per `admit_batch` call,
 /// each admission as `make(i, Admission::new(id))` returns it (issue 21: priorities and
-/// concurrency keys, [`crate::controls::Mix`]).
+/// concurrency keys, [`crate::controls::mix::Mix`]).
 pub async fn admit_each(
     lib: &SharedBackend,
     prefix: &str,

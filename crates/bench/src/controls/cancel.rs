@@ -23,7 +23,7 @@ use lease_core::{
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::{two, verdict};
+use super::cells::{two, verdict};
 use crate::args::{Kind, Options};
 use crate::error::{BenchError, Context, Result};
 use crate::fill;

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Mix, two, verdict};
+use super::cells::{two, verdict};
+use super::mix::Mix;
 use crate::args::{Kind, Options};
 use crate::client::{Baseline, Client, Library};
 use crate::error::{BenchError, Result};
@@ -35,7 +36,7 @@ pub const TARGET: f64 = 1.2;
 const FIRST: u64 = 1_000;
 
 /// The row's name: `controls claim 10^k` for a mix with limits, `controls claim unlimited
-/// 10^k` for one without ([`super::UNLIMITED_MIX`]: priorities and keys, no key gate).
+/// 10^k` for one without ([`super::mix::UNLIMITED_MIX`]: priorities and keys, no key gate).
 pub fn name(mix: &Mix, n: u64) -> String {
     let variant = if mix.limited == 0 { "unlimited " } else { "" };
     format!("controls claim {variant}{}", size_name(n))
@@ -328,7 +329,7 @@ mod tests {
         ClaimRow {
             backend: "sqlite",
             stored: n,
-            mix: super::super::CLAIM_MIX,
+            mix: crate::controls::mix::CLAIM_MIX,
             mixed: sample(mixed),
             plain: sample(plain),
             raw: sample(plain * 2.0),
@@ -340,11 +341,11 @@ mod tests {
     #[test]
     fn names_and_ratios() {
         assert_eq!(
-            name(&super::super::CLAIM_MIX, 1_000_000),
+            name(&crate::controls::mix::CLAIM_MIX, 1_000_000),
             "controls claim 10^6"
         );
         assert_eq!(
-            name(&super::super::UNLIMITED_MIX, 1_000),
+            name(&crate::controls::mix::UNLIMITED_MIX, 1_000),
             "controls claim unlimited 10^3"
         );
         let r = claim_row(1_000_000, 800.0, 1000.0);
@@ -369,7 +370,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn claim_row_runs_on_a_tiny_store() {
         let options = crate::args::parse(&[]).expect("options");
-        for mix in [super::super::CLAIM_MIX, super::super::UNLIMITED_MIX] {
+        for mix in [
+            crate::controls::mix::CLAIM_MIX,
+            crate::controls::mix::UNLIMITED_MIX,
+        ] {
             let r = row(Kind::Sqlite, &mix, 50, &options, Duration::from_millis(50)).await;
             assert_eq!(r.error, None);
             for s in [r.mixed, r.plain, r.raw] {

@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 
-use super::{DRAIN_MIX, two, verdict};
+use super::cells::{two, verdict};
+use super::mix::DRAIN_MIX;
 use crate::args::{Kind, Options};
 use crate::drain::{self as plain_drain, Place};
 use crate::error::Result;
