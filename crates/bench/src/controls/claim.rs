@@ -107,7 +107,7 @@ pub async fn row(kind: Kind, mix: &Mix, n: u64, options: &Options, duration: Dur
 }
 
 /// The limits column: `20 of 100 keys at 1000`, or `none`.
-fn limits(mix: &Mix) -> String {
+pub fn limits(mix: &Mix) -> String {
     if mix.limited == 0 {
         "none".into()
     } else {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::cells::{two, verdict};
-use super::mix::DRAIN_MIX;
+use super::mix::Mix;
 use crate::args::{Kind, Options};
 use crate::drain::{self as plain_drain, Place};
 use crate::error::Result;
@@ -24,8 +24,9 @@ pub const RUNS: usize = plain_drain::RUNS;
 pub const TARGET: f64 = 0.9;
 
 /// The row's name.
-pub fn name(c: usize) -> String {
-    format!("controls drain c{c}")
+pub fn name(mix: &Mix, c: usize) -> String {
+    let variant = if mix.limited == 0 { "unlimited " } else { "" };
+    format!("controls drain {variant}c{c}")
 }
 
 /// One concurrency of one backend.
@@ -35,6 +36,8 @@ pub struct DrainRow {
     pub backend: &'static str,
     /// Dispatcher concurrency.
     pub concurrency: usize,
+    /// The mix of the mixed side.
+    pub mix: Mix,
     /// Jobs per run.
     pub jobs: u64,
     /// The mixed drain (median), jobs/s.
@@ -62,33 +65,39 @@ impl DrainRow {
 }
 
 /// One run of the three sides, each on a fresh store.
-async fn run(kind: Kind, c: usize, jobs: u64, place: Place, options: &Options) -> Result<[f64; 3]> {
-    let mixed = plain_drain::sample_mixed(
-        kind,
-        Side::Library,
-        c,
-        jobs,
-        place,
-        options,
-        Some(&DRAIN_MIX),
-    )
-    .await?;
+async fn run(
+    kind: Kind,
+    mix: &Mix,
+    c: usize,
+    jobs: u64,
+    place: Place,
+    options: &Options,
+) -> Result<[f64; 3]> {
+    let mixed =
+        plain_drain::sample_mixed(kind, Side::Library, c, jobs, place, options, Some(mix)).await?;
     let plain = plain_drain::sample(kind, Side::Library, c, jobs, place, options).await?;
     let raw = plain_drain::sample(kind, Side::Raw, c, jobs, place, options).await?;
     Ok([mixed.rate(), plain.rate(), raw.rate()])
 }
 
 /// Measures one concurrency (the worker in a child process).
-pub async fn row(kind: Kind, c: usize, options: &Options, jobs: u64) -> DrainRow {
-    row_at(kind, c, options, jobs, Place::Child).await
+pub async fn row(kind: Kind, mix: &Mix, c: usize, options: &Options, jobs: u64) -> DrainRow {
+    row_at(kind, mix, c, options, jobs, Place::Child).await
 }
 
-async fn row_at(kind: Kind, c: usize, options: &Options, jobs: u64, place: Place) -> DrainRow {
+async fn row_at(
+    kind: Kind,
+    mix: &Mix,
+    c: usize,
+    options: &Options,
+    jobs: u64,
+    place: Place,
+) -> DrainRow {
     let load = crate::load::one_minute();
     let mut runs = Vec::new();
     let mut error = None;
     for _ in 0..RUNS {
-        match run(kind, c, jobs, place, options).await {
+        match run(kind, mix, c, jobs, place, options).await {
             Ok(r) => runs.push(r),
             Err(e) => {
                 error = Some(e.to_string());
@@ -100,6 +109,7 @@ async fn row_at(kind: Kind, c: usize, options: &Options, jobs: u64, place: Place
     let row = DrainRow {
         backend: kind.name(),
         concurrency: c,
+        mix: *mix,
         jobs,
         mixed: side(0),
         plain: side(1),
@@ -111,7 +121,7 @@ async fn row_at(kind: Kind, c: usize, options: &Options, jobs: u64, place: Place
     eprintln!(
         "lease-bench: {} {}: {:?} (mixed, plain, raw jobs/s), ratio {}{}",
         kind.name(),
-        name(c),
+        name(mix, c),
         row.runs,
         two(row.ratio()),
         row.error
@@ -128,14 +138,15 @@ fn rate(s: Option<Sample>) -> String {
 /// The markdown table of the drain rows.
 pub fn markdown(rows: &[DrainRow]) -> String {
     let mut out = String::from(
-        "| backend | drain | mixed (jobs/s) | plain | raw bound (plain store) | mixed / plain | target | met | load |\n\
-         |---|---|---:|---:|---:|---:|---|---|---:|\n",
+        "| backend | limits | drain | mixed (jobs/s) | plain | raw bound (plain store) | mixed / plain | target | met | load |\n\
+         |---|---|---|---:|---:|---:|---:|---|---|---:|\n",
     );
     for r in rows {
         let ratio = r.ratio();
         out.push_str(&format!(
-            "| {} | {} c{} | {} | {} | {} | {} | >= {TARGET}x plain | {} | {:.2} |\n",
+            "| {} | {} | {} c{} | {} | {} | {} | {} | >= {TARGET}x plain | {} | {:.2} |\n",
             r.backend,
+            super::claim::limits(&r.mix),
             r.jobs,
             r.concurrency,
             rate(r.mixed),
@@ -152,19 +163,24 @@ pub fn markdown(rows: &[DrainRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controls::mix::{DRAIN_MIX, DRAIN_UNLIMITED_MIX};
 
     /// The row's code on SQLite, small, the dispatcher in this process (the test binary
     /// cannot be the worker): every side drained everything.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn drain_row_runs_on_sqlite() {
         let options = crate::args::parse(&[]).expect("options");
-        let r = row_at(Kind::Sqlite, 8, &options, 300, Place::Here).await;
+        let r = row_at(Kind::Sqlite, &DRAIN_MIX, 8, &options, 300, Place::Here).await;
         assert_eq!(r.error, None);
         assert_eq!(r.runs.len(), RUNS);
         assert!(r.runs.iter().flatten().all(|&x| x > 0.0), "{:?}", r.runs);
         assert!(r.ratio().is_some());
         let table = markdown(&[r]);
-        assert!(table.contains("| sqlite | 300 c8 |"), "{table}");
-        assert_eq!(name(8), "controls drain c8");
+        assert!(
+            table.contains("| sqlite | 20 of 100 keys at 2 | 300 c8 |"),
+            "{table}"
+        );
+        assert_eq!(name(&DRAIN_MIX, 8), "controls drain c8");
+        assert_eq!(name(&DRAIN_UNLIMITED_MIX, 1), "controls drain unlimited c1");
     }
 }

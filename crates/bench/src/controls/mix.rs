@@ -47,6 +47,12 @@ pub const DRAIN_MIX: Mix = Mix {
     ..CLAIM_MIX
 };
 
+/// [`DRAIN_MIX`] without limits (the drain row that separates the key gate's cost).
+pub const DRAIN_UNLIMITED_MIX: Mix = Mix {
+    limited: 0,
+    ..DRAIN_MIX
+};
+
 impl Mix {
     /// The key of execution `i`.
     pub fn key(&self, i: u64) -> String {

@@ -6,8 +6,11 @@
 //!   plain store of `n` (today's claim) and the raw claim statement / script on that plain
 //!   store; target: the mixed claim costs at most [`claim::TARGET`] times the plain one at
 //!   10^6, and stays flat from 10^3 to 10^6.
+//!   `controls claim unlimited 10^k`: the same with priorities and keys but no limits (no key
+//!   gate), which separates what the limit check costs.
 //! * `controls drain c1`, `c8` ([`drain`]): 20,000 admitted with the mix, drained by a worker
-//!   process, beside the plain drain and the raw pipeline on a plain store, runs alternating.
+//!   process, beside the plain drain and the raw pipeline on a plain store, runs alternating;
+//!   `controls drain unlimited c1`, `c8` without limits.
 //! * `controls cancel` ([`cancel`]): `cancel()` -> the dispatcher's worker sees its delivery
 //!   cancelled, against the renewal interval.
 
@@ -20,7 +23,7 @@ pub mod mix;
 use serde::Serialize;
 
 use crate::args::{Kind, Options};
-use mix::{CLAIM_MIX, UNLIMITED_MIX};
+use mix::{CLAIM_MIX, DRAIN_MIX, DRAIN_UNLIMITED_MIX, UNLIMITED_MIX};
 
 /// The issue 21 rows of one run.
 #[derive(Debug, Default, Serialize)]
@@ -83,10 +86,12 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut ControlRows) {
             }
         }
     }
-    for c in drain::CONCURRENCY {
-        if options.selected(&drain::name(c)) {
-            rows.drain
-                .push(drain::row(kind, c, options, crate::drain::JOBS).await);
+    for mix in [DRAIN_MIX, DRAIN_UNLIMITED_MIX] {
+        for c in drain::CONCURRENCY {
+            if options.selected(&drain::name(&mix, c)) {
+                rows.drain
+                    .push(drain::row(kind, &mix, c, options, crate::drain::JOBS).await);
+            }
         }
     }
     if options.selected(cancel::NAME) {
