@@ -19,8 +19,11 @@ redelivery, idle, herd); then the issue 13 rows (--only fenced: a fenced applica
 transaction beside the same transaction unfenced, step_in_tx beside write_step + a separate
 transaction); then the issue 12 rows (--only drain: 20,000 jobs drained by a
 worker process beside the best job queue; ack_and_claim; stored: per-operation cost at 10^3
-to 10^6 stored executions; purge: purge_terminal throughput). Prints markdown tables; JSON
-goes to target/bench/.
+to 10^6 stored executions; purge: purge_terminal throughput); then the issue 21 rows (--only
+controls: claim_due x1 with priorities and concurrency keys in use beside the plain claim at
+10^3 to 10^6 stored, the drain with them beside the plain drain at C = 1 and 8, cancel ->
+worker cancelled against the renewal interval). Prints markdown tables; JSON goes to
+target/bench/.
 
 ARGS are passed to lease-bench: [--backend sqlite|postgres|redis|memory|all]...
 [--duration D] [--rounds N] [--quick] [--only WORD]... [--wait-load L] [--wait-max D]

@@ -28,11 +28,16 @@ write_step, acknowledge at 10^3, 10^5, 10^6 stored executions, scheduled / runni
 terminal, and the cost ratio largest/10^3), purge (purge_terminal x1000 over 100,000
 completed executions with 3 steps each), footprint (bytes per completed execution and per step
 record as the server counts them, PostgreSQL table and index sizes at 10^6 completed, and
-PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Prints markdown
-tables; writes JSON to DIR (default target/bench).
+PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Then the issue 21
+rows (not on memory): controls claim (claim_due x1 at 10^3, 10^5, 10^6 stored executions with
+4 priority levels and 100 concurrency keys, 20 limited, interleaved with the same claim on a
+plain store and the raw claim there; the cost ratio mixed/plain), controls drain c1, c8 (the
+drain with priorities, keys and limits beside the plain drain and the raw pipeline) and
+controls cancel (p50/p99 of cancel -> the dispatcher's worker cancelled, against the renewal
+interval). Prints markdown tables; writes JSON to DIR (default target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint, ui (or any part of a row's
+timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint, controls, ui (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's. `--only anchors` (never in the default run) installs BullMQ,

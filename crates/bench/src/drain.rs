@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
+use crate::controls::mix::Mix;
 use crate::e2e::Engine;
 use crate::error::{BenchError, Context, Result};
 use crate::fill;
@@ -61,7 +62,25 @@ pub async fn sample(
     place: Place,
     options: &Options,
 ) -> Result<Sample> {
-    let (sample, _) = sample_probed(kind, side, c, jobs, place, options, &Probe::None).await?;
+    sample_mixed(kind, side, c, jobs, place, options, None).await
+}
+
+/// One run as [`sample`], the jobs admitted with `mix`'s priorities and concurrency keys
+/// and its limits set first when given (issue 21: the drain with controls in use).
+pub async fn sample_mixed(
+    kind: Kind,
+    side: Side,
+    c: usize,
+    jobs: u64,
+    place: Place,
+    options: &Options,
+    mix: Option<&Mix>,
+) -> Result<Sample> {
+    let mut fx = Fixture::new(kind, options).await?;
+    let result = run(&mut fx, side, c, jobs, place, &Probe::None, mix).await;
+    let removed = fx.remove().await;
+    let (sample, _) = result?;
+    removed?;
     Ok(sample)
 }
 
@@ -77,7 +96,7 @@ pub async fn sample_probed(
     probe: &Probe,
 ) -> Result<(Sample, Cost)> {
     let mut fx = Fixture::new(kind, options).await?;
-    let result = run(&mut fx, side, c, jobs, place, probe).await;
+    let result = run(&mut fx, side, c, jobs, place, probe, None).await;
     let removed = fx.remove().await;
     let s = result?;
     removed?;
@@ -91,8 +110,9 @@ async fn run(
     jobs: u64,
     place: Place,
     probe: &Probe,
+    mix: Option<&Mix>,
 ) -> Result<(Sample, Cost)> {
-    fill::admit(&fx.lib, "d", 0, jobs, None).await?;
+    admit_jobs(fx, jobs, mix).await?;
     // PostgreSQL: ANALYZE after the bulk admission, as autovacuum would soon after (on a
     // fresh table without statistics its planner walks the whole backlog per claim).
     if let Some(raw) = fx.raw().await? {
@@ -149,6 +169,18 @@ async fn run(
         )));
     }
     Ok((sample, cost))
+}
+
+/// Admits the `jobs` to drain, due now: plain, or with `mix`'s priorities and keys after
+/// setting its limits.
+async fn admit_jobs(fx: &Fixture, jobs: u64, mix: Option<&Mix>) -> Result<()> {
+    match mix {
+        Some(mix) => {
+            mix.set_limits(&fx.lib).await?;
+            fill::admit_each(&fx.lib, "d", 0, jobs, |i, a| mix.apply(i, a)).await
+        }
+        None => fill::admit(&fx.lib, "d", 0, jobs, None).await,
+    }
 }
 
 /// The median of `rates` (the mean of the middle two for an even count), as a sample of

@@ -37,17 +37,30 @@ pub async fn admit(
     n: u64,
     at: Option<Timestamp>,
 ) -> Result<()> {
+    admit_each(lib, prefix, from, n, |_, a| {
+        Ok(match at {
+            Some(t) => a.not_before(t),
+            None => a,
+        })
+    })
+    .await
+}
+
+/// Admits ids `{prefix}{i:09}` for `i` in `from..from + n`, 1000 per `admit_batch` call,
+/// each admission as `make(i, Admission::new(id))` returns it (issue 21: priorities and
+/// concurrency keys, [`crate::controls::mix::Mix`]).
+pub async fn admit_each(
+    lib: &SharedBackend,
+    prefix: &str,
+    from: u64,
+    n: u64,
+    make: impl Fn(u64, Admission) -> lease_core::Result<Admission>,
+) -> Result<()> {
     let mut i = from;
     while i < from + n {
         let end = (i + BATCH).min(from + n);
         let batch = (i..end)
-            .map(|k| {
-                let a = Admission::new(ExecutionId::new(clone_id(prefix, k))?);
-                Ok(match at {
-                    Some(t) => a.not_before(t),
-                    None => a,
-                })
-            })
+            .map(|k| make(k, Admission::new(ExecutionId::new(clone_id(prefix, k))?)))
             .collect::<lease_core::Result<Vec<_>>>()
             .context(|| "admission".into())?;
         let records = lib

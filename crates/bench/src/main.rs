@@ -25,6 +25,7 @@ mod anchors;
 mod args;
 mod chain;
 mod client;
+mod controls;
 mod drain;
 mod e2e;
 mod error;
@@ -171,8 +172,17 @@ async fn e2e_round(
     Ok((lib, raw))
 }
 
-async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows, Vec<footprint::Row>) {
+/// Everything one run measured.
+struct Measured {
+    rows: Vec<Row>,
+    wake: wake::WakeRows,
+    footprint: Vec<footprint::Row>,
+    controls: controls::ControlRows,
+}
+
+async fn run(options: &Options) -> Measured {
     let mut rows = Vec::new();
+    let mut controls = controls::ControlRows::default();
     let mut wake_rows = wake::WakeRows::default();
     let mut footprint_rows = Vec::new();
     for &kind in &options.backends {
@@ -225,9 +235,15 @@ async fn run(options: &Options) -> (Vec<Row>, wake::WakeRows, Vec<footprint::Row
             footprint_rows.extend(footprint::rows(kind, options).await);
             ui::rows(kind, options, &mut rows).await;
         }
+        controls::run(kind, options, &mut controls).await;
         wake::run(kind, options, &mut wake_rows).await;
     }
-    (rows, wake_rows, footprint_rows)
+    Measured {
+        rows,
+        wake: wake_rows,
+        footprint: footprint_rows,
+        controls,
+    }
 }
 
 /// The issue 13 rows of one backend: the fenced application transaction beside the same
@@ -401,7 +417,12 @@ fn main_with(options: &Options) -> Result<bool> {
         .enable_all()
         .build()
         .map_err(|e| BenchError::Setup(format!("tokio runtime: {e}")))?;
-    let (rows, wake_rows, footprint_rows) = runtime.block_on(run(options));
+    let Measured {
+        rows,
+        wake: wake_rows,
+        footprint: footprint_rows,
+        controls,
+    } = runtime.block_on(run(options));
     let anchors_ok = if anchor_runs::selected(options) {
         let report = runtime.block_on(anchor_runs::run(options, started_unix))?;
         println!("{}", anchors::markdown(&report.cells));
@@ -431,6 +452,9 @@ fn main_with(options: &Options) -> Result<bool> {
     if !footprint_rows.is_empty() {
         println!("{}", footprint::markdown(&footprint_rows));
     }
+    if !controls.is_empty() {
+        println!("{}", controls.markdown());
+    }
     println!(
         "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
         fmt_load(load_before),
@@ -458,10 +482,12 @@ fn main_with(options: &Options) -> Result<bool> {
             wake: &wake_rows,
             stored: &stored,
             footprint: &footprint_rows,
+            controls: &controls,
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
     Ok(anchors_ok
+        && controls.ok()
         && rows.iter().all(|r| r.error.is_none())
         && wake_rows.latency.iter().all(|r| r.error.is_none())
         && wake_rows.cost.iter().all(|r| r.error.is_none())

@@ -69,6 +69,8 @@ pub struct Report<'a> {
     pub stored: &'a [crate::stored::CostRatio],
     /// The space rows (issue 12 item 2).
     pub footprint: &'a [crate::footprint::Row],
+    /// The controls rows (issue 21).
+    pub controls: &'a crate::controls::ControlRows,
 }
 
 fn ms(v: f64) -> String {
