@@ -66,7 +66,8 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
     // lease-redis on a throwaway Redis Cluster (issue 14): the conformance suite and the race
     // tests (one partition unless LEASE_REDIS_PARTITIONS says more: effects do not support
-    // partitions yet), plus tests/cluster.rs on 4 partitions (spread, slot migration).
+    // partitions yet), plus tests/cluster.rs on 4 partitions (spread, slot migration) and
+    // tests/failover_tokens.rs (a failover that lost counter writes, issue 22).
     Backend::new(
         "redis-cluster",
         &[
@@ -80,6 +81,8 @@ pub const MATRIX: &[Backend] = &[
             "batch_race",
             "--test",
             "cluster",
+            "--test",
+            "failover_tokens",
             "--features",
             "lease-redis/cluster-tests",
         ],
