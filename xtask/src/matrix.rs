@@ -68,7 +68,8 @@ pub const MATRIX: &[Backend] = &[
     // tests on 3 partitions, one on each primary (issue 22: tests/common `CLUSTER_PARTITIONS`
     // and `spread_namespace`, checked with CLUSTER KEYSLOT; LEASE_REDIS_PARTITIONS overrides),
     // tests/partitions.rs (cross-partition semantics) and tests/cluster.rs on 4 partitions
-    // (spread, slot migration).
+    // (spread, slot migration), and tests/failover_tokens.rs (a failover that lost counter
+    // writes: the next token is still above every earlier one).
     Backend::new(
         "redis-cluster",
         &[
@@ -84,6 +85,8 @@ pub const MATRIX: &[Backend] = &[
             "cluster",
             "--test",
             "partitions",
+            "--test",
+            "failover_tokens",
             "--features",
             "lease-redis/cluster-tests",
         ],

@@ -62,6 +62,14 @@ pub trait Harness: Sized + Send + Sync + 'static {
         Ok(false)
     }
 
+    /// The counter value a fresh store of this harness issues its first token after (0, so
+    /// token 1, unless the backend's tokens start higher: lease-redis on a Redis Cluster,
+    /// where tokens carry the node's config epoch, issue 22). The differential case starts
+    /// the reference's counter there.
+    async fn token_base(&self) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Builds a fresh, isolated store over `clock`, using `policy` for redelivery delays.
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self>;
 

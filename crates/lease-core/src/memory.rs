@@ -215,6 +215,15 @@ impl MemoryBackend {
         self
     }
 
+    /// Starts the token counter at `last`: the next claim issues `last + 1` (RFC: tokens only
+    /// have to rise). The reference for a backend whose fresh store issues its first token
+    /// above 1 (lease-redis on a Redis Cluster, whose tokens carry the node's config epoch,
+    /// issue 22).
+    pub fn with_last_token(self, last: u64) -> Self {
+        self.lock().last_token = last;
+        self
+    }
+
     /// Another handle on the same state (the createPeer model).
     pub fn peer(&self) -> Self {
         self.clone()

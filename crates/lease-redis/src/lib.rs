@@ -87,6 +87,13 @@
 //!   token and at most [`MAX_TOKEN`] (2^53 - 1, exact in a Lua double); otherwise it fails
 //!   with `LeaseError::TokenCounter` and changes nothing. Lease tokens above [`MAX_TOKEN`]
 //!   are `InvalidInput` before any script.
+//! - **Tokens across a Redis Cluster failover** (issue 22). On a cluster node the claim
+//!   reads the node's config epoch `E` (`cluster_my_epoch` of `CLUSTER INFO`, server-side)
+//!   and issues tokens at or above `E * 2^36 + 1`, each within the 2^36-token range of its
+//!   epoch (a claim that would pass it is `TokenCounter`): a promoted replica has a higher
+//!   config epoch than the primary it replaces, so its tokens lie above every token that
+//!   primary issued, whatever replication lost. Without cluster support the counter counts
+//!   up to [`MAX_TOKEN`] (one primary, no automatic failover; see docs/DESIGN.md).
 //! - **Corrupt records.** A candidate the claim cannot use (a state field that does not
 //!   parse, a wrong key type, an id or workflow name that is not a valid name, input or
 //!   outcome that is not UTF-8) is skipped: moved out of `ready`, `waiting`, `running` and

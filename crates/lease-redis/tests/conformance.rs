@@ -44,6 +44,10 @@ impl lease_conformance::Harness for RedisHarness {
             })
     }
 
+    async fn token_base(&self) -> Result<u64> {
+        Ok(common::token_base(&self.0).await)
+    }
+
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = common::config(&common::random_namespace())
             .clock(Arc::new(clock))

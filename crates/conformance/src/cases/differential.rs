@@ -605,7 +605,10 @@ fn advance(w: &mut World) -> Step {
 
 /// Runs seed `seed` against the reference on the case's clock and policy.
 async fn run_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
-    let mem = MemoryBackend::with_clock(Arc::new(ctx.clock.clone())).with_policy(ctx.policy);
+    let base = ctx.harness.token_base().await.expect("token base");
+    let mem = MemoryBackend::with_clock(Arc::new(ctx.clock.clone()))
+        .with_policy(ctx.policy)
+        .with_last_token(base);
     let backend = ctx.backend();
     let mut world = World {
         rng: StdRng::seed_from_u64(seed + env("LEASE_DIFF_SEED_BASE", 0) as u64),

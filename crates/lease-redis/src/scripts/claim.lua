@@ -4,6 +4,10 @@
 -- (counter_problem), then writes (apply_claim): a Lua error does not roll back, so every
 -- refusal happens before the first write.
 local MAX_TOKEN = 9007199254740991 -- 2^53 - 1: doubles are exact up to here
+-- Tokens per cluster config epoch (issue 22): on a cluster a token is epoch * 2^36 + n, so
+-- the 2^53 exact range holds epochs 0 ..= 2^17 - 1 of 2^36 - 1 tokens each.
+local EPOCH_SPAN = 68719476736 -- 2^36
+local MAX_EPOCH = 131071 -- 2^17 - 1
 
 -- ---- validation of what the client decodes (issue 11: a claim that issued a lease must
 -- never fail afterwards, so the script refuses, as corrupt, a candidate the client could not
@@ -287,12 +291,44 @@ local function read_counter()
   return tonumber(raw), nil
 end
 
--- Why the counter at `base` cannot issue `n` more tokens within 2^53 - 1, or nil.
-local function range_problem(base, n)
-  if base + n > MAX_TOKEN then
-    return 'the next ' .. n .. ' tokens after ' .. fmt(base) .. ' would pass 2^53 - 1, the last token this backend issues exactly'
+-- The config epoch of this cluster node (`cluster_my_epoch` of `CLUSTER INFO`: the primary's
+-- configEpoch, which every promotion raises above the old primary's), or nil on a server
+-- without cluster support (`CLUSTER INFO` is an error there). Read here, never taken from a
+-- client (issue 22).
+local function config_epoch()
+  local info = redis.pcall('CLUSTER', 'INFO')
+  if type(info) ~= 'string' then return nil end
+  return tonumber(string.match(info, 'cluster_my_epoch:(%d+)'))
+end
+
+-- The next `n` tokens of the counter under prefix `P` (issue 22): `base` such that they are
+-- base + 1 ..= base + n, or nil and why none can be issued. On a cluster node of config
+-- epoch E the tokens lie at or above E * 2^36 + 1 (a counter behind jumps there) and within
+-- the epoch range of their first one, so a promoted replica (a higher E) issues above every
+-- token its old primary issued, whatever replication lost. A server without cluster support
+-- (one primary, no automatic failover) counts on up to 2^53 - 1 as before.
+local function next_tokens(n)
+  local base, problem = read_counter()
+  if problem then return nil, problem end
+  local last = MAX_TOKEN
+  local epoch = config_epoch()
+  if epoch then
+    if epoch > MAX_EPOCH then
+      return nil, 'cluster config epoch ' .. fmt(epoch) .. ' is above ' .. MAX_EPOCH .. ', the last one tokens below 2^53 can carry'
+    end
+    base = math.max(base, epoch * EPOCH_SPAN)
+    last = math.min((math.floor(base / EPOCH_SPAN) + 1) * EPOCH_SPAN - 1, MAX_TOKEN)
   end
-  return nil
+  if base + n <= last then return base, nil end
+  if last == MAX_TOKEN then
+    return nil, 'the next ' .. n .. ' tokens after ' .. fmt(base) .. ' would pass 2^53 - 1, the last token this backend issues exactly'
+  end
+  return nil, 'the next ' .. n .. ' tokens after ' .. fmt(base) .. ' would pass ' .. fmt(last) .. ', the end of config epoch ' .. fmt(math.floor(base / EPOCH_SPAN)) .. "'s tokens (a CLUSTER FAILOVER on this shard's replica raises the epoch)"
+end
+
+-- Takes the `n` tokens after `base` (from next_tokens): the counter becomes base + n.
+local function take_tokens(base, n)
+  redis.call('SET', P .. 'token', fmt(base + n))
 end
 
 -- Why token `t` cannot go to candidate `c` (not above its stored token), or nil.
@@ -304,8 +340,8 @@ local function token_problem(t, c)
 end
 
 -- The token counter check (issue 11), before any write: nil when the counter can issue the
--- plan's tokens (counter + 1 ..= counter + n, each above its candidate's stored token and
--- at most 2^53 - 1; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
+-- plan's tokens (next_tokens: base + 1 ..= base + n, each above its candidate's stored
+-- token; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
 -- With `tokens` (a partition of a split namespace, issue 14: the namespace's counter lies
 -- under the home prefix, in another slot, so the client reserved them there with
 -- claim_split/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
@@ -319,8 +355,7 @@ local function counter_problem(plan, tokens)
     plan.tokens = tokens
     return nil
   end
-  local base, problem = read_counter()
-  problem = problem or range_problem(base, #plan.cands)
+  local base, problem = next_tokens(#plan.cands)
   if problem then return problem end
   for i, c in ipairs(plan.cands) do
     problem = token_problem(base + i, c)
@@ -359,10 +394,7 @@ local function apply_claim(plan, lease_ms, with_records)
   local out = {}
   local earliest = nil
   local n = #plan.cands
-  if n > 0 and not plan.tokens then
-    local top = redis.call('INCRBY', P .. 'token', n)
-    if top ~= plan.base + n then error({err = 'LEASETOKEN the counter moved during the claim'}) end
-  end
+  if n > 0 and not plan.tokens then take_tokens(plan.base, n) end
   for i, c in ipairs(plan.cands) do
     local e = c.e
     if e == c.r then e = copy(c.r) end

@@ -478,3 +478,22 @@ pub async fn connections_named(name: &str) -> usize {
         .expect("client list");
     connection_ids_named(&list, name).len()
 }
+
+/// What a fresh namespace of `backend` issues its first token after (issue 22): 0 on one
+/// server; on a cluster the config epoch of the primary holding the namespace's counter
+/// times 2^36 (`cluster_my_epoch`, read there by a script on the counter's slot, as the
+/// claim reads it).
+pub async fn token_base(backend: &RedisBackend) -> u64 {
+    if !backend.is_cluster() {
+        return 0;
+    }
+    let script = "return string.match(redis.call('CLUSTER', 'INFO'), 'cluster_my_epoch:(%d+)')";
+    let epoch: String = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg(format!("{}token", backend.key_prefix()))
+        .query_async(&mut backend.connection())
+        .await
+        .expect("cluster_my_epoch");
+    epoch.parse::<u64>().expect("an epoch") << 36
+}
