@@ -1,9 +1,9 @@
-//! `controls claim 10^k` (issue 21 Targets): `claim_due` x1 with priorities and keys in use,
-//! beside today's claim, in the same run, call by call.
+//! `controls claim 10^k`: `claim_due` x1 with priorities and keys in use, beside today's
+//! claim, in the same run, call by call.
 //!
 //! Two fresh stores of the same backend, each holding `n` executions admitted a day ahead
-//! (as the `stored scheduled` rows, [`crate::stored`]): `mixed` with [`CLAIM_MIX`]'s
-//! priorities and keys and its limits set, `plain` with neither. The working set (due now)
+//! (as the `stored scheduled` rows, [`crate::stored`]): `mixed` with
+//! [`CLAIM_MIX`](super::mix::CLAIM_MIX)'s priorities and keys and its limits set, `plain` with neither. The working set (due now)
 //! is admitted the same way on each. Three sides are then timed one call at a time, their
 //! order rotating: the library's claim on `mixed`, the library's claim on `plain` (today's
 //! claim), and the raw claim statement / script on `plain` (the bound of today's claim; the

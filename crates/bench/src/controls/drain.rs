@@ -1,5 +1,5 @@
-//! `controls drain c1`, `c8` (issue 21 Targets): the drain of [`crate::drain`] with
-//! priorities, concurrency keys and limits in use ([`DRAIN_MIX`]), beside the plain drain
+//! `controls drain c1`, `c8`: the drain of [`crate::drain`] with priorities, concurrency
+//! keys and limits in use ([`DRAIN_MIX`](super::mix::DRAIN_MIX)), beside the plain drain
 //! and the raw pipeline on a plain store, in the same run: [`RUNS`] runs of the three in
 //! turn, each on a fresh store, median of each. Target (this project's reading of "holds"):
 //! the mixed drain at least [`TARGET`] of the plain one.
