@@ -4,7 +4,7 @@
 //!
 //! * `ui namespace page` / `ui execution page`: pages served per second, one request at a
 //!   time, each a fresh connection (`Connection: close`), for one round; the target is a
-//!   page in under 200 ms, i.e. more than [`TARGET_PAGES_PER_SEC`];
+//!   page in under 200 ms, i.e. more than [`crate::row::UI_PAGES_PER_SEC`];
 //! * `ui idle cpu` / `ui idle io`: the console with nobody watching, over one round: its CPU
 //!   time (ms of CPU per second, `/proc/PID/stat`) and the bytes it read and wrote per
 //!   second (`/proc/PID/io`, sockets included: a query to the store would show there). Both
@@ -39,9 +39,6 @@ pub const NAMES: [&str; 4] = [
 
 /// Executions in the measured store.
 pub const STORED: u64 = 100_000;
-
-/// Pages per second above which a page takes under 200 ms (issue 23's target).
-pub const TARGET_PAGES_PER_SEC: f64 = 5.0;
 
 /// Appends the console rows of `kind` (none when no row is selected).
 pub async fn rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {

@@ -21,7 +21,7 @@
 //! The transaction spans client round trips, so a claimer frozen inside it would hold its
 //! key locks, and every claim waiting for them, for as long as it stays frozen (a torture
 //! run's SIGSTOPped runtime stalled every keyed claim for 18 minutes). It therefore opens
-//! with a stall bound ([`stall_bound_ms`], `execution/gate_begin.sql`): the server ends a
+//! with a stall bound ([`stall_bound_ms`], `gate/begin.sql`): the server ends a
 //! session idle inside it for longer, and a wait for a key lock longer than that fails;
 //! both roll the attempt back with nothing claimed.
 
@@ -42,7 +42,7 @@ const MAX_ROUNDS: usize = 4;
 pub const MAX_GATE_STALL_MS: i64 = 5_000;
 
 /// The message opening the gate's transaction, `{ms}` the stall bound.
-const BEGIN: &str = include_str!("execution/gate_begin.sql");
+const BEGIN: &str = include_str!("gate/begin.sql");
 
 /// The gate's stall bound in milliseconds for leases of `lease_ms`: the lease duration
 /// (a frozen claimer holds its keys no longer than a lease it took would stay live), at
