@@ -275,9 +275,10 @@ fn postgres_pair() -> Result<Server, String> {
     })
 }
 
-/// A throwaway Redis Cluster with its failover script. One partition (the torture workflow's
-/// effects do not support partitions yet), so the namespace lives on one primary, the one
-/// every failover kills (the controller names the namespace's key to the script).
+/// A throwaway Redis Cluster with its failover script. One partition, so the namespace lives
+/// on one primary, the one every failover kills (the controller names the namespace's key to
+/// the script); runs with partitions spread over the primaries, where a failover takes one
+/// partition's primary, are not built yet.
 fn redis_cluster() -> Result<Server, String> {
     let c = cluster_failover::throwaway()?;
     eprintln!("redis: {}", c.found.how);

@@ -11,9 +11,10 @@
 //! - Redis Cluster, asynchronous replication (NEGATIVE CONTROL), on the throwaway cluster
 //!   test-all starts (`LEASE_REDIS_CLUSTER_FAILOVER_URL`, `LEASE_REDIS_CLUSTER_FAILOVER`):
 //!   the replica's link is cut for the drawn lag, the namespace's primary is killed, the
-//!   replica promoted without the writes of the lag, and the checker must see it. No Redis
-//!   configuration keeps fencing across a failover (docs/DESIGN.md), so there is no Redis
-//!   run that must pass.
+//!   replica promoted without the writes of the lag, and the checker must see it. Tokens
+//!   carry the cluster's config epoch, so none is issued twice, but no Redis configuration
+//!   keeps every step, outcome and effect record across a lagged failover (docs/DESIGN.md),
+//!   so there is no Redis run that must pass with 0 violations.
 //!
 //! All use fixed seeds, so the fault schedule (times and lags) is the same every run.
 
