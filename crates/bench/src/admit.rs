@@ -71,8 +71,5 @@ pub async fn sample(
         }))
     }
     .await;
-    let removed = fx.remove().await;
-    let s = result?;
-    removed?;
-    Ok(s)
+    fx.remove_after(result).await
 }

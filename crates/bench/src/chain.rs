@@ -148,8 +148,5 @@ pub async fn measure(
         run(&lib, raw.as_ref(), &mut l, &mut r, combined, duration * 2).await
     }
     .await;
-    let removed = fx.remove().await;
-    let pair = result?;
-    removed?;
-    Ok(pair)
+    fx.remove_after(result).await
 }

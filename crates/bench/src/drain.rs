@@ -78,9 +78,7 @@ pub async fn sample_mixed(
 ) -> Result<Sample> {
     let mut fx = Fixture::new(kind, options).await?;
     let result = run(&mut fx, side, c, jobs, place, &Probe::None, mix).await;
-    let removed = fx.remove().await;
-    let (sample, _) = result?;
-    removed?;
+    let (sample, _) = fx.remove_after(result).await?;
     Ok(sample)
 }
 
@@ -97,10 +95,7 @@ pub async fn sample_probed(
 ) -> Result<(Sample, Cost)> {
     let mut fx = Fixture::new(kind, options).await?;
     let result = run(&mut fx, side, c, jobs, place, probe, None).await;
-    let removed = fx.remove().await;
-    let s = result?;
-    removed?;
-    Ok(s)
+    fx.remove_after(result).await
 }
 
 async fn run(

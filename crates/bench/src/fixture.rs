@@ -47,7 +47,7 @@ pub enum StoreSpec {
 
 impl StoreSpec {
     /// The store's URL and namespace, as [`lease::open_with`] takes them.
-    fn url(&self) -> (String, &str) {
+    pub fn url(&self) -> (String, &str) {
         match self {
             StoreSpec::Sqlite { file, namespace } => {
                 (format!("sqlite:{}", file.display()), namespace)
@@ -273,6 +273,15 @@ impl Fixture {
     /// Executions admitted so far.
     pub fn admitted(&self) -> u64 {
         self.admitted
+    }
+
+    /// Removes the store whatever `result` is, then returns `result`, or the removal's
+    /// error when `result` is `Ok` (a measurement's error comes first).
+    pub async fn remove_after<T>(self, result: Result<T>) -> Result<T> {
+        let removed = self.remove().await;
+        let out = result?;
+        removed?;
+        Ok(out)
     }
 
     /// Removes the store: the handles are closed first, then [`StoreSpec::destroy`]; a

@@ -145,10 +145,7 @@ async fn completed_size(kind: Kind, n: u64, steps: usize, options: &Options) -> 
         Ok((after.saturating_sub(before), n))
     }
     .await;
-    let removed = fx.remove().await;
-    let r = result?;
-    removed?;
-    Ok(r)
+    fx.remove_after(result).await
 }
 
 /// Bytes the store holds now.
@@ -259,10 +256,7 @@ async fn postgres_tables(n: u64, options: &Options) -> Vec<Row> {
             sizes
         }
         .await;
-        let removed = fx.remove().await;
-        let r = result?;
-        removed?;
-        Ok(r)
+        fx.remove_after(result).await
     }
     .await;
     match measured {
@@ -304,10 +298,7 @@ async fn postgres_churn(options: &Options) -> Vec<Row> {
     let measured = async {
         let fx = Fixture::new(kind, options).await?;
         let result = churn(&fx).await;
-        let removed = fx.remove().await;
-        let r = result?;
-        removed?;
-        Ok::<_, BenchError>(r)
+        fx.remove_after(result).await
     }
     .await;
     match measured {

@@ -75,10 +75,7 @@ async fn op_pair(kind: Kind, op: Op, options: &Options) -> Result<(Sample, Optio
         }
     }
     .await;
-    let removed = fx.remove().await;
-    let pair = result?;
-    removed?;
-    Ok(pair)
+    fx.remove_after(result).await
 }
 
 /// Runs one end-to-end measurement on a fresh store.
@@ -106,10 +103,7 @@ async fn e2e_sample(
             .map(Some)
     }
     .await;
-    let removed = fx.remove().await;
-    let sample = result?;
-    removed?;
-    Ok(sample)
+    fx.remove_after(result).await
 }
 
 /// The round whose rate is the median (the lower middle one for an even count).

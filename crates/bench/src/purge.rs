@@ -67,10 +67,7 @@ pub async fn sample(kind: Kind, side: Side, n: u64, options: &Options) -> Result
         })
     }
     .await;
-    let removed = fx.remove().await;
-    let s = result?;
-    removed?;
-    Ok(s)
+    fx.remove_after(result).await
 }
 
 #[cfg(test)]

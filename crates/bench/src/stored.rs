@@ -184,10 +184,7 @@ async fn measure(
         Ok(out)
     }
     .await;
-    let removed = fx.remove().await;
-    let out = result?;
-    removed?;
-    Ok(out)
+    fx.remove_after(result).await
 }
 
 /// Per backend, shape and operation: how much dearer one call is at the largest stored

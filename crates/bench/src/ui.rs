@@ -89,19 +89,12 @@ async fn measure(
         measured
     }
     .await;
-    let removed = fx.remove().await;
-    let out = result?;
-    removed?;
-    Ok(out)
+    fx.remove_after(result).await
 }
 
 /// The store's URL with its namespace, as `lease --url` takes it.
 pub fn console_url(spec: &StoreSpec) -> String {
-    let (url, namespace) = match spec {
-        StoreSpec::Sqlite { file, namespace } => (format!("sqlite:{}", file.display()), namespace),
-        StoreSpec::Postgres { url, schema } => (url.clone(), schema),
-        StoreSpec::Redis { url, namespace } => (url.clone(), namespace),
-    };
+    let (url, namespace) = spec.url();
     let joint = if url.contains('?') { '&' } else { '?' };
     format!("{url}{joint}namespace={namespace}")
 }

@@ -207,10 +207,7 @@ async fn measure(
         Ok(out)
     }
     .await;
-    let removed = fx.remove().await;
-    let out = result?;
-    removed?;
-    Ok(out)
+    fx.remove_after(result).await
 }
 
 /// The offset of cancel `k` after its worker's start: the fractional part of `k` times the

@@ -192,8 +192,5 @@ pub async fn measure(
         Ok((sides[0], sides[1]))
     }
     .await;
-    let removed = fx.remove().await;
-    let pair = result?;
-    removed?;
-    Ok(pair)
+    fx.remove_after(result).await
 }

@@ -368,10 +368,7 @@ type LatencyResult = (
 async fn latency_row(kind: Kind, name: &str, options: &Options) -> Result<LatencyResult> {
     let mut fx = Fixture::new(kind, options).await?;
     let result = latency_on(&mut fx, name, options).await;
-    let removed = fx.remove().await;
-    let r = result?;
-    removed?;
-    Ok(r)
+    fx.remove_after(result).await
 }
 
 async fn latency_on(fx: &mut Fixture, name: &str, options: &Options) -> Result<LatencyResult> {
@@ -832,10 +829,7 @@ async fn idle(kind: Kind, options: &Options) -> Result<CostRow> {
             .await
         }
         .await;
-        let removed = fx.remove().await;
-        let m = measured?;
-        removed?;
-        Ok(m)
+        fx.remove_after(measured).await
     }
     .await;
     let dropped = match server {
@@ -928,9 +922,7 @@ async fn herd(kind: Kind, options: &Options) -> Result<CostRow> {
         .await
     }
     .await;
-    let removed = fx.remove().await;
-    let ((delta, n), _) = result?;
-    removed?;
+    let ((delta, n), _) = fx.remove_after(result).await?;
     Ok(CostRow {
         backend: kind.name(),
         name: "herd 4 processes".into(),
