@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, CancelReason, ClaimRequest, Clock, ConcurrencyKey, ConcurrencyLimit,
-    ConcurrencyLimits, ExecutionClient, ExecutionClientExt, ExecutionId, ExecutionLease, Json,
-    LeaseError, LimitScope, ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver,
-    WorkflowRunOutcome,
+    ConcurrencyLimits, ExecutionClient, ExecutionId, ExecutionLease, Json, LeaseError, LimitScope,
+    ManualClock, Priority, RedeliveryPolicy, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 
@@ -47,12 +46,7 @@ async fn set_limit(b: &RedisBackend, key: &str, n: Option<u32>) {
 }
 
 async fn claim(b: &RedisBackend, clock: &ManualClock, limit: usize) -> Vec<ExecutionLease> {
-    let request = ClaimRequest {
-        now: clock.now(),
-        limit,
-        duration: LEASE,
-    };
-    b.claim_due(request).await.expect("claim")
+    common::claim(b, clock, limit, LEASE).await
 }
 
 /// The earliest instant signalled since the receiver last looked, failing after DEADLINE.

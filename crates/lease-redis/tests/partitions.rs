@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionClientExt, ExecutionId,
-    ExecutionLease, Fenced, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey, StoreClient,
-    StoreId, StoreKey, StoreOp, StoreReceipt, Timestamp, WorkflowRunOutcome,
+    Admission, Clock, ExecutionClient, ExecutionId, ExecutionLease, Fenced, Json, LeaseError,
+    ManualClock, RedeliveryPolicy, StepKey, StoreClient, StoreId, StoreKey, StoreOp, StoreReceipt,
+    Timestamp, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 
@@ -39,12 +39,7 @@ fn id(name: &str) -> ExecutionId {
 }
 
 async fn claim(b: &RedisBackend, clock: &ManualClock, limit: usize) -> Vec<ExecutionLease> {
-    let request = ClaimRequest {
-        now: clock.now(),
-        limit,
-        duration: LEASE,
-    };
-    b.claim_due(request).await.expect("claim")
+    common::claim(b, clock, limit, LEASE).await
 }
 
 /// Admits `name`, claims it and acknowledges it suspended with no wake: not due.

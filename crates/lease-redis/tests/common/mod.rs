@@ -497,3 +497,20 @@ pub async fn token_base(backend: &RedisBackend) -> u64 {
         .expect("cluster_my_epoch");
     epoch.parse::<u64>().expect("an epoch") << 36
 }
+
+/// Claims up to `limit` due executions at `clock`'s instant with leases of `duration`;
+/// panics on an error.
+pub async fn claim(
+    b: &RedisBackend,
+    clock: &ManualClock,
+    limit: usize,
+    duration: std::time::Duration,
+) -> Vec<lease_core::ExecutionLease> {
+    use lease_core::{Clock as _, ExecutionClientExt as _};
+    let request = lease_core::ClaimRequest {
+        now: clock.now(),
+        limit,
+        duration,
+    };
+    b.claim_due(request).await.expect("claim")
+}
