@@ -110,23 +110,44 @@ async fn has_role(addr: &str, role: &str) -> bool {
     info.lines().any(|l| l.trim() == format!("role:{role}"))
 }
 
+/// True when the replica at `addr` has its link to its primary up (`INFO replication`):
+/// a manual failover needs it (a node demoted by an earlier failover resyncs first).
+async fn link_up(addr: &str) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(&mut node(addr).await)
+        .await
+        .expect("info replication");
+    info.lines().any(|l| l.trim() == "master_link_status:up")
+}
+
+/// How long Redis gives a manual failover before it abandons it (`CLUSTER_MF_TIMEOUT`, 5 s)
+/// plus a margin: after that, the command is sent again.
+const MANUAL_FAILOVER_RETRY: Duration = Duration::from_secs(6);
+
 /// Fails over the primary owning `slot` to its replica (`CLUSTER FAILOVER`, the replica
 /// catches up first) and waits until the replica is primary and the old primary a replica.
-/// Returns the new primary's address.
+/// The command is sent once the replica's link is up, and again when Redis abandoned it;
+/// all within [`FAILOVER_DEADLINE`]. Returns the new primary's address.
 async fn fail_over(slot: u16) -> String {
     let (primary, replica) = primary_and_replica(slot).await;
     let before = my_epoch(&primary).await;
-    let _: String = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query_async(&mut node(&replica).await)
-        .await
-        .expect("cluster failover");
     let start = Instant::now();
+    let mut sent: Option<Instant> = None;
     while !(has_role(&replica, "master").await && has_role(&primary, "slave").await) {
         assert!(
             start.elapsed() < FAILOVER_DEADLINE,
             "{replica} not promoted within {FAILOVER_DEADLINE:?}"
         );
+        let due = sent.is_none_or(|at| at.elapsed() >= MANUAL_FAILOVER_RETRY);
+        if due && has_role(&replica, "slave").await && link_up(&replica).await {
+            let _: String = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query_async(&mut node(&replica).await)
+                .await
+                .expect("cluster failover");
+            sent = Some(Instant::now());
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let after = my_epoch(&replica).await;
