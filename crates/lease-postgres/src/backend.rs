@@ -51,6 +51,9 @@ pub(crate) struct Inner {
     channel: String,
     /// Set by `close()`: no listener is started afterwards.
     closed: std::sync::atomic::AtomicBool,
+    /// Set once a claim met a limited key: later claims start with the keyed statement
+    /// (`gate.rs`).
+    pub(crate) keyed_claims: std::sync::atomic::AtomicBool,
 }
 
 /// A pooled connection idle at least this long is pinged before use.
@@ -187,6 +190,7 @@ impl PostgresBackend {
                 hosts,
                 channel,
                 closed: std::sync::atomic::AtomicBool::new(false),
+                keyed_claims: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         let mut conn = backend.acquire("connect").await?;

@@ -2,7 +2,6 @@
 //! claims (with the claimed records from the claim's own statement) and the fenced lease
 //! operations, single and batched (RFC 002 "Leases", design.md section 2).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,15 +41,13 @@ const CLAIM_TAKE: &str = include_str!("execution/claim_take.sql");
 const CLAIM_HORIZON: &str = include_str!("execution/claim_horizon.sql");
 /// Whether no paused scope covers the row, spliced as the claim's `{unpaused}`.
 const CLAIM_UNPAUSED: &str = include_str!("execution/claim_unpaused.sql");
-/// The key gate's walk (`gate.rs`): candidates locked, then their keys' locks.
-const CLAIM_WALK: &str = include_str!("execution/claim_walk.sql");
-/// The key gate's claim of the walked candidates.
-const CLAIM_GATED: &str = include_str!("execution/claim_gated.sql");
-/// The walk's per-row condition (`{open}`): the key is not at its limit.
+/// The keyed claim (`gate.rs`): candidates, key locks, counts after the locks, the claim.
+const CLAIM_KEYED: &str = include_str!("execution/claim_keyed.sql");
+/// The keyed claim's per-row condition (`{open}`): the key is not at its limit.
 const CLAIM_OPEN: &str = include_str!("execution/claim_open.sql");
-/// The gated claim's horizon condition (`{unblocked}`).
+/// The keyed claim's horizon condition (`{unblocked}`).
 const CLAIM_UNBLOCKED: &str = include_str!("execution/claim_unblocked.sql");
-/// The gated claim's own leases per key (`{taken}` in `{unblocked}`).
+/// The keyed claim's own leases per key (`{taken}` in `{unblocked}`).
 const CLAIM_TAKEN: &str = include_str!("execution/claim_taken.sql");
 /// Whether the row's key is at its limit (`{key_full}`).
 const KEY_FULL: &str = include_str!("execution/key_full.sql");
@@ -103,34 +100,34 @@ fn claim_template() -> String {
     with_gates(&claim, "0")
 }
 
-/// The key gate's two statements (`gate.rs`), rendered.
-fn gate_statements(r: &Renderer) -> (Arc<str>, Arc<str>) {
-    let walk = fragment(CLAIM_WALK)
+/// The keyed claim (`gate.rs`) without its `{horizon}`: `claim_keyed.sql` with its
+/// candidates (open keys only), the stall bound and the claim transition.
+fn claim_keyed_template() -> String {
+    let open = fragment(CLAIM_OPEN)
+        .replace("{key_full}", fragment(KEY_FULL))
+        .replace("{taken}", "0");
+    let keyed = fragment(CLAIM_KEYED)
         .replace("{candidates}", fragment(CLAIM_CANDIDATES))
-        .replace("{open}", fragment(CLAIM_OPEN));
-    let gated = fragment(CLAIM_GATED)
+        .replace("{open}", &open)
         .replace("{take}", fragment(CLAIM_TAKE))
-        .replace("{horizon}", fragment(CLAIM_HORIZON))
-        .replace("{unblocked}", fragment(CLAIM_UNBLOCKED));
-    (
-        r.render(&with_gates(&walk, "0")),
-        r.render(&with_gates(&gated, fragment(CLAIM_TAKEN))),
-    )
+        .replace("{unblocked}", fragment(CLAIM_UNBLOCKED))
+        .replace("{stall_min}", &crate::gate::MIN_GATE_STALL_MS.to_string())
+        .replace("{stall_max}", &crate::gate::MAX_GATE_STALL_MS.to_string());
+    with_gates(&keyed, fragment(CLAIM_TAKEN))
 }
 
 /// This module's statements, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
     let claim = claim_template();
-    let (claim_walk, claim_gated) = gate_statements(r);
+    let keyed = claim_keyed_template();
     let acknowledge = r.render(&acknowledge_template());
-    let ack_and_claim = AckAndClaimStatements::new(
-        &acknowledge,
-        &r.render(
-            &claim
-                .replace("$3", fragment(ACK_AND_CLAIM_LIMIT))
-                .replace("{horizon}", fragment(CLAIM_HORIZON)),
-        ),
-    );
+    let after_ack = |claim: &str| {
+        let claim = claim
+            .replace("$3", fragment(ACK_AND_CLAIM_LIMIT))
+            .replace("{horizon}", fragment(CLAIM_HORIZON));
+        AckAndClaimStatements::new(&acknowledge, &r.render(&claim))
+    };
+    let (ack_and_claim, ack_and_claim_keyed) = (after_ack(&claim), after_ack(&keyed));
     ExecutionSql {
         admit: r.render(ADMIT),
         admit_batch: r.render(ADMIT_BATCH),
@@ -140,13 +137,13 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
         request_wake: r.render(REQUEST_WAKE),
         claim: r.render(&claim.replace("{horizon}", fragment(CLAIM_HORIZON))),
         claim_leases_only: r.render(&claim.replace("{horizon}", "")),
-        claim_walk,
-        claim_gated,
+        claim_keyed: r.render(&keyed.replace("{horizon}", fragment(CLAIM_HORIZON))),
         renew: r.render(RENEW),
         release: r.render(RELEASE),
         acknowledge,
         acknowledge_batch: r.render(ACKNOWLEDGE_BATCH),
         ack_and_claim,
+        ack_and_claim_keyed,
         purge_terminal: r.render(PURGE_TERMINAL),
     }
 }
@@ -266,8 +263,9 @@ impl PostgresBackend {
     }
 
     /// One run of `acknowledge_and_claim`'s message
-    /// ([`AckAndClaimStatements`]): the acknowledgement's reply, the claim's rows, and
-    /// whether the claim was handed to the key gate.
+    /// ([`AckAndClaimStatements`]; its claim keyed once this backend's claims are, see
+    /// `gate.rs`): the acknowledgement's reply, the claim's rows, and whether the claim was
+    /// handed to the key gate.
     async fn ack_then_claim_once(
         &self,
         ack: &Acknowledgement,
@@ -289,7 +287,11 @@ impl PostgresBackend {
             lease_ms,
             delays,
         };
-        let sql = &self.execution_sql().ack_and_claim;
+        let sql = if self.claims_keyed() {
+            &self.execution_sql().ack_and_claim_keyed
+        } else {
+            &self.execution_sql().ack_and_claim
+        };
         // Built before any connection is taken: a value the server could not accept
         // (U+0000 in an outcome) is refused with nothing sent, as a bound one would be.
         if sql.execute(&params(None)).is_none() {
@@ -685,11 +687,14 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
+        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
+        if self.claims_keyed() {
+            return self.claim_keyed(&request, lease_ms).await;
+        }
         let sql = &self.execution_sql().claim;
         let delays = &self.inner.delays;
         let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
         let requested = request.now.as_millis();
-        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
         // Never retried after the statement may have run: a retry could issue a second token.
         let found: Vec<PgRow> = self
             .run_statement("claim_due", Effect::Write, sql, |q| {
@@ -702,7 +707,7 @@ impl ExecutionClient for PostgresBackend {
             .await
             .map_err(|e| crate::error::in_schema(e, self.schema()))?;
         match self.claim_batch(&found)? {
-            (_, true) => self.claim_gated(&request, lease_ms).await,
+            (_, true) => self.claim_keyed(&request, lease_ms).await,
             (batch, false) => Ok(batch),
         }
     }
@@ -720,9 +725,10 @@ impl ExecutionClient for PostgresBackend {
     /// A token-counter failure of the claim rolls the acknowledgement back with it; the
     /// acknowledgement is then made alone, as the trait's default does, and the failed claim
     /// is logged and reported as empty. A claim the statement hands to the key gate
-    /// (`claim.sql`: a picked row's key has a limit) runs as the gate's transaction after
-    /// the acknowledgement committed; if that fails it is logged and reported as empty
-    /// (the acknowledgement stands).
+    /// (`claim.sql`: a picked row's key has a limit) runs as the keyed claim (`gate.rs`)
+    /// after the acknowledgement committed; if that fails it is logged and reported as
+    /// empty (the acknowledgement stands). Once this backend's claims run keyed, the
+    /// message carries the keyed claim itself.
     #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
     async fn acknowledge_and_claim(
         &self,
@@ -736,11 +742,11 @@ impl ExecutionClient for PostgresBackend {
                 next: batch,
             }),
             Ok((acknowledged, _, true)) => {
-                let next = self.claim_gated(&next, lease_ms).await.unwrap_or_else(|e| {
+                let next = self.claim_keyed(&next, lease_ms).await.unwrap_or_else(|e| {
                     tracing::error!(
                         schema = self.schema(),
                         error = %e,
-                        "the gated claim after an acknowledgement failed"
+                        "the keyed claim after an acknowledgement failed"
                     );
                     ClaimBatch::default()
                 });
@@ -1032,8 +1038,7 @@ mod tests {
             &s.admit_batch,
             &s.claim,
             &s.claim_leases_only,
-            &s.claim_walk,
-            &s.claim_gated,
+            &s.claim_keyed,
             &s.acknowledge_batch,
             &s.request_wake,
             &s.list_failing,

@@ -14,14 +14,11 @@ pub struct Statements {
     /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
     /// 14 execution columns, then columns the library uses). It notifies like the
     /// library's. It claims nothing when a picked row's key has a concurrency limit (the
-    /// library then runs the key gate: `claim_walk`, `claim_gated`).
+    /// library then runs `claim_keyed`).
     pub claim: String,
-    /// The key gate's walk: `$1 request now, $2 clock, $3 limit, $4 ids text[] (walked
-    /// already), $5 wait for key locks?` -> (id, may take?) in claim order.
-    pub claim_walk: String,
-    /// The key gate's claim: `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays,
-    /// $6 ids text[]` -> the claim statement's rows, summary row included.
-    pub claim_gated: String,
+    /// The keyed claim (concurrency limits counted after each key's lock): `claim`'s
+    /// parameters -> the claim statement's rows, summary row included.
+    pub claim_keyed: String,
     /// `renew`: `$1 id, $2 token, $3 clock, $4 lease ms, $5 delays`.
     pub renew: String,
     /// `acknowledge`: `$1 id, $2 token, $3 clock, $4 new status, $5 outcome`.
@@ -50,8 +47,7 @@ pub fn statements(schema: &str) -> Statements {
     );
     Statements {
         claim: execution.claim_leases_only.to_string(),
-        claim_walk: execution.claim_walk.to_string(),
-        claim_gated: execution.claim_gated.to_string(),
+        claim_keyed: execution.claim_keyed.to_string(),
         renew: execution.renew.to_string(),
         acknowledge: execution.acknowledge.to_string(),
         acknowledge_batch: execution.acknowledge_batch.to_string(),

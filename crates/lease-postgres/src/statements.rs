@@ -166,16 +166,16 @@ pub(crate) struct ExecutionSql {
     pub(crate) claim: Arc<str>,
     /// The claim without its summary row (the benchmark's raw baseline reads only leases).
     pub(crate) claim_leases_only: Arc<str>,
-    /// The key gate's walk: candidates locked in claim order, then their keys' locks.
-    pub(crate) claim_walk: Arc<str>,
-    /// The key gate's claim of the walked candidates, counted after the locks.
-    pub(crate) claim_gated: Arc<str>,
+    /// The keyed claim: every concurrency limit counted after its key's lock (`gate.rs`).
+    pub(crate) claim_keyed: Arc<str>,
     pub(crate) renew: Arc<str>,
     pub(crate) release: Arc<str>,
     pub(crate) acknowledge: Arc<str>,
     pub(crate) acknowledge_batch: Arc<str>,
     /// `acknowledge_and_claim`'s two per-connection prepared statements.
     pub(crate) ack_and_claim: AckAndClaimStatements,
+    /// The same with the keyed claim (a backend whose claims run keyed, `gate.rs`).
+    pub(crate) ack_and_claim_keyed: AckAndClaimStatements,
     pub(crate) purge_terminal: Arc<str>,
 }
 

@@ -1,5 +1,5 @@
-//! Concurrency limits on PostgreSQL beyond the conformance suite (issue 21 item 4): the key
-//! gate's transaction under many pools at once (each pool a process's view), its use by
+//! Concurrency limits on PostgreSQL beyond the conformance suite (issue 21 item 4): the
+//! keyed claim under many pools at once (each pool a process's view), its use by
 //! `acknowledge_and_claim` and by the horizon, and the "now" wake-ups of the writes that
 //! free a place.
 
@@ -325,10 +325,11 @@ async fn claim_until_done(
     }
 }
 
-/// A claimer frozen inside the gate holds its key locks; the claims waiting for them give
-/// up after the gate's stall bound (`lock_timeout`, here the 1 s lease) instead of queueing
-/// behind it for as long as it stays frozen, and claim once it is gone. The frozen claimer
-/// is a connection holding the key's lock inside an open transaction, as the gate takes it.
+/// A session that holds a key's lock (the keyed claim holds it only inside its statement;
+/// here a connection takes it in an open transaction and stalls, as a claimer frozen
+/// between round trips once could): the claims waiting for it give up after the stall
+/// bound (`lock_timeout`, here the 1 s lease) instead of queueing behind it for as long as
+/// it stays, and claim once it is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_key_lock_holder_stalls_keyed_claims_only_for_the_stall_bound() {
     let (b, clock, schema) = setup().await;

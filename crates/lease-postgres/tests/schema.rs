@@ -194,7 +194,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 11 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 12 to 2;
         // dropping the priority column drops version 10's index with it).
         let mut conn = admin().await;
         exec(
@@ -214,6 +214,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
                  DROP FUNCTION \"{schema}\".record_problem_v9; \
                  DROP FUNCTION \"{schema}\".record_problem_v5; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
+                 DROP FUNCTION \"{schema}\".live_leases; \
                  DROP INDEX \"{schema}\".executions_horizon; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
                  CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \
