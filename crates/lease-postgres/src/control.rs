@@ -1,7 +1,7 @@
 //! Issue 21's operator controls for [`PostgresBackend`]: cancel, pause/resume and the
 //! concurrency limits, one statement each (`control/*.sql`). The `ExecutionClient` methods
 //! in `execution.rs` delegate here; the claim's gates live in `execution/claim.sql` and
-//! the key gate's transaction (`gate.rs`).
+//! the keyed claim (`execution/claim_keyed.sql`, `gate.rs`).
 //!
 //! Storage (schema v9): a cancelled execution has status `cancelled` and its reason as
 //! outcome; paused scopes are rows of `paused_scopes` (`workflow` NULL for the namespace);

@@ -18,7 +18,7 @@
 -- (6.9 ms for a claim of 32, against 1.9 ms for the ordered walk). A row comparison is
 -- estimated by its leading column's inequality, never ~1 row, so the ordered index walk
 -- that stops after n rows wins with fresh and stale statistics alike (checked with
--- `EXPLAIN` of the generic plan both ways; DESIGN "Planner-proof claims").
+-- `EXPLAIN` of the generic plan both ways; DESIGN "How each backend gates its claims").
 levels AS (
     (SELECT e.priority FROM {s}.executions e
      WHERE e.claimable_at IS NOT NULL AND e.status <> 'running'
