@@ -67,16 +67,23 @@ impl Controller {
         }
     }
 
-    /// SIGSTOP of the target runtime; its SIGCONT is scheduled the hold after `now`.
+    /// SIGSTOP of the target runtime; its SIGCONT comes the hold after `now` from a timer
+    /// task of its own, not from the controller's loop: the controller can block behind a
+    /// call the paused runtime holds up (a lock it holds, its server's queue), and a resume
+    /// that waited for the controller would then come only when that call gave up (a
+    /// PostgreSQL run once stalled for 18 minutes that way). A runtime killed while paused
+    /// is gone and its pid's SIGCONT is harmless.
     async fn pause(&mut self, f: &Fault, now: Instant) {
         let slot = f.target;
         let pid = self.slots[slot].pid.unwrap_or(0);
         match faults::signal("STOP", pid).await {
             Ok(()) => {
                 self.count_fault(f.kind);
-                let incarnation = self.slots[slot].incarnation;
-                self.later
-                    .push((now + f.hold, Later::Resume { slot, incarnation }));
+                let until = now + f.hold;
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(until).await;
+                    let _ = faults::signal("CONT", pid).await;
+                });
             }
             Err(e) => {
                 eprintln!("\nlease-torture: pause: {e}");
@@ -184,8 +191,14 @@ impl Controller {
         }
     }
 
-    /// Runs what is due in `later` (all of it when `all`).
+    /// Runs what is due in `later` (all of it when `all`, which also resumes every paused
+    /// runtime at once rather than at its timer).
     pub(super) async fn run_later(&mut self, all: bool) -> Result<(), String> {
+        if all {
+            for pid in self.slots.iter().filter_map(|s| s.pid) {
+                let _ = faults::signal("CONT", pid).await;
+            }
+        }
         let now = Instant::now();
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.later)
             .into_iter()
@@ -193,14 +206,6 @@ impl Controller {
         self.later = keep;
         for (_, what) in due {
             match what {
-                Later::Resume { slot, incarnation } => {
-                    let s = &self.slots[slot];
-                    if s.incarnation == incarnation
-                        && let Some(pid) = s.pid
-                    {
-                        let _ = faults::signal("CONT", pid).await;
-                    }
-                }
                 Later::Respawn { slot } => {
                     if self.slots[slot].down {
                         self.spawn(slot)?;

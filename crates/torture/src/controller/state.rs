@@ -32,10 +32,6 @@ pub(super) struct Slot {
 /// Something to do later.
 #[derive(Debug)]
 pub(super) enum Later {
-    Resume {
-        slot: usize,
-        incarnation: u32,
-    },
     Respawn {
         slot: usize,
     },
