@@ -537,7 +537,7 @@ fn transaction_limits_come_from_the_lease() {
         let settings: Vec<(String, String)> = sqlx::query_as(
             "SELECT name, setting FROM pg_settings \
              WHERE name IN ('idle_in_transaction_session_timeout', 'lock_timeout', \
-                            'transaction_isolation') ORDER BY name",
+                            'plan_cache_mode', 'transaction_isolation') ORDER BY name",
         )
         .fetch_all(tx.conn())
         .await
@@ -548,6 +548,7 @@ fn transaction_limits_come_from_the_lease() {
             [
                 ("idle_in_transaction_session_timeout".into(), ms.clone()),
                 ("lock_timeout".into(), ms),
+                ("plan_cache_mode".into(), "auto".into()),
                 ("transaction_isolation".into(), "read committed".into()),
             ]
         );
@@ -558,6 +559,12 @@ fn transaction_limits_come_from_the_lease() {
             .await
             .expect("show");
         assert_eq!(after, "0");
+        // The library's own statements run with their generic plans (backend.rs).
+        let plans: String = sqlx::query_scalar("SHOW plan_cache_mode")
+            .fetch_one(f.a.pool())
+            .await
+            .expect("show");
+        assert_eq!(plans, "force_generic_plan");
         // A lease that has run out still gets the floor.
         let late = Timestamp::from_millis(lease.expires_at.as_millis() + 5_000);
         assert_eq!(stall_bound_ms(&lease, late), MIN_STALL_BOUND_MS);

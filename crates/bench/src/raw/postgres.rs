@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use lease_core::RedeliveryPolicy;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{LEASE_MS, Raw, RawLease};
@@ -65,7 +65,7 @@ impl RawPostgres {
     ) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
-            .connect(url)
+            .connect_with(session_options(url)?)
             .await
             .map_err(|e| raw("postgres", "connect", e))?;
         Ok(RawPostgres {
@@ -83,6 +83,13 @@ impl RawPostgres {
                 .collect(),
         })
     }
+}
+
+/// `url`'s options with the library's session options (`lease_postgres::raw::
+/// SESSION_OPTIONS`: the same plans as the library's statements get).
+fn session_options(url: &str) -> Result<PgConnectOptions> {
+    let options: PgConnectOptions = url.parse().map_err(|e| raw("postgres", "connect", e))?;
+    Ok(options.options(lease_postgres::raw::SESSION_OPTIONS))
 }
 
 fn quoted(schema: &str) -> String {
@@ -185,7 +192,7 @@ impl Raw for RawPostgres {
         const OP: &str = "acknowledge_and_claim";
         let mut guard = self.combined.lock().await;
         if guard.is_none() {
-            let mut conn = sqlx::PgConnection::connect(&self.url)
+            let mut conn = sqlx::PgConnection::connect_with(&session_options(&self.url)?)
                 .await
                 .map_err(|e| raw("postgres", OP, e))?;
             let prepare = format!(

@@ -1,6 +1,8 @@
 -- The message that opens a fenced transaction: `$1` the lease's expiry, `$2` the clock
 -- (NULL: the database's). Sets both limits to [`stall_bound_ms`]'s value, computed on the
--- backend clock in the same round trip as `BEGIN`.
+-- backend clock in the same round trip as `BEGIN`, and `plan_cache_mode` back to
+-- PostgreSQL's default `auto` for the application's statements (the library's connections
+-- force generic plans for its own, `backend.rs`).
 --
 -- `BEGIN` comes last. The statements of one message before it run in the message's
 -- implicit transaction, which `BEGIN` turns into the explicit one, keeping its isolation
@@ -11,6 +13,7 @@
 -- pool as it is (its next user gets SQLSTATE 25P02).
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SELECT set_config('idle_in_transaction_session_timeout', b.ms::text, true),
-       set_config('lock_timeout', b.ms::text, true)
+       set_config('lock_timeout', b.ms::text, true),
+       set_config('plan_cache_mode', 'auto', true)
 FROM (SELECT least(greatest($1 - COALESCE($2, {now}), {floor}), {ceiling}) AS ms) b;
 BEGIN
