@@ -56,15 +56,22 @@ pub(crate) struct Inner {
     pub(crate) keyed_claims: std::sync::atomic::AtomicBool,
 }
 
-/// Every library connection runs its prepared statements with their generic plan
-/// (`plan_cache_mode`). The claim statements are written for it (every range is an index
-/// walk that stops where the claim does, whatever the parameters); left to choose, the
-/// plan cache kept planning the claim afresh on every call, because its generic plan's
-/// estimate (a LIMIT parameter is planned as 10% of the rows) exceeded a custom plan's: 1.2-1.4
-/// ms of planning per claim, more than the claim itself (0.4-0.6 ms for a claim of one at
-/// 200,000 due). Fenced application transactions set it back to `auto` for the
-/// application's statements (`fenced/begin.sql`).
-pub(crate) const GENERIC_PLANS: (&str, &str) = ("plan_cache_mode", "force_generic_plan");
+/// The session settings of every library connection (startup options `-c name=value`):
+///
+/// - `plan_cache_mode = force_generic_plan`: the claim statements are written for their
+///   generic plans (every range is an index walk that stops where the claim does, whatever
+///   the parameters); left to choose, the plan cache planned the claim afresh on every
+///   call, because its generic plan's estimate (a LIMIT parameter is planned as 10% of the
+///   rows) exceeded a custom plan's: 1.2-1.4 ms of planning per claim, more than the claim
+///   itself (0.4-0.6 ms for a claim of one at 200,000 due);
+/// - `jit = off`: that same estimate passes `jit_above_cost`, and JIT-compiling the claim
+///   took 200-280 ms per call at 10^6 stored executions (the claim itself: 0.5 ms). Short
+///   statements never gain from JIT.
+///
+/// Fenced application transactions set `plan_cache_mode` back to `auto` for the
+/// application's statements (`fenced/begin.sql`); JIT stays off there.
+pub(crate) const SESSION_SETTINGS: [(&str, &str); 2] =
+    [("plan_cache_mode", "force_generic_plan"), ("jit", "off")];
 
 /// A pooled connection idle at least this long is pinged before use.
 const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
@@ -150,7 +157,7 @@ impl PostgresBackend {
             |options: PgConnectOptions| {
                 let options = options
                     .application_name("lease-postgres")
-                    .options([GENERIC_PLANS]);
+                    .options(SESSION_SETTINGS);
                 match statement_timeout {
                     Some(t) => {
                         options.options([("statement_timeout", format!("{}ms", t.as_millis()))])

@@ -559,12 +559,17 @@ fn transaction_limits_come_from_the_lease() {
             .await
             .expect("show");
         assert_eq!(after, "0");
-        // The library's own statements run with their generic plans (backend.rs).
+        // The library's own statements run with their generic plans, without JIT (backend.rs).
         let plans: String = sqlx::query_scalar("SHOW plan_cache_mode")
             .fetch_one(f.a.pool())
             .await
             .expect("show");
         assert_eq!(plans, "force_generic_plan");
+        let jit: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(f.a.pool())
+            .await
+            .expect("show");
+        assert_eq!(jit, "off");
         // A lease that has run out still gets the floor.
         let late = Timestamp::from_millis(lease.expires_at.as_millis() + 5_000);
         assert_eq!(stall_bound_ms(&lease, late), MIN_STALL_BOUND_MS);

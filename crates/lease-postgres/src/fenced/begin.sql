@@ -2,7 +2,7 @@
 -- (NULL: the database's). Sets both limits to [`stall_bound_ms`]'s value, computed on the
 -- backend clock in the same round trip as `BEGIN`, and `plan_cache_mode` back to
 -- PostgreSQL's default `auto` for the application's statements (the library's connections
--- force generic plans for its own, `backend.rs`).
+-- force generic plans for its own, `backend.rs` `SESSION_SETTINGS`; JIT stays off).
 --
 -- `BEGIN` comes last. The statements of one message before it run in the message's
 -- implicit transaction, which `BEGIN` turns into the explicit one, keeping its isolation
