@@ -242,6 +242,18 @@ impl Admission {
         self
     }
 
+    /// Stores the current `tracing` span's OpenTelemetry context with the execution, so its
+    /// deliveries continue that trace (feature `otel`). Outside a span, or without the
+    /// `tracing-opentelemetry` layer, the admission is unchanged.
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_current_trace(self) -> Self {
+        match TraceContext::current() {
+            Some(context) => self.trace_context(context),
+            None => self,
+        }
+    }
+
     /// True when the admission uses a control a backend without priorities or concurrency
     /// keys must refuse as `Unsupported` (issue 21: never silently ignored).
     pub fn uses_controls(&self) -> bool {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{LeaseError, Result};
 
 #[cfg(feature = "otel")]
-mod otel;
+pub(crate) mod otel;
 
 /// Longest `tracestate` accepted, in bytes (W3C Trace Context: a vendor must propagate at
 /// least 512 bytes; longer values may be cut, so none longer is stored).
@@ -126,18 +126,6 @@ impl From<TraceContext> for String {
     fn from(context: TraceContext) -> String {
         context.to_stored()
     }
-}
-
-/// Makes a delivery's `span` (created, not yet entered) continue the admitting request's
-/// trace: with feature `otel`, its OpenTelemetry parent is `context` (and it links to it);
-/// without the feature, or without a context, nothing changes.
-pub(crate) fn continue_trace(span: &tracing::Span, context: Option<&TraceContext>) {
-    #[cfg(feature = "otel")]
-    if let Some(context) = context {
-        otel::continue_trace(span, context);
-    }
-    #[cfg(not(feature = "otel"))]
-    let _ = (span, context);
 }
 
 fn invalid_parent(reason: &str) -> LeaseError {

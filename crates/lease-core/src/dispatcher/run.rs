@@ -91,7 +91,10 @@ pub(crate) fn delivery_span(claimed: &Claimed) -> tracing::Span {
         token = claimed.lease.token.get(),
         workflow = record.workflow.as_ref().map(|w| w.as_str()),
     );
-    crate::trace::continue_trace(&span, record.trace_context.as_ref());
+    #[cfg(feature = "otel")]
+    if let Some(context) = &record.trace_context {
+        crate::trace::otel::continue_trace(&span, context);
+    }
     span
 }
 

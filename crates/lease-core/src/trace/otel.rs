@@ -5,7 +5,6 @@ use opentelemetry::Context;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::execution::Admission;
 use crate::trace::TraceContext;
 
 impl TraceContext {
@@ -55,18 +54,6 @@ impl TraceContext {
     /// An OpenTelemetry context whose (remote) current span is this one.
     pub fn to_otel(&self) -> Context {
         Context::new().with_remote_span_context(self.span_context())
-    }
-}
-
-impl Admission {
-    /// Stores the current `tracing` span's OpenTelemetry context with the execution, so its
-    /// deliveries continue that trace (feature `otel`). Outside a span, or without the
-    /// `tracing-opentelemetry` layer, the admission is unchanged.
-    pub fn with_current_trace(self) -> Self {
-        match TraceContext::current() {
-            Some(context) => self.trace_context(context),
-            None => self,
-        }
     }
 }
 
