@@ -49,15 +49,17 @@ pub const MATRIX: &[Backend] = &[
         &[],
     ),
     // lease-core's JSON with the serde_json features Cargo may unify in from elsewhere in a
-    // build (issue 11: the canonical text must not depend on them), and with the `metrics`
-    // export on (issue 15 item 6: its recorder test, and every dispatcher test exporting).
+    // build (issue 11: the canonical text must not depend on them), with the `metrics`
+    // export on (issue 15 item 6: its recorder test, and every dispatcher test exporting) and
+    // with `otel` (every dispatcher test through the OpenTelemetry bridge; the traces test
+    // across processes is the facade row's).
     Backend::new(
         "json-features",
         &[
             "-p",
             "lease-core",
             "--features",
-            "memory,metrics,test-preserve-order,test-arbitrary-precision",
+            "memory,metrics,otel,test-preserve-order,test-arbitrary-precision",
         ],
         &[],
     ),
@@ -92,8 +94,9 @@ pub const MATRIX: &[Backend] = &[
         ],
         &[Service::RedisCluster],
     ),
-    // The facade's tests, doc tests (the README) and examples, every feature on (so
-    // `lease::open` reaches each server; the TLS tests start their own servers).
+    // The facade's tests, doc tests (the README, its OTLP example with `otel`) and examples,
+    // every feature on (so `lease::open` reaches each server; the TLS tests start their own
+    // servers; tests/traces.rs follows a trace across two processes, feature `otel`).
     Backend::new(
         "facade",
         &["-p", "lease", "--all-features"],

@@ -48,6 +48,7 @@ macro_rules! conformance_tests {
         $crate::__pause_cases!($harness);
         $crate::__priority_cases!($harness);
         $crate::__limits_cases!($harness);
+        $crate::__traces_cases!($harness);
     };
 }
 
@@ -115,6 +116,7 @@ mod tests {
             ("pause", include_str!("cases/pause.rs")),
             ("priority", include_str!("cases/priority.rs")),
             ("limits", include_str!("cases/limits.rs")),
+            ("traces", include_str!("cases/traces.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

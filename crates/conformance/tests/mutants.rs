@@ -108,6 +108,10 @@ const BEGIN_CHECK_THEN_WRITE: u8 = 37;
 const STORE_WAITER_PERSISTS: u8 = 38;
 /// settle_effect records the result without waking the waiting owner.
 const SETTLE_WAKES_NOBODY: u8 = 39;
+/// admit stores no trace context.
+const ADMIT_DROPS_TRACE: u8 = 40;
+/// A second admit of an existing id replaces its trace context with the new one.
+const READMIT_REPLACES_TRACE: u8 = 41;
 
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
@@ -316,10 +320,16 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         if F == ADMIT_IGNORES_SCHEDULE {
             admission.not_before = None;
         }
+        if F == ADMIT_DROPS_TRACE {
+            admission.trace_context = None;
+        }
         let record = s
             .executions
             .entry(admission.id.clone())
             .or_insert_with(|| ExecutionRecord::admitted(&admission, now));
+        if F == READMIT_REPLACES_TRACE {
+            record.trace_context = admission.trace_context.clone();
+        }
         Ok(record.effective(now))
     }
 
@@ -1153,4 +1163,22 @@ caught_by!(
     settle_wakes_nobody,
     SETTLE_WAKES_NOBODY,
     [effects::effect_wait_is_woken_by_the_settle]
+);
+
+// The admitting request's trace context.
+caught_by!(
+    admit_drops_trace,
+    ADMIT_DROPS_TRACE,
+    [
+        traces::trace_context_round_trips_through_claim_and_get,
+        traces::trace_context_is_stored_by_admit_batch,
+    ]
+);
+caught_by!(
+    readmit_replaces_trace,
+    READMIT_REPLACES_TRACE,
+    [
+        traces::trace_context_of_a_readmission_is_the_first,
+        traces::trace_context_is_stored_by_admit_batch,
+    ]
 );

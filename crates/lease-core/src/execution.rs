@@ -17,6 +17,7 @@ use crate::json::Json;
 use crate::lease::{ExecutionLease, FencingToken};
 use crate::redelivery::RedeliveryPolicy;
 use crate::time::Timestamp;
+use crate::trace::TraceContext;
 
 /// Where an execution is in its life (RFC 002 adds `Running`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -166,6 +167,9 @@ pub struct Admission {
     /// Counted against this key's concurrency limit while it holds a live lease (issue 21
     /// item 4); `None`: no limit applies.
     pub concurrency_key: Option<ConcurrencyKey>,
+    /// The W3C trace context of the admitting request, stored with the execution so its
+    /// deliveries continue that trace ([`crate::trace`]); `None`: none.
+    pub trace_context: Option<TraceContext>,
 }
 
 impl Admission {
@@ -178,6 +182,7 @@ impl Admission {
             not_before: None,
             priority: Priority::DEFAULT,
             concurrency_key: None,
+            trace_context: None,
         }
     }
 
@@ -225,6 +230,28 @@ impl Admission {
     pub fn concurrency_key(mut self, key: ConcurrencyKey) -> Self {
         self.concurrency_key = Some(key);
         self
+    }
+
+    /// Stores `context` (the admitting request's W3C trace context) with the execution: every
+    /// delivery's span continues that trace (with feature `otel`;
+    /// `Admission::with_current_trace` takes it from the current `tracing` span). An
+    /// existing execution keeps the context it was first admitted with, as it keeps the
+    /// rest of its admission.
+    pub fn trace_context(mut self, context: TraceContext) -> Self {
+        self.trace_context = Some(context);
+        self
+    }
+
+    /// Stores the current `tracing` span's OpenTelemetry context with the execution, so its
+    /// deliveries continue that trace (feature `otel`). Outside a span, or without the
+    /// `tracing-opentelemetry` layer, the admission is unchanged.
+    #[cfg(feature = "otel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+    pub fn with_current_trace(self) -> Self {
+        match TraceContext::current() {
+            Some(context) => self.trace_context(context),
+            None => self,
+        }
     }
 
     /// True when the admission uses a control a backend without priorities or concurrency
@@ -279,6 +306,9 @@ pub struct ExecutionRecord {
     /// The admission's concurrency key (issue 21 item 4).
     #[serde(default)]
     pub concurrency_key: Option<ConcurrencyKey>,
+    /// The admitting request's W3C trace context, if the admission carried one.
+    #[serde(default)]
+    pub trace_context: Option<TraceContext>,
 }
 
 impl ExecutionRecord {
@@ -299,6 +329,7 @@ impl ExecutionRecord {
             outcome: None,
             priority: admission.priority,
             concurrency_key: admission.concurrency_key.clone(),
+            trace_context: admission.trace_context.clone(),
         }
     }
 

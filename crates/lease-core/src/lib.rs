@@ -34,6 +34,7 @@ pub mod redelivery;
 pub mod selection;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod wakeup;
 
 pub use client::{
@@ -70,4 +71,5 @@ pub use store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
 };
 pub use time::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
+pub use trace::TraceContext;
 pub use wakeup::{WakeHub, WakeReceiver};

@@ -11,7 +11,8 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
-    Fenced, FencingToken, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    Fenced, FencingToken, Purged, Result, Timestamp, TraceContext, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
@@ -362,6 +363,7 @@ struct AdmitParams<'a> {
     not_before: Option<i64>,
     priority: i32,
     key: Option<&'a str>,
+    trace: Option<String>,
 }
 
 fn admit_params(a: &Admission) -> AdmitParams<'_> {
@@ -372,10 +374,11 @@ fn admit_params(a: &Admission) -> AdmitParams<'_> {
         not_before: a.not_before.map(Timestamp::as_millis),
         priority: a.priority.get(),
         key: a.concurrency_key.as_ref().map(|k| k.as_str()),
+        trace: a.trace_context.as_ref().map(TraceContext::to_stored),
     }
 }
 
-/// `admit_batch.sql`'s array parameters `$1..$4`, `$6` and `$7`: one element per item.
+/// `admit_batch.sql`'s array parameters `$1..$4` and `$6..$8`: one element per item.
 #[derive(Default)]
 struct AdmitColumns<'a> {
     ids: Vec<&'a str>,
@@ -384,6 +387,7 @@ struct AdmitColumns<'a> {
     not_befores: Vec<Option<i64>>,
     priorities: Vec<i32>,
     keys: Vec<Option<&'a str>>,
+    traces: Vec<Option<String>>,
 }
 
 impl<'a> FromIterator<AdmitParams<'a>> for AdmitColumns<'a> {
@@ -396,13 +400,14 @@ impl<'a> FromIterator<AdmitParams<'a>> for AdmitColumns<'a> {
             columns.not_befores.push(item.not_before);
             columns.priorities.push(item.priority);
             columns.keys.push(item.key);
+            columns.traces.push(item.trace);
         }
         columns
     }
 }
 
 impl AdmitColumns<'_> {
-    /// `query` with the columns bound: `$1..$4`, then `clock` as `$5`, then `$6` and `$7`.
+    /// `query` with the columns bound: `$1..$4`, then `clock` as `$5`, then `$6..$8`.
     fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
         query
             .bind(&self.ids)
@@ -412,6 +417,7 @@ impl AdmitColumns<'_> {
             .bind(clock)
             .bind(&self.priorities)
             .bind(&self.keys)
+            .bind(&self.traces)
     }
 }
 
@@ -558,6 +564,7 @@ impl ExecutionClient for PostgresBackend {
                         .bind(p.not_before)
                         .bind(p.priority)
                         .bind(p.key)
+                        .bind(p.trace.as_deref())
                 })
                 .await?;
             if let Some(row) = row {

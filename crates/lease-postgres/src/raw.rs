@@ -16,7 +16,7 @@ pub struct Statements {
     /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
     /// which the library reads and this baseline would have to skip): `$1 request now,
     /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
-    /// 14 execution columns, then columns the library uses). It notifies like the
+    /// 15 execution columns, then columns the library uses). It notifies like the
     /// library's. It claims nothing when a picked row's key has a concurrency limit (the
     /// library then runs `claim_keyed`).
     pub claim: String,

@@ -62,7 +62,7 @@ pub(crate) fn stored_name<T>(
 }
 
 /// How many columns `{cols}` (`statements/execution_columns.sql`) has.
-pub(crate) const EXECUTION_COLUMNS: usize = 14;
+pub(crate) const EXECUTION_COLUMNS: usize = 15;
 
 /// The stored execution record in the first [`EXECUTION_COLUMNS`] columns
 /// (`statements/execution_columns.sql` order).
@@ -88,6 +88,7 @@ pub(crate) fn execution_from(
     let outcome: Option<String> = col(row, at(11), operation)?;
     let priority: i32 = col(row, at(12), operation)?;
     let key: Option<String> = col(row, at(13), operation)?;
+    let trace: Option<String> = col(row, at(14), operation)?;
     let outcome = match (status, outcome) {
         (ExecutionStatus::Completed, Some(v)) => {
             Some(ExecutionOutcome::Completed(Json::from_stored(v)))
@@ -123,6 +124,7 @@ pub(crate) fn execution_from(
         concurrency_key: key
             .map(|k| stored_name(k, operation, lease_core::ConcurrencyKey::new))
             .transpose()?,
+        trace_context: lease_core::TraceContext::from_stored_lenient(trace.as_deref()),
     })
 }
 

@@ -194,13 +194,14 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 12 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 13 to 2;
         // dropping the priority column drops version 10's index with it).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP TABLE \"{schema}\".paused_scopes; \
+                "ALTER TABLE \"{schema}\".executions DROP COLUMN trace_context; \
+                 DROP TABLE \"{schema}\".paused_scopes; \
                  DROP TABLE \"{schema}\".concurrency_limits; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN priority; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN concurrency_key; \

@@ -16,7 +16,8 @@ operation_script!(ADMIT_BATCH = script(include_str!("admit/admit_batch.lua")));
 
 /// An admission as the admitting scripts take it, in their argument order: id, workflow
 /// (`""` = none), input JSON (`""` = none), not_before ms (`""` = due now; validated by the
-/// caller), priority (`""` = the default 0) and concurrency key (`""` = none).
+/// caller), priority (`""` = the default 0), concurrency key (`""` = none) and W3C trace
+/// context (`""` = none).
 pub(crate) struct AdmissionArgs<'a> {
     id: &'a str,
     workflow: &'a str,
@@ -24,6 +25,7 @@ pub(crate) struct AdmissionArgs<'a> {
     not_before: String,
     priority: String,
     key: &'a str,
+    trace: String,
 }
 
 impl<'a> AdmissionArgs<'a> {
@@ -46,6 +48,10 @@ impl<'a> AdmissionArgs<'a> {
                 .concurrency_key
                 .as_ref()
                 .map_or("", |k| k.as_str()),
+            trace: admission
+                .trace_context
+                .as_ref()
+                .map_or(String::new(), |c| c.to_stored()),
         }
     }
 
@@ -62,6 +68,11 @@ impl<'a> AdmissionArgs<'a> {
     /// The priority and concurrency key arguments.
     pub(crate) fn controls(&self) -> [&[u8]; 2] {
         [self.priority.as_bytes(), self.key.as_bytes()]
+    }
+
+    /// The trace context argument.
+    pub(crate) fn trace(&self) -> &[u8] {
+        self.trace.as_bytes()
     }
 }
 
@@ -145,11 +156,12 @@ impl RedisBackend {
         admissions: &[&Admission],
     ) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
         let encoded: Vec<_> = admissions.iter().map(|a| AdmissionArgs::new(a)).collect();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 6 * encoded.len());
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 7 * encoded.len());
         args.push(self.publish_word());
         for item in &encoded {
             args.extend(item.head());
             args.extend(item.controls());
+            args.push(item.trace());
         }
         let v = self
             .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)

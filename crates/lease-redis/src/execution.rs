@@ -69,6 +69,7 @@ impl ExecutionClient for RedisBackend {
                     self.publish_word(),
                     priority,
                     key,
+                    args.trace(),
                 ],
             )
             .await?;

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use lease_core::{
     CancelReason, ConcurrencyKey, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus,
-    FencingToken, Json, Priority, Result, Timestamp, WorkflowName,
+    FencingToken, Json, Priority, Result, Timestamp, TraceContext, WorkflowName,
 };
 use redis::Value;
 
@@ -157,6 +157,7 @@ impl Reply {
                 "ov" => f.outcome_value = Some(value),
                 "pr" => f.priority = Some(value),
                 "ck" => f.concurrency_key = Some(value),
+                "tc" => f.trace_context = Some(value),
                 _ => {}
             }
         }
@@ -253,6 +254,7 @@ impl Reply {
             outcome,
             priority,
             concurrency_key,
+            trace_context: TraceContext::from_stored_lenient(f.trace_context.as_deref()),
             id,
         })
     }
@@ -265,9 +267,9 @@ impl Reply {
 }
 
 /// The hash fields of an execution record this library writes.
-const KNOWN_FIELDS: [&[u8]; 14] = [
+const KNOWN_FIELDS: [&[u8]; 15] = [
     b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov", b"pr",
-    b"ck",
+    b"ck", b"tc",
 ];
 
 #[derive(Default)]
@@ -286,6 +288,7 @@ struct Fields {
     outcome_value: Option<String>,
     priority: Option<String>,
     concurrency_key: Option<String>,
+    trace_context: Option<String>,
 }
 
 #[cfg(test)]

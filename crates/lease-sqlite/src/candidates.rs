@@ -103,9 +103,10 @@ pub(crate) struct Candidate {
 }
 
 fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
-    let rowid: i64 = row.get(14)?;
+    let extra = crate::rows::EXECUTION_COLUMNS;
+    let rowid: i64 = row.get(extra)?;
     let priority: i64 = row.get(12)?;
-    let key = (-priority, row.get(15)?, row.get(16)?);
+    let key = (-priority, row.get(extra + 1)?, row.get(extra + 2)?);
     let record = match read_raw(row) {
         Ok(raw) => raw.into_record().map_err(|e| match e {
             OpError::Corrupt(problem) => problem,

@@ -14,10 +14,13 @@ macro_rules! execution_columns {
     () => {
         "id, workflow, input, status, token, lease_expires_at, due_at, wake_after_claim, \
          unacknowledged, last_delivery_ended_at, ever_suspended, outcome, priority, \
-         concurrency_key"
+         concurrency_key, trace_context"
     };
 }
 pub(crate) use execution_columns;
+
+/// How many columns [`execution_columns!`] names (a candidate query's extra columns follow).
+pub(crate) const EXECUTION_COLUMNS: usize = 15;
 
 /// An execution row as stored, before validation.
 pub(crate) struct RawExecution {
@@ -35,6 +38,7 @@ pub(crate) struct RawExecution {
     outcome: Option<String>,
     priority: i64,
     concurrency_key: Option<String>,
+    trace_context: Option<String>,
 }
 
 /// Reads the columns of [`execution_columns!`] from a row (for use inside `query_map`).
@@ -54,6 +58,7 @@ pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
         outcome: row.get(11)?,
         priority: row.get(12)?,
         concurrency_key: row.get(13)?,
+        trace_context: row.get(14)?,
     })
 }
 
@@ -134,6 +139,9 @@ impl RawExecution {
                 .map(lease_core::ConcurrencyKey::new)
                 .transpose()
                 .map_err(|e| corrupt("concurrency key", e))?,
+            trace_context: lease_core::TraceContext::from_stored_lenient(
+                self.trace_context.as_deref(),
+            ),
         })
     }
 }
@@ -199,11 +207,11 @@ pub(crate) fn load_required(
 }
 
 /// [`SAVE`]'s parameters `$1..$13`, then `$14 workflow, $15 input, $16 priority,
-/// $17 concurrency_key` (the immutable fields only [`INSERT`] writes).
+/// $17 concurrency_key, $18 trace_context` (the immutable fields only [`INSERT`] writes).
 const SAVED_PARAMS: usize = 13;
 
 /// [`INSERT`]'s parameters: every field.
-const ALL_PARAMS: usize = 17;
+const ALL_PARAMS: usize = 18;
 
 /// A record's fields as the statements bind them, in parameter order.
 struct Fields<'a> {
@@ -247,12 +255,15 @@ impl<'a> Fields<'a> {
             &r.input.as_ref().map(Json::as_str),
             &i64::from(r.priority.get()),
             &r.concurrency_key.as_ref().map(|k| k.as_str()),
+            &r.trace_context
+                .as_ref()
+                .map(lease_core::TraceContext::to_stored),
         ];
         Ok(stmt.execute(&values[..upto])?)
     }
 }
 
-/// `$1..$17` ([`Fields::bind`]): inserts a new row unless the id exists.
+/// `$1..$18` ([`Fields::bind`]): inserts a new row unless the id exists.
 const INSERT: &str = include_str!("rows/insert.sql");
 
 /// Inserts a new record unless the id exists: `true` when it inserted.

@@ -272,7 +272,8 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_keyed_live;
+            "ALTER TABLE lease_executions DROP COLUMN trace_context;
+             DROP INDEX lease_executions_keyed_live;
              DROP INDEX lease_executions_claim_waiting;
              DROP TABLE lease_limits;
              ALTER TABLE lease_executions DROP COLUMN priority;

@@ -23,3 +23,4 @@ pub mod retention;
 pub mod schedules;
 pub mod semantics;
 pub mod store;
+pub mod traces;

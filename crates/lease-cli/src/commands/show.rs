@@ -114,7 +114,7 @@ fn record_table(r: &ExecutionRecord) -> String {
 }
 
 /// The record's fields by name, as `show` and the console's execution page list them.
-pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 13] {
+pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 14] {
     let (outcome, value) = match &r.outcome {
         Some(o) => (o.status().as_str(), o.text().to_owned()),
         None => ("-", "-".to_owned()),
@@ -136,6 +136,7 @@ pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 13] {
         ("ever suspended", r.ever_suspended.to_string()),
         ("outcome", outcome.into()),
         ("outcome value", value),
+        ("trace context", opt(r.trace_context.as_ref())),
     ]
 }
 

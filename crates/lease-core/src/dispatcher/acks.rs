@@ -57,7 +57,7 @@ pub(crate) fn record(shared: &Shared, result: &AckResult) {
         }
         Some(Fenced::Lost) => {
             shared.metrics.lost();
-            tracing::warn!("lost on acknowledge");
+            tracing::warn!(operation = "acknowledge", "lost on acknowledge");
         }
         None => {}
     }

@@ -228,7 +228,11 @@ impl Delivery {
                 Ok(record)
             }
             Fenced::Lost => {
-                tracing::warn!(step = %write.step_key, "lost: step write refused");
+                tracing::warn!(
+                    operation = "write_step",
+                    step = %write.step_key,
+                    "lost: step write refused"
+                );
                 self.mark_lost();
                 Err(DeliveryError::Lost)
             }

@@ -80,13 +80,22 @@ pub(crate) async fn run_delivery(
     }
 }
 
-/// The span of one delivery: every event of it carries the execution and the token.
+/// The span of one delivery: every event of it carries the execution, the token and the
+/// workflow. With feature `otel` it continues the trace stored at admission (its parent,
+/// and a link; DESIGN.md "Traces across processes").
 pub(crate) fn delivery_span(claimed: &Claimed) -> tracing::Span {
-    tracing::info_span!(
+    let record = &claimed.record;
+    let span = tracing::info_span!(
         "delivery",
         execution_id = %claimed.lease.execution_id,
-        token = claimed.lease.token.get()
-    )
+        token = claimed.lease.token.get(),
+        workflow = record.workflow.as_ref().map(|w| w.as_str()),
+    );
+    #[cfg(feature = "otel")]
+    if let Some(context) = &record.trace_context {
+        crate::trace::otel::continue_trace(&span, context);
+    }
+    span
 }
 
 /// Releases a held lease that never started (its hold ended, or shutdown began), in its
@@ -258,40 +267,59 @@ async fn renew_loop(
             () = tokio::time::sleep_until(next) => {}
         }
         let sent = Instant::now();
+        let span = tracing::info_span!("renew");
         let renewal = guarded(
             &shared,
             "renew",
             shared.backend.renew(delivery.claimed_lease(), duration),
-        );
+        )
+        .instrument(span.clone());
         let result = tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep_until(deadline) => return deadline_passed(&delivery),
             result = renewal => result,
         };
-        match result {
-            Ok(Fenced::Accepted(lease)) => {
-                shared.metrics.renewed();
-                tracing::debug!(expires_at = lease.expires_at.as_millis(), "renew");
-                delivery.set_lease(lease);
-                delivery.set_deadline(local_deadline(&shared, sent));
-                next = Instant::now() + every;
-            }
-            Ok(Fenced::Lost) => {
-                tracing::warn!("lost on renewal: cancelling the worker");
-                delivery.mark_lost();
-                return;
-            }
-            Err(e) if renewal_error_is_permanent(&e) => {
-                shared.metrics.backend_error();
-                tracing::error!(error = %e, "renewal refused: cancelling the worker as lost");
-                delivery.mark_lost();
-                return;
-            }
-            Err(e) => {
-                shared.metrics.backend_error();
-                tracing::warn!(error = %e, "renewal failed; retrying");
-                next = Instant::now() + retry_after;
-            }
+        match span.in_scope(|| renewed(&shared, &delivery, result, sent)) {
+            Some(ok) => next = Instant::now() + if ok { every } else { retry_after },
+            None => return,
+        }
+    }
+}
+
+/// Books a renewal's `result` (in its span): `Some(true)` renewed, `Some(false)` failed and
+/// worth retrying, `None` the delivery is lost (and marked so).
+fn renewed(
+    shared: &Shared,
+    delivery: &Delivery,
+    result: Result<Fenced<ExecutionLease>>,
+    sent: Instant,
+) -> Option<bool> {
+    match result {
+        Ok(Fenced::Accepted(lease)) => {
+            shared.metrics.renewed();
+            tracing::debug!(expires_at = lease.expires_at.as_millis(), "renew");
+            delivery.set_lease(lease);
+            delivery.set_deadline(local_deadline(shared, sent));
+            Some(true)
+        }
+        Ok(Fenced::Lost) => {
+            tracing::warn!(
+                operation = "renew",
+                "lost on renewal: cancelling the worker"
+            );
+            delivery.mark_lost();
+            None
+        }
+        Err(e) if renewal_error_is_permanent(&e) => {
+            shared.metrics.backend_error();
+            tracing::error!(error = %e, "renewal refused: cancelling the worker as lost");
+            delivery.mark_lost();
+            None
+        }
+        Err(e) => {
+            shared.metrics.backend_error();
+            tracing::warn!(error = %e, "renewal failed; retrying");
+            Some(false)
         }
     }
 }
@@ -323,15 +351,29 @@ async fn acknowledge(
         lease: lease.clone(),
         outcome,
     };
+    let span = tracing::info_span!("acknowledge", status = outcome_status(&ack.outcome));
     if shared.claiming() && shared.prefetch.has_held() {
         // A held lease waits for this slot: it starts now, the acknowledgement goes out in
         // the background (batched with others, each item fenced by its own token).
-        acks::acknowledge_detached(shared, ack, deadline);
+        span.in_scope(|| acks::acknowledge_detached(shared, ack, deadline));
         return None;
     }
-    let (result, next) = acks::acknowledge(shared, ack, deadline).await;
-    acks::record(shared, &result);
-    next
+    async {
+        let (result, next) = acks::acknowledge(shared, ack, deadline).await;
+        acks::record(shared, &result);
+        next
+    }
+    .instrument(span)
+    .await
+}
+
+/// The status an acknowledgement asks for (`suspended`, `completed`, `failed`).
+fn outcome_status(outcome: &WorkflowRunOutcome) -> &'static str {
+    match outcome {
+        WorkflowRunOutcome::Suspended => "suspended",
+        WorkflowRunOutcome::Completed(_) => "completed",
+        WorkflowRunOutcome::Failed(_) => "failed",
+    }
 }
 
 /// Releases `lease` (fenced), with retries of errors that certainly changed nothing.
@@ -347,7 +389,7 @@ pub(crate) async fn release(shared: &Shared, lease: &ExecutionLease) {
         }
         Some(Fenced::Lost) => {
             shared.metrics.lost();
-            tracing::warn!("lost on release");
+            tracing::warn!(operation = "release", "lost on release");
         }
         None => {}
     }

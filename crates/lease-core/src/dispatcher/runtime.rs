@@ -394,12 +394,20 @@ async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
         limit,
         duration: shared.options.get_lease_duration(),
     };
-    guarded(
+    // A trace of its own: one claim serves many executions, each delivery continues its
+    // own admission's trace (DESIGN.md "Traces across processes").
+    let span = tracing::info_span!(parent: None, "claim", limit, claimed = tracing::field::Empty);
+    let batch = guarded(
         shared,
         "claim_due",
         shared.backend.claim_due_with_horizon(request),
     )
-    .await
+    .instrument(span.clone())
+    .await;
+    if let Ok(batch) = &batch {
+        span.record("claimed", batch.claimed.len());
+    }
+    batch
 }
 
 async fn drain(shared: &Arc<Shared>, mut deliveries: JoinSet<()>) -> ShutdownReport {

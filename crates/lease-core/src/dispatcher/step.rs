@@ -8,6 +8,7 @@ use std::future::Future;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use crate::dispatcher::delivery::Delivery;
 use crate::dispatcher::error::DeliveryError;
@@ -36,6 +37,9 @@ impl Delivery {
     /// - A `Lost` write cancels the delivery and returns [`DeliveryError::Lost`]; the worker
     ///   should propagate it with `?`. A failing `f` returns [`DeliveryError::Step`] and
     ///   records nothing.
+    ///
+    /// Runs in a `step` span (fields `step`, `replayed`): `f`'s own spans and events, and a
+    /// refused write's `lost` event, are inside it.
     pub async fn step<T, F, Fut, E>(&self, key: &str, f: F) -> Result<T, DeliveryError>
     where
         T: Serialize + DeserializeOwned,
@@ -43,8 +47,26 @@ impl Delivery {
         Fut: Future<Output = Result<T, E>>,
         E: Into<BoxError>,
     {
+        let span = tracing::info_span!("step", step = key, replayed = tracing::field::Empty);
+        self.run_step(key, f, &span).instrument(span.clone()).await
+    }
+
+    async fn run_step<T, F, Fut, E>(
+        &self,
+        key: &str,
+        f: F,
+        span: &tracing::Span,
+    ) -> Result<T, DeliveryError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Into<BoxError>,
+    {
         let step_key = StepKey::new(key)?;
-        let attempt = match self.step_slot(&step_key).await? {
+        let slot = self.step_slot(&step_key).await?;
+        span.record("replayed", matches!(slot, StepSlot::Recorded(_)));
+        let attempt = match slot {
             StepSlot::Recorded(record) => return Ok(record.response.decode()?),
             StepSlot::Free { attempt } => attempt,
         };

@@ -1,5 +1,5 @@
 -- `$1 id, $2 workflow, $3 input, $4 clock, $5 not_before (NULL: due now), $6 priority,
--- $7 concurrency key (NULL: none)` -> the record
+-- $7 concurrency key (NULL: none), $8 trace context (NULL: none)` -> the record
 -- (created or existing), now, and the notification count. No row: the id was inserted by a
 -- transaction that committed after this statement's snapshot; run it again. A created row
 -- notifies its due time (= its `claimable_at`); an existing one nothing.
@@ -7,9 +7,9 @@ WITH clk AS MATERIALIZED (SELECT COALESCE($4::bigint, {now}) AS now),
 ins AS (
     INSERT INTO {s}.executions AS e
         (id, workflow, input, status, token, due_at, unacknowledged_deliveries,
-         ever_suspended, claimable_at, priority, concurrency_key)
+         ever_suspended, claimable_at, priority, concurrency_key, trace_context)
     SELECT $1, $2, $3, 'admitted', 0, COALESCE($5::bigint, clk.now), 0, false,
-        COALESCE($5::bigint, clk.now), $6, $7
+        COALESCE($5::bigint, clk.now), $6, $7, $8
     FROM clk
     ON CONFLICT (id) DO NOTHING
     RETURNING {cols}, e.claimable_at

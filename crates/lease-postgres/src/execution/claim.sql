@@ -1,5 +1,5 @@
 -- `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at,
--- the 14 execution columns as updated by the claim, NULL, NULL, notification count, 0,
+-- the 15 execution columns as updated by the claim, NULL, NULL, notification count, 0,
 -- claim order, NULL) in claim order: the lease first (a stable prefix the benchmark reads),
 -- then the record as the claim left it, so `claim_due_with_records` needs no second round
 -- trip; then `{horizon}` appends one summary row (id NULL; columns 17, 18 and 22: the clock

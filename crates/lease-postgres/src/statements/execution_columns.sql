@@ -1,5 +1,5 @@
--- The execution columns, in the order `rows::execution` decodes them (the last two since
--- schema v9: the admission's priority and concurrency key).
+-- The execution columns, in the order `rows::execution` decodes them (priority and
+-- concurrency key since schema v9, the admission's trace context since v13).
 e.id, e.workflow, e.input, e.status, e.token, e.lease_expires_at, e.due_at,
     e.wake_after_claim, e.unacknowledged_deliveries, e.last_delivery_ended_at,
-    e.ever_suspended, e.outcome, e.priority, e.concurrency_key
+    e.ever_suspended, e.outcome, e.priority, e.concurrency_key, e.trace_context

@@ -71,9 +71,9 @@ end
 local function live_key(ck) return P .. 'live:' .. ck end
 
 -- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
--- admission's not_before), with priority `pr` (a number; 0 is not stored) and concurrency
--- key `ck` ('' = none).
-local function create_record(id, workflow, input, due, pr, ck)
+-- admission's not_before), with priority `pr` (a number; 0 is not stored), concurrency
+-- key `ck` ('' = none) and W3C trace context `tc` ('' or nil = none).
+local function create_record(id, workflow, input, due, pr, ck, tc)
   local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
   local function add(name, value)
     fields[#fields + 1] = name
@@ -83,13 +83,14 @@ local function create_record(id, workflow, input, due, pr, ck)
   if input ~= '' then add('in', input) end
   if pr ~= 0 then add('pr', fmt(pr)) end
   if ck ~= '' then add('ck', ck) end
+  if tc ~= nil and tc ~= '' then add('tc', tc) end
   redis.call('HSET', k_exec(id), unpack(fields))
 end
 
 -- A new admitted execution due at `due`: always in its level's ready set, scored by `due`
 -- (no delivery yet, so no redelivery gate; a claim takes only members scored at or before
 -- its now, so a scheduled execution is not claimable before its time).
-local function create(id, workflow, input, due, pr, ck)
-  create_record(id, workflow, input, due, pr, ck)
+local function create(id, workflow, input, due, pr, ck, tc)
+  create_record(id, workflow, input, due, pr, ck, tc)
   ready_add(pr, fmt(due), id)
 end
