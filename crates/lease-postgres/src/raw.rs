@@ -6,8 +6,9 @@ use crate::statements::Renderer;
 use crate::wakeup::channel_name;
 
 /// The startup options the library's connections carry (`-c name=value`): a baseline that
-/// runs the library's statements should run them with these too (generic plans, no JIT).
-pub const SESSION_OPTIONS: [(&str, &str); 2] = crate::backend::SESSION_SETTINGS;
+/// runs the library's statements should run them with these too (generic plans, no JIT, no
+/// bitmap scans).
+pub const SESSION_OPTIONS: [(&str, &str); 3] = crate::backend::SESSION_SETTINGS;
 
 /// Statements rendered for one schema; parameters as documented on each in its `.sql` file.
 #[derive(Debug, Clone)]

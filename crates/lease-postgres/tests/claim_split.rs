@@ -61,11 +61,13 @@ fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")
 }
 
-/// A backend on `schema` over `clock`, and a connection of its own to fill it.
+/// A backend on `schema` over `clock`, and a connection of its own to fill it, with the
+/// library's session settings (so its plans are the library's).
 async fn open(schema: &str, clock: ManualClock) -> (PostgresBackend, PgConnection) {
     let config = common::config(clock, policy()).schema(schema.to_owned());
     let backend = PostgresBackend::connect(config).await.expect("connect");
-    let conn = PgConnection::connect(&common::url())
+    let options: sqlx::postgres::PgConnectOptions = common::url().parse().expect("url");
+    let conn = PgConnection::connect_with(&options.options(lease_postgres::raw::SESSION_OPTIONS))
         .await
         .expect("connection");
     (backend, conn)
@@ -286,9 +288,9 @@ fn a_prioritized_keyed_claim_reads_by_index() {
 /// A queue filled after its statistics were taken (a new or emptied queue before
 /// autovacuum's next ANALYZE; every benchmark store): statistics of an empty table, then
 /// 10,000 due rows. The generic plans of the claim and of the keyed claim still walk the
-/// due rows in order and stop after the 32 they take. With `priority = level AND sort_due
-/// <= now` as the walk's range the planner estimated ~1 row, read all 10,000 through a
-/// bitmap scan and sorted them (`claim_candidates.sql`).
+/// due rows in order and stop after the 32 they take. The walk's `priority = level` is
+/// estimated at ~1 row there, and with bitmap scans allowed the planner read all 10,000
+/// through one and sorted them (`backend.rs` `SESSION_SETTINGS`).
 #[test]
 fn a_claim_walks_in_order_over_statistics_of_an_empty_table() {
     let schema = common::fresh_schema();

@@ -536,8 +536,9 @@ fn transaction_limits_come_from_the_lease() {
         let mut tx = f.a.begin_fenced(&lease).await.expect("begin");
         let settings: Vec<(String, String)> = sqlx::query_as(
             "SELECT name, setting FROM pg_settings \
-             WHERE name IN ('idle_in_transaction_session_timeout', 'lock_timeout', \
-                            'plan_cache_mode', 'transaction_isolation') ORDER BY name",
+             WHERE name IN ('enable_bitmapscan', 'idle_in_transaction_session_timeout', \
+                            'lock_timeout', 'plan_cache_mode', 'transaction_isolation') \
+             ORDER BY name",
         )
         .fetch_all(tx.conn())
         .await
@@ -546,6 +547,7 @@ fn transaction_limits_come_from_the_lease() {
         assert_eq!(
             settings,
             [
+                ("enable_bitmapscan".into(), "on".into()),
                 ("idle_in_transaction_session_timeout".into(), ms.clone()),
                 ("lock_timeout".into(), ms),
                 ("plan_cache_mode".into(), "auto".into()),
@@ -570,6 +572,11 @@ fn transaction_limits_come_from_the_lease() {
             .await
             .expect("show");
         assert_eq!(jit, "off");
+        let bitmaps: String = sqlx::query_scalar("SHOW enable_bitmapscan")
+            .fetch_one(f.a.pool())
+            .await
+            .expect("show");
+        assert_eq!(bitmaps, "off");
         // A lease that has run out still gets the floor.
         let late = Timestamp::from_millis(lease.expires_at.as_millis() + 5_000);
         assert_eq!(stall_bound_ms(&lease, late), MIN_STALL_BOUND_MS);
