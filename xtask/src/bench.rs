@@ -22,8 +22,10 @@ worker process beside the best job queue; ack_and_claim; stored: per-operation c
 to 10^6 stored executions; purge: purge_terminal throughput); then the issue 21 rows (--only
 controls: claim_due x1 with priorities and concurrency keys in use beside the plain claim at
 10^3 to 10^6 stored, the drain with them beside the plain drain at C = 1 and 8, cancel ->
-worker cancelled against the renewal interval). Prints markdown tables; JSON goes to
-target/bench/.
+worker cancelled against the renewal interval); then the shard rows (--backend redis
+--only shards: one namespace drained on a standalone redis-server and on clusters of 1, 2 and
+3 primaries the row starts itself, jobs/s and server CPU per job). Prints markdown tables;
+JSON goes to target/bench/.
 
 ARGS are passed to lease-bench: [--backend sqlite|postgres|redis|memory|all]...
 [--duration D] [--rounds N] [--quick] [--only WORD]... [--wait-load L] [--wait-max D]

@@ -275,20 +275,30 @@ fn postgres_pair() -> Result<Server, String> {
     })
 }
 
-/// A throwaway Redis Cluster with its failover script. One partition, so the namespace lives
-/// on one primary, the one every failover kills (the controller names the namespace's key to
-/// the script); runs with partitions spread over the primaries, where a failover takes one
-/// partition's primary, are not built yet.
+/// The partitions of a torture run's namespace on the failover cluster: as many as the
+/// cluster has primaries, so the controller spreads them one per primary.
+const CLUSTER_PARTITIONS: u16 = 3;
+
+/// A throwaway Redis Cluster with its failover script. The namespace has
+/// [`CLUSTER_PARTITIONS`] partitions (`?partitions=` on the URL); the controller picks a
+/// namespace whose partitions land on the three primaries and names the script its home key
+/// and each partition's, which it fails over in turn, so every failover hits the run.
 fn redis_cluster() -> Result<Server, String> {
     let c = cluster_failover::throwaway()?;
     eprintln!("redis: {}", c.found.how);
     Ok(Server {
-        url: Some(c.found.url.clone()),
+        url: Some(with_partitions(&c.found.url, CLUSTER_PARTITIONS)),
         restart: None,
         failover: Some(format!("sh {}", shell_quote(&c.script.to_string_lossy()))),
         _guard: None,
         _found: Some(c.found),
     })
+}
+
+/// `url` with `partitions=N` added to its query.
+fn with_partitions(url: &str, partitions: u16) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}partitions={partitions}")
 }
 
 fn server_for(backend: &str, restart: bool, failover: bool) -> Result<Server, String> {
@@ -395,6 +405,18 @@ mod tests {
         assert!(!wants_failover(&[]));
         assert!(!wants_failover(&args(&["--faults", "all"])));
         assert!(wants_failover(&args(&["--faults=kill,failover"])));
+    }
+
+    #[test]
+    fn the_failover_cluster_url_asks_for_partitions() {
+        assert_eq!(
+            with_partitions("redis+cluster://a:1", 3),
+            "redis+cluster://a:1?partitions=3"
+        );
+        assert_eq!(
+            with_partitions("redis+cluster://a:1?x=y", 2),
+            "redis+cluster://a:1?x=y&partitions=2"
+        );
     }
 
     #[test]

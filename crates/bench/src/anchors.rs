@@ -406,6 +406,8 @@ pub enum Probe {
     None,
     /// `INFO commandstats` and `INFO cpu` of this server.
     Redis(redis::aio::MultiplexedConnection),
+    /// The same of each of these servers (a cluster's primaries), summed.
+    RedisNodes(Vec<redis::aio::MultiplexedConnection>),
     /// Transaction ids and WAL position of this cluster.
     Postgres(sqlx::PgPool),
 }
@@ -426,18 +428,15 @@ impl Probe {
     pub async fn read(&self) -> Result<Counters> {
         match self {
             Probe::None => Ok(Counters::None),
-            Probe::Redis(conn) => {
-                let mut conn = conn.clone();
-                let mut text = String::new();
-                for section in ["commandstats", "cpu"] {
-                    let part: String = redis::cmd("INFO")
-                        .arg(section)
-                        .query_async(&mut conn)
-                        .await
-                        .map_err(|e| BenchError::Setup(format!("INFO {section}: {e}")))?;
-                    text.push_str(&part);
+            Probe::Redis(conn) => Ok(Counters::Redis(read_redis(conn).await?)),
+            Probe::RedisNodes(conns) => {
+                let mut sum = RedisCounters::default();
+                for conn in conns {
+                    let c = read_redis(conn).await?;
+                    sum.commands += c.commands;
+                    sum.cpu_us += c.cpu_us;
                 }
-                Ok(Counters::Redis(parse_redis_info(&text)?))
+                Ok(Counters::Redis(sum))
             }
             Probe::Postgres(pool) => {
                 let (xid, lsn): (String, String) =
@@ -455,6 +454,21 @@ impl Probe {
             }
         }
     }
+}
+
+/// One server's `INFO commandstats` + `INFO cpu` counters.
+async fn read_redis(conn: &redis::aio::MultiplexedConnection) -> Result<RedisCounters> {
+    let mut conn = conn.clone();
+    let mut text = String::new();
+    for section in ["commandstats", "cpu"] {
+        let part: String = redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| BenchError::Setup(format!("INFO {section}: {e}")))?;
+        text.push_str(&part);
+    }
+    parse_redis_info(&text)
 }
 
 impl Cost {

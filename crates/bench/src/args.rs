@@ -34,10 +34,14 @@ rows (not on memory): controls claim (claim_due x1 at 10^3, 10^5, 10^6 stored ex
 plain store and the raw claim there; the cost ratio mixed/plain), controls drain c1, c8 (the
 drain with priorities, keys and limits beside the plain drain and the raw pipeline) and
 controls cancel (p50/p99 of cancel -> the dispatcher's worker cancelled, against the renewal
-interval). Prints markdown tables; writes JSON to DIR (default target/bench).
+interval). Then, with redis, the shard rows: one namespace of 20,000 jobs drained at C = 64
+by a worker process on a standalone redis-server (1 and 6 partitions) and on Redis Clusters of
+1, 2 and 3 primaries (6 partitions spread evenly), servers started by the row (redis-server
+on PATH): jobs/s and server CPU per job (INFO cpu, summed over the primaries) beside the
+standalone server. Prints markdown tables; writes JSON to DIR (default target/bench).
 
 Selecting rows with --only: claim, renew, write_step, acknowledge, e2e, admit_batch, pickup,
-timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint, controls, ui (or any part of a row's
+timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, footprint, controls, ui, shards (or any part of a row's
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's. `--only anchors` (never in the default run) installs BullMQ,

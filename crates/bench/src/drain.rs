@@ -98,6 +98,18 @@ pub async fn sample_probed(
     fx.remove_after(result).await
 }
 
+/// One library run on `fx` (a store the caller made), with the cost per job `probe`
+/// reads around the drain alone; the store is removed afterwards.
+pub async fn sample_on(
+    mut fx: Fixture,
+    c: usize,
+    jobs: u64,
+    probe: &Probe,
+) -> Result<(Sample, Cost)> {
+    let result = run(&mut fx, Side::Library, c, jobs, Place::Child, probe, None).await;
+    fx.remove_after(result).await
+}
+
 async fn run(
     fx: &mut Fixture,
     side: Side,
@@ -109,8 +121,11 @@ async fn run(
 ) -> Result<(Sample, Cost)> {
     admit_jobs(fx, jobs, mix).await?;
     // PostgreSQL: ANALYZE after the bulk admission, as autovacuum would soon after (on a
-    // fresh table without statistics its planner walks the whole backlog per claim).
-    if let Some(raw) = fx.raw().await? {
+    // fresh table without statistics its planner walks the whole backlog per claim). Not on
+    // Redis, which has nothing to settle (and whose raw client opens no cluster URL).
+    if fx.kind != Kind::Redis
+        && let Some(raw) = fx.raw().await?
+    {
         raw.settle().await?;
     }
     let before = probe.read().await?;

@@ -160,6 +160,16 @@ impl Fixture {
     /// Creates a fresh store for `kind`.
     pub async fn new(kind: Kind, options: &Options) -> Result<Self> {
         let (spec, dir) = fresh_spec(kind, options)?;
+        Self::open(kind, spec, dir).await
+    }
+
+    /// A fixture on the Redis or PostgreSQL store `spec` names (a namespace the caller chose,
+    /// e.g. one whose partitions land on chosen cluster nodes); removed as any other.
+    pub async fn on(kind: Kind, spec: StoreSpec) -> Result<Self> {
+        Self::open(kind, Some(spec), None).await
+    }
+
+    async fn open(kind: Kind, spec: Option<StoreSpec>, dir: Option<PathBuf>) -> Result<Self> {
         let opened = match &spec {
             Some(spec) => spec.open_with().await?,
             None => lease::open_with("memory:", &OpenOptions::new())

@@ -10,7 +10,9 @@
 //!   workflows of 0 steps (claim + acknowledge) and of 3 fenced steps, next to a raw
 //!   pipeline of the same shape issuing the same statements ([`e2e`]);
 //! - the operator console (`lease ui`) over 10^5 stored executions: pages per second and
-//!   what it costs while nobody watches ([`ui`]).
+//!   what it costs while nobody watches ([`ui`]);
+//! - one namespace drained on a standalone Redis and on clusters of 1, 2 and 3 primaries:
+//!   jobs/s and server CPU per job ([`shards`], `--only shards`).
 //!
 //! Each measurement runs `--rounds` times (alternating library and raw for end-to-end
 //! rows) and the median round of each side is reported: a markdown table on stdout with
@@ -41,6 +43,7 @@ mod purge;
 mod raw;
 mod report;
 mod row;
+mod shards;
 mod side;
 mod stored;
 mod ui;
@@ -172,6 +175,7 @@ struct Measured {
     wake: wake::WakeRows,
     footprint: Vec<footprint::Row>,
     controls: controls::ControlRows,
+    shards: Vec<shards::ShardRow>,
 }
 
 async fn run(options: &Options) -> Measured {
@@ -179,6 +183,7 @@ async fn run(options: &Options) -> Measured {
     let mut controls = controls::ControlRows::default();
     let mut wake_rows = wake::WakeRows::default();
     let mut footprint_rows = Vec::new();
+    let mut shard_rows = Vec::new();
     for &kind in &options.backends {
         for op in Op::ALL {
             let name = op.name();
@@ -231,12 +236,16 @@ async fn run(options: &Options) -> Measured {
         }
         controls::run(kind, options, &mut controls).await;
         wake::run(kind, options, &mut wake_rows).await;
+        if kind == Kind::Redis {
+            shard_rows.extend(shards::run(options).await);
+        }
     }
     Measured {
         rows,
         wake: wake_rows,
         footprint: footprint_rows,
         controls,
+        shards: shard_rows,
     }
 }
 
@@ -416,6 +425,7 @@ fn main_with(options: &Options) -> Result<bool> {
         wake: wake_rows,
         footprint: footprint_rows,
         controls,
+        shards: shard_rows,
     } = runtime.block_on(run(options));
     let anchors_ok = if anchor_runs::selected(options) {
         let report = runtime.block_on(anchor_runs::run(options, started_unix))?;
@@ -449,6 +459,9 @@ fn main_with(options: &Options) -> Result<bool> {
     if !controls.is_empty() {
         println!("{}", controls.markdown());
     }
+    if !shard_rows.is_empty() {
+        println!("{}", shards::markdown(&shard_rows));
+    }
     println!(
         "load average (1/5/15 min) before: {}, after: {}; {} cores; {:?} per measurement{}",
         fmt_load(load_before),
@@ -477,11 +490,13 @@ fn main_with(options: &Options) -> Result<bool> {
             stored: &stored,
             footprint: &footprint_rows,
             controls: &controls,
+            shards: &shard_rows,
         },
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
     Ok(anchors_ok
         && controls.ok()
+        && shard_rows.iter().all(|r| r.error.is_none())
         && rows.iter().all(|r| r.error.is_none())
         && wake_rows.latency.iter().all(|r| r.error.is_none())
         && wake_rows.cost.iter().all(|r| r.error.is_none())

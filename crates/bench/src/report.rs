@@ -71,6 +71,8 @@ pub struct Report<'a> {
     pub footprint: &'a [crate::footprint::Row],
     /// The controls rows (issue 21).
     pub controls: &'a crate::controls::ControlRows,
+    /// Throughput across shards.
+    pub shards: &'a [crate::shards::ShardRow],
 }
 
 fn ms(v: f64) -> String {

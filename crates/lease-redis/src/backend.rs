@@ -226,6 +226,23 @@ impl RedisBackend {
         format!("{{{}}}", self.shared.keys.tag_of(id))
     }
 
+    /// Every partition's cluster hash tag, in partition order: `[{<namespace>}]` with one
+    /// partition, `{<namespace>#0}`, `{<namespace>#1}`, ... with more (the tags
+    /// [`Self::hash_tag_for`] returns), e.g. to read back keys an application wrote under
+    /// each partition's tag.
+    pub fn partition_hash_tags(&self) -> Vec<String> {
+        let keys = &self.shared.keys;
+        keys.partitions()
+            .iter()
+            .map(|prefix| {
+                format!(
+                    "{{{}}}",
+                    &prefix["lease:{".len()..prefix.len() - "}:".len()]
+                )
+            })
+            .collect()
+    }
+
     /// The redelivery policy this handle evaluates gates with.
     pub fn policy(&self) -> RedeliveryPolicy {
         self.shared.config.policy

@@ -201,8 +201,8 @@ pub(crate) fn slot_owner(slots: &Value, slot: u16) -> Option<(String, u16)> {
 }
 
 /// The cluster hash slot of `key` (CRC16/XMODEM of its hash tag, mod 16384), as Redis
-/// computes it.
-pub(crate) fn key_slot(key: &str) -> u16 {
+/// computes it (`CLUSTER KEYSLOT`): e.g. which primary will hold a partition's keys.
+pub fn key_slot(key: &str) -> u16 {
     let hashed = crate::keys::hash_tag(key).unwrap_or(key);
     let mut crc: u16 = 0;
     for byte in hashed.bytes() {

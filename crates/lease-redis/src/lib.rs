@@ -234,7 +234,7 @@ mod wire;
 
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
-pub use conn::Conn;
+pub use conn::{Conn, key_slot};
 pub use fenced::{FencedScript, ScriptBodyError};
 pub use keys::MAX_NAMESPACE_BYTES;
 pub use url::{CLUSTER_SCHEME, MAX_PARTITIONS};

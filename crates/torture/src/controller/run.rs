@@ -118,7 +118,8 @@ fn plan(a: &mut RunArgs) -> Result<Plan, String> {
     };
     let kind = Kind::of(&url)?;
     skip_unsupported_faults(a, kind)?;
-    let namespace = format!("torture_{}_{}", a.seed, now_us() / 1000 % 1_000_000_000);
+    let base = format!("torture_{}_{}", a.seed, now_us() / 1000 % 1_000_000_000);
+    let namespace = failover::spread_namespace(&url, &base)?;
     let lease = Duration::from_millis(a.lease_ms);
     let schedule = faults::schedule(
         a.seed,

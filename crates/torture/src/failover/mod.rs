@@ -19,10 +19,14 @@
 //! cluster node (`CONFIG SET`) at the start and again after every failover (the promoted
 //! standby still has the pair's own setting; a restarted Redis node has its defaults).
 //!
-//! [`modes`] holds the modes and the fault, [`wait`] the one variable the backends read.
+//! [`modes`] holds the modes and the fault, [`wait`] the one variable the backends read,
+//! [`spread`] the namespace of a partitioned cluster run (its partitions on every primary)
+//! and the keys the failover script takes in turn.
 
 mod modes;
+mod spread;
 mod wait;
 
 pub use modes::{Options, Replication, apply, inject};
+pub use spread::spread_namespace;
 pub use wait::WAIT_ENV;

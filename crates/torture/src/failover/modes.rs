@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::spread;
 use super::wait::WAIT_ENV;
 use crate::backend::Kind;
 use crate::faults::Fault;
@@ -111,10 +112,7 @@ async fn redis_mode(url: &str, mode: Replication) -> Result<(), String> {
     } else {
         0
     };
-    let first = url
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split([',', '?', '/']).next())
-        .ok_or_else(|| format!("no host in {url}"))?;
+    let first = spread::first_node(url)?;
     let nodes: String = redis_query(first, redis::cmd("CLUSTER").arg("NODES")).await?;
     for line in nodes.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -204,10 +202,18 @@ pub async fn inject(
     let cmd = o.cmd.as_deref().ok_or("no --failover-cmd")?;
     let lag = if o.lag { f.hold.as_millis() } else { 0 };
     let line = match kind {
-        // The cluster script fails over the primary serving this key's slot: the
-        // namespace's (one partition: every key of it; more: its home keys, the token
-        // counter among them), so every failover hits the run.
-        Kind::Redis => format!("{cmd} {lag} 'lease:{{{namespace}}}:token'"),
+        // The cluster script fails over the primary serving one of these keys' slots, taking
+        // them in turn (its own count of failovers): the home keys (the token counter among
+        // them), then each partition's. One partition: every key of the namespace is in the
+        // home slot; more: the namespace's partitions are spread over every primary
+        // (`spread_namespace`), so each failover hits the run.
+        Kind::Redis => {
+            let keys: Vec<String> = spread::failover_keys(namespace, spread::partitions(url))
+                .iter()
+                .map(|k| format!("'{k}'"))
+                .collect();
+            format!("{cmd} {lag} {}", keys.join(" "))
+        }
         _ => format!("{cmd} {lag}"),
     };
     let took = nemesis::restart(&line, &dir.join("failover.log")).await?;
