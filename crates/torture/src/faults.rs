@@ -247,11 +247,13 @@ pub fn count(faults: &[Fault]) -> BTreeMap<FaultKind, usize> {
 }
 
 /// Sends `signal` (`STOP`, `CONT`, `KILL`) to `pid` with kill(1) (the workspace forbids
-/// `unsafe`, so no libc call).
+/// `unsafe`, so no libc call). kill(1)'s own message is dropped (a paused runtime's resume
+/// timer may fire after the runtime was killed); a failure is the returned error.
 pub async fn signal(signal: &str, pid: u32) -> Result<(), String> {
     let status = tokio::process::Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())
+        .stderr(std::process::Stdio::null())
         .status()
         .await
         .map_err(|e| format!("kill -{signal} {pid}: {e}"))?;
