@@ -93,20 +93,26 @@ pub async fn sample_probed(
     options: &Options,
     probe: &Probe,
 ) -> Result<(Sample, Cost)> {
-    let mut fx = Fixture::new(kind, options).await?;
-    let result = run(&mut fx, side, c, jobs, place, probe, None).await;
-    fx.remove_after(result).await
+    let fx = Fixture::new(kind, options).await?;
+    probed_on(fx, side, c, jobs, place, probe).await
 }
 
 /// One library run on `fx` (a store the caller made), with the cost per job `probe`
 /// reads around the drain alone; the store is removed afterwards.
-pub async fn sample_on(
+pub async fn sample_on(fx: Fixture, c: usize, jobs: u64, probe: &Probe) -> Result<(Sample, Cost)> {
+    probed_on(fx, Side::Library, c, jobs, Place::Child, probe).await
+}
+
+/// One run of `side` on `fx`, probed by `probe`; the store is removed afterwards.
+async fn probed_on(
     mut fx: Fixture,
+    side: Side,
     c: usize,
     jobs: u64,
+    place: Place,
     probe: &Probe,
 ) -> Result<(Sample, Cost)> {
-    let result = run(&mut fx, Side::Library, c, jobs, Place::Child, probe, None).await;
+    let result = run(&mut fx, side, c, jobs, place, probe, None).await;
     fx.remove_after(result).await
 }
 

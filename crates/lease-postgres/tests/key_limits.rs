@@ -57,6 +57,16 @@ fn names(leases: &[ExecutionLease]) -> Vec<&str> {
     leases.iter().map(|l| l.execution_id.as_str()).collect()
 }
 
+/// Key "k" limited to 1 and one execution "k1" under it.
+async fn one_keyed_execution(b: &PostgresBackend) {
+    b.set_concurrency_limit(&LimitScope::Key(key("k")), limit(1))
+        .await
+        .expect("limit");
+    b.admit(&Admission::new(id("k1")).concurrency_key(key("k")))
+        .await
+        .expect("admit");
+}
+
 /// The next signal; panics after [`DEADLINE`].
 async fn next_signal(rx: &WakeReceiver, what: &str) -> Timestamp {
     tokio::time::timeout(DEADLINE, rx.recv())
@@ -334,12 +344,7 @@ async fn claim_until_done(
 async fn a_frozen_key_lock_holder_stalls_keyed_claims_only_for_the_stall_bound() {
     let (b, clock, schema) = setup().await;
     common::cleaning_up(schema.clone(), async move {
-        b.set_concurrency_limit(&LimitScope::Key(key("k")), limit(1))
-            .await
-            .expect("limit");
-        b.admit(&Admission::new(id("k1")).concurrency_key(key("k")))
-            .await
-            .expect("admit");
+        one_keyed_execution(&b).await;
         let mut frozen = PgConnection::connect(&common::url())
             .await
             .expect("connect");
@@ -363,6 +368,43 @@ async fn a_frozen_key_lock_holder_stalls_keyed_claims_only_for_the_stall_bound()
         frozen.close().await.expect("release");
         let claimed = b.claim_due(short).await.expect("claim");
         assert_eq!(names(&claimed), ["k1"]);
+    })
+    .await;
+}
+
+/// The keyed claim counts a key's leases in a snapshot taken after the key's lock, which
+/// only READ COMMITTED gives: on sessions whose default isolation is REPEATABLE READ
+/// (set through the URL) the count would read the transaction's older snapshot, so the
+/// claim is refused with a typed error (`live_leases`' LT002) and claims nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_claim_outside_read_committed_is_refused_and_claims_nothing() {
+    let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
+    let base = common::url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url =
+        format!("{base}{sep}options=-c%20default_transaction_isolation%3Drepeatable%5C%20read");
+    let schema = common::fresh_schema();
+    let config = lease_postgres::PostgresConfig::new(url)
+        .schema(schema.clone())
+        .clock(Arc::new(clock.clone()))
+        .max_connections(2);
+    common::cleaning_up(schema, async move {
+        let b = PostgresBackend::connect(config).await.expect("connect");
+        one_keyed_execution(&b).await;
+        let refused = b.claim_due(request(&clock, 1)).await;
+        match &refused {
+            Err(lease_core::LeaseError::Backend { source, .. }) => {
+                assert!(source.to_string().contains("READ COMMITTED"), "{source}");
+            }
+            other => panic!("claimed outside READ COMMITTED: {other:?}"),
+        }
+        let record = b.get(&id("k1")).await.expect("get").expect("record");
+        assert_eq!(
+            record.status,
+            lease_core::ExecutionStatus::Admitted,
+            "{record:?}"
+        );
+        b.close().await;
     })
     .await;
 }

@@ -73,14 +73,7 @@ impl Servers {
         let port = free_port()?;
         let mut cmd = tokio::process::Command::new("redis-server");
         cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "yes",
-            ])
+            .args(crate::wake::servers::EPHEMERAL_REDIS)
             .arg("--dir")
             .arg(&self.dir);
         if self.cluster {

@@ -105,6 +105,17 @@ pub struct CountedRedis {
     conn: redis::aio::MultiplexedConnection,
 }
 
+/// The options of a throwaway redis-server the bench starts: nothing kept on disk,
+/// protected mode on (it listens on loopback only).
+pub const EPHEMERAL_REDIS: [&str; 6] = [
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--protected-mode",
+    "yes",
+];
+
 impl CountedRedis {
     /// A private server, or the shared one at `shared_url` when none can be started.
     pub async fn start(shared_url: &str) -> Result<Self> {
@@ -127,14 +138,7 @@ impl CountedRedis {
             .port();
         let child = tokio::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "yes",
-            ])
+            .args(EPHEMERAL_REDIS)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
