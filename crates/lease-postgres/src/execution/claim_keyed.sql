@@ -23,9 +23,10 @@
 -- row lock while holding a key lock (rows are locked with SKIP LOCKED, and the update
 -- writes only rows this statement locked), and key locks are waited for in one order:
 -- claims cannot deadlock. The locks live inside one statement on the server, so no client
--- can hold them while frozen. The horizon leaves out rows due now whose key is at its
--- limit after this claim (`{unblocked}`); a claim that comes back short while the horizon
--- says "now" (a key filled up during it) is run again by `gate.rs`.
+-- can hold them while frozen. A short claim's horizon leaves out rows due now whose key
+-- is at its limit after this claim (`{unblocked}`; a full claim's does not look at keys:
+-- `claim_take.sql`); a claim that comes back short while the horizon says "now" (a key
+-- filled up during it) is run again by `gate.rs`.
 WITH RECURSIVE clk AS MATERIALIZED (
     SELECT LEAST($1::bigint, COALESCE($2::bigint, {now})) AS now
 ),

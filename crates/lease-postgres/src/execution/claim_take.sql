@@ -1,6 +1,6 @@
 -- The claim transition, spliced as `{take}` after a statement's `clk`, `picked` (id,
 -- priority, due, key: the rows to claim, locked by this transaction) and `gated` (true:
--- claim nothing) CTEs: `claim.sql` and the key gate's `claim_gated.sql`. Rows are claimed
+-- claim nothing) CTEs: `claim.sql` and the keyed claim `claim_keyed.sql`. Rows are claimed
 -- in claim order (priority DESC, due, id), each with the next token of the schema's single
 -- sequence, issued in that order. An expired running row is first ended as an
 -- unacknowledged delivery ended at its expiry (unacked + 1, last_delivery_ended_at =
@@ -8,7 +8,11 @@
 -- (post-lock) token means the sequence fell behind the tokens already issued:
 -- `token_counter_behind` aborts the whole statement (SQLSTATE LT001, nothing claimed)
 -- instead of issuing a token twice. `{unblocked}` is the horizon's test that a row due now
--- is not held back by its key (`true` in `claim.sql`).
+-- is not held back by its key (`true` in `claim.sql`), applied after a short claim only
+-- (`due_unlocked`): after a full one, `unpicked` reports the next claimable row whatever
+-- its key (counting that key's live leases there cost the keyed claim ~0.09 ms, issue 21);
+-- a row held back by a full key then costs a dispatcher one short claim, whose horizon
+-- leaves it out.
 issued AS MATERIALIZED (
     SELECT p.id, p.due,
         row_number() OVER (ORDER BY p.priority DESC, p.due, p.id) AS ord,
@@ -45,7 +49,7 @@ unpicked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE NOT (SELECT short FROM short)
       AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
-      AND {decodable} AND {unpaused} AND {unblocked}
+      AND {decodable} AND {unpaused}
     ORDER BY e.claimable_at
     LIMIT 1
 ),
