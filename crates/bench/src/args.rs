@@ -48,7 +48,8 @@ never by an operation's. `--only anchors` (never in the default run) installs Bu
 graphile-worker and apalis (npm ci, cargo build into target/anchors) and runs them beside this
 library's drain at C = 1, 8, 64 on the same servers, interleaved, with cost per job; combine
 with --backend.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
-LEASE_REDIS_URL (default redis://127.0.0.1:6379). These are benchmarks: the exit status
+LEASE_REDIS_URL (default redis://127.0.0.1:6379). PostgreSQL is measured over plain TCP
+(sslmode=disable added) unless the URL or PGSSLMODE names a mode, as the job queues connect. These are benchmarks: the exit status
 reflects only whether the measurements ran, never whether a target was met.";
 
 /// A backend to measure.
@@ -250,7 +251,10 @@ pub fn parse(args: &[String]) -> Result<Options> {
         json_dir: cli.json_dir.unwrap_or_else(default_json_dir),
         wait_load: cli.wait_load,
         wait_max: cli.wait_max,
-        postgres_url: lease_testserver::postgres_url(),
+        postgres_url: plaintext_unless_named(
+            lease_testserver::postgres_url(),
+            std::env::var_os("PGSSLMODE").is_some(),
+        ),
         redis_url: lease_testserver::redis_url(),
         stored_max: cli
             .stored_max
@@ -258,9 +262,44 @@ pub fn parse(args: &[String]) -> Result<Options> {
     })
 }
 
+/// The bench's PostgreSQL URL: `url` with `sslmode=disable` added when neither the URL nor
+/// `PGSSLMODE` (`env_mode`) names a mode. The library's default (`prefer`, libpq's) takes TLS
+/// from a server that offers it, which Debian's PostgreSQL does, while graphile-worker's
+/// node-postgres connects in plain text unless told otherwise: measured side by side, the
+/// library would pay for encryption its anchor does not (on loopback, a TLS 1.3 record per
+/// round trip). A URL that names a mode is kept, so TLS can still be measured on purpose.
+fn plaintext_unless_named(url: String, env_mode: bool) -> String {
+    let named = url
+        .split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|kv| kv.starts_with("sslmode=")));
+    if named || env_mode {
+        url
+    } else if url.contains('?') {
+        format!("{url}&sslmode=disable")
+    } else {
+        format!("{url}?sslmode=disable")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_is_plaintext_unless_a_mode_is_named() {
+        let base = "postgres://postgres@127.0.0.1:5432/test";
+        assert_eq!(
+            plaintext_unless_named(base.into(), false),
+            format!("{base}?sslmode=disable")
+        );
+        assert_eq!(
+            plaintext_unless_named(format!("{base}?application_name=x"), false),
+            format!("{base}?application_name=x&sslmode=disable")
+        );
+        let tls = format!("{base}?sslmode=require");
+        assert_eq!(plaintext_unless_named(tls.clone(), false), tls);
+        assert_eq!(plaintext_unless_named(base.into(), true), base);
+    }
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
