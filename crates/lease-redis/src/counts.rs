@@ -73,10 +73,10 @@ impl RedisBackend {
             .await?;
         let reply = Reply::new(OP);
         let items = reply.array(v)?;
-        if let [Value::BulkString(word)] | [Value::SimpleString(word)] = items.as_slice() {
-            if word.as_bytes() == b"recount" {
-                return Ok(None);
-            }
+        if let [Value::BulkString(word)] = items.as_slice()
+            && word.as_slice() == b"recount"
+        {
+            return Ok(None);
         }
         if items.len() != ORDER.len() + 1 {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
