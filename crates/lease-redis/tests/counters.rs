@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, CancelReason, Clock, ExecutionClient, ExecutionId, ExecutionLease, Json, ManualClock,
-    RedeliveryPolicy, StatusCounts, Timestamp, WorkflowRunOutcome,
+    Admission, CancelReason, Clock, ExecutionClient, ExecutionId, ExecutionLease, Json,
+    ManualClock, RedeliveryPolicy, StatusCounts, Timestamp, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 
@@ -90,8 +90,15 @@ impl Mix {
             redis_cmd(&["DEL", &format!("{prefix}counts")]).await;
         }
         let recounted = self.b.status_counts().await.expect("recount");
-        assert_eq!(kept, recounted, "{stage}: the counters against a full recount");
-        assert_eq!(self.b.status_counts().await.expect("counts"), kept, "{stage}");
+        assert_eq!(
+            kept, recounted,
+            "{stage}: the counters against a full recount"
+        );
+        assert_eq!(
+            self.b.status_counts().await.expect("counts"),
+            kept,
+            "{stage}"
+        );
         kept
     }
 }
