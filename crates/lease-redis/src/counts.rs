@@ -17,6 +17,10 @@ use crate::scripts::operation_script;
 
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(STATUS_COUNTS = script(include_str!("counts/status_counts.lua")));
+// The recount's (`counts/recount.rs`).
+operation_script!(RECOUNT_BEGIN = script(include_str!("counts/recount_begin.lua")));
+operation_script!(RECOUNT_PAGE = script(include_str!("counts/recount_page.lua")));
+operation_script!(RECOUNT_END = script(include_str!("counts/recount_end.lua")));
 
 /// The counts in the script's reply order, after its clock.
 const ORDER: [&str; 7] = [

@@ -14,12 +14,8 @@ use redis::Value;
 use crate::backend::RedisBackend;
 use crate::error::Access;
 use crate::reply::Reply;
-use crate::scripts::operation_script;
 
-// The operation scripts this module runs, each compiled once per process.
-operation_script!(RECOUNT_BEGIN = script(include_str!("recount_begin.lua")));
-operation_script!(RECOUNT_PAGE = script(include_str!("recount_page.lua")));
-operation_script!(RECOUNT_END = script(include_str!("recount_end.lua")));
+use super::{RECOUNT_BEGIN, RECOUNT_END, RECOUNT_PAGE};
 
 /// The operation's name in errors.
 const OP: &str = "status_counts";
