@@ -1,6 +1,7 @@
 //! How many executions a namespace holds in each status (issue 15: the operator command's
 //! `status`), read by [`crate::ExecutionClient::status_counts`] (one atomic step on SQLite,
-//! PostgreSQL and memory; page by page on Redis, issue 25 item 7).
+//! PostgreSQL and memory; one per partition on Redis, from counters its scripts keep, issue
+//! 23).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,20 +1,26 @@
-//! `status_counts` (issue 15): executions by effective status, the partition's `exec:*`
-//! keys walked with `SCAN` between scripts and each page's records read by one script
-//! (`counts/status_counts.lua`). No script walks the key space (issue 25 item 7: a `KEYS`
-//! inside a script blocked the server past the busy-script limit, and every client's
-//! renewal failed with `BUSY`).
+//! `status_counts` (issue 15): executions by effective status, read from each partition's
+//! counters (issue 23: `counts/status_counts.lua`, O(1) per partition; the transition
+//! scripts keep them, `scripts/ops.lua` `count_move`). A partition whose counters are not
+//! complete (written before them, or after a claim set aside a record whose counted status
+//! it could not read back) is recounted first (`counts/recount.rs`: SCAN pages between
+//! scripts; no script walks the key space, issue 25 item 7).
 
-use std::collections::HashSet;
+mod recount;
 
-use lease_core::{Result, StatusCounts};
+use lease_core::{LeaseError, Result, StatusCounts};
+use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::error::Access;
+use crate::error::{Access, BACKEND};
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 
 // The operation scripts this module runs, each compiled once per process.
 operation_script!(STATUS_COUNTS = script(include_str!("counts/status_counts.lua")));
+// The recount's (`counts/recount.rs`).
+operation_script!(RECOUNT_BEGIN = script(include_str!("counts/recount_begin.lua")));
+operation_script!(RECOUNT_PAGE = script(include_str!("counts/recount_page.lua")));
+operation_script!(RECOUNT_END = script(include_str!("counts/recount_end.lua")));
 
 /// The counts in the script's reply order, after its clock.
 const ORDER: [&str; 7] = [
@@ -30,11 +36,13 @@ const ORDER: [&str; 7] = [
 /// The operation's name in errors.
 const OP: &str = "status_counts";
 
+/// Recounts a partition may need in one call: another starts only when a claim ordered one
+/// while the last ran (a record set aside whose counted status was unknown).
+const RECOUNTS: usize = 3;
+
 impl RedisBackend {
-    /// Counts the namespace's executions by effective status: per partition, one `SCAN`
-    /// page at a time, each page's records by one script at its clock (so the counts are
-    /// not one atomic snapshot: an execution admitted or purged meanwhile may or may not
-    /// count, an execution that moved counts once, in one status), summed.
+    /// Counts the namespace's executions by effective status: per partition, its counters
+    /// at its script's clock (one atomic step per partition), summed.
     pub(crate) async fn count_statuses(&self) -> Result<StatusCounts> {
         let mut total = StatusCounts::default();
         for prefix in self.keys().partitions() {
@@ -43,41 +51,37 @@ impl RedisBackend {
         Ok(total)
     }
 
-    /// One partition's counts: its `exec:*` keys by SCAN, each key counted once (SCAN may
-    /// return one more than once).
+    /// One partition's counts, recounting its counters first when they are not complete.
     async fn count_partition(&self, prefix: &str) -> Result<StatusCounts> {
-        let head = format!("{prefix}exec:");
-        let pattern = format!("{head}*");
-        let mut seen: HashSet<Vec<u8>> = HashSet::new();
-        let mut counts = StatusCounts::default();
-        let mut cursor = 0;
-        loop {
-            let (next, keys) = self
-                .scan_slot_page(OP, Access::Read, prefix, &pattern, cursor)
-                .await?;
-            let ids: Vec<Vec<u8>> = keys
-                .into_iter()
-                .filter_map(|k| k.strip_prefix(head.as_bytes()).map(<[u8]>::to_vec))
-                .filter(|id| seen.insert(id.clone()))
-                .collect();
-            if !ids.is_empty() {
-                sum(&mut counts, &self.count_page(prefix, &ids).await?);
-            }
-            if next == 0 {
+        for _ in 0..RECOUNTS {
+            if let Some(counts) = self.read_counts(prefix).await? {
                 return Ok(counts);
             }
-            cursor = next;
+            self.recount(prefix).await?;
         }
+        Err(LeaseError::Unavailable {
+            backend: BACKEND,
+            operation: OP,
+            source: format!(
+                "the status counters of {prefix} were invalidated during {RECOUNTS} recounts in a row"
+            )
+            .into(),
+        })
     }
 
-    /// The records of `ids` (one SCAN page) by status, in one script.
-    async fn count_page(&self, prefix: &str, ids: &[Vec<u8>]) -> Result<StatusCounts> {
-        let args: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+    /// The partition's counts (`counts/status_counts.lua`), or `None` when its counters are
+    /// not complete.
+    async fn read_counts(&self, prefix: &str) -> Result<Option<StatusCounts>> {
         let v = self
-            .eval(OP, Access::Read, prefix, &STATUS_COUNTS, &args)
+            .eval(OP, Access::Read, prefix, &STATUS_COUNTS, &[])
             .await?;
         let reply = Reply::new(OP);
         let items = reply.array(v)?;
+        if let [Value::BulkString(word)] = items.as_slice()
+            && word.as_slice() == b"recount"
+        {
+            return Ok(None);
+        }
         if items.len() != ORDER.len() + 1 {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
@@ -85,7 +89,7 @@ impl RedisBackend {
         for (name, n) in ORDER.iter().zip(items.into_iter().skip(1)) {
             counts.add_named(name, reply.number(n, name)?);
         }
-        Ok(counts)
+        Ok(Some(counts))
     }
 }
 

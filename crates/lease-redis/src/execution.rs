@@ -138,7 +138,8 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
-    /// SCAN pages of the records, each counted by one read-only script (`counts.rs`).
+    /// Each partition's status counters, one script each (`counts.rs`, issue 23); counters
+    /// that are not complete are recounted first.
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {
         self.count_statuses().await

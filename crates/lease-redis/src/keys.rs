@@ -1,8 +1,8 @@
 //! Key layout. With one partition (the default, and the layout before issue 14) every key of
 //! a namespace starts with `lease:{<namespace>}:`; the braces make the namespace the cluster
 //! hash tag, so every script touches one slot. With `P > 1` partitions, the execution keys
-//! (`token`, `exec:`, `steps:`, the indexes, `start_of` and the `wake` channel, plus an own
-//! `meta`) live under the partition prefix `lease:{<namespace>#<i>}:` of the execution's
+//! (`token`, `exec:`, `steps:`, the indexes, `counts`, `start_of` and the `wake` channel, plus
+//! an own `meta`) live under the partition prefix `lease:{<namespace>#<i>}:` of the execution's
 //! partition `i` = [`partition_of`] its id, so each partition is its own slot; the
 //! namespace-wide keys (`meta` with `partitions`, `starts`, `start_of`, `store:`,
 //! `receipts:`, `rcpt:`) stay under the home prefix `lease:{<namespace>}:`.
@@ -25,7 +25,14 @@
 //! | `done` | zset | completed and failed executions, scored by the end of their last delivery |
 //! | `rcpt:<id>` | set | the receipts execution `<id>` made: `<store>\x1f<step key>` |
 //! | `start_of` | hash | target execution id -> the start request id that created it |
+//! | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
+//! | `counts` | hash | records per stored status, `bad`, generation `g`, `ok` (complete) |
 //!
+//! `running_es` and `counts` (issue 23: `status_counts` in O(1)) are kept by the scripts
+//! that change records; each record also stores the counting generation it is counted in
+//! (`cg`, or `x` once set aside as corrupt). A namespace written before them is recounted by
+//! its first `status_counts` (`crate::counts`), and so is one whose `counts` an operator
+//! deletes; the layout version did not change.
 //! The effect and store-waiter keys (`effect:`, `effects:`, `watch:`, `watching:`, and with
 //! partitions the wake queue `wakes`/`wake_seq`) are listed in `scripts/effect.lua`; with
 //! partitions they stay under the home prefix.

@@ -51,6 +51,8 @@
 //!   | `done` | zset | completed and failed executions, scored by the end of their last delivery |
 //!   | `rcpt:<id>` | set | the receipts execution `<id>` made, as `<store>\x1f<step key>` |
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
+//!   | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
+//!   | `counts` | hash | records per stored status (each record's `cg` says it is counted), `bad`, `g`, `ok` (`status_counts`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
 //!   `?partitions=N`) splits a namespace into `P` partitions `lease:{<namespace>#<i>}:`, an

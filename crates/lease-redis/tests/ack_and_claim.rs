@@ -58,13 +58,14 @@ fn completed(lease: &ExecutionLease) -> Acknowledgement {
     }
 }
 
-/// The snapshot without the keys an acknowledgement of `a` changes (its record and the
-/// indexes it leaves and enters).
+/// The snapshot without the keys an acknowledgement of `a` changes (its record, the
+/// indexes it leaves and enters and the status counters, issue 23).
 fn without_ack_of_a(
     snapshot: &std::collections::BTreeMap<String, String>,
     prefix: &str,
 ) -> Vec<(String, String)> {
-    let touched = ["exec:a", "running", "waiting", "done"].map(|k| format!("{prefix}{k}"));
+    let touched =
+        ["exec:a", "running", "waiting", "done", "counts"].map(|k| format!("{prefix}{k}"));
     snapshot
         .iter()
         .filter(|(k, _)| !touched.contains(k))

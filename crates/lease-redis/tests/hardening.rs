@@ -386,8 +386,9 @@ async fn the_waiting_move_is_bounded_per_call() {
     assert!(after.next_claimable_at.is_some_and(|t| t > clock.now()));
 }
 
-/// Issue 25 item 7: `status_counts` walks the namespace with SCAN pages (no KEYS inside a
-/// script), each record counted once across pages, claimed ones as running.
+/// Issue 25 item 7: a recount of the status counters (issue 23: a namespace without them)
+/// walks the namespace with SCAN pages (no KEYS inside a script), each record counted once
+/// across pages, claimed ones as running: the counts the counters kept.
 #[tokio::test]
 async fn status_counts_spans_scan_pages() {
     let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
@@ -404,5 +405,7 @@ async fn status_counts_spans_scan_pages() {
         (counts.admitted, counts.running, counts.corrupt),
         (2993, 7, 0)
     );
+    redis_cmd(&["DEL", &format!("{}counts", b.key_prefix())]).await;
+    assert_eq!(b.status_counts().await.expect("recount"), counts);
     b.delete_namespace().await.expect("cleanup");
 }

@@ -48,18 +48,25 @@ return #ids
 ";
 
 /// Setup only: copies of the terminal execution `ARGV[1]` (its record, its step records,
-/// its `done` entry) as ids `ARGV[2] .. %09d` of `ARGV[3]` up to `ARGV[4]` (excluded).
+/// its `done` entry) as ids `ARGV[2] .. %09d` of `ARGV[3]` up to `ARGV[4]` (excluded),
+/// counted in the namespace's status counters as the library counts a record (issue 23:
+/// each copy carries the template's counting generation `cg`, so the counters add them).
 const CLONE: &str = r"
 local P = KEYS[1]
 local rec = redis.call('HGETALL', P .. 'exec:' .. ARGV[1])
 local steps = redis.call('HGETALL', P .. 'steps:' .. ARGV[1])
 local score = redis.call('ZSCORE', P .. 'done', ARGV[1])
 if #rec == 0 or not score then return redis.error_reply('template is not terminal') end
-for i = tonumber(ARGV[3]), tonumber(ARGV[4]) - 1 do
+local from, to = tonumber(ARGV[3]), tonumber(ARGV[4])
+for i = from, to - 1 do
   local id = ARGV[2] .. string.format('%09d', i)
   redis.call('HSET', P .. 'exec:' .. id, unpack(rec))
   if #steps > 0 then redis.call('HSET', P .. 'steps:' .. id, unpack(steps)) end
   redis.call('ZADD', P .. 'done', score, id)
+end
+local v = redis.call('HMGET', P .. 'exec:' .. ARGV[1], 'st', 'cg')
+if v[2] and v[2] == redis.call('HGET', P .. 'counts', 'g') then
+  redis.call('HINCRBY', P .. 'counts', v[1], to - from)
 end
 return 1
 ";

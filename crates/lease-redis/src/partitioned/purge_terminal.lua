@@ -64,9 +64,10 @@ local function purge(id)
   forget(id)
   -- Out of its priority level's ready set and its key's live set (a terminal record is in
   -- neither: removed all the same, as below).
-  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck')
+  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck', 'st', 'cg')
   ready_rem(tonumber(v[1]) or 0, id)
   if v[2] then redis.call('ZREM', live_key(v[2]), id) end
+  count_move(v[4], v[3], nil)
   redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
   forget_effects(id)
 end
@@ -78,7 +79,7 @@ if #gone > 0 then
   redis.call('ZREM', K_DONE, unpack(gone))
   -- A terminal record is in none of these (place() keeps it out); removed all the same,
   -- so no index can name a purged id.
-  for _, name in ipairs({'ready', 'waiting', 'running', 'failing'}) do
+  for _, name in ipairs({'ready', 'waiting', 'running', 'running_es', 'failing'}) do
     redis.call('ZREM', P .. name, unpack(gone))
   end
 end

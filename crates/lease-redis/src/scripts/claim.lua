@@ -365,6 +365,23 @@ local function counter_problem(plan, tokens)
   return nil
 end
 
+-- Takes record `id`, set aside as corrupt, out of the status counters (issue 23): counted
+-- in the current generation under a stored status, that count goes; when the status it was
+-- counted under cannot be read back (another program rewrote `st`, or the key is no longer
+-- a hash) a recount is ordered (count_invalidate). The record is marked `cg` = 'x': the
+-- `corrupt` index counts it from now on.
+local function count_set_aside(id)
+  local g = count_gen()
+  if g == nil then return end
+  local v = redis.pcall('HMGET', k_exec(id), 'st', 'cg')
+  if v.err then return count_invalidate() end
+  if v[2] == 'x' then return end
+  if v[2] == g then
+    if STATUSES[v[1]] then redis.call('HINCRBY', K_COUNTS, v[1], -1) else count_invalidate() end
+  end
+  if v[1] or v[2] then redis.call('HSET', k_exec(id), 'cg', 'x') end
+end
+
 -- Writes the plan's index changes: waiting->ready moves, corrupt records out of every
 -- index into the corrupt list, stale ready members out, wrong index entries repaired.
 local function apply_index_changes(plan)
@@ -377,7 +394,9 @@ local function apply_index_changes(plan)
     if c[3] then ready_rem(c[3], c[1]) end
     redis.call('ZREM', K_WAITING, c[1])
     redis.call('ZREM', K_RUNNING, c[1])
+    redis.call('ZREM', K_RUNNING_ES, c[1])
     redis.call('ZREM', K_FAILING, c[1])
+    count_set_aside(c[1])
     redis.call('ZADD', K_CORRUPT, 0, c[1])
     redis.call('HSET', K_CORRUPT_WHY, c[1], c[2])
   end

@@ -24,7 +24,8 @@ end
 
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
-    done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset'}
+    done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset',
+    running_es = 'zset', counts = 'hash'}
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
@@ -70,6 +71,49 @@ end
 -- The set of the live leases of concurrency key `ck`.
 local function live_key(ck) return P .. 'live:' .. ck end
 
+-- ---- status counters (issue 23: the console's counts in O(1)) ----
+-- The hash `counts` holds, per stored status, how many records of the partition are counted
+-- under it, plus `g`, the counting generation, and `ok` ('1' once every record is counted in
+-- generation g). A record stores the generation it is counted in as its field `cg`
+-- ('x': set aside as corrupt, counted by the `corrupt` index instead). A script that changes
+-- a record's stored status moves its count (count_move); a record not yet counted in
+-- generation g (written before the counters, or before a recount began) is counted on its
+-- first change and marked, so a recount (counts/recount_page.lua) running beside the
+-- writes counts every record exactly once. No generation (a namespace from before the
+-- counters, never recounted): nothing is counted until status_counts starts a recount.
+local K_COUNTS = P .. 'counts'
+local COUNT_GEN = false
+
+-- The counting generation (nil: none yet), read once per script.
+local function count_gen()
+  if COUNT_GEN == false then COUNT_GEN = redis.call('HGET', K_COUNTS, 'g') or nil end
+  return COUNT_GEN
+end
+
+-- Moves one record counted in generation `cg` (its stored `cg`, nil when none) from stored
+-- status `from` to `to` (either nil: created, deleted). Returns the generation the record
+-- must store as `cg` when that changes, else nil.
+local function count_move(cg, from, to)
+  local g = count_gen()
+  if g == nil or cg == 'x' then return nil end
+  if cg == g and from then redis.call('HINCRBY', K_COUNTS, from, -1) end
+  if to then redis.call('HINCRBY', K_COUNTS, to, 1) end
+  if cg ~= g and to then return g end
+  return nil
+end
+
+-- Orders a recount: the counters of every status are dropped and the generation moves on,
+-- so no record counts until it changes or status_counts' recount reaches it. For a record
+-- whose counted status cannot be known any more (claim.lua's count_set_aside).
+local function count_invalidate()
+  local g = count_gen()
+  if g == nil then return end
+  COUNT_GEN = fmt(tonumber(g) + 1)
+  redis.call('HDEL', K_COUNTS, 'admitted', 'running', 'suspended', 'completed', 'failed',
+    'cancelled', 'bad')
+  redis.call('HSET', K_COUNTS, 'g', COUNT_GEN, 'ok', '0')
+end
+
 -- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
 -- admission's not_before), with priority `pr` (a number; 0 is not stored), concurrency
 -- key `ck` ('' = none) and W3C trace context `tc` ('' or nil = none).
@@ -84,6 +128,8 @@ local function create_record(id, workflow, input, due, pr, ck, tc)
   if pr ~= 0 then add('pr', fmt(pr)) end
   if ck ~= '' then add('ck', ck) end
   if tc ~= nil and tc ~= '' then add('tc', tc) end
+  local g = count_move(nil, nil, 'admitted')
+  if g then add('cg', g) end
   redis.call('HSET', k_exec(id), unpack(fields))
 end
 

@@ -2,6 +2,9 @@
 local K_READY = P .. 'ready'
 local K_WAITING = P .. 'waiting'
 local K_RUNNING = P .. 'running'
+-- The members of `running` that were once suspended (ever_suspended), with the same scores:
+-- status_counts tells an expired one's effective status (suspended, not admitted) by ZCOUNT.
+local K_RUNNING_ES = P .. 'running_es'
 local K_FAILING = P .. 'failing'
 -- Terminal executions scored by the end of their last delivery (retention, issue 12).
 local K_DONE = P .. 'done'
@@ -37,7 +40,8 @@ local function terminal(st) return st == 'completed' or st == 'failed' or st == 
 -- state-machine fields: payloads (input, outcome) stay in Redis.
 local function load(id)
   local key = k_exec(id)
-  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck')
+  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
+    'cg')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -57,6 +61,8 @@ local function load(id)
   if v[9] then r.pr = int(v[9], id, 'priority') end
   if r.pr < -1000 or r.pr > 1000 then corrupt('execution ' .. id .. ': priority') end
   if v[10] then r.ck = v[10] end
+  -- The counting generation (see count_move in ops.lua).
+  r.cg = v[11]
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -84,6 +90,12 @@ local function save(r, old, extra)
   if r.st ~= old.st then
     set[#set + 1] = 'st'
     set[#set + 1] = r.st
+    local g = count_move(old.cg, old.st, r.st)
+    if g then
+      set[#set + 1] = 'cg'
+      set[#set + 1] = g
+      r.cg = g
+    end
   end
   if r.es ~= old.es then
     set[#set + 1] = 'es'
@@ -158,6 +170,8 @@ local function place(r, old)
     if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
     if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
     elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
+    if n.run and r.es then redis.call('ZADD', K_RUNNING_ES, fmt(n.run), id)
+    elseif o.run and old.es then redis.call('ZREM', K_RUNNING_ES, id) end
   end
   if n.fail ~= o.fail then
     if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
@@ -183,6 +197,8 @@ local function reindex(r)
   if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
   if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
   elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
+  if n.run and r.es then redis.call('ZADD', K_RUNNING_ES, fmt(n.run), id)
+  else redis.call('ZREM', K_RUNNING_ES, id) end
   if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
   if n.due == K_WAITING then
     redis.call('ZADD', K_WAITING, fmt(n.score), id)
