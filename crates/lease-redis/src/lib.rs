@@ -51,6 +51,7 @@
 //!   | `done` | zset | completed and failed executions, scored by the end of their last delivery |
 //!   | `rcpt:<id>` | set | the receipts execution `<id>` made, as `<store>\x1f<step key>` |
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
+//!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
 //!   `?partitions=N`) splits a namespace into `P` partitions `lease:{<namespace>#<i>}:`, an
@@ -223,6 +224,7 @@ mod keys;
 mod migrate;
 mod partitioned;
 mod refusal;
+mod replication;
 mod reply;
 mod scripts;
 mod start;
