@@ -185,14 +185,15 @@
 //!   issued again and a stale holder could be accepted. Use AOF with `appendfsync always`
 //!   (or `everysec`, accepting the loss of up to a second of claims) for leases that must
 //!   survive a restart.
-//! - **Failover.** Replication is asynchronous: a primary that fails after a claim but
-//!   before the replica received it takes the last token increments (and any write made
-//!   under them) with it, and the promoted replica issues those tokens again. Two holders
-//!   can then carry the same token. Deployments that need fencing across failover should
-//!   run one primary without automatic failover, or make writes wait for replicas
-//!   (`WAIT numreplicas timeout` after each operation, or `min-replicas-to-write`), and
-//!   still treat a failover as a lost-lease event for every holder. A single Redis without
-//!   replicas, with AOF `appendfsync always`, loses nothing it acknowledged.
+//! - **Failover.** Replication is asynchronous: a primary that fails before the replica
+//!   received its last writes takes them with it. On a Redis Cluster tokens carry the
+//!   node's config epoch, so a promoted replica never issues a token twice, but lost step,
+//!   outcome and effect records are redone. [`RedisConfig::wait_for_replicas`] makes every
+//!   call, read or write, wait for replicas under a barrier write (one pipeline on the
+//!   slot's primary, see `replication.rs`), so with one replica per primary a success is
+//!   something the promoted replica has (issue 22; docs/DESIGN.md, "Redis Cluster
+//!   failover"). A single Redis without replicas, with AOF `appendfsync always`, loses
+//!   nothing it acknowledged.
 //!
 //! [`LeaseError::Unavailable`]: lease_core::LeaseError::Unavailable
 //! [`LeaseError::OutcomeUnknown`]: lease_core::LeaseError::OutcomeUnknown
