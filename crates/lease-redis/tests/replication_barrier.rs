@@ -3,10 +3,11 @@
 //! anyone else's. The replica of the namespace's shard is held back (`CLIENT PAUSE ALL` on
 //! it: it stays connected and counted by its primary, but applies and acknowledges nothing),
 //! one handle's admission then reaches only the primary (`OutcomeUnknown`), and another
-//! handle - a second process - reads it or admits the same id again. Before the barrier both
-//! answered success: the read sent no `WAIT`, and the second admission wrote nothing, so its
-//! `WAIT` (for its own connection's last write, long acknowledged) counted the replica at
-//! once; a failover of that shard would then take back what both callers acted on.
+//! handle - a second process - reads it or admits the same id again (a script that writes
+//! nothing). Before the barrier the read answered success (it sent no `WAIT`): the test
+//! fails there. The second admission was refused before the barrier too in this setup (its
+//! `WAIT`, for its connection's last write, waited for a write the paused replica had not
+//! acknowledged); with the barrier it is refused whatever its connection wrote before.
 //!
 //! Needs `LEASE_REDIS_CLUSTER_URL` (`cargo xtask test-all --backend redis-cluster` starts a
 //! throwaway cluster, one replica per primary). It pauses a replica, so it lives in a test
