@@ -71,7 +71,8 @@ pub const MATRIX: &[Backend] = &[
     // and `spread_namespace`, checked with CLUSTER KEYSLOT; LEASE_REDIS_PARTITIONS overrides),
     // tests/partitions.rs (cross-partition semantics) and tests/cluster.rs on 4 partitions
     // (spread, slot migration), and tests/failover_tokens.rs (a failover that lost counter
-    // writes: the next token is still above every earlier one).
+    // writes: the next token is still above every earlier one), tests/replication_barrier.rs
+    // (`wait_for_replicas`: nothing resting on a write no replica has is a success).
     Backend::new(
         "redis-cluster",
         &[
@@ -89,6 +90,8 @@ pub const MATRIX: &[Backend] = &[
             "partitions",
             "--test",
             "failover_tokens",
+            "--test",
+            "replication_barrier",
             "--features",
             "lease-redis/cluster-tests",
         ],

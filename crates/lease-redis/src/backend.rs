@@ -1,7 +1,6 @@
 //! [`RedisBackend`]: connecting, peers, namespace removal and the script call path.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
 use redis::{Script, Value};
@@ -11,6 +10,7 @@ use crate::conn::{Conn, Opener};
 use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
+use crate::replication::Barrier;
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 use crate::url::Endpoint;
@@ -284,22 +284,34 @@ impl RedisBackend {
         args: &[&[u8]],
     ) -> Result<Value> {
         let anchor = Keys::anchor(prefix);
-        self.invoke(access, script, &[prefix, &anchor], args)
+        self.invoke(op, access, script, &[prefix, &anchor], args)
             .await?
             .map_err(|e| self.script_error(op, access, e))
     }
 
     /// Runs a script with `keys` as `KEYS` (the prefix first), the clock and policy
     /// arguments and then `args` as `ARGV`; the Redis error unmapped (a read whose
-    /// connection dropped is retried once).
+    /// connection dropped is retried once). With [`RedisConfig::wait_for_replicas`], under
+    /// the replication barrier (`crate::replication`), whose failure is the `Err`.
     pub(crate) async fn invoke(
         &self,
+        op: &'static str,
         access: Access,
         script: &Script,
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<redis::RedisResult<Value>> {
         let clock = self.clock_arg()?;
+        let mut conn = self.conn.clone();
+        if let Some(barrier) = self.barrier() {
+            let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + args.len());
+            argv.push(clock.as_bytes());
+            argv.push(self.shared.policy_arg.as_bytes());
+            argv.extend_from_slice(args);
+            return barrier
+                .invoke(&mut conn, op, access, script, keys, &argv)
+                .await;
+        }
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(*key);
@@ -310,46 +322,17 @@ impl RedisBackend {
         for arg in args {
             invocation.arg(*arg);
         }
-        let mut conn = self.conn.clone();
         let mut result = invocation.invoke_async::<Value>(&mut conn).await;
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
-        if access == Access::Write
-            && result.is_ok()
-            && let Some((replicas, timeout)) = self.shared.config.wait_replicas
-        {
-            self.wait_for_replicas(&mut conn, keys[0], replicas, timeout)
-                .await?;
-        }
         Ok(result)
     }
 
-    /// `WAIT replicas timeout` on the primary of `key`'s slot, after a write sent on the
-    /// same (multiplexed) connection: `OutcomeUnknown` unless enough replicas have it.
-    async fn wait_for_replicas(
-        &self,
-        conn: &mut Conn,
-        key: &str,
-        replicas: u32,
-        timeout: Duration,
-    ) -> Result<()> {
-        const OP: &str = "wait";
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(replicas)
-            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-        let unknown = |reason: String| LeaseError::OutcomeUnknown {
-            backend: crate::error::BACKEND,
-            operation: OP,
-            source: reason.into(),
-        };
-        match conn.on_slot_of(key, &cmd).await {
-            Ok(Value::Int(n)) if n >= i64::from(replicas) => Ok(()),
-            Ok(v) => Err(unknown(format!(
-                "WAIT {replicas}: {v:?} replicas acknowledged the write"
-            ))),
-            Err(e) => Err(unknown(format!("WAIT {replicas}: {e}"))),
-        }
+    /// The replication barrier of [`RedisConfig::wait_for_replicas`], if set.
+    fn barrier(&self) -> Option<Barrier> {
+        let (replicas, timeout) = self.shared.config.wait_replicas?;
+        Some(Barrier::new(replicas, timeout))
     }
 
     /// The typed error of a failed script of `op`.
@@ -363,9 +346,22 @@ impl RedisBackend {
             .unwrap_or_else(|| map_error(op, access, e))
     }
 
-    /// Runs one plain read command.
+    /// Runs one plain read command (its first key a library key). With
+    /// [`RedisConfig::wait_for_replicas`], under the replication barrier of that key's
+    /// slot: a read a caller acts on must not show a write a failover can take back.
     pub(crate) async fn query(&self, op: &'static str, cmd: &redis::Cmd) -> Result<Value> {
         let mut conn = self.conn.clone();
+        if let Some(barrier) = self.barrier() {
+            let key = cmd.args_iter().nth(1).and_then(|arg| match arg {
+                redis::Arg::Simple(bytes) => crate::replication::prefix_of(bytes),
+                _ => None,
+            });
+            let prefix = key.unwrap_or(self.shared.keys.prefix());
+            return barrier
+                .send(&mut conn, op, Access::Read, cmd.clone(), prefix)
+                .await?
+                .map_err(|e| map_error(op, Access::Read, e));
+        }
         let mut result = cmd.query_async::<Value>(&mut conn).await;
         if result.as_ref().is_err_and(retry_read) {
             result = cmd.query_async::<Value>(&mut conn).await;
@@ -450,7 +446,7 @@ impl RedisBackend {
 /// A read that failed because its connection dropped is retried once: reads change nothing,
 /// and the connection manager has started reconnecting. Refusals and timeouts are not
 /// retried (the server is down or slow; a retry would only double the wait).
-fn retry_read(e: &redis::RedisError) -> bool {
+pub(crate) fn retry_read(e: &redis::RedisError) -> bool {
     e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
 }
 

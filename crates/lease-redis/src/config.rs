@@ -119,12 +119,17 @@ impl RedisConfig {
         self
     }
 
-    /// After every script that may write, send `WAIT replicas timeout` to the primary that
-    /// ran it (issue 14 item 2); fewer acknowledging replicas than `replicas` within
-    /// `timeout` fail the operation with [`lease_core::LeaseError::OutcomeUnknown`] (the
-    /// write is on the primary and may or may not survive a failover). Off by default. This
-    /// narrows what a failover can lose to writes whose callers got an error, but it does
-    /// not make a failover safe: see `docs/DESIGN.md`, "Redis Cluster failover".
+    /// Answer only what `replicas` replicas have (issue 14 item 2, issue 22): every call,
+    /// read or write, is sent as one pipeline `<command>; INCR <prefix>barrier; WAIT
+    /// replicas timeout` on its slot's primary, so a success means a replica of the node
+    /// that ran the command has everything the answer rests on, the caller's writes and
+    /// anyone else's it read. Fewer acknowledging replicas within `timeout` fail a write
+    /// with [`lease_core::LeaseError::OutcomeUnknown`] (it is on the primary and may or may
+    /// not survive a failover) and a read with [`lease_core::LeaseError::Unavailable`]. Off
+    /// by default; it costs a write and a replication round trip per call. With one replica
+    /// per primary and `replicas = 1`, a failover that promotes that replica takes back no
+    /// success (the torture's `wait` runs: docs/DESIGN.md, "Redis Cluster failover"); with
+    /// more replicas per primary wait for all of them, or the promoted one may lack it.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.wait_replicas = Some((replicas, timeout));
         self

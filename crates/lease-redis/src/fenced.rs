@@ -304,7 +304,7 @@ impl RedisBackend {
         declared.push(self.keys().of(&lease.execution_id));
         declared.extend_from_slice(keys);
         let v = self
-            .invoke(Access::Write, &script.script, &declared, &all)
+            .invoke(op, Access::Write, &script.script, &declared, &all)
             .await?
             .map_err(|e| match compile_error(&e) {
                 Some(reason) => LeaseError::invalid("fenced script", reason),

@@ -53,6 +53,7 @@
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
 //!   | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //!   | `counts` | hash | records per stored status (each record's `cg` says it is counted), `bad`, `g`, `ok` (`status_counts`) |
+//!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
 //!   `?partitions=N`) splits a namespace into `P` partitions `lease:{<namespace>#<i>}:`, an
@@ -186,14 +187,15 @@
 //!   issued again and a stale holder could be accepted. Use AOF with `appendfsync always`
 //!   (or `everysec`, accepting the loss of up to a second of claims) for leases that must
 //!   survive a restart.
-//! - **Failover.** Replication is asynchronous: a primary that fails after a claim but
-//!   before the replica received it takes the last token increments (and any write made
-//!   under them) with it, and the promoted replica issues those tokens again. Two holders
-//!   can then carry the same token. Deployments that need fencing across failover should
-//!   run one primary without automatic failover, or make writes wait for replicas
-//!   (`WAIT numreplicas timeout` after each operation, or `min-replicas-to-write`), and
-//!   still treat a failover as a lost-lease event for every holder. A single Redis without
-//!   replicas, with AOF `appendfsync always`, loses nothing it acknowledged.
+//! - **Failover.** Replication is asynchronous: a primary that fails before the replica
+//!   received its last writes takes them with it. On a Redis Cluster tokens carry the
+//!   node's config epoch, so a promoted replica never issues a token twice, but lost step,
+//!   outcome and effect records are redone. [`RedisConfig::wait_for_replicas`] makes every
+//!   call, read or write, wait for replicas under a barrier write (one pipeline on the
+//!   slot's primary, see `replication.rs`), so with one replica per primary a success is
+//!   something the promoted replica has (issue 22; docs/DESIGN.md, "Redis Cluster
+//!   failover"). A single Redis without replicas, with AOF `appendfsync always`, loses
+//!   nothing it acknowledged.
 //!
 //! [`LeaseError::Unavailable`]: lease_core::LeaseError::Unavailable
 //! [`LeaseError::OutcomeUnknown`]: lease_core::LeaseError::OutcomeUnknown
@@ -225,6 +227,7 @@ mod keys;
 mod migrate;
 mod partitioned;
 mod refusal;
+mod replication;
 mod reply;
 mod scripts;
 mod start;

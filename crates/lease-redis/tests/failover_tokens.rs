@@ -53,7 +53,7 @@ async fn key_slot(key: &str) -> u16 {
 async fn primary_and_replica(slot: u16) -> (String, String) {
     let start = Instant::now();
     loop {
-        if let Some(pair) = find_primary_and_replica(&common::cluster_nodes().await, slot) {
+        if let Some(pair) = common::find_primary_and_replica(&common::cluster_nodes().await, slot) {
             return pair;
         }
         assert!(
@@ -61,29 +61,6 @@ async fn primary_and_replica(slot: u16) -> (String, String) {
             "no primary with a replica for slot {slot} within {FAILOVER_DEADLINE:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The primary owning `slot` and one of its replicas in `CLUSTER NODES` output `nodes`.
-fn find_primary_and_replica(nodes: &str, slot: u16) -> Option<(String, String)> {
-    let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split(' ').collect()).collect();
-    let addr = |f: &[&str]| f[1].split('@').next().map(str::to_owned);
-    let primary = lines
-        .iter()
-        .filter(|f| f.len() > 8 && f[2].contains("master"))
-        .find(|f| f[8..].iter().any(|r| owns(r, slot)))?;
-    let replica = lines
-        .iter()
-        .find(|f| f.len() > 3 && f[2].contains("slave") && f[3] == primary[0])?;
-    Some((addr(primary)?, addr(replica)?))
-}
-
-/// True when `CLUSTER NODES` slot field `range` (`a-b` or `a`) holds `slot`.
-fn owns(range: &str, slot: u16) -> bool {
-    let (a, b) = range.split_once('-').unwrap_or((range, range));
-    match (a.parse::<u16>(), b.parse::<u16>()) {
-        (Ok(a), Ok(b)) => (a..=b).contains(&slot),
-        _ => false,
     }
 }
 

@@ -61,7 +61,9 @@ impl OpenOptions {
         self
     }
 
-    /// `WAIT replicas timeout` after each write (Redis; see the README's failover section).
+    /// Redis: answer only what `replicas` replicas have, `WAIT replicas timeout` after every
+    /// call under a barrier write (`lease_redis::RedisConfig::wait_for_replicas`; see the
+    /// README's failover section).
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.wait_for_replicas = Some((replicas, timeout));
         self

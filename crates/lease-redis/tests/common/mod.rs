@@ -46,10 +46,23 @@ pub fn partitions() -> u16 {
 }
 
 /// The tests' configuration for `namespace`: [`redis_url`] and [`partitions`].
+///
+/// With `LEASE_REDIS_WAIT_REPLICAS=N` (a manual run, not a test-all row), every call also
+/// waits for `N` replicas ([`RedisConfig::wait_for_replicas`], 2 s): the suite then runs
+/// through the replication barrier (tests that count a namespace's keys see its `barrier`).
 pub fn config(namespace: &str) -> RedisConfig {
-    RedisConfig::new(redis_url())
+    let config = RedisConfig::new(redis_url())
         .namespace(namespace)
-        .partitions(partitions())
+        .partitions(partitions());
+    match std::env::var("LEASE_REDIS_WAIT_REPLICAS").ok() {
+        Some(n) if !n.trim().is_empty() => config.wait_for_replicas(
+            n.trim()
+                .parse()
+                .expect("LEASE_REDIS_WAIT_REPLICAS must be a number"),
+            std::time::Duration::from_secs(2),
+        ),
+        _ => config,
+    }
 }
 
 /// A namespace nobody else uses; on a cluster with [`partitions`] > 1, one whose
@@ -513,4 +526,27 @@ pub async fn claim(
         duration,
     };
     b.claim_due(request).await.expect("claim")
+}
+
+/// The primary owning `slot` and one of its replicas in `CLUSTER NODES` output `nodes`.
+pub fn find_primary_and_replica(nodes: &str, slot: u16) -> Option<(String, String)> {
+    let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split(' ').collect()).collect();
+    let addr = |f: &[&str]| f[1].split('@').next().map(str::to_owned);
+    let primary = lines
+        .iter()
+        .filter(|f| f.len() > 8 && f[2].contains("master"))
+        .find(|f| f[8..].iter().any(|r| owns(r, slot)))?;
+    let replica = lines
+        .iter()
+        .find(|f| f.len() > 3 && f[2].contains("slave") && f[3] == primary[0])?;
+    Some((addr(primary)?, addr(replica)?))
+}
+
+/// True when `CLUSTER NODES` slot field `range` (`a-b` or `a`) holds `slot`.
+pub fn owns(range: &str, slot: u16) -> bool {
+    let (a, b) = range.split_once('-').unwrap_or((range, range));
+    match (a.parse::<u16>(), b.parse::<u16>()) {
+        (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+        _ => false,
+    }
 }
