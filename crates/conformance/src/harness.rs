@@ -30,6 +30,10 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// ([`lease_core::ExecutionClient::status_counts`], issue 15); with `false` the count
     /// cases check only that it reports `Unsupported`.
     const STATUS_COUNTS: bool = false;
+    /// The backend lists the live leases ([`lease_core::ExecutionClient::list_live_leases`],
+    /// issue 23 item 1); with `false` the live-lease cases check only that it reports
+    /// `Unsupported` (a bad limit is `InvalidInput` either way).
+    const LIVE_LEASES: bool = false;
     /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
     /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
     /// effect cases check only that it reports neither.

@@ -49,6 +49,7 @@ macro_rules! conformance_tests {
         $crate::__priority_cases!($harness);
         $crate::__limits_cases!($harness);
         $crate::__traces_cases!($harness);
+        $crate::__live_cases!($harness);
     };
 }
 
@@ -117,6 +118,7 @@ mod tests {
             ("priority", include_str!("cases/priority.rs")),
             ("limits", include_str!("cases/limits.rs")),
             ("traces", include_str!("cases/traces.rs")),
+            ("live", include_str!("cases/live.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -12,6 +12,7 @@ impl lease_conformance::Harness for MemoryHarness {
     const WAKEUPS: bool = true;
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
+    const LIVE_LEASES: bool = true;
     const EFFECTS: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;

@@ -112,6 +112,10 @@ const SETTLE_WAKES_NOBODY: u8 = 39;
 const ADMIT_DROPS_TRACE: u8 = 40;
 /// A second admit of an existing id replaces its trace context with the new one.
 const READMIT_REPLACES_TRACE: u8 = 41;
+/// list_live_leases lists stored running records, expired leases included.
+const LIVE_INCLUDES_EXPIRED: u8 = 42;
+/// list_live_leases orders by id, not by expiry.
+const LIVE_BY_ID: u8 = 43;
 
 /// The window a check-then-write flaw leaves between its check and its write.
 const WINDOW: Duration = Duration::from_micros(300);
@@ -366,6 +370,29 @@ impl<const F: u8> ExecutionClient for Lab<F> {
                 .cmp(&a.unacknowledged_deliveries)
                 .then_with(|| a.id.cmp(&b.id))
         });
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let now = self.now_ms();
+        let s = self.lock();
+        let mut out: Vec<ExecutionRecord> = s
+            .executions
+            .values()
+            .filter(|r| {
+                if F == LIVE_INCLUDES_EXPIRED {
+                    r.status == ExecutionStatus::Running
+                } else {
+                    r.lease_live(now)
+                }
+            })
+            .cloned()
+            .collect();
+        if F != LIVE_BY_ID {
+            out.sort_by(|a, b| a.live_lease_order().cmp(&b.live_lease_order()));
+        }
         out.truncate(limit);
         Ok(out)
     }
@@ -836,6 +863,7 @@ struct LabHarness<const F: u8>(Lab<F>);
 impl<const F: u8> Harness for LabHarness<F> {
     type Backend = Lab<F>;
     const EFFECTS: bool = true;
+    const LIVE_LEASES: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(LabHarness(Lab {
@@ -1181,4 +1209,21 @@ caught_by!(
         traces::trace_context_of_a_readmission_is_the_first,
         traces::trace_context_is_stored_by_admit_batch,
     ]
+);
+
+// The live leases (issue 23 item 1).
+caught_by!(
+    live_includes_expired,
+    LIVE_INCLUDES_EXPIRED,
+    [live::live_leases_are_exactly_the_unexpired_running_ones,]
+);
+caught_by!(
+    live_includes_expired_differential,
+    LIVE_INCLUDES_EXPIRED,
+    differential seed 2
+);
+caught_by!(
+    live_by_id,
+    LIVE_BY_ID,
+    [live::live_leases_soonest_expiry_first_then_id_within_the_limit,]
 );

@@ -6,7 +6,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 /// Operates an execution-leases store on any backend URL: counts by status, executions that
-/// keep failing, one execution's record and steps, undecodable records, and retention.
+/// keep failing, the live leases, one execution's record and steps, undecodable records, and
+/// retention.
 ///
 /// Exit status: 0 done, 1 the operation failed (unreachable server, unknown id, backend
 /// error, a control the backend does not support), 2 bad usage (arguments, URL, duration),
@@ -55,6 +56,10 @@ pub enum Command {
     /// Executions that keep failing: at least `--min` consecutive deliveries ended without an
     /// acknowledgement, most failing first.
     Failing(FailingArgs),
+    /// Executions holding a live lease now (running, lease not expired at the backend
+    /// clock), soonest expiry first: id, token, time left, workflow, concurrency key. Who
+    /// holds a lease is not recorded by any backend.
+    Live(LiveArgs),
     /// One execution's record and its step records.
     Show(ShowArgs),
     /// Stored execution records the backend cannot decode (claims skip them).
@@ -154,6 +159,14 @@ pub struct FailingArgs {
     /// The fewest unacknowledged deliveries listed.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub min: u32,
+    /// List at most this many (1-1000).
+    #[arg(long, default_value_t = 20, value_parser = limit)]
+    pub limit: usize,
+}
+
+/// `live`.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
     /// List at most this many (1-1000).
     #[arg(long, default_value_t = 20, value_parser = limit)]
     pub limit: usize,

@@ -42,6 +42,24 @@ pub fn instant(t: Option<Timestamp>) -> String {
     }
 }
 
+/// How long until `at` from `now`, in seconds (tenths below ten seconds); `0.0 s` once
+/// past, `-` for none.
+pub fn expires_in(at: Option<Timestamp>, now: Timestamp) -> String {
+    match at {
+        Some(at) => seconds(at.as_millis().saturating_sub(now.as_millis()).max(0)),
+        None => "-".to_owned(),
+    }
+}
+
+/// A span of `ms` milliseconds in seconds: whole ones from ten seconds up, else tenths.
+pub fn seconds(ms: i64) -> String {
+    if ms >= 10_000 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
 /// Any serializable value as JSON (lease's types serialize infallibly; a failure is shown
 /// as its message rather than a panic).
 pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
@@ -62,5 +80,20 @@ mod tests {
         assert_eq!(instant(Some(Timestamp::from_millis(-1))), "-1 ms");
         assert_eq!(instant(Some(Timestamp::MAX)), format!("{} ms", i64::MAX));
         assert!(instant(Some(Timestamp::from_millis(LAST_DATE_MS))).starts_with("9999-12-31"));
+    }
+
+    #[test]
+    fn spans_until_an_expiry() {
+        let now = Timestamp::from_millis(1_000);
+        assert_eq!(
+            expires_in(Some(Timestamp::from_millis(3_500)), now),
+            "2.5 s"
+        );
+        assert_eq!(
+            expires_in(Some(Timestamp::from_millis(61_000)), now),
+            "60 s"
+        );
+        assert_eq!(expires_in(Some(Timestamp::from_millis(500)), now), "0.0 s");
+        assert_eq!(expires_in(None, now), "-");
     }
 }

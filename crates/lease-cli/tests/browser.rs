@@ -1,7 +1,8 @@
 //! `lease ui` in a real browser (feature `browser-tests`, test-all's `browser` row): Debian's
 //! headless Chromium driven through chromedriver (WebDriver, `fantoccini`) against a console
 //! process on a real SQLite file, PostgreSQL schema and Redis namespace. The pages show what
-//! the store holds; a live lease's page updates without a reload when its holder stops
+//! the store holds (the namespace page's live leases with their tokens, following a new
+//! claim without a reload); a live lease's page updates without a reload when its holder stops
 //! renewing and another claim takes over; a cancel through the page ends the lease, so the
 //! holder's late write is `Lost`. A missing browser or driver fails every test.
 //!
@@ -171,14 +172,16 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
     let console = common::console(&url, &["--allow-writes"], &[]).await;
     let browser = browser().await;
     let c = &browser.client;
-    namespace_page(c, &console.base, shots).await;
+    namespace_page(c, &console.base, &*backend, shots).await;
     execution_pages(c, &console.base, &*backend, shots).await;
     live_lease_and_cancel(c, &console.base, &*backend, shots).await;
     browser.client.close().await.expect("close the browser");
 }
 
-/// The namespace page shows the counts, the failing execution and no corrupt records.
-async fn namespace_page(c: &Client, base: &str, shots: bool) {
+/// The namespace page shows the counts, the live leases, the failing execution and no
+/// corrupt records; a lease claimed while it is open joins its live-lease list without a
+/// reload (issue 23 item 1).
+async fn namespace_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
     c.goto(&format!("{base}/")).await.expect("open /");
     let counts = text_when(c, "#counts", |t| t.contains("admitted 3")).await;
     for row in [
@@ -192,10 +195,34 @@ async fn namespace_page(c: &Client, base: &str, shots: bool) {
     }
     let failing = text_when(c, "#failing", |t| t.contains("flaky")).await;
     assert!(failing.contains("flaky 1 admitted"), "{failing:?}");
+    let busy = b.get(&id("busy")).await.expect("get").expect("busy");
+    let live = text_when(c, "#live-leases", |t| t.contains("busy")).await;
+    assert!(
+        live.contains(&format!("busy {} ", busy.token)),
+        "the lease with its token: {live:?}"
+    );
     let source = c.source().await.expect("source");
     assert!(
         source.contains("name=\"csrf\""),
         "the forms carry the token"
+    );
+    assert!(source.contains("Holder: not recorded"), "said once");
+    c.execute("window.stayed = true", vec![])
+        .await
+        .expect("mark the page");
+    b.admit(&Admission::new(id("live-0"))).await.expect("admit");
+    let claimed = claim_lease(b, "live-0", Duration::from_secs(120)).await;
+    let want = format!("live-0 {} ", claimed.token);
+    let live = text_when(c, "#live-leases", |t| t.contains(&want)).await;
+    assert!(
+        live.find("live-0") < live.find("busy"),
+        "the sooner expiry first: {live:?}"
+    );
+    let stayed = c.execute("return window.stayed === true", vec![]).await;
+    assert_eq!(
+        stayed.expect("read the mark"),
+        serde_json::json!(true),
+        "the list updated without a reload"
     );
     screenshot(c, "namespace", shots).await;
 }

@@ -88,6 +88,23 @@ pub trait ExecutionClient: Send + Sync {
     /// failing).
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>>;
 
+    /// The executions holding a live lease now: stored status running with a lease that has
+    /// not expired at the backend clock, soonest expiry first, then by id, at most `limit`
+    /// (1..=1000), each as `get` would return it, read in one atomic step (issue 23 item 1:
+    /// the console's live leases). Ordered by expiry rather than paged by a cursor: an
+    /// operator sees first the leases about to end, and a lease renewed meanwhile would move
+    /// behind any cursor anyway. Records the backend cannot decode are left out (they are
+    /// [`ExecutionClient::list_corrupt`]'s). No backend stores who holds a lease: the token
+    /// names the delivery, not the process.
+    ///
+    /// A limit outside 1..=1000 is `InvalidInput`. There is no correct default (the traits
+    /// cannot enumerate executions): the default checks the limit, then answers
+    /// [`crate::LeaseError::Unsupported`].
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        crate::limits::check_limit("list limit", limit)?;
+        Err(unsupported("list_live_leases"))
+    }
+
     /// Stored execution records this backend found it cannot decode, at most `limit`
     /// (1..=1000), by id (issue 11). Claims skip such records instead of failing. The
     /// default lists none: a backend whose storage cannot hold an undecodable record.

@@ -333,6 +333,12 @@ impl ExecutionRecord {
         }
     }
 
+    /// The order of [`crate::ExecutionClient::list_live_leases`] (issue 23 item 1): sort
+    /// by this key for soonest lease expiry first, then id.
+    pub fn live_lease_order(&self) -> (Option<Timestamp>, &ExecutionId) {
+        (self.lease_expires_at, &self.id)
+    }
+
     /// A delivery is in progress with an unexpired lease at `now`.
     pub fn lease_live(&self, now: Timestamp) -> bool {
         self.status == ExecutionStatus::Running && self.lease_expires_at.is_some_and(|e| e > now)

@@ -82,6 +82,7 @@ forward! {
         fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>>;
         fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>>;
         fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>>;
+        fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>>;
         fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>>;
         fn status_counts(&self) -> Result<StatusCounts>;
         fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged>;

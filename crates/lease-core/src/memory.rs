@@ -283,6 +283,23 @@ impl ExecutionClient for MemoryBackend {
         Ok(out)
     }
 
+    /// One pass under the lock over every record (the reference, not a fast path).
+    #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let now = self.clock.now();
+        let s = self.lock();
+        let mut out: Vec<ExecutionRecord> = s
+            .executions
+            .values()
+            .filter(|r| r.lease_live(now))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.live_lease_order().cmp(&b.live_lease_order()));
+        out.truncate(limit);
+        Ok(out)
+    }
+
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         self.cancel_execution(id, reason)
     }

@@ -32,6 +32,7 @@ const ADMIT_BATCH: &str = include_str!("execution/admit_batch.sql");
 const GET: &str = include_str!("execution/get.sql");
 const LIST_FAILING: &str = include_str!("execution/list_failing.sql");
 const LIST_CORRUPT: &str = include_str!("execution/list_corrupt.sql");
+const LIST_LIVE_LEASES: &str = include_str!("execution/list_live_leases.sql");
 const REQUEST_WAKE: &str = include_str!("execution/request_wake.sql");
 const CLAIM: &str = include_str!("execution/claim.sql");
 /// The claim's candidates (`levels`, `waiting`, `expired`), spliced as `{candidates}`.
@@ -135,6 +136,7 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
         get: r.render(GET),
         list_failing: r.render(LIST_FAILING),
         list_corrupt: r.render(LIST_CORRUPT),
+        list_live_leases: r.render(LIST_LIVE_LEASES),
         request_wake: r.render(REQUEST_WAKE),
         claim: r.render(&claim.replace("{horizon}", fragment(CLAIM_HORIZON))),
         claim_leases_only: r.render(&claim.replace("{horizon}", "")),
@@ -634,6 +636,28 @@ impl ExecutionClient for PostgresBackend {
             .map(|row| {
                 let record = rows::execution(row, "list_failing")?;
                 let now = Timestamp::from_millis(col(row, EXECUTION_COLUMNS, "list_failing")?);
+                Ok(record.effective(now))
+            })
+            .collect()
+    }
+
+    /// Issue 23 item 1: one statement, a walk of `executions_live` (schema v14) from the
+    /// database clock (`execution/list_live_leases.sql`).
+    #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        const OP: &str = "list_live_leases";
+        check_limit("list limit", limit)?;
+        let sql = &self.execution_sql().list_live_leases;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let clock = self.clock_param();
+        let found: Vec<PgRow> = self
+            .run_statement(OP, Effect::Read, sql, |q| q.bind(limit).bind(clock))
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                let record = rows::execution(row, OP)?;
+                let now = Timestamp::from_millis(col(row, EXECUTION_COLUMNS, OP)?);
                 Ok(record.effective(now))
             })
             .collect()

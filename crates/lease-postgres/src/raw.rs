@@ -40,6 +40,9 @@ pub struct Statements {
     pub get: String,
     /// `now`: no parameters.
     pub now: String,
+    /// `list_live_leases` (the console's live leases, not a hot path; here so a test can
+    /// read its plan): `$1 limit, $2 clock`.
+    pub list_live_leases: String,
 }
 
 /// Renders the statements for `schema` (unquoted, as given to
@@ -60,5 +63,6 @@ pub fn statements(schema: &str) -> Statements {
         read_step: heap.read_step.to_string(),
         get: execution.get.to_string(),
         now: crate::backend::statements(&r).now.to_string(),
+        list_live_leases: execution.list_live_leases.to_string(),
     }
 }

@@ -162,6 +162,7 @@ pub(crate) struct ExecutionSql {
     pub(crate) get: Arc<str>,
     pub(crate) list_failing: Arc<str>,
     pub(crate) list_corrupt: Arc<str>,
+    pub(crate) list_live_leases: Arc<str>,
     pub(crate) request_wake: Arc<str>,
     pub(crate) claim: Arc<str>,
     /// The claim without its summary row (the benchmark's raw baseline reads only leases).

@@ -182,6 +182,62 @@ fn claim_uses_the_claimable_index() {
     }));
 }
 
+/// `list_live_leases` (issue 23 item 1) at 10^5 executions (10,000 running, half of them
+/// expired; 90,000 completed), with the library's session settings and its generic plan:
+/// a walk of `executions_live` (schema v14) from the clock that stops after the limit's
+/// rows, with no sort and no other rows read.
+#[test]
+fn live_leases_walk_their_index() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        let mut conn = admin().await;
+        let s = format!("\"{schema}\"");
+        exec(
+            &mut conn,
+            format!(
+                "INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at) \
+                 SELECT 'run' || g, 'running', g, 0, 1000000 + (g % 5000) * 1000 \
+                 FROM generate_series(1, 10000) g; \
+                 INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, \
+                     outcome) \
+                 SELECT 'done' || g, 'completed', 20000 + g, g, 'null' \
+                 FROM generate_series(1, 90000) g; \
+                 ANALYZE {s}.executions"
+            ),
+        )
+        .await;
+        let sql = lease_postgres::raw::statements(&schema).list_live_leases;
+        let mut tx = conn.begin().await.expect("begin");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off; \
+             SET LOCAL enable_bitmapscan = off; PREPARE live(bigint, bigint) AS {sql}"
+        )))
+        .execute(&mut *tx)
+        .await
+        .expect("prepare");
+        // The clock halfway: leases expiring at or before 3,500,000 have ended.
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE live(50, 3500000)",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .expect("explain");
+        tx.rollback().await.expect("rollback");
+        let plan = plan.join("\n");
+        assert!(plan.contains("Index Scan using executions_live"), "{plan}");
+        for absent in ["Sort", "Seq Scan", "Bitmap"] {
+            assert!(!plan.contains(absent), "{absent}: {plan}");
+        }
+        assert!(plan.contains("rows=50 loops=1"), "{plan}");
+        assert!(!plan.contains("rows=5000"), "read past the limit: {plan}");
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
 #[test]
 fn a_version_1_schema_is_upgraded_in_place() {
     let schema = common::fresh_schema();
@@ -194,13 +250,14 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 13 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 14 to 2;
         // dropping the priority column drops version 10's index with it).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "ALTER TABLE \"{schema}\".executions DROP COLUMN trace_context; \
+                "DROP INDEX \"{schema}\".executions_live; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN trace_context; \
                  DROP TABLE \"{schema}\".paused_scopes; \
                  DROP TABLE \"{schema}\".concurrency_limits; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN priority; \

@@ -126,6 +126,13 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
+    /// Issue 23 item 1: one range read of each partition's `running` index (`live.rs`).
+    #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        self.list_live(limit).await
+    }
+
     #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         check_limit("list limit", limit)?;

@@ -224,6 +224,7 @@ mod fenced;
 mod guard;
 mod heap;
 mod keys;
+mod live;
 mod migrate;
 mod partitioned;
 mod refusal;

@@ -21,6 +21,7 @@ impl lease_conformance::Harness for RedisHarness {
     const WAKEUPS: bool = true;
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
+    const LIVE_LEASES: bool = true;
     const EFFECTS: bool = true;
     const KILLABLE_LISTENER: bool = true;
     const CANCEL: bool = true;

@@ -59,6 +59,16 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    /// Issue 23 item 1: one range read of `lease_executions_running` in a read transaction.
+    #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        self.read("list_live_leases", move |tx, s| {
+            transitions::list_live_leases(tx, s, limit)
+        })
+        .await
+    }
+
     #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         check_limit("list limit", limit)?;

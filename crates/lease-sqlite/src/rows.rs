@@ -327,6 +327,7 @@ mod tests {
             crate::candidates::RUNNING_NEXT,
             crate::transitions::LIST_FAILING,
             crate::transitions::LIST_EXPIRED,
+            crate::transitions::LIST_LIVE_LEASES,
         ] {
             assert!(sql.contains(execution_columns!()), "{sql}");
         }

@@ -154,6 +154,29 @@ pub(crate) fn list_failing(
     Ok(out)
 }
 
+/// `$1 namespace, $2 now, $3 limit` -> running rows whose lease is live at `now`, by
+/// (expiry, id), through `lease_executions_running` (one seek and a range walk).
+pub(crate) const LIST_LIVE_LEASES: &str = include_str!("transitions/list_live_leases.sql");
+
+/// `list_live_leases` (issue 23 item 1): the first `limit` live leases by (expiry, id), as
+/// stored (a live lease's stored record is its effective one). Quarantined records are
+/// skipped, as `list_failing` skips them.
+pub(crate) fn list_live_leases(
+    conn: &Connection,
+    scope: &Scope,
+    limit: usize,
+) -> OpResult<Vec<ExecutionRecord>> {
+    let now = scope.now();
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let raw: Vec<RawExecution> = conn
+        .prepare_cached(LIST_LIVE_LEASES)?
+        .query_map(params![scope.namespace, now.as_millis(), limit], read_raw)?
+        .collect::<rusqlite::Result<_>>()?;
+    raw.into_iter()
+        .map(|r| Ok(r.into_record()?.effective(now)))
+        .collect()
+}
+
 /// `request_wake` (unfenced). Wakes when it changed an execution that is not running
 /// (a running one keeps the wake for its acknowledgement).
 pub(crate) fn request_wake(

@@ -19,6 +19,7 @@ impl lease_conformance::Harness for SqliteHarness {
     const WAKEUPS: bool = true;
     const RETENTION: bool = true;
     const STATUS_COUNTS: bool = true;
+    const LIVE_LEASES: bool = true;
     const EFFECTS: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;

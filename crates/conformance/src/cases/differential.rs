@@ -82,6 +82,9 @@ struct World {
     rng: StdRng,
     clock: ManualClock,
     leases: Vec<ExecutionLease>,
+    /// The backend lists live leases ([`Harness::LIVE_LEASES`]): compared after every
+    /// operation too.
+    live_leases: bool,
 }
 
 impl World {
@@ -203,6 +206,9 @@ async fn step<B: LeaseBackend + Clone>(
     };
     assert_eq!(a, b, "op {n}: {what}");
     compare_state(mem, red, n, &what).await;
+    if w.live_leases {
+        compare_live(mem, red, n, &what).await;
+    }
     what
 }
 
@@ -239,6 +245,15 @@ async fn compare_state<B: LeaseBackend + Clone>(
             .await;
             assert_eq!(ea, eb, "op {n}: {what}: entry {store}/{key}");
         }
+    }
+}
+
+/// The live leases agree after operation `n` (`what`): the whole list, and its first two
+/// (the limit cuts the same order).
+async fn compare_live<B: LeaseBackend + Clone>(mem: &MemoryBackend, red: &B, n: usize, what: &str) {
+    for limit in [2, 1000] {
+        let (la, lb) = both(mem, red, |x| async move { x.list_live_leases(limit).await }).await;
+        assert_eq!(la, lb, "op {n}: {what}: list_live_leases {limit}");
     }
 }
 
@@ -614,6 +629,7 @@ async fn run_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
         rng: StdRng::seed_from_u64(seed + env("LEASE_DIFF_SEED_BASE", 0) as u64),
         clock: ctx.clock.clone(),
         leases: Vec::new(),
+        live_leases: H::LIVE_LEASES,
     };
     for n in 0..env("LEASE_DIFF_OPS", 250) {
         step(&mut world, &mem, &backend, n).await;

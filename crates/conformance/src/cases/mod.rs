@@ -15,6 +15,7 @@ pub mod effects;
 pub mod fencing;
 pub mod leases;
 pub mod limits;
+pub mod live;
 pub mod pause;
 pub mod pickup;
 pub mod priority;

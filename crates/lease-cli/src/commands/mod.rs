@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod corrupt;
 pub mod failing;
 mod limits;
+pub mod live;
 pub mod pause;
 pub mod purge;
 mod schedules;
@@ -27,6 +28,7 @@ pub async fn run(
     match command {
         Command::Status => status::run(backend, limits).await,
         Command::Failing(args) => failing::run(backend, args, limits).await,
+        Command::Live(args) => live::run(backend, args, limits).await,
         Command::Show(args) => show::run(backend, args, limits).await,
         Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
         Command::Purge(args) => purge::run(backend, args, limits).await,

@@ -1,7 +1,7 @@
 //! Live pages: each open page holds one server-sent event stream; the server renders the
 //! page's live part again when the backend signals a wake-up (the dispatcher's
 //! `wakeups()`), when the page's own record changes by the clock (its lease expires, it
-//! falls due), or, without wake-ups, every `--refresh`; and pushes it only when it
+//! falls due; on the namespace page, the first listed live lease expires), or, without wake-ups, every `--refresh`; and pushes it only when it
 //! changed. No open page, no stream, no receiver and no reads (DESIGN "Console").
 
 use std::convert::Infallible;
@@ -129,7 +129,11 @@ impl Live {
     async fn render(&mut self) -> String {
         self.rendered_at = Some(Instant::now());
         match &self.watched {
-            Watched::Namespace => pages::namespace_fragment(&self.ui).await,
+            Watched::Namespace => {
+                let (html, next) = pages::namespace_fragment(&self.ui).await;
+                self.next_change = next;
+                html
+            }
             Watched::Execution(q) => match pages::execution_fragment(&self.ui, q).await {
                 Ok((html, next)) => {
                     self.next_change = next;

@@ -1,5 +1,5 @@
-//! The two pages: the namespace (counts, running leases, failing executions, corrupt
-//! records, paused scopes) and one execution (its record, lease, derived lease history,
+//! The two pages: the namespace (counts, live leases, failing executions, corrupt records,
+//! paused scopes) and one execution (its record, lease, derived lease history,
 //! step records with their tokens and effects). Each page's live part is a fragment that
 //! [`super::live`] renders again and pushes; the controls lie outside it, so a push never
 //! clears what an operator is typing.
@@ -12,21 +12,21 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use lease::{
-    EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus, HeapRecord, StatusCounts,
-    StepCursor, StepKey, StepPage, Timestamp,
+    CorruptRecord, EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus,
+    HeapRecord, PauseScope, StatusCounts, StepCursor, StepKey, StepPage, Timestamp,
 };
 use serde::Deserialize;
 
 use super::controls;
 use super::html::{escape, execution_href, execution_link, page, para, query_value, table};
 use super::state::Ui;
-use crate::commands::{corrupt, failing, pause, show, status};
+use crate::commands::{corrupt, failing, live, pause, show, status};
 use crate::failure::Failure;
-use crate::output::instant;
+use crate::output::{expires_in, instant, seconds};
 
 /// Step records per page of the execution page.
 const STEP_PAGE: u32 = 50;
-/// Rows of the failing and corrupt lists.
+/// Rows of the live-lease, failing and corrupt lists.
 const LIST_LIMIT: usize = 50;
 
 /// The execution page's query: the id and, for later step pages, the cursor.
@@ -67,7 +67,7 @@ impl ExecutionQuery {
 
 /// `GET /`: the namespace page.
 pub async fn namespace(State(ui): State<Arc<Ui>>) -> Html<String> {
-    let live = namespace_fragment(&ui).await;
+    let (live, _) = namespace_fragment(&ui).await;
     let mut body = live_div("/events/namespace", &live);
     body.push_str(&controls::namespace_forms(&ui));
     Html(page("Namespace", &ui.shown, &body))
@@ -101,29 +101,108 @@ fn live_div(events: &str, fragment: &str) -> String {
     )
 }
 
-/// The namespace's live part: counts, running leases, failing, corrupt, paused. The four
-/// reads run at once (on Redis each of the first three scans the namespace: the page takes
-/// the longest of them rather than their sum; `cargo xtask bench --only ui`).
-pub async fn namespace_fragment(ui: &Ui) -> String {
+/// The namespace's live part (counts, live leases, failing, corrupt, paused) and how long
+/// until the first listed lease expires (the page reads again then, so an expired lease
+/// leaves the list without a wake-up). The five reads run at once: the page takes the
+/// longest of them rather than their sum (`cargo xtask bench --only ui`).
+pub async fn namespace_fragment(ui: &Ui) -> (String, Option<Duration>) {
     let b = &*ui.backend;
-    let (counts, failing, corrupt, paused) = tokio::join!(
+    let (counts, leases, failing, corrupt, paused) = tokio::join!(
         status::counts(b, &ui.limits),
+        live::records(b, LIST_LIMIT, &ui.limits),
         failing::records(b, 1, LIST_LIMIT, &ui.limits),
         corrupt::records(b, LIST_LIMIT, &ui.limits),
         pause::paused(b, &ui.limits),
     );
     let mut out = String::from("<h2>Executions by status</h2>\n");
-    match counts {
-        Ok(counts) => out.push_str(&counts_table(&counts)),
-        Err(e) => out.push_str(&para("error", &e.to_string())),
+    let running = match counts {
+        Ok(counts) => {
+            out.push_str(&counts_table(&counts));
+            Some(counts.of(ExecutionStatus::Running))
+        }
+        Err(e) => {
+            out.push_str(&para("error", &e.to_string()));
+            None
+        }
+    };
+    let next = match &leases {
+        Ok((records, now)) => first_expiry(records, *now),
+        Err(_) => None,
+    };
+    out.push_str(&live_section(leases, running));
+    out.push_str(&failing_section(failing));
+    out.push_str(&corrupt_section(corrupt));
+    out.push_str(&paused_section(paused));
+    (out, next)
+}
+
+/// The live leases (at most [`LIST_LIMIT`], soonest expiry first) with their time left at
+/// the backend clock; `running` (the count) says when the list is cut.
+fn live_section(
+    leases: Result<(Vec<ExecutionRecord>, Timestamp), Failure>,
+    running: Option<u64>,
+) -> String {
+    let mut out = String::from(
+        "<h2>Live leases</h2>\n<p class=\"note\">Soonest expiry first. Holder: not recorded \
+         (no backend stores who holds a lease; the token identifies the delivery).</p>\n",
+    );
+    let (records, now) = match leases {
+        Ok(found) => found,
+        Err(e) => {
+            out.push_str(&para("error", &e.to_string()));
+            return out;
+        }
+    };
+    if records.is_empty() {
+        out.push_str(&para("note", "none"));
+        return out;
     }
-    out.push_str("<h2>Executions that keep failing</h2>\n");
+    let rows: Vec<_> = records
+        .iter()
+        .map(|r| {
+            vec![
+                execution_link(r.id.as_str()),
+                r.token.to_string(),
+                expires_in(r.lease_expires_at, now),
+                escape(&r.workflow.as_ref().map_or("-".into(), ToString::to_string)),
+                escape(
+                    &r.concurrency_key
+                        .as_ref()
+                        .map_or("-".into(), ToString::to_string),
+                ),
+            ]
+        })
+        .collect();
+    let headers = ["execution", "token", "expires in", "workflow", "key"];
+    out.push_str(&table("live-leases", &headers, &rows));
+    if let Some(n) = running.filter(|n| *n > records.len() as u64) {
+        out.push_str(&para(
+            "note",
+            &format!("the first {} of {n} live leases", records.len()),
+        ));
+    }
+    out
+}
+
+/// The time until the first of `records` expires, from `now` (zero once past).
+fn first_expiry(records: &[ExecutionRecord], now: Timestamp) -> Option<Duration> {
+    let at = records.iter().filter_map(|r| r.lease_expires_at).min()?;
+    let ms = at.as_millis().saturating_sub(now.as_millis()).max(0);
+    Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
+fn failing_section(failing: Result<Vec<ExecutionRecord>, Failure>) -> String {
+    let mut out = String::from("<h2>Executions that keep failing</h2>\n");
     match failing {
         Ok(records) if records.is_empty() => out.push_str(&para("note", "none")),
         Ok(records) => out.push_str(&failing_table(&records)),
         Err(e) => out.push_str(&para("error", &e.to_string())),
     }
-    out.push_str("<h2>Corrupt records</h2>\n");
+    out
+}
+
+fn corrupt_section(corrupt: Result<Vec<CorruptRecord>, Failure>) -> String {
+    let mut out = String::from("<h2>Corrupt records</h2>\n");
     match corrupt {
         Ok(records) if records.is_empty() => out.push_str(&para("note", "none")),
         Ok(records) => {
@@ -135,7 +214,11 @@ pub async fn namespace_fragment(ui: &Ui) -> String {
         }
         Err(e) => out.push_str(&para("error", &e.to_string())),
     }
-    out.push_str("<h2>Paused</h2>\n");
+    out
+}
+
+fn paused_section(paused: Result<Vec<PauseScope>, Failure>) -> String {
+    let mut out = String::from("<h2>Paused</h2>\n");
     match paused {
         Ok(scopes) if scopes.is_empty() => out.push_str(&para("note", "nothing is paused")),
         Ok(scopes) => {
@@ -157,16 +240,7 @@ fn counts_table(counts: &StatusCounts) -> String {
         .collect();
     rows.push(vec!["total".into(), counts.total().to_string()]);
     rows.push(vec!["corrupt".into(), counts.corrupt.to_string()]);
-    let mut out = table("counts", &["status", "count"], &rows);
-    out.push_str(&para(
-        "note",
-        &format!(
-            "{} live leases (running). No backend keeps a list of them to read: open one \
-             by its id below, or from the failing list.",
-            counts.of(ExecutionStatus::Running)
-        ),
-    ));
-    out
+    table("counts", &["status", "count"], &rows)
 }
 
 fn failing_table(records: &[ExecutionRecord]) -> String {
@@ -237,7 +311,7 @@ fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> S
         Some(at) if r.status == ExecutionStatus::Running && at > now => format!(
             "live: token {}, expires in {} (at {})",
             r.token,
-            millis(at.as_millis() - now.as_millis()),
+            seconds(at.as_millis() - now.as_millis()),
             instant(Some(at))
         ),
         _ => format!("no live lease; latest token {}", r.token),
@@ -274,14 +348,6 @@ fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> S
         "<h2>Lease</h2>\n<p id=\"lease\">{}</p>\n<ul id=\"history\">{items}</ul>\n",
         escape(&lease)
     )
-}
-
-fn millis(ms: i64) -> String {
-    if ms >= 10_000 {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    }
 }
 
 /// The step records of this page, with each one's effect when the backend has effects.

@@ -169,6 +169,7 @@ pub async fn check_commands(url: &str, backend: &Arc<dyn LeaseBackend>) {
     assert!(lines.contains(&vec!["total", "5"]), "{table:?}");
 
     check_failing(url).await;
+    check_live(url, backend).await;
     check_show(url).await;
     assert_eq!(
         on(url, &["corrupt", "--json"]).await.json(),
@@ -198,6 +199,32 @@ async fn check_failing(url: &str) {
         "no failing executions\n"
     );
     on(url, &["failing", "--limit", "0"])
+        .await
+        .assert_error(2, "--limit");
+}
+
+/// `live` lists the one live lease (`busy`) with its token (issue 23 item 1).
+async fn check_live(url: &str, backend: &Arc<dyn LeaseBackend>) {
+    let busy = backend.get(&id("busy")).await.expect("get").expect("busy");
+    let live = on(url, &["live", "--json"]).await.json();
+    let live = live.as_array().expect("array");
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["id"], "busy");
+    assert_eq!(live[0]["token"], busy.token.get());
+    let table = on(url, &["live"]).await;
+    let lines = table.words();
+    assert_eq!(
+        lines[0],
+        [
+            "ID", "TOKEN", "EXPIRES", "IN", "EXPIRES", "AT", "WORKFLOW", "KEY"
+        ]
+    );
+    assert_eq!(
+        &lines[1][..2],
+        ["busy", &busy.token.to_string()],
+        "{table:?}"
+    );
+    on(url, &["live", "--limit", "0"])
         .await
         .assert_error(2, "--limit");
 }

@@ -122,6 +122,7 @@ impl lease_conformance::Harness for PostgresHarness {
     const RETENTION: bool = true;
     const EFFECTS: bool = true;
     const STATUS_COUNTS: bool = true;
+    const LIVE_LEASES: bool = true;
     const CANCEL: bool = true;
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;

@@ -1,0 +1,63 @@
+//! The live leases of a namespace (issue 23 item 1: the console lists them): one range read
+//! of each partition's `running` index, which holds every running execution scored by its
+//! lease expiry, so the list never scans the key space.
+
+use lease_core::{ExecutionRecord, Result, Timestamp};
+
+use crate::backend::RedisBackend;
+use crate::error::Access;
+use crate::reply::Reply;
+use crate::scripts::operation_script;
+
+// The operation script this module runs, compiled once per process.
+operation_script!(LIST_LIVE_LEASES = script(include_str!("live/list_live_leases.lua")));
+
+impl RedisBackend {
+    /// The first `limit` live leases of every partition, merged by (expiry, id) and cut to
+    /// `limit`. Each partition is read at its own script's clock (one partition: one
+    /// atomic read, as every other backend's).
+    pub(crate) async fn list_live(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        let mut out = Vec::new();
+        for prefix in self.keys().partitions() {
+            out.extend(self.list_live_in(prefix, limit).await?);
+        }
+        out.sort_by(|a, b| a.live_lease_order().cmp(&b.live_lease_order()));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// One partition's first `limit` live leases (`live/list_live_leases.lua`), each as
+    /// `get` would return it at the script's clock.
+    async fn list_live_in(&self, prefix: &str, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        const OP: &str = "list_live_leases";
+        let v = self
+            .eval(
+                OP,
+                Access::Read,
+                prefix,
+                &LIST_LIVE_LEASES,
+                &[limit.to_string().as_bytes()],
+            )
+            .await?;
+        let reply = Reply::new(OP);
+        let mut items = reply.array(v)?.into_iter();
+        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
+        let now = Timestamp::from_millis(now);
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let id = reply.execution_id(id)?;
+            let record = reply
+                .record(id, reply.next(&mut items, "record")?)?
+                .ok_or_else(|| reply.unexpected("empty record"))?;
+            // The index and the record are written together; a record that disagrees is
+            // not listed as live.
+            if record.lease_live(now) {
+                out.push(record);
+            }
+        }
+        if out.len() > limit {
+            return Err(reply.unexpected(&format!("{} records", out.len())));
+        }
+        Ok(out)
+    }
+}
