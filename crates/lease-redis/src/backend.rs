@@ -6,7 +6,7 @@ use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
 use redis::{Script, Value};
 
 use crate::config::RedisConfig;
-use crate::conn::{Conn, Opener};
+use crate::conn::{Conn, Opener, retry_read};
 use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
@@ -441,13 +441,6 @@ impl RedisBackend {
         }
         Ok(())
     }
-}
-
-/// A read that failed because its connection dropped is retried once: reads change nothing,
-/// and the connection manager has started reconnecting. Refusals and timeouts are not
-/// retried (the server is down or slow; a retry would only double the wait).
-pub(crate) fn retry_read(e: &redis::RedisError) -> bool {
-    e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
 /// Checks the server behind `conn` (version, eviction policy) on the node of every prefix

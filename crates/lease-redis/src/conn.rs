@@ -221,6 +221,13 @@ pub fn key_slot(key: &str) -> u16 {
 /// How long the wake-up subscriber waits for `CLUSTER SLOTS`.
 pub(crate) const SLOTS_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A read that failed because its connection dropped is retried once: reads change nothing,
+/// and the connection manager has started reconnecting. Refusals and timeouts are not
+/// retried (the server is down or slow; a retry would only double the wait).
+pub(crate) fn retry_read(e: &redis::RedisError) -> bool {
+    e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,7 +84,7 @@ impl Barrier {
     ) -> Result<RedisResult<Value>> {
         let pipe = self.pipeline(command, prefix);
         let mut replies = conn.req_packed_commands(&pipe, 0, 3).await;
-        if access == Access::Read && replies.as_ref().is_err_and(crate::backend::retry_read) {
+        if access == Access::Read && replies.as_ref().is_err_and(crate::conn::retry_read) {
             replies = conn.req_packed_commands(&pipe, 0, 3).await;
         }
         match replies {
