@@ -72,14 +72,23 @@ pub(crate) struct Inner {
 ///   claim's level walk was estimated at ~1 row and planned as a bitmap scan plus a sort of
 ///   every due row (6.9 ms for a claim of 32 over 10,000 due, against 1.9 ms for the ordered
 ///   walk). Checked on the claims and on the bench's single-operation, drain, controls and
-///   console rows; the console's namespace page took 100 ms at 10^5 with it (target 200).
+///   console rows; the console's namespace page took 100 ms at 10^5 with it (target 200);
+/// - `enable_seqscan = off`: a generic plan is made once per connection, with the table's
+///   size then, and kept; made while the table was empty (a new queue, every benchmark
+///   store), `acknowledge_batch`'s `id = ANY($1) FOR NO KEY UPDATE` was a sequential scan,
+///   kept as the table grew (3.4 ms over 20,000 rows for two ids; the bench's e2e rows ran
+///   at 0.35-0.6x of `9ef24dc`'s in about half their runs, bimodal by when a connection
+///   first ran it). Every library statement that touches rows by key has an index; the few
+///   that read a whole table (counts, corrupt lists, purges) then walk an index instead.
 ///
-/// Fenced application transactions set `plan_cache_mode` back to `auto` and bitmap scans
-/// back on for the application's statements (`fenced/begin.sql`); JIT stays off there.
-pub(crate) const SESSION_SETTINGS: [(&str, &str); 3] = [
+/// Fenced application transactions set `plan_cache_mode` back to `auto` and bitmap and
+/// sequential scans back on for the application's statements (`fenced/begin.sql`); JIT
+/// stays off there.
+pub(crate) const SESSION_SETTINGS: [(&str, &str); 4] = [
     ("plan_cache_mode", "force_generic_plan"),
     ("jit", "off"),
     ("enable_bitmapscan", "off"),
+    ("enable_seqscan", "off"),
 ];
 
 /// A pooled connection idle at least this long is pinged before use.

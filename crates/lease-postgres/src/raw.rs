@@ -8,7 +8,7 @@ use crate::wakeup::channel_name;
 /// The startup options the library's connections carry (`-c name=value`): a baseline that
 /// runs the library's statements should run them with these too (generic plans, no JIT, no
 /// bitmap scans).
-pub const SESSION_OPTIONS: [(&str, &str); 3] = crate::backend::SESSION_SETTINGS;
+pub const SESSION_OPTIONS: [(&str, &str); 4] = crate::backend::SESSION_SETTINGS;
 
 /// Statements rendered for one schema; parameters as documented on each in its `.sql` file.
 #[derive(Debug, Clone)]

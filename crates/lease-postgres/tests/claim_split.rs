@@ -204,6 +204,54 @@ async fn generic_plan(
     plan.join("\n")
 }
 
+/// A generic plan is made once per connection with the table's size then, and kept: made
+/// over an empty table (a new queue), `acknowledge_batch`'s `id = ANY($1) FOR NO KEY UPDATE`
+/// was a sequential scan that stayed one as the table grew (3.4 ms over 20,000 rows for two
+/// ids). With the library's session settings (`enable_seqscan = off`) the plan made over the
+/// empty table reads the rows by key, and still does after 10,000 rows arrive.
+#[test]
+fn a_batch_acknowledgement_planned_over_an_empty_table_reads_by_key() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000));
+        let (backend, mut conn) = open(&schema, clock).await;
+        let s = format!("\"{schema}\"");
+        let sql = lease_postgres::raw::statements(&schema);
+        let mut tx = conn.begin().await.expect("begin");
+        let types = "text[], bigint[], text[], text[], bigint";
+        let args = "ARRAY['r00005', 'r00007'], ARRAY[5, 7]::bigint[], \
+                    ARRAY['completed', 'completed'], ARRAY['{}', '{}'], 1000";
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = force_generic_plan; \
+             PREPARE ack_batch({types}) AS {}; EXECUTE ack_batch({args}); \
+             INSERT INTO {s}.executions (id, status, token, due_at, claimable_at, \
+                 lease_expires_at) \
+             SELECT 'r' || lpad(g::text, 5, '0'), 'running', g, 100, 1000000, 1000000 \
+             FROM generate_series(1, 10000) g",
+            sql.acknowledge_batch
+        )))
+        .execute(&mut *tx)
+        .await
+        .expect("plan over the empty table, then fill");
+        let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE ack_batch({args})"
+        )))
+        .fetch_all(&mut *tx)
+        .await
+        .expect("explain");
+        let plan = plan.join("\n");
+        tx.rollback().await.expect("rollback");
+        assert!(!plan.contains("Seq Scan on executions"), "{plan}");
+        assert!(plan.contains("executions_pkey"), "{plan}");
+        assert!(
+            plan.contains("Update on executions e") && plan.contains("rows=2 loops=1"),
+            "both items acknowledged: {plan}"
+        );
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
 /// Priorities and the key gate at scale (schema v10, issue 21): 3,000 live leases, 3,000
 /// terminal rows, 5,000 due rows at priority 0, 2,000 rows at priority 7 due later, and 5
 /// due rows of key "hot" at priority 3 (limit 2, one live lease). The generic plans of the

@@ -536,8 +536,9 @@ fn transaction_limits_come_from_the_lease() {
         let mut tx = f.a.begin_fenced(&lease).await.expect("begin");
         let settings: Vec<(String, String)> = sqlx::query_as(
             "SELECT name, setting FROM pg_settings \
-             WHERE name IN ('enable_bitmapscan', 'idle_in_transaction_session_timeout', \
-                            'lock_timeout', 'plan_cache_mode', 'transaction_isolation') \
+             WHERE name IN ('enable_bitmapscan', 'enable_seqscan', \
+                            'idle_in_transaction_session_timeout', 'lock_timeout', \
+                            'plan_cache_mode', 'transaction_isolation') \
              ORDER BY name",
         )
         .fetch_all(tx.conn())
@@ -548,6 +549,7 @@ fn transaction_limits_come_from_the_lease() {
             settings,
             [
                 ("enable_bitmapscan".into(), "on".into()),
+                ("enable_seqscan".into(), "on".into()),
                 ("idle_in_transaction_session_timeout".into(), ms.clone()),
                 ("lock_timeout".into(), ms),
                 ("plan_cache_mode".into(), "auto".into()),
@@ -577,6 +579,11 @@ fn transaction_limits_come_from_the_lease() {
             .await
             .expect("show");
         assert_eq!(bitmaps, "off");
+        let seqscans: String = sqlx::query_scalar("SHOW enable_seqscan")
+            .fetch_one(f.a.pool())
+            .await
+            .expect("show");
+        assert_eq!(seqscans, "off");
         // A lease that has run out still gets the floor.
         let late = Timestamp::from_millis(lease.expires_at.as_millis() + 5_000);
         assert_eq!(stall_bound_ms(&lease, late), MIN_STALL_BOUND_MS);
