@@ -2,7 +2,7 @@
 //! of each partition's `running` index, which holds every running execution scored by its
 //! lease expiry, so the list never scans the key space.
 
-use lease_core::{ExecutionRecord, Result, Timestamp};
+use lease_core::{ExecutionRecord, Result};
 
 use crate::backend::RedisBackend;
 use crate::error::Access;
@@ -40,21 +40,10 @@ impl RedisBackend {
             )
             .await?;
         let reply = Reply::new(OP);
-        let mut items = reply.array(v)?.into_iter();
-        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
-        let now = Timestamp::from_millis(now);
-        let mut out = Vec::new();
-        while let Some(id) = items.next() {
-            let id = reply.execution_id(id)?;
-            let record = reply
-                .record(id, reply.next(&mut items, "record")?)?
-                .ok_or_else(|| reply.unexpected("empty record"))?;
-            // The index and the record are written together; a record that disagrees is
-            // not listed as live.
-            if record.lease_live(now) {
-                out.push(record);
-            }
-        }
+        let (now, records) = reply.clocked_records(v)?;
+        // The index and the record are written together; a record that disagrees is not
+        // listed as live.
+        let out: Vec<ExecutionRecord> = records.into_iter().filter(|r| r.lease_live(now)).collect();
         if out.len() > limit {
             return Err(reply.unexpected(&format!("{} records", out.len())));
         }

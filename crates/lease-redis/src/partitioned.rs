@@ -97,22 +97,13 @@ impl RedisBackend {
                 &[min.to_string().as_bytes(), limit.to_string().as_bytes()],
             )
             .await?;
-        let reply = Reply::new(OP);
-        let mut items = reply.array(v)?.into_iter();
-        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
-        let now = Timestamp::from_millis(now);
-        let mut out = Vec::new();
-        while let Some(id) = items.next() {
-            let id = reply.execution_id(id)?;
-            let record = reply
-                .record(id, reply.next(&mut items, "record")?)?
-                .ok_or_else(|| reply.unexpected("empty record"))?;
-            let effective = record.effective(now);
-            // The script lists each candidate once.
-            if effective.unacknowledged_deliveries >= min {
-                out.push(effective);
-            }
-        }
+        let (now, records) = Reply::new(OP).clocked_records(v)?;
+        // The script lists each candidate once.
+        let out = records
+            .into_iter()
+            .map(|r| r.effective(now))
+            .filter(|r| r.unacknowledged_deliveries >= min)
+            .collect();
         Ok(out)
     }
 

@@ -126,6 +126,23 @@ impl Reply {
         Ok(out)
     }
 
+    /// A listing script's reply: its clock, then `id, record` pairs (`list_failing.lua`,
+    /// `list_live_leases.lua`); an empty record is a protocol error (the scripts list only
+    /// stored ones).
+    pub(crate) fn clocked_records(self, v: Value) -> Result<(Timestamp, Vec<ExecutionRecord>)> {
+        let mut items = self.array(v)?.into_iter();
+        let now: i64 = self.number(self.next(&mut items, "now")?, "now")?;
+        let mut out = Vec::new();
+        while let Some(id) = items.next() {
+            let id = self.execution_id(id)?;
+            let record = self
+                .record(id, self.next(&mut items, "record")?)?
+                .ok_or_else(|| self.unexpected("empty record"))?;
+            out.push(record);
+        }
+        Ok((Timestamp::from_millis(now), out))
+    }
+
     /// The stored execution record of `id` from its hash fields; `None` for no fields.
     /// Fields this library does not write are ignored, whatever they hold.
     pub(crate) fn record(self, id: ExecutionId, v: Value) -> Result<Option<ExecutionRecord>> {
