@@ -102,7 +102,7 @@ pub const MATRIX: &[Backend] = &[
     // servers; tests/traces.rs follows a trace across two processes, feature `otel`).
     Backend::new(
         "facade",
-        &["-p", "lease", "--all-features"],
+        &["-p", "execution-leases", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
     // The `lease` operator command run as a process on SQLite, PostgreSQL and Redis.

@@ -50,7 +50,7 @@ pub const PUBLISHABLE: &[&str] = &[
     "lease-postgres",
     "lease-redis",
     "lease-conformance",
-    "lease",
+    "execution-leases",
     "lease-cli",
 ];
 

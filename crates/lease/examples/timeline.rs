@@ -5,7 +5,7 @@
 //! are refused (`Fenced::Lost`): the current holder's saves count, not the first ones.
 //!
 //! ```text
-//! cargo run -p lease --example timeline
+//! cargo run -p execution-leases --example timeline
 //! ```
 //!
 //! `tests/timeline.rs` runs the same [`scenario`] and asserts the refusals.
