@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::{bench, plots, services_command, test_all, torture};
+use crate::{bench, package, plots, services_command, test_all, torture};
 
 /// `cargo xtask`: the project's automation.
 #[derive(Debug, Parser)]
@@ -39,6 +39,9 @@ pub enum Command {
     /// Redraws docs/benchmarks/*.svg from docs/benchmarks/results.csv.
     #[command(long_about = plots::ABOUT)]
     Plots(plots::Options),
+    /// Packages every publishable crate and verifies each builds on its own.
+    #[command(long_about = package::ABOUT)]
+    Package(package::Options),
 }
 
 impl Xtask {
@@ -154,6 +157,7 @@ mod tests {
         torture(&["all"], &["--faults=kill,failover", "--keep", "--lease-ms", "900"])
     )]
     #[case::plots(&["plots"], Command::Plots(plots::Options {}))]
+    #[case::package(&["package"], Command::Package(package::Options {}))]
     #[case::services_default(&["services"], services(&[]))]
     #[case::services_named(
         &["services", "redis", "postgres-standby"],

@@ -9,6 +9,8 @@
 //!   checked by the history checker (lease-torture).
 //! - `plots`: redraws the benchmark plots (`docs/benchmarks/*.svg`) from
 //!   `docs/benchmarks/results.csv`.
+//! - `package`: packages every publishable crate and verifies each builds on its own, in
+//!   dependency order (slow; test-all packages without verifying).
 //! - `services [postgres|redis]...`: finds or starts the servers and prints their URLs, for
 //!   running one backend's tests by hand.
 //!
@@ -21,6 +23,7 @@ mod cleanup;
 mod disk;
 mod flags;
 mod matrix;
+mod package;
 mod plots;
 mod process;
 mod services;
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Torture(o) => Ok(torture::run(&root, o)),
         Command::Services(o) => Ok(services_command::run(o)),
         Command::Plots(_) => plots::run(&root),
+        Command::Package(_) => package::run(&root),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
