@@ -309,7 +309,12 @@ async fn a_slot_busy_with_a_long_delivery_claims_nothing_more_to_hold() {
     dispatcher.shutdown(Duration::from_secs(5)).await;
     let ran = runs.lock().expect("runs").clone();
     for name in &names {
-        assert_eq!(ran.get(name), Some(&1), "{name} ran {:?} times", ran.get(name));
+        assert_eq!(
+            ran.get(name),
+            Some(&1),
+            "{name} ran {:?} times",
+            ran.get(name)
+        );
         let r = b.get(&id(name)).await.expect("get").expect("record");
         assert_eq!(r.status, ExecutionStatus::Completed, "{r:?}");
     }
