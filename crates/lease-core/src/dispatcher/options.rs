@@ -126,7 +126,9 @@ impl DispatcherOptions {
     /// acknowledgement of the delivery before it goes out in the background (batched with
     /// others). A held lease is a live lease: issued with its own token, its local deadline
     /// and renewal schedule running from its claim. The number held adapts to the observed
-    /// run time so that each is expected to start within [`DispatcherOptions::get_prefetch_hold`];
+    /// run time and to how long the running deliveries have run (a slot that overran the
+    /// average is not expected to free), so that each is expected to start within
+    /// [`DispatcherOptions::get_prefetch_hold`];
     /// one that has not started by then is released unrun. `0` turns prefetch off (every
     /// lease claimed is started at once, as before issue 24). 0..=[`MAX_CLAIM_LIMIT`],
     /// default [`DEFAULT_PREFETCH`].

@@ -202,3 +202,120 @@ async fn shutdown_releases_the_held_leases() {
     assert_eq!(report.metrics.acknowledgements, 2, "{report:?}");
     assert_eq!(report.metrics.releases, held, "{report:?}");
 }
+
+/// A backend clock that moves with tokio's (paused) clock, so redelivery delays and lease
+/// expiry run on the same time the dispatcher's holds and workers do.
+#[derive(Debug)]
+struct TokioClock {
+    base: crate::Timestamp,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    fn starting_now() -> Self {
+        TokioClock {
+            base: crate::Clock::now(&crate::ManualClock::starting_now()),
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl crate::Clock for TokioClock {
+    fn now(&self) -> crate::Timestamp {
+        self.base.saturating_add(self.start.elapsed())
+    }
+}
+
+/// Names of the scenario's executions in claim order: 40 quick ones, one long, 100 quick.
+fn quick_long_quick() -> Vec<String> {
+    let before = (0..40).map(|i| format!("a-{i:03}"));
+    let after = (0..100).map(|i| format!("c-{i:03}"));
+    before
+        .chain(std::iter::once("b-long".to_owned()))
+        .chain(after)
+        .collect()
+}
+
+/// A worker that takes 5 s on `b-long` and 1 ms on the others; counts runs per execution
+/// and notes when the long one started.
+fn timed_worker(
+    runs: Arc<Mutex<std::collections::HashMap<String, usize>>>,
+    long_started: Arc<Mutex<Option<tokio::time::Instant>>>,
+) -> impl Worker {
+    move |d: Delivery| {
+        let (runs, long_started) = (runs.clone(), long_started.clone());
+        async move {
+            let name = d.lease().execution_id.to_string();
+            *runs.lock().expect("runs").entry(name.clone()).or_default() += 1;
+            let took = if name == "b-long" {
+                *long_started.lock().expect("long") = Some(tokio::time::Instant::now());
+                Duration::from_secs(5)
+            } else {
+                Duration::from_millis(1)
+            };
+            tokio::time::sleep(took).await;
+            Ok(done())
+        }
+    }
+}
+
+/// A new user's first run: concurrency 1, default options and redelivery policy, 40 quick
+/// executions, one of 5 s, then 100 quick ones, all admitted up front. While the long one
+/// runs its slot is not expected to free, so the dispatcher stops claiming leases to hold:
+/// what it held when the long one started is released once at its hold bound, and nothing
+/// is claimed, held and released again. No execution that never ran is released twice,
+/// and every one runs exactly once and completes.
+#[tokio::test(start_paused = true)]
+async fn a_slot_busy_with_a_long_delivery_claims_nothing_more_to_hold() {
+    let b = MemoryBackend::with_clock(Arc::new(TokioClock::starting_now()));
+    let names = quick_long_quick();
+    for name in &names {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    let runs = Arc::new(Mutex::new(std::collections::HashMap::new()));
+    let long_started = Arc::new(Mutex::new(None));
+    let worker = timed_worker(runs.clone(), long_started.clone());
+    let options = DispatcherOptions::new().concurrency(1);
+    let dispatcher = Dispatcher::start(Arc::new(b.clone()), worker, options).expect("start");
+    let metrics = dispatcher.metrics();
+    wait_until("the long delivery started", || {
+        long_started.lock().expect("long").is_some()
+    })
+    .await;
+    let started = long_started.lock().expect("long").expect("started");
+    // The slot has overrun the quick deliveries' run time by far.
+    tokio::time::sleep_until(started + Duration::from_millis(100)).await;
+    let claims_once_overrun = metrics.snapshot().claims;
+    tokio::time::sleep_until(started + Duration::from_millis(3500)).await;
+    let s = metrics.snapshot();
+    assert_eq!(
+        s.claims, claims_once_overrun,
+        "leases claimed to hold while the only slot was busy: {s:?}"
+    );
+    let ran = runs.lock().expect("runs").clone();
+    let failing = b.list_failing(1, 1000).await.expect("list_failing");
+    for r in &failing {
+        assert!(!ran.contains_key(r.id.as_str()), "{} ran: {r:?}", r.id);
+        assert_eq!(
+            r.unacknowledged_deliveries, 1,
+            "a lease that never ran was released more than once: {r:?}"
+        );
+    }
+    assert!(failing.len() <= s.prefetch_released as usize, "{s:?}");
+    wait_until("all 141 acknowledged", || {
+        metrics.snapshot().acknowledgements == 141
+    })
+    .await;
+    dispatcher.shutdown(Duration::from_secs(5)).await;
+    let ran = runs.lock().expect("runs").clone();
+    for name in &names {
+        assert_eq!(
+            ran.get(name),
+            Some(&1),
+            "{name} ran {:?} times",
+            ran.get(name)
+        );
+        let r = b.get(&id(name)).await.expect("get").expect("record");
+        assert_eq!(r.status, ExecutionStatus::Completed, "{r:?}");
+    }
+}

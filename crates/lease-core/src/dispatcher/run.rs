@@ -156,7 +156,7 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         .instrument(tracing::Span::current()),
     ));
 
-    let started = Instant::now();
+    let running = shared.prefetch.worker_started();
     let worker = AssertUnwindSafe(shared.worker.run(delivery.clone())).catch_unwind();
     let ended = tokio::select! {
         biased;
@@ -167,8 +167,12 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         },
     };
 
-    shared.prefetch.record_run(started.elapsed());
-    if shared.prefetch.room(&shared.options) > 0 {
+    running.ended();
+    if shared
+        .prefetch
+        .room(&shared.options, shared.metrics.in_flight())
+        > 0
+    {
         // Prefetch may start (or refill): let the claim loop look.
         shared.wake.notify_one();
     }

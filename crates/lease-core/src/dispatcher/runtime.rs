@@ -209,7 +209,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         let free = opts
             .get_concurrency()
             .saturating_sub(shared.metrics.in_flight());
-        let room = shared.prefetch.room(&opts);
+        let room = shared.prefetch.room(&opts, shared.metrics.in_flight());
         if free == 0 && room == 0 {
             // Wake-ups received meanwhile wait in the receiver; a freed slot (or a held
             // lease taken) claims; a hold ending releases.
