@@ -328,6 +328,8 @@ async fn another_address_needs_tls_or_a_tls_proxy() {
     let (_dir, url) = store().await;
     let refused = common::on(&url, &["ui", "--listen", "0.0.0.0:0"]).await;
     refused.assert_error(2, "--tls-cert");
+    let short = common::on(&url, &["ui", "--session-ttl", "500ms"]).await;
+    short.assert_error(2, "--session-ttl");
     let args = [
         "--listen",
         "0.0.0.0:0",

@@ -22,6 +22,8 @@ use super::guard::Peer;
 
 /// The answer to a connection past the cap.
 const BUSY: &str = "refused: too many connections (--max-connections)\n";
+/// The pause before accepting again when out of file descriptors.
+const DESCRIPTOR_BACKOFF: Duration = Duration::from_millis(50);
 /// How long a refused connection is given to read its 503.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 
@@ -41,7 +43,12 @@ pub async fn serve(listener: TcpListener, app: Router, bounds: Bounds) -> io::Er
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
-            Err(e) if transient(&e) => continue,
+            Err(e) if out_of_descriptors(&e) => {
+                // Connections ending free some: wait a little rather than spin.
+                tokio::time::sleep(DESCRIPTOR_BACKOFF).await;
+                continue;
+            }
+            Err(e) if one_connection(&e) => continue,
             Err(e) => return e,
         };
         let bounds = bounds.clone();
@@ -65,17 +72,20 @@ pub async fn serve(listener: TcpListener, app: Router, bounds: Bounds) -> io::Er
     }
 }
 
-/// An accept error that concerns one connection (it went away before it was accepted) or
-/// passes (out of file descriptors: connections end and free some).
-fn transient(e: &io::Error) -> bool {
+/// An accept error that concerns one connection only (it went away before it was accepted).
+fn one_connection(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
             | io::ErrorKind::WouldBlock
-    ) || e
-        .raw_os_error()
+    )
+}
+
+/// The process or the system is out of file descriptors (`EMFILE`, `ENFILE`).
+fn out_of_descriptors(e: &io::Error) -> bool {
+    e.raw_os_error()
         .is_some_and(|code| code == 23 || code == 24)
 }
 

@@ -20,6 +20,7 @@ mod tls;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -47,6 +48,13 @@ pub struct Prepared {
 /// non-loopback address served in plain text without a TLS proxy in front.
 pub fn check(args: &UiArgs) -> Result<Prepared, Failure> {
     let token = AccessToken::new(args.access_token.as_deref())?;
+    if args.session_ttl < Duration::from_secs(1) || args.header_timeout.is_zero() {
+        return Err(Failure::Usage(
+            "--session-ttl must be at least 1s (a cookie counts whole seconds) and \
+             --header-timeout more than 0"
+                .to_owned(),
+        ));
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
