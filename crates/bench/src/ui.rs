@@ -116,6 +116,9 @@ fn lease_binary() -> Result<PathBuf> {
     }
 }
 
+/// The access token the bench gives the console (sent as a bearer header: no session).
+const TOKEN: &str = "lease-bench-console-token";
+
 /// A running `lease ui` and the address it serves.
 struct Console {
     child: Child,
@@ -131,6 +134,7 @@ impl Console {
             .arg("--url")
             .arg(console_url(spec))
             .args(["ui", "--listen", "127.0.0.1:0"])
+            .env("LEASE_UI_TOKEN", TOKEN)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -232,7 +236,10 @@ async fn pages(addr: &str, path: &str, window: Duration) -> Result<Sample> {
 pub async fn get(addr: &str, path: &str) -> Result<usize> {
     let failed = |e: std::io::Error| BenchError::Setup(format!("GET {path}: {e}"));
     let mut stream = TcpStream::connect(addr).await.map_err(failed)?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: \
+         close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await.map_err(failed)?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.map_err(failed)?;

@@ -1,6 +1,7 @@
 //! The command line (clap derive, generated `--help`): global options and the subcommands.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -91,13 +92,13 @@ pub enum Command {
 /// `ui`.
 #[derive(Debug, Args)]
 pub struct UiArgs {
-    /// The address to listen on. Any other than the default's 127.0.0.1 requires
-    /// `--access-token`.
+    /// The address to listen on. A loopback address (127.0.0.0/8, ::1) may serve plain HTTP;
+    /// any other needs `--tls-cert` and `--tls-key`, or `--behind-tls-proxy`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8425")]
     pub listen: SocketAddr,
-    /// A secret every request must carry (`Authorization: Bearer TOKEN`, or open
-    /// `/?access_token=TOKEN` once: the browser keeps it in a same-site cookie). Its value is
-    /// never shown.
+    /// The secret that opens the console (`Authorization: Bearer TOKEN`, or open
+    /// `/?access_token=TOKEN` once: the browser gets a session cookie instead). Without it a
+    /// random one is drawn and printed in the console's URL. A given value is never shown.
     #[arg(
         long,
         env = "LEASE_UI_TOKEN",
@@ -111,6 +112,29 @@ pub struct UiArgs {
     /// On a backend without wake-ups, how often an open page re-reads the store.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub refresh: Duration,
+    /// Serve HTTPS with this certificate chain (PEM file, the server's certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM file: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A proxy in front of the console terminates TLS (and passes the `Host` header
+    /// through): serve plain HTTP on any address, but give cookies `Secure` as under TLS.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub behind_tls_proxy: bool,
+    /// How long a session cookie lasts after the access token opened it.
+    #[arg(long, value_name = "DURATION", default_value = "12h", value_parser = parse_duration)]
+    pub session_ttl: Duration,
+    /// How long a client has to send a request's headers (and finish the TLS handshake);
+    /// an idle connection is closed after as long.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// Connections served at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_connections: u32,
+    /// Live-update streams (open pages) at once; more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_event_streams: u32,
 }
 
 /// `cancel`.

@@ -83,9 +83,9 @@ fn execute(cli: &Cli) -> Result<String, Failure> {
         .map_err(|e| Failure::Failed(format!("cannot start the runtime: {e}")))?;
     let result = runtime.block_on(async {
         if let Command::Ui(args) = &cli.command {
-            ui::check(args)?;
+            let prepared = ui::check(args)?;
             let backend = connect::open(url, &limits).await?;
-            return ui::serve(backend, args, limits, url).await;
+            return ui::serve(prepared, backend, args, limits, url).await;
         }
         let backend = connect::open(url, &limits).await?;
         commands::run(&*backend, &cli.command, &limits).await

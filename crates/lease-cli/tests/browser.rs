@@ -172,10 +172,36 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
     let console = common::console(&url, &["--allow-writes"], &[]).await;
     let browser = browser().await;
     let c = &browser.client;
+    open_with_token(c, &console).await;
     namespace_page(c, &console.base, &*backend, shots).await;
     execution_pages(c, &console.base, &*backend, shots).await;
     live_lease_and_cancel(c, &console.base, &*backend, shots).await;
     browser.client.close().await.expect("close the browser");
+}
+
+/// Opening the address the console printed trades its access token for a session cookie and
+/// leaves an address without the token; the pages then open without it.
+async fn open_with_token(c: &Client, console: &common::Console) {
+    assert!(console.url.contains("?access_token="), "{}", console.url);
+    c.goto(&console.url)
+        .await
+        .expect("open the printed address");
+    let now = c.current_url().await.expect("current address");
+    assert_eq!(
+        now.as_str(),
+        format!("{}/", console.base),
+        "the token left the address"
+    );
+    let cookies = c.get_all_cookies().await.expect("cookies");
+    let token = console
+        .url
+        .split("access_token=")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        cookies.iter().all(|k| k.value() != token),
+        "no cookie holds the token: {cookies:?}"
+    );
 }
 
 /// The namespace page shows the counts, the live leases, the failing execution and no

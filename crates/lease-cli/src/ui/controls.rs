@@ -1,15 +1,17 @@
 //! The controls, with `--allow-writes` only: cancel, pause, resume and retention's dry run,
 //! each a POST form carrying the server's CSRF token, each running the command of the same
-//! name ([`crate::commands`]) and showing what it printed.
+//! name ([`crate::commands`]) and showing what it printed; each one logged ([`audit`]).
 
 use std::sync::Arc;
 
-use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use axum::{Extension, Form};
 use serde::Deserialize;
 
+use super::audit::{self, Subject};
+use super::guard::Client;
 use super::html::{escape, execution_href, page, para};
 use super::state::Ui;
 use crate::cli::{CancelArgs, PauseArgs, PurgeArgs};
@@ -96,64 +98,99 @@ pub struct PurgeForm {
 }
 
 /// `POST /cancel`: `lease cancel ID --reason TEXT`.
-pub async fn cancel(State(ui): State<Arc<Ui>>, Form(f): Form<CancelForm>) -> Response {
-    if !ui.guard.form_ok(&f.csrf) {
-        return forged();
-    }
-    let back = execution_href(&f.id);
-    let args = CancelArgs {
-        id: f.id,
-        reason: f.reason,
+pub async fn cancel(
+    State(ui): State<Arc<Ui>>,
+    Extension(client): Extension<Client>,
+    Form(f): Form<CancelForm>,
+) -> Response {
+    let subject = Subject("id", &f.id);
+    let response = if ui.guard.form_ok(&f.csrf) {
+        let args = CancelArgs {
+            id: f.id.clone(),
+            reason: f.reason,
+        };
+        let result = cancel_cmd::run(&*ui.backend, &args, &ui.limits).await;
+        answer(&ui, "Cancel", result, &execution_href(&f.id))
+    } else {
+        forged()
     };
-    let result = cancel_cmd::run(&*ui.backend, &args, &ui.limits).await;
-    answer(&ui, "Cancel", result, &back)
+    audit::log(&client, "cancel", &subject, response.status());
+    response
 }
 
 /// `POST /pause`: `lease pause [--workflow NAME]`.
-pub async fn pause(State(ui): State<Arc<Ui>>, Form(f): Form<PauseForm>) -> Response {
-    pause_or_resume(&ui, f, false).await
+pub async fn pause(
+    State(ui): State<Arc<Ui>>,
+    Extension(client): Extension<Client>,
+    Form(f): Form<PauseForm>,
+) -> Response {
+    pause_or_resume(&ui, &client, f, false).await
 }
 
 /// `POST /resume`: `lease resume [--workflow NAME]`.
-pub async fn resume(State(ui): State<Arc<Ui>>, Form(f): Form<PauseForm>) -> Response {
-    pause_or_resume(&ui, f, true).await
+pub async fn resume(
+    State(ui): State<Arc<Ui>>,
+    Extension(client): Extension<Client>,
+    Form(f): Form<PauseForm>,
+) -> Response {
+    pause_or_resume(&ui, &client, f, true).await
 }
 
-async fn pause_or_resume(ui: &Ui, f: PauseForm, resume: bool) -> Response {
-    if !ui.guard.form_ok(&f.csrf) {
-        return forged();
-    }
+async fn pause_or_resume(ui: &Ui, client: &Client, f: PauseForm, resume: bool) -> Response {
     let workflow = f.workflow.trim();
-    let args = PauseArgs {
-        workflow: (!workflow.is_empty()).then(|| workflow.to_owned()),
-        list: false,
+    let (action, title) = if resume {
+        ("resume", "Resume")
+    } else {
+        ("pause", "Pause")
     };
-    let result = pause_cmd::run(&*ui.backend, &args, resume, &ui.limits).await;
-    let title = if resume { "Resume" } else { "Pause" };
-    answer(ui, title, result, "/")
+    let response = if ui.guard.form_ok(&f.csrf) {
+        let args = PauseArgs {
+            workflow: (!workflow.is_empty()).then(|| workflow.to_owned()),
+            list: false,
+        };
+        let result = pause_cmd::run(&*ui.backend, &args, resume, &ui.limits).await;
+        answer(ui, title, result, "/")
+    } else {
+        forged()
+    };
+    let scope = if workflow.is_empty() {
+        "namespace"
+    } else {
+        workflow
+    };
+    audit::log(client, action, &Subject("scope", scope), response.status());
+    response
 }
 
 /// `POST /purge-dry-run`: `lease purge --older-than D --dry-run` (purges nothing).
-pub async fn purge_dry_run(State(ui): State<Arc<Ui>>, Form(f): Form<PurgeForm>) -> Response {
-    if !ui.guard.form_ok(&f.csrf) {
-        return forged();
-    }
-    let result = match humantime::parse_duration(f.older_than.trim()) {
-        Ok(older_than) => {
-            let args = PurgeArgs {
-                older_than,
-                batch: 1,
-                dry_run: true,
-                force: false,
-            };
-            purge::run(&*ui.backend, &args, &ui.limits).await
-        }
-        Err(e) => Err(Failure::Usage(format!(
-            "older than {:?}: {e}",
-            f.older_than
-        ))),
+pub async fn purge_dry_run(
+    State(ui): State<Arc<Ui>>,
+    Extension(client): Extension<Client>,
+    Form(f): Form<PurgeForm>,
+) -> Response {
+    let response = if ui.guard.form_ok(&f.csrf) {
+        let result = match humantime::parse_duration(f.older_than.trim()) {
+            Ok(older_than) => {
+                let args = PurgeArgs {
+                    older_than,
+                    batch: 1,
+                    dry_run: true,
+                    force: false,
+                };
+                purge::run(&*ui.backend, &args, &ui.limits).await
+            }
+            Err(e) => Err(Failure::Usage(format!(
+                "older than {:?}: {e}",
+                f.older_than
+            ))),
+        };
+        answer(&ui, "Purge (dry run)", result, "/")
+    } else {
+        forged()
     };
-    answer(&ui, "Purge (dry run)", result, "/")
+    let subject = Subject("older_than", &f.older_than);
+    audit::log(&client, "purge-dry-run", &subject, response.status());
+    response
 }
 
 /// A form without this server's CSRF token: made elsewhere, refused, nothing done.

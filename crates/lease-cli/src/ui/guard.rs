@@ -1,13 +1,13 @@
-//! Who may use the console (DESIGN "Console (`lease ui`)"): on 127.0.0.1 without a token the
-//! `Host` header must name this server (a page of another site that rebinds its name to
-//! 127.0.0.1 is refused); elsewhere every request carries the access token (bearer header,
-//! or the same-site cookie the first `?access_token=` visit sets). A POST must come from
-//! this server's own pages: its `Origin`, when sent, is this server, and its form carries
-//! the per-server random CSRF token (checked where the form is read, [`Guard::form_ok`]).
+//! Who may use the console (DESIGN "Console (`lease ui`)", "Access and sessions"), checked in
+//! front of every route: no request of another site (`Sec-Fetch-Site`, else `Origin`); on a
+//! loopback address, a `Host` naming this server (a page that rebinds its own name to
+//! 127.0.0.1 is refused); then the access token, as a bearer header, or exchanged once from
+//! `?access_token=` for a session cookie ([`super::session`]). A form also carries the
+//! per-server random CSRF token, checked where the form is read ([`Guard::form_ok`]).
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
@@ -15,44 +15,61 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::failure::Failure;
+use super::session::{AccessToken, CookieShape, Sessions, random_hex, same};
 
-/// The cookie that carries the access token.
-const COOKIE: &str = "lease_ui_token";
 /// The query parameter that hands the access token to a browser once.
 const QUERY: &str = "access_token=";
-/// The shortest access token accepted.
-const MIN_TOKEN: usize = 16;
 
-/// The server's secrets and the hosts it answers to.
-#[derive(Debug)]
-pub struct Guard {
-    access_token: Option<String>,
-    csrf: String,
-    hosts: Vec<String>,
+/// How the console is reached: the scheme browsers see and whether a proxy is in front.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach {
+    /// TLS served here or by a proxy in front: `https`, `Secure` cookies.
+    pub secure: bool,
+    /// A TLS proxy is in front: the `Host` is the proxy's name, and the client address the
+    /// proxy reports is logged beside the connection's.
+    pub proxied: bool,
 }
 
+/// The server's secrets, its sessions and the hosts it answers to.
+#[derive(Debug)]
+pub struct Guard {
+    token: String,
+    csrf: String,
+    sessions: Sessions,
+    ttl: Duration,
+    cookie: CookieShape,
+    reach: Reach,
+    /// On a loopback address (no proxy): the `Host` values naming this server.
+    hosts: Option<Vec<String>>,
+}
+
+/// The client of a request, as the control log shows it: the connection's address, and
+/// behind a proxy the address the proxy reports.
+#[derive(Debug, Clone)]
+pub struct Client(pub String);
+
+/// When the request's session ends (`None`: a bearer request, no session).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionEnd(pub Option<Instant>);
+
+/// The connection's peer address, set by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
 impl Guard {
-    /// For a server on `addr`; `access_token` is required unless `addr` is 127.0.0.1 and
-    /// must be 16 or more visible ASCII characters a cookie can carry.
-    pub fn new(addr: SocketAddr, access_token: Option<&str>) -> Result<Self, Failure> {
-        let default_address = addr.ip() == std::net::Ipv4Addr::LOCALHOST;
-        if let Some(token) = access_token {
-            check_token(token)?;
-        } else if !default_address {
-            return Err(Failure::Usage(format!(
-                "listening on {addr} needs --access-token (or LEASE_UI_TOKEN): only 127.0.0.1 \
-                 is served without one"
-            )));
-        }
-        Ok(Guard {
-            access_token: access_token.map(str::to_owned),
+    /// For a server on `addr`, reached as `reach`, opening sessions of `ttl`.
+    pub fn new(addr: SocketAddr, token: &AccessToken, reach: Reach, ttl: Duration) -> Self {
+        let hosts = (addr.ip().is_loopback() && !reach.proxied)
+            .then(|| vec![addr.to_string(), format!("localhost:{}", addr.port())]);
+        Guard {
+            token: token.value.clone(),
             csrf: random_hex(),
-            hosts: vec![
-                format!("127.0.0.1:{}", addr.port()),
-                format!("localhost:{}", addr.port()),
-            ],
-        })
+            sessions: Sessions::new(ttl),
+            ttl,
+            cookie: CookieShape::new(addr.port(), reach.secure),
+            reach,
+            hosts,
+        }
     }
 
     /// The CSRF token every form of this server carries.
@@ -65,125 +82,139 @@ impl Guard {
         same(submitted, &self.csrf)
     }
 
-    /// Whether `headers` carry the access token (always, without one).
-    fn authorized(&self, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.access_token else {
-            return true;
-        };
+    /// The session the request carries, by bearer token (no end) or session cookie.
+    fn authorized(&self, headers: &HeaderMap) -> Option<SessionEnd> {
         let bearer = header_str(headers, header::AUTHORIZATION)
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|v| same(v, token));
-        bearer || cookie(headers).is_some_and(|v| same(v, token))
+            .is_some_and(|v| same(v, &self.token));
+        if bearer {
+            return Some(SessionEnd(None));
+        }
+        let id = cookie(headers, &self.cookie.name)?;
+        self.sessions.end_of(id).map(|end| SessionEnd(Some(end)))
     }
 
-    /// Whether the `Host` header names this server: checked without an access token, where
-    /// it is all that tells this server's pages from a rebound name's.
+    /// Whether the `Host` header names this server, where that is checked.
     fn host_ok(&self, headers: &HeaderMap) -> bool {
-        self.access_token.is_some()
-            || header_str(headers, header::HOST).is_some_and(|h| self.hosts.iter().any(|o| o == h))
+        self.hosts.as_ref().is_none_or(|hosts| {
+            header_str(headers, header::HOST).is_some_and(|h| hosts.iter().any(|o| o == h))
+        })
+    }
+
+    /// Whether the request comes from a page of another origin. `Sec-Fetch-Site` when the
+    /// browser sends it: `same-origin`, or `none` (an address typed or pasted, a bookmark)
+    /// for a read; else an `Origin`, when sent, must be this server as its `Host` names it.
+    /// A client that sends neither (curl, a script with the bearer token) is no browser
+    /// page.
+    fn cross_site(&self, method: &Method, headers: &HeaderMap) -> bool {
+        if let Some(site) = header_str(headers, "sec-fetch-site") {
+            let read = method == Method::GET || method == Method::HEAD;
+            return !(site == "same-origin" || (site == "none" && read));
+        }
+        if headers.get(header::ORIGIN).is_none() {
+            return false;
+        }
+        let scheme = if self.reach.secure { "https" } else { "http" };
+        let origin = header_str(headers, header::ORIGIN);
+        let host = header_str(headers, header::HOST);
+        !matches!((origin, host), (Some(o), Some(h)) if o == format!("{scheme}://{h}"))
+    }
+
+    /// The client as the log shows it.
+    fn client(&self, request: &Request) -> Client {
+        let peer = request
+            .extensions()
+            .get::<Peer>()
+            .map_or_else(|| "-".to_owned(), |p| p.0.to_string());
+        let forwarded = self
+            .reach
+            .proxied
+            .then(|| header_str(request.headers(), "x-forwarded-for"))
+            .flatten();
+        Client(match forwarded {
+            Some(f) => format!("{peer} forwarded-for={f:?}"),
+            None => peer,
+        })
     }
 }
 
-/// The access token's rules: long enough to guess, and nothing a cookie cannot hold.
-fn check_token(token: &str) -> Result<(), Failure> {
-    let fits = token
-        .bytes()
-        .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b));
-    if token.len() < MIN_TOKEN || !fits {
-        return Err(Failure::Usage(format!(
-            "--access-token must be at least {MIN_TOKEN} visible ASCII characters without \
-             ; , \" or \\"
-        )));
-    }
-    Ok(())
-}
-
-/// 32 random bytes as hex (the thread's CSPRNG, seeded from the OS).
-fn random_hex() -> String {
-    let bytes: [u8; 32] = rand::random();
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
-/// Equality that takes as long for every string of one length.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+fn header_str<K: header::AsHeaderName>(headers: &HeaderMap, name: K) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The access-token cookie's value.
-fn cookie(headers: &HeaderMap) -> Option<&str> {
+/// The value of cookie `name`.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-}
-
-/// A POST's `Origin`, when the browser sent one, is this server as the `Host` names it.
-fn origin_ok(headers: &HeaderMap) -> bool {
-    let Some(origin) = header_str(headers, header::ORIGIN) else {
-        return headers.get(header::ORIGIN).is_none();
-    };
-    header_str(headers, header::HOST).is_some_and(|host| origin == format!("http://{host}"))
+        .find_map(|pair| pair.trim().strip_prefix(name)?.strip_prefix('='))
 }
 
 /// The middleware in front of every route.
-pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
     let guard = &*guard;
     let headers = request.headers();
+    if guard.cross_site(request.method(), headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "refused: a request from another site (open the console's address directly)",
+        );
+    }
     if !guard.host_ok(headers) {
         return refuse(
             StatusCode::FORBIDDEN,
-            "this server answers to 127.0.0.1 only",
+            "refused: this server answers to its own address only",
         );
     }
-    if let Some(response) = hand_over_token(guard, &request) {
+    if let Some(response) = exchange_token(guard, &request) {
         return response;
     }
-    if !guard.authorized(headers) {
+    let Some(end) = guard.authorized(headers) else {
         return refuse(
             StatusCode::UNAUTHORIZED,
-            "this console needs its access token: open /?access_token=TOKEN once",
+            "this console needs its access token: open the address `lease ui` printed, with \
+             ?access_token=TOKEN, once",
         );
-    }
-    if request.method() == Method::POST && !origin_ok(headers) {
-        return refuse(StatusCode::FORBIDDEN, "a form of another site was refused");
-    }
+    };
+    let client = guard.client(&request);
+    request.extensions_mut().insert(end);
+    request.extensions_mut().insert(client);
     let mut response = next.run(request).await;
     protect(response.headers_mut());
     response
 }
 
-/// `?access_token=TOKEN` with the right token: the cookie, and the same path without the
-/// query.
-fn hand_over_token(guard: &Guard, request: &Request) -> Option<Response> {
-    let token = guard.access_token.as_deref()?;
-    let given = request
-        .uri()
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(QUERY))?;
-    if !same(given, token) {
+/// A GET of `?access_token=TOKEN`: with the right token a new session's cookie, and a
+/// redirect to the same address without the token (so it leaves the address bar and the
+/// history); with a wrong one, 401.
+fn exchange_token(guard: &Guard, request: &Request) -> Option<Response> {
+    if request.method() != Method::GET {
+        return None;
+    }
+    let query = request.uri().query()?;
+    let given = query.split('&').find_map(|pair| pair.strip_prefix(QUERY))?;
+    if !same(given, &guard.token) {
         return Some(refuse(StatusCode::UNAUTHORIZED, "wrong access token"));
     }
-    let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
-    let path = HeaderValue::from_str(request.uri().path())
-        .unwrap_or_else(|_| HeaderValue::from_static("/"));
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, path)]).into_response();
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.starts_with(QUERY))
+        .collect();
+    let mut location = request.uri().path().to_owned();
+    if !rest.is_empty() {
+        location.push('?');
+        location.push_str(&rest.join("&"));
+    }
+    let cookie = guard.cookie.set(&guard.sessions.open(), guard.ttl);
+    let location =
+        HeaderValue::from_str(&location).unwrap_or_else(|_| HeaderValue::from_static("/"));
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
+    protect(response.headers_mut());
     Some(response)
 }
 
@@ -218,58 +249,89 @@ fn protect(headers: &mut HeaderMap) {
 mod tests {
     use super::*;
 
-    fn addr(text: &str) -> SocketAddr {
-        text.parse().expect("address")
+    const PLAIN: Reach = Reach {
+        secure: false,
+        proxied: false,
+    };
+
+    fn guard(addr: &str, reach: Reach) -> Guard {
+        let token = AccessToken::new(Some("0123456789abcdef")).expect("token");
+        let addr = addr.parse().expect("address");
+        Guard::new(addr, &token, reach, Duration::from_secs(60))
     }
 
-    #[test]
-    fn only_the_default_address_goes_without_a_token() {
-        assert!(Guard::new(addr("127.0.0.1:0"), None).is_ok());
-        let e = Guard::new(addr("0.0.0.0:8425"), None).expect_err("no token");
-        assert!(e.to_string().contains("--access-token"), "{e}");
-        assert!(Guard::new(addr("127.0.0.2:1"), None).is_err());
-        assert!(Guard::new(addr("0.0.0.0:1"), Some("0123456789abcdef")).is_ok());
-    }
-
-    #[test]
-    fn weak_or_uncookable_tokens_are_refused() {
-        for bad in ["short", "0123456789abcdef;", "0123456789 abcdef"] {
-            assert!(check_token(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn tokens_are_compared_whole() {
-        let g = Guard::new(addr("127.0.0.1:1"), None).expect("guard");
-        assert_eq!(g.csrf().len(), 64);
-        assert!(g.form_ok(&g.csrf.clone()));
-        assert!(!g.form_ok(&g.csrf[..63]));
-        assert!(!g.form_ok(""));
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn loopback_checks_the_host_and_elsewhere_not() {
+        let g = guard("127.0.0.1:8425", PLAIN);
+        assert!(g.host_ok(&headers(&[("host", "127.0.0.1:8425")])));
+        assert!(g.host_ok(&headers(&[("host", "localhost:8425")])));
+        assert!(!g.host_ok(&headers(&[("host", "evil.example:8425")])));
+        assert!(!g.host_ok(&headers(&[])));
+        let v6 = guard("[::1]:9", PLAIN);
+        assert!(v6.host_ok(&headers(&[("host", "[::1]:9")])));
+        let proxied = Reach {
+            secure: true,
+            proxied: true,
+        };
+        assert!(guard("127.0.0.1:1", proxied).host_ok(&headers(&[("host", "ops.example")])));
+    }
+
+    #[test]
+    fn another_site_is_refused_by_fetch_metadata_then_origin() {
+        let g = guard("127.0.0.1:8425", PLAIN);
+        let get = Method::GET;
+        let post = Method::POST;
+        assert!(!g.cross_site(&get, &headers(&[("sec-fetch-site", "same-origin")])));
+        assert!(!g.cross_site(&get, &headers(&[("sec-fetch-site", "none")])));
+        assert!(g.cross_site(&post, &headers(&[("sec-fetch-site", "none")])));
+        assert!(g.cross_site(&get, &headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(g.cross_site(&get, &headers(&[("sec-fetch-site", "same-site")])));
+        let own = [
+            ("host", "127.0.0.1:8425"),
+            ("origin", "http://127.0.0.1:8425"),
+        ];
+        assert!(!g.cross_site(&post, &headers(&own)));
+        let foreign = [
+            ("host", "127.0.0.1:8425"),
+            ("origin", "http://evil.example"),
+        ];
+        assert!(g.cross_site(&get, &headers(&foreign)));
+        assert!(g.cross_site(&post, &headers(&[("origin", "null")])));
+        assert!(!g.cross_site(&post, &headers(&[])), "no browser");
+        let tls = guard(
+            "127.0.0.1:8425",
+            Reach {
+                secure: true,
+                proxied: false,
+            },
+        );
+        assert!(tls.cross_site(&post, &headers(&own)), "http is not https");
+    }
+
+    #[test]
+    fn the_session_cookie_opens_and_a_token_cookie_does_not() {
+        let g = guard("127.0.0.1:8425", PLAIN);
+        let id = g.sessions.open();
+        let mut h = HeaderMap::new();
+        let value = format!("a=b; lease_ui_session_8425={id}");
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=b; lease_ui_token=x"),
+            HeaderValue::from_str(&value).expect("value"),
         );
-        assert_eq!(cookie(&h), Some("x"));
-    }
-
-    #[test]
-    fn a_foreign_origin_or_host_is_refused() {
-        let g = Guard::new(addr("127.0.0.1:8425"), None).expect("guard");
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8425"));
-        assert!(g.host_ok(&h) && origin_ok(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://127.0.0.1:8425"),
-        );
-        assert!(origin_ok(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://evil.example"),
-        );
-        assert!(!origin_ok(&h));
-        h.insert(header::HOST, HeaderValue::from_static("evil.example:8425"));
-        assert!(!g.host_ok(&h));
+        assert!(g.authorized(&h).is_some_and(|e| e.0.is_some()));
+        let raw = headers(&[("cookie", "lease_ui_session_8425=0123456789abcdef")]);
+        assert!(g.authorized(&raw).is_none());
+        let bearer = headers(&[("authorization", "Bearer 0123456789abcdef")]);
+        assert!(g.authorized(&bearer).is_some_and(|e| e.0.is_none()));
+        assert_eq!(g.csrf().len(), 64);
+        assert!(g.form_ok(&g.csrf.clone()) && !g.form_ok(&g.csrf[..63]));
     }
 }

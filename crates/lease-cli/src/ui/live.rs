@@ -8,14 +8,17 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{Query, State};
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt as _};
 use lease::WakeReceiver;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use super::guard::SessionEnd;
 use super::html::para;
 use super::pages::{self, ExecutionQuery};
 use super::state::Ui;
@@ -50,6 +53,8 @@ enum Watched {
 
 /// One stream's state between pushes.
 struct Live {
+    /// Its place among `--max-event-streams`, freed when the browser goes away.
+    _slot: OwnedSemaphorePermit,
     ui: Arc<Ui>,
     watched: Watched,
     wake: Option<WakeReceiver>,
@@ -61,22 +66,33 @@ struct Live {
 /// `GET /events/namespace`.
 pub async fn namespace(
     State(ui): State<Arc<Ui>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    events(ui, Watched::Namespace)
+    Extension(end): Extension<SessionEnd>,
+) -> Response {
+    events(ui, Watched::Namespace, end)
 }
 
 /// `GET /events/execution?id=ID`.
 pub async fn execution(
     State(ui): State<Arc<Ui>>,
+    Extension(end): Extension<SessionEnd>,
     Query(q): Query<ExecutionQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    events(ui, Watched::Execution(q))
+) -> Response {
+    events(ui, Watched::Execution(q), end)
 }
 
-/// The stream: subscribe to wake-ups first, so nothing between the page's read and the
-/// first push is missed; then render, wait, render again.
-fn events(ui: Arc<Ui>, watched: Watched) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// The stream, when a slot is free (else 503): subscribe to wake-ups first, so nothing
+/// between the page's read and the first push is missed; then render, wait, render again;
+/// end with the session (the browser's reconnection then needs a new one).
+fn events(ui: Arc<Ui>, watched: Watched, end: SessionEnd) -> Response {
+    let Ok(slot) = Arc::clone(&ui.streams).try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "refused: too many open pages (--max-event-streams)",
+        )
+            .into_response();
+    };
     let live = Live {
+        _slot: slot,
         wake: ui.backend.wakeups(),
         ui,
         watched,
@@ -84,7 +100,23 @@ fn events(ui: Arc<Ui>, watched: Watched) -> Sse<impl Stream<Item = Result<Event,
         rendered_at: None,
         next_change: None,
     };
-    let stream = futures::stream::unfold(live, |mut live| async move {
+    let stream = pushes(live);
+    match end.0 {
+        Some(end) => {
+            let ended = tokio::time::sleep_until(Instant::from_std(end));
+            Sse::new(stream.take_until(ended))
+                .keep_alive(KeepAlive::default())
+                .into_response()
+        }
+        None => Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    }
+}
+
+/// Each rendering of the live part that differs from the last pushed.
+fn pushes(live: Live) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    futures::stream::unfold(live, |mut live| async move {
         loop {
             live.wait().await;
             let html = live.render().await;
@@ -94,8 +126,7 @@ fn events(ui: Arc<Ui>, watched: Watched) -> Sse<impl Stream<Item = Result<Event,
                 return Some((Ok(event), live));
             }
         }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    })
 }
 
 impl Live {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease::LeaseBackend;
+use tokio::sync::Semaphore;
 
 use super::guard::Guard;
 use crate::connect::Limits;
@@ -15,6 +16,8 @@ pub struct Ui {
     pub guard: Arc<Guard>,
     pub allow_writes: bool,
     pub refresh: Duration,
+    /// One permit per open event stream (`--max-event-streams`).
+    pub streams: Arc<Semaphore>,
     /// The backend as the header shows it: its kind, namespace and URL, password redacted.
     pub shown: String,
 }

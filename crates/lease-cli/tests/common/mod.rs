@@ -356,10 +356,14 @@ async fn check_purge(url: &str, backend: &Arc<dyn LeaseBackend>) {
 /// The console process and the address it serves.
 pub struct Console {
     pub child: tokio::process::Child,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` under TLS).
     pub base: String,
+    /// The address it printed, with `?access_token=` when it drew the token.
+    pub url: String,
     /// The line it printed.
     pub line: String,
+    /// The lines it writes to stderr (each also echoed to this test's stderr).
+    pub log: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 /// Starts `lease --url URL ui ARGS` (on `--listen 127.0.0.1:0` unless `ARGS` name another)
@@ -376,10 +380,11 @@ pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console 
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn lease ui");
+    let log = forward_stderr(child.stderr.take().expect("stderr"));
     let stdout = child.stdout.take().expect("stdout");
     let lines = tokio::io::BufReader::new(stdout);
     let line = tokio::time::timeout(
@@ -390,13 +395,38 @@ pub async fn console(url: &str, args: &[&str], env: &[(&str, &str)]) -> Console 
     .expect("lease ui prints its address in time")
     .expect("read lease ui's output")
     .expect("lease ui printed a line");
-    let base = line
+    let url = line
         .split_whitespace()
-        .find(|w| w.starts_with("http://"))
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .trim_end_matches('/')
         .to_owned();
-    Console { child, base, line }
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let base = match url[scheme_end..].find('/') {
+        Some(i) => url[..scheme_end + i].to_owned(),
+        None => url.clone(),
+    };
+    Console {
+        child,
+        base,
+        url,
+        line,
+        log,
+    }
+}
+
+/// Echoes the console's stderr to this test's and hands each line to the test.
+fn forward_stderr(
+    stderr: tokio::process::ChildStderr,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            let _ = send.send(line);
+        }
+    });
+    receive
 }
 
 /// A schema / namespace name no other test or run uses.
