@@ -17,15 +17,20 @@ mod effect;
 pub mod error;
 mod export;
 mod horizon;
+mod idle;
 pub mod metrics;
 pub mod options;
+mod outcome;
 mod prefetch;
 mod retention;
 mod run;
 pub mod runtime;
 mod shared;
+mod sleep;
 pub mod step;
+pub mod typed;
 pub mod worker;
+pub mod workflows;
 
 pub use delivery::{Delivery, SharedBackend};
 pub use error::DeliveryError;
@@ -36,7 +41,9 @@ pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
 pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot, next_step_attempt};
+pub use typed::TypedAdmission;
 pub use worker::{Reply, Worker};
+pub use workflows::{RegisterError, Workflows};
 
 #[cfg(all(test, feature = "memory"))]
 mod effect_tests;
@@ -49,6 +56,10 @@ mod prefetch_tests;
 #[cfg(all(test, feature = "memory"))]
 mod probe_tests;
 #[cfg(all(test, feature = "memory"))]
+mod sleep_tests;
+#[cfg(all(test, feature = "memory"))]
 mod test_backend;
 #[cfg(all(test, feature = "memory"))]
 mod tests;
+#[cfg(all(test, feature = "memory"))]
+mod typed_tests;
