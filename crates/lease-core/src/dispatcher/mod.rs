@@ -8,6 +8,20 @@
 //!     Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(receipt)))
 //! }, DispatcherOptions::new().concurrency(8))?;
 //! ```
+//!
+//! Or typed handlers by workflow name ([`Workflows`]; input decoded, output stored):
+//!
+//! ```text
+//! let mut workflows = Workflows::new();
+//! workflows.register("checkout", |d: Delivery, order: Order| async move {
+//!     let receipt: Receipt = d.step("charge", || async { charge(&order).await }).await?;
+//!     d.sleep("cool-off", Duration::from_secs(3600)).await?; // durable: suspends
+//!     Ok(receipt)
+//! })?;
+//! let dispatcher = Dispatcher::start(backend, workflows, DispatcherOptions::new())?;
+//! backend.admit(&Admission::typed(id, "checkout", &order)?).await?;
+//! dispatcher.idle().await;
+//! ```
 
 mod ack_queue;
 mod acks;

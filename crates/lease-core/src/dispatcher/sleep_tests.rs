@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use super::*;
 use crate::dispatcher::tests::{id, setup, wait_until};
-use crate::dispatcher::typed_tests::{options, outcome};
+use crate::dispatcher::typed_tests::{options, outcome, run_until_idle};
 use crate::{Admission, ExecutionClient, ExecutionStatus, HeapClient, Timestamp};
 
 const COOL_OFF: Duration = Duration::from_secs(60);
@@ -97,9 +97,7 @@ async fn a_sleep_whose_instant_passed_does_not_suspend() {
             crate::Json::null(),
         )))
     };
-    let d = Dispatcher::start(Arc::new(b.clone()), worker, options()).expect("start");
-    d.idle().await;
-    d.shutdown(Duration::from_secs(1)).await;
+    run_until_idle(&b, worker).await;
     let r = b.get(&id("order-42")).await.expect("get").expect("record");
     assert_eq!(r.status, ExecutionStatus::Completed);
 }

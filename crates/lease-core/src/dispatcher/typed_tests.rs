@@ -60,6 +60,13 @@ fn workflows(runs: Arc<AtomicU32>) -> Workflows {
     workflows
 }
 
+/// Runs `worker` on `b` until the dispatcher is idle, then shuts it down.
+pub(super) async fn run_until_idle(b: &MemoryBackend, worker: impl Worker) -> ShutdownReport {
+    let d = Dispatcher::start(Arc::new(b.clone()), worker, options()).expect("start");
+    d.idle().await;
+    d.shutdown(Duration::from_secs(1)).await
+}
+
 /// The decoded outcome of a terminal execution, with its status.
 pub(super) async fn outcome(b: &MemoryBackend, name: &str) -> (ExecutionStatus, serde_json::Value) {
     let r = b.get(&id(name)).await.expect("get").expect("record");
@@ -89,10 +96,7 @@ async fn a_typed_handler_gets_its_input_and_completes_with_its_output() {
     b.admit(&admission("refund-1", "refund", "null"))
         .await
         .expect("admit");
-    let d =
-        Dispatcher::start(Arc::new(b.clone()), workflows(runs.clone()), options()).expect("start");
-    d.idle().await;
-    let report = d.shutdown(Duration::from_secs(1)).await;
+    let report = run_until_idle(&b, workflows(runs.clone())).await;
     assert_eq!(
         outcome(&b, "signup-7").await,
         (
@@ -154,10 +158,7 @@ async fn an_input_of_the_wrong_shape_fails_the_execution_once() {
     b.admit(&admission("typed", "signup", r#"{"user_id":"seven"}"#))
         .await
         .expect("admit");
-    let d =
-        Dispatcher::start(Arc::new(b.clone()), workflows(runs.clone()), options()).expect("start");
-    d.idle().await;
-    let report = d.shutdown(Duration::from_secs(1)).await;
+    let report = run_until_idle(&b, workflows(runs.clone())).await;
     let (status, value) = outcome(&b, "typed").await;
     assert_eq!(status, ExecutionStatus::Failed);
     assert_eq!(value["error"], "bad_input");
@@ -184,9 +185,7 @@ async fn an_input_of_the_wrong_shape_fails_the_execution_once() {
         let out = Json::to_json("out", &signup.user_id)?;
         Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(out)))
     };
-    let d = Dispatcher::start(Arc::new(b.clone()), worker, options()).expect("start");
-    d.idle().await;
-    let report = d.shutdown(Duration::from_secs(1)).await;
+    let report = run_until_idle(&b, worker).await;
     let (status, value) = outcome(&b, "closure").await;
     assert_eq!(
         (status, &value["error"]),
@@ -206,10 +205,7 @@ async fn an_unknown_workflow_fails_the_execution_once() {
     b.admit(&Admission::new(id("nameless")))
         .await
         .expect("admit");
-    let d = Dispatcher::start(Arc::new(b.clone()), workflows(Arc::default()), options())
-        .expect("start");
-    d.idle().await;
-    let report = d.shutdown(Duration::from_secs(1)).await;
+    let report = run_until_idle(&b, workflows(Arc::default())).await;
     let (status, value) = outcome(&b, "mystery").await;
     assert_eq!(status, ExecutionStatus::Failed);
     assert_eq!(value["error"], "unknown_workflow");
