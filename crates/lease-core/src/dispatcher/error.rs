@@ -69,7 +69,7 @@ pub enum DeliveryError {
     BadInput {
         /// The execution's workflow, if named.
         workflow: Option<WorkflowName>,
-        /// The decoder's message (which field, what it expected).
+        /// The decoder's message (what it expected, and where).
         reason: String,
     },
     /// No handler in this dispatcher's [`crate::dispatcher::Workflows`] runs the execution's

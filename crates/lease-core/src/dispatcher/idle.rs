@@ -9,6 +9,7 @@
 //! `not_before`, a durable sleep, a redelivery delay) does not keep a dispatcher busy.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -21,6 +22,9 @@ use crate::time::Timestamp;
 pub(crate) struct IdleWatch {
     changed: Notify,
     last_claim: Mutex<Option<ClaimReport>>,
+    /// Deliveries started so far: a waiter that saw the dispatcher quiet knows whether any
+    /// ran since, even if it only looks again after they all ended.
+    started: AtomicU64,
 }
 
 /// One claim's answer, as far as idleness goes.
@@ -60,6 +64,15 @@ impl IdleWatch {
         self.changed();
     }
 
+    /// A delivery starts (a claimed lease, a held one, or one an acknowledgement claimed).
+    pub(crate) fn delivery_started(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
     /// Something idleness depends on changed (a delivery ended, a held lease was released,
     /// a background acknowledgement was answered).
     pub(crate) fn changed(&self) {
@@ -71,12 +84,14 @@ impl IdleWatch {
     }
 }
 
-/// Completes once the dispatcher of `shared` is idle (module docs). Asks the claim loop for
-/// one claim each time the dispatcher falls quiet (`force_claim`); between those, it waits
-/// for the loop's own claims, paced by its horizon and poll as always.
+/// Completes once the dispatcher of `shared` is idle (module docs). Each time it finds the
+/// dispatcher quiet with deliveries run since it last looked, it asks the claim loop for one
+/// claim at once (`force_claim`); otherwise it waits for the loop's own claims, paced by its
+/// horizon and poll as always.
 pub(crate) async fn until_idle(shared: &Shared, force_claim: impl Fn()) {
-    // The claim that can prove idleness must be sent at or after this instant.
-    let mut from: Option<Instant> = None;
+    // Since when the dispatcher has been seen quiet, and the deliveries started by then:
+    // the claim that proves idleness is sent after that instant, with none started since.
+    let mut quiet_since: Option<(Instant, u64)> = None;
     loop {
         let changed = shared.idle.changed.notified();
         tokio::pin!(changed);
@@ -84,19 +99,20 @@ pub(crate) async fn until_idle(shared: &Shared, force_claim: impl Fn()) {
         if !shared.claiming() {
             return;
         }
-        if !quiet(shared) {
-            from = None;
-        } else if let Some(t) = from {
-            match shared.idle.last_claim() {
-                Some(claim) if claim.sent >= t && claim.nothing_due => return,
+        let started = shared.idle.started();
+        match quiet_since {
+            _ if !quiet(shared) => quiet_since = None,
+            Some((from, seen)) if seen == started => match shared.idle.last_claim() {
+                Some(claim) if claim.sent >= from && claim.nothing_due => return,
                 // Something was due that this claim could not take: wait for the loop's
                 // next claim, at its own pace.
-                Some(claim) if claim.sent >= t => from = Some(Instant::now()),
+                Some(claim) if claim.sent >= from => quiet_since = Some((Instant::now(), seen)),
                 _ => {}
+            },
+            _ => {
+                quiet_since = Some((Instant::now(), started));
+                force_claim();
             }
-        } else {
-            from = Some(Instant::now());
-            force_claim();
         }
         changed.await;
     }

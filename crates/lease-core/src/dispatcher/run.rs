@@ -138,6 +138,7 @@ async fn take_held(shared: &Arc<Shared>) -> Next {
 /// One delivery; returns the execution its acknowledgement claimed next, if any.
 async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> Next {
     let Claimed { lease, record } = claimed;
+    shared.idle.delivery_started();
     tracing::info!(expires_at = lease.expires_at.as_millis(), "claim");
     let delivery = Delivery::new(
         shared.backend.clone(),

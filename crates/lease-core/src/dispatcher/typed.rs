@@ -16,8 +16,8 @@ impl Delivery {
     /// The workflow input decoded into `T`; an execution admitted without input decodes as
     /// JSON `null` (so `()` or `Option<_>` accept it).
     ///
-    /// An input of another shape is [`DeliveryError::BadInput`], naming the field and what
-    /// was expected: returned with `?`, the dispatcher fails the execution with
+    /// An input of another shape is [`DeliveryError::BadInput`] with the decoder's message
+    /// (what was expected, and where): returned with `?`, the dispatcher fails the execution with
     /// `{"error": "bad_input", ...}` once, since every redelivery would read the same input.
     pub fn input_as<T: DeserializeOwned>(&self) -> Result<T, DeliveryError> {
         let bad_input = |reason: String| DeliveryError::BadInput {
