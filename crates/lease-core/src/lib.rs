@@ -46,7 +46,8 @@ pub use control::{
 pub use counts::StatusCounts;
 pub use dispatcher::{
     Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
-    Reply, SharedBackend, ShutdownReport, StepSlot, Worker,
+    RegisterError, Reply, SharedBackend, ShutdownReport, StepSlot, TypedAdmission, Worker,
+    Workflows,
 };
 pub use effect::{Begun, EffectRecord, EffectState, EffectWait, Settlement};
 pub use error::{BoxError, LeaseError, Result};

@@ -45,6 +45,7 @@ macro_rules! __dispatcher_cases {
             dispatcher_process_death_stops_fenced_writes,
             dispatcher_paused_holder_every_fenced_write_lost,
             dispatcher_prefetched_lease_past_its_hold_is_released_unrun,
+            dispatcher_durable_sleep_suspends_until_its_instant,
         ] }
     };
 }
@@ -906,6 +907,48 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
 
 /// The second half of [`dispatcher_process_death_stops_fenced_writes`]: after `first`
 /// expired, another dispatcher delivers the execution and records the charge itself.
+/// A durable sleep (`Delivery::sleep`): the delivery is acknowledged as suspended, due at
+/// the instant recorded as the sleep's step (the wake it requested during the delivery);
+/// once the backend clock reaches it the execution is delivered again, the step before the
+/// sleep replays without running, and the execution completes.
+pub async fn dispatcher_durable_sleep_suspends_until_its_instant<H: Harness>(ctx: Arc<Ctx<H>>) {
+    const NAP: Duration = Duration::from_secs(60);
+    ctx.admit("order-42").await;
+    let start = ctx.clock.now();
+    let charges = Arc::new(AtomicUsize::new(0));
+    let (tx, mut slept) = mpsc::unbounded_channel();
+    let c = charges.clone();
+    let worker = move |d: Delivery| {
+        let (c, tx) = (c.clone(), tx.clone());
+        async move {
+            d.step("charge", || async {
+                Ok::<_, DeliveryError>(c.fetch_add(1, Ordering::SeqCst))
+            })
+            .await?;
+            let sleep = d.sleep("cool-off", NAP).await;
+            let _ = tx.send(sleep.is_ok());
+            sleep?;
+            Ok(completed(serde_json::json!("emailed")))
+        }
+    };
+    let dispatcher = Dispatcher::start(shared(ctx.backend()), worker, options(1)).expect("start");
+    let m = dispatcher.metrics();
+    assert!(!next(&mut slept, "the first delivery").await, "it sleeps");
+    wait_for("the suspension", || m.snapshot().acknowledgements == 1).await;
+    let r = ctx.get("order-42").await;
+    assert_eq!(r.status, ExecutionStatus::Suspended);
+    assert_eq!(r.due_at, Some(start.saturating_add(NAP)));
+    assert_eq!(r.unacknowledged_deliveries, 0, "acknowledged, not released");
+
+    ctx.clock.advance(NAP);
+    dispatcher.wake();
+    assert!(next(&mut slept, "the delivery at the instant").await);
+    wait_for("the completion", || m.snapshot().acknowledgements == 2).await;
+    dispatcher.shutdown(DEADLINE).await;
+    assert_eq!(ctx.get("order-42").await.status, ExecutionStatus::Completed);
+    assert_eq!(charges.load(Ordering::SeqCst), 1, "the charge replayed");
+}
+
 async fn another_dispatcher_records_the_second_step<H: Harness>(
     ctx: &Ctx<H>,
     first: &ExecutionLease,

@@ -39,6 +39,7 @@ impl ReplyTo {
             ReplyTo::Detached(span) => {
                 span.in_scope(|| record(shared, &result));
                 shared.detached.finished();
+                shared.idle.changed();
             }
         }
     }
@@ -191,7 +192,8 @@ fn take_batch(shared: &Shared) -> Option<Vec<(Acknowledgement, ReplyTo)>> {
     for q in late {
         shared.metrics.lost();
         tracing::warn!(
-            execution = %q.ack.lease.execution_id,
+            execution_id = %q.ack.lease.execution_id,
+            token = q.ack.lease.token.get(),
             "the local lease deadline passed while the acknowledgement waited: not sent, the \
              lease is left to expire"
         );
@@ -245,13 +247,33 @@ async fn send_one(shared: &Shared, ack: &Acknowledgement) -> AckResult {
     .await
 }
 
+/// [`send_one`] in a span naming the item's execution and token: a flusher runs outside
+/// every delivery's span, and each log line about a delivery names it.
+async fn send_one_named(shared: &Shared, ack: &Acknowledgement) -> AckResult {
+    let span = tracing::error_span!(
+        "acknowledge",
+        execution_id = %ack.lease.execution_id,
+        token = ack.lease.token.get(),
+    );
+    send_one(shared, ack).instrument(span).await
+}
+
+/// The leases of a batch for a log line: `execution@token`, comma separated.
+fn leases_text(acks: &[Acknowledgement]) -> String {
+    let leases: Vec<String> = acks
+        .iter()
+        .map(|a| format!("{}@{}", a.lease.execution_id, a.lease.token.get()))
+        .collect();
+    leases.join(", ")
+}
+
 /// One `acknowledge_batch` call (a single item goes through `acknowledge`). An error that
 /// certainly applied nothing falls back to one acknowledgement per item, each with retries;
 /// `OutcomeUnknown` leaves every lease to expire (a retry could misreport an applied
 /// acknowledgement as lost).
 async fn send_batch(shared: &Shared, acks: &[Acknowledgement]) -> Vec<AckResult> {
     if let [ack] = acks {
-        return vec![send_one(shared, ack).await];
+        return vec![send_one_named(shared, ack).await];
     }
     if shared.killed.load(Ordering::SeqCst) {
         return vec![None; acks.len()];
@@ -269,6 +291,7 @@ async fn send_batch(shared: &Shared, acks: &[Acknowledgement]) -> Vec<AckResult>
             tracing::error!(
                 sent = acks.len(),
                 got = results.len(),
+                leases = %leases_text(acks),
                 "acknowledge_batch returned a result count unlike the batch's; the leases will expire"
             );
             vec![None; acks.len()]
@@ -278,6 +301,7 @@ async fn send_batch(shared: &Shared, acks: &[Acknowledgement]) -> Vec<AckResult>
             tracing::error!(
                 error = %e,
                 items = acks.len(),
+                leases = %leases_text(acks),
                 "acknowledge_batch outcome unknown; unapplied leases will expire"
             );
             vec![None; acks.len()]
@@ -287,11 +311,12 @@ async fn send_batch(shared: &Shared, acks: &[Acknowledgement]) -> Vec<AckResult>
             tracing::warn!(
                 error = %e,
                 items = acks.len(),
+                leases = %leases_text(acks),
                 "acknowledge_batch failed; acknowledging one by one"
             );
             let mut results = Vec::with_capacity(acks.len());
             for ack in acks {
-                results.push(send_one(shared, ack).await);
+                results.push(send_one_named(shared, ack).await);
             }
             results
         }

@@ -302,6 +302,14 @@ impl Delivery {
         Ok(self.inner.export.timed("start", call).await?)
     }
 
+    /// The backend clock now (unfenced): the clock wakes and durable sleeps are measured on.
+    /// Refused locally once the delivery is lost or cancelled.
+    pub async fn backend_now(&self) -> Result<Timestamp, DeliveryError> {
+        self.ensure_live()?;
+        let call = self.inner.backend.now();
+        Ok(self.inner.export.timed("now", call).await?)
+    }
+
     /// Requests a wake of this execution at `at` (unfenced; remembered for the
     /// acknowledgement of this delivery).
     pub async fn request_wake(&self, at: Timestamp) -> Result<(), DeliveryError> {

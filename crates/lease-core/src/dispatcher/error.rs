@@ -1,16 +1,22 @@
 //! Why a delivery stopped before its worker replied.
 
 use crate::error::{BoxError, LeaseError};
-use crate::ids::StepKey;
+use crate::ids::{StepKey, WorkflowName};
+use crate::json::Json;
+use crate::time::Timestamp;
 
-/// The longest reason a refusal outcome carries, in characters.
-pub const MAX_REASON_CHARS: usize = 1000;
+pub use crate::dispatcher::outcome::MAX_REASON_CHARS;
 
 /// The error a worker returns (usually with `?` from the step driver).
 ///
 /// [`DeliveryError::Lost`] and [`DeliveryError::Cancelled`] end the delivery with no further
 /// fenced write: the dispatcher neither acknowledges nor releases (RFC 002: "A holder whose
-/// lease is lost will stop"). Every other variant releases the lease unacknowledged.
+/// lease is lost will stop"). [`DeliveryError::Sleeping`] acknowledges the delivery as
+/// suspended; [`DeliveryError::Failed`] and the variants no redelivery can cure
+/// ([`DeliveryError::Refused`], [`DeliveryError::BadInput`],
+/// [`DeliveryError::UnknownWorkflow`], [`DeliveryError::BadOutput`]) fail the execution
+/// with [`DeliveryError::failure_outcome`]. Every other variant releases the lease
+/// unacknowledged, for a redelivery.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DeliveryError {
@@ -51,12 +57,81 @@ pub enum DeliveryError {
     /// Any other failure reported by the worker.
     #[error("worker failed: {0}")]
     Worker(#[source] BoxError),
+    /// The workflow failed on purpose with this outcome (see [`DeliveryError::fail`]): the
+    /// execution is acknowledged as failed with it, not delivered again.
+    #[error("the workflow failed with {0}")]
+    Failed(Json),
+    /// The execution's input does not decode into the type its handler (or
+    /// [`crate::Delivery::input_as`]) asked for. Every redelivery would read the same input,
+    /// so the execution fails with `{"error": "bad_input", ...}`.
+    #[error("the input of workflow {} does not fit the type asked for: {reason}", workflow_text(.workflow))]
+    #[non_exhaustive]
+    BadInput {
+        /// The execution's workflow, if named.
+        workflow: Option<WorkflowName>,
+        /// The decoder's message (what it expected, and where).
+        reason: String,
+    },
+    /// No handler in this dispatcher's [`crate::dispatcher::Workflows`] runs the execution's
+    /// workflow: it fails with `{"error": "unknown_workflow", ...}`.
+    #[error("no handler for workflow {} in this dispatcher (it knows: {known})", workflow_text(.workflow))]
+    #[non_exhaustive]
+    UnknownWorkflow {
+        /// The execution's workflow (`None`: admitted without one).
+        workflow: Option<WorkflowName>,
+        /// The names the dispatcher knows, comma separated.
+        known: String,
+    },
+    /// A handler's output cannot be stored as the outcome (not representable as JSON, too
+    /// large, too deep): the same code would produce it again, so the execution fails with
+    /// `{"error": "bad_output", ...}`.
+    #[error("the output of workflow {} cannot be stored: {source}", workflow_text(.workflow))]
+    #[non_exhaustive]
+    BadOutput {
+        /// The execution's workflow, if named.
+        workflow: Option<WorkflowName>,
+        /// Why the output was refused.
+        #[source]
+        source: LeaseError,
+    },
+    /// A durable sleep ([`crate::Delivery::sleep`]) has not reached its instant: its wake is
+    /// requested, and the dispatcher acknowledges the delivery as suspended. Return it with
+    /// `?`; only the sleep helpers make it.
+    #[error("sleeping until {until} (step {step})")]
+    #[non_exhaustive]
+    Sleeping {
+        /// The sleep's step key.
+        step: StepKey,
+        /// The backend-clock instant it sleeps until.
+        until: Timestamp,
+    },
+}
+
+/// A workflow name for a message: the name, or that there is none.
+fn workflow_text(workflow: &Option<WorkflowName>) -> String {
+    match workflow {
+        Some(name) => name.to_string(),
+        None => "(none named at admission)".to_owned(),
+    }
 }
 
 impl DeliveryError {
     /// Wraps any error as [`DeliveryError::Worker`].
     pub fn worker(error: impl Into<BoxError>) -> Self {
         DeliveryError::Worker(error.into())
+    }
+
+    /// Fails the workflow on purpose with `error` as its outcome ([`DeliveryError::Failed`]):
+    /// `Err(DeliveryError::fail(&PaymentDeclined { .. }))`. An error that cannot be stored
+    /// as JSON is [`DeliveryError::BadOutput`], which fails the execution too.
+    pub fn fail<E: serde::Serialize + ?Sized>(error: &E) -> Self {
+        match Json::to_json("workflow failure", error) {
+            Ok(json) => DeliveryError::Failed(json),
+            Err(source) => DeliveryError::BadOutput {
+                workflow: None,
+                source,
+            },
+        }
     }
 
     /// Wraps a step's refused value: a bad-input error becomes [`DeliveryError::Refused`],
@@ -73,22 +148,6 @@ impl DeliveryError {
             },
             other => other,
         }
-    }
-
-    /// The outcome a refused step's execution fails with:
-    /// `{"error": "step_refused", "step": key, "reason": text}` (the reason cut to
-    /// [`MAX_REASON_CHARS`] characters). `None` for every other error.
-    pub fn refusal_outcome(&self) -> Option<crate::Json> {
-        let DeliveryError::Refused { step, source } = self else {
-            return None;
-        };
-        let reason: String = source.to_string().chars().take(MAX_REASON_CHARS).collect();
-        let value = serde_json::json!({
-            "error": "step_refused",
-            "step": step.as_str(),
-            "reason": reason,
-        });
-        crate::Json::to_json("refusal outcome", &value).ok()
     }
 
     /// True when the delivery must end without any further fenced write (`Lost` or

@@ -8,6 +8,20 @@
 //!     Ok(Reply::Acknowledge(WorkflowRunOutcome::Completed(receipt)))
 //! }, DispatcherOptions::new().concurrency(8))?;
 //! ```
+//!
+//! Or typed handlers by workflow name ([`Workflows`]; input decoded, output stored):
+//!
+//! ```text
+//! let mut workflows = Workflows::new();
+//! workflows.register("checkout", |d: Delivery, order: Order| async move {
+//!     let receipt: Receipt = d.step("charge", || async { charge(&order).await }).await?;
+//!     d.sleep("cool-off", Duration::from_secs(3600)).await?; // durable: suspends
+//!     Ok(receipt)
+//! })?;
+//! let dispatcher = Dispatcher::start(backend, workflows, DispatcherOptions::new())?;
+//! backend.admit(&Admission::typed(id, "checkout", &order)?).await?;
+//! dispatcher.idle().await;
+//! ```
 
 mod ack_queue;
 mod acks;
@@ -17,15 +31,20 @@ mod effect;
 pub mod error;
 mod export;
 mod horizon;
+mod idle;
 pub mod metrics;
 pub mod options;
+mod outcome;
 mod prefetch;
 mod retention;
 mod run;
 pub mod runtime;
 mod shared;
+mod sleep;
 pub mod step;
+pub mod typed;
 pub mod worker;
+pub mod workflows;
 
 pub use delivery::{Delivery, SharedBackend};
 pub use error::DeliveryError;
@@ -36,7 +55,9 @@ pub use metrics::{DispatcherMetrics, MetricsSnapshot};
 pub use options::DispatcherOptions;
 pub use runtime::{Dispatcher, ShutdownReport};
 pub use step::{MAX_STEP_ATTEMPTS, STEP_ATTEMPT, StepSlot, next_step_attempt};
+pub use typed::TypedAdmission;
 pub use worker::{Reply, Worker};
+pub use workflows::{RegisterError, Workflows};
 
 #[cfg(all(test, feature = "memory"))]
 mod effect_tests;
@@ -49,6 +70,10 @@ mod prefetch_tests;
 #[cfg(all(test, feature = "memory"))]
 mod probe_tests;
 #[cfg(all(test, feature = "memory"))]
+mod sleep_tests;
+#[cfg(all(test, feature = "memory"))]
 mod test_backend;
 #[cfg(all(test, feature = "memory"))]
 mod tests;
+#[cfg(all(test, feature = "memory"))]
+mod typed_tests;

@@ -35,6 +35,7 @@ impl Drop for SlotGuard {
     fn drop(&mut self) {
         self.0.metrics.delivery_ended();
         self.0.wake.notify_one();
+        self.0.idle.changed();
     }
 }
 
@@ -83,9 +84,13 @@ pub(crate) async fn run_delivery(
 /// The span of one delivery: every event of it carries the execution, the token and the
 /// workflow. With feature `otel` it continues the trace stored at admission (its parent,
 /// and a link; DESIGN.md "Traces across processes").
+///
+/// At level `error`, so that a subscriber showing only warnings and errors still enables it:
+/// an `info` span would be filtered out there, and a worker failure's `warn` line would not
+/// say which execution failed.
 pub(crate) fn delivery_span(claimed: &Claimed) -> tracing::Span {
     let record = &claimed.record;
-    let span = tracing::info_span!(
+    let span = tracing::error_span!(
         "delivery",
         execution_id = %claimed.lease.execution_id,
         token = claimed.lease.token.get(),
@@ -106,6 +111,7 @@ pub(crate) async fn release_unstarted(shared: &Shared, held: &Claimed) {
     async {
         tracing::info!("held lease not started: releasing it unrun");
         release(shared, &held.lease).await;
+        shared.idle.changed();
     }
     .instrument(span)
     .await;
@@ -132,6 +138,7 @@ async fn take_held(shared: &Arc<Shared>) -> Next {
 /// One delivery; returns the execution its acknowledgement claimed next, if any.
 async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> Next {
     let Claimed { lease, record } = claimed;
+    shared.idle.delivery_started();
     tracing::info!(expires_at = lease.expires_at.as_millis(), "claim");
     let delivery = Delivery::new(
         shared.backend.clone(),
@@ -206,25 +213,21 @@ async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
             return acknowledge(shared, &delivery.lease(), outcome, delivery.deadline()).await;
         }
-        Ended::Returned(Err(e @ DeliveryError::Refused { .. })) => {
-            // No redelivery can cure a refused value: the execution fails with it.
-            shared.metrics.worker_failed();
-            tracing::warn!(error = %e, "a step's value was refused: failing the execution");
-            if let Some(outcome) = e.refusal_outcome() {
-                let outcome = WorkflowRunOutcome::Failed(outcome);
-                return acknowledge(shared, &delivery.lease(), outcome, delivery.deadline()).await;
-            }
-            release(shared, &delivery.lease()).await;
-        }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
             release(shared, &delivery.lease()).await;
         }
-        Ended::Returned(Err(e)) => {
-            shared.metrics.worker_failed();
-            tracing::warn!(error = %e, "worker failed");
-            release(shared, &delivery.lease()).await;
-        }
+        Ended::Returned(Err(e)) => match e.acknowledgement() {
+            Some(outcome) => {
+                log_acknowledged_error(shared, &e);
+                return acknowledge(shared, &delivery.lease(), outcome, delivery.deadline()).await;
+            }
+            None => {
+                shared.metrics.worker_failed();
+                tracing::warn!(error = %e, "worker failed");
+                release(shared, &delivery.lease()).await;
+            }
+        },
         Ended::Panicked(message) => {
             shared.metrics.worker_failed();
             tracing::error!(panic = %message, "worker panicked");
@@ -232,6 +235,19 @@ async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next
         }
     }
     None
+}
+
+/// Logs (and counts) an error the delivery is acknowledged for: a sleep, the workflow's own
+/// failure, or an execution no redelivery can cure (a worker failure, at `warn`).
+fn log_acknowledged_error(shared: &Shared, e: &DeliveryError) {
+    if e.is_refusal() {
+        shared.metrics.worker_failed();
+        tracing::warn!(error = %e, "cannot run or store this execution: failing it");
+    } else if matches!(e, DeliveryError::Sleeping { .. }) {
+        tracing::debug!(reason = %e, "durable sleep: suspending");
+    } else {
+        tracing::info!(error = %e, "the workflow failed");
+    }
 }
 
 /// The execution an acknowledgement claimed next, with the send time of that claim.

@@ -15,6 +15,7 @@ use crate::dispatcher::ack_queue::AckQueue;
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::ClaimSeen;
+use crate::dispatcher::idle::{IdleWatch, until_idle};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
 use crate::dispatcher::prefetch::{Held, Prefetch};
@@ -94,6 +95,7 @@ impl Dispatcher {
             wake_forced: AtomicBool::new(false),
             prefetch: Prefetch::default(),
             detached: Detached::default(),
+            idle: IdleWatch::default(),
         });
         if let Some((keep, every)) = options.get_retention() {
             handle.spawn(
@@ -130,6 +132,21 @@ impl Dispatcher {
     pub fn wake(&self) {
         self.shared.wake_forced.store(true, Ordering::SeqCst);
         self.shared.wake.notify_one();
+    }
+
+    /// Completes once this dispatcher is idle: no delivery runs or is held, no
+    /// acknowledgement waits in the background, and a claim sent after all of them ended
+    /// found nothing claimable at the backend clock. For a program (or a test) that admits
+    /// work and waits for it to be done, instead of sleeping: `backend.admit(..).await?;
+    /// dispatcher.idle().await;`.
+    ///
+    /// Work scheduled for later (a `not_before`, a durable sleep, a redelivery delay) does
+    /// not count as busy, nor does an execution another dispatcher holds. Each time the
+    /// dispatcher falls quiet it makes one claim at once (as [`Dispatcher::wake`] does);
+    /// otherwise it waits for the claims the loop makes anyway. It does not sleep or poll
+    /// beyond them, and it completes once the dispatcher stops claiming.
+    pub async fn idle(&self) {
+        until_idle(&self.shared, || self.wake()).await;
     }
 
     /// Graceful shutdown: stops claiming, lets running deliveries finish for up to `grace`,
@@ -271,6 +288,7 @@ fn take_claims(
 ) {
     let opts = shared.options;
     let got = batch.claimed.len();
+    let (now, next) = (batch.now, batch.next_claimable_at);
     shared.lock_horizon().claimed(ClaimSeen {
         now: batch.now,
         next: batch.next_claimable_at,
@@ -291,6 +309,8 @@ fn take_claims(
             shared.prefetch.hold(claimed, sent, &opts);
         }
     }
+    // After the deliveries count as in flight: an idle waiter sees them busy.
+    shared.idle.claimed(sent, now, next, got);
 }
 
 /// Starts held leases in free slots, and releases those whose hold ended.

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatcher::ack_queue::AckQueue;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::{ClaimSeen, Horizon};
+use crate::dispatcher::idle::IdleWatch;
 use crate::dispatcher::metrics::DispatcherMetrics;
 use crate::dispatcher::options::DispatcherOptions;
 use crate::dispatcher::prefetch::Prefetch;
@@ -51,6 +52,8 @@ pub(crate) struct Shared {
     /// Acknowledgements sent in the background (their deliveries' slots moved on to a held
     /// lease); the drain waits for them.
     pub(crate) detached: Detached,
+    /// What `Dispatcher::idle` waits on.
+    pub(crate) idle: IdleWatch,
 }
 
 /// A count of background acknowledgements not yet answered, and a signal when it drops.
@@ -68,6 +71,11 @@ impl Detached {
     pub(crate) fn finished(&self) {
         self.pending.fetch_sub(1, Ordering::SeqCst);
         self.done.notify_waiters();
+    }
+
+    /// No background acknowledgement waits for its answer.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) == 0
     }
 
     /// Completes once every background acknowledgement was answered.
@@ -109,6 +117,7 @@ impl Shared {
             self.slot_claimed.store(true, Ordering::SeqCst);
         }
         self.prefetch.set_waiting(work_waiting(now, next, got, 1));
+        self.idle.claimed(sent, now, next, got);
     }
 
     /// Completes when the dispatcher stops claiming (shutdown or drop).
