@@ -44,6 +44,17 @@ pub enum LeaseError {
         /// The parser's message.
         reason: String,
     },
+    /// A valid JSON payload that does not decode into the type asked for (a field missing,
+    /// a string where a number belongs): the payload is fine, the program's type differs.
+    #[error("{field} does not match the type {expected}: {reason}")]
+    WrongShape {
+        /// Which payload.
+        field: &'static str,
+        /// The Rust type it was decoded into.
+        expected: &'static str,
+        /// The decoder's message (what differs, and where).
+        reason: String,
+    },
     /// The execution named by an id or a lease does not exist.
     #[error("unknown execution {0}")]
     UnknownExecution(ExecutionId),

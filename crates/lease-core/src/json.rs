@@ -108,9 +108,19 @@ impl Json {
 
     /// Deserialises the payload into `T`.
     pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.0).map_err(|e| LeaseError::MalformedJson {
-            field: "payload",
-            reason: e.to_string(),
+        serde_json::from_str(&self.0).map_err(|e| match e.classify() {
+            // Valid JSON the type does not accept: the program's type differs, so say that
+            // rather than calling the payload invalid.
+            serde_json::error::Category::Data => LeaseError::WrongShape {
+                field: "payload",
+                expected: std::any::type_name::<T>(),
+                reason: e.to_string(),
+            },
+            // Stored text that does not parse (a corrupt record).
+            _ => LeaseError::MalformedJson {
+                field: "payload",
+                reason: e.to_string(),
+            },
         })
     }
 

@@ -68,3 +68,31 @@ fn serialize_embeds_the_payload() {
     let outer = serde_json::to_string(&serde_json::json!({ "p": json })).expect("serialize");
     assert_eq!(outer, r#"{"p":{"a":[true],"b":1}}"#);
 }
+
+/// Valid JSON of another shape than the type asked for is `WrongShape`, naming the type and
+/// what differs, never "not valid JSON"; text that does not parse stays `MalformedJson`.
+#[test]
+fn decoding_valid_json_of_another_shape_says_so() {
+    #[derive(Debug, serde::Deserialize)]
+    struct Welcome {
+        #[allow(dead_code)]
+        user_id: u64,
+    }
+    let json = Json::parse("input", r#"{"user_id":"seven"}"#).expect("valid JSON");
+    match json.decode::<Welcome>() {
+        Err(LeaseError::WrongShape {
+            field: "payload",
+            expected,
+            reason,
+        }) => {
+            assert!(expected.ends_with("Welcome"), "{expected}");
+            assert!(reason.contains("seven"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let corrupt = Json::from_stored("[1,".to_owned());
+    assert!(matches!(
+        corrupt.decode::<Vec<u8>>(),
+        Err(LeaseError::MalformedJson { .. })
+    ));
+}
