@@ -151,6 +151,7 @@ impl Controller {
             ),
             expected_step: Some(&expected_step),
             expected_outcome: Some(&expected_outcome),
+            claims_skip_locked: self.kind == crate::backend::Kind::Postgres,
         };
         history::check(ops, &options)
     }

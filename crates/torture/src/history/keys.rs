@@ -124,6 +124,7 @@ fn leases_of<'a>(ops: &[&'a Op]) -> Vec<Lease<'a>> {
             OpKind::Claim {
                 expires_at,
                 duration_ms,
+                ..
             } => Some(Lease {
                 claim,
                 claimed_at: expires_at - duration_ms,

@@ -21,6 +21,7 @@ fn claim(e: &str, token: u64, span: (i64, i64), at_ms: i64) -> Op {
     let kind = OpKind::Claim {
         expires_at: at_ms + 100,
         duration_ms: 100,
+        first_delivery: false,
     };
     op(e, token, span, kind, OpResult::Accepted)
 }
@@ -30,6 +31,7 @@ fn admit(e: &str, key: Option<&str>) -> Op {
     let kind = OpKind::Admit {
         key: key.map(str::to_owned),
         priority: 0,
+        due_at: None,
     };
     op(e, 0, (-100, -90), kind, OpResult::Accepted)
 }
