@@ -22,6 +22,7 @@ mod forward;
 mod hash;
 mod history;
 mod lostlease;
+mod mutant;
 mod nemesis;
 mod netns;
 mod opcount;

@@ -44,6 +44,7 @@ impl Controller {
             }
             self.admit_more().await;
             self.cancel_some().await;
+            self.pause_some().await;
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 let line = !tty && last_line.elapsed() >= Duration::from_secs(10);
                 if tty || line {
@@ -55,6 +56,7 @@ impl Controller {
         }
         // Faults stop: resume, restart and speed up everything, then drain.
         self.run_later(true).await?;
+        self.end_pause().await;
         let faults_end = now_us();
         let drain_deadline = Instant::now() + self.a.liveness;
         while self.done.len() < self.admitted.len() && Instant::now() < drain_deadline {

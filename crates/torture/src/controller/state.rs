@@ -69,6 +69,11 @@ pub(super) struct Controller {
     pub(super) cancel_tried: BTreeSet<String>,
     /// Cancels that returned.
     pub(super) cancels: u64,
+    /// Since when the namespace may be paused (`--pause-every`): set at each pause call,
+    /// cleared by a resume that returned.
+    pub(super) paused_since: Option<Instant>,
+    /// When the next pause is due.
+    pub(super) next_pause: Instant,
     pub(super) dropper: Option<Dropper>,
     /// The namespaces, veths and forwarders of `--netns`.
     pub(super) net: Option<Network>,

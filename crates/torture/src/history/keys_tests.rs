@@ -286,3 +286,19 @@ fn rule_6_boundaries() {
             .any(|v| matches!(v, Violation::ClaimedAfterCancel { token: 2, .. }))
     );
 }
+
+#[test]
+fn the_peak_counts_a_keys_certainly_live_leases_at_a_claim() {
+    let h = keyed(
+        2,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)],
+    );
+    assert_eq!(super::peak_live_leases(&h), 2);
+    // Once e1's lease expired before e2's claim instant, only one was live.
+    let expired = keyed(
+        2,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 100)],
+    );
+    assert_eq!(super::peak_live_leases(&expired), 1);
+    assert_eq!(super::peak_live_leases(&[]), 0);
+}

@@ -28,6 +28,7 @@ mod tests;
 
 pub use cancel::{ALREADY_CANCELLED, ALREADY_TERMINAL, CANCELLED};
 pub use check::check;
+pub use keys::peak_live_leases;
 pub use op::{Op, OpKind, OpResult, error_result};
 pub use options::CheckOptions;
 pub use violation::Violation;

@@ -1,0 +1,113 @@
+//! The negative controls of the controls (history rules 8 and 9): a wrapper under the
+//! controller's recorder that breaks one control for real, so the run's claims break the
+//! rule and the checker must report it (`--break-control`).
+//!
+//! - `pause`: every pause is answered "paused" and never reaches the backend, so the
+//!   runtimes go on claiming inside the windows the log shows paused;
+//! - `priority`: every admission is stored at the opposite priority (the log keeps the one
+//!   asked for), so the backend claims the lowest first.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::{
+    Admission, ExecutionClient, ExecutionRecord, HeapClient, LeaseBackend, PauseScope, Priority,
+    Result, StartClient, StoreClient,
+};
+
+/// Which control `--break-control` breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// Pauses are dropped.
+    Pause,
+    /// Priorities are stored inverted.
+    Priority,
+}
+
+impl Broken {
+    /// Parses `pause` or `priority`.
+    pub fn parse(text: &str) -> Result<Broken, String> {
+        match text {
+            "pause" => Ok(Broken::Pause),
+            "priority" => Ok(Broken::Priority),
+            other => Err(format!("{other:?}: expected pause or priority")),
+        }
+    }
+}
+
+/// A backend with one control broken.
+pub struct Mutant {
+    inner: Arc<dyn LeaseBackend>,
+    broken: Broken,
+}
+
+impl Mutant {
+    /// Wraps `inner`, breaking `broken`.
+    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: Broken) -> Arc<dyn LeaseBackend> {
+        Arc::new(Mutant { inner, broken })
+    }
+}
+
+#[async_trait]
+impl lease_core::ForwardExecution for Mutant {
+    fn inner_execution(&self) -> &dyn ExecutionClient {
+        &*self.inner
+    }
+
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        if self.broken != Broken::Priority {
+            return self.inner.admit(admission).await;
+        }
+        let mut inverted = admission.clone();
+        inverted.priority = Priority::new(-admission.priority.get())?;
+        self.inner.admit(&inverted).await
+    }
+
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        if self.broken == Broken::Pause {
+            return Ok(true);
+        }
+        self.inner.pause(scope).await
+    }
+}
+
+impl lease_core::ForwardHeap for Mutant {
+    fn inner_heap(&self) -> &dyn HeapClient {
+        &*self.inner
+    }
+}
+
+impl lease_core::ForwardStore for Mutant {
+    fn inner_store(&self) -> &dyn StoreClient {
+        &*self.inner
+    }
+}
+
+impl lease_core::ForwardStart for Mutant {
+    fn inner_start(&self) -> &dyn StartClient {
+        &*self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::{ExecutionId, MemoryBackend};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn each_mutant_breaks_its_control_only() {
+        let memory: Arc<dyn LeaseBackend> = Arc::new(MemoryBackend::new());
+        let paused = Mutant::wrap(memory.clone(), Broken::Pause);
+        assert!(paused.pause(&PauseScope::Namespace).await.expect("pause"));
+        assert!(memory.list_paused().await.expect("list").is_empty());
+        let inverted = Mutant::wrap(memory.clone(), Broken::Priority);
+        let admission = Admission::new(ExecutionId::new("e1").expect("id"))
+            .priority(Priority::new(3).expect("priority"));
+        let stored = inverted.admit(&admission).await.expect("admit");
+        assert_eq!(stored.priority.get(), -3);
+        assert!(inverted.pause(&PauseScope::Namespace).await.expect("pause"));
+        assert_eq!(memory.list_paused().await.expect("list").len(), 1);
+        assert!(Broken::parse("cancel").is_err());
+    }
+}
