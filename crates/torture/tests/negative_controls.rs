@@ -144,10 +144,7 @@ fn broken_control_is_caught(broken: &str, drive: &[&str], kind: &str) {
         line.contains("application rows 0, effects 0") && !line.contains("history 0"),
         "only the history checker objects: {line}"
     );
-    let reported: Vec<&str> = stdout
-        .lines()
-        .filter(|l| l.contains("\"kind\":"))
-        .collect();
+    let reported: Vec<&str> = stdout.lines().filter(|l| l.contains("\"kind\":")).collect();
     assert!(
         !reported.is_empty() && reported.iter().all(|l| l.contains(kind)),
         "only {kind}: {stdout}"

@@ -27,13 +27,16 @@ impl Controller {
                 let _ = self.recorded.pause(&PauseScope::Namespace).await;
                 self.paused_since = Some(now);
             }
-            Some(since) if now.duration_since(since) >= pause_for => {
-                if self.recorded.resume(&PauseScope::Namespace).await.is_ok() {
-                    self.paused_since = None;
-                    self.next_pause = Instant::now() + pause_for;
-                }
-            }
+            Some(since) if now.duration_since(since) >= pause_for => self.resume(pause_for).await,
             _ => {}
+        }
+    }
+
+    /// Resumes the namespace; once that returned, the next pause is due `pause_for` later.
+    async fn resume(&mut self, pause_for: Duration) {
+        if self.recorded.resume(&PauseScope::Namespace).await.is_ok() {
+            self.paused_since = None;
+            self.next_pause = Instant::now() + pause_for;
         }
     }
 
