@@ -20,7 +20,8 @@
 //!   run does not guard the barrier: without it the run found 1 violation once (an effect
 //!   record a failover took back) and 0 in other runs, so it passes without the barrier
 //!   too. The barrier's guard is lease-redis's `tests/replication_barrier.rs`, which fails
-//!   without it every time (a read of a record no replica has answers success). Its write
+//!   without it (a read of a record no replica has answers success; docs/DESIGN.md "Redis
+//!   Cluster failover" records the check). Its write
 //!   side cannot be made deterministic there on Redis 7.0: a connection's `WAIT` offset
 //!   follows every command it ran, reads included (checked by hand: after another client's
 //!   unreplicated write, `GET; WAIT 1 300` blocks and answers 0), so a `WAIT` sent right
