@@ -45,10 +45,15 @@ pub struct Controls {
     /// (history rule 8; default: no pauses).
     #[arg(long, value_name = "MS", value_parser = values::millis)]
     pub pause_every: Option<Duration>,
-    /// pause | priority: NEGATIVE CONTROL, the controller's backend drops its pauses or
-    /// stores every priority inverted (the checker must report violations).
+    /// pause | priority | schedule: NEGATIVE CONTROL, the controller's backend drops its
+    /// pauses or stores every priority inverted, or the runtimes' schedulers drop
+    /// occurrences (the checker must report violations).
     #[arg(long, value_name = "CONTROL", value_parser = Broken::parse)]
     pub break_control: Option<Broken>,
+    /// Every runtime ticks a schedule firing every second until the faults end (history
+    /// rule 10).
+    #[arg(long)]
+    pub schedule: bool,
 }
 
 impl Controls {
@@ -140,6 +145,8 @@ pub struct ControlFigures {
     /// The most leases of one key certainly live at a claim (history rule 7's count): at
     /// the limit, the limit bound during the run.
     pub key_peak: u64,
+    /// Scheduled occurrences admitted (`--schedule`).
+    pub scheduled: u64,
 }
 
 impl ControlFigures {
@@ -152,6 +159,7 @@ impl ControlFigures {
             ..ControlFigures::default()
         };
         let mut keyed = std::collections::BTreeSet::new();
+        let mut scheduled = std::collections::BTreeSet::new();
         for op in ops.iter().filter(|op| op.result == OpResult::Accepted) {
             match &op.kind {
                 OpKind::Cancel { result } if result == crate::history::CANCELLED => {
@@ -159,6 +167,9 @@ impl ControlFigures {
                 }
                 OpKind::Cancel { result } if result == crate::history::ALREADY_TERMINAL => {
                     f.already_terminal += 1;
+                }
+                OpKind::Admit { .. } if crate::schedules::is_occurrence(&op.execution) => {
+                    scheduled.insert(op.execution.as_str());
                 }
                 OpKind::Admit { key: Some(_), .. } => {
                     keyed.insert(op.execution.as_str());
@@ -168,6 +179,7 @@ impl ControlFigures {
             }
         }
         f.keyed = keyed.len() as u64;
+        f.scheduled = scheduled.len() as u64;
         if f.keyed > 0 {
             f.key_peak = history::peak_live_leases(ops) as u64;
         }
@@ -183,14 +195,15 @@ impl std::fmt::Display for ControlFigures {
         writeln!(
             f,
             "  controls: cancels {} cancelled, {} already terminal; keyed executions {} over {} \
-             keys, limit {limit}, peak {} live; priority levels {}; pauses {}",
+             keys, limit {limit}, peak {} live; priority levels {}; pauses {}; scheduled {}",
             self.cancelled,
             self.already_terminal,
             self.keyed,
             self.keys,
             self.key_peak,
             self.priorities,
-            self.pauses
+            self.pauses,
+            self.scheduled
         )
     }
 }

@@ -30,6 +30,7 @@ mod oplog;
 mod recorder;
 mod report;
 mod runtime;
+mod schedules;
 mod skew;
 mod timeline;
 mod trueclock;

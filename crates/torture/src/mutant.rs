@@ -5,7 +5,10 @@
 //! - `pause`: every pause is answered "paused" and never reaches the backend, so the
 //!   runtimes go on claiming inside the windows the log shows paused;
 //! - `priority`: every admission is stored at the opposite priority (the log keeps the one
-//!   asked for), so the backend claims the lowest first.
+//!   asked for), so the backend claims the lowest first;
+//! - `schedule` (history rule 10, in the runtimes' schedulers, above their recorders):
+//!   every fourth occurrence's admission is answered as if admitted and never sent, so the
+//!   schedule's cursor passes occurrences that do not exist.
 
 use std::sync::Arc;
 
@@ -22,6 +25,8 @@ pub enum Broken {
     Pause,
     /// Priorities are stored inverted.
     Priority,
+    /// Scheduled occurrences are dropped.
+    Schedule,
 }
 
 impl Broken {
@@ -30,7 +35,8 @@ impl Broken {
         match text {
             "pause" => Ok(Broken::Pause),
             "priority" => Ok(Broken::Priority),
-            other => Err(format!("{other:?}: expected pause or priority")),
+            "schedule" => Ok(Broken::Schedule),
+            other => Err(format!("{other:?}: expected pause, priority or schedule")),
         }
     }
 }
@@ -63,12 +69,42 @@ impl lease_core::ForwardExecution for Mutant {
         self.inner.admit(&inverted).await
     }
 
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        if self.broken != Broken::Schedule {
+            return self.inner.admit_batch(admissions).await;
+        }
+        let now = self.inner.now().await?;
+        let kept: Vec<Admission> = admissions.iter().filter(|a| !dropped(a)).cloned().collect();
+        let mut stored = if kept.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.admit_batch(&kept).await?
+        }
+        .into_iter();
+        Ok(admissions
+            .iter()
+            .map(|a| match dropped(a) {
+                true => ExecutionRecord::admitted(a, now),
+                false => stored
+                    .next()
+                    .unwrap_or_else(|| ExecutionRecord::admitted(a, now)),
+            })
+            .collect())
+    }
+
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         if self.broken == Broken::Pause {
             return Ok(true);
         }
         self.inner.pause(scope).await
     }
+}
+
+/// Whether the schedule mutant drops `admission`: every fourth second's occurrence.
+fn dropped(admission: &Admission) -> bool {
+    admission
+        .not_before
+        .is_some_and(|at| at.as_millis().div_euclid(1000) % 4 == 0)
 }
 
 impl lease_core::ForwardHeap for Mutant {

@@ -305,6 +305,41 @@ impl lease_core::ForwardExecution for Recorder {
         self.control(admission.id.as_str(), kind, call, learn).await
     }
 
+    /// Logs each admission of the batch (the schedulers' path; history rules 9 and 10) as
+    /// its own `admit` op: invoked before the call, then accepted with its record's due
+    /// time, or how the batch's error reads (an error after some items is `Unknown`).
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        let invoked: Vec<(u64, Op)> = admissions
+            .iter()
+            .map(|a| {
+                let seq = self.log.next_seq();
+                let kind = OpKind::Admit {
+                    key: a.concurrency_key.as_ref().map(|k| k.as_str().to_owned()),
+                    priority: a.priority.get(),
+                    due_at: None,
+                };
+                let op = self.op(&a.id, 0, now_us(), kind);
+                self.log.invoke(seq, &op);
+                (seq, op)
+            })
+            .collect();
+        let result = self.inner.admit_batch(admissions).await;
+        for (i, (seq, mut op)) in invoked.into_iter().enumerate() {
+            let r = match &result {
+                Ok(records) => match (records.get(i), &mut op.kind) {
+                    (Some(record), OpKind::Admit { due_at, .. }) => {
+                        *due_at = record.due_at.map(Timestamp::as_millis);
+                        OpResult::Accepted
+                    }
+                    _ => OpResult::Unknown,
+                },
+                Err(e) => error_result(e),
+            };
+            self.finish(seq, op, r);
+        }
+        result
+    }
+
     /// Logs the limit set (history rule 7), with an empty execution.
     async fn set_concurrency_limit(
         &self,

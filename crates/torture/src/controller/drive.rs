@@ -11,10 +11,20 @@ use crate::faults::Fault;
 use crate::history::{Op, OpKind, OpResult};
 use crate::oplog::now_us;
 use crate::recorder::terminal_text;
+use crate::schedules;
 
 impl Controller {
     /// Runs the fault window and the drain. Returns the start and the end of the faults.
     pub(super) async fn drive(&mut self, schedule: &[Fault]) -> Result<(Instant, i64), String> {
+        if self.a.controls.schedule {
+            let now = self
+                .backend
+                .now()
+                .await
+                .map_err(|e| format!("backend clock: {e}"))?;
+            let window = i64::try_from(self.a.duration.as_millis()).unwrap_or(i64::MAX);
+            self.schedule_until_ms = Some(now.as_millis().saturating_add(window));
+        }
         for slot in 0..self.slots.len() {
             self.spawn(slot)?;
         }
@@ -92,6 +102,14 @@ impl Controller {
                     }
                     (OpKind::WriteStep { .. } | OpKind::Acknowledge { .. }, OpResult::Lost) => {
                         self.stale_refused += 1;
+                    }
+                    // A scheduled occurrence is one of the run's executions from its
+                    // admission on (a reply lost in a fault may hide one that committed).
+                    (OpKind::Admit { .. }, OpResult::Accepted | OpResult::Unknown)
+                        if schedules::is_occurrence(&op.execution)
+                            && !self.admitted.contains_key(&op.execution) =>
+                    {
+                        self.admitted.insert(op.execution.clone(), Instant::now());
                     }
                     _ => {}
                 }

@@ -285,6 +285,7 @@ async fn connect(
         cancel_tried: BTreeSet::new(),
         cancels: 0,
         paused_since: None,
+        schedule_until_ms: None,
         next_pause: Instant::now() + a.controls.pause_for().unwrap_or_default(),
         dropper,
         net,

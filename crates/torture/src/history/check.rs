@@ -17,6 +17,7 @@ use super::outcomes::{
 };
 use super::pause::nothing_claimed_while_paused;
 use super::priority::higher_priorities_first;
+use super::schedule::occurrences_admitted_once;
 use super::stale::nothing_stale_accepted;
 use super::steps::{steps_never_disappear, steps_written_once};
 use super::tokens::{tokens_increase, tokens_not_reused};
@@ -38,6 +39,7 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
     if !options.claims_skip_locked {
         higher_priorities_first(ops, &mut out);
     }
+    occurrences_admitted_once(&by_exec, options, &mut out);
     not_completed(&by_exec, options, &mut out);
     out
 }

@@ -3,7 +3,8 @@
 //!
 //! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the
 //! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
-//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6, [`keys`] 7, [`pause`] 8, [`priority`] 9).
+//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6, [`keys`] 7, [`pause`] 8, [`priority`] 9,
+//! [`schedule`] 10).
 
 mod cancel;
 mod check;
@@ -14,6 +15,7 @@ mod options;
 mod outcomes;
 mod pause;
 mod priority;
+mod schedule;
 mod stale;
 mod steps;
 mod tokens;

@@ -25,4 +25,7 @@ pub struct CheckOptions<'a> {
     /// LOCKED`), so a claim may legitimately pass over a higher priority: rule 9 is not
     /// judged.
     pub claims_skip_locked: bool,
+    /// The execution ids of every occurrence the run's schedule settled (rule 10; empty:
+    /// no schedule).
+    pub settled_occurrences: BTreeSet<String>,
 }

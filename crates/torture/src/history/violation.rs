@@ -179,6 +179,18 @@ pub enum Violation {
         /// That execution's priority.
         passed_over_priority: i32,
     },
+    /// Rule 10: an occurrence the schedule settled was never admitted.
+    OccurrenceMissing {
+        /// The occurrence's execution id.
+        execution: String,
+    },
+    /// Rule 10: an occurrence was delivered first more than once (admitted again).
+    OccurrenceAdmittedTwice {
+        /// The occurrence's execution id.
+        execution: String,
+        /// Claims that each showed a first delivery.
+        first_deliveries: usize,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.
