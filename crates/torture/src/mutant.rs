@@ -145,5 +145,19 @@ mod tests {
         assert!(inverted.pause(&PauseScope::Namespace).await.expect("pause"));
         assert_eq!(memory.list_paused().await.expect("list").len(), 1);
         assert!(Broken::parse("cancel").is_err());
+        // Every fourth second's occurrence is answered as admitted and never stored.
+        let dropping = Mutant::wrap(memory.clone(), Broken::Schedule);
+        let at = |ms| {
+            Admission::new(ExecutionId::new(format!("schedule:t:{ms}")).expect("id"))
+                .not_before(lease_core::Timestamp::from_millis(ms))
+        };
+        let answered = dropping
+            .admit_batch(&[at(4000), at(5000)])
+            .await
+            .expect("admit_batch");
+        assert_eq!(answered.len(), 2);
+        let dropped = memory.get(&at(4000).id).await.expect("get");
+        let kept = memory.get(&at(5000).id).await.expect("get");
+        assert!(dropped.is_none() && kept.is_some());
     }
 }

@@ -4,10 +4,11 @@
 //! - `--effects unfenced`: the effect step bypasses the effect helper (the provider called
 //!   inside a plain step). No faults are needed: the checker catches a provider call that no
 //!   pending `begin` covers, whoever made it.
-//! - `--break-control pause` / `priority`: the controller's backend drops its pauses or
-//!   stores every priority inverted; no faults are needed: the runtimes claim inside the
-//!   logged pause windows, or the lowest priority first, and history rule 8 or 9 must say
-//!   so (and only it).
+//! - `--break-control pause` / `priority` / `schedule`: the controller's backend drops its
+//!   pauses or stores every priority inverted, or the runtimes' schedulers drop every
+//!   fourth occurrence; no faults are needed: the runtimes claim inside the logged pause
+//!   windows, or the lowest priority first, or the cursor passes occurrences never
+//!   admitted, and history rule 8, 9 or 10 must say so (and only it).
 //! - `--app-write unfenced`: the application row is written in a plain transaction outside
 //!   the token check, then the step is recorded. Pauses (SIGSTOP past the lease) make stale
 //!   holders that wake in an application step's work and write their row after another
@@ -154,6 +155,11 @@ fn broken_control_is_caught(broken: &str, drive: &[&str], kind: &str) {
 #[test]
 fn rule_8_catches_claims_while_the_namespace_is_paused() {
     broken_control_is_caught("pause", &["--pause-every", "1000"], "claimed_while_paused");
+}
+
+#[test]
+fn rule_10_catches_scheduled_occurrences_never_admitted() {
+    broken_control_is_caught("schedule", &["--schedule"], "occurrence_missing");
 }
 
 #[test]

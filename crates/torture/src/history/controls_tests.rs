@@ -1,4 +1,4 @@
-//! Negative controls of rules 8 and 9: crafted histories the checker must flag, and valid
+//! Negative controls of rules 8 to 10: crafted histories the checker must flag, and valid
 //! or ambiguous ones on the boundaries it must pass.
 
 use rstest::rstest;
@@ -200,4 +200,69 @@ fn rule_9_flags_a_keyed_higher_one_when_no_limit_exists() {
         claim("e-high", 2, (30, 40), 25, true),
     ];
     assert_eq!(priority(&h).len(), 1, "{h:?}");
+}
+
+fn occurrences(h: &[Op], settled: &[&str]) -> Vec<Violation> {
+    let options = CheckOptions {
+        settled_occurrences: settled.iter().map(|s| (*s).to_owned()).collect(),
+        ..CheckOptions::default()
+    };
+    rule(h, &options, |v| {
+        matches!(
+            v,
+            Violation::OccurrenceMissing { .. } | Violation::OccurrenceAdmittedTwice { .. }
+        )
+    })
+}
+
+#[test]
+fn rule_10_flags_a_settled_occurrence_never_admitted() {
+    let h = vec![admit("schedule:t:1000", 0, None, 1000)];
+    assert_eq!(
+        occurrences(&h, &["schedule:t:1000", "schedule:t:2000"]),
+        vec![Violation::OccurrenceMissing {
+            execution: "schedule:t:2000".into(),
+        }]
+    );
+}
+
+#[rstest]
+#[case::admitted(admit("schedule:t:2000", 0, None, 2000))]
+#[case::claimed(claim("schedule:t:2000", 1, (10, 20), 2000, true))]
+#[case::read_after_the_run(op("schedule:t:2000", 1, (30, 40), OpKind::ReadOutcome { outcome: None }, OpResult::Accepted))]
+fn rule_10_takes_any_accepted_sign_of_an_occurrence(#[case] seen: Op) {
+    assert!(occurrences(&[seen], &["schedule:t:2000"]).is_empty());
+}
+
+#[test]
+fn rule_10_does_not_take_an_admission_of_unknown_result() {
+    let unknown = op(
+        "schedule:t:2000",
+        0,
+        (0, i64::MAX),
+        OpKind::Admit {
+            key: None,
+            priority: 0,
+            due_at: None,
+        },
+        OpResult::Unknown,
+    );
+    assert_eq!(occurrences(&[unknown], &["schedule:t:2000"]).len(), 1);
+}
+
+#[test]
+fn rule_10_flags_an_occurrence_delivered_first_twice() {
+    let h = vec![
+        admit("schedule:t:1000", 0, None, 1000),
+        claim("schedule:t:1000", 1, (10, 20), 1000, true),
+        claim("schedule:t:1000", 5, (50, 60), 1040, false),
+        claim("schedule:t:1000", 9, (90, 99), 1090, true),
+    ];
+    assert_eq!(
+        occurrences(&h, &["schedule:t:1000"]),
+        vec![Violation::OccurrenceAdmittedTwice {
+            execution: "schedule:t:1000".into(),
+            first_deliveries: 2,
+        }]
+    );
 }

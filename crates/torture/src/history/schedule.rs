@@ -57,11 +57,11 @@ pub(super) fn occurrences_admitted_once(
 /// that found it.
 fn shows_existence(op: &Op) -> bool {
     op.result == OpResult::Accepted
-        && match &op.kind {
+        && matches!(
+            op.kind,
             OpKind::Admit { .. }
-            | OpKind::Claim { .. }
-            | OpKind::ReadStep { .. }
-            | OpKind::ReadOutcome { .. } => true,
-            _ => false,
-        }
+                | OpKind::Claim { .. }
+                | OpKind::ReadStep { .. }
+                | OpKind::ReadOutcome { .. }
+        )
 }
