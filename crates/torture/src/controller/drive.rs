@@ -103,9 +103,10 @@ impl Controller {
                     (OpKind::WriteStep { .. } | OpKind::Acknowledge { .. }, OpResult::Lost) => {
                         self.stale_refused += 1;
                     }
-                    // A scheduled occurrence is one of the run's executions from its
-                    // admission on (a reply lost in a fault may hide one that committed).
-                    (OpKind::Admit { .. }, OpResult::Accepted | OpResult::Unknown)
+                    // A scheduled occurrence is one of the run's executions once an
+                    // admission of it returned (one whose reply was lost may never have
+                    // committed, and no scheduler may admit it again after the last tick).
+                    (OpKind::Admit { .. }, OpResult::Accepted)
                         if schedules::is_occurrence(&op.execution)
                             && !self.admitted.contains_key(&op.execution) =>
                     {
