@@ -266,6 +266,7 @@ mod tests {
         let kind = OpKind::Claim {
             expires_at: end + 1000,
             duration_ms: 1000,
+            first_delivery: false,
         };
         (0, op(1, token, start, end, kind, OpResult::Accepted))
     }

@@ -116,6 +116,9 @@ mod tests {
     #[case::controls(&["--cancel-every", "7", "--keys=4", "--keyed-percent", "30", "--key-limit", "2", "--priorities=3"],
         |a: &RunArgs| a.cancel_every.map(|n| n.get()) == Some(7) && a.controls.keys == 4
             && a.controls.keyed_percent == 30 && a.controls.key_limit == Some(2) && a.controls.priorities == 3)]
+    #[case::pause_and_break(&["--pause-every", "2s", "--break-control=priority"],
+        |a: &RunArgs| a.controls.pause_every == Some(Duration::from_secs(2))
+            && a.controls.break_control == Some(crate::mutant::Broken::Priority))]
     fn run_flags_parse(#[case] args: &[&str], #[case] holds: fn(&RunArgs) -> bool) {
         let a = run(args);
         assert!(holds(&a), "{args:?} -> {a:?}");
@@ -149,6 +152,8 @@ mod tests {
     #[case::priorities_zero(&["--priorities", "0"], "--priorities")]
     #[case::priorities_over_the_range(&["--priorities", "2002"], "--priorities")]
     #[case::keys_negative(&["--keys=-1"], "--keys")]
+    #[case::break_control(&["--break-control", "cancel"], "--break-control")]
+    #[case::pause_every_zero(&["--pause-every", "0"], "--pause-every")]
     #[case::given_twice(&["--seed", "1", "--seed", "2"], "--seed")]
     #[case::unknown_flag(&["--bogus", "1"], "--bogus")]
     #[case::missing_value(&["--url"], "--url")]

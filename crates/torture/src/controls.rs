@@ -1,7 +1,9 @@
-//! The controls a run drives besides `--cancel-every` (issue 21 items 3 and 4; history rule
-//! 7): a share of the executions admitted with concurrency keys, the limits set before the
-//! first admission, and priorities. Every choice is a hash of the execution's id, so the same
-//! run admits the same keys and priorities.
+//! The controls a run drives besides `--cancel-every` (issue 21 items 2 to 4; history rules
+//! 7 to 9): a share of the executions admitted with concurrency keys, the limits set before
+//! the first admission, priorities, and pauses of the namespace. Every choice is a hash of
+//! the execution's id, so the same run admits the same keys and priorities.
+
+use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
 use lease_core::{
@@ -10,14 +12,16 @@ use lease_core::{
 use serde::Serialize;
 
 use crate::hash::fnv;
-use crate::history::{Op, OpKind, OpResult};
+use crate::history::{self, Op, OpKind, OpResult};
+use crate::mutant::Broken;
+use crate::values;
 
 /// The key `--key-limit` also sets its own limit on (the other keys take the default), so
 /// both limit scopes are exercised.
 pub const OWN_LIMIT_KEY: &str = "k0";
 
 /// Concurrency keys, limits and priorities of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct Controls {
     /// Admit a share of the executions (--keyed-percent) with one of N concurrency keys
     /// (k0, k1, ..); 0: no keys.
@@ -37,12 +41,30 @@ pub struct Controls {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = RangedU64ValueParser::<u32>::new().range(1..=2001))]
     pub priorities: u32,
+    /// Pause the namespace every MS for half of it, then resume, during the faults
+    /// (history rule 8; default: no pauses).
+    #[arg(long, value_name = "MS", value_parser = values::millis)]
+    pub pause_every: Option<Duration>,
+    /// pause | priority | schedule: NEGATIVE CONTROL, the controller's backend drops its
+    /// pauses or stores every priority inverted, or the runtimes' schedulers drop
+    /// occurrences (the checker must report violations).
+    #[arg(long, value_name = "CONTROL", value_parser = Broken::parse)]
+    pub break_control: Option<Broken>,
+    /// Every runtime ticks a schedule firing every second until the faults end (history
+    /// rule 10).
+    #[arg(long)]
+    pub schedule: bool,
 }
 
 impl Controls {
     /// Whether the run needs a backend with priorities and limits.
     pub fn used(&self) -> bool {
         self.keys > 0 || self.key_limit.is_some() || self.priorities > 1
+    }
+
+    /// How long each pause lasts (half of `--pause-every`).
+    pub fn pause_for(&self) -> Option<Duration> {
+        self.pause_every.map(|every| every / 2)
     }
 
     /// The concurrency key of execution `id`, if it gets one.
@@ -76,6 +98,12 @@ impl Controls {
     /// `--key-limit` as the default and as [`OWN_LIMIT_KEY`]'s own limit, through `backend`
     /// (the controller's recorder, so the history holds the limits).
     pub async fn prepare(&self, backend: &dyn LeaseBackend) -> Result<(), String> {
+        if self.pause_every.is_some() {
+            backend
+                .list_paused()
+                .await
+                .map_err(|e| format!("--pause-every needs a backend with pauses: {e}"))?;
+        }
         if !self.used() {
             return Ok(());
         }
@@ -112,6 +140,13 @@ pub struct ControlFigures {
     pub key_limit: Option<u32>,
     /// Priority levels (`--priorities`).
     pub priorities: u32,
+    /// Pauses of the namespace that returned (`--pause-every`).
+    pub pauses: u64,
+    /// The most leases of one key certainly live at a claim (history rule 7's count): at
+    /// the limit, the limit bound during the run.
+    pub key_peak: u64,
+    /// Scheduled occurrences admitted (`--schedule`).
+    pub scheduled: u64,
 }
 
 impl ControlFigures {
@@ -124,6 +159,7 @@ impl ControlFigures {
             ..ControlFigures::default()
         };
         let mut keyed = std::collections::BTreeSet::new();
+        let mut scheduled = std::collections::BTreeSet::new();
         for op in ops.iter().filter(|op| op.result == OpResult::Accepted) {
             match &op.kind {
                 OpKind::Cancel { result } if result == crate::history::CANCELLED => {
@@ -132,13 +168,21 @@ impl ControlFigures {
                 OpKind::Cancel { result } if result == crate::history::ALREADY_TERMINAL => {
                     f.already_terminal += 1;
                 }
+                OpKind::Admit { .. } if crate::schedules::is_occurrence(&op.execution) => {
+                    scheduled.insert(op.execution.as_str());
+                }
                 OpKind::Admit { key: Some(_), .. } => {
                     keyed.insert(op.execution.as_str());
                 }
+                OpKind::Pause => f.pauses += 1,
                 _ => {}
             }
         }
         f.keyed = keyed.len() as u64;
+        f.scheduled = scheduled.len() as u64;
+        if f.keyed > 0 {
+            f.key_peak = history::peak_live_leases(ops) as u64;
+        }
         f
     }
 }
@@ -151,8 +195,15 @@ impl std::fmt::Display for ControlFigures {
         writeln!(
             f,
             "  controls: cancels {} cancelled, {} already terminal; keyed executions {} over {} \
-             keys, limit {limit}; priority levels {}",
-            self.cancelled, self.already_terminal, self.keyed, self.keys, self.priorities
+             keys, limit {limit}, peak {} live; priority levels {}; pauses {}; scheduled {}",
+            self.cancelled,
+            self.already_terminal,
+            self.keyed,
+            self.keys,
+            self.key_peak,
+            self.priorities,
+            self.pauses,
+            self.scheduled
         )
     }
 }
@@ -168,6 +219,7 @@ mod tests {
             keyed_percent: 50,
             key_limit: Some(1),
             priorities: 5,
+            ..Controls::default()
         };
         let ids: Vec<String> = (1..=2000).map(|n| format!("e{n:06}")).collect();
         let keyed: Vec<String> = ids.iter().filter_map(|id| o.key_of(id)).collect();

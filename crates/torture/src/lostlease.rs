@@ -83,6 +83,7 @@ impl<'a> Leases<'a> {
             if let OpKind::Claim {
                 expires_at,
                 duration_ms,
+                ..
             } = op.kind
             {
                 let lease = by_token.entry((&op.execution, op.token)).or_default();
@@ -249,6 +250,7 @@ mod tests {
         let kind = OpKind::Claim {
             expires_at: expires_ms,
             duration_ms: 1000,
+            first_delivery: false,
         };
         op(process, token, at, at + 100, kind, OpResult::Accepted)
     }

@@ -21,6 +21,8 @@ pub fn kind_name(kind: &OpKind) -> &'static str {
         OpKind::Cancel { .. } => "cancel",
         OpKind::Admit { .. } => "admit",
         OpKind::SetLimit { .. } => "set_limit",
+        OpKind::Pause => "pause",
+        OpKind::Resume => "resume",
     }
 }
 

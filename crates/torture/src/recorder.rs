@@ -12,9 +12,10 @@ use crate::history::{self, Op, OpKind, OpResult, error_result};
 use async_trait::async_trait;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord, LeaseBackend, LimitScope,
-    Result, StartClient, StepKey, StepWrite, StoreClient, WorkflowRunOutcome,
+    ClaimRequest, Claimed, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord,
+    LeaseBackend, LimitScope, PauseScope, Result, StartClient, StepKey, StepWrite, StoreClient,
+    Timestamp, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -103,15 +104,11 @@ impl Recorder {
         }
     }
 
-    /// Logs one accepted claim per lease, all with the claim call's start and end.
-    fn log_claims<'a>(
-        &self,
-        start_us: i64,
-        duration_ms: i64,
-        leases: impl Iterator<Item = &'a ExecutionLease>,
-    ) {
+    /// Logs one accepted claim per lease, all with the claim call's start and end, each
+    /// saying whether its record showed a first delivery (rule 9).
+    fn log_claims(&self, start_us: i64, duration_ms: i64, claimed: &[Claimed]) {
         let end_us = now_us();
-        for lease in leases {
+        for Claimed { lease, record } in claimed {
             let seq = self.log.next_seq();
             let mut op = self.op(
                 &lease.execution_id,
@@ -120,6 +117,7 @@ impl Recorder {
                 OpKind::Claim {
                     expires_at: lease.expires_at.as_millis(),
                     duration_ms,
+                    first_delivery: record.is_first_delivery(lease),
                 },
             );
             op.end_us = end_us;
@@ -144,12 +142,13 @@ impl Recorder {
     }
 
     /// Logs an unfenced control call (token 0) around `call`: its invocation first, then
-    /// `accepted` or how its error reads.
+    /// `accepted` (with what `learn` reads from the answer) or how its error reads.
     async fn control<T>(
         &self,
         execution: &str,
         kind: OpKind,
         call: impl Future<Output = Result<T>>,
+        learn: fn(&T, &mut OpKind),
     ) -> Result<T> {
         let seq = self.log.next_seq();
         let start_us = now_us();
@@ -164,8 +163,12 @@ impl Recorder {
         };
         self.log.invoke(seq, &op);
         let result = call.await;
+        let mut op = op;
         let r = match &result {
-            Ok(_) => OpResult::Accepted,
+            Ok(answer) => {
+                learn(answer, &mut op.kind);
+                OpResult::Accepted
+            }
             Err(e) => error_result(e),
         };
         self.finish(seq, op, r);
@@ -194,11 +197,7 @@ impl lease_core::ForwardExecution for Recorder {
         let start_us = now_us();
         let result = self.inner.claim_due_with_horizon(request).await;
         if let Ok(batch) = &result {
-            self.log_claims(
-                start_us,
-                duration_ms,
-                batch.claimed.iter().map(|c| &c.lease),
-            );
+            self.log_claims(start_us, duration_ms, &batch.claimed);
         }
         result
     }
@@ -218,11 +217,7 @@ impl lease_core::ForwardExecution for Recorder {
         };
         self.finish(seq, op, logged);
         if let Ok(r) = &result {
-            self.log_claims(
-                start_us,
-                duration_ms,
-                r.next.claimed.iter().map(|c| &c.lease),
-            );
+            self.log_claims(start_us, duration_ms, &r.next.claimed);
         }
         result
     }
@@ -299,9 +294,50 @@ impl lease_core::ForwardExecution for Recorder {
                 .as_ref()
                 .map(|k| k.as_str().to_owned()),
             priority: admission.priority.get(),
+            due_at: None,
         };
         let call = self.inner.admit(admission);
-        self.control(admission.id.as_str(), kind, call).await
+        let learn = |record: &ExecutionRecord, kind: &mut OpKind| {
+            if let OpKind::Admit { due_at, .. } = kind {
+                *due_at = record.due_at.map(Timestamp::as_millis);
+            }
+        };
+        self.control(admission.id.as_str(), kind, call, learn).await
+    }
+
+    /// Logs each admission of the batch (the schedulers' path; history rules 9 and 10) as
+    /// its own `admit` op: invoked before the call, then accepted with its record's due
+    /// time, or how the batch's error reads (an error after some items is `Unknown`).
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        let invoked: Vec<(u64, Op)> = admissions
+            .iter()
+            .map(|a| {
+                let seq = self.log.next_seq();
+                let kind = OpKind::Admit {
+                    key: a.concurrency_key.as_ref().map(|k| k.as_str().to_owned()),
+                    priority: a.priority.get(),
+                    due_at: None,
+                };
+                let op = self.op(&a.id, 0, now_us(), kind);
+                self.log.invoke(seq, &op);
+                (seq, op)
+            })
+            .collect();
+        let result = self.inner.admit_batch(admissions).await;
+        for (i, (seq, mut op)) in invoked.into_iter().enumerate() {
+            let r = match &result {
+                Ok(records) => match (records.get(i), &mut op.kind) {
+                    (Some(record), OpKind::Admit { due_at, .. }) => {
+                        *due_at = record.due_at.map(Timestamp::as_millis);
+                        OpResult::Accepted
+                    }
+                    _ => OpResult::Unknown,
+                },
+                Err(e) => error_result(e),
+            };
+            self.finish(seq, op, r);
+        }
+        result
     }
 
     /// Logs the limit set (history rule 7), with an empty execution.
@@ -318,7 +354,20 @@ impl lease_core::ForwardExecution for Recorder {
             limit: limit.map(ConcurrencyLimit::get),
         };
         let call = self.inner.set_concurrency_limit(scope, limit);
-        self.control("", kind, call).await
+        self.control("", kind, call, |_, _| {}).await
+    }
+
+    /// Logs the pause (history rule 8), with an empty execution. The torture run pauses
+    /// the namespace only, so the op does not name a scope.
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        let call = self.inner.pause(scope);
+        self.control("", OpKind::Pause, call, |_, _| {}).await
+    }
+
+    /// Logs the resume (history rule 8), with an empty execution.
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        let call = self.inner.resume(scope);
+        self.control("", OpKind::Resume, call, |_, _| {}).await
     }
 
     /// Logs the cancel (issue 21 item 1; history rule 6) with token 0 and what it found.

@@ -18,8 +18,10 @@ use crate::app::AppWrite;
 use crate::appstep::AppSteps;
 use crate::backend;
 use crate::effects::{self, EffectLog, EffectMode, EffectSteps, RecordedEffects};
+use crate::mutant::{Broken, Mutant};
 use crate::oplog::OpLog;
 use crate::recorder::Recorder;
+use crate::schedules;
 use crate::skew;
 use crate::values;
 use crate::workflow;
@@ -56,6 +58,13 @@ pub struct RuntimeArgs {
     /// How the effect step calls its provider (`helper`; `unfenced` is the negative control).
     #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
+    /// Tick the run's schedule until the backend clock reaches this instant (ms; history
+    /// rule 10).
+    #[arg(long, value_name = "MS")]
+    pub schedule_until_ms: Option<i64>,
+    /// NEGATIVE CONTROL: the scheduler drops every fourth occurrence's admission.
+    #[arg(long)]
+    pub break_schedule: bool,
 }
 
 /// Runs the runtime until standard input closes.
@@ -94,6 +103,14 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
     let slow = Arc::new(AtomicU64::new(0));
     let recorder: Arc<dyn LeaseBackend> =
         Arc::new(Recorder::new(inner, log, a.process, slow.clone()).with_effects(recorded_effects));
+    if let Some(until_ms) = a.schedule_until_ms {
+        let scheduling = if a.break_schedule {
+            Mutant::wrap(recorder.clone(), Broken::Schedule)
+        } else {
+            recorder.clone()
+        };
+        tokio::spawn(schedules::run(scheduling, until_ms));
+    }
     let lease_ms = a.lease_ms;
     let options = DispatcherOptions::new()
         .concurrency(a.concurrency)

@@ -370,6 +370,7 @@ pub(crate) mod tests {
         let claim = |expires_at| OpKind::Claim {
             expires_at,
             duration_ms: 1500,
+            first_delivery: false,
         };
         vec![
             op(1001, 1, 0, 1_000, claim(1_501), OpResult::Accepted),

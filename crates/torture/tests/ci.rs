@@ -1,9 +1,12 @@
 //! The short torture run of CI (issue 6 item 2): each backend for 20 seconds of faults
 //! (pause, kill, drop, slow-renew; SQLite skips drop) with 3 runtime processes, then the
 //! history checker, which must find no violation; its liveness deadline bounds it (no wall-clock budget: issue 25 item 14).
-//! Each run also cancels every 7th execution (history rule 6) and, on a backend with
-//! priorities and limits, admits half of them under 4 concurrency keys limited to 2 live
-//! leases each, over 3 priority levels (history rule 7): [`Controls`] says which.
+//! Each run also cancels every 7th execution (history rule 6), pauses the namespace for
+//! 1.5 s of every 3 (rule 8), ticks a schedule firing every second in every runtime (rule
+//! 10) and, on a backend with priorities and limits, admits half of them under 4
+//! concurrency keys limited to 2 live leases each, over 3 priority levels (rules 7 and 9): [`Controls`] says which. The report must show each control acted: a
+//! cancel, a pause, an occurrence, and a key certainly at its limit at some claim (the
+//! limit bound).
 //!
 //! PostgreSQL and Redis are the shared servers of the test environment (LEASE_POSTGRES_URL
 //! / LEASE_REDIS_URL, else the local defaults): every run uses its own schema / namespace,
@@ -26,20 +29,25 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 struct Controls {
     /// `--cancel-every 7`: cancels during the faults (history rule 6).
     cancel: bool,
-    /// `--keys 4 --key-limit 2 --priorities 3` (history rule 7).
+    /// `--pause-every 3000` (history rule 8) and `--schedule` (rule 10).
+    pause_and_schedule: bool,
+    /// `--keys 4 --key-limit 2 --priorities 3` (history rules 7 and 9).
     keys_and_priorities: bool,
 }
 
 const SQLITE: Controls = Controls {
     cancel: true,
+    pause_and_schedule: true,
     keys_and_priorities: true,
 };
 const POSTGRES: Controls = Controls {
     cancel: true,
+    pause_and_schedule: true,
     keys_and_priorities: true,
 };
 const REDIS: Controls = Controls {
     cancel: true,
+    pause_and_schedule: true,
     keys_and_priorities: true,
 };
 
@@ -74,6 +82,9 @@ fn torture(backend: &str, url: Option<String>, controls: &Controls) {
     if controls.cancel {
         cmd.args(["--cancel-every", "7"]);
     }
+    if controls.pause_and_schedule {
+        cmd.args(["--pause-every", "3000", "--schedule"]);
+    }
     if controls.keys_and_priorities {
         cmd.args(["--keys", "4", "--key-limit", "2", "--priorities", "3"]);
     }
@@ -88,7 +99,23 @@ fn torture(backend: &str, url: Option<String>, controls: &Controls) {
     // The controls ran: the rules had something to check.
     assert_eq!(figure("cancelled") > 0, controls.cancel, "{stdout}");
     assert_eq!(
+        figure("pauses") > 0,
+        controls.pause_and_schedule,
+        "{stdout}"
+    );
+    assert_eq!(
+        figure("scheduled") > 0,
+        controls.pause_and_schedule,
+        "{stdout}"
+    );
+    assert_eq!(
         figure("keyed") > 0,
+        controls.keys_and_priorities,
+        "{stdout}"
+    );
+    // The limit bound: at some claim a key certainly held as many live leases as its limit.
+    assert_eq!(
+        figure("key_peak") >= 2,
         controls.keys_and_priorities,
         "{stdout}"
     );

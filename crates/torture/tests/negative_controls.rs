@@ -4,6 +4,11 @@
 //! - `--effects unfenced`: the effect step bypasses the effect helper (the provider called
 //!   inside a plain step). No faults are needed: the checker catches a provider call that no
 //!   pending `begin` covers, whoever made it.
+//! - `--break-control pause` / `priority` / `schedule`: the controller's backend drops its
+//!   pauses or stores every priority inverted, or the runtimes' schedulers drop every
+//!   fourth occurrence; no faults are needed: the runtimes claim inside the logged pause
+//!   windows, or the lowest priority first, or the cursor passes occurrences never
+//!   admitted, and history rule 8, 9 or 10 must say so (and only it).
 //! - `--app-write unfenced`: the application row is written in a plain transaction outside
 //!   the token check, then the step is recorded. Pauses (SIGSTOP past the lease) make stale
 //!   holders that wake in an application step's work and write their row after another
@@ -108,4 +113,56 @@ fn the_application_row_checker_catches_an_unfenced_application_write() {
         !line.contains("application rows 0,"),
         "the application-row checker objects: {line}"
     );
+}
+
+/// A short fault-free run with one control broken: it must fail with violations of
+/// `kind` only. The same runs without `--break-control` pass (the CI run drives both
+/// controls under faults with no violation).
+fn broken_control_is_caught(broken: &str, drive: &[&str], kind: &str) {
+    let mut args = vec![
+        "--duration",
+        "6",
+        "--processes",
+        "2",
+        "--concurrency",
+        "4",
+        "--executions",
+        "40",
+        "--max-executions",
+        "400",
+        "--liveness",
+        "20",
+        "--seed",
+        "16",
+        "--faults",
+        "none",
+        "--break-control",
+        broken,
+    ];
+    args.extend_from_slice(drive);
+    let (stdout, line) = failing_run(&args);
+    assert!(
+        line.contains("application rows 0, effects 0") && !line.contains("history 0"),
+        "only the history checker objects: {line}"
+    );
+    let reported: Vec<&str> = stdout.lines().filter(|l| l.contains("\"kind\":")).collect();
+    assert!(
+        !reported.is_empty() && reported.iter().all(|l| l.contains(kind)),
+        "only {kind}: {stdout}"
+    );
+}
+
+#[test]
+fn rule_8_catches_claims_while_the_namespace_is_paused() {
+    broken_control_is_caught("pause", &["--pause-every", "1000"], "claimed_while_paused");
+}
+
+#[test]
+fn rule_10_catches_scheduled_occurrences_never_admitted() {
+    broken_control_is_caught("schedule", &["--schedule"], "occurrence_missing");
+}
+
+#[test]
+fn rule_9_catches_lower_priorities_claimed_first() {
+    broken_control_is_caught("priority", &["--priorities", "3"], "lower_priority_claimed");
 }

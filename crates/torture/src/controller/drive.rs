@@ -11,10 +11,20 @@ use crate::faults::Fault;
 use crate::history::{Op, OpKind, OpResult};
 use crate::oplog::now_us;
 use crate::recorder::terminal_text;
+use crate::schedules;
 
 impl Controller {
     /// Runs the fault window and the drain. Returns the start and the end of the faults.
     pub(super) async fn drive(&mut self, schedule: &[Fault]) -> Result<(Instant, i64), String> {
+        if self.a.controls.schedule {
+            let now = self
+                .backend
+                .now()
+                .await
+                .map_err(|e| format!("backend clock: {e}"))?;
+            let window = i64::try_from(self.a.duration.as_millis()).unwrap_or(i64::MAX);
+            self.schedule_until_ms = Some(now.as_millis().saturating_add(window));
+        }
         for slot in 0..self.slots.len() {
             self.spawn(slot)?;
         }
@@ -44,6 +54,7 @@ impl Controller {
             }
             self.admit_more().await;
             self.cancel_some().await;
+            self.pause_some().await;
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 let line = !tty && last_line.elapsed() >= Duration::from_secs(10);
                 if tty || line {
@@ -55,6 +66,7 @@ impl Controller {
         }
         // Faults stop: resume, restart and speed up everything, then drain.
         self.run_later(true).await?;
+        self.end_pause().await;
         let faults_end = now_us();
         let drain_deadline = Instant::now() + self.a.liveness;
         while self.done.len() < self.admitted.len() && Instant::now() < drain_deadline {
@@ -90,6 +102,15 @@ impl Controller {
                     }
                     (OpKind::WriteStep { .. } | OpKind::Acknowledge { .. }, OpResult::Lost) => {
                         self.stale_refused += 1;
+                    }
+                    // A scheduled occurrence is one of the run's executions once an
+                    // admission of it returned (one whose reply was lost may never have
+                    // committed, and no scheduler may admit it again after the last tick).
+                    (OpKind::Admit { .. }, OpResult::Accepted)
+                        if schedules::is_occurrence(&op.execution)
+                            && !self.admitted.contains_key(&op.execution) =>
+                    {
+                        self.admitted.insert(op.execution.clone(), Instant::now());
                     }
                     _ => {}
                 }

@@ -63,12 +63,15 @@ impl Controller {
     ) -> Result<Report, String> {
         let elapsed = started.elapsed().as_secs_f64();
         let drain_s = self.drain_seconds(started);
+        // Occurrences admitted since the last poll are executions of the run too.
+        self.poll_logs();
+        let settled = self.settled_occurrences().await?;
         self.record_final_state().await;
         let (keyed, torn) = self.read_logs()?;
         let ops: Vec<Op> = keyed.iter().map(|(_, op)| op.clone()).collect();
         let rows = self.app.rows().await?;
         let app_violations = appcheck::check(&rows, &keyed, &workflow::is_app_step);
-        let violations = self.check_history(&ops, faults_end);
+        let violations = self.check_history(&ops, faults_end, settled);
         let ids: Vec<String> = self.admitted.keys().cloned().collect();
         let (effect_violations, effects, effect_torn) =
             effectcheck::check_run(&self.backend, &ids, &self.logs, &ops).await?;
@@ -140,7 +143,12 @@ impl Controller {
 
     /// The history checker over `ops`, with liveness by the end of the faults plus
     /// `--liveness` and the workflow's derived steps and outcomes.
-    fn check_history(&self, ops: &[Op], faults_end: i64) -> Vec<Violation> {
+    fn check_history(
+        &self,
+        ops: &[Op],
+        faults_end: i64,
+        settled_occurrences: BTreeSet<String>,
+    ) -> Vec<Violation> {
         let lease_ms = self.a.lease_ms;
         let expected_step = workflow::expected_step;
         let expected_outcome = move |e: &str| workflow::expected_outcome(e, lease_ms);
@@ -151,8 +159,19 @@ impl Controller {
             ),
             expected_step: Some(&expected_step),
             expected_outcome: Some(&expected_outcome),
+            claims_skip_locked: self.kind == crate::backend::Kind::Postgres,
+            settled_occurrences,
         };
         history::check(ops, &options)
+    }
+
+    /// The occurrences the run's schedule settled (`--schedule`; rule 10), read after the
+    /// runtimes stopped.
+    async fn settled_occurrences(&self) -> Result<BTreeSet<String>, String> {
+        if self.schedule_until_ms.is_none() {
+            return Ok(BTreeSet::new());
+        }
+        crate::schedules::settled_occurrences(&*self.backend).await
     }
 
     /// Writes every violation to `violations.json` in the work dir, when there are any.

@@ -6,13 +6,15 @@
 //!
 //! [`args`] holds the options, [`state`] the controller's state, [`run`] the steps of a
 //! run; [`spawn`] starts and stops the runtimes, [`inject`] the faults, [`drive`] the
-//! fault window and the drain, [`finish`] the final reads, the checks and the report.
+//! fault window and the drain, [`cancel`] and [`pause`] the controls, [`finish`] the final
+//! reads, the checks and the report.
 
 mod args;
 mod cancel;
 mod drive;
 mod finish;
 mod inject;
+mod pause;
 mod run;
 mod spawn;
 mod state;

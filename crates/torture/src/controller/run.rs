@@ -252,12 +252,12 @@ async fn connect(
     let control = Arc::new(
         OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?,
     );
-    let recorded = Recorder::new(
-        backend.clone(),
-        control.clone(),
-        0,
-        Arc::new(AtomicU64::new(0)),
-    );
+    // `--break-control`: the negative control breaks the controller's side of a control.
+    let controlled = match a.controls.break_control {
+        Some(broken) => crate::mutant::Mutant::wrap(backend.clone(), broken),
+        None => backend.clone(),
+    };
+    let recorded = Recorder::new(controlled, control.clone(), 0, Arc::new(AtomicU64::new(0)));
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     Ok(Controller {
         kind,
@@ -284,6 +284,9 @@ async fn connect(
         recorded,
         cancel_tried: BTreeSet::new(),
         cancels: 0,
+        paused_since: None,
+        schedule_until_ms: None,
+        next_pause: Instant::now() + a.controls.pause_for().unwrap_or_default(),
         dropper,
         net,
         admitted: BTreeMap::new(),

@@ -8,11 +8,13 @@ use tokio::process::{Child, Command};
 
 use super::state::Controller;
 use crate::faults;
+use crate::mutant::Broken;
 use crate::oplog::Tail;
 
 impl Controller {
     /// Starts the runtime of `slot` (a new incarnation with its own log file).
     pub(super) fn spawn(&mut self, slot: usize) -> Result<(), String> {
+        let schedule_args = self.schedule_args();
         let s = &mut self.slots[slot];
         s.incarnation += 1;
         let process = u32::try_from(slot + 1).unwrap_or(0) * 1000 + s.incarnation;
@@ -44,6 +46,7 @@ impl Controller {
             .envs(self.a.failover.runtime_env())
             .args(["--effects", self.a.effects.name()])
             .envs(skew_env.unwrap_or_default())
+            .args(schedule_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -57,6 +60,18 @@ impl Controller {
         self.tails.push(Tail::new(log.clone()));
         self.logs.push(log);
         Ok(())
+    }
+
+    /// The runtime's scheduler options (`--schedule`, and its negative control).
+    fn schedule_args(&self) -> Vec<String> {
+        let Some(until) = self.schedule_until_ms else {
+            return Vec::new();
+        };
+        let mut args = vec!["--schedule-until-ms".to_owned(), until.to_string()];
+        if self.a.controls.break_control == Some(Broken::Schedule) {
+            args.push("--break-schedule".to_owned());
+        }
+        args
     }
 
     pub(super) async fn send(&mut self, slot: usize, line: &str) {

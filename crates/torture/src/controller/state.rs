@@ -69,6 +69,14 @@ pub(super) struct Controller {
     pub(super) cancel_tried: BTreeSet<String>,
     /// Cancels that returned.
     pub(super) cancels: u64,
+    /// Since when the namespace may be paused (`--pause-every`): set at each pause call,
+    /// cleared by a resume that returned.
+    pub(super) paused_since: Option<Instant>,
+    /// When the next pause is due.
+    pub(super) next_pause: Instant,
+    /// The backend instant the runtimes' schedulers stop at (`--schedule`: the end of the
+    /// faults).
+    pub(super) schedule_until_ms: Option<i64>,
     pub(super) dropper: Option<Dropper>,
     /// The namespaces, veths and forwarders of `--netns`.
     pub(super) net: Option<Network>,

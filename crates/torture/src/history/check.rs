@@ -1,5 +1,5 @@
 //! The checker's driver: groups the log by execution and runs every rule on each, then the
-//! per-key rule across executions and the liveness check.
+//! rules across executions (per key, pause, priority) and the liveness check.
 //!
 //! An operation that returned before another was invoked committed before it; overlapping
 //! operations are concurrent and may commit in either order. The checker only reports what
@@ -15,6 +15,9 @@ use super::options::CheckOptions;
 use super::outcomes::{
     each_delivery_ends_once, nothing_after_outcome, outcome_never_changes, outcome_never_disappears,
 };
+use super::pause::nothing_claimed_while_paused;
+use super::priority::higher_priorities_first;
+use super::schedule::occurrences_admitted_once;
 use super::stale::nothing_stale_accepted;
 use super::steps::{steps_never_disappear, steps_written_once};
 use super::tokens::{tokens_increase, tokens_not_reused};
@@ -32,6 +35,11 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
         check_execution(execution, ops, options, &mut out);
     }
     live_leases_per_key(ops, &by_exec, &mut out);
+    nothing_claimed_while_paused(ops, &mut out);
+    if !options.claims_skip_locked {
+        higher_priorities_first(ops, &mut out);
+    }
+    occurrences_admitted_once(&by_exec, options, &mut out);
     not_completed(&by_exec, options, &mut out);
     out
 }

@@ -74,10 +74,7 @@ pub(super) fn live_leases_per_key(
     by_exec: &BTreeMap<&str, Vec<&Op>>,
     out: &mut Vec<Violation>,
 ) {
-    let keys = admitted_keys(ops);
-    if keys.is_empty() {
-        return;
-    }
+    let by_key = leases_by_key(ops, by_exec);
     let sets: Vec<&Op> = ops
         .iter()
         .filter(|op| {
@@ -85,15 +82,59 @@ pub(super) fn live_leases_per_key(
                 && matches!(op.result, OpResult::Accepted | OpResult::Unknown)
         })
         .collect();
+    for (key, leases) in &by_key {
+        check_key(key, leases, &sets, out);
+    }
+}
+
+/// The most leases of one key certainly live at a claim call's commit, counting the ones
+/// it took (rule 7's count): a run whose peak reaches the limit shows the limit bound.
+pub fn peak_live_leases(ops: &[Op]) -> usize {
+    let mut by_exec: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        by_exec.entry(op.execution.as_str()).or_default().push(op);
+    }
+    leases_by_key(ops, &by_exec)
+        .values()
+        .flat_map(|leases| {
+            claim_calls(leases)
+                .into_values()
+                .map(|took| took.len() + live_at(leases, took[0]).len())
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The leases of every keyed execution, by key.
+fn leases_by_key<'a>(
+    ops: &'a [Op],
+    by_exec: &BTreeMap<&str, Vec<&'a Op>>,
+) -> BTreeMap<&'a str, Vec<Lease<'a>>> {
     let mut by_key: BTreeMap<&str, Vec<Lease<'_>>> = BTreeMap::new();
-    for (execution, key) in keys {
+    for (execution, key) in admitted_keys(ops) {
         if let Some(ops) = by_exec.get(execution) {
             by_key.entry(key).or_default().extend(leases_of(ops));
         }
     }
-    for (key, leases) in &by_key {
-        check_key(key, leases, &sets, out);
+    by_key
+}
+
+/// The claim calls that took `leases`, each with the leases it took.
+fn claim_calls<'l, 'a>(leases: &'l [Lease<'a>]) -> BTreeMap<Call, Vec<&'l Lease<'a>>> {
+    let mut calls: BTreeMap<Call, Vec<&Lease<'_>>> = BTreeMap::new();
+    for lease in leases {
+        let c = lease.claim;
+        calls
+            .entry((c.process, c.start_us, c.end_us, lease.claimed_at))
+            .or_default()
+            .push(lease);
     }
+    calls
+}
+
+/// The leases certainly live when the call that took `call` committed.
+fn live_at<'l, 'a>(leases: &'l [Lease<'a>], call: &Lease<'_>) -> Vec<&'l Lease<'a>> {
+    leases.iter().filter(|l| l.live_at(call)).collect()
 }
 
 /// The key each execution was admitted with (its first admission that may have committed:
@@ -124,6 +165,7 @@ fn leases_of<'a>(ops: &[&'a Op]) -> Vec<Lease<'a>> {
             OpKind::Claim {
                 expires_at,
                 duration_ms,
+                ..
             } => Some(Lease {
                 claim,
                 claimed_at: expires_at - duration_ms,
@@ -174,19 +216,11 @@ fn may_end(token: u64, op: &Op) -> bool {
 
 /// Checks every claim call of `key`'s leases against the highest limit it may have had.
 fn check_key(key: &str, leases: &[Lease<'_>], sets: &[&Op], out: &mut Vec<Violation>) {
-    let mut calls: BTreeMap<Call, Vec<&Lease<'_>>> = BTreeMap::new();
-    for lease in leases {
-        let c = lease.claim;
-        calls
-            .entry((c.process, c.start_us, c.end_us, lease.claimed_at))
-            .or_default()
-            .push(lease);
-    }
-    for ((_, start_us, end_us, _), took) in &calls {
+    for ((_, start_us, end_us, _), took) in &claim_calls(leases) {
         let Some(limit) = highest_limit(sets, key, *start_us, *end_us) else {
             continue;
         };
-        let live: Vec<&Lease<'_>> = leases.iter().filter(|l| l.live_at(took[0])).collect();
+        let live = live_at(leases, took[0]);
         if took.len() + live.len() > limit as usize {
             out.push(Violation::TooManyLiveLeases {
                 key: key.into(),

@@ -21,6 +21,7 @@ fn claim(e: &str, token: u64, span: (i64, i64), at_ms: i64) -> Op {
     let kind = OpKind::Claim {
         expires_at: at_ms + 100,
         duration_ms: 100,
+        first_delivery: false,
     };
     op(e, token, span, kind, OpResult::Accepted)
 }
@@ -30,6 +31,7 @@ fn admit(e: &str, key: Option<&str>) -> Op {
     let kind = OpKind::Admit {
         key: key.map(str::to_owned),
         priority: 0,
+        due_at: None,
     };
     op(e, 0, (-100, -90), kind, OpResult::Accepted)
 }
@@ -283,4 +285,20 @@ fn rule_6_boundaries() {
             .iter()
             .any(|v| matches!(v, Violation::ClaimedAfterCancel { token: 2, .. }))
     );
+}
+
+#[test]
+fn the_peak_counts_a_keys_certainly_live_leases_at_a_claim() {
+    let h = keyed(
+        2,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 50)],
+    );
+    assert_eq!(super::peak_live_leases(&h), 2);
+    // Once e1's lease expired before e2's claim instant, only one was live.
+    let expired = keyed(
+        2,
+        vec![claim("e1", 1, (0, 10), 0), claim("e2", 2, (20, 30), 100)],
+    );
+    assert_eq!(super::peak_live_leases(&expired), 1);
+    assert_eq!(super::peak_live_leases(&[]), 0);
 }

@@ -23,6 +23,7 @@ pub(super) fn one_live_lease(
         let OpKind::Claim {
             expires_at: next_expiry,
             duration_ms,
+            ..
         } = next.kind
         else {
             continue;

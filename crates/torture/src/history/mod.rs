@@ -3,7 +3,8 @@
 //!
 //! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the
 //! driver; each numbered rule has its own module ([`tokens`] 1, [`live`] 2, [`stale`] 3,
-//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6, [`keys`] 7).
+//! [`steps`] 4, [`outcomes`] 5, [`cancel`] 6, [`keys`] 7, [`pause`] 8, [`priority`] 9,
+//! [`schedule`] 10).
 
 mod cancel;
 mod check;
@@ -12,11 +13,16 @@ mod live;
 mod op;
 mod options;
 mod outcomes;
+mod pause;
+mod priority;
+mod schedule;
 mod stale;
 mod steps;
 mod tokens;
 mod violation;
 
+#[cfg(test)]
+mod controls_tests;
 #[cfg(test)]
 mod keys_tests;
 #[cfg(test)]
@@ -24,6 +30,7 @@ mod tests;
 
 pub use cancel::{ALREADY_CANCELLED, ALREADY_TERMINAL, CANCELLED};
 pub use check::check;
+pub use keys::peak_live_leases;
 pub use op::{Op, OpKind, OpResult, error_result};
 pub use options::CheckOptions;
 pub use violation::Violation;

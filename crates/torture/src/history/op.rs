@@ -16,6 +16,11 @@ pub enum OpKind {
         expires_at: i64,
         /// Lease duration in ms (so the backend's claim time is `expires_at - duration_ms`).
         duration_ms: i64,
+        /// The claimed record showed no earlier delivery (`ExecutionRecord::is_first_delivery`:
+        /// none ended unacknowledged or suspended), so no claim of it, logged or lost,
+        /// committed before this one (rule 9). `false`: not shown.
+        #[serde(default)]
+        first_delivery: bool,
     },
     /// `renew`; on acceptance the new expiry.
     Renew {
@@ -68,6 +73,9 @@ pub enum OpKind {
         key: Option<String>,
         /// The priority (0 when none was set).
         priority: i32,
+        /// The due time the admission returned, backend ms (rule 9; `None`: not known).
+        #[serde(default)]
+        due_at: Option<i64>,
     },
     /// `set_concurrency_limit` (history rule 7), logged by the controller with token 0 and an
     /// empty execution: which limit and its new value.
@@ -78,6 +86,11 @@ pub enum OpKind {
         /// to unlimited).
         limit: Option<u32>,
     },
+    /// `pause` of the namespace (rule 8), logged by the controller with token 0 and an empty
+    /// execution.
+    Pause,
+    /// `resume` of the namespace (rule 8), logged like [`OpKind::Pause`].
+    Resume,
 }
 
 /// How an operation ended.
@@ -127,6 +140,8 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::Cancel { result } => format!("cancel {result}"),
         OpKind::Admit { .. } => "admit".into(),
         OpKind::SetLimit { .. } => "set_limit".into(),
+        OpKind::Pause => "pause".into(),
+        OpKind::Resume => "resume".into(),
     }
 }
 

@@ -21,4 +21,11 @@ pub struct CheckOptions<'a> {
     pub expected_step: Option<ExpectedStep<'a>>,
     /// The terminal outcome an execution must reach, derived from its id, when known.
     pub expected_outcome: Option<ExpectedOutcome<'a>>,
+    /// The backend's claims skip rows other claims hold locked (PostgreSQL's `SKIP
+    /// LOCKED`), so a claim may legitimately pass over a higher priority: rule 9 is not
+    /// judged.
+    pub claims_skip_locked: bool,
+    /// The execution ids of every occurrence the run's schedule settled (rule 10; empty:
+    /// no schedule).
+    pub settled_occurrences: BTreeSet<String>,
 }

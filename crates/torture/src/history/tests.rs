@@ -23,6 +23,7 @@ fn claim(token: u64, start: i64, end: i64, at_ms: i64) -> Op {
         OpKind::Claim {
             expires_at: at_ms + 100,
             duration_ms: 100,
+            first_delivery: false,
         },
         OpResult::Accepted,
     )

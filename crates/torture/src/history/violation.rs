@@ -155,6 +155,42 @@ pub enum Violation {
         /// The earlier leases of the key certainly live at its commit (`execution#token`).
         live: Vec<String>,
     },
+    /// Rule 8: a claim invoked after an accepted pause of the namespace had returned was
+    /// granted, and no resume may have committed in between.
+    ClaimedWhilePaused {
+        /// Execution.
+        execution: String,
+        /// The claim's token.
+        token: u64,
+        /// When the pause returned (µs).
+        paused_at_us: i64,
+    },
+    /// Rule 9: a claim took an execution while one of higher priority was certainly due and
+    /// claimable at its commit.
+    LowerPriorityClaimed {
+        /// The claimed execution.
+        execution: String,
+        /// The claim's token.
+        token: u64,
+        /// Its priority.
+        priority: i32,
+        /// The execution of higher priority the claim passed over.
+        passed_over: String,
+        /// That execution's priority.
+        passed_over_priority: i32,
+    },
+    /// Rule 10: an occurrence the schedule settled was never admitted.
+    OccurrenceMissing {
+        /// The occurrence's execution id.
+        execution: String,
+    },
+    /// Rule 10: an occurrence was delivered first more than once (admitted again).
+    OccurrenceAdmittedTwice {
+        /// The occurrence's execution id.
+        execution: String,
+        /// Claims that each showed a first delivery.
+        first_deliveries: usize,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.

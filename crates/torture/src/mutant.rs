@@ -1,0 +1,163 @@
+//! The negative controls of the controls (history rules 8 and 9): a wrapper under the
+//! controller's recorder that breaks one control for real, so the run's claims break the
+//! rule and the checker must report it (`--break-control`).
+//!
+//! - `pause`: every pause is answered "paused" and never reaches the backend, so the
+//!   runtimes go on claiming inside the windows the log shows paused;
+//! - `priority`: every admission is stored at the opposite priority (the log keeps the one
+//!   asked for), so the backend claims the lowest first;
+//! - `schedule` (history rule 10, in the runtimes' schedulers, above their recorders):
+//!   every fourth occurrence's admission is answered as if admitted and never sent, so the
+//!   schedule's cursor passes occurrences that do not exist.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use lease_core::{
+    Admission, ExecutionClient, ExecutionRecord, HeapClient, LeaseBackend, PauseScope, Priority,
+    Result, StartClient, StoreClient,
+};
+
+/// Which control `--break-control` breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// Pauses are dropped.
+    Pause,
+    /// Priorities are stored inverted.
+    Priority,
+    /// Scheduled occurrences are dropped.
+    Schedule,
+}
+
+impl Broken {
+    /// Parses `pause` or `priority`.
+    pub fn parse(text: &str) -> Result<Broken, String> {
+        match text {
+            "pause" => Ok(Broken::Pause),
+            "priority" => Ok(Broken::Priority),
+            "schedule" => Ok(Broken::Schedule),
+            other => Err(format!("{other:?}: expected pause, priority or schedule")),
+        }
+    }
+}
+
+/// A backend with one control broken.
+pub struct Mutant {
+    inner: Arc<dyn LeaseBackend>,
+    broken: Broken,
+}
+
+impl Mutant {
+    /// Wraps `inner`, breaking `broken`.
+    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: Broken) -> Arc<dyn LeaseBackend> {
+        Arc::new(Mutant { inner, broken })
+    }
+}
+
+#[async_trait]
+impl lease_core::ForwardExecution for Mutant {
+    fn inner_execution(&self) -> &dyn ExecutionClient {
+        &*self.inner
+    }
+
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        if self.broken != Broken::Priority {
+            return self.inner.admit(admission).await;
+        }
+        let mut inverted = admission.clone();
+        inverted.priority = Priority::new(-admission.priority.get())?;
+        self.inner.admit(&inverted).await
+    }
+
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        if self.broken != Broken::Schedule {
+            return self.inner.admit_batch(admissions).await;
+        }
+        let now = self.inner.now().await?;
+        let kept: Vec<Admission> = admissions.iter().filter(|a| !dropped(a)).cloned().collect();
+        let mut stored = if kept.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.admit_batch(&kept).await?
+        }
+        .into_iter();
+        Ok(admissions
+            .iter()
+            .map(|a| match dropped(a) {
+                true => ExecutionRecord::admitted(a, now),
+                false => stored
+                    .next()
+                    .unwrap_or_else(|| ExecutionRecord::admitted(a, now)),
+            })
+            .collect())
+    }
+
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        if self.broken == Broken::Pause {
+            return Ok(true);
+        }
+        self.inner.pause(scope).await
+    }
+}
+
+/// Whether the schedule mutant drops `admission`: every fourth second's occurrence.
+fn dropped(admission: &Admission) -> bool {
+    admission
+        .not_before
+        .is_some_and(|at| at.as_millis().div_euclid(1000) % 4 == 0)
+}
+
+impl lease_core::ForwardHeap for Mutant {
+    fn inner_heap(&self) -> &dyn HeapClient {
+        &*self.inner
+    }
+}
+
+impl lease_core::ForwardStore for Mutant {
+    fn inner_store(&self) -> &dyn StoreClient {
+        &*self.inner
+    }
+}
+
+impl lease_core::ForwardStart for Mutant {
+    fn inner_start(&self) -> &dyn StartClient {
+        &*self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lease_core::{ExecutionId, MemoryBackend};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn each_mutant_breaks_its_control_only() {
+        let memory: Arc<dyn LeaseBackend> = Arc::new(MemoryBackend::new());
+        let paused = Mutant::wrap(memory.clone(), Broken::Pause);
+        assert!(paused.pause(&PauseScope::Namespace).await.expect("pause"));
+        assert!(memory.list_paused().await.expect("list").is_empty());
+        let inverted = Mutant::wrap(memory.clone(), Broken::Priority);
+        let admission = Admission::new(ExecutionId::new("e1").expect("id"))
+            .priority(Priority::new(3).expect("priority"));
+        let stored = inverted.admit(&admission).await.expect("admit");
+        assert_eq!(stored.priority.get(), -3);
+        assert!(inverted.pause(&PauseScope::Namespace).await.expect("pause"));
+        assert_eq!(memory.list_paused().await.expect("list").len(), 1);
+        assert!(Broken::parse("cancel").is_err());
+        // Every fourth second's occurrence is answered as admitted and never stored.
+        let dropping = Mutant::wrap(memory.clone(), Broken::Schedule);
+        let at = |ms| {
+            Admission::new(ExecutionId::new(format!("schedule:t:{ms}")).expect("id"))
+                .not_before(lease_core::Timestamp::from_millis(ms))
+        };
+        let answered = dropping
+            .admit_batch(&[at(4000), at(5000)])
+            .await
+            .expect("admit_batch");
+        assert_eq!(answered.len(), 2);
+        let dropped = memory.get(&at(4000).id).await.expect("get");
+        let kept = memory.get(&at(5000).id).await.expect("get");
+        assert!(dropped.is_none() && kept.is_some());
+    }
+}
