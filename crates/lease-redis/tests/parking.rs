@@ -128,7 +128,12 @@ async fn a_member_brought_back_and_cancelled_frees_its_place_again() {
     assert_eq!(ids(&first), ["a"]);
     let urgent = Admission::new(id("urgent")).priority(Priority::new(5).expect("priority"));
     b.admit(&urgent).await.expect("admit");
-    assert!(!b.acknowledge(&first[0], &done()).await.expect("ack").is_lost());
+    assert!(
+        !b.acknowledge(&first[0], &done())
+            .await
+            .expect("ack")
+            .is_lost()
+    );
     // b comes back for the free place; the claim of one takes the higher priority.
     assert_eq!(claim_ids(&b, &clock, 1).await, ["urgent"]);
     let reason = CancelReason::new("stop").expect("reason");
@@ -177,7 +182,12 @@ async fn parked_members_come_back_in_claim_order() {
     assert_eq!(ids(&held), ["first"]);
     let mut order = Vec::new();
     for _ in 0..4 {
-        assert!(!b.acknowledge(&held[0], &done()).await.expect("ack").is_lost());
+        assert!(
+            !b.acknowledge(&held[0], &done())
+                .await
+                .expect("ack")
+                .is_lost()
+        );
         held = common::claim(&b, &clock, 10, LEASE).await;
         order.extend(ids(&held));
     }
@@ -227,7 +237,11 @@ async fn a_backlog_past_one_claims_parking_budget_is_parked_over_successive_clai
         claims += 1;
         assert!(claims <= 4, "free not claimed within 4 claims");
         let batch = claim_batch(&b, &clock, 4).await;
-        if batch.claimed.iter().any(|c| c.lease.execution_id.as_str() == "free") {
+        if batch
+            .claimed
+            .iter()
+            .any(|c| c.lease.execution_id.as_str() == "free")
+        {
             break batch;
         }
         assert!(

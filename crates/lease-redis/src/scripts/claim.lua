@@ -632,7 +632,8 @@ end
 -- running one too, scored from its lease expiry), so the first score of each set bounds it
 -- from below; a member of either still at or before now (work this call's bounds left) is
 -- claimable now. With gates (a pause, a key at its limit) the sets are walked past what
--- they hold back (first_open); with none, one ZRANGE per set.
+-- they hold back (first_open); with none, one ZRANGE per set. Parked members count from
+-- their scope's instant (parked_horizon).
 local function with_horizon(now, out, plan)
   local gated = plan.paused ~= nil or plan.nblocked > 0
   local function first(key)
