@@ -7,7 +7,9 @@
 //! past one claim's parking budget is parked over successive claims, the horizon saying
 //! "now" meanwhile.
 //!
-//! One partition whatever `LEASE_REDIS_PARTITIONS` says: concurrency keys need one.
+//! One partition whatever `LEASE_REDIS_PARTITIONS` says: concurrency keys need one. On one
+//! server (as tests/controls.rs): the checks read the namespace's keys with an admin
+//! connection.
 
 mod common;
 
