@@ -264,9 +264,10 @@ local function plan_unparks(plan, now, moved)
 end
 
 -- Plans parking the held-back candidate `pick` (record `r`) under `scope`: true when it
--- is parked, false when this claim's PARK_BUDGET is spent.
+-- is parked, false when this claim's PARK_BUDGET is spent (or its due time, stored by
+-- another program, lies outside what a member encodes).
 local function plan_park(plan, pick, r, scope)
-  if plan.park_left == 0 then return false end
+  if plan.park_left == 0 or math.abs(pick.due) > PARK_DUE_BIAS then return false end
   plan.park_left = plan.park_left - 1
   plan.parks[#plan.parks + 1] = {id = pick.id, level = pick.pr, scope = scope,
     member = park_member(r.pr, pick.due, pick.id)}
