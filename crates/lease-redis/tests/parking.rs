@@ -5,7 +5,7 @@
 //! a free place that leaves unclaimed, a changed default limit; parked members come back in
 //! claim order (priorities kept); a record that changes leaves its parked set; a backlog
 //! past one claim's parking budget is parked over successive claims, the horizon saying
-//! "now" meanwhile.
+//! "now" meanwhile; racing claimers over a parked backlog keep the limit and finish.
 //!
 //! One partition whatever `LEASE_REDIS_PARTITIONS` says: concurrency keys need one. On one
 //! server (as tests/controls.rs): the checks read the namespace's keys with an admin
@@ -255,4 +255,62 @@ async fn a_backlog_past_one_claims_parking_budget_is_parked_over_successive_clai
     assert!(claims >= 3, "one claim parks at most 1000: {claims}");
     let leases: Vec<ExecutionLease> = got.claimed.into_iter().map(|c| c.lease).collect();
     assert!(ids(&leases).contains(&"free".to_owned()));
+}
+
+/// Four connections claiming and acknowledging at once over a keyed backlog with limit 2
+/// (plus unkeyed work): never more than 2 live leases of the key, and every execution is
+/// acknowledged, so no parked member is left behind by a lease ending during another
+/// claim. A lease counts from its claim's return to just before its acknowledgement, when
+/// it is live: a count above the limit is a real excess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_claimers_over_a_parked_backlog_keep_the_limit_and_finish() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+    let b = fresh(&clock).await;
+    let _cleanup = common::Cleanup::of(&b);
+    set_limit(&b, key_scope("k"), Some(2)).await;
+    let mut admissions: Vec<Admission> =
+        (0..300).map(|i| keyed(&format!("k{i:03}"), "k")).collect();
+    admissions.extend((0..50).map(|i| Admission::new(id(&format!("u{i:02}")))));
+    b.admit_batch(&admissions).await.expect("admit");
+    let live = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let acked = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let peer = b.peer().await.expect("peer");
+        let (clock, live, most, acked) = (clock.clone(), live.clone(), most.clone(), acked.clone());
+        workers.push(tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while acked.load(Ordering::SeqCst) < 350 {
+                assert!(tokio::time::Instant::now() < deadline, "stalled");
+                let leases = common::claim(&peer, &clock, 4, LEASE).await;
+                let keyed = |l: &ExecutionLease| l.execution_id.as_str().starts_with('k');
+                let held = leases.iter().filter(|l| keyed(l)).count();
+                let now = live.fetch_add(held, Ordering::SeqCst) + held;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                for lease in leases {
+                    if keyed(&lease) {
+                        live.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    let ack = peer.acknowledge(&lease, &done()).await.expect("ack");
+                    assert!(!ack.is_lost());
+                    acked.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 2,
+        "{} live leases of k",
+        most.load(Ordering::SeqCst)
+    );
+    assert_eq!(acked.load(Ordering::SeqCst), 350);
+    assert!(parking_keys(&b).await.is_empty());
 }
