@@ -48,6 +48,7 @@ macro_rules! conformance_tests {
         $crate::__pause_cases!($harness);
         $crate::__priority_cases!($harness);
         $crate::__limits_cases!($harness);
+        $crate::__backlog_cases!($harness);
         $crate::__traces_cases!($harness);
         $crate::__live_cases!($harness);
     };
@@ -117,6 +118,7 @@ mod tests {
             ("pause", include_str!("cases/pause.rs")),
             ("priority", include_str!("cases/priority.rs")),
             ("limits", include_str!("cases/limits.rs")),
+            ("backlog", include_str!("cases/backlog.rs")),
             ("traces", include_str!("cases/traces.rs")),
             ("live", include_str!("cases/live.rs")),
         ];

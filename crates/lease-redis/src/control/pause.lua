@@ -4,11 +4,17 @@
 -- ARGV[3] 'pause' | 'resume' | 'list', ARGV[4] the scope member, ARGV[5] wake publish
 -- command (see publish_wake).
 -- Reply: pause {1 newly paused | 0}; resume {1 was paused | 0}, and when it was, publishes
--- "now" (the clock) so idle dispatchers claim what it held back; list {members...}.
+-- "now" (the clock) so idle dispatchers claim what it held back, and makes the members
+-- claims parked under the workflow due (see parking in ops.lua; nothing is parked under
+-- the namespace pause: a claim then examines nothing); list {members...}.
 local key = P .. 'paused'
 check_key_type(key, 'set')
 if ARGV[3] == 'list' then return redis.call('SMEMBERS', key) end
 if ARGV[3] == 'pause' then return {redis.call('SADD', key, ARGV[4])} end
+check_key_type(K_PARKED, 'zset')
 local was = redis.call('SREM', key, ARGV[4])
-if was == 1 then publish_wake(ARGV[5], clock_now()) end
+if was == 1 then
+  park_schedule('w:' .. ARGV[4], PARK_NOW, false)
+  publish_wake(ARGV[5], clock_now())
+end
 return {was}

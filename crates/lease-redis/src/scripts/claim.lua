@@ -87,11 +87,19 @@ local function inspect(id)
   return r, nil
 end
 
+-- Sorts `moved` members ({id, due, pr}) in claim order: priority descending, due, id.
+local function sort_claim_order(moved)
+  table.sort(moved, function(a, b)
+    if a.pr ~= b.pr then return a.pr > b.pr end
+    if a.due ~= b.due then return a.due < b.due end
+    return a.id < b.id
+  end)
+end
+
 -- Plans moving the waiting members whose claimable instant passed at `now` (oldest first,
--- at most plan.budget) into their level's ready set, scored by their due time; returns the
--- moved ones that are due, in claim order (priority descending, due, id), for the merge.
-local function plan_moves(plan, now)
-  local moved = {}
+-- at most plan.budget) into their level's ready set, scored by their due time; appends the
+-- moved ones that are due to `moved` ({id, due, pr, r}), for the merge.
+local function plan_moves(plan, now, moved)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_WAITING, '-inf', fmt(now), 'LIMIT', 0, plan.budget)) do
     plan.seen[id] = true
     local r, problem = inspect(id)
@@ -104,15 +112,9 @@ local function plan_moves(plan, now)
         due, pr = d, r.pr
       end
       plan.moves[#plan.moves + 1] = {id, due, pr}
-      if due ~= nil and due <= now then moved[#moved + 1] = {id = id, due = due, r = r} end
+      if due ~= nil and due <= now then moved[#moved + 1] = {id = id, due = due, pr = pr, r = r} end
     end
   end
-  table.sort(moved, function(a, b)
-    if a.r.pr ~= b.r.pr then return a.r.pr > b.r.pr end
-    if a.due ~= b.due then return a.due < b.due end
-    return a.id < b.id
-  end)
-  return moved
 end
 
 -- ---- pauses (issue 21 item 2): the set `paused` holds the paused scopes: workflow names,
@@ -131,27 +133,35 @@ local function paused_scopes()
   return s
 end
 
+-- The paused workflow of execution `id`, or nil when its workflow is not paused (the
+-- namespace pause is not a workflow's).
+local function paused_workflow(paused, id)
+  if paused == nil then return nil end
+  local wf = redis.call('HGET', k_exec(id), 'wf')
+  if wf and paused.wf[wf] then return wf end
+  return nil
+end
+
 -- True when a paused scope of `paused` covers execution `id` (PauseScope::covers).
 local function held_back(paused, id)
   if paused == nil then return false end
-  if paused.ns then return true end
-  local wf = redis.call('HGET', k_exec(id), 'wf')
-  return wf ~= false and wf ~= nil and paused.wf[wf] == true
+  return paused.ns or paused_workflow(paused, id) ~= nil
 end
 
 -- An iterator over the members of level `pr`'s ready set due at or before `now` that the
--- plan has not seen, in (due, id) order, read in pages of limit + 1.
+-- plan has not seen, in (due, id) order, read in pages of limit + 1, each later page twice
+-- the size of the one before (up to 1024: a walk past many parked members reads few pages).
 local function ready_members(plan, now, pr)
   local key = ready_key(pr)
-  local offset, page, pi, done = 0, {}, 1, false
+  local offset, page, pi, done, n = 0, {}, 1, false, plan.limit + 1
   local function peek()
     while true do
       if pi > #page then
         if done then return nil end
-        local n = plan.limit + 1
         local raw = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', offset, n)
         offset = offset + #raw / 2
         if #raw < 2 * n then done = true end
+        n = math.min(n * 2, 1024)
         page = {}
         for i = 1, #raw, 2 do page[#page + 1] = {id = raw[i], due = tonumber(raw[i + 1]), pr = pr} end
         pi = 1
@@ -194,15 +204,126 @@ local function key_full(plan, r)
   return g.limit ~= nil and g.held >= g.limit
 end
 
--- Judges one candidate `pick` ({id, due, pr?, r?}; `r` already loaded for a moved member,
--- `pr` the level of the ready set it was read from): a claim candidate, one held back by a
--- pause or its key's limit, a corrupt record, a stale ready member or an index entry to
--- repair.
+-- ---- parking (see ops.lua): a held-back member is parked once, not examined by every
+-- claim; open scopes give their members back, bounded per call ----
+
+-- Members one claim parks at most; past that, held-back members count against the
+-- examination budget as before (a backlog admitted before its gate closed is parked over
+-- ceil(n / PARK_BUDGET) claims, each returning the work it reached).
+local PARK_BUDGET = 1000
+-- Open scopes one claim looks at at most (the others stay due: the horizon says now).
+local SCOPES_PER_CLAIM = 16
+
+-- The first instant after the plan's at which a live lease of key `ck` expires (a place
+-- frees), or PARK_NEVER when it holds none.
+local function next_key_expiry(plan, ck)
+  local m = redis.call('ZRANGEBYSCORE', live_key(ck), '(' .. fmt(plan.now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #m == 0 then return PARK_NEVER end
+  return tonumber(m[2])
+end
+
+-- How many members of parked `scope` the claim may bring back (math.huge: all), and when
+-- none, the instant to look at it again: a paused workflow never by time; a key at its
+-- limit at its next lease expiry.
+local function scope_room(plan, scope)
+  local name = string.sub(scope, 3)
+  if string.sub(scope, 1, 2) == 'w:' then
+    if plan.paused and plan.paused.wf[name] then return 0, PARK_NEVER end
+    return math.huge, nil
+  end
+  local g = key_gate(plan, name)
+  if g.limit == nil then return math.huge, nil end
+  local room = g.limit - g.held
+  if room > 0 then return room, next_key_expiry(plan, name) end
+  return 0, next_key_expiry(plan, name)
+end
+
+-- Plans bringing back the parked members of the scopes due at `now` (at most
+-- SCOPES_PER_CLAIM scopes and plan.budget members; per key no more than its free places),
+-- first in claim order, into their ready sets; appends them to `moved` ({id, due, pr,
+-- scope}) for the merge, and records in plan.rescore when each scope is due again.
+local function plan_unparks(plan, now, moved)
+  local left = plan.budget
+  for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '-inf', fmt(now), 'LIMIT', 0, SCOPES_PER_CLAIM)) do
+    local room, again = scope_room(plan, scope)
+    local n = math.min(room, left)
+    local members = {}
+    if n > 0 then members = redis.call('ZRANGE', parked_set(scope), 0, n - 1) end
+    for _, m in ipairs(members) do
+      local pr, due, id = park_decode(m)
+      plan.unparks[#plan.unparks + 1] = {scope, m, pr, due, id}
+      moved[#moved + 1] = {id = id, due = due, pr = pr, scope = scope}
+    end
+    left = left - #members
+    -- Emptied: the scope goes (apply_unparks). Every free place given a member (or none
+    -- free): due again at `again` (an ended lease or a member leaving unclaimed lowers it,
+    -- see key_may_open in record.lua). Cut short by the budget: left due.
+    if #members < n then plan.rescore[scope] = PARK_NOW
+    elseif n >= room then plan.rescore[scope] = again end
+  end
+end
+
+-- Plans parking the held-back candidate `pick` (record `r`) under `scope`: true when it
+-- is parked, false when this claim's PARK_BUDGET is spent (or its due time, stored by
+-- another program, lies outside what a member encodes).
+local function plan_park(plan, pick, r, scope)
+  if plan.park_left == 0 or math.abs(pick.due) > PARK_DUE_BIAS then return false end
+  plan.park_left = plan.park_left - 1
+  plan.parks[#plan.parks + 1] = {id = pick.id, level = pick.pr, scope = scope,
+    member = park_member(r.pr, pick.due, pick.id)}
+  return true
+end
+
+-- When a claim should look at `scope` again after parking members there: a workflow (paused)
+-- only on resume, a key at its next lease expiry (this claim's own leases of the key lower
+-- it as they are placed).
+local function park_due(plan, scope)
+  if string.sub(scope, 1, 2) == 'w:' then return PARK_NEVER end
+  return next_key_expiry(plan, string.sub(scope, 3))
+end
+
+-- Writes the plan's unparks (before the candidates are judged by later writes) and
+-- when each scope looked at is due again.
+local function apply_unparks(plan)
+  for _, u in ipairs(plan.unparks) do
+    redis.call('ZREM', parked_set(u[1]), u[2])
+    redis.call('HDEL', k_exec(u[5]), 'pk')
+    ready_add(u[3], fmt(u[4]), u[5])
+  end
+  for scope, at in pairs(plan.rescore) do
+    if redis.call('ZCARD', parked_set(scope)) == 0 then
+      redis.call('ZREM', K_PARKED, scope)
+    else
+      redis.call('ZADD', K_PARKED, fmt(at), scope)
+    end
+  end
+end
+
+-- Writes the plan's parks: out of the ready set, into the scope's parked set, the entry
+-- named on the record, the scope listed (or due earlier) at park_due.
+local function apply_parks(plan)
+  local due = {}
+  for _, p in ipairs(plan.parks) do
+    ready_rem(p.level, p.id)
+    redis.call('ZADD', parked_set(p.scope), 0, p.member)
+    redis.call('HSET', k_exec(p.id), 'pk', p.scope .. '\31' .. p.member)
+    if due[p.scope] == nil then
+      due[p.scope] = park_due(plan, p.scope)
+      park_schedule(p.scope, due[p.scope], true)
+    end
+  end
+end
+
+-- Judges one candidate `pick` ({id, due, pr, r?, scope?}; `r` already loaded for a member
+-- moved from waiting, `pr` the level of the ready set it is read from or joins, `scope` the
+-- parked scope it was brought back from): a claim candidate, one held back by a pause or
+-- its key's limit (parked), a corrupt record, a stale ready member or an index entry to
+-- repair. True when the candidate was parked (which costs the examination budget nothing).
 local function plan_candidate(plan, pick, now)
   local id = pick.id
   plan.seen[id] = true
   local r, problem = pick.r, nil
-  if r == nil and pick.pr then r, problem = inspect(id) end
+  if r == nil then r, problem = inspect(id) end
   if problem then
     plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
   elseif r == nil then
@@ -211,20 +332,26 @@ local function plan_candidate(plan, pick, now)
     local e = effective(r, now)
     if not claimable(e, now) then
       plan.replace[#plan.replace + 1] = r
-      return
-    end
-    if held_back(plan.paused, id) then return end
-    problem = payload_problem(id)
-    if problem then
-      plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
-    elseif key_full(plan, r) then
-      plan.blocked[id] = true
-      plan.nblocked = plan.nblocked + 1
     else
-      if r.ck then plan.keys[r.ck].held = plan.keys[r.ck].held + 1 end
-      plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
+      local wf = paused_workflow(plan.paused, id)
+      if wf then return plan_park(plan, pick, r, 'w:' .. wf) end
+      problem = payload_problem(id)
+      if problem then
+        plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
+      elseif key_full(plan, r) then
+        plan.blocked[id] = true
+        plan.nblocked = plan.nblocked + 1
+        return plan_park(plan, pick, r, 'k:' .. r.ck)
+      else
+        if r.ck then plan.keys[r.ck].held = plan.keys[r.ck].held + 1 end
+        plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
+        return false
+      end
     end
   end
+  -- A member brought back for a free place that is not a candidate leaves the place free.
+  if pick.scope then plan.rescore[pick.scope] = PARK_NOW end
+  return false
 end
 
 -- The priority levels a claim walks, highest first: level 0, those listed in `levels` (one
@@ -238,45 +365,58 @@ local function claim_levels(moved)
     end
   end
   for _, l in ipairs(redis.call('ZRANGE', P .. 'levels', 0, -1)) do add(tonumber(l) or 0) end
-  for _, m in ipairs(moved) do add(m.r.pr) end
+  for _, m in ipairs(moved) do add(m.pr) end
   table.sort(out, function(a, b) return a > b end)
   return out
 end
 
--- claim_due's plan at `now` for up to `limit` leases, reading only: the waiting->ready
--- moves, corrupt records, stale ready members, index repairs and the candidates in claim
--- order (lease_core::selection: priority descending, then due_at, then id; paused
--- executions and keys at their limit skipped). Each level merges its ready set with the
--- moved members of that level. Bounded work per call (issue 11): at most
--- max(limit * 4, 100) waiting->ready moves and limit + as many ready members examined;
--- what is left is handled by the next call (the horizon then reports "now": a member at
--- or before now remains in a ready set or waiting).
-local function plan_claim(now, limit)
-  local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
-    corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
-    paused = paused_scopes(), keys = {}, blocked = {}, nblocked = 0, levels = {0}}
-  if plan.paused and plan.paused.ns then return plan end
-  local moved = plan_moves(plan, now)
-  plan.levels = claim_levels(moved)
+-- Walks the plan's levels, each merging its ready set with the `moved` members of that
+-- level in (due, id) order, judging candidates until `limit` are found or `limit +
+-- plan.budget` were examined (parked ones not counted).
+local function plan_walk(plan, now, limit, moved)
   local mi, examined = 1, 0
   for _, level in ipairs(plan.levels) do
     local peek, take = ready_members(plan, now, level)
     while #plan.cands < limit and examined < limit + plan.budget do
       local rm = peek()
       local mm = moved[mi]
-      if mm and mm.r.pr ~= level then mm = nil end
+      if mm and mm.pr ~= level then mm = nil end
+      local pick
       if rm and (not mm or rm.due < mm.due or (rm.due == mm.due and rm.id < mm.id)) then
         take()
-        plan_candidate(plan, rm, now)
+        pick = rm
       elseif mm then
         mi = mi + 1
-        plan_candidate(plan, mm, now)
+        pick = mm
       else
         break
       end
-      examined = examined + 1
+      if not plan_candidate(plan, pick, now) then examined = examined + 1 end
     end
   end
+end
+
+-- claim_due's plan at `now` for up to `limit` leases, reading only: the waiting->ready
+-- moves, the parked members brought back, corrupt records, stale ready members, index
+-- repairs, the held-back members to park and the candidates in claim order
+-- (lease_core::selection: priority descending, then due_at, then id; paused executions and
+-- keys at their limit skipped). Bounded work per call (issue 11): at most max(limit * 4,
+-- 100) waiting->ready moves, as many parked members brought back, limit + as many ready
+-- members examined besides at most PARK_BUDGET parked; what is left is handled by the next
+-- call (the horizon then reports "now": a member at or before now remains in a ready set
+-- or waiting, or a scope stays due).
+local function plan_claim(now, limit)
+  local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
+    corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
+    paused = paused_scopes(), keys = {}, blocked = {}, nblocked = 0, levels = {0},
+    unparks = {}, rescore = {}, parks = {}, park_left = PARK_BUDGET}
+  if plan.paused and plan.paused.ns then return plan end
+  local moved = {}
+  plan_moves(plan, now, moved)
+  plan_unparks(plan, now, moved)
+  sort_claim_order(moved)
+  plan.levels = claim_levels(moved)
+  plan_walk(plan, now, limit, moved)
   return plan
 end
 
@@ -382,13 +522,15 @@ local function count_set_aside(id)
   if v[1] or v[2] then redis.call('HSET', k_exec(id), 'cg', 'x') end
 end
 
--- Writes the plan's index changes: waiting->ready moves, corrupt records out of every
--- index into the corrupt list, stale ready members out, wrong index entries repaired.
+-- Writes the plan's index changes: waiting->ready moves, parked members brought back,
+-- corrupt records out of every index into the corrupt list, stale ready members out, wrong
+-- index entries repaired, held-back members parked.
 local function apply_index_changes(plan)
   for _, m in ipairs(plan.moves) do
     redis.call('ZREM', K_WAITING, m[1])
     if m[2] ~= nil then ready_add(m[3], fmt(m[2]), m[1]) end
   end
+  apply_unparks(plan)
   for _, c in ipairs(plan.corrupt) do
     redis.call('ZREM', K_READY, c[1])
     if c[3] then ready_rem(c[3], c[1]) end
@@ -402,6 +544,7 @@ local function apply_index_changes(plan)
   end
   for _, m in ipairs(plan.stale) do ready_rem(m[2], m[1]) end
   for _, r in ipairs(plan.replace) do reindex(r) end
+  apply_parks(plan)
 end
 
 -- Writes the checked plan: index changes, then a lease of `lease_ms` for each candidate with
@@ -473,13 +616,25 @@ local function first_open(key, plan)
   return last
 end
 
+-- The earliest instant a parked scope may open (PARK_NOW read as `now`), or nil when
+-- none is listed but paused workflows: what parking holds back counts from its gate's
+-- opening, which is never later than its members' claimable instant.
+local function parked_horizon(now)
+  local m = redis.call('ZRANGE', K_PARKED, 0, 0, 'WITHSCORES')
+  if #m == 0 then return nil end
+  local at = tonumber(m[2])
+  if at >= PARK_NEVER then return nil end
+  return math.max(at, now)
+end
+
 -- The reply items preceded by {now, next}: `next` the earliest claimable instant left in
 -- the namespace ('' = none). Every member's score is never later than its claimable_at
 -- (see slots), and an execution with a claimable instant is in a ready set or waiting (a
 -- running one too, scored from its lease expiry), so the first score of each set bounds it
 -- from below; a member of either still at or before now (work this call's bounds left) is
 -- claimable now. With gates (a pause, a key at its limit) the sets are walked past what
--- they hold back (first_open); with none, one ZRANGE per set.
+-- they hold back (first_open); with none, one ZRANGE per set. Parked members count from
+-- their scope's instant (parked_horizon).
 local function with_horizon(now, out, plan)
   local gated = plan.paused ~= nil or plan.nblocked > 0
   local function first(key)
@@ -492,6 +647,7 @@ local function with_horizon(now, out, plan)
   if not (plan.paused and plan.paused.ns) then
     next_at = first(K_WAITING)
     for _, level in ipairs(plan.levels) do next_at = min_opt(next_at, first(ready_key(level))) end
+    next_at = min_opt(next_at, parked_horizon(now))
   end
   local reply = {fmt(now), next_at and fmt(next_at) or ''}
   for i = 1, #out do reply[i + 2] = out[i] end

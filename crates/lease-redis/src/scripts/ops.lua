@@ -25,7 +25,7 @@ end
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
     done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset',
-    running_es = 'zset', counts = 'hash'}
+    running_es = 'zset', counts = 'hash', parked = 'zset'}
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
@@ -70,6 +70,60 @@ end
 
 -- The set of the live leases of concurrency key `ck`.
 local function live_key(ck) return P .. 'live:' .. ck end
+
+-- ---- parking: held-back members cost a claim once ----
+-- A claim that finds a due member held back (its workflow paused, its key at its limit)
+-- parks it: out of its ready set into the zset `parked:<scope>` of its gate ('w:<workflow>'
+-- or 'k:<key>'), member park_member(...) under score 0, so the set's lexical order is the
+-- claim order; the record's field `pk` names the entry (scope, \31, member), so any
+-- script that changes the record takes it out again (place, reindex). The zset `parked`
+-- lists the scopes holding members, scored by the earliest instant the gate may open:
+-- PARK_NOW (look at it at the next claim: a lease of the key ended, a limit changed, the
+-- workflow was resumed), a lease expiry of the key (lowered by every new or renewed lease),
+-- or PARK_NEVER (only an event opens it: a paused workflow, a key without live leases).
+-- Claims bring members of open scopes back, bounded per call (scripts/claim.lua).
+local K_PARKED = P .. 'parked'
+local PARK_NOW = -9007199254740992
+local PARK_NEVER = 9007199254740992
+-- due + 2^52 lies in 0 ..= 2^53 for every accepted timestamp: 16 digits.
+local PARK_DUE_BIAS = 4503599627370496
+
+-- The set of the members parked under `scope`.
+local function parked_set(scope) return P .. 'parked:' .. scope end
+
+-- The parked member of execution `id` of priority `pr` due at `due`: 1000 - pr in four
+-- digits, due + 2^52 in sixteen, then the id, so members sort in claim order (priority
+-- descending, due, id).
+local function park_member(pr, due, id)
+  local d = fmt(due + PARK_DUE_BIAS)
+  return string.format('%04d', 1000 - pr) .. string.rep('0', 16 - #d) .. d .. id
+end
+
+-- The priority, due time and id a parked member encodes.
+local function park_decode(m)
+  return 1000 - tonumber(string.sub(m, 1, 4)), tonumber(string.sub(m, 5, 20)) - PARK_DUE_BIAS,
+    string.sub(m, 21)
+end
+
+-- Lowers the instant from which a claim looks at `scope` to `at`; with `add`, lists the
+-- scope when it is not listed yet.
+local function park_schedule(scope, at, add)
+  local s = redis.call('ZSCORE', K_PARKED, scope)
+  if (s == false and add) or (s and tonumber(s) > at) then
+    redis.call('ZADD', K_PARKED, fmt(at), scope)
+  end
+end
+
+-- Takes the parked entry `pk` (a record's field) out of its scope's set; a scope left
+-- empty leaves `parked`.
+local function unpark_entry(pk)
+  local at = string.find(pk, '\31', 1, true)
+  if not at then return end
+  local scope = string.sub(pk, 1, at - 1)
+  local set = parked_set(scope)
+  redis.call('ZREM', set, string.sub(pk, at + 1))
+  if redis.call('ZCARD', set) == 0 then redis.call('ZREM', K_PARKED, scope) end
+end
 
 -- ---- status counters (issue 23: the console's counts in O(1)) ----
 -- The hash `counts` holds, per stored status, how many records of the partition are counted

@@ -41,7 +41,7 @@ local function terminal(st) return st == 'completed' or st == 'failed' or st == 
 local function load(id)
   local key = k_exec(id)
   local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
-    'cg')
+    'cg', 'pk')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -63,6 +63,8 @@ local function load(id)
   if v[10] then r.ck = v[10] end
   -- The counting generation (see count_move in ops.lua).
   r.cg = v[11]
+  -- Its parked entry, when a claim parked it (see parking in ops.lua).
+  r.pk = v[12]
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -160,12 +162,35 @@ local function slots(r)
   return s
 end
 
+-- Takes stored record `r` out of the parked set it is in, if any: a record that changes
+-- is put where its new state calls for (a claim parks it again if still held back).
+local function unpark_record(r)
+  if not r.pk then return end
+  unpark_entry(r.pk)
+  redis.call('HDEL', k_exec(r.id), 'pk')
+end
+
+-- Tells the claims when a place of keyed `r`'s key may free, given its slots before (`o`)
+-- and after (`n`): a new or renewed lease at its expiry; a lease that ended, or a member
+-- that left the ready sets unclaimed (one a claim brought back for a free place), at once.
+local function key_may_open(r, n, o)
+  if not r.ck then return end
+  local at = nil
+  if n.run and n.run ~= o.run then at = n.run
+  elseif o.run and not n.run then at = PARK_NOW
+  elseif o.due and not n.due and not n.run then at = PARK_NOW end
+  if at then park_schedule('k:' .. r.ck, at, false) end
+end
+
 -- Moves `r` from the indexes its previous stored state `old` called for to those its state
 -- calls for, skipping commands that change nothing. A member of 'waiting' may already have
--- been moved to its ready set by claim_due, so it is removed from both.
+-- been moved to its ready set by claim_due, so it is removed from both; a parked record
+-- leaves its parked set.
 local function place(r, old)
   local n, o = slots(r), slots(old)
   local id = r.id
+  unpark_record(old)
+  key_may_open(r, n, o)
   if n.run ~= o.run then
     if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
     if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
@@ -194,6 +219,8 @@ end
 local function reindex(r)
   local n = slots(r)
   local id = r.id
+  unpark_record(r)
+  if r.ck then park_schedule('k:' .. r.ck, n.run or PARK_NOW, false) end
   if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
   if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
   elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
