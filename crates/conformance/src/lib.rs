@@ -50,6 +50,7 @@ macro_rules! conformance_tests {
         $crate::__limits_cases!($harness);
         $crate::__traces_cases!($harness);
         $crate::__live_cases!($harness);
+        $crate::__attempts_cases!($harness);
     };
 }
 
@@ -119,6 +120,7 @@ mod tests {
             ("limits", include_str!("cases/limits.rs")),
             ("traces", include_str!("cases/traces.rs")),
             ("live", include_str!("cases/live.rs")),
+            ("attempts", include_str!("cases/attempts.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -125,6 +125,9 @@ pub(crate) fn execution_from(
             .map(|k| stored_name(k, operation, lease_core::ConcurrencyKey::new))
             .transpose()?,
         trace_context: lease_core::TraceContext::from_stored_lenient(trace.as_deref()),
+        // No attempt limits here: unlimited, no last error.
+        attempt_limit: None,
+        last_error: None,
     })
 }
 
