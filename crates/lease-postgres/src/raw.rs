@@ -17,7 +17,7 @@ pub struct Statements {
     /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
     /// which the library reads and this baseline would have to skip): `$1 request now,
     /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
-    /// 15 execution columns, then columns the library uses). It notifies like the
+    /// 20 execution columns, then columns the library uses). It notifies like the
     /// library's. It claims nothing when a picked row's key has a concurrency limit (the
     /// library then runs `claim_keyed`).
     pub claim: String,
@@ -32,7 +32,8 @@ pub struct Statements {
     /// $4 outcomes text[] (NULL for suspended), $5 clock`; distinct ids -> one row per
     /// item in order (item number from 1, current token, status, acknowledged).
     pub acknowledge_batch: String,
-    /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
+    /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response, $7
+    /// clock` (NULL: the database's).
     pub write_step: String,
     /// `read_step`: `$1 id, $2 step key, $3 attempt`.
     pub read_step: String,

@@ -1,0 +1,15 @@
+-- The last error an expired lease leaves (`LastError::expiry_note`, at the expiry, for the
+-- attempt it ended), as SET items of an UPDATE of the row `e` that ends a stored running
+-- delivery whose lease has expired (a claim taking it over, the claim storing a death by
+-- expiry, `retry_dead` of such a row); any other row keeps its last error. Needs the
+-- statement's `clk` CTE (a running row without an expiry ended now, as in `effective`).
+last_error_kind = CASE WHEN e.status = 'running'
+            THEN 'lease_expired' ELSE e.last_error_kind END,
+        last_error_message = CASE WHEN e.status = 'running'
+            THEN 'the lease expired before the delivery was acknowledged'
+            ELSE e.last_error_message END,
+        last_error_attempt = CASE WHEN e.status = 'running'
+            THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
+            ELSE e.last_error_attempt END,
+        last_error_at = CASE WHEN e.status = 'running'
+            THEN COALESCE(e.lease_expires_at, (SELECT now FROM clk)) ELSE e.last_error_at END
