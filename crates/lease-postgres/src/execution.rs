@@ -1160,12 +1160,13 @@ mod tests {
             assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
         }
         // The claim's limit is the acknowledgement-dependent one, in the LIMITs of
-        // `waiting` (per level and overall), `expired` and `picked` and in `short`.
+        // `waiting` (per level and overall), `expired`, `picked` and `dying` (so a refused
+        // acknowledgement stores no death either) and in `short`.
         assert_eq!(
             ac.prepare_claim
                 .matches("g.id = $6 AND g.token >= $7")
                 .count(),
-            5
+            6
         );
         assert!(
             !ac.prepare_claim.contains("LIMIT $3"),
