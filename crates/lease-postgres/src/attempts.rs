@@ -12,8 +12,8 @@
 use lease_core::attempts::check_retry_ids;
 use lease_core::limits::check_limit;
 use lease_core::{
-    AttemptLimit, AttemptLimits, AttemptScope, ExecutionId, ExecutionRecord, ExecutionStatus,
-    Json, LeaseError, Result, Timestamp, WorkflowName,
+    AttemptLimit, AttemptLimits, AttemptScope, ExecutionId, ExecutionRecord, ExecutionStatus, Json,
+    LeaseError, Result, Timestamp, WorkflowName,
 };
 use sqlx::postgres::PgRow;
 
@@ -150,7 +150,10 @@ impl PostgresBackend {
             })
             .await?;
         if found.len() != ids.len() {
-            return Err(protocol(OP, format!("{} rows for {} ids", found.len(), ids.len())));
+            return Err(protocol(
+                OP,
+                format!("{} rows for {} ids", found.len(), ids.len()),
+            ));
         }
         let mut retried = Vec::with_capacity(ids.len());
         for (id, row) in ids.iter().zip(&found) {
@@ -175,5 +178,24 @@ impl PostgresBackend {
             return Err(protocol(OP, "every execution is dead but none was retried"));
         }
         Ok(retried)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements that store an expiry's last error (`statements/expiry_error.sql`)
+    /// write exactly the note lease-core's `effective` reads for it.
+    #[test]
+    fn the_stored_expiry_note_is_lease_cores() {
+        let r = Renderer::new("\"t\"", "lease_wake_t");
+        let note = lease_core::LastError::expiry_note();
+        let claim = crate::execution::statements(&r).claim;
+        for sql in [&statements(&r).retry_dead, &claim] {
+            assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
+            assert!(sql.contains(&format!("'{}'", note.kind())), "{sql}");
+            assert!(sql.contains(&format!("'{}'", note.message())), "{sql}");
+        }
     }
 }

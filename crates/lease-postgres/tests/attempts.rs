@@ -1,0 +1,101 @@
+//! Attempt limits on PostgreSQL beyond the conformance cases: the fenced writes the suite
+//! does not drive (the fenced transaction's commit, the acknowledgement batch,
+//! acknowledge-and-claim) refuse the holder whose lease expired on its last attempt from
+//! its expiry on, and a later claim stores the death exactly as `get` read it, out of the
+//! claim's horizon.
+
+mod common;
+
+use std::time::Duration;
+
+use lease_core::{
+    Acknowledgement, Admission, AttemptLimit, AttemptScope, ClaimRequest, ExecutionClient,
+    ExecutionClientExt, ExecutionId, ExecutionStatus, Json, ManualClock, RedeliveryPolicy,
+    WorkflowRunOutcome,
+};
+use lease_postgres::PostgresBackend;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+fn claim(now: lease_core::Timestamp) -> ClaimRequest {
+    ClaimRequest {
+        now,
+        limit: 10,
+        duration: Duration::from_secs(30),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_last_attempt_refuses_every_fenced_write_and_the_claim_stores_its_death() {
+    let clock = ManualClock::starting_now();
+    let config = common::config(clock.clone(), RedeliveryPolicy::default());
+    let schema = config.schema_name().to_owned();
+    let backend = PostgresBackend::connect(config).await.expect("connect");
+    common::cleaning_up(schema.clone(), async move {
+        let limit = AttemptLimit::new(1).expect("limit");
+        backend
+            .set_attempt_limit(&AttemptScope::Default, Some(limit))
+            .await
+            .expect("set limit");
+        let id = ExecutionId::new("job").expect("id");
+        backend
+            .admit(&Admission::new(id.clone()))
+            .await
+            .expect("admit");
+        let now = backend.now().await.expect("now");
+        let lease = backend
+            .claim_due(claim(now))
+            .await
+            .expect("claim")
+            .remove(0);
+        clock.set(lease.expires_at);
+        let read_dead = backend.get(&id).await.expect("get").expect("record");
+        assert_eq!(read_dead.status, ExecutionStatus::Dead);
+
+        let tx = backend.begin_fenced(&lease).await.expect("begin");
+        assert!(
+            tx.commit().await.expect("commit").is_lost(),
+            "fenced commit"
+        );
+        let done = WorkflowRunOutcome::Completed(Json::parse("o", "1").expect("json"));
+        let ack = Acknowledgement {
+            lease: lease.clone(),
+            outcome: done,
+        };
+        let batch = backend
+            .acknowledge_batch(std::slice::from_ref(&ack))
+            .await
+            .expect("batch");
+        assert!(batch[0].is_lost(), "acknowledge_batch");
+        // The claim stores the death once the row's `claimable_at` (the expiry plus the
+        // redelivery delay) has passed.
+        clock.advance(Duration::from_secs(3600));
+        let later = backend.now().await.expect("now");
+        let both = backend
+            .acknowledge_and_claim(&ack, claim(later))
+            .await
+            .expect("ack and claim");
+        assert!(both.acknowledged.is_lost(), "acknowledge_and_claim");
+        assert!(
+            both.next.claimed.is_empty(),
+            "a dead execution is never claimed"
+        );
+
+        // That claim stored the death: the row is dead, out of the claim indexes, and reads
+        // exactly as it did while only `get` made it dead.
+        let mut admin = PgConnection::connect(&common::url()).await.expect("admin");
+        let (status, claimable): (String, Option<i64>) = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT status, claimable_at FROM \"{schema}\".executions WHERE id = 'job'"
+        )))
+        .fetch_one(&mut admin)
+        .await
+        .expect("stored row");
+        assert_eq!((status.as_str(), claimable), ("dead", None));
+        assert_eq!(backend.get(&id).await.expect("get"), Some(read_dead));
+        let after = backend
+            .claim_due_with_horizon(claim(later))
+            .await
+            .expect("claim");
+        assert_eq!(after.next_claimable_at, None, "nothing left to wake for");
+    })
+    .await;
+}
