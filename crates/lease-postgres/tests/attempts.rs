@@ -99,3 +99,41 @@ async fn an_expired_last_attempt_refuses_every_fenced_write_and_the_claim_stores
     })
     .await;
 }
+
+/// A claim that takes over an expired lease (no limit) stores the expiry's last error, as
+/// `get` read it just before (`effective`), and copies no limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_stores_the_expiry_as_the_last_error() {
+    let clock = ManualClock::starting_now();
+    let config = common::config(clock.clone(), RedeliveryPolicy::default());
+    let schema = config.schema_name().to_owned();
+    let backend = PostgresBackend::connect(config).await.expect("connect");
+    common::cleaning_up(schema, async move {
+        let id = ExecutionId::new("job").expect("id");
+        backend
+            .admit(&Admission::new(id.clone()))
+            .await
+            .expect("admit");
+        let now = backend.now().await.expect("now");
+        let first = backend
+            .claim_due(claim(now))
+            .await
+            .expect("claim")
+            .remove(0);
+        clock.advance(Duration::from_secs(3600));
+        let read = backend.get(&id).await.expect("get").expect("record");
+        let expired = read.last_error.clone().expect("the expiry's last error");
+        assert_eq!((expired.attempt, expired.at), (1, first.expires_at));
+        let later = backend.now().await.expect("now");
+        let claimed = backend
+            .claim_due_with_records(claim(later))
+            .await
+            .expect("claim");
+        let taken = backend.get(&id).await.expect("get").expect("record");
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(taken.last_error, Some(expired), "stored by the takeover");
+        assert_eq!(taken.attempt_limit, None, "no limit stored");
+        assert_eq!(taken.unacknowledged_deliveries, 1);
+    })
+    .await;
+}
