@@ -44,6 +44,9 @@ pub struct Statements {
     /// `list_live_leases` (the console's live leases, not a hot path; here so a test can
     /// read its plan): `$1 limit, $2 clock`.
     pub list_live_leases: String,
+    /// `list_dead` (an operator's page, not a hot path; here so a test can read its plan):
+    /// `$1 after (NULL: from the first), $2 limit, $3 clock`.
+    pub list_dead: String,
 }
 
 /// Renders the statements for `schema` (unquoted, as given to
@@ -65,5 +68,6 @@ pub fn statements(schema: &str) -> Statements {
         get: execution.get.to_string(),
         now: crate::backend::statements(&r).now.to_string(),
         list_live_leases: execution.list_live_leases.to_string(),
+        list_dead: crate::attempts::statements(&r).list_dead.to_string(),
     }
 }

@@ -137,3 +137,70 @@ async fn a_takeover_stores_the_expiry_as_the_last_error() {
     })
     .await;
 }
+
+/// `list_dead` at 10^5 executions (2,000 dead, 2,000 running on their last attempt of which
+/// half expired, the rest completed), with the library's session settings and its generic
+/// plan: a walk of `executions_dead` (schema v15) by id that stops after the page, with no
+/// sort and no other rows read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_dead_walks_its_index() {
+    let clock = ManualClock::starting_now();
+    let config = common::config(clock, RedeliveryPolicy::default());
+    let schema = config.schema_name().to_owned();
+    let backend = PostgresBackend::connect(config).await.expect("connect");
+    common::cleaning_up(schema.clone(), async move {
+        let mut conn = PgConnection::connect(&common::url()).await.expect("admin");
+        let s = format!("\"{schema}\"");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "INSERT INTO {s}.executions (id, status, token, unacknowledged_deliveries, \
+                 attempt_limit) \
+             SELECT 'dead' || g, 'dead', g, 3, 3 FROM generate_series(1, 2000) g; \
+             INSERT INTO {s}.executions (id, status, token, due_at, lease_expires_at, \
+                 unacknowledged_deliveries, attempt_limit) \
+             SELECT 'last' || g, 'running', 10000 + g, 0, g * 1000, 2, 3 \
+             FROM generate_series(1, 2000) g; \
+             INSERT INTO {s}.executions (id, status, token, last_delivery_ended_at, outcome) \
+             SELECT 'done' || g, 'completed', 20000 + g, g, 'null' \
+             FROM generate_series(1, 96000) g; \
+             ANALYZE {s}.executions"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("fill");
+        let sql = lease_postgres::raw::statements(&schema).list_dead;
+        let mut tx = conn.begin().await.expect("begin");
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL jit = off; \
+             SET LOCAL enable_bitmapscan = off; PREPARE dead(text, bigint, bigint) AS {sql}"
+        )))
+        .execute(&mut *tx)
+        .await
+        .expect("prepare");
+        // Running rows whose lease expired by 1,000,000 (the first 1,000) are dead.
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) \
+             EXECUTE dead('dead5', 50, 1000000)",
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .expect("explain");
+        tx.rollback().await.expect("rollback");
+        let plan = plan.join("\n");
+        assert!(plan.contains("Index Scan using executions_dead"), "{plan}");
+        for absent in ["Sort", "Seq Scan", "Bitmap"] {
+            assert!(!plan.contains(absent), "{absent}: {plan}");
+        }
+        assert!(plan.contains("rows=50 loops=1"), "{plan}");
+        let page = backend
+            .list_dead(Some(&ExecutionId::new("dead5").expect("id")), 3)
+            .await
+            .expect("list_dead");
+        let ids: Vec<&str> = page.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["dead50", "dead500", "dead501"],
+            "by id, after the cursor"
+        );
+    })
+    .await;
+}
