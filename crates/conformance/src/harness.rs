@@ -49,6 +49,11 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// issue 21 items 3 and 4); with `false` an admission using either must be
     /// `Unsupported` and admit nothing.
     const PRIORITIES_AND_LIMITS: bool = false;
+    /// The backend keeps attempt limits and dead letters
+    /// ([`lease_core::ExecutionClient::set_attempt_limit`], `release_with`, `list_dead`,
+    /// `retry_dead`); with `false` the attempt cases check only the typed `Unsupported`
+    /// answers, and that `release_with` still ends a lease.
+    const ATTEMPTS: bool = false;
 
     /// Whether this run's store takes concurrency keys and limits (issue 22 item 2): by
     /// default [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at

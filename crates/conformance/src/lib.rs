@@ -51,6 +51,7 @@ macro_rules! conformance_tests {
         $crate::__backlog_cases!($harness);
         $crate::__traces_cases!($harness);
         $crate::__live_cases!($harness);
+        $crate::__attempts_cases!($harness);
     };
 }
 
@@ -121,6 +122,7 @@ mod tests {
             ("backlog", include_str!("cases/backlog.rs")),
             ("traces", include_str!("cases/traces.rs")),
             ("live", include_str!("cases/live.rs")),
+            ("attempts", include_str!("cases/attempts.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -17,6 +17,7 @@ impl lease_conformance::Harness for MemoryHarness {
     const CANCEL: bool = true;
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
+    const ATTEMPTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
@@ -211,6 +212,55 @@ pub trait ExecutionClient: Send + Sync {
         Err(unsupported("concurrency_limits"))
     }
 
+    /// Sets (`Some`) or removes (`None`: unlimited) the attempt limit of one workflow name
+    /// or the namespace default ([`crate::attempts`]). A claim reads the limit that applies
+    /// to the execution's workflow and keeps it on the record for that delivery
+    /// ([`ExecutionRecord::attempt_limit`]): a change applies from each execution's next
+    /// claim. A limit out of range cannot be built ([`AttemptLimit::new`]). The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        let _ = (scope, limit);
+        Err(unsupported("set_attempt_limit"))
+    }
+
+    /// The namespace's attempt limits. The default is [`crate::LeaseError::Unsupported`].
+    async fn attempt_limits(&self) -> Result<AttemptLimits> {
+        Err(unsupported("attempt_limits"))
+    }
+
+    /// The dead executions ([`crate::ExecutionStatus::Dead`], as `get` reads them: a lease
+    /// whose expiry used the last attempt included), by id, strictly after `after`, at most
+    /// `limit` (1..=1000). A bad limit is `InvalidInput`; the default checks it, then
+    /// answers [`crate::LeaseError::Unsupported`].
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        let _ = after;
+        crate::limits::check_limit("list limit", limit)?;
+        Err(unsupported("list_dead"))
+    }
+
+    /// Re-admits dead executions in one atomic step ([`ExecutionRecord::retry_dead`]): each
+    /// due now with its attempts counted from 0, its input replaced by `input` when given;
+    /// records come back in the ids' order and idle dispatchers are signalled. An unknown id
+    /// is `UnknownExecution`; an execution that is not dead, no ids, more than
+    /// [`crate::limits::MAX_ADMIT_BATCH`] or an id twice is `InvalidInput`: then nothing
+    /// changed. The default is [`crate::LeaseError::Unsupported`].
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        let _ = (ids, input);
+        Err(unsupported("retry_dead"))
+    }
+
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
     /// it is remembered for the acknowledgement; otherwise it makes the execution due.
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
@@ -276,6 +326,21 @@ pub trait ExecutionClient: Send + Sync {
     /// Ends a current lease without acknowledging: `unacknowledged_deliveries + 1`, claimable
     /// again after the redelivery delay (RFC 002 `release`).
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>>;
+
+    /// [`ExecutionClient::release`], saying how the delivery went ([`Release`]): an attempt
+    /// counts `unacknowledged_deliveries + 1`, keeps its note as
+    /// [`ExecutionRecord::last_error`] and, when it used the last attempt, ends the
+    /// execution as [`crate::ExecutionStatus::Dead`] in the same atomic step; a lease no
+    /// worker started ([`Release::NotStarted`]) changes neither the counter nor the delay and
+    /// is due again at once. `Lost` changes nothing.
+    ///
+    /// The default (an adapter without attempt limits) releases as `release` does, counting
+    /// every release, `NotStarted` included: the release still ends the lease, which is what
+    /// fencing needs.
+    async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
+        let _ = release;
+        self.release(lease).await
+    }
 
     /// Ends a current lease with an outcome, resetting `unacknowledged_deliveries` (RFC 002
     /// `acknowledge`, fenced).

@@ -26,6 +26,9 @@ pub struct StatusCounts {
     /// Terminal: cancelled (issue 21 item 1).
     #[serde(default)]
     pub cancelled: u64,
+    /// Dead: out of attempts, waiting for an operator ([`crate::attempts`]).
+    #[serde(default)]
+    pub dead: u64,
     /// Stored records the backend set aside or cannot decode (listed by
     /// [`crate::ExecutionClient::list_corrupt`]); counted under no status.
     pub corrupt: u64,
@@ -33,13 +36,14 @@ pub struct StatusCounts {
 
 impl StatusCounts {
     /// Every status, in life order, for tables.
-    pub const STATUSES: [ExecutionStatus; 6] = [
+    pub const STATUSES: [ExecutionStatus; 7] = [
         ExecutionStatus::Admitted,
         ExecutionStatus::Running,
         ExecutionStatus::Suspended,
         ExecutionStatus::Completed,
         ExecutionStatus::Failed,
         ExecutionStatus::Cancelled,
+        ExecutionStatus::Dead,
     ];
 
     /// The count of one status.
@@ -51,6 +55,7 @@ impl StatusCounts {
             ExecutionStatus::Completed => self.completed,
             ExecutionStatus::Failed => self.failed,
             ExecutionStatus::Cancelled => self.cancelled,
+            ExecutionStatus::Dead => self.dead,
         }
     }
 
@@ -78,6 +83,7 @@ impl StatusCounts {
             ExecutionStatus::Completed => &mut self.completed,
             ExecutionStatus::Failed => &mut self.failed,
             ExecutionStatus::Cancelled => &mut self.cancelled,
+            ExecutionStatus::Dead => &mut self.dead,
         }
     }
 
@@ -144,7 +150,7 @@ mod tests {
         }
         counts.add_named("corrupt", 1);
         counts.add_named("Running", 1);
-        assert_eq!(counts.total(), 12);
+        assert_eq!(counts.total(), 14);
         assert_eq!(counts.corrupt, 2);
         assert!(StatusCounts::STATUSES.iter().all(|s| counts.of(*s) == 2));
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::attempts::{AttemptLimit, ErrorNote, LastError, Release};
 use crate::control::{CancelReason, Priority};
 use crate::error::{LeaseError, Result};
 use crate::ids::{ConcurrencyKey, ExecutionId, WorkflowName};
@@ -35,14 +36,22 @@ pub enum ExecutionStatus {
     Failed,
     /// Terminal: cancelled by [`crate::ExecutionClient::cancel`] (issue 21 item 1).
     Cancelled,
+    /// Dead: its attempts ran out ([`crate::attempts`]). Never claimed, wakes ignored, every
+    /// write of any holder `Lost`, as terminal; but an operator may re-admit it
+    /// ([`crate::ExecutionClient::retry_dead`]) or cancel it, and retention keeps it.
+    Dead,
 }
 
 impl ExecutionStatus {
-    /// Completed, failed or cancelled: never claimable again.
+    /// Completed, failed, cancelled or dead: not claimable (only an operator's
+    /// [`crate::ExecutionClient::retry_dead`] brings a dead execution back).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            ExecutionStatus::Completed | ExecutionStatus::Failed | ExecutionStatus::Cancelled
+            ExecutionStatus::Completed
+                | ExecutionStatus::Failed
+                | ExecutionStatus::Cancelled
+                | ExecutionStatus::Dead
         )
     }
 
@@ -55,6 +64,7 @@ impl ExecutionStatus {
             ExecutionStatus::Completed => "completed",
             ExecutionStatus::Failed => "failed",
             ExecutionStatus::Cancelled => "cancelled",
+            ExecutionStatus::Dead => "dead",
         }
     }
 }
@@ -75,6 +85,7 @@ impl FromStr for ExecutionStatus {
             "completed" => ExecutionStatus::Completed,
             "failed" => ExecutionStatus::Failed,
             "cancelled" => ExecutionStatus::Cancelled,
+            "dead" => ExecutionStatus::Dead,
             other => return Err(LeaseError::invalid("execution status", other.to_owned())),
         })
     }
@@ -309,6 +320,14 @@ pub struct ExecutionRecord {
     /// The admitting request's W3C trace context, if the admission carried one.
     #[serde(default)]
     pub trace_context: Option<TraceContext>,
+    /// The attempt limit in force when the current (or last) delivery was claimed: the
+    /// delivery that brings `unacknowledged_deliveries` to it ends the execution as
+    /// [`ExecutionStatus::Dead`]. `None`: unlimited.
+    #[serde(default)]
+    pub attempt_limit: Option<AttemptLimit>,
+    /// The last attempt that ended without an acknowledgement, and why.
+    #[serde(default)]
+    pub last_error: Option<LastError>,
 }
 
 impl ExecutionRecord {
@@ -330,6 +349,8 @@ impl ExecutionRecord {
             priority: admission.priority,
             concurrency_key: admission.concurrency_key.clone(),
             trace_context: admission.trace_context.clone(),
+            attempt_limit: None,
+            last_error: None,
         }
     }
 
@@ -351,9 +372,23 @@ impl ExecutionRecord {
         let mut r = self.clone();
         if r.status == ExecutionStatus::Running && !r.lease_live(now) {
             let ended = r.lease_expires_at.unwrap_or(now);
-            r.end_unacknowledged(ended);
+            r.end_unacknowledged(ended, Some(LastError::expiry_note()));
         }
         r
+    }
+
+    /// True when at `now` the running delivery's lease has expired and that expiry used the
+    /// last attempt: `get` reads the record as dead, so no holder may write any more.
+    pub fn expired_into_dead(&self, now: Timestamp) -> bool {
+        self.status == ExecutionStatus::Running
+            && !self.lease_live(now)
+            && self.last_attempt_running()
+    }
+
+    /// The running delivery is the last its attempt limit allows.
+    fn last_attempt_running(&self) -> bool {
+        self.attempt_limit
+            .is_some_and(|l| l.exhausted_by(self.unacknowledged_deliveries.saturating_add(1)))
     }
 
     /// True when an effective record may be claimed at `now`: not terminal, no live lease,
@@ -437,6 +472,14 @@ impl ExecutionRecord {
         Ok(lease.token == self.token && self.status == ExecutionStatus::Running)
     }
 
+    /// [`ExecutionRecord::holds`] at `now`: also `Ok(false)` once the lease's expiry used
+    /// the last attempt ([`ExecutionRecord::expired_into_dead`]), so fenced writes agree
+    /// with `get`, which reads the execution as dead from that instant. Any other expired
+    /// lease still holds until a claim takes the execution over (fencing needs no clock).
+    pub fn holds_at(&self, lease: &ExecutionLease, now: Timestamp) -> Result<bool> {
+        Ok(self.holds(lease)? && !self.expired_into_dead(now))
+    }
+
     /// Extends a held lease to `now + lease_ms`.
     pub fn renew(&mut self, now: Timestamp, lease_ms: i64) -> ExecutionLease {
         let expires_at = Timestamp::from_millis(now.as_millis().saturating_add(lease_ms));
@@ -448,22 +491,80 @@ impl ExecutionRecord {
         }
     }
 
-    /// Ends a held delivery without acknowledgement at `now` (RFC 002 `release`).
+    /// Ends a held delivery without acknowledgement at `now` (RFC 002 `release`): an
+    /// attempt, as [`Release::Retry`].
     pub fn release(&mut self, now: Timestamp) {
-        self.end_unacknowledged(now);
+        self.release_with(now, &Release::Retry);
     }
 
-    fn end_unacknowledged(&mut self, at: Timestamp) {
+    /// Ends a held delivery without acknowledgement at `now`, as `release` says: an
+    /// attempt counts (and may use the last one: the execution is then dead), a lease no
+    /// worker started counts nothing and is due again at once.
+    pub fn release_with(&mut self, now: Timestamp, release: &Release) {
+        match release.note() {
+            Some(note) => self.end_unacknowledged(now, Some(note)),
+            None => self.end_unstarted(),
+        }
+    }
+
+    /// The delivery never ran: back to waiting with the counter and the time the last
+    /// attempt ended as they were, so no redelivery delay starts (the old one had passed
+    /// when this delivery was claimed).
+    fn end_unstarted(&mut self) {
+        self.due_at = min_opt(self.due_at, self.wake_after_claim);
+        self.wake_after_claim = None;
+        self.lease_expires_at = None;
+        self.status = self.waiting_status();
+    }
+
+    fn waiting_status(&self) -> ExecutionStatus {
+        if self.ever_suspended {
+            ExecutionStatus::Suspended
+        } else {
+            ExecutionStatus::Admitted
+        }
+    }
+
+    fn end_unacknowledged(&mut self, at: Timestamp, note: Option<ErrorNote>) {
         self.unacknowledged_deliveries = self.unacknowledged_deliveries.saturating_add(1);
         self.last_delivery_ended_at = Some(at);
         self.due_at = min_opt(self.due_at, self.wake_after_claim);
         self.wake_after_claim = None;
         self.lease_expires_at = None;
-        self.status = if self.ever_suspended {
-            ExecutionStatus::Suspended
+        if let Some(note) = note {
+            self.last_error = Some(LastError::new(note, self.unacknowledged_deliveries, at));
+        }
+        let exhausted = self
+            .attempt_limit
+            .is_some_and(|l| l.exhausted_by(self.unacknowledged_deliveries));
+        if exhausted {
+            self.status = ExecutionStatus::Dead;
+            self.due_at = None;
         } else {
-            ExecutionStatus::Admitted
-        };
+            self.status = self.waiting_status();
+        }
+    }
+
+    /// Re-admits a dead execution at `now` ([`crate::ExecutionClient::retry_dead`]): due
+    /// now, attempts counted from 0, no redelivery delay, `input` replacing the old one when
+    /// given. The last error stays (the operator's record of why it died) until a later
+    /// attempt replaces it. Anything but a dead record is `InvalidInput`, unchanged.
+    pub fn retry_dead(&mut self, now: Timestamp, input: Option<&Json>) -> Result<()> {
+        if self.status != ExecutionStatus::Dead {
+            return Err(LeaseError::invalid(
+                "retry_dead",
+                format!("execution {} is {}, not dead", self.id, self.status),
+            ));
+        }
+        self.status = self.waiting_status();
+        self.due_at = Some(now);
+        self.unacknowledged_deliveries = 0;
+        self.lease_expires_at = None;
+        self.wake_after_claim = None;
+        if let Some(input) = input {
+            self.input = Some(input.clone());
+        }
+        Ok(())
     }
 
     /// Ends a held delivery with an acknowledgement (RFC 002 `acknowledge`).

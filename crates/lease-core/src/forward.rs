@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -93,11 +94,19 @@ forward! {
         fn set_concurrency_limit(&self, scope: &LimitScope, limit: Option<ConcurrencyLimit>)
             -> Result<()>;
         fn concurrency_limits(&self) -> Result<ConcurrencyLimits>;
+        fn set_attempt_limit(&self, scope: &AttemptScope, limit: Option<AttemptLimit>)
+            -> Result<()>;
+        fn attempt_limits(&self) -> Result<AttemptLimits>;
+        fn list_dead(&self, after: Option<&ExecutionId>, limit: usize)
+            -> Result<Vec<ExecutionRecord>>;
+        fn retry_dead(&self, ids: &[ExecutionId], input: Option<&Json>)
+            -> Result<Vec<ExecutionRecord>>;
         fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
         fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
         fn renew(&self, lease: &ExecutionLease, duration: Duration)
             -> Result<Fenced<ExecutionLease>>;
         fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>>;
+        fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>>;
         fn acknowledge(&self, lease: &ExecutionLease, outcome: &WorkflowRunOutcome)
             -> Result<Fenced<Acknowledged>>;
         fn acknowledge_and_claim(&self, ack: &Acknowledgement, next: ClaimRequest)

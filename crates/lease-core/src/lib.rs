@@ -13,6 +13,7 @@
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod attempts;
 pub mod client;
 pub mod control;
 pub mod counts;
@@ -37,6 +38,7 @@ pub mod time;
 pub mod trace;
 pub mod wakeup;
 
+pub use attempts::{AttemptLimit, AttemptLimits, AttemptScope, ErrorNote, LastError, Release};
 pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
 };

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -33,6 +34,7 @@ use crate::store::{
 use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
 use crate::wakeup::{WakeHub, WakeReceiver};
 
+mod attempts;
 mod controls;
 
 /// A step record's key in the ordered map: (execution, step key, attempt).
@@ -54,6 +56,8 @@ struct State {
     paused: BTreeSet<PauseScope>,
     /// Concurrency limits (issue 21 item 4).
     limits: ConcurrencyLimits,
+    /// Attempt limits ([`crate::attempts`]).
+    attempt_limits: AttemptLimits,
 }
 
 impl State {
@@ -70,10 +74,14 @@ impl State {
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
     }
 
-    /// The stored record if `lease` holds it, `None` if lost.
-    fn held(&mut self, lease: &ExecutionLease) -> Result<Option<&mut ExecutionRecord>> {
+    /// The stored record if `lease` holds it at `now`, `None` if lost.
+    fn held(
+        &mut self,
+        lease: &ExecutionLease,
+        now: Timestamp,
+    ) -> Result<Option<&mut ExecutionRecord>> {
         let record = self.execution(&lease.execution_id)?;
-        Ok(if record.holds(lease)? {
+        Ok(if record.holds_at(lease, now)? {
             Some(record)
         } else {
             None
@@ -158,8 +166,11 @@ impl MemoryBackend {
         for id in &selection.take {
             s.last_token += 1;
             let token = FencingToken::new(s.last_token);
+            let workflow = s.execution(id)?.workflow.clone();
+            let attempt_limit = s.attempt_limits.of(workflow.as_ref());
             let record = s.execution(id)?;
             *record = record.effective(now);
+            record.attempt_limit = attempt_limit;
             let lease = record.claim(now, lease_ms, token);
             claimed.push(Claimed {
                 lease,
@@ -331,6 +342,35 @@ impl ExecutionClient for MemoryBackend {
         Ok(self.lock().limits.clone())
     }
 
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        self.set_attempts(scope, limit);
+        Ok(())
+    }
+
+    async fn attempt_limits(&self) -> Result<AttemptLimits> {
+        Ok(self.lock().attempt_limits.clone())
+    }
+
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.dead_page(after, limit)
+    }
+
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.retry(ids, input)
+    }
+
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
@@ -364,7 +404,7 @@ impl ExecutionClient for MemoryBackend {
         let now = self.clock.now();
         let claim_now = next.now.min(now);
         let mut s = self.lock();
-        let acknowledged = match s.held(&ack.lease)? {
+        let acknowledged = match s.held(&ack.lease, now)? {
             Some(record) => {
                 let acked = record.acknowledge(now, &ack.outcome);
                 let record = record.clone();
@@ -397,7 +437,8 @@ impl ExecutionClient for MemoryBackend {
         let ids: Vec<ExecutionId> = s
             .executions
             .values()
-            .filter(|r| r.status.is_terminal())
+            // A dead execution waits for an operator (retry or cancel), not for retention.
+            .filter(|r| r.status.is_terminal() && r.status != ExecutionStatus::Dead)
             .filter(|r| r.last_delivery_ended_at.is_some_and(|t| t < before))
             .map(|r| r.id.clone())
             .take(limit)
@@ -445,7 +486,7 @@ impl ExecutionClient for MemoryBackend {
         let lease_ms = lease_millis("renewal duration", duration)?;
         let now = self.clock.now();
         let mut s = self.lock();
-        Ok(match s.held(lease)? {
+        Ok(match s.held(lease, now)? {
             Some(record) => Fenced::Accepted(record.renew(now, lease_ms)),
             None => Fenced::Lost,
         })
@@ -453,17 +494,12 @@ impl ExecutionClient for MemoryBackend {
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        let now = self.clock.now();
-        let mut s = self.lock();
-        Ok(match s.held(lease)? {
-            Some(record) => {
-                record.release(now);
-                let record = record.clone();
-                self.signal(&record);
-                Fenced::Accepted(())
-            }
-            None => Fenced::Lost,
-        })
+        self.release_held(lease, &Release::Retry)
+    }
+
+    #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
+    async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
+        self.release_held(lease, release)
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
@@ -474,7 +510,7 @@ impl ExecutionClient for MemoryBackend {
     ) -> Result<Fenced<Acknowledged>> {
         let now = self.clock.now();
         let mut s = self.lock();
-        Ok(match s.held(lease)? {
+        Ok(match s.held(lease, now)? {
             Some(record) => {
                 let ack = record.acknowledge(now, outcome);
                 let record = record.clone();
@@ -495,11 +531,11 @@ impl ExecutionClient for MemoryBackend {
         let mut s = self.lock();
         // Check every item before the first write: an error changes nothing.
         for ack in acks {
-            s.held(&ack.lease)?;
+            s.held(&ack.lease, now)?;
         }
         let mut results = Vec::with_capacity(acks.len());
         for ack in acks {
-            results.push(match s.held(&ack.lease)? {
+            results.push(match s.held(&ack.lease, now)? {
                 Some(record) => {
                     let acked = record.acknowledge(now, &ack.outcome);
                     let record = record.clone();
@@ -526,8 +562,9 @@ impl HeapClient for MemoryBackend {
         lease: &ExecutionLease,
         write: &StepWrite,
     ) -> Result<Fenced<HeapRecord>> {
+        let now = self.clock.now();
         let mut s = self.lock();
-        if s.held(lease)?.is_none() {
+        if s.held(lease, now)?.is_none() {
             return Ok(Fenced::Lost);
         }
         let key = (

@@ -10,9 +10,9 @@ use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
-    CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
-    Fenced, FencingToken, Purged, Result, Timestamp, TraceContext, WakeReceiver,
-    WorkflowRunOutcome,
+    CorruptRecord, ErrorNote, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
+    ExecutionRecord, Fenced, FencingToken, Purged, Release, Result, Timestamp, TraceContext,
+    WakeReceiver, WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
@@ -890,13 +890,31 @@ impl ExecutionClient for PostgresBackend {
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        self.release_with(lease, &Release::Retry).await
+    }
+
+    /// One statement (`execution/release.sql`): an attempt counts, keeps its note as the
+    /// last error and makes the execution dead when it used the last attempt; a lease no
+    /// worker started changes neither the counter nor the delay.
+    #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
+    async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
         let sql = &self.execution_sql().release;
         let delays = &self.inner.delays;
         let id = lease.execution_id.as_str();
         let token = token_param(lease)?;
+        let note = release.note();
+        let (kind, message) = (
+            note.as_ref().map(ErrorNote::kind),
+            note.as_ref().map(ErrorNote::message),
+        );
         let row: Option<PgRow> = self
             .run_statement("release", Effect::Write, sql, |q| {
-                q.bind(id).bind(token).bind(self.clock_param()).bind(delays)
+                q.bind(id)
+                    .bind(token)
+                    .bind(self.clock_param())
+                    .bind(delays)
+                    .bind(kind)
+                    .bind(message)
             })
             .await?;
         let decoded = row
@@ -1051,6 +1069,43 @@ impl ExecutionClient for PostgresBackend {
         self.limits().await
     }
 
+    /// Attempt limits: one statement upserts or deletes the scope's row of
+    /// `attempt_limits`; claims copy the limit that applies onto each row they take.
+    #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]
+    async fn set_attempt_limit(
+        &self,
+        scope: &lease_core::AttemptScope,
+        limit: Option<lease_core::AttemptLimit>,
+    ) -> Result<()> {
+        self.set_attempts(scope, limit).await
+    }
+
+    /// The default first, then workflows by name.
+    #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]
+    async fn attempt_limits(&self) -> Result<lease_core::AttemptLimits> {
+        self.attempts().await
+    }
+
+    /// One statement, a walk of `executions_dead` (schema v15) by id.
+    #[tracing::instrument(level = "debug", name = "list_dead", skip_all)]
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.dead_page(after, limit).await
+    }
+
+    /// One statement: every id judged after its row lock, then all re-admitted or none.
+    #[tracing::instrument(level = "debug", name = "retry_dead", skip_all)]
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&lease_core::Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.retry(ids, input).await
+    }
+
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         self.clock_now().await
@@ -1105,12 +1160,13 @@ mod tests {
             assert!(!sql.contains('{') && !sql.contains('}'), "{sql}");
         }
         // The claim's limit is the acknowledgement-dependent one, in the LIMITs of
-        // `waiting` (per level and overall), `expired` and `picked` and in `short`.
+        // `waiting` (per level and overall), `expired`, `picked` and `dying` (so a refused
+        // acknowledgement stores no death either) and in `short`.
         assert_eq!(
             ac.prepare_claim
                 .matches("g.id = $6 AND g.token >= $7")
                 .count(),
-            5
+            6
         );
         assert!(
             !ac.prepare_claim.contains("LIMIT $3"),

@@ -54,7 +54,7 @@ const MAX_SETTING_MS: i64 = i32::MAX as i64;
 /// see the file's header for why `BEGIN` comes last.
 const BEGIN: &str = include_str!("fenced/begin.sql");
 
-/// The fence of [`FencedTx::commit`] and the commit (`$1` id, `$2` token).
+/// The fence of [`FencedTx::commit`] and the commit (`$1` id, `$2` token, `$3` clock).
 const COMMIT: &str = include_str!("fenced/commit.sql");
 
 /// The statements of [`COMMIT`] that run before `COMMIT` itself.
@@ -318,6 +318,7 @@ impl PostgresBackend {
             .bind(i64::from(attempt))
             .bind(true)
             .bind(response.as_str())
+            .bind(self.clock_param())
             .fetch_optional(tx)
             .await
             .map_err(|e| failed_before_commit(OP_STEP, e))?;
@@ -401,6 +402,7 @@ impl FencedTx {
             &[
                 Literal::Text(Some(lease.execution_id.as_str())),
                 Literal::BigInt(Some(token)),
+                Literal::BigInt(backend.clock_param()),
             ],
         )
         .ok_or_else(|| error::protocol(OP, "an execution id holds U+0000"))?;

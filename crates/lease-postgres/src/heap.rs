@@ -74,6 +74,7 @@ impl HeapClient for PostgresBackend {
                     .bind(attempt)
                     .bind(done)
                     .bind(response)
+                    .bind(self.clock_param())
             })
             .await?;
         let decoded = row

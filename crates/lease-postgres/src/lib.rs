@@ -41,7 +41,9 @@
 //! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `acknowledge`, `renew`
 //!   and `release` lock it `FOR NO KEY UPDATE`. Both conflict with the claim's row lock and
 //!   the token is compared on the row version current after the lock is granted, in the same
-//!   statement as the write. No fenced write reads a clock.
+//!   statement as the write. A fenced write reads a clock only for a row on its last attempt
+//!   (attempt limits, schema v15): once that lease has expired the row counts as dead and
+//!   every holder is `Lost`, as `get` reads it.
 //! - **Batched acknowledgements**: `acknowledge_batch` is one statement over
 //!   `unnest(ids, tokens, statuses, outcomes)`. It locks the items' rows `FOR NO KEY UPDATE`
 //!   in id order (so concurrent batches sharing rows queue instead of deadlocking), judges
@@ -72,6 +74,10 @@
 //!   up to `limit` terminal rows acknowledged before the cutoff, oldest first, from the
 //!   partial index `executions_terminal` (schema v6), then deletes of those executions and
 //!   of their steps, store receipts and start records (indexed by execution id and target).
+//! - **Attempt limits** (schema v15): the claim copies the limit that applies onto each row
+//!   it takes; the release that uses the last attempt stores status `dead` in the same
+//!   statement; an expiry that uses it is read as dead at once and stored by the next claim,
+//!   which leaves the row out. `list_dead` and `retry_dead` are one statement each.
 //! - **Admission** may be scheduled (`Admission::not_before`); `admit_batch` is one
 //!   `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` statement.
 //! - **Time** is the database's `clock_timestamp()` (one clock for every process), unless a
@@ -90,6 +96,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ack_and_claim;
+mod attempts;
 mod backend;
 mod config;
 mod control;

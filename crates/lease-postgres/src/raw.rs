@@ -17,7 +17,7 @@ pub struct Statements {
     /// `claim_due_with_horizon` without its trailing summary row (clock and horizon,
     /// which the library reads and this baseline would have to skip): `$1 request now,
     /// $2 clock, $3 limit, $4 lease ms, $5 delays` -> rows (id, token, expires_at, the
-    /// 15 execution columns, then columns the library uses). It notifies like the
+    /// 20 execution columns, then columns the library uses). It notifies like the
     /// library's. It claims nothing when a picked row's key has a concurrency limit (the
     /// library then runs `claim_keyed`).
     pub claim: String,
@@ -32,7 +32,8 @@ pub struct Statements {
     /// $4 outcomes text[] (NULL for suspended), $5 clock`; distinct ids -> one row per
     /// item in order (item number from 1, current token, status, acknowledged).
     pub acknowledge_batch: String,
-    /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response`.
+    /// `write_step`: `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response, $7
+    /// clock` (NULL: the database's).
     pub write_step: String,
     /// `read_step`: `$1 id, $2 step key, $3 attempt`.
     pub read_step: String,
@@ -43,6 +44,9 @@ pub struct Statements {
     /// `list_live_leases` (the console's live leases, not a hot path; here so a test can
     /// read its plan): `$1 limit, $2 clock`.
     pub list_live_leases: String,
+    /// `list_dead` (an operator's page, not a hot path; here so a test can read its plan):
+    /// `$1 after (NULL: from the first), $2 limit, $3 clock`.
+    pub list_dead: String,
 }
 
 /// Renders the statements for `schema` (unquoted, as given to
@@ -64,5 +68,6 @@ pub fn statements(schema: &str) -> Statements {
         get: execution.get.to_string(),
         now: crate::backend::statements(&r).now.to_string(),
         list_live_leases: execution.list_live_leases.to_string(),
+        list_dead: crate::attempts::statements(&r).list_dead.to_string(),
     }
 }

@@ -4,7 +4,7 @@
 
 use lease_core::{
     ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
-    HeapRecord, Json, LeaseError, Result, StepKey, Timestamp, WorkflowName,
+    HeapRecord, Json, LastError, LeaseError, Result, StepKey, Timestamp, WorkflowName,
 };
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -62,7 +62,7 @@ pub(crate) fn stored_name<T>(
 }
 
 /// How many columns `{cols}` (`statements/execution_columns.sql`) has.
-pub(crate) const EXECUTION_COLUMNS: usize = 15;
+pub(crate) const EXECUTION_COLUMNS: usize = 20;
 
 /// The stored execution record in the first [`EXECUTION_COLUMNS`] columns
 /// (`statements/execution_columns.sql` order).
@@ -98,7 +98,8 @@ pub(crate) fn execution_from(
             lease_core::CancelReason::from_stored(v),
         )),
         (s, Some(_)) if !s.is_terminal() => None,
-        (s, None) if s.is_terminal() => {
+        // Dead is the one end without an outcome: nobody chose it.
+        (s, None) if s.is_terminal() && s != ExecutionStatus::Dead => {
             return Err(protocol(operation, "terminal execution without an outcome"));
         }
         _ => None,
@@ -125,7 +126,30 @@ pub(crate) fn execution_from(
             .map(|k| stored_name(k, operation, lease_core::ConcurrencyKey::new))
             .transpose()?,
         trace_context: lease_core::TraceContext::from_stored_lenient(trace.as_deref()),
+        attempt_limit: col::<Option<i64>>(row, at(15), operation)?
+            .map(lease_core::AttemptLimit::from_stored),
+        last_error: last_error(row, first, operation)?,
     })
+}
+
+/// The last error in columns 16 to 19 from `first` (schema v15: all four set, or none).
+fn last_error(row: &PgRow, first: usize, operation: &'static str) -> Result<Option<LastError>> {
+    let kind: Option<String> = col(row, first + 16, operation)?;
+    let Some(kind) = kind else {
+        return Ok(None);
+    };
+    let attempt: Option<i64> = col(row, first + 18, operation)?;
+    let at: Option<i64> = col(row, first + 19, operation)?;
+    Ok(Some(LastError {
+        kind,
+        message: col::<Option<String>>(row, first + 17, operation)?.unwrap_or_default(),
+        attempt: attempt
+            .and_then(|a| u32::try_from(a).ok())
+            .ok_or_else(|| protocol(operation, format!("bad last error attempt {attempt:?}")))?,
+        at: Timestamp::from_millis(
+            at.ok_or_else(|| protocol(operation, "a last error without its time"))?,
+        ),
+    }))
 }
 
 /// A step record: (execution_id, step_key, step_attempt, done, response, token).

@@ -4,7 +4,9 @@
 //! Statement files (`<module>/<name>.sql`, next to the module that runs them) name the
 //! schema `{s}` (replaced by the quoted, validated schema name), the database clock `{now}`,
 //! the execution columns `{cols}`, the decodable-row test `{decodable}`, the wake-up
-//! `{notify}` and the wake transition `{wake}`: fragments kept here in `statements/*.sql`,
+//! `{notify}`, the wake transition `{wake}`, the last-attempt test `{last_attempt}`, the
+//! status fenced statements judge by `{held_status}` and an expiry's last error
+//! `{expiry_error}`: fragments kept here in `statements/*.sql`,
 //! each written once. A file's leading `--` comment block documents it and is not sent.
 //!
 //! Statements that read the clock take a nullable `$clock` parameter: a value when a manual
@@ -39,6 +41,12 @@ const DECODABLE: &str = include_str!("statements/decodable.sql");
 const NOTIFY: &str = include_str!("statements/notify.sql");
 /// The wake transition of the executions in `wake_targets` (`{wake}`).
 const WAKE: &str = include_str!("statements/wake.sql");
+/// The status a fenced statement judges the row `e` by (`{held_status}`).
+const HELD_STATUS: &str = include_str!("statements/held_status.sql");
+/// The last error an expired lease leaves, as SET items (`{expiry_error}`).
+const EXPIRY_ERROR: &str = include_str!("statements/expiry_error.sql");
+/// Whether the row `e` runs its last attempt (`{last_attempt}`).
+const LAST_ATTEMPT: &str = include_str!("statements/last_attempt.sql");
 
 /// `file` without its leading `--` comment block and surrounding whitespace.
 pub(crate) fn fragment(file: &str) -> &str {
@@ -49,12 +57,15 @@ pub(crate) fn fragment(file: &str) -> &str {
     rest.trim_end()
 }
 
-/// `template` with the schema `schema` (quoted) and the fragments `{decodable}`, `{cols}`
-/// and `{now}` substituted (no wake-up: the migrations and the fenced transaction's
+/// `template` with the schema `schema` (quoted) and the fragments `{decodable}`,
+/// `{held_status}`, `{expiry_error}`, `{last_attempt}`, `{cols}` and `{now}` substituted (no wake-up: the migrations and the fenced transaction's
 /// messages).
 pub(crate) fn render(template: &str, schema: &str) -> Arc<str> {
     fragment(template)
         .replace("{decodable}", fragment(DECODABLE))
+        .replace("{held_status}", fragment(HELD_STATUS))
+        .replace("{expiry_error}", fragment(EXPIRY_ERROR))
+        .replace("{last_attempt}", fragment(LAST_ATTEMPT))
         .replace("{cols}", fragment(EXECUTION_COLUMNS))
         .replace("{now}", fragment(NOW_MS))
         .replace("{s}", schema)
@@ -115,6 +126,7 @@ pub(crate) struct Statements {
     pub(crate) effect: Rendered<EffectSql>,
     pub(crate) counts: Rendered<Arc<str>>,
     pub(crate) control: Rendered<ControlSql>,
+    pub(crate) attempts: Rendered<AttemptsSql>,
 }
 
 impl Statements {
@@ -130,6 +142,7 @@ impl Statements {
             effect: Rendered::default(),
             counts: Rendered::default(),
             control: Rendered::default(),
+            attempts: Rendered::default(),
         }
     }
 }
@@ -144,6 +157,16 @@ pub(crate) struct ControlSql {
     pub(crate) set_limit: Arc<str>,
     pub(crate) remove_limit: Arc<str>,
     pub(crate) limits: Arc<str>,
+}
+
+/// `attempts.rs`'s statements (`attempts/*.sql`).
+#[derive(Debug)]
+pub(crate) struct AttemptsSql {
+    pub(crate) set_limit: Arc<str>,
+    pub(crate) remove_limit: Arc<str>,
+    pub(crate) limits: Arc<str>,
+    pub(crate) list_dead: Arc<str>,
+    pub(crate) retry_dead: Arc<str>,
 }
 
 /// `backend.rs`'s statements (`backend/*.sql`).

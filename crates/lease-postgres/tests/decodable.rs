@@ -1,5 +1,5 @@
 //! The claim's decodability test (`statements/decodable.sql`, written out inline for speed, issue 12)
-//! agrees with `record_problem` (migrations v5, v9, v11: what `list_corrupt` reports) on rows at and
+//! agrees with `record_problem` (migrations v5, v9, v11, v15: what `list_corrupt` reports) on rows at and
 //! just beyond every rule's edge, for due rows (the pick) and for rows not yet due (the
 //! horizon).
 
@@ -24,6 +24,7 @@ const ROWS: &[(&str, &str, &str, &str, &str)] = &[
     ("'g space'", "'w w'", "'admitted'", "0", "NULL"),
     ("'g-suspended'", "'w'", "'suspended'", "1", "'1'"),
     ("'g-failed-with-outcome'", "'w'", "'failed'", "0", "'2'"),
+    ("'g-dead-without-outcome'", "'w'", "'dead'", "2", "NULL"),
     ("''", "'w'", "'admitted'", "0", "NULL"),
     ("'b' || repeat('x', 255)", "'w'", "'admitted'", "0", "NULL"),
     ("'b' || repeat('é', 128)", "'w'", "'admitted'", "0", "NULL"),

@@ -250,13 +250,19 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 14 to 2;
-        // dropping the priority column drops version 10's index with it).
+        // Turn the schema back into what version 1 created (undoing versions 15 to 2;
+        // dropping the priority column drops version 10's index with it, dropping the
+        // attempt columns version 15's index and check).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP INDEX \"{schema}\".executions_live; \
+                "DROP TABLE \"{schema}\".attempt_limits; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN attempt_limit, \
+                     DROP COLUMN last_error_kind, DROP COLUMN last_error_message, \
+                     DROP COLUMN last_error_attempt, DROP COLUMN last_error_at; \
+                 DROP FUNCTION \"{schema}\".record_problem_v11; \
+                 DROP INDEX \"{schema}\".executions_live; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN trace_context; \
                  DROP TABLE \"{schema}\".paused_scopes; \
                  DROP TABLE \"{schema}\".concurrency_limits; \

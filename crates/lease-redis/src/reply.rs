@@ -272,6 +272,9 @@ impl Reply {
             priority,
             concurrency_key,
             trace_context: TraceContext::from_stored_lenient(f.trace_context.as_deref()),
+            // No attempt limits here: unlimited, no last error.
+            attempt_limit: None,
+            last_error: None,
             id,
         })
     }

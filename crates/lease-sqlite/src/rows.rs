@@ -142,6 +142,8 @@ impl RawExecution {
             trace_context: lease_core::TraceContext::from_stored_lenient(
                 self.trace_context.as_deref(),
             ),
+            attempt_limit: None,
+            last_error: None,
         })
     }
 }

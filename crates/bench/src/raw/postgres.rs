@@ -150,6 +150,7 @@ impl Raw for RawPostgres {
             .bind(1_i64)
             .bind(true)
             .bind(response)
+            .bind(None::<i64>)
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| raw("postgres", "write_step", e))?;

@@ -99,6 +99,7 @@ pub async fn status_counts_by_effective_status<H: Harness>(ctx: Arc<Ctx<H>>) {
         completed: 1,
         failed: 1,
         cancelled: 0,
+        dead: 0,
         corrupt: 0,
     };
     let ids = [

@@ -5,6 +5,7 @@
 //! [`crate::conformance_tests!`] expands. Test names are global to the invoking file, so a
 //! case's name must be unique across these modules.
 
+pub mod attempts;
 pub mod backlog;
 pub mod bad_input;
 pub mod cancel;

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::attempts::{ErrorNote, Release};
 use crate::dispatcher::acks;
 use crate::dispatcher::call::{guarded, panic_message, with_retries};
 use crate::dispatcher::delivery::Delivery;
@@ -110,7 +111,7 @@ pub(crate) async fn release_unstarted(shared: &Shared, held: &Claimed) {
     let span = delivery_span(held);
     async {
         tracing::info!("held lease not started: releasing it unrun");
-        release(shared, &held.lease).await;
+        release(shared, &held.lease, &Release::NotStarted).await;
         shared.idle.changed();
     }
     .instrument(span)
@@ -207,7 +208,8 @@ async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next
     match ended {
         Ended::Cancelled | Ended::Returned(Err(DeliveryError::Cancelled)) => {
             if shared.release_cancelled.load(Ordering::SeqCst) {
-                release(shared, &delivery.lease()).await;
+                let note = ErrorNote::new("cancelled", "the dispatcher stopped the worker");
+                release(shared, &delivery.lease(), &Release::Failed(note)).await;
             }
         }
         Ended::Returned(Ok(Reply::Acknowledge(outcome))) => {
@@ -215,7 +217,7 @@ async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next
         }
         Ended::Returned(Ok(Reply::Retry)) => {
             tracing::info!("worker replied retry");
-            release(shared, &delivery.lease()).await;
+            release(shared, &delivery.lease(), &Release::Retry).await;
         }
         Ended::Returned(Err(e)) => match e.acknowledgement() {
             Some(outcome) => {
@@ -225,13 +227,13 @@ async fn settle(shared: &Arc<Shared>, delivery: &Delivery, ended: Ended) -> Next
             None => {
                 shared.metrics.worker_failed();
                 tracing::warn!(error = %e, "worker failed");
-                release(shared, &delivery.lease()).await;
+                release(shared, &delivery.lease(), &failed("error", &e)).await;
             }
         },
         Ended::Panicked(message) => {
             shared.metrics.worker_failed();
             tracing::error!(panic = %message, "worker panicked");
-            release(shared, &delivery.lease()).await;
+            release(shared, &delivery.lease(), &failed("panic", &message)).await;
         }
     }
     None
@@ -396,10 +398,16 @@ fn outcome_status(outcome: &WorkflowRunOutcome) -> &'static str {
     }
 }
 
-/// Releases `lease` (fenced), with retries of errors that certainly changed nothing.
-pub(crate) async fn release(shared: &Shared, lease: &ExecutionLease) {
+/// A release for a worker's failure of `kind`: its message becomes the last error.
+fn failed(kind: &str, error: &dyn std::fmt::Display) -> Release {
+    Release::Failed(ErrorNote::new(kind, error.to_string()))
+}
+
+/// Releases `lease` (fenced) saying how its delivery went, with retries of errors that
+/// certainly changed nothing.
+pub(crate) async fn release(shared: &Shared, lease: &ExecutionLease, how: &Release) {
     match with_retries(shared, "release", || {
-        guarded(shared, "release", shared.backend.release(lease))
+        guarded(shared, "release", shared.backend.release_with(lease, how))
     })
     .await
     {

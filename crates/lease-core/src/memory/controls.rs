@@ -19,7 +19,8 @@ impl MemoryBackend {
         let now = self.clock.now();
         let mut s = self.lock();
         let record = s.execution(id)?;
-        if record.status.is_terminal() {
+        // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
+        if record.outcome.is_some() {
             return Ok(record.clone().cancel(now, reason));
         }
         *record = record.effective(now);

@@ -2,7 +2,8 @@
 -- notification count) (issue 21 item 1), or no row for an unknown id. The row is locked
 -- `FOR NO KEY UPDATE` like acknowledge's, so a claim or fenced write is either before it
 -- or sees the cancelled row (and is `Lost`). A terminal row is left as it is; otherwise
--- the effective record (an expired running lease ends unacknowledged: unacked + 1) becomes
+-- the effective record (an expired running lease ends unacknowledged: unacked + 1, with the
+-- expiry's last error; a dead one, stored or by expiry, is cancellable too) becomes
 -- cancelled with the reason as outcome, no lease, nothing due, ended now; token unchanged.
 -- A keyed execution freed a place for its key: the wake-up says "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
@@ -22,6 +23,7 @@ upd AS (
         due_at = NULL,
         wake_after_claim = NULL,
         last_delivery_ended_at = clk.now,
+        {expiry_error},
         claimable_at = NULL
     FROM cur, clk
     WHERE e.id = cur.id AND cur.status NOT IN ('completed', 'failed', 'cancelled')

@@ -5,7 +5,8 @@
 -- notifies "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
-    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+    SELECT e.id, e.token, {held_status} AS status
+    FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
 ),
 upd AS (
     UPDATE {s}.executions e SET

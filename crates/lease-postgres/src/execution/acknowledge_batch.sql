@@ -19,7 +19,7 @@ items AS MATERIALIZED (
         WITH ORDINALITY AS u(id, token, status, outcome, ord)
 ),
 cur AS MATERIALIZED (
-    SELECT e.id, e.token, e.status FROM {s}.executions e
+    SELECT e.id, e.token, {held_status} AS status FROM {s}.executions e
     WHERE e.id = ANY ($1::text[])
     ORDER BY e.id
     FOR NO KEY UPDATE

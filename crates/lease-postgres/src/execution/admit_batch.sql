@@ -1,7 +1,7 @@
 -- `$1 ids text[], $2 workflows text[], $3 inputs text[], $4 not_befores bigint[] (NULL:
 -- due now), $5 clock, $6 priorities int[], $7 concurrency keys text[] (NULL: none), $8 trace
 -- contexts text[] (NULL: none)` -> one row per item whose record this statement can see:
--- (item number from 1, the 15 execution columns, now, notification count), by item. The ids
+-- (item number from 1, the 20 execution columns, now, notification count), by item. The ids
 -- must be distinct (`check_admit_batch`). `admit.sql` for every item in one statement:
 -- rows are inserted in id order (two batches sharing ids wait instead of deadlocking),
 -- an existing id is returned as stored. A missing item was inserted by a transaction that

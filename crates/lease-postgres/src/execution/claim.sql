@@ -1,8 +1,8 @@
 -- `$1 request now, $2 clock, $3 limit, $4 lease ms, $5 delays` -> (id, token, expires_at,
--- the 15 execution columns as updated by the claim, NULL, NULL, notification count, 0,
+-- the 20 execution columns as updated by the claim, NULL, NULL, notification count, 0,
 -- claim order, NULL) in claim order: the lease first (a stable prefix the benchmark reads),
 -- then the record as the claim left it, so `claim_due_with_records` needs no second round
--- trip; then `{horizon}` appends one summary row (id NULL; columns 17, 18 and 22: the clock
+-- trip; then `{horizon}` appends one summary row (id NULL; columns 22, 23 and 27: the clock
 -- the claim ran at, the horizon and whether the claim was handed to the key gate, see
 -- `claim_horizon.sql`). One `UPDATE ... FROM` the first n rows, by (priority DESC, due,
 -- id), of two locking selects (`FOR UPDATE SKIP LOCKED LIMIT n`, schema v7 and v10), so

@@ -48,7 +48,7 @@ expired AS MATERIALIZED (
     SELECT e.id, e.priority, e.sort_due AS due, e.concurrency_key AS key
     FROM {s}.executions e
     WHERE e.claimable_at IS NOT NULL AND e.status = 'running'
-      AND e.claimable_at <= (SELECT now FROM clk)
+      AND e.claimable_at <= (SELECT now FROM clk) AND NOT {last_attempt}
       AND {decodable} AND {unpaused} AND {open}
     ORDER BY e.priority DESC, e.sort_due, e.id
     LIMIT $3

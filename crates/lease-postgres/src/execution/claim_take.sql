@@ -13,6 +13,30 @@
 -- its key (counting that key's live leases there cost the keyed claim ~0.09 ms, issue 21);
 -- a row held back by a full key then costs a dispatcher one short claim, whose horizon
 -- leaves it out.
+attempt_rules AS MATERIALIZED (
+    SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit
+),
+dying AS MATERIALIZED (
+    SELECT e.id FROM {s}.executions e
+    WHERE e.claimable_at IS NOT NULL AND e.status = 'running'
+      AND e.claimable_at <= (SELECT now FROM clk) AND {last_attempt}
+    ORDER BY e.claimable_at
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+),
+died AS (
+    UPDATE {s}.executions e SET
+        status = 'dead',
+        unacknowledged_deliveries = LEAST(e.unacknowledged_deliveries + 1, 4294967295),
+        last_delivery_ended_at = COALESCE(e.lease_expires_at, (SELECT now FROM clk)),
+        {expiry_error},
+        due_at = NULL,
+        wake_after_claim = NULL,
+        lease_expires_at = NULL,
+        claimable_at = NULL
+    FROM dying d
+    WHERE e.id = d.id
+),
 issued AS MATERIALIZED (
     SELECT p.id, p.due,
         row_number() OVER (ORDER BY p.priority DESC, p.due, p.id) AS ord,
@@ -34,6 +58,10 @@ claimed AS (
         due_at = i.due,
         lease_expires_at = clk.now + $4,
         wake_after_claim = NULL,
+        {expiry_error},
+        attempt_limit = CASE WHEN (SELECT any_limit FROM attempt_rules) THEN COALESCE(
+            (SELECT a.max_attempts FROM {s}.attempt_limits a WHERE a.workflow = e.workflow),
+            (SELECT a.max_attempts FROM {s}.attempt_limits a WHERE a.workflow IS NULL)) END,
         claimable_at = {s}.claimable_from('running', i.due, NULL, clk.now + $4,
             CASE WHEN e.status = 'running'
                 THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
@@ -49,6 +77,7 @@ unpicked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE NOT (SELECT short FROM short)
       AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND e.id NOT IN (SELECT d.id FROM dying d)
       AND {decodable} AND {unpaused}
     ORDER BY e.claimable_at
     LIMIT 1
@@ -57,6 +86,7 @@ due_unlocked AS MATERIALIZED (
     SELECT e.claimable_at FROM {s}.executions e
     WHERE (SELECT short FROM short)
       AND e.claimable_at <= (SELECT now FROM clk) AND e.id NOT IN (SELECT p.id FROM picked p)
+      AND e.id NOT IN (SELECT d.id FROM dying d)
       AND {decodable} AND {unpaused} AND {unblocked}
     ORDER BY e.claimable_at
     LIMIT 1

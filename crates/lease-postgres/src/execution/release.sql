@@ -1,26 +1,49 @@
--- `$1 id, $2 token, $3 clock, $4 delays` -> (current token, status, released?,
--- notification count). Ends the delivery unacknowledged: unacked + 1,
--- last_delivery_ended_at = now, still due; notifies the end of the redelivery delay (the
--- row's new `claimable_at`), or now for a keyed lease (it frees a place of its key, issue
--- 21 item 4).
+-- `$1 id, $2 token, $3 clock, $4 delays, $5 error kind (NULL: no worker started the
+-- delivery, `Release::NotStarted`), $6 error message` -> (current token, status as
+-- `{held_status}` judges it, released?, notification count). Ends the delivery
+-- unacknowledged (`ExecutionRecord::release_with`), still due:
+--
+-- - an attempt (`$5` set): unacked + 1, last_delivery_ended_at = now, the last error
+--   (kind, message, that attempt, now); when the counter reaches the row's attempt limit
+--   the execution is 'dead' in this same statement (nothing due, no claimable_at);
+-- - not started: counter, last_delivery_ended_at and last error unchanged, so no
+--   redelivery delay starts (the old one had passed when the delivery was claimed).
+--
+-- Notifies the row's new `claimable_at`, or now for a keyed lease (it frees a place of its
+-- key, issue 21 item 4).
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
-    SELECT e.id, e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+    SELECT e.id, e.token, {held_status} AS status, e.unacknowledged_deliveries AS unacked,
+        e.last_delivery_ended_at AS ended, e.attempt_limit, e.ever_suspended
+    FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
+),
+fate AS MATERIALIZED (
+    SELECT c.id, $5::text IS NOT NULL AS attempt,
+        CASE WHEN $5::text IS NULL THEN c.unacked
+            ELSE LEAST(c.unacked + 1, 4294967295) END AS unacked,
+        CASE WHEN $5::text IS NULL THEN c.ended ELSE clk.now END AS ended,
+        CASE WHEN $5::text IS NOT NULL AND c.unacked + 1 >= c.attempt_limit THEN 'dead'
+            WHEN c.ever_suspended THEN 'suspended' ELSE 'admitted' END AS status
+    FROM cur c, clk
+    WHERE c.token = $2 AND c.status = 'running'
 ),
 upd AS (
     UPDATE {s}.executions e SET
-        unacknowledged_deliveries = LEAST(e.unacknowledged_deliveries + 1, 4294967295),
-        last_delivery_ended_at = clk.now,
-        due_at = LEAST(e.due_at, e.wake_after_claim),
+        unacknowledged_deliveries = f.unacked,
+        last_delivery_ended_at = f.ended,
+        due_at = CASE WHEN f.status = 'dead' THEN NULL
+            ELSE LEAST(e.due_at, e.wake_after_claim) END,
         wake_after_claim = NULL,
         lease_expires_at = NULL,
-        status = CASE WHEN e.ever_suspended THEN 'suspended' ELSE 'admitted' END,
-        claimable_at = {s}.claimable_from(
-            CASE WHEN e.ever_suspended THEN 'suspended' ELSE 'admitted' END,
-            LEAST(e.due_at, e.wake_after_claim), NULL, NULL,
-            LEAST(e.unacknowledged_deliveries + 1, 4294967295), clk.now, $4)
-    FROM cur, clk
-    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+        status = f.status,
+        last_error_kind = CASE WHEN f.attempt THEN $5::text ELSE e.last_error_kind END,
+        last_error_message = CASE WHEN f.attempt THEN $6::text ELSE e.last_error_message END,
+        last_error_attempt = CASE WHEN f.attempt THEN f.unacked ELSE e.last_error_attempt END,
+        last_error_at = CASE WHEN f.attempt THEN clk.now ELSE e.last_error_at END,
+        claimable_at = {s}.claimable_from(f.status, LEAST(e.due_at, e.wake_after_claim), NULL,
+            NULL, f.unacked, f.ended, $4)
+    FROM fate f, clk
+    WHERE e.id = f.id
     RETURNING true AS released,
         LEAST(e.claimable_at, CASE WHEN e.concurrency_key IS NOT NULL THEN clk.now END)
             AS claimable_at

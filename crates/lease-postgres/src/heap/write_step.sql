@@ -1,11 +1,12 @@
--- `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response` -> (current token,
--- status, recorded done, response, token, inserted; NULLs when rejected). `FOR SHARE` on
--- the execution row; an existing record is returned unchanged (the no-op `DO UPDATE`
+-- `$1 id, $2 token, $3 step key, $4 attempt, $5 done, $6 response, $7 clock` -> (current
+-- token, status as `{held_status}` judges it, recorded done, response, token, inserted;
+-- NULLs when rejected). `FOR SHARE` on the execution row; an existing record is returned unchanged (the no-op `DO UPDATE`
 -- returns the committed row even when this statement's snapshot cannot see it), with
 -- `inserted` false (`xmax = 0` only on a row this statement inserted), so `step_in_tx`
 -- can refuse to commit an effect whose record already existed.
-WITH cur AS MATERIALIZED (
-    SELECT e.token, e.status FROM {s}.executions e WHERE e.id = $1 FOR SHARE
+WITH clk AS MATERIALIZED (SELECT COALESCE($7::bigint, {now}) AS now),
+cur AS MATERIALIZED (
+    SELECT e.token, {held_status} AS status FROM {s}.executions e WHERE e.id = $1 FOR SHARE
 ),
 ins AS (
     INSERT INTO {s}.steps AS st (execution_id, step_key, step_attempt, done, response, token)

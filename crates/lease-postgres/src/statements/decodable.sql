@@ -1,4 +1,4 @@
--- Whether the row `e` can be decoded: `{s}.record_problem(...) IS NULL` (migrations v5, v9, v11),
+-- Whether the row `e` can be decoded: `{s}.record_problem(...) IS NULL` (migrations v5, v9, v11, v15),
 -- written out inline. Claims and their horizon skip rows that cannot be decoded, so no
 -- lease is ever issued for a record nobody can read. Each disjunct is one `WHEN` of
 -- `record_problem`, in the same order; a row is undecodable when any of them is true (a
@@ -22,7 +22,7 @@
         OR e.workflow ~ E'[\\u0001-\\u001f\\u007f-\\u009f]'
         OR e.status IS NULL
         OR e.status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed',
-            'cancelled')
+            'cancelled', 'dead')
         OR e.token IS NULL OR e.token < 0
         OR e.unacknowledged_deliveries IS NULL
         OR e.unacknowledged_deliveries NOT BETWEEN 0 AND 4294967295

@@ -126,6 +126,7 @@ impl lease_conformance::Harness for PostgresHarness {
     const CANCEL: bool = true;
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
+    const ATTEMPTS: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)
