@@ -209,6 +209,7 @@
 
 mod ack;
 mod admit;
+mod attempts;
 mod backend;
 mod claim;
 mod claim_split;
