@@ -1,8 +1,9 @@
 //! Attempt limits on Redis beyond the conformance cases: every fenced script (the
 //! application's `fenced_script`, `acknowledge_batch`, `acknowledge_and_claim`) refuses the
 //! holder of a last attempt from its lease's expiry, and a claim stores such an execution as
-//! dead (out of `running` and `running_last`, into `dead`) while every read already saw it
-//! dead; the indexes follow `retry_dead`.
+//! dead (out of `running` and `running_last`, into `dead`) while every read (`get`,
+//! `list_failing`, `list_live_leases`, `list_dead`) already saw it dead; the indexes follow
+//! `retry_dead`.
 //!
 //! One partition whatever `LEASE_REDIS_PARTITIONS` says (`common::fresh_with(.., 1)`): the
 //! application key carries the home hash tag, and the index keys are read by hand.
@@ -111,6 +112,17 @@ async fn a_claim_stores_an_expired_last_attempt_as_dead_and_retry_reindexes_it()
     assert_eq!(members(&b, "running_last").await, ["job"]);
     let seen = b.get(&id("job")).await.expect("get").expect("job");
     assert_eq!(seen.status, ExecutionStatus::Dead);
+    let failing = b.list_failing(1, 10).await.expect("list_failing");
+    assert_eq!(
+        failing,
+        vec![seen.clone()],
+        "listed failing as dead at its expiry"
+    );
+    assert!(b.list_live_leases(10).await.expect("live").is_empty());
+    assert_eq!(
+        b.list_dead(None, 10).await.expect("dead"),
+        vec![seen.clone()]
+    );
 
     assert!(common::claim(&b, &clock, 10, LEASE).await.is_empty());
     assert_eq!(
