@@ -393,6 +393,27 @@ mod tests {
     }
 
     #[test]
+    fn decodes_the_attempt_limit_and_last_error() {
+        let fields = [
+            "st", "dead", "tk", "3", "un", "2", "es", "0", "al", "2", "ek", "error", "em", "boom",
+            "ea", "2", "et", "90",
+        ];
+        let v = Value::Array(fields.into_iter().map(bulk).collect());
+        let r = Reply::new("t").record(id(), v).expect("ok").expect("some");
+        assert_eq!(r.status, ExecutionStatus::Dead);
+        assert_eq!(r.attempt_limit.map(AttemptLimit::get), Some(2));
+        let last = r.last_error.expect("last error");
+        assert_eq!(
+            (last.kind.as_str(), last.message.as_str()),
+            ("error", "boom")
+        );
+        assert_eq!((last.attempt, last.at), (2, Timestamp::from_millis(90)));
+        let mut bad = fields.map(bulk).to_vec();
+        bad[15] = bulk("two");
+        assert!(is_protocol(Reply::new("t").record(id(), Value::Array(bad))));
+    }
+
+    #[test]
     fn unexpected_shapes_are_protocol_errors() {
         let r = Reply::new("t");
         let shapes = [
