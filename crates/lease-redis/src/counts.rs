@@ -23,13 +23,14 @@ operation_script!(RECOUNT_PAGE = script(include_str!("counts/recount_page.lua"))
 operation_script!(RECOUNT_END = script(include_str!("counts/recount_end.lua")));
 
 /// The counts in the script's reply order, after its clock.
-const ORDER: [&str; 7] = [
+const ORDER: [&str; 8] = [
     "admitted",
     "running",
     "suspended",
     "completed",
     "failed",
     "cancelled",
+    "dead",
     "corrupt",
 ];
 
@@ -101,6 +102,7 @@ fn sum(total: &mut StatusCounts, part: &StatusCounts) {
     total.completed += part.completed;
     total.failed += part.failed;
     total.cancelled += part.cancelled;
+    total.dead += part.dead;
     total.corrupt += part.corrupt;
 }
 

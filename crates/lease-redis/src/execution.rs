@@ -6,10 +6,11 @@ use async_trait::async_trait;
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, ConcurrencyLimit, ConcurrencyLimits, CorruptRecord, EffectClient,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LeaseError, LimitScope,
-    PauseScope, Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
+    AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, Json, LeaseError, LimitScope, PauseScope, Purged, Release, Result,
+    Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -248,7 +249,17 @@ impl ExecutionClient for RedisBackend {
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        self.release_with(lease, &Release::Retry).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
+    async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
         const OP: &str = "release";
+        let note = release.note();
+        let (mode, kind, message) = match &note {
+            Some(note) => ("attempt", note.kind(), note.message()),
+            None => ("unstarted", "", ""),
+        };
         let v = self
             .eval(
                 OP,
@@ -259,6 +270,9 @@ impl ExecutionClient for RedisBackend {
                     lease.execution_id.as_str().as_bytes(),
                     token_arg(lease.token)?.as_bytes(),
                     self.publish_word(),
+                    mode.as_bytes(),
+                    kind.as_bytes(),
+                    message.as_bytes(),
                 ],
             )
             .await?;
@@ -352,6 +366,38 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
         self.read_limits().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        self.set_attempts(scope, limit).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]
+    async fn attempt_limits(&self) -> Result<AttemptLimits> {
+        self.read_attempts().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_dead", skip_all)]
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.dead_page(after, limit).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "retry_dead", skip_all)]
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.retry(ids, input).await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

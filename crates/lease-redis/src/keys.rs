@@ -27,6 +27,9 @@
 //! | `start_of` | hash | target execution id -> the start request id that created it |
 //! | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //! | `counts` | hash | records per stored status, `bad`, generation `g`, `ok` (complete) |
+//! | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit |
+//! | `dead` | zset | stored-dead executions, by id (score 0) |
+//! | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry |
 //!
 //! `running_es` and `counts` (issue 23: `status_counts` in O(1)) are kept by the scripts
 //! that change records; each record also stores the counting generation it is counted in

@@ -32,7 +32,7 @@
 //!   |---|---|---|
 //!   | `meta` | hash | `layout`: the version of this layout (checked at connect) |
 //!   | `token` | string | the fencing-token counter (`INCR`, no TTL) |
-//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`; `pr` priority when not 0, `ck` concurrency key) |
+//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`; `pr` priority when not 0, `ck` concurrency key, `al` attempt limit, `ek` `em` `ea` `et` last error) |
 //!   | `steps:<id>` | hash | its step records: field `<step key>\x1f<attempt>`, value `<token>\|<done>\|<json>` |
 //!   | `ready` | zset | claimable-when-due executions of priority 0, scored by due time |
 //!   | `ready:<p>` | zset | the same for priority `p` (not 0) |
@@ -53,6 +53,9 @@
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
 //!   | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //!   | `counts` | hash | records per stored status (each record's `cg` says it is counted), `bad`, `g`, `ok` (`status_counts`) |
+//!   | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit (each claim copies the one that applies onto the record as `al`) |
+//!   | `dead` | zset | stored-dead executions, by id (score 0; `list_dead`) |
+//!   | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry (expired: dead) |
 //!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
@@ -209,6 +212,7 @@
 
 mod ack;
 mod admit;
+mod attempts;
 mod backend;
 mod claim;
 mod claim_split;

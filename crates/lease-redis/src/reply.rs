@@ -4,8 +4,9 @@
 use std::str::FromStr;
 
 use lease_core::{
-    CancelReason, ConcurrencyKey, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus,
-    FencingToken, Json, Priority, Result, Timestamp, TraceContext, WorkflowName,
+    AttemptLimit, CancelReason, ConcurrencyKey, ExecutionId, ExecutionOutcome, ExecutionRecord,
+    ExecutionStatus, FencingToken, Json, LastError, Priority, Result, Timestamp, TraceContext,
+    WorkflowName,
 };
 use redis::Value;
 
@@ -175,6 +176,11 @@ impl Reply {
                 "pr" => f.priority = Some(value),
                 "ck" => f.concurrency_key = Some(value),
                 "tc" => f.trace_context = Some(value),
+                "al" => f.attempt_limit = Some(value),
+                "ek" => f.last_error[0] = Some(value),
+                "em" => f.last_error[1] = Some(value),
+                "ea" => f.last_error[2] = Some(value),
+                "et" => f.last_error[3] = Some(value),
                 _ => {}
             }
         }
@@ -272,11 +278,34 @@ impl Reply {
             priority,
             concurrency_key,
             trace_context: TraceContext::from_stored_lenient(f.trace_context.as_deref()),
-            // No attempt limits here: unlimited, no last error.
-            attempt_limit: None,
-            last_error: None,
+            attempt_limit: f
+                .attempt_limit
+                .map(|a| {
+                    a.parse::<i64>()
+                        .map(AttemptLimit::from_stored)
+                        .map_err(|_| protocol(self.op, format!("{} {a:?}", what("attempt limit"))))
+                })
+                .transpose()?,
+            last_error: self.last_error(&id, f.last_error)?,
             id,
         })
+    }
+
+    /// The last error from its fields (`ek` kind, `em` message, `ea` attempt, `et` at),
+    /// all present or none.
+    fn last_error(self, id: &ExecutionId, f: [Option<String>; 4]) -> Result<Option<LastError>> {
+        let [kind, message, attempt, at] = f;
+        let (Some(kind), Some(message), Some(attempt), Some(at)) = (kind, message, attempt, at)
+        else {
+            return Ok(None);
+        };
+        let bad = || protocol(self.op, format!("execution {id}: last error"));
+        Ok(Some(LastError {
+            kind,
+            message,
+            attempt: attempt.parse().map_err(|_| bad())?,
+            at: Timestamp::from_millis(at.parse().map_err(|_| bad())?),
+        }))
     }
 
     /// An execution id read back from Redis.
@@ -287,9 +316,9 @@ impl Reply {
 }
 
 /// The hash fields of an execution record this library writes.
-const KNOWN_FIELDS: [&[u8]; 15] = [
+const KNOWN_FIELDS: [&[u8]; 20] = [
     b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov", b"pr",
-    b"ck", b"tc",
+    b"ck", b"tc", b"al", b"ek", b"em", b"ea", b"et",
 ];
 
 #[derive(Default)]
@@ -309,6 +338,9 @@ struct Fields {
     priority: Option<String>,
     concurrency_key: Option<String>,
     trace_context: Option<String>,
+    attempt_limit: Option<String>,
+    /// `ek`, `em`, `ea`, `et`.
+    last_error: [Option<String>; 4],
 }
 
 #[cfg(test)]
@@ -358,6 +390,27 @@ mod tests {
         assert_eq!(pairs, [("a".into(), "1".into()), ("b".into(), "2".into())]);
         let bad = Value::Map(vec![(bulk("a"), Value::Int(1)), (Value::Nil, bulk("2"))]);
         assert!(is_protocol(Reply::new("t").pairs(bad)));
+    }
+
+    #[test]
+    fn decodes_the_attempt_limit_and_last_error() {
+        let fields = [
+            "st", "dead", "tk", "3", "un", "2", "es", "0", "al", "2", "ek", "error", "em", "boom",
+            "ea", "2", "et", "90",
+        ];
+        let v = Value::Array(fields.into_iter().map(bulk).collect());
+        let r = Reply::new("t").record(id(), v).expect("ok").expect("some");
+        assert_eq!(r.status, ExecutionStatus::Dead);
+        assert_eq!(r.attempt_limit.map(AttemptLimit::get), Some(2));
+        let last = r.last_error.expect("last error");
+        assert_eq!(
+            (last.kind.as_str(), last.message.as_str()),
+            ("error", "boom")
+        );
+        assert_eq!((last.attempt, last.at), (2, Timestamp::from_millis(90)));
+        let mut bad = fields.map(bulk).to_vec();
+        bad[15] = bulk("two");
+        assert!(is_protocol(Reply::new("t").record(id(), Value::Array(bad))));
     }
 
     #[test]

@@ -27,6 +27,7 @@ impl lease_conformance::Harness for RedisHarness {
     const CANCEL: bool = true;
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
+    const ATTEMPTS: bool = true;
 
     /// A namespace split into partitions (`LEASE_REDIS_PARTITIONS` > 1, or a cluster's
     /// default) refuses concurrency keys and limits: a key's live leases are counted inside

@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, CancelReason, Clock, ExecutionClient, ExecutionId, ExecutionLease, Json,
-    ManualClock, RedeliveryPolicy, StatusCounts, Timestamp, WorkflowRunOutcome,
+    Admission, AttemptLimit, AttemptScope, CancelReason, Clock, ErrorNote, ExecutionClient,
+    ExecutionId, ExecutionLease, Json, ManualClock, RedeliveryPolicy, Release, StatusCounts,
+    Timestamp, WorkflowRunOutcome,
 };
 use lease_redis::RedisBackend;
 
@@ -205,6 +206,43 @@ async fn mix(partitions: u16) {
     transitions(&mut m).await;
     expiry_and_purge(&mut m).await;
     corrupt_records(&mut m).await;
+    dead_letters(&mut m).await;
+}
+
+/// With an attempt limit of 1: d0 dies by a failed release, d1 by its lease's expiry (dead
+/// before any script wrote it: `running_last`), which a claim then stores as dead; d0 is
+/// retried and d1 cancelled.
+async fn dead_letters(m: &mut Mix) {
+    let one = AttemptLimit::new(1).expect("limit");
+    m.b.set_attempt_limit(&AttemptScope::Default, Some(one))
+        .await
+        .expect("limit");
+    for name in ["d0", "d1"] {
+        m.b.admit(&Admission::new(id(name))).await.expect("admit");
+        m.known.push(name.to_owned());
+    }
+    let claimed = m.claim(10).await;
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    let d0 = m.leases.remove("d0").expect("d0");
+    let failed = Release::Failed(ErrorNote::new("error", "boom"));
+    assert!(
+        !m.b.release_with(&d0, &failed)
+            .await
+            .expect("release")
+            .is_lost()
+    );
+    m.check("dead by release").await;
+    m.clock.advance(LEASE);
+    m.leases.remove("d1");
+    let counts = m.check("dead by expiry").await;
+    assert_eq!(counts.dead, 2, "{counts:?}");
+    assert!(m.claim(10).await.is_empty());
+    m.check("dead by expiry, stored by a claim").await;
+    m.b.retry_dead(&[id("d0")], None).await.expect("retry");
+    let reason = CancelReason::new("given up").expect("reason");
+    m.b.cancel(&id("d1"), &reason).await.expect("cancel");
+    let counts = m.check("retried and cancelled").await;
+    assert_eq!(counts.dead, 0, "{counts:?}");
 }
 
 /// The counters follow every transition on one partition.

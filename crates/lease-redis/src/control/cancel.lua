@@ -7,7 +7,8 @@
 -- {'cancelled', '1' when a live lease was ended else '0'}.
 local r = load(ARGV[3])
 if r == nil then return {'unknown'} end
-if terminal(r.st) then
+-- A dead execution (no outcome) may be cancelled: an operator's other answer to it.
+if terminal(r.st) and r.st ~= 'dead' then
   local v = redis.call('HMGET', k_exec(r.id), 'oc', 'ov')
   return {'terminal', v[1] or '', v[2] or ''}
 end

@@ -17,7 +17,7 @@ local n = 0
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = P .. 'exec:' .. id
-  local v = redis.pcall('HMGET', key, 'st', 'cg', 'es', 'le')
+  local v = redis.pcall('HMGET', key, 'st', 'cg', 'es', 'le', 'al', 'un')
   if not v.err and v[2] ~= g and redis.call('EXISTS', key) == 1 then
     local set_aside = redis.call('ZSCORE', K_CORRUPT, id)
     if set_aside then
@@ -28,7 +28,10 @@ for i = 4, #ARGV do
       redis.call('HINCRBY', K, name, 1)
       redis.call('HSET', key, 'cg', g)
       local le = tonumber(v[4])
-      if name == 'running' and v[3] == '1' and le then
+      -- A last attempt is in running_last instead (placed there by its claim).
+      local al = tonumber(v[5] or '')
+      local last = al and (tonumber(v[6] or '') or 0) + 1 >= al
+      if name == 'running' and v[3] == '1' and le and not last then
         redis.call('ZADD', P .. 'running_es', fmt(le), id)
       end
       n = n + 1

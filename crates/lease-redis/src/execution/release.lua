@@ -1,5 +1,9 @@
--- release(lease), fenced: ends a held delivery unacknowledged at now.
--- ARGV[3] id, ARGV[4] token, ARGV[5] wake publish command (see publish_wake).
+-- release_with(lease, release), fenced: ends a held delivery unacknowledged at now.
+-- ARGV[3] id, ARGV[4] token, ARGV[5] wake publish command (see publish_wake), ARGV[6]
+-- 'attempt' (Release::Failed / Retry: counted, ARGV[7] kind and ARGV[8] message kept as
+-- the last error; the attempt that reaches the record's limit ends it as dead, out of every
+-- claimable index, in this step) or 'unstarted' (Release::NotStarted: no worker ran it, so
+-- the counter and the end of the last attempt stay and it is due again at once).
 -- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
 -- Publishes the end of the redelivery delay (the record's new claimable instant), or now
 -- for a keyed execution (a place of its key is free).
@@ -8,13 +12,16 @@ if r == nil then return {'unknown'} end
 local held = check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
 local old = copy(r)
-r.un = r.un + 1
-r.ld = clock_now()
-r.du = min_opt(r.du, r.wk)
-r.wk = nil
-r.le = nil
-if r.es then r.st = 'suspended' else r.st = 'admitted' end
+local now = clock_now()
+if ARGV[6] == 'unstarted' then
+  r.du = min_opt(r.du, r.wk)
+  r.wk = nil
+  r.le = nil
+  if r.es then r.st = 'suspended' else r.st = 'admitted' end
+else
+  end_attempt(r, now, ARGV[7], ARGV[8])
+end
 save(r, old)
 place(r, old)
-publish_wake(ARGV[5], min_opt((claimable_at(r)), key_freed(r, r.ld)))
+publish_wake(ARGV[5], min_opt((claimable_at(r)), key_freed(r, now)))
 return {'ok'}

@@ -37,14 +37,31 @@ local function int(s, id, field)
 end
 
 local STATUSES = {admitted = true, running = true, suspended = true, completed = true, failed = true,
-  cancelled = true}
+  cancelled = true, dead = true}
 
--- ExecutionRecord::holds on the stored record: 'held', 'lost', 'zero' (token 0 is never
--- issued) or 'foreign' (a token above the execution's own). No clock is consulted.
+-- The script's clock: ARGV[1] (the injected clock), or Redis TIME when it is ''.
+local function clock_now()
+  local a = ARGV[1]
+  if a ~= '' then return tonumber(a) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- True when the running delivery of `r` is the last its attempt limit (`al`, copied onto
+-- the record by the claim) allows: its expiry ends the execution as dead.
+local function last_attempt(r)
+  return r.al ~= nil and r.un + 1 >= r.al
+end
+
+-- ExecutionRecord::holds_at on the stored record: 'held', 'lost', 'zero' (token 0 is never
+-- issued) or 'foreign' (a token above the execution's own). The clock is consulted only for
+-- a last attempt: once its lease expired the execution reads as dead, so its holder lost
+-- it (any other expired lease still holds until a claim takes the execution over).
 local function check_lease(r, token_s)
   local token = tonumber(token_s)
   if token == 0 then return 'zero' end
   if token > r.tk then return 'foreign' end
-  if token == r.tk and r.st == 'running' then return 'held' end
-  return 'lost'
+  if token ~= r.tk or r.st ~= 'running' then return 'lost' end
+  if last_attempt(r) and r.le <= clock_now() then return 'lost' end
+  return 'held'
 end

@@ -545,6 +545,7 @@ local function apply_index_changes(plan)
   for _, m in ipairs(plan.stale) do ready_rem(m[2], m[1]) end
   for _, r in ipairs(plan.replace) do reindex(r) end
   apply_parks(plan)
+  bury_expired(plan.now, plan.budget)
 end
 
 -- Writes the checked plan: index changes, then a lease of `lease_ms` for each candidate with
@@ -564,6 +565,7 @@ local function apply_claim(plan, lease_ms, with_records)
     e.st = 'running'
     e.le = plan.now + lease_ms
     e.wk = nil
+    e.al = attempt_limit_for(c.id)
     save(e, c.r)
     place(e, c.r)
     out[#out + 1] = c.id

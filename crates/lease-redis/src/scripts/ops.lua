@@ -1,12 +1,5 @@
--- lease-redis: helpers most scripts use after base.lua: the clock, the key-type check,
+-- lease-redis: helpers most scripts use after base.lua: the key-type check,
 -- wake-ups and record creation.
-
-local function clock_now()
-  local a = ARGV[1]
-  if a ~= '' then return tonumber(a) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- The keys a record-changing script may write besides the records: the four index sorted
 -- sets, the terminal index `done` (acknowledgements, purge_terminal), the corrupt list
@@ -25,7 +18,8 @@ end
 local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
     done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset',
-    running_es = 'zset', counts = 'hash', parked = 'zset'}
+    running_es = 'zset', counts = 'hash', parked = 'zset', dead = 'zset', running_last = 'zset',
+    attempts = 'hash'}
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
@@ -164,7 +158,7 @@ local function count_invalidate()
   if g == nil then return end
   COUNT_GEN = fmt(tonumber(g) + 1)
   redis.call('HDEL', K_COUNTS, 'admitted', 'running', 'suspended', 'completed', 'failed',
-    'cancelled', 'bad')
+    'cancelled', 'dead', 'bad')
   redis.call('HSET', K_COUNTS, 'g', COUNT_GEN, 'ok', '0')
 end
 

@@ -11,6 +11,10 @@ local K_DONE = P .. 'done'
 -- Records a claim found it cannot use (issue 11): ids by id (score 0), and their problems.
 local K_CORRUPT = P .. 'corrupt'
 local K_CORRUPT_WHY = P .. 'corrupt_why'
+-- Attempt limits and dead letters: stored-dead executions by id (score 0), and the members
+-- of `running` on their last attempt (scored by lease expiry: those expired read as dead).
+local K_DEAD = P .. 'dead'
+local K_RUNNING_LAST = P .. 'running_last'
 
 -- Every script that changes records checks its other keys' types first.
 check_key_types()
@@ -34,14 +38,16 @@ local function min_opt(a, b)
   return a
 end
 
-local function terminal(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
+local function terminal(st)
+  return st == 'completed' or st == 'failed' or st == 'cancelled' or st == 'dead'
+end
 
 -- The stored record of `id` (validated), or nil when there is none. Reads only the
 -- state-machine fields: payloads (input, outcome) stay in Redis.
 local function load(id)
   local key = k_exec(id)
   local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
-    'cg', 'pk')
+    'cg', 'pk', 'al')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -65,6 +71,8 @@ local function load(id)
   r.cg = v[11]
   -- Its parked entry, when a claim parked it (see parking in ops.lua).
   r.pk = v[12]
+  -- The attempt limit the last claim copied onto the record (absent: unlimited).
+  if v[13] then r.al = int(v[13], id, 'attempt limit') end
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -82,7 +90,7 @@ local function copy(r)
   return c
 end
 
-local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld'}
+local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld', 'al'}
 
 -- Writes the state-machine fields of `r` that differ from `old` (the stored record it was
 -- derived from), plus `extra` field/value pairs, in one HSET and at most one HDEL.
@@ -97,6 +105,13 @@ local function save(r, old, extra)
       set[#set + 1] = 'cg'
       set[#set + 1] = g
       r.cg = g
+    end
+  end
+  if r.err and r.err ~= old.err then
+    -- The last error: kind, message, the attempt it ended and when.
+    for i, f in ipairs({'ek', 'em', 'ea', 'et'}) do
+      set[#set + 1] = f
+      set[#set + 1] = r.err[i]
     end
   end
   if r.es ~= old.es then
@@ -124,6 +139,8 @@ end
 -- later), and the due time it is ordered by. nil, nil when terminal or not due.
 local function claimable_at(r)
   if r.st == 'running' then
+    -- A last attempt never becomes claimable: its expiry ends the execution as dead.
+    if last_attempt(r) then return nil, nil end
     local due = min_opt(r.du, r.wk)
     if due == nil then return nil, nil end
     return math.max(due, r.le + delay(r.un + 1)), due
@@ -142,12 +159,20 @@ end
 --         (claimable_at = due), scored by due_at, so claim order within a level is
 --         (due_at, id); 'waiting' when claimable_at lies after due_at, scored by
 --         claimable_at (claim_due moves it to its ready set once passed);
---   live: (keyed running executions) the lease expiry, in live:<key>.
+--   live: (keyed running executions) the lease expiry, in live:<key>;
+--   last: (running executions on their last attempt) the lease expiry, in running_last;
+--         es: (other running executions once suspended) the same, in running_es: so
+--         status_counts tells an expired member's effective status by ZCOUNT;
+--   dead: stored-dead executions, in `dead` (by id, list_dead).
 -- Either way a member's score is never later than its claimable_at, which is what makes the
 -- claim's horizon (the first score of each set) a safe lower bound.
 local function slots(r)
   local s = {}
-  if r.st == 'running' then s.run = r.le end
+  if r.st == 'running' then
+    s.run = r.le
+    if last_attempt(r) then s.last = r.le elseif r.es then s.es = r.le end
+  end
+  if r.st == 'dead' then s.dead = 0 end
   if r.un > 0 then s.fail = -r.un end
   local at, due = claimable_at(r)
   if at ~= nil then
@@ -182,6 +207,12 @@ local function key_may_open(r, n, o)
   if at then park_schedule('k:' .. r.ck, at, false) end
 end
 
+-- Sets `id`'s score in `key` to `new` (nil: out) when it differs from `was`.
+local function place_member(key, new, was, id)
+  if new == was then return end
+  if new then redis.call('ZADD', key, fmt(new), id) else redis.call('ZREM', key, id) end
+end
+
 -- Moves `r` from the indexes its previous stored state `old` called for to those its state
 -- calls for, skipping commands that change nothing. A member of 'waiting' may already have
 -- been moved to its ready set by claim_due, so it is removed from both; a parked record
@@ -195,9 +226,10 @@ local function place(r, old)
     if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
     if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
     elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
-    if n.run and r.es then redis.call('ZADD', K_RUNNING_ES, fmt(n.run), id)
-    elseif o.run and old.es then redis.call('ZREM', K_RUNNING_ES, id) end
   end
+  place_member(K_RUNNING_ES, n.es, o.es, id)
+  place_member(K_RUNNING_LAST, n.last, o.last, id)
+  place_member(K_DEAD, n.dead, o.dead, id)
   if n.fail ~= o.fail then
     if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
   end
@@ -224,8 +256,9 @@ local function reindex(r)
   if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
   if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
   elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
-  if n.run and r.es then redis.call('ZADD', K_RUNNING_ES, fmt(n.run), id)
-  else redis.call('ZREM', K_RUNNING_ES, id) end
+  place_member(K_RUNNING_ES, n.es, true, id)
+  place_member(K_RUNNING_LAST, n.last, true, id)
+  place_member(K_DEAD, n.dead, true, id)
   if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
   if n.due == K_WAITING then
     redis.call('ZADD', K_WAITING, fmt(n.score), id)
@@ -246,18 +279,63 @@ local function key_freed(r, now)
   return nil
 end
 
+-- ExecutionRecord::end_unacknowledged on the running record `r` (changed in place) at `at`:
+-- an attempt, noted as the last error (`kind`, `message`), that leaves the execution
+-- waiting, or dead when it used the last attempt.
+local function end_attempt(r, at, kind, message)
+  r.un = r.un + 1
+  r.ld = at
+  r.du = min_opt(r.du, r.wk)
+  r.wk = nil
+  r.le = nil
+  r.err = {kind, message, fmt(r.un), fmt(at)}
+  if r.al ~= nil and r.un >= r.al then
+    r.st = 'dead'
+    r.du = nil
+  elseif r.es then r.st = 'suspended' else r.st = 'admitted' end
+end
+
+-- LastError::expiry_note: the kind and message of an attempt whose lease expired.
+local EXPIRED_KIND = 'lease_expired'
+local EXPIRED_MESSAGE = 'the lease expired before the delivery was acknowledged'
+
 -- ExecutionRecord::effective: a running delivery whose lease expired at or before `now`
--- reads as ended without acknowledgement at its expiry.
+-- reads as ended without acknowledgement at its expiry (dead when it was the last attempt).
 local function effective(r, now)
   if r.st ~= 'running' or r.le > now then return r end
   local e = copy(r)
-  e.un = r.un + 1
-  e.ld = r.le
-  e.du = min_opt(r.du, r.wk)
-  e.wk = nil
-  e.le = nil
-  if r.es then e.st = 'suspended' else e.st = 'admitted' end
+  end_attempt(e, r.le, EXPIRED_KIND, EXPIRED_MESSAGE)
   return e
+end
+
+-- The attempt limit (a number, nil: unlimited) a claim copies onto execution `id`'s record:
+-- its workflow's in the hash `attempts`, else the namespace default (field ATTEMPTS_DEFAULT,
+-- a control character first: no workflow name holds one).
+local ATTEMPTS_DEFAULT = '\31default'
+local function attempt_limit_for(id)
+  local wf = redis.call('HGET', k_exec(id), 'wf')
+  local v = redis.call('HMGET', P .. 'attempts', wf or ATTEMPTS_DEFAULT, ATTEMPTS_DEFAULT)
+  local raw = v[1] or v[2]
+  if not raw then return nil end
+  local n = tonumber(raw)
+  if not n then corrupt('attempt limit of ' .. (wf or 'the namespace')) end
+  return n
+end
+
+-- Stores as dead the running executions whose last attempt expired at or before `now` (at
+-- most `budget`), as every read already sees them: keeps `running` to live work.
+local function bury_expired(now, budget)
+  local ids = redis.call('ZRANGEBYSCORE', K_RUNNING_LAST, '-inf', fmt(now), 'LIMIT', 0, budget)
+  for _, id in ipairs(ids) do
+    local ok, r = pcall(load, id)
+    if ok and r ~= nil and r.st == 'running' then
+      local e = effective(r, now)
+      save(e, r)
+      place(e, r)
+    elseif ok then
+      redis.call('ZREM', K_RUNNING_LAST, id)
+    end
+  end
 end
 
 -- ExecutionRecord::claimable on an effective record.

@@ -6,12 +6,19 @@ local function k_steps(id) return P .. 'steps:' .. id end
 -- The fence of every step write: 'held' while token `token_s` is execution `id`'s current
 -- token and its delivery has not ended, else the refusal word check_lease gives ('lost',
 -- 'zero', 'foreign'), or 'unknown' when the execution does not exist. Reads `st` and `tk`
--- only and writes nothing; a corrupt field aborts before any write. No clock is consulted.
+-- (and, for a last attempt, `al`, `un` and `le`) and writes nothing; a corrupt field aborts
+-- before any write. The clock is consulted only for a last attempt (check_lease).
 local function fence(id, token_s)
-  local h = redis.call('HMGET', k_exec(id), 'st', 'tk')
+  local h = redis.call('HMGET', k_exec(id), 'st', 'tk', 'al', 'un', 'le')
   if not h[1] then return 'unknown' end
   if not STATUSES[h[1]] then corrupt('execution ' .. id .. ': status') end
-  return check_lease({st = h[1], tk = int(h[2], id, 'token')}, token_s)
+  local r = {st = h[1], tk = int(h[2], id, 'token')}
+  if h[3] and h[1] == 'running' then
+    r.al = int(h[3], id, 'attempt limit')
+    r.un = int(h[4], id, 'unacknowledged deliveries')
+    r.le = int(h[5], id, 'lease_expires_at')
+  end
+  return check_lease(r, token_s)
 end
 
 -- Inserts step record `field` = `value` (token|done|response) of execution `id` unless one
