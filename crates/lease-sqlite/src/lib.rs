@@ -122,6 +122,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admit_tx;
 mod app;
 mod authorizer;
 mod backend;
