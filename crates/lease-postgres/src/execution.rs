@@ -11,7 +11,7 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord,
-    Fenced, FencingToken, Purged, Result, Timestamp, TraceContext, WakeReceiver,
+    Fenced, FencingToken, LeaseError, Purged, Result, Timestamp, TraceContext, WakeReceiver,
     WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
@@ -25,7 +25,7 @@ use crate::statements::{ExecutionSql, Renderer, fragment};
 
 /// How often `admit` runs again when a concurrent admit of the same id committed after its
 /// snapshot (the second run always sees it).
-const SNAPSHOT_RETRIES: usize = 3;
+pub(crate) const SNAPSHOT_RETRIES: usize = 3;
 
 const ADMIT: &str = include_str!("execution/admit.sql");
 const ADMIT_BATCH: &str = include_str!("execution/admit_batch.sql");
@@ -196,21 +196,9 @@ impl PostgresBackend {
                 columns.bind(q, self.clock_param())
             })
             .await?;
-        found
-            .iter()
-            .map(|row| {
-                let ord: i64 = col(row, 0, OP)?;
-                let index = usize::try_from(ord)
-                    .ok()
-                    .and_then(|o| o.checked_sub(1))
-                    .filter(|&i| i < items.len())
-                    .ok_or_else(|| protocol(OP, format!("row for item {ord}")))?;
-                let record = rows::execution_from(row, ADMIT_BATCH_RECORD, OP)?;
-                let now = Timestamp::from_millis(col(row, ADMIT_BATCH_NOW, OP)?);
-                Ok((index, record.effective(now)))
-            })
-            .collect()
+        batch_admitted(&found, items.len(), OP)
     }
+
     /// The claim statement's rows as the batch they describe (the claim committed), and
     /// whether the statement handed the claim to the key gate (then it claimed nothing).
     pub(crate) fn claim_batch(&self, found: &[PgRow]) -> Result<(ClaimBatch, bool)> {
@@ -357,8 +345,93 @@ const ADMIT_BATCH_RECORD: usize = 1;
 /// `admit_batch`'s clock column: after the record.
 const ADMIT_BATCH_NOW: usize = ADMIT_BATCH_RECORD + EXECUTION_COLUMNS;
 
+/// `admit.sql`'s row as `admit` returns it; `None` for no row (the id was inserted by a
+/// transaction that committed after the statement's snapshot: run it again, the next run
+/// sees it).
+pub(crate) fn admitted(
+    row: Option<&PgRow>,
+    operation: &'static str,
+) -> Result<Option<ExecutionRecord>> {
+    let Some(row) = row else { return Ok(None) };
+    let record = rows::execution(row, operation)?;
+    let now = Timestamp::from_millis(col(row, EXECUTION_COLUMNS, operation)?);
+    Ok(Some(record.effective(now)))
+}
+
+/// The error when an admitted execution stayed invisible after every run.
+pub(crate) fn invisible(operation: &'static str) -> LeaseError {
+    protocol(operation, "the admitted execution stayed invisible")
+}
+
+/// A batch admitted by runs of `admit_batch.sql`, each over the items no earlier run could
+/// see (a concurrent admission committed after its snapshot; see [`admitted`]).
+pub(crate) struct AdmittedBatch<'a> {
+    admissions: &'a [Admission],
+    records: Vec<Option<ExecutionRecord>>,
+    /// The indexes of the items the last run was given.
+    asked: Vec<usize>,
+}
+
+impl<'a> AdmittedBatch<'a> {
+    /// Nothing admitted yet.
+    pub(crate) fn new(admissions: &'a [Admission]) -> Self {
+        AdmittedBatch {
+            admissions,
+            records: vec![None; admissions.len()],
+            asked: Vec::new(),
+        }
+    }
+
+    /// The items the next run is for; `None` when every record was seen.
+    pub(crate) fn missing(&mut self) -> Option<Vec<&'a Admission>> {
+        self.asked = (0..self.admissions.len())
+            .filter(|&i| self.records[i].is_none())
+            .collect();
+        let admissions = self.admissions;
+        (!self.asked.is_empty()).then(|| self.asked.iter().map(|&i| &admissions[i]).collect())
+    }
+
+    /// What the last run found: (index into the items it was given, record).
+    pub(crate) fn found(&mut self, found: Vec<(usize, ExecutionRecord)>) {
+        for (item, record) in found {
+            self.records[self.asked[item]] = Some(record);
+        }
+    }
+
+    /// The records in the items' order.
+    pub(crate) fn records(self, operation: &'static str) -> Result<Vec<ExecutionRecord>> {
+        self.records
+            .into_iter()
+            .map(|r| r.ok_or_else(|| protocol(operation, "an admitted item stayed invisible")))
+            .collect()
+    }
+}
+
+/// `admit_batch.sql`'s rows over `items` items: (index into the items, record as `admit`
+/// would return it) for every item the statement could see.
+pub(crate) fn batch_admitted(
+    found: &[PgRow],
+    items: usize,
+    operation: &'static str,
+) -> Result<Vec<(usize, ExecutionRecord)>> {
+    found
+        .iter()
+        .map(|row| {
+            let ord: i64 = col(row, 0, operation)?;
+            let index = usize::try_from(ord)
+                .ok()
+                .and_then(|o| o.checked_sub(1))
+                .filter(|&i| i < items)
+                .ok_or_else(|| protocol(operation, format!("row for item {ord}")))?;
+            let record = rows::execution_from(row, ADMIT_BATCH_RECORD, operation)?;
+            let now = Timestamp::from_millis(col(row, ADMIT_BATCH_NOW, operation)?);
+            Ok((index, record.effective(now)))
+        })
+        .collect()
+}
+
 /// One admission as the admit statements take it.
-struct AdmitParams<'a> {
+pub(crate) struct AdmitParams<'a> {
     id: &'a str,
     workflow: Option<&'a str>,
     input: Option<&'a str>,
@@ -368,7 +441,7 @@ struct AdmitParams<'a> {
     trace: Option<String>,
 }
 
-fn admit_params(a: &Admission) -> AdmitParams<'_> {
+pub(crate) fn admit_params(a: &Admission) -> AdmitParams<'_> {
     AdmitParams {
         id: a.id.as_str(),
         workflow: a.workflow.as_ref().map(|w| w.as_str()),
@@ -380,9 +453,24 @@ fn admit_params(a: &Admission) -> AdmitParams<'_> {
     }
 }
 
+impl AdmitParams<'_> {
+    /// `query` with `admit.sql`'s parameters bound: `$1..$3`, `clock` as `$4`, `$5..$8`.
+    pub(crate) fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
+        query
+            .bind(self.id)
+            .bind(self.workflow)
+            .bind(self.input)
+            .bind(clock)
+            .bind(self.not_before)
+            .bind(self.priority)
+            .bind(self.key)
+            .bind(self.trace.as_deref())
+    }
+}
+
 /// `admit_batch.sql`'s array parameters `$1..$4` and `$6..$8`: one element per item.
 #[derive(Default)]
-struct AdmitColumns<'a> {
+pub(crate) struct AdmitColumns<'a> {
     ids: Vec<&'a str>,
     workflows: Vec<Option<&'a str>>,
     inputs: Vec<Option<&'a str>>,
@@ -410,7 +498,7 @@ impl<'a> FromIterator<AdmitParams<'a>> for AdmitColumns<'a> {
 
 impl AdmitColumns<'_> {
     /// `query` with the columns bound: `$1..$4`, then `clock` as `$5`, then `$6..$8`.
-    fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
+    pub(crate) fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
         query
             .bind(&self.ids)
             .bind(&self.workflows)
@@ -558,24 +646,13 @@ impl ExecutionClient for PostgresBackend {
         for _ in 0..SNAPSHOT_RETRIES {
             let clock = self.clock_param();
             let row: Option<PgRow> = self
-                .run_statement("admit", Effect::IdempotentWrite, sql, |q| {
-                    q.bind(p.id)
-                        .bind(p.workflow)
-                        .bind(p.input)
-                        .bind(clock)
-                        .bind(p.not_before)
-                        .bind(p.priority)
-                        .bind(p.key)
-                        .bind(p.trace.as_deref())
-                })
+                .run_statement("admit", Effect::IdempotentWrite, sql, |q| p.bind(q, clock))
                 .await?;
-            if let Some(row) = row {
-                let record = rows::execution(&row, "admit")?;
-                let now = Timestamp::from_millis(col(&row, EXECUTION_COLUMNS, "admit")?);
-                return Ok(record.effective(now));
+            if let Some(record) = admitted(row.as_ref(), "admit")? {
+                return Ok(record);
             }
         }
-        Err(protocol("admit", "the admitted execution stayed invisible"))
+        Err(invisible("admit"))
     }
 
     /// Admits the batch in one statement after `check_admit_batch` (so bad input admits
@@ -584,23 +661,13 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
-        let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
+        let mut batch = AdmittedBatch::new(admissions);
         for _ in 0..SNAPSHOT_RETRIES {
-            let missing: Vec<usize> = (0..admissions.len())
-                .filter(|&i| records[i].is_none())
-                .collect();
-            if missing.is_empty() {
-                break;
-            }
-            let items: Vec<&Admission> = missing.iter().map(|&i| &admissions[i]).collect();
-            for (item, record) in self.admit_batch_once(&items).await? {
-                records[missing[item]] = Some(record);
-            }
+            let Some(items) = batch.missing() else { break };
+            let found = self.admit_batch_once(&items).await?;
+            batch.found(found);
         }
-        records
-            .into_iter()
-            .map(|r| r.ok_or_else(|| protocol("admit_batch", "an admitted item stayed invisible")))
-            .collect()
+        batch.records("admit_batch")
     }
 
     #[tracing::instrument(level = "debug", name = "get", skip_all)]

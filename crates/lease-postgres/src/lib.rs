@@ -90,6 +90,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ack_and_claim;
+mod admit_tx;
 mod backend;
 mod config;
 mod control;
