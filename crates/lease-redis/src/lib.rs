@@ -209,6 +209,7 @@
 
 mod ack;
 mod admit;
+mod admit_script;
 mod backend;
 mod claim;
 mod claim_split;
@@ -238,6 +239,7 @@ mod url;
 mod wakeup;
 mod wire;
 
+pub use admit_script::{AdmitScript, ScriptAdmitted};
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
 pub use conn::{Conn, key_slot};
