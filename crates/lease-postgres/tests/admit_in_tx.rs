@@ -140,6 +140,17 @@ impl Fixture {
         assert_eq!(next_signal(&self.rx, name).await, t(at), "only {name} woke");
     }
 
+    /// Waits until every notification sent so far has arrived: a plain admit of `probe`
+    /// at the early instant 1 ms comes after them (one listener connection delivers
+    /// notifications in commit order), and its instant is the earliest of all.
+    async fn settle(&self, probe: &str) {
+        self.backend
+            .admit(&due(probe, 1))
+            .await
+            .expect("admit the probe");
+        while next_signal(&self.rx, probe).await != t(1) {}
+    }
+
     fn delivery(&self, lease: ExecutionLease, claimed: &Claimed) -> Delivery {
         Delivery::new(
             Arc::new(self.backend.clone()),
@@ -291,7 +302,7 @@ async fn a_step_and_the_children_it_admits_commit_together() {
             .await
             .expect("admit");
         let claimed = f.claim().await.remove(0);
-        next_signal(&f.rx, "the parent's admission and claim").await;
+        f.settle("probe").await;
         let delivery = f.delivery(claimed.lease.clone(), &claimed);
 
         let users = f.users.clone();
@@ -312,7 +323,10 @@ async fn a_step_and_the_children_it_admits_commit_together() {
         assert_eq!(spawned, 2);
         assert_eq!(next_signal(&f.rx, "the step's commit").await, t(600));
         assert_eq!(f.user_names().await, ["dan"]);
-        assert_eq!(claimed_ids(&f.claim().await), ["child-1", "child-2"]);
+        assert_eq!(
+            claimed_ids(&f.claim().await),
+            ["child-1", "child-2", "probe"]
+        );
     })
     .await;
 }
@@ -330,7 +344,7 @@ async fn children_commit_and_are_lost_with_their_fenced_transaction() {
         let stale = f.claim().await.remove(0);
         f.clock.advance(PAST_EXPIRY);
         let current = f.claim().await.remove(0);
-        next_signal(&f.rx, "the admission and the claims").await;
+        f.settle("probe").await;
 
         let mut tx = f.backend.begin_fenced(&stale.lease).await.expect("begin");
         f.add_user(&mut tx, "eve").await;
