@@ -16,12 +16,12 @@ use lease_core::{Admission, ExecutionRecord, LeaseError, Result};
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
-use crate::backend::{PostgresBackend, query};
-use crate::error::{self, Attempt, Effect, Verdict};
-use crate::execution::{
+use crate::admission::{
     AdmitColumns, AdmittedBatch, SNAPSHOT_RETRIES, admit_params, admitted, batch_admitted,
     invisible,
 };
+use crate::backend::{PostgresBackend, query};
+use crate::error::{self, Attempt, Effect, Verdict};
 
 const OP: &str = "admit_in_tx";
 const OP_BATCH: &str = "admit_batch_in_tx";

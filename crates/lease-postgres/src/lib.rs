@@ -94,6 +94,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ack_and_claim;
+mod admission;
 mod admit_tx;
 mod backend;
 mod config;
