@@ -11,21 +11,21 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, ClaimBatch, ClaimRequest, Claimed,
     CorruptRecord, ErrorNote, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
-    ExecutionRecord, Fenced, FencingToken, Purged, Release, Result, Timestamp, TraceContext,
-    WakeReceiver, WorkflowRunOutcome,
+    ExecutionRecord, Fenced, FencingToken, Purged, Release, Result, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgRow;
 
 use crate::ack_and_claim::{AckAndClaimStatements, AckThenClaim};
-use crate::backend::{PgQuery, PostgresBackend};
+use crate::admission::{
+    AdmitColumns, AdmittedBatch, SNAPSHOT_RETRIES, admit_params, admitted, batch_admitted,
+    invisible,
+};
+use crate::backend::PostgresBackend;
 use crate::error::{Effect, protocol, settle};
 use crate::rows::{self, EXECUTION_COLUMNS, FenceCheck, col, token_param};
 use crate::statements::{ExecutionSql, Renderer, fragment};
-
-/// How often `admit` runs again when a concurrent admit of the same id committed after its
-/// snapshot (the second run always sees it).
-const SNAPSHOT_RETRIES: usize = 3;
 
 const ADMIT: &str = include_str!("execution/admit.sql");
 const ADMIT_BATCH: &str = include_str!("execution/admit_batch.sql");
@@ -196,21 +196,9 @@ impl PostgresBackend {
                 columns.bind(q, self.clock_param())
             })
             .await?;
-        found
-            .iter()
-            .map(|row| {
-                let ord: i64 = col(row, 0, OP)?;
-                let index = usize::try_from(ord)
-                    .ok()
-                    .and_then(|o| o.checked_sub(1))
-                    .filter(|&i| i < items.len())
-                    .ok_or_else(|| protocol(OP, format!("row for item {ord}")))?;
-                let record = rows::execution_from(row, ADMIT_BATCH_RECORD, OP)?;
-                let now = Timestamp::from_millis(col(row, ADMIT_BATCH_NOW, OP)?);
-                Ok((index, record.effective(now)))
-            })
-            .collect()
+        batch_admitted(&found, items.len(), OP)
     }
+
     /// The claim statement's rows as the batch they describe (the claim committed), and
     /// whether the statement handed the claim to the key gate (then it claimed nothing).
     pub(crate) fn claim_batch(&self, found: &[PgRow]) -> Result<(ClaimBatch, bool)> {
@@ -352,77 +340,6 @@ const CLAIM_PART: usize = CLAIM_NOW + 3;
 /// The summary row's "handed to the key gate" column (`claim.sql`).
 const CLAIM_GATED_COLUMN: usize = CLAIM_NOW + 5;
 
-/// `admit_batch`'s first record column: after the item number.
-const ADMIT_BATCH_RECORD: usize = 1;
-/// `admit_batch`'s clock column: after the record.
-const ADMIT_BATCH_NOW: usize = ADMIT_BATCH_RECORD + EXECUTION_COLUMNS;
-
-/// One admission as the admit statements take it.
-struct AdmitParams<'a> {
-    id: &'a str,
-    workflow: Option<&'a str>,
-    input: Option<&'a str>,
-    not_before: Option<i64>,
-    priority: i32,
-    key: Option<&'a str>,
-    trace: Option<String>,
-}
-
-fn admit_params(a: &Admission) -> AdmitParams<'_> {
-    AdmitParams {
-        id: a.id.as_str(),
-        workflow: a.workflow.as_ref().map(|w| w.as_str()),
-        input: a.input.as_ref().map(|i| i.as_str()),
-        not_before: a.not_before.map(Timestamp::as_millis),
-        priority: a.priority.get(),
-        key: a.concurrency_key.as_ref().map(|k| k.as_str()),
-        trace: a.trace_context.as_ref().map(TraceContext::to_stored),
-    }
-}
-
-/// `admit_batch.sql`'s array parameters `$1..$4` and `$6..$8`: one element per item.
-#[derive(Default)]
-struct AdmitColumns<'a> {
-    ids: Vec<&'a str>,
-    workflows: Vec<Option<&'a str>>,
-    inputs: Vec<Option<&'a str>>,
-    not_befores: Vec<Option<i64>>,
-    priorities: Vec<i32>,
-    keys: Vec<Option<&'a str>>,
-    traces: Vec<Option<String>>,
-}
-
-impl<'a> FromIterator<AdmitParams<'a>> for AdmitColumns<'a> {
-    fn from_iter<I: IntoIterator<Item = AdmitParams<'a>>>(items: I) -> Self {
-        let mut columns = AdmitColumns::default();
-        for item in items {
-            columns.ids.push(item.id);
-            columns.workflows.push(item.workflow);
-            columns.inputs.push(item.input);
-            columns.not_befores.push(item.not_before);
-            columns.priorities.push(item.priority);
-            columns.keys.push(item.key);
-            columns.traces.push(item.trace);
-        }
-        columns
-    }
-}
-
-impl AdmitColumns<'_> {
-    /// `query` with the columns bound: `$1..$4`, then `clock` as `$5`, then `$6..$8`.
-    fn bind<'q>(&'q self, query: PgQuery<'q>, clock: Option<i64>) -> PgQuery<'q> {
-        query
-            .bind(&self.ids)
-            .bind(&self.workflows)
-            .bind(&self.inputs)
-            .bind(&self.not_befores)
-            .bind(clock)
-            .bind(&self.priorities)
-            .bind(&self.keys)
-            .bind(&self.traces)
-    }
-}
-
 /// The acknowledge-batch statement's rows as (fence check or `None` for an unknown
 /// execution, applied?) per item, checking there is one row per item in item order.
 fn batch_verdicts(found: &[PgRow], items: usize) -> Result<Vec<(Option<FenceCheck>, bool)>> {
@@ -558,24 +475,13 @@ impl ExecutionClient for PostgresBackend {
         for _ in 0..SNAPSHOT_RETRIES {
             let clock = self.clock_param();
             let row: Option<PgRow> = self
-                .run_statement("admit", Effect::IdempotentWrite, sql, |q| {
-                    q.bind(p.id)
-                        .bind(p.workflow)
-                        .bind(p.input)
-                        .bind(clock)
-                        .bind(p.not_before)
-                        .bind(p.priority)
-                        .bind(p.key)
-                        .bind(p.trace.as_deref())
-                })
+                .run_statement("admit", Effect::IdempotentWrite, sql, |q| p.bind(q, clock))
                 .await?;
-            if let Some(row) = row {
-                let record = rows::execution(&row, "admit")?;
-                let now = Timestamp::from_millis(col(&row, EXECUTION_COLUMNS, "admit")?);
-                return Ok(record.effective(now));
+            if let Some(record) = admitted(row.as_ref(), "admit")? {
+                return Ok(record);
             }
         }
-        Err(protocol("admit", "the admitted execution stayed invisible"))
+        Err(invisible("admit"))
     }
 
     /// Admits the batch in one statement after `check_admit_batch` (so bad input admits
@@ -584,23 +490,13 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
-        let mut records: Vec<Option<ExecutionRecord>> = vec![None; admissions.len()];
+        let mut batch = AdmittedBatch::new(admissions);
         for _ in 0..SNAPSHOT_RETRIES {
-            let missing: Vec<usize> = (0..admissions.len())
-                .filter(|&i| records[i].is_none())
-                .collect();
-            if missing.is_empty() {
-                break;
-            }
-            let items: Vec<&Admission> = missing.iter().map(|&i| &admissions[i]).collect();
-            for (item, record) in self.admit_batch_once(&items).await? {
-                records[missing[item]] = Some(record);
-            }
+            let Some(items) = batch.missing() else { break };
+            let found = self.admit_batch_once(&items).await?;
+            batch.found(found);
         }
-        records
-            .into_iter()
-            .map(|r| r.ok_or_else(|| protocol("admit_batch", "an admitted item stayed invisible")))
-            .collect()
+        batch.records("admit_batch")
     }
 
     #[tracing::instrument(level = "debug", name = "get", skip_all)]

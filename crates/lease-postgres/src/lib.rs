@@ -59,6 +59,10 @@
 //!   never before. [`lease_core::ExecutionClient::wakeups`] starts one listener connection
 //!   per handle (outside the pool, `application_name` `lease-listen:<schema>`), reconnected
 //!   with backoff and signalling "now" after every reconnect.
+//! - **Admission in the application's transaction**: [`PostgresBackend::admit_in_tx`] and
+//!   [`PostgresBackend::admit_batch_in_tx`] run admit's statements, `pg_notify` included, on
+//!   the caller's connection inside its transaction (its own, a [`FencedTx`], a `step_in_tx`
+//!   body's): the executions and their notification exist only once it commits.
 //! - **Claim horizon**: the claim statement also returns the clock it ran at and the
 //!   earliest `claimable_at` after the claim (its new leases and one index seek over the
 //!   rest), so `claim_due_with_horizon` costs the same single round trip.
@@ -96,6 +100,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ack_and_claim;
+mod admission;
+mod admit_tx;
 mod attempts;
 mod backend;
 mod config;

@@ -12,7 +12,9 @@ use crate::reply::Reply;
 use crate::scripts::operation_script;
 
 // The operation scripts this module runs, each compiled once per process.
-operation_script!(ADMIT_BATCH = script(include_str!("admit/admit_batch.lua")));
+/// `admit_batch`'s script body (also the admitting part of an [`crate::AdmitScript`]).
+pub(crate) const ADMIT_BATCH_BODY: &str = include_str!("admit/admit_batch.lua");
+operation_script!(ADMIT_BATCH = script(ADMIT_BATCH_BODY));
 
 /// An admission as the admitting scripts take it, in their argument order: id, workflow
 /// (`""` = none), input JSON (`""` = none), not_before ms (`""` = due now; validated by the
@@ -156,29 +158,44 @@ impl RedisBackend {
         admissions: &[&Admission],
     ) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
         let encoded: Vec<_> = admissions.iter().map(|a| AdmissionArgs::new(a)).collect();
+        let args = self.admission_args(&encoded);
+        let v = self
+            .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)
+            .await?;
+        decode_admitted(Reply::new(OP), admissions, v)
+    }
+
+    /// `admit_batch.lua`'s arguments after the clock and policy: the publish command, then
+    /// seven per item.
+    pub(crate) fn admission_args<'a>(&self, encoded: &'a [AdmissionArgs<'a>]) -> Vec<&'a [u8]> {
         let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 7 * encoded.len());
         args.push(self.publish_word());
-        for item in &encoded {
+        for item in encoded {
             args.extend(item.head());
             args.extend(item.controls());
             args.push(item.trace());
         }
-        let v = self
-            .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)
-            .await?;
-        let reply = Reply::new(OP);
-        let mut items = reply.array(v)?.into_iter();
-        let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
-        let now = Timestamp::from_millis(now);
-        if items.len() != admissions.len() {
-            return Err(reply.unexpected(&format!("{} results", items.len())));
-        }
-        Ok(admissions
-            .iter()
-            .zip(items)
-            .map(|(admission, v)| decode_item(reply, admission, now, v))
-            .collect())
+        args
     }
+}
+
+/// `admit_batch.lua`'s reply `{now, r1, r2, ...}`: each item's `(created, record)`.
+pub(crate) fn decode_admitted(
+    reply: Reply,
+    admissions: &[&Admission],
+    v: Value,
+) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
+    let mut items = reply.array(v)?.into_iter();
+    let now: i64 = reply.number(reply.next(&mut items, "now")?, "now")?;
+    let now = Timestamp::from_millis(now);
+    if items.len() != admissions.len() {
+        return Err(reply.unexpected(&format!("{} results", items.len())));
+    }
+    Ok(admissions
+        .iter()
+        .zip(items)
+        .map(|(admission, v)| decode_item(reply, admission, now, v))
+        .collect())
 }
 
 const OP: &str = "admit_batch";

@@ -108,6 +108,10 @@ pub struct ScriptBodyError {
 }
 
 impl ScriptBodyError {
+    pub(crate) fn new(message: String) -> Self {
+        ScriptBodyError { message }
+    }
+
     /// What Redis or the body reported.
     pub fn message(&self) -> &str {
         &self.message
@@ -118,8 +122,8 @@ impl fmt::Display for ScriptBodyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the fenced script's body failed after the lease check (writes it made before \
-             failing remain): {}",
+            "the application script's body failed (for a fenced script: after the lease \
+             check); writes it made before failing remain: {}",
             self.message
         )
     }
@@ -338,7 +342,7 @@ fn decode(reply: Reply, lease: &ExecutionLease, v: Value) -> Result<Ran> {
 
 /// The compiler's message when Redis refused to compile the script (the body's syntax):
 /// nothing ran.
-fn compile_error(e: &redis::RedisError) -> Option<String> {
+pub(crate) fn compile_error(e: &redis::RedisError) -> Option<String> {
     let text = e.to_string();
     text.contains("Error compiling script").then_some(text)
 }

@@ -161,6 +161,10 @@
 //!   outside `lease:{<namespace>}:` (`InvalidInput` before anything runs). The body runs
 //!   under `pcall`: a failure after some of its writes leaves them (Redis does not roll a
 //!   script back) and is reported as [`ScriptBodyError`].
+//! - **Admission in the application's script.** [`AdmitScript`] wraps the application's Lua
+//!   body as [`FencedScript`] does, without a lease: [`RedisBackend::admit_script`] runs it
+//!   and then, only if it returned without error, admits as `admit_batch` does and publishes
+//!   the wake-up, in the same script.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
@@ -212,6 +216,7 @@
 
 mod ack;
 mod admit;
+mod admit_script;
 mod attempts;
 mod backend;
 mod claim;
@@ -242,6 +247,7 @@ mod url;
 mod wakeup;
 mod wire;
 
+pub use admit_script::{AdmitScript, ScriptAdmitted};
 pub use backend::RedisBackend;
 pub use config::{DEFAULT_NAMESPACE, RedisConfig};
 pub use conn::{Conn, key_slot};

@@ -100,6 +100,33 @@ pub(crate) fn fenced_source(body: &str) -> String {
     )
 }
 
+/// The source of an application's admitting script ([`crate::AdmitScript`]): first a
+/// function holding the base and operation helpers, which returns `admit_batch`'s body as a
+/// function of its own arguments (`admit`, `ARGV` renamed `A` in its text, so the global
+/// `ARGV` is never rewritten); then the caller's keys (after the prefix and its anchor)
+/// and arguments (after the admissions) picked out; then the caller's `body` as the
+/// function `__app_body(KEYS, ARGV)` under `pcall`, seeing none of the helpers; only when
+/// it returned without error, the admissions and their wake-up, in the same script.
+/// `ARGV[4]` is the number of admissions, their seven arguments each follow it.
+pub(crate) fn admit_source(admit: &str, body: &str) -> String {
+    let admit = admit.replace("ARGV", "A");
+    format!(
+        "local __admit = (function()\n{BASE}\n{OPS}\n-- operation\n\
+         return function(A)\n{admit}\nend\nend)()\n\
+         local __keys, __argv, __items = {{}}, {{}}, {{ARGV[1], ARGV[2], ARGV[3]}}\n\
+         for i = 3, #KEYS do __keys[i - 2] = KEYS[i] end\n\
+         local __last = 4 + 7 * tonumber(ARGV[4])\n\
+         for i = 5, __last do __items[i - 1] = ARGV[i] end\n\
+         for i = __last + 1, #ARGV do __argv[i - __last] = ARGV[i] end\n\
+         local __app_body = function(KEYS, ARGV) {body}\nend\n\
+         local __ok, __result = pcall(__app_body, __keys, __argv)\n\
+         if type(__result) == 'table' and __result.err then __ok, __result = false, __result.err end\n\
+         if not __ok then return {{'failed', tostring(__result)}} end\n\
+         redis.set_repl(redis.REPL_ALL)\n\
+         return {{'ok', __admit(__items), __result}}\n"
+    )
+}
+
 /// A script made of the base, record and acknowledgement helpers and `body`.
 pub(crate) fn ack_script(body: &str) -> Script {
     Script::new(&format!(

@@ -361,7 +361,8 @@ impl SqliteBackend {
         E: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let member = FencedOp::new(operation, self.scope().clone(), lease, body, reply);
+        let hubs = (self.scope().clone(), self.wakes().clone());
+        let member = FencedOp::new(operation, hubs, lease, body, reply);
         self.connection()
             .write_member(operation, Box::new(member), answer)
             .await

@@ -36,6 +36,20 @@ pub(crate) fn app_sql<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs the library's own statements from inside the application's closure (an admission
+/// in a fenced transaction, [`crate::SqliteBackend::admit_in_tx`]): unguarded while `f`
+/// runs, the guard restored after it (also on panic).
+pub(crate) fn library_sql<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_APP_SQL.set(self.0);
+        }
+    }
+    let _restore = Restore(IN_APP_SQL.replace(false));
+    f()
+}
+
 /// Installs the authorizer that fences the application's SQL in: while a fenced closure
 /// runs on the thread, statements it prepares may not begin, commit or roll back the
 /// transaction, touch the library's savepoint, or write, create, alter or drop `lease_`

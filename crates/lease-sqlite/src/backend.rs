@@ -156,6 +156,11 @@ impl SqliteBackend {
         self.wakes.subscribe()
     }
 
+    /// This handle's wake-up hub (shared by every handle on its database and namespace).
+    pub(crate) fn wakes(&self) -> &Arc<Wakes> {
+        &self.wakes
+    }
+
     /// This handle's connection.
     pub(crate) fn connection(&self) -> &ConnHandle {
         &self.conn

@@ -26,6 +26,7 @@ use lease_core::{ExecutionLease, LeaseError, Timestamp};
 use rusqlite::Transaction;
 use tokio::sync::oneshot;
 
+use crate::admit_tx;
 use crate::error::{BACKEND, OpError, is_busy};
 use crate::group::{Member, Ran};
 use crate::heap;
@@ -92,15 +93,20 @@ pub(crate) struct FencedOp<R, E> {
     kept: Option<Kept<R, E>>,
     /// Kept across retries: a panic always reaches the caller.
     panic: Option<Panic>,
+    /// The hub of this handle's database and namespace, and the earliest instant the
+    /// body's admissions made claimable ([`crate::SqliteBackend::admit_in_tx`]): signalled
+    /// after the commit, as a plain admit is.
+    wakes: Arc<Wakes>,
+    woke: Option<Timestamp>,
     reply: oneshot::Sender<Answer<R, E>>,
 }
 
 impl<R, E> FencedOp<R, E> {
     /// A fenced transaction running `body` under `lease` (no check when `None`), answering
-    /// on `reply`.
+    /// on `reply`; the body's admissions are signalled on `wakes`.
     pub(crate) fn new(
         operation: &'static str,
-        scope: Arc<Scope>,
+        (scope, wakes): (Arc<Scope>, Arc<Wakes>),
         lease: Option<ExecutionLease>,
         body: BodyFn<R, E>,
         reply: oneshot::Sender<Answer<R, E>>,
@@ -112,6 +118,8 @@ impl<R, E> FencedOp<R, E> {
             body: Some(body),
             kept: None,
             panic: None,
+            wakes,
+            woke: None,
             reply,
         }
     }
@@ -140,7 +148,10 @@ impl<R, E> FencedOp<R, E> {
             return self.keep(Kept::Spent, Ran::Failed);
         };
         let scope = &self.scope;
-        let ran = catch_unwind(AssertUnwindSafe(|| body(tx, scope)));
+        let (ran, woke) = admit_tx::collecting(&self.wakes, || {
+            catch_unwind(AssertUnwindSafe(|| body(tx, scope)))
+        });
+        self.woke = woke;
         match ran {
             Err(payload) => {
                 self.panic = Some(payload);
@@ -195,11 +206,15 @@ where
     }
 
     fn wake(&self) -> Option<(&Arc<Wakes>, Timestamp)> {
-        None
+        match (&self.kept, self.woke) {
+            (Some(Kept::Applied(_)), Some(at)) => Some((&self.wakes, at)),
+            _ => None,
+        }
     }
 
     fn reset(&mut self) {
         self.kept = None;
+        self.woke = None;
     }
 
     fn complete(self: Box<Self>) {

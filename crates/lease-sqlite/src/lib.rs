@@ -46,6 +46,11 @@
 //!   transaction (the effect and its record exist together or not at all, and a replay
 //!   skips the closure). An authorizer keeps the closure from ending the transaction or
 //!   writing `lease_` tables.
+//! * **Admission in the application's transaction.** [`SqliteBackend::admit_in_tx`] and
+//!   [`SqliteBackend::admit_batch_in_tx`] admit inside a rusqlite transaction of the same
+//!   file (the application's own, or a fenced closure's), in a savepoint; a commit wakes
+//!   dispatchers (at once from a fenced closure, through the wake log otherwise), a rollback
+//!   admits nothing and wakes nobody.
 //! * **Retention.** `purge_terminal` deletes old completed/failed executions with their
 //!   steps, store receipts and start records in one transaction, walking a partial index of
 //!   terminal rows in id order.
@@ -122,6 +127,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admit_tx;
 mod app;
 mod authorizer;
 mod backend;

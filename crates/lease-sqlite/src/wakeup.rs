@@ -32,6 +32,10 @@ use crate::config::Location;
 pub(crate) const LOG_KEEP: i64 = 1024;
 /// Pruning runs when a sequence number is a multiple of this.
 const PRUNE_EVERY: i64 = 256;
+/// The origin of wake-log rows written inside the application's own transaction
+/// ([`crate::SqliteBackend::admit_in_tx`]): no hub's (theirs are odd), so every watcher,
+/// this process's included, signals them once that transaction committed.
+const APP_ORIGIN: i64 = 0;
 /// Longest pause between reconnect attempts of a failed watcher.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -98,7 +102,8 @@ impl Wakes {
             key,
             hub: WakeHub::new(),
             namespace: namespace.to_owned(),
-            origin: i64::from_ne_bytes(high.to_ne_bytes()),
+            // Odd, so never the application's origin.
+            origin: i64::from_ne_bytes(high.to_ne_bytes()) | 1,
             file,
             poll,
             watching: Mutex::new(false),
@@ -140,13 +145,34 @@ impl Wakes {
     /// Inside the signalling write's transaction: appends the wake-log row other
     /// processes' watchers read (files only), pruning old rows now and then.
     pub(crate) fn record(&self, tx: &Transaction<'_>, at: Timestamp) -> rusqlite::Result<()> {
+        self.record_as(tx, self.origin, at)
+    }
+
+    /// Inside a transaction no group of ours commits (the application's own): appends a
+    /// wake-log row that every watcher signals after that commit, this process's included.
+    /// Files only: an in-memory database has no watcher.
+    pub(crate) fn record_for_watchers(
+        &self,
+        tx: &Transaction<'_>,
+        at: Timestamp,
+    ) -> rusqlite::Result<()> {
+        self.record_as(tx, APP_ORIGIN, at)
+    }
+
+    /// The canonical path of the database file (`None`: in memory).
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
+    }
+
+    fn record_as(&self, tx: &Transaction<'_>, origin: i64, at: Timestamp) -> rusqlite::Result<()> {
         if self.file.is_none() {
             return Ok(());
         }
-        let seq: i64 = tx.prepare_cached(RECORD)?.query_row(
-            params![self.namespace, self.origin, at.as_millis()],
-            |row| row.get(0),
-        )?;
+        let seq: i64 = tx
+            .prepare_cached(RECORD)?
+            .query_row(params![self.namespace, origin, at.as_millis()], |row| {
+                row.get(0)
+            })?;
         if seq % PRUNE_EVERY == 0 {
             tx.prepare_cached(PRUNE)?
                 .execute(params![self.namespace, seq - LOG_KEEP])?;
