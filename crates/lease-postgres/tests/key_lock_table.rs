@@ -160,12 +160,10 @@ async fn keys_sharing_a_lock_keep_their_limits_under_racing_claims() {
         let mut keys = HashSet::new();
         let mut total = 0;
         for execution in claimed {
-            {
-                let record = b.get(&execution).await.expect("get").expect("record");
-                let k = record.concurrency_key.expect("keyed");
-                assert!(keys.insert(k.clone()), "key {k:?} leased twice");
-                total += 1;
-            }
+            let record = b.get(&execution).await.expect("get").expect("record");
+            let k = record.concurrency_key.expect("keyed");
+            assert!(keys.insert(k.clone()), "key {k:?} leased twice");
+            total += 1;
         }
         assert_eq!((total, keys.len()), (KEYS, KEYS), "one lease per key");
         b.close().await;
