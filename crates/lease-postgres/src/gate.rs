@@ -3,10 +3,11 @@
 //! snapshot predates the commit of a concurrent claim of the same key), so when its picked
 //! rows include a key some limit applies to it claims nothing and says so, and the claim
 //! runs `execution/claim_keyed.sql` instead: one statement that locks the candidates, takes
-//! each limited key's advisory lock, counts the key's live leases in a snapshot taken after
-//! the lock (`live_leases`, schema v12) and claims within the room left. One round trip,
-//! one implicit transaction; the key locks never outlive the statement, so no client, even
-//! one frozen between round trips, holds them.
+//! the advisory lock of each limited key's bucket (one of 64, so a claim holds at most 64
+//! entries of the server's shared lock table whatever its limit), counts the key's live
+//! leases in a snapshot taken after the lock (`live_leases`, schema v12) and claims within
+//! the room left. One round trip, one implicit transaction; the locks never outlive the
+//! statement, so no client, even one frozen between round trips, holds them.
 //!
 //! Once a claim met a limited key, this backend runs the keyed statement first for every
 //! later claim (it claims unkeyed rows as `claim.sql` does, at the cost of a few empty

@@ -33,8 +33,8 @@
 //!   waiting side walks a partial `(priority, sort_due, id)` index in claim order (priority
 //!   levels highest first, each by due, then id) and stops after n claimable rows. A claim
 //!   meeting a key with a concurrency limit runs as the keyed claim, one statement too
-//!   (advisory lock per key, then a count in a snapshot taken after it; `gate.rs`). The
-//!   same statement returns each claimed row as updated, so
+//!   (an advisory lock per bucket of keys, then a count in a snapshot taken after it;
+//!   `gate.rs`). The same statement returns each claimed row as updated, so
 //!   `claim_due_with_records` hands the dispatcher the record `get` would read right after
 //!   the claim (decoded and made effective exactly as `get` does) without a second round
 //!   trip; `claim_due` is that call without the records.

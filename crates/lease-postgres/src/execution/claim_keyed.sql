@@ -7,9 +7,14 @@
 -- 1. `{candidates}` as in `claim.sql`, leaving out rows whose key is at its limit in this
 --    statement's snapshot (`{open}`), so a saturated key does not fill the claim;
 -- 2. `locked`: for every key among them that a limit applies to, the transaction-scoped
---    advisory lock (hash of the schema, hash of the key), waited for in ascending lock
---    order, at most the stall bound (`lock_timeout`, set first: the lease duration within
---    {stall_min}..{stall_max} ms; a claim that waits longer fails with nothing claimed);
+--    advisory lock of its bucket (hash of the schema, the key's hash modulo 64), waited
+--    for in ascending lock order, at most the stall bound (`lock_timeout`, set first: the
+--    lease duration within {stall_min}..{stall_max} ms; a claim that waits longer fails
+--    with nothing claimed). Buckets, not keys: every advisory lock takes an entry of the
+--    server's shared lock table (sized `max_locks_per_transaction` per connection, and
+--    when full every session on the server fails), so one claim holds at most 64 whatever
+--    its limit, and a namespace at most 64 at once. A bucket's lock serialises the
+--    count-then-claim of every key in it; keys sharing a bucket only wait for each other;
 -- 3. `room`: per locked key, its limit minus its live leases counted by `live_leases`
 --    (schema v12) in a snapshot taken after the lock was granted, so every lease the
 --    lock's previous holder committed is counted (this statement's own snapshot predates
@@ -18,11 +23,11 @@
 --    `room` candidates of its key (a skipped candidate does not stop later ones), the first
 --    n of those; `{take}` claims them (`claim_take.sql`).
 --
--- Every claim of a limited key runs this statement, which holds a key's lock from the
--- count to its commit, so two claims never count the same free place. Nothing waits for a
--- row lock while holding a key lock (rows are locked with SKIP LOCKED, and the update
--- writes only rows this statement locked), and key locks are waited for in one order:
--- claims cannot deadlock. The locks live inside one statement on the server, so no client
+-- Every claim of a limited key runs this statement, which holds the key's bucket lock
+-- from the count to its commit, so two claims never count the same free place. Nothing
+-- waits for a row lock while holding a bucket lock (rows are locked with SKIP LOCKED,
+-- and the update writes only rows this statement locked), and bucket locks are waited for
+-- in one order: claims cannot deadlock. The locks live inside one statement on the server, so no client
 -- can hold them while frozen. A short claim's horizon leaves out rows due now whose key
 -- is at its limit after this claim (`{unblocked}`; a full claim's does not look at keys:
 -- `claim_take.sql`); a claim that comes back short while the horizon says "now" (a key
@@ -47,7 +52,7 @@ bound AS MATERIALIZED (
 locked AS MATERIALIZED (
     SELECT k.lock_id, pg_advisory_xact_lock(hashtext('{s}'), k.lock_id) IS NOT NULL AS held
     FROM (
-        SELECT DISTINCT hashtext(l.key) AS lock_id FROM limited l, bound b
+        SELECT DISTINCT hashtext(l.key) & 63 AS lock_id FROM limited l, bound b
         WHERE l.cap IS NOT NULL AND b.ms IS NOT NULL
         ORDER BY lock_id OFFSET 0
     ) k
