@@ -186,6 +186,7 @@ impl LeaseError {
             LeaseError::InvalidInput { .. }
                 | LeaseError::PayloadTooLarge { .. }
                 | LeaseError::MalformedJson { .. }
+                | LeaseError::WrongShape { .. }
                 | LeaseError::UnknownExecution(_)
                 | LeaseError::UnknownStore(_)
                 | LeaseError::UnknownEffect(_)

@@ -1,4 +1,4 @@
-//! The controls a run drives besides `--cancel-every` (issue 21 items 2 to 4; history rules
+//! The controls a run drives besides `--cancel-every` (pause, priorities and per-key limits; history rules
 //! 7 to 9): a share of the executions admitted with concurrency keys, the limits set before
 //! the first admission, priorities, and pauses of the namespace. Every choice is a hash of
 //! the execution's id, so the same run admits the same keys and priorities.

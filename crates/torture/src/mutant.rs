@@ -30,7 +30,7 @@ pub enum Broken {
 }
 
 impl Broken {
-    /// Parses `pause` or `priority`.
+    /// Parses `pause`, `priority` or `schedule`.
     pub fn parse(text: &str) -> Result<Broken, String> {
         match text {
             "pause" => Ok(Broken::Pause),

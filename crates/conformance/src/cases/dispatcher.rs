@@ -913,8 +913,6 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
     assert_each_ran_once(&ctx, &ran, N).await;
 }
 
-/// The second half of [`dispatcher_process_death_stops_fenced_writes`]: after `first`
-/// expired, another dispatcher delivers the execution and records the charge itself.
 /// A durable sleep (`Delivery::sleep`): the delivery is acknowledged as suspended, due at
 /// the instant recorded as the sleep's step (the wake it requested during the delivery);
 /// once the backend clock reaches it the execution is delivered again, the step before the
@@ -957,6 +955,8 @@ pub async fn dispatcher_durable_sleep_suspends_until_its_instant<H: Harness>(ctx
     assert_eq!(charges.load(Ordering::SeqCst), 1, "the charge replayed");
 }
 
+/// The second half of [`dispatcher_process_death_stops_fenced_writes`]: after `first`
+/// expired, another dispatcher delivers the execution and records the charge itself.
 async fn another_dispatcher_records_the_second_step<H: Harness>(
     ctx: &Ctx<H>,
     first: &ExecutionLease,

@@ -202,7 +202,9 @@ fn exchange_token(guard: &Guard, request: &Request) -> Option<Response> {
         .split('&')
         .filter(|pair| !pair.starts_with(QUERY))
         .collect();
-    let mut location = request.uri().path().to_owned();
+    // A path starting with `//` would read as another host in `Location`: send it home.
+    let path = request.uri().path();
+    let mut location = if path.starts_with("//") { "/" } else { path }.to_owned();
     if !rest.is_empty() {
         location.push('?');
         location.push_str(&rest.join("&"));

@@ -49,7 +49,14 @@ pub async fn serve(listener: TcpListener, app: Router, bounds: Bounds) -> io::Er
                 continue;
             }
             Err(e) if one_connection(&e) => continue,
-            Err(e) => return e,
+            Err(e) if listener_broken(&e) => return e,
+            Err(e) => {
+                // Anything else (a network error left by one connection, a passing shortage of
+                // buffers or memory) must not end the console: report it, pause, go on.
+                eprintln!("lease ui: accept failed, going on: {e}");
+                tokio::time::sleep(DESCRIPTOR_BACKOFF).await;
+                continue;
+            }
         };
         let bounds = bounds.clone();
         match Arc::clone(&slots).try_acquire_owned() {
@@ -81,6 +88,13 @@ fn one_connection(e: &io::Error) -> bool {
             | io::ErrorKind::Interrupted
             | io::ErrorKind::WouldBlock
     )
+}
+
+/// The listening socket itself is unusable (`EBADF`, `EINVAL`, `ENOTSOCK`): accepting again
+/// cannot succeed, so the console stops with the error.
+fn listener_broken(e: &io::Error) -> bool {
+    e.raw_os_error()
+        .is_some_and(|code| code == 9 || code == 22 || code == 88)
 }
 
 /// The process or the system is out of file descriptors (`EMFILE`, `ENFILE`).

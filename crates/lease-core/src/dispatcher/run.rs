@@ -175,7 +175,13 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
         },
     };
 
-    running.ended();
+    // A cancelled worker's run was cut short: its time would pull the average down and
+    // make prefetch expect slots to free sooner than they do, so only finished runs count.
+    if matches!(ended, Ended::Cancelled) {
+        drop(running);
+    } else {
+        running.ended();
+    }
     if shared
         .prefetch
         .room(&shared.options, shared.metrics.in_flight())

@@ -331,10 +331,17 @@ fn start_held(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>) {
 }
 
 /// Releases held leases that were never started (their hold ended, or shutdown began).
+/// Each release counts as detached work until it is answered: the lease is no longer held
+/// locally but still live in the backend, and `Dispatcher::idle` must not see quiet then.
 fn release_all_unstarted(shared: &Arc<Shared>, deliveries: &mut JoinSet<()>, held: Vec<Held>) {
     for h in held {
         let shared = shared.clone();
-        deliveries.spawn(async move { release_unstarted(&shared, &h.claimed).await });
+        shared.detached.started();
+        deliveries.spawn(async move {
+            release_unstarted(&shared, &h.claimed).await;
+            shared.detached.finished();
+            shared.idle.changed();
+        });
     }
 }
 

@@ -1,4 +1,4 @@
-//! `--pause-every MS` (issue 21 item 2; history rule 8): the controller pauses the
+//! `--pause-every MS` (operators pause a namespace; history rule 8): the controller pauses the
 //! namespace for half of each period and resumes it, through its recorder, so the checker
 //! sees each pause and resume next to the claims.
 
