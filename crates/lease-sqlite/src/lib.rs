@@ -123,6 +123,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod app;
+mod attempts;
 mod authorizer;
 mod backend;
 mod candidates;
