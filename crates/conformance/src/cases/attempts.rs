@@ -103,10 +103,11 @@ async fn released(b: &impl ExecutionClient, lease: &ExecutionLease, how: &Releas
 /// Claims `id` after its redelivery delay (if any) and returns the lease.
 async fn next_delivery<H: Harness>(ctx: &Ctx<H>, id: &str) -> ExecutionLease {
     let record = ctx.get(id).await;
-    if let Some(gate) = record.redelivery_not_before(&ctx.policy) {
-        if gate > ctx.now() {
-            ctx.set_clock(gate);
-        }
+    if let Some(gate) = record
+        .redelivery_not_before(&ctx.policy)
+        .filter(|gate| *gate > ctx.now())
+    {
+        ctx.set_clock(gate);
     }
     ctx.claim_only(&ctx.backend(), id).await
 }
