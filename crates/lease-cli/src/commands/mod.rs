@@ -9,7 +9,7 @@ mod limits;
 pub mod live;
 pub mod pause;
 pub mod purge;
-mod retry;
+pub mod retry;
 mod schedules;
 pub mod show;
 pub mod status;
