@@ -65,6 +65,12 @@ pub enum Command {
     Show(ShowArgs),
     /// Stored execution records the backend cannot decode (claims skip them).
     Corrupt(CorruptArgs),
+    /// Dead executions (out of attempts, waiting for an operator), by id, with their last
+    /// error; `--after ID` for the next page.
+    Dead(DeadArgs),
+    /// Re-admits dead executions (all or none): due now, attempts counted from 0, the input
+    /// replaced by `--input JSON` when given.
+    Retry(RetryArgs),
     /// Removes terminal (completed or failed) executions that ended more than `--older-than`
     /// ago on the backend clock, with their step records, store receipts and start records,
     /// in batches (each one atomic) until none is left.
@@ -211,6 +217,28 @@ pub struct ShowArgs {
     /// Show at most this many step records (1-1000, `lease::MAX_STEP_PAGE`).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=i64::from(lease::MAX_STEP_PAGE)))]
     pub limit: u32,
+}
+
+/// `dead`.
+#[derive(Debug, Args)]
+pub struct DeadArgs {
+    /// List the dead executions after this id (the previous page's last).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// List at most this many (1-1000).
+    #[arg(long, default_value_t = 20, value_parser = limit)]
+    pub limit: usize,
+}
+
+/// `retry`.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The dead executions to re-admit (1-1000).
+    #[arg(required = true, num_args = 1..)]
+    pub ids: Vec<String>,
+    /// A new input for every one of them (JSON text).
+    #[arg(long, value_name = "JSON")]
+    pub input: Option<String>,
 }
 
 /// `corrupt`.

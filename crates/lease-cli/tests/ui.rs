@@ -153,6 +153,38 @@ async fn logged(console: &mut common::Console, want: &str) -> String {
     }
 }
 
+/// Admits `id` with an attempt limit of 1 for the namespace and fails its one delivery.
+async fn make_dead(url: &str, id: &str) {
+    use lease::{
+        Admission, AttemptLimit, AttemptScope, ClaimRequest, ErrorNote, ExecutionClientExt,
+        ExecutionId, Release,
+    };
+    let b = lease::open(url).await.expect("open");
+    let limit = AttemptLimit::new(1).expect("limit");
+    b.set_attempt_limit(&AttemptScope::Default, Some(limit))
+        .await
+        .expect("set limit");
+    let id = ExecutionId::new(id).expect("id");
+    b.admit(&Admission::new(id.clone())).await.expect("admit");
+    let request = ClaimRequest {
+        now: lease::Timestamp::MAX,
+        limit: 100,
+        duration: std::time::Duration::from_secs(300),
+    };
+    let leases = b.claim_due(request).await.expect("claim");
+    let lease = leases
+        .iter()
+        .find(|l| l.execution_id == id)
+        .expect("claimed");
+    let how = Release::Failed(ErrorNote::new("error", "x"));
+    assert!(
+        !b.release_with(lease, &how)
+            .await
+            .expect("release")
+            .is_lost()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_console_shows_pages_and_has_no_controls() {
     let (_dir, url) = store().await;
@@ -239,6 +271,23 @@ async fn forms_need_the_token_and_this_origin_and_each_control_is_logged() {
     let again = body.replace("busy", "done-1");
     let again = http(&console.base, "POST", "/cancel", &own, &again).await;
     assert_eq!(again.status, 409, "a completed execution: {again:?}");
+    let retry = format!("id=flaky&input=&csrf={token}");
+    let refused = http(&console.base, "POST", "/retry", &own, &retry).await;
+    assert_eq!(refused.status, 502, "flaky is not dead: {refused:?}");
+    assert!(refused.body.contains("not dead"), "{refused:?}");
+    assert_eq!(
+        status_of(&url, "flaky").await,
+        "admitted",
+        "nothing changed"
+    );
+    make_dead(&url, "doomed").await;
+    let retry = format!("id=doomed&input=%7B%22x%22%3A1%7D&csrf={token}");
+    let retried = http(&console.base, "POST", "/retry", &own, &retry).await;
+    assert_eq!(retried.status, 200, "{retried:?}");
+    assert!(retried.body.contains("re-admitted doomed"), "{retried:?}");
+    let shown = common::on(&url, &["show", "doomed", "--json"]).await.json();
+    assert_eq!(shown["record"]["status"], "admitted");
+    assert_eq!(shown["record"]["input"]["x"], 1);
     let dry = format!("older_than=30d&csrf={token}");
     let purge = http(&console.base, "POST", "/purge-dry-run", &own, &dry).await;
     assert!(purge.body.contains("dry run: nothing purged"), "{purge:?}");

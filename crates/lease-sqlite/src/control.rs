@@ -31,7 +31,8 @@ pub(crate) fn cancel(
 ) -> OpResult<Woken<CancelOutcome>> {
     let now = scope.now();
     let stored: ExecutionRecord = rows::load_required(conn, &scope.namespace, id)?;
-    if stored.status.is_terminal() {
+    // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
+    if stored.outcome.is_some() {
         return Ok(Woken::quiet(stored.clone().cancel(now, reason)));
     }
     let mut record = stored.effective(now);

@@ -4,19 +4,21 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lease_core::attempts::check_retry_ids;
 use lease_core::execution::{check_ack_batch, check_admit_batch};
 use lease_core::limits::check_limit;
 use lease_core::time::lease_millis;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, ConcurrencyLimit, ConcurrencyLimits, CorruptRecord, EffectClient,
-    ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, LimitScope, PauseScope,
-    Purged, Result, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
+    AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ExecutionRecord, Fenced, Json, LimitScope, PauseScope, Purged, Release, Result, Timestamp,
+    WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{control, counts, retention, transitions};
+use crate::{attempts, control, counts, retention, transitions};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -158,6 +160,56 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
+    /// One row of `lease_attempt_limits` set or removed in one write transaction; a claim
+    /// applies it from its next lease.
+    #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        let scope = scope.clone();
+        self.write("set_attempt_limit", Weight::Light, move |tx, s| {
+            attempts::set_limit(tx, s, &scope, limit)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]
+    async fn attempt_limits(&self) -> Result<AttemptLimits> {
+        self.read("attempt_limits", |tx, s| attempts::limits(tx, &s.namespace))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_dead", skip_all)]
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
+        let after = after.cloned();
+        self.read("list_dead", move |tx, s| {
+            attempts::list_dead(tx, s, after.as_ref(), limit)
+        })
+        .await
+    }
+
+    /// Every id checked, then all re-admitted, in one write transaction; signals "now".
+    #[tracing::instrument(level = "debug", name = "retry_dead", skip_all)]
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        check_retry_ids(ids)?;
+        let (ids, input) = (ids.to_vec(), input.cloned());
+        self.write_waking("retry_dead", Weight::of(ids.len()), move |tx, s| {
+            attempts::retry_dead(tx, s, &ids, input.as_ref())
+        })
+        .await
+    }
+
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let id = id.clone();
@@ -208,9 +260,14 @@ impl ExecutionClient for SqliteBackend {
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        let lease = lease.clone();
+        self.release_with(lease, &Release::Retry).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
+    async fn release_with(&self, lease: &ExecutionLease, how: &Release) -> Result<Fenced<()>> {
+        let (lease, how) = (lease.clone(), how.clone());
         self.write_waking("release", Weight::Light, move |tx, s| {
-            transitions::release(tx, s, &lease)
+            transitions::release(tx, s, &lease, &how)
         })
         .await
     }

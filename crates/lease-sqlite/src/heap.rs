@@ -67,19 +67,24 @@ impl RawStep {
 /// inserts a step record unless one exists (1 row changed) or leaves it (0 rows).
 pub(crate) const INSERT_STEP: &str = include_str!("heap/insert_step.sql");
 
-/// `$1 namespace, $2 id` -> (token, status): all that the fencing check reads.
+/// `$1 namespace, $2 id` -> (token, status, lease_expires_at, unacknowledged,
+/// attempt_limit): all that the fencing check reads.
 const FENCE: &str = include_str!("heap/fence.sql");
+
+/// A row of [`FENCE`].
+type Fence = (i64, String, Option<i64>, i64, Option<i64>);
 
 /// The fencing check every fenced write of a step or of the application's rows makes (RFC
 /// 002: "the check and the write will be atomic"): lease-core's
-/// [`lease_core::ExecutionRecord::holds`] on the stored token and status, so the lease holds
-/// when its token is the execution's and its delivery has not ended. `Ok(false)` when the
+/// [`lease_core::ExecutionRecord::holds_at`] on the stored token, status and what decides
+/// whether an expiry used the last attempt, so the lease holds when its token is the
+/// execution's and its delivery has not ended (nor, on its last attempt, expired). `Ok(false)` when the
 /// lease is lost; an unknown execution, token 0 and a token never issued to the execution
 /// are typed errors. Run it in the write's own `BEGIN IMMEDIATE` transaction, before the
 /// write: SQLite's single write lock keeps every claim out until the transaction ends.
 ///
-/// It reads two columns rather than decoding the whole row: `holds` looks at nothing else,
-/// and the full decode was most of the fence's cost (a fenced one-row insert ran at 0.71x
+/// It reads five columns rather than decoding the whole row: `holds_at` looks at nothing
+/// else, and the full decode was most of the fence's cost (a fenced one-row insert ran at 0.71x
 /// the same insert unfenced).
 pub(crate) fn lease_holds(
     conn: &Connection,
@@ -87,10 +92,10 @@ pub(crate) fn lease_holds(
     lease: &ExecutionLease,
 ) -> OpResult<bool> {
     let id = &lease.execution_id;
-    let (token, status): (i64, String) = conn
+    let (token, status, expiry, unacknowledged, attempt_limit): Fence = conn
         .prepare_cached(FENCE)?
         .query_row(params![scope.namespace, id.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .optional()?
         .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
@@ -100,7 +105,11 @@ pub(crate) fn lease_holds(
     stored.status = status
         .parse()
         .map_err(|e: LeaseError| OpError::Corrupt(format!("stored status is invalid: {e}")))?;
-    Ok(stored.holds(lease)?)
+    stored.lease_expires_at = expiry.map(Timestamp::from_millis);
+    stored.unacknowledged_deliveries = u32::try_from(unacknowledged)
+        .map_err(|e| OpError::Corrupt(format!("stored unacknowledged count: {e}")))?;
+    stored.attempt_limit = attempt_limit.map(lease_core::AttemptLimit::from_stored);
+    Ok(stored.holds_at(lease, scope.now())?)
 }
 
 /// The step record a fenced write left for (execution, key, attempt).

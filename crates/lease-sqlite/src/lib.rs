@@ -129,6 +129,7 @@
 
 mod admit_tx;
 mod app;
+mod attempts;
 mod authorizer;
 mod backend;
 mod candidates;

@@ -14,13 +14,13 @@ macro_rules! execution_columns {
     () => {
         "id, workflow, input, status, token, lease_expires_at, due_at, wake_after_claim, \
          unacknowledged, last_delivery_ended_at, ever_suspended, outcome, priority, \
-         concurrency_key, trace_context"
+         concurrency_key, trace_context, attempt_limit, last_error"
     };
 }
 pub(crate) use execution_columns;
 
 /// How many columns [`execution_columns!`] names (a candidate query's extra columns follow).
-pub(crate) const EXECUTION_COLUMNS: usize = 15;
+pub(crate) const EXECUTION_COLUMNS: usize = 17;
 
 /// An execution row as stored, before validation.
 pub(crate) struct RawExecution {
@@ -39,6 +39,8 @@ pub(crate) struct RawExecution {
     priority: i64,
     concurrency_key: Option<String>,
     trace_context: Option<String>,
+    attempt_limit: Option<i64>,
+    last_error: Option<String>,
 }
 
 /// Reads the columns of [`execution_columns!`] from a row (for use inside `query_map`).
@@ -59,6 +61,8 @@ pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
         priority: row.get(12)?,
         concurrency_key: row.get(13)?,
         trace_context: row.get(14)?,
+        attempt_limit: row.get(15)?,
+        last_error: row.get(16)?,
     })
 }
 
@@ -104,6 +108,8 @@ impl RawExecution {
             (ExecutionStatus::Cancelled, Some(v)) => Some(ExecutionOutcome::Cancelled(
                 lease_core::CancelReason::from_stored(v),
             )),
+            // A dead execution has no outcome: why it died is its last error.
+            (ExecutionStatus::Dead, None) => None,
             (s, None) if s.is_terminal() => {
                 return Err(corrupt(
                     "outcome",
@@ -142,8 +148,14 @@ impl RawExecution {
             trace_context: lease_core::TraceContext::from_stored_lenient(
                 self.trace_context.as_deref(),
             ),
-            attempt_limit: None,
-            last_error: None,
+            attempt_limit: self
+                .attempt_limit
+                .map(lease_core::AttemptLimit::from_stored),
+            last_error: self
+                .last_error
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(|e| corrupt("last error", e))?,
         })
     }
 }
@@ -170,6 +182,10 @@ pub(crate) fn claim_keys(
             // effective() would end it "now" and gate it from then on: never claimable.
             return (None, None);
         };
+        if r.expired_into_dead(expiry) {
+            // Its expiry uses the last attempt: dead from then on, never claimable.
+            return (None, None);
+        }
         let due = match (r.due_at, r.wake_after_claim) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -208,12 +224,13 @@ pub(crate) fn load_required(
     load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
 }
 
-/// [`SAVE`]'s parameters `$1..$13`, then `$14 workflow, $15 input, $16 priority,
-/// $17 concurrency_key, $18 trace_context` (the immutable fields only [`INSERT`] writes).
-const SAVED_PARAMS: usize = 13;
+/// [`SAVE`]'s parameters `$1..$15`, then `$16 workflow, $17 input, $18 priority,
+/// $19 concurrency_key, $20 trace_context` (the fields only [`INSERT`] writes; a retry's
+/// new input is written by [`set_input`]).
+const SAVED_PARAMS: usize = 15;
 
 /// [`INSERT`]'s parameters: every field.
-const ALL_PARAMS: usize = 18;
+const ALL_PARAMS: usize = 20;
 
 /// A record's fields as the statements bind them, in parameter order.
 struct Fields<'a> {
@@ -222,6 +239,7 @@ struct Fields<'a> {
     token: i64,
     claim_due_at: Option<i64>,
     claimable_at: Option<i64>,
+    last_error: Option<String>,
 }
 
 impl<'a> Fields<'a> {
@@ -233,6 +251,12 @@ impl<'a> Fields<'a> {
             token: token_to_sql(r.token)?,
             claim_due_at: ms(claim_due_at),
             claimable_at: ms(claimable_at),
+            last_error: r
+                .last_error
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|e| corrupt("last error", e))?,
         })
     }
 
@@ -253,6 +277,8 @@ impl<'a> Fields<'a> {
             &outcome_text(r),
             &self.claim_due_at,
             &self.claimable_at,
+            &r.attempt_limit.map(|l| i64::from(l.get())),
+            &self.last_error,
             &r.workflow.as_ref().map(WorkflowName::as_str),
             &r.input.as_ref().map(Json::as_str),
             &i64::from(r.priority.get()),
@@ -287,9 +313,25 @@ fn outcome_text(r: &ExecutionRecord) -> Option<&str> {
     })
 }
 
+/// `$1 namespace, $2 id, $3 input`: replaces an execution's input (a retry's new input).
+const SET_INPUT: &str = include_str!("rows/set_input.sql");
+
+/// Replaces the stored input of `id` (in the caller's transaction).
+pub(crate) fn set_input(
+    conn: &Connection,
+    namespace: &str,
+    id: &ExecutionId,
+    input: &Json,
+) -> OpResult<()> {
+    conn.prepare_cached(SET_INPUT)?
+        .execute(params![namespace, id.as_str(), input.as_str()])?;
+    Ok(())
+}
+
 /// `$1 namespace, $2 id, $3 status, $4 token, $5 lease_expires_at, $6 due_at,
 /// $7 wake_after_claim, $8 unacknowledged, $9 last_delivery_ended_at, $10 ever_suspended,
-/// $11 outcome, $12 claim_due_at, $13 claimable_at`: writes back every mutable field.
+/// $11 outcome, $12 claim_due_at, $13 claimable_at, $14 attempt_limit, $15 last_error`:
+/// writes back every mutable field.
 /// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
 pub(crate) const SAVE: &str = include_str!("rows/save.sql");
 
@@ -330,6 +372,7 @@ mod tests {
             crate::transitions::LIST_FAILING,
             crate::transitions::LIST_EXPIRED,
             crate::transitions::LIST_LIVE_LEASES,
+            crate::attempts::LIST_DEAD,
         ] {
             assert!(sql.contains(execution_columns!()), "{sql}");
         }
@@ -397,6 +440,22 @@ mod tests {
         done.claim(t(600), 400, FencingToken::new(1));
         done.acknowledge(t(650), &WorkflowRunOutcome::Completed(Json::null()));
         check_exact(&done, "completed");
+
+        let mut last_attempt = fresh.clone();
+        last_attempt.attempt_limit = Some(lease_core::AttemptLimit::new(1).expect("limit"));
+        last_attempt.claim(t(600), 400, FencingToken::new(1));
+        check_exact(&last_attempt, "running its last attempt");
+        let mut one_left = fresh.clone();
+        one_left.attempt_limit = Some(lease_core::AttemptLimit::new(2).expect("limit"));
+        one_left.claim(t(600), 400, FencingToken::new(1));
+        check_exact(&one_left, "running with an attempt left");
+        let mut dead = one_left.clone();
+        dead.release(t(700));
+        dead = dead.effective(t(5_000));
+        dead.claim(t(5_000), 1, FencingToken::new(2));
+        dead.release(t(5_000));
+        assert_eq!(dead.status, ExecutionStatus::Dead);
+        check_exact(&dead, "dead");
 
         let mut no_expiry = fresh;
         no_expiry.status = ExecutionStatus::Running;

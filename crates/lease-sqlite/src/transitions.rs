@@ -11,8 +11,9 @@ use lease_core::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use lease_core::selection::Gates;
-use lease_core::{ConcurrencyLimits, PauseScope};
+use lease_core::{AttemptLimits, ConcurrencyLimits, PauseScope, Release};
 
+use crate::attempts;
 use crate::candidates::{Candidates, Opening};
 use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
@@ -379,6 +380,8 @@ fn claim_at(
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
     let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
+    // Read once the claim takes its first lease: a claim that takes nothing pays nothing.
+    let mut attempt_limits: Option<AttemptLimits> = None;
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -400,6 +403,11 @@ fn claim_at(
             continue;
         }
         token = next_token(scope, token, &stored)?;
+        let limits = match &mut attempt_limits {
+            Some(limits) => limits,
+            empty => empty.insert(attempts::limits(conn, ns)?),
+        };
+        record.attempt_limit = limits.of(record.workflow.as_ref());
         let lease = record.claim(now, lease_ms, token);
         rows::save(conn, ns, &record, &scope.policy)?;
         leases.push(Claimed { lease, record });
@@ -423,14 +431,15 @@ fn claim_at(
     Ok(Woken::at(batch, wake))
 }
 
-/// Loads the record a lease names and checks it (`holds`): `None` when lost.
+/// Loads the record a lease names and checks it (`holds_at` the backend clock: a lease
+/// whose expiry used the last attempt is lost, as `get` reads it dead): `None` when lost.
 fn held(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
 ) -> OpResult<Option<ExecutionRecord>> {
     let record = rows::load_required(conn, &scope.namespace, &lease.execution_id)?;
-    Ok(if record.holds(lease)? {
+    Ok(if record.holds_at(lease, scope.now())? {
         Some(record)
     } else {
         None
@@ -452,17 +461,19 @@ pub(crate) fn renew(
     Ok(Fenced::Accepted(renewed))
 }
 
-/// `release` (fenced): ends the delivery unacknowledged.
-/// Wakes at the end of the redelivery delay.
+/// `release_with` (fenced): ends the delivery unacknowledged as `how` says (an attempt, the
+/// last one making the execution dead in this transaction, or a lease never started).
+/// Wakes at the end of the redelivery delay (at once for a lease never started).
 pub(crate) fn release(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
+    how: &Release,
 ) -> OpResult<Woken<Fenced<()>>> {
     let Some(mut record) = held(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
-    record.release(scope.now());
+    record.release_with(scope.now(), how);
     rows::save(conn, &scope.namespace, &record, &scope.policy)?;
     Ok(Woken::at(
         Fenced::Accepted(()),

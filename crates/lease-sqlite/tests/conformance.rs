@@ -24,6 +24,7 @@ impl lease_conformance::Harness for SqliteHarness {
     const CANCEL: bool = true;
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
+    const ATTEMPTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lease_core::LeaseError::Backend {

@@ -272,7 +272,11 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "ALTER TABLE lease_executions DROP COLUMN trace_context;
+            "DROP INDEX lease_executions_dead;
+             DROP TABLE lease_attempt_limits;
+             ALTER TABLE lease_executions DROP COLUMN attempt_limit;
+             ALTER TABLE lease_executions DROP COLUMN last_error;
+             ALTER TABLE lease_executions DROP COLUMN trace_context;
              DROP INDEX lease_executions_keyed_live;
              DROP INDEX lease_executions_claim_waiting;
              DROP TABLE lease_limits;

@@ -15,6 +15,8 @@ use lease_core::{
     WorkflowRunOutcome,
 };
 
+use lease_core::{DeliveryError, Dispatcher, DispatcherOptions};
+
 use crate::context::{Ctx, LEASE, json, plus};
 use crate::harness::Harness;
 
@@ -35,6 +37,7 @@ macro_rules! __attempts_cases {
             attempts_retry_dead_resets_and_is_claimable,
             attempts_retry_refuses_executions_not_dead,
             attempts_dead_is_cancellable_and_kept_by_retention,
+            attempts_dispatcher_keeps_the_worker_error_until_dead,
         ] }
     };
 }
@@ -100,10 +103,11 @@ async fn released(b: &impl ExecutionClient, lease: &ExecutionLease, how: &Releas
 /// Claims `id` after its redelivery delay (if any) and returns the lease.
 async fn next_delivery<H: Harness>(ctx: &Ctx<H>, id: &str) -> ExecutionLease {
     let record = ctx.get(id).await;
-    if let Some(gate) = record.redelivery_not_before(&ctx.policy) {
-        if gate > ctx.now() {
-            ctx.set_clock(gate);
-        }
+    if let Some(gate) = record
+        .redelivery_not_before(&ctx.policy)
+        .filter(|gate| *gate > ctx.now())
+    {
+        ctx.set_clock(gate);
     }
     ctx.claim_only(&ctx.backend(), id).await
 }
@@ -538,4 +542,49 @@ pub async fn attempts_dead_is_cancellable_and_kept_by_retention<H: Harness>(ctx:
         );
     }
     assert_eq!(ctx.get("kept").await.status, ExecutionStatus::Dead);
+}
+
+/// A dispatcher releases a failed delivery with the worker's error and a panicked one with
+/// its message: with a limit of 1 each ends dead at once, its last error saying why.
+pub async fn attempts_dispatcher_keeps_the_worker_error_until_dead<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    let b = ctx.backend();
+    b.set_attempt_limit(&AttemptScope::Default, limit(1))
+        .await
+        .expect("set");
+    ctx.admit("fails").await;
+    ctx.admit("panics").await;
+    let worker = |d: lease_core::Delivery| async move {
+        if d.execution_id().as_str() == "panics" {
+            panic!("boom");
+        }
+        Err::<lease_core::Reply, _>(DeliveryError::worker("card declined"))
+    };
+    let options = DispatcherOptions::new()
+        .concurrency(2)
+        .lease_duration(LEASE)
+        .poll_interval(Duration::from_millis(5));
+    let dispatcher = Dispatcher::start(Arc::new(ctx.backend()), worker, options).expect("start");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while ctx.get("fails").await.status != ExecutionStatus::Dead
+        || ctx.get("panics").await.status != ExecutionStatus::Dead
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "both dead within 20 s: {:?} {:?}",
+            ctx.get("fails").await,
+            ctx.get("panics").await
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    dispatcher.shutdown(Duration::from_secs(20)).await;
+    let fails = ctx.get("fails").await.last_error.expect("last error");
+    assert_eq!(fails.kind, "error");
+    assert!(fails.message.contains("card declined"), "{fails:?}");
+    assert_eq!(fails.attempt, 1);
+    let panics = ctx.get("panics").await.last_error.expect("last error");
+    assert_eq!(panics.kind, "panic");
+    assert!(panics.message.contains("boom"), "{panics:?}");
 }

@@ -3,11 +3,13 @@
 
 pub mod cancel;
 pub mod corrupt;
+pub mod dead;
 pub mod failing;
 mod limits;
 pub mod live;
 pub mod pause;
 pub mod purge;
+pub mod retry;
 mod schedules;
 pub mod show;
 pub mod status;
@@ -31,6 +33,8 @@ pub async fn run(
         Command::Live(args) => live::run(backend, args, limits).await,
         Command::Show(args) => show::run(backend, args, limits).await,
         Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
+        Command::Dead(args) => dead::run(backend, args, limits).await,
+        Command::Retry(args) => retry::run(backend, args, limits).await,
         Command::Purge(args) => purge::run(backend, args, limits).await,
         Command::Cancel(args) => cancel::run(backend, args, limits).await,
         Command::Pause(args) => pause::run(backend, args, false, limits).await,

@@ -114,7 +114,7 @@ fn record_table(r: &ExecutionRecord) -> String {
 }
 
 /// The record's fields by name, as `show` and the console's execution page list them.
-pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 14] {
+pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 16] {
     let (outcome, value) = match &r.outcome {
         Some(o) => (o.status().as_str(), o.text().to_owned()),
         None => ("-", "-".to_owned()),
@@ -137,6 +137,8 @@ pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 14] {
         ("outcome", outcome.into()),
         ("outcome value", value),
         ("trace context", opt(r.trace_context.as_ref())),
+        ("attempt limit", opt(r.attempt_limit.as_ref())),
+        ("last error", opt(r.last_error.as_ref())),
     ]
 }
 

@@ -1,4 +1,5 @@
-//! The controls, with `--allow-writes` only: cancel, pause, resume and retention's dry run,
+//! The controls, with `--allow-writes` only: cancel, retry of a dead execution, pause,
+//! resume and retention's dry run,
 //! each a POST form carrying the server's CSRF token, each running the command of the same
 //! name ([`crate::commands`]) and showing what it printed; each one logged ([`audit`]).
 
@@ -14,8 +15,8 @@ use super::audit::{self, Subject};
 use super::guard::Client;
 use super::html::{escape, execution_href, page, para};
 use super::state::Ui;
-use crate::cli::{CancelArgs, PauseArgs, PurgeArgs};
-use crate::commands::{cancel as cancel_cmd, pause as pause_cmd, purge};
+use crate::cli::{CancelArgs, PauseArgs, PurgeArgs, RetryArgs};
+use crate::commands::{cancel as cancel_cmd, pause as pause_cmd, purge, retry as retry_cmd};
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -31,23 +32,32 @@ fn csrf_field(ui: &Ui) -> String {
 fn read_only() -> String {
     para(
         "note",
-        "read-only: start `lease ui --allow-writes` for cancel, pause, resume and purge's dry run",
+        "read-only: start `lease ui --allow-writes` for cancel, retry, pause, resume and purge's \
+         dry run",
     )
 }
 
-/// The execution page's control: cancel, with a reason.
+/// The execution page's controls: cancel, with a reason; retry of a dead execution, with an
+/// optional new input (refused, changing nothing, when it is not dead: the page updates live,
+/// so the form does not depend on the status the page was first drawn with).
 pub fn execution_forms(ui: &Ui, id: &str) -> String {
     if !ui.allow_writes {
         return read_only();
     }
-    format!(
-        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\">{}\
-         <input type=\"hidden\" name=\"id\" value=\"{}\">\
+    let (csrf, id) = (csrf_field(ui), escape(id));
+    let mut out = format!(
+        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\">{csrf}\
+         <input type=\"hidden\" name=\"id\" value=\"{id}\">\
          <input name=\"reason\" size=\"40\" value=\"cancelled from the console\"> \
-         <button type=\"submit\">Cancel this execution</button></form>\n",
-        csrf_field(ui),
-        escape(id)
-    )
+         <button type=\"submit\">Cancel this execution</button></form>\n"
+    );
+    out.push_str(&format!(
+        "<form id=\"retry\" method=\"post\" action=\"/retry\">{csrf}\
+         <input type=\"hidden\" name=\"id\" value=\"{id}\">\
+         <input name=\"input\" size=\"40\" placeholder=\"new input (JSON; empty: keep)\"> \
+         <button type=\"submit\">Retry if dead</button></form>\n"
+    ));
+    out
 }
 
 /// The namespace page's controls: open by id; pause, resume, retention's dry run.
@@ -80,6 +90,15 @@ pub struct CancelForm {
     csrf: String,
     id: String,
     reason: String,
+}
+
+/// A submitted retry of a dead execution.
+#[derive(Debug, Deserialize)]
+pub struct RetryForm {
+    csrf: String,
+    id: String,
+    #[serde(default)]
+    input: String,
 }
 
 /// A submitted pause or resume.
@@ -116,6 +135,21 @@ pub async fn cancel(
     };
     audit::log(&client, "cancel", &subject, response.status());
     response
+}
+
+/// `POST /retry`: `lease retry ID [--input JSON]`.
+pub async fn retry(State(ui): State<Arc<Ui>>, Form(f): Form<RetryForm>) -> Response {
+    if !ui.guard.form_ok(&f.csrf) {
+        return forged();
+    }
+    let back = execution_href(&f.id);
+    let input = f.input.trim();
+    let args = RetryArgs {
+        ids: vec![f.id],
+        input: (!input.is_empty()).then(|| input.to_owned()),
+    };
+    let result = retry_cmd::run(&*ui.backend, &args, &ui.limits).await;
+    answer(&ui, "Retry", result, &back)
 }
 
 /// `POST /pause`: `lease pause [--workflow NAME]`.

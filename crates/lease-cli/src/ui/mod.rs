@@ -152,6 +152,7 @@ fn router(ui: Arc<Ui>) -> Router {
     if ui.allow_writes {
         router = router
             .route("/cancel", post(controls::cancel))
+            .route("/retry", post(controls::retry))
             .route("/pause", post(controls::pause))
             .route("/resume", post(controls::resume))
             .route("/purge-dry-run", post(controls::purge_dry_run));

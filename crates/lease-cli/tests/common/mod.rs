@@ -160,7 +160,7 @@ pub async fn check_commands(url: &str, backend: &Arc<dyn LeaseBackend>) {
     fill(backend).await;
     let status = on(url, &["status", "--json"]).await.json();
     let want = serde_json::json!({"admitted": 2, "running": 1, "suspended": 0,
-        "completed": 1, "failed": 1, "cancelled": 0, "corrupt": 0, "total": 5});
+        "completed": 1, "failed": 1, "cancelled": 0, "dead": 0, "corrupt": 0, "total": 5});
     assert_eq!(status, want);
     let table = on(url, &["status"]).await;
     let lines = table.words();

@@ -1,1 +1,2 @@
-SELECT token, status FROM lease_executions WHERE namespace = ?1 AND id = ?2
+SELECT token, status, lease_expires_at, unacknowledged, attempt_limit
+FROM lease_executions WHERE namespace = ?1 AND id = ?2
