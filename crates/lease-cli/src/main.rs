@@ -68,10 +68,11 @@ fn execute(cli: &Cli) -> Result<String, Failure> {
     let result = runtime.block_on(async {
         if let Command::Ui(args) = &cli.command {
             ui::check(args)?;
-            let backend = connect::open(url, &limits).await?;
+            let backend = connect::open(url, &limits, false).await?;
             return ui::serve(backend, args, limits, url).await;
         }
-        let backend = connect::open(url, &limits).await?;
+        let migrate = matches!(cli.command, Command::Migrate);
+        let backend = connect::open(url, &limits, migrate).await?;
         commands::run(&*backend, &cli.command, &limits).await
     });
     // Whatever a timed-out connection left running must not keep the process alive.
