@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -100,6 +100,26 @@ fn check(root: &Path, label: &str, args: &[&str], env: &[(&str, &str)]) -> (bool
     (ok, started.elapsed().as_secs_f64())
 }
 
+/// The variable the conformance suite reads for where to record its refusal-only cases
+/// (`lease_conformance::refusals::REFUSAL_LOG_ENV`; xtask does not build that crate).
+const REFUSAL_LOG_ENV: &str = "LEASE_TEST_REFUSAL_LOG";
+
+/// A fresh file for one row's refusal record (none left from an earlier run).
+fn refusal_log(backend: &Backend) -> PathBuf {
+    let name = format!("xtask-refusals-{}-{}.log", std::process::id(), backend.name);
+    let path = std::env::temp_dir().join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// The refusal-only cases recorded in `path` (none when no case recorded one), and the file
+/// removed.
+fn take_refusals(path: &Path) -> u64 {
+    let record = std::fs::read_to_string(path).unwrap_or_default();
+    let _ = std::fs::remove_file(path);
+    summary::count_refusals(&record)
+}
+
 /// Runs `cargo test` for one backend, echoing its output and counting `test result:` lines.
 /// Test names seen go into `names` (for the distinct count).
 fn run_backend(
@@ -124,6 +144,8 @@ fn run_backend(
     for (k, v) in env {
         cmd.env(k, v);
     }
+    let refusals = refusal_log(backend);
+    cmd.env(REFUSAL_LOG_ENV, &refusals);
     let problem = match cmd.spawn() {
         Err(e) => Some(format!("cannot run cargo: {e}")),
         Ok(mut child) => {
@@ -153,6 +175,7 @@ fn run_backend(
     Row {
         name: backend.name.to_owned(),
         counts,
+        refusals: take_refusals(&refusals),
         seconds: started.elapsed().as_secs_f64(),
         problem,
     }
@@ -261,6 +284,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             rows.push(Row {
                 name: backend.name.to_owned(),
                 counts: Counts::default(),
+                refusals: 0,
                 seconds: 0.0,
                 problem: Some(format!("no {} server (see above)", missing.join(", "))),
             });
@@ -299,6 +323,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     println!("total time {:.1}s", started.elapsed().as_secs_f64());
     let runs: u64 = rows.iter().map(|r| r.counts.passed + r.counts.failed).sum();
     println!("{}", summary::distinct_line(runs, names.len()));
+    println!("{}", summary::refusals_line(&rows));
     println!("{}", summary::totals_line(&rows, failed_checks));
     Ok(all_ok)
 }
@@ -306,6 +331,26 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The conformance suite records refusal-only cases under the variable this sets.
+    #[test]
+    fn the_refusal_log_variable_is_the_suites() {
+        let suite = include_str!("../../crates/conformance/src/refusals.rs");
+        assert!(
+            suite.contains(&format!("REFUSAL_LOG_ENV: &str = \"{REFUSAL_LOG_ENV}\"")),
+            "crates/conformance/src/refusals.rs names another variable"
+        );
+    }
+
+    #[test]
+    fn a_row_counts_the_distinct_refusals_its_cases_recorded() {
+        let row = matrix::select(&["memory".into()]).expect("row")[0];
+        let path = refusal_log(&row);
+        assert_eq!(take_refusals(&path), 0, "no record: no refusal");
+        std::fs::write(&path, "H\ta\nH\ta\nH\tb\n").expect("write");
+        assert_eq!(take_refusals(&path), 2);
+        assert!(!path.exists(), "the record is removed");
+    }
 
     #[test]
     fn package_check_names_every_publishable_member() {

@@ -86,9 +86,20 @@ pub struct Ctx<H: Harness> {
     /// A peer opened on first use by [`Ctx::probe_peer`] and kept for the whole case, so
     /// probes do not open a connection (pool) each time.
     probe: tokio::sync::OnceCell<H::Backend>,
+    /// The libtest name of the running case (its thread's name), for [`Ctx::refusal_only`].
+    test: String,
 }
 
 impl<H: Harness> Ctx<H> {
+    /// Marks this case as one that, on this harness, only checked a capability's refusal
+    /// (or absence) and ends: recorded for `cargo xtask test-all`'s summary, which counts
+    /// such cases apart from behaviour cases ([`crate::refusals`]). Returns `true`, so a
+    /// module's `unsupported` check can end with it.
+    pub fn refusal_only(&self) -> bool {
+        crate::refusals::record(std::any::type_name::<H>(), &self.test);
+        true
+    }
+
     /// The first connection.
     pub fn backend(&self) -> H::Backend {
         self.harness.backend()
@@ -282,6 +293,7 @@ where
         .enable_all()
         .build()
         .expect("tokio runtime");
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
     rt.block_on(async move {
         let clock = ManualClock::starting_now();
         let policy = test_policy();
@@ -293,6 +305,7 @@ where
             clock,
             policy,
             probe: tokio::sync::OnceCell::new(),
+            test,
         });
         let result = tokio::spawn(case(ctx.clone())).await;
         let leaked = match std::sync::Arc::try_unwrap(ctx) {

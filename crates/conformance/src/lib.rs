@@ -14,6 +14,7 @@ pub mod cases;
 pub mod context;
 pub mod harness;
 pub mod race;
+pub mod refusals;
 
 pub use context::{Ctx, run_case};
 pub use harness::Harness;

@@ -89,6 +89,10 @@ pub enum Command {
     /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
     /// catch-up policy, last admitted and next occurrence. Reads only.
     Schedules(SchedulesArgs),
+    /// Creates the store's schema or upgrades it to this version: the one command that
+    /// changes the schema (every other refuses a schema at another version, or none).
+    /// PostgreSQL's upgrades alter tables; run it when no long transaction holds them.
+    Migrate,
     /// The operator console in a browser: the namespace and each execution as pages that
     /// update live (server-sent events driven by the backend's wake-ups), with cancel, pause,
     /// resume and retention's dry run when `--allow-writes`. Serves until stopped.

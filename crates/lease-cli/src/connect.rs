@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease::{BackendUrl, LeaseBackend, OpenError, Target};
+use lease::{BackendUrl, LeaseBackend, LeaseError, OpenError, OpenOptions, Target};
 
 use crate::failure::Failure;
 
@@ -35,10 +35,21 @@ impl Limits {
     }
 }
 
-/// Opens `url`. A URL the facade cannot parse is a usage error; a SQLite file that does not
-/// exist is refused (an operator command must not create an empty store at a mistyped
-/// path); a server that does not answer within `limits.connect` is a failure.
-pub async fn open(url: &str, limits: &Limits) -> Result<Arc<dyn LeaseBackend>, Failure> {
+/// The command that creates or upgrades a store's schema; every other command only
+/// verifies it.
+pub const MIGRATE_COMMAND: &str = "lease migrate";
+
+/// Opens `url`, creating or upgrading its schema only when `migrate`: any other command
+/// refuses a schema at another version (or none) with the command that migrates it, so it
+/// never alters tables under live traffic nor creates a mistyped namespace. A URL the facade
+/// cannot parse is a usage error; a SQLite file that does not exist is refused (an operator
+/// command must not create an empty store at a mistyped path); a server that does not answer
+/// within `limits.connect` is a failure.
+pub async fn open(
+    url: &str,
+    limits: &Limits,
+    migrate: bool,
+) -> Result<Arc<dyn LeaseBackend>, Failure> {
     let parsed = BackendUrl::parse(url).map_err(|e| Failure::Usage(e.to_string()))?;
     if let Target::SqliteFile(path) = &parsed.target
         && !path.is_file()
@@ -48,8 +59,12 @@ pub async fn open(url: &str, limits: &Limits) -> Result<Arc<dyn LeaseBackend>, F
             path.display()
         )));
     }
-    match tokio::time::timeout(limits.connect, lease::open(url)).await {
-        Ok(Ok(backend)) => Ok(backend),
+    let options = OpenOptions::new().migrate(migrate);
+    match tokio::time::timeout(limits.connect, lease::open_with(url, &options)).await {
+        Ok(Ok(opened)) => Ok(opened.shared),
+        Ok(Err(OpenError::Backend(e @ LeaseError::SchemaMismatch { .. }))) => Err(Failure::Failed(
+            format!("{e}: run `{MIGRATE_COMMAND}` to create or upgrade it"),
+        )),
         Ok(Err(OpenError::Backend(e))) => Err(Failure::Failed(e.to_string())),
         Ok(Err(e)) => Err(Failure::Usage(e.to_string())),
         Err(_) => Err(Failure::Failed(format!(

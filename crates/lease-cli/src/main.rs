@@ -15,6 +15,7 @@ mod failure;
 mod output;
 mod table;
 mod ui;
+mod usage;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -29,7 +30,13 @@ use crate::failure::Failure;
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return parse_error(&e),
+        Err(e) => {
+            // The arguments as typed, for the redaction of a URL clap's message quotes.
+            let args: Vec<String> = std::env::args_os()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect();
+            return usage::parse_error(&e, &args);
+        }
     };
     match execute(&cli) {
         Ok(text) => {
@@ -43,29 +50,6 @@ fn main() -> ExitCode {
             failure.exit_code()
         }
     }
-}
-
-/// `--help` and `--version` print as clap renders them (and the help, with exit status 2,
-/// when no command is given); a usage error is clap's first paragraph on one line, without
-/// its own `error: `, as every other error, with exit status 2.
-fn parse_error(e: &clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
-    }
-    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        let _ = e.print();
-        return ExitCode::from(2);
-    }
-    let text = e.to_string();
-    // The first paragraph ("the following required arguments were not provided:" and the
-    // arguments on the lines under it), on one line.
-    let first = text.split("\n\n").next().unwrap_or_default();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let failure = Failure::Usage(first.split_whitespace().collect::<Vec<_>>().join(" "));
-    eprintln!("lease: error: {failure}");
-    failure.exit_code()
 }
 
 /// Opens the backend and runs the command on a runtime of this thread; the rendered output.
@@ -84,10 +68,11 @@ fn execute(cli: &Cli) -> Result<String, Failure> {
     let result = runtime.block_on(async {
         if let Command::Ui(args) = &cli.command {
             let prepared = ui::check(args)?;
-            let backend = connect::open(url, &limits).await?;
+            let backend = connect::open(url, &limits, false).await?;
             return ui::serve(prepared, backend, args, limits, url).await;
         }
-        let backend = connect::open(url, &limits).await?;
+        let migrate = matches!(cli.command, Command::Migrate);
+        let backend = connect::open(url, &limits, migrate).await?;
         commands::run(&*backend, &cli.command, &limits).await
     });
     // Whatever a timed-out connection left running must not keep the process alive.

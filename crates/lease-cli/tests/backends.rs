@@ -54,3 +54,31 @@ async fn redis_namespace() {
     direct.delete_namespace().await.expect("delete namespace");
     checked.expect("the checks");
 }
+
+/// Only `lease migrate` creates or upgrades a schema: `lease status` on a schema that does
+/// not exist (a mistyped `?namespace=`) fails naming that command and creates nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_migrate_creates_a_postgres_schema() {
+    let base = lease_testserver::postgres_url();
+    let schema = common::unique("pg_migrate");
+    let url = common::with_namespace(&base, &schema);
+    let refused = common::on(&url, &["status"]).await;
+    let verify = PostgresConfig::new(&base).schema(&schema).migrate(false);
+    let still_missing = PostgresBackend::connect(verify.clone()).await.err();
+    let migrated = common::on(&url, &["migrate"]).await;
+    let counted = common::on(&url, &["status", "--json"]).await;
+    let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
+        .await
+        .expect("connect");
+    direct.drop_schema().await.expect("drop schema");
+    refused.assert_error(1, "run `lease migrate`");
+    assert!(
+        matches!(
+            still_missing,
+            Some(lease::LeaseError::SchemaMismatch { found: None, .. })
+        ),
+        "{still_missing:?}"
+    );
+    assert_eq!(migrated.code, Some(0), "{migrated:?}");
+    assert_eq!(counted.json()["total"], 0, "{counted:?}");
+}

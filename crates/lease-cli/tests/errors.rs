@@ -137,3 +137,23 @@ async fn an_empty_memory_store() {
         .await
         .assert_error(1, "no execution \"order-42\"");
 }
+
+/// A URL typed where clap expects a subcommand or a value: clap's message quotes it, and
+/// the line printed redacts its password.
+#[tokio::test]
+async fn usage_errors_do_not_repeat_a_misplaced_password() {
+    let url = "postgres://u:hunter2@h/db";
+    for args in [
+        &[url, "status"][..],
+        &["status", url],
+        &["--timeout", url, "status"],
+        &[&format!("--connect-timeout={url}"), "status"],
+    ] {
+        let run = lease(args).await;
+        run.assert_error(2, "");
+        assert!(!run.stderr.contains("hunter2"), "{args:?}: {run:?}");
+    }
+    let run = lease(&["postgres://u:pa#ss@h/db", "status"]).await;
+    run.assert_error(2, "postgres://u:***@h/db");
+    assert!(!run.stderr.contains("ss@"), "{run:?}");
+}

@@ -137,6 +137,22 @@ pub enum LeaseError {
         /// What was found.
         reason: String,
     },
+    /// The store is not at this library's schema version (or does not exist) and the
+    /// caller opened it to verify, not to migrate (a read-only operator command): nothing was
+    /// created or changed. Migrating is a separate, explicit step.
+    #[error(
+        "{location} is at schema version {}, this library's is {expected}; it was opened \
+         without migrating",
+        found.map_or_else(|| "none (no store there)".to_owned(), |v| v.to_string())
+    )]
+    SchemaMismatch {
+        /// Database file, schema or key prefix.
+        location: String,
+        /// The version the store records; `None` when there is no store at all.
+        found: Option<u32>,
+        /// The version this library writes.
+        expected: u32,
+    },
     /// The backend replied with something this library cannot interpret
     /// (corrupt row, unexpected script reply).
     #[error("{backend} returned an unexpected reply to {operation}: {reason}")]

@@ -732,7 +732,8 @@ pub struct Purged {
 }
 
 /// Validates a batch for `admit_batch` before anything is written: at most
-/// [`crate::limits::MAX_ADMIT_BATCH`] items, no id twice, every scheduled instant in range.
+/// [`crate::limits::MAX_ADMIT_BATCH`] items and [`crate::limits::MAX_BATCH_PAYLOAD_BYTES`]
+/// of inputs, no id twice, every scheduled instant in range.
 pub fn check_admit_batch(admissions: &[Admission]) -> Result<()> {
     if admissions.len() > crate::limits::MAX_ADMIT_BATCH {
         return Err(LeaseError::invalid(
@@ -744,6 +745,8 @@ pub fn check_admit_batch(admissions: &[Admission]) -> Result<()> {
             ),
         ));
     }
+    let inputs = admissions.iter().filter_map(|a| a.input.as_ref());
+    crate::limits::check_batch_bytes("admissions", inputs.map(|j| j.as_str().len()))?;
     let mut seen = std::collections::HashSet::with_capacity(admissions.len());
     for admission in admissions {
         admission.validate()?;
@@ -767,8 +770,9 @@ pub struct Acknowledgement {
 }
 
 /// Validates a batch for `acknowledge_batch` before anything is written: at most
-/// [`crate::limits::MAX_ACK_BATCH`] items, each execution at most once (so every item's
-/// result is independent of the order within the batch).
+/// [`crate::limits::MAX_ACK_BATCH`] items and [`crate::limits::MAX_BATCH_PAYLOAD_BYTES`] of
+/// outcomes, each execution at most once (so every item's result is independent of the
+/// order within the batch).
 pub fn check_ack_batch(acks: &[Acknowledgement]) -> Result<()> {
     if acks.len() > crate::limits::MAX_ACK_BATCH {
         return Err(LeaseError::invalid(
@@ -780,6 +784,11 @@ pub fn check_ack_batch(acks: &[Acknowledgement]) -> Result<()> {
             ),
         ));
     }
+    let outcomes = acks.iter().filter_map(|a| match &a.outcome {
+        WorkflowRunOutcome::Completed(j) | WorkflowRunOutcome::Failed(j) => Some(j),
+        WorkflowRunOutcome::Suspended => None,
+    });
+    crate::limits::check_batch_bytes("acknowledgements", outcomes.map(|j| j.as_str().len()))?;
     let mut seen = std::collections::HashSet::with_capacity(acks.len());
     for ack in acks {
         if !seen.insert(&ack.lease.execution_id) {

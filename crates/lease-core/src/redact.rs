@@ -1,41 +1,42 @@
-//! [`redact_url`]: a backend URL fit for messages, logs and `Debug` output (issue 25 item 2:
-//! nothing prints a password).
+//! [`redact_url`]: a backend URL fit for messages, logs and `Debug` output (nothing prints a
+//! password).
 
 /// What a redacted password reads as.
 pub const REDACTED: &str = "***";
 
-/// `url` with the password of every `user:password@` replaced by [`REDACTED`], and the
-/// value of any `password=` query parameter (libpq's) too. Everything else is kept, so a
-/// message still names the host, database and options. A Redis Cluster URL's single
-/// authority (`redis+cluster://user:pw@a:1,b:2`) is one userinfo like any other.
+/// `url` with the password of its `user:password@` replaced by [`REDACTED`], and the value of
+/// any `password=` query parameter (libpq's) too. Everything else is kept, so a message still
+/// names the host, database and options. A Redis Cluster URL's single authority
+/// (`redis+cluster://user:pw@a:1,b:2`) is one userinfo like any other.
+///
+/// The userinfo runs from `://` to the *last* `@`, whatever lies between: a password typed
+/// with an unescaped `#`, `/`, `?` or `@` is still redacted whole. When a query or fragment
+/// holds an `@` too, more than the password is hidden, never less.
 ///
 /// A URL without `scheme://` is returned unchanged but for a `password=` parameter.
 pub fn redact_url(url: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return redact_query(url);
     };
-    let mut out = redact_userinfo(head);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(&redact_password_param(query));
+    match rest.rsplit_once('@') {
+        Some((userinfo, after)) if userinfo.contains(':') => {
+            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+            // A user name with a delimiter in it is no user name: the whole userinfo goes.
+            let user = match user.contains(['/', '?', '#']) {
+                true => REDACTED.to_owned(),
+                false => format!("{user}:{REDACTED}"),
+            };
+            format!("{scheme}://{user}@{}", redact_query(after))
+        }
+        _ => format!("{scheme}://{}", redact_query(rest)),
     }
-    out
 }
 
-/// `scheme://user:password@rest` with the password redacted (the part before any `?`).
-fn redact_userinfo(head: &str) -> String {
-    let Some((scheme, rest)) = head.split_once("://") else {
-        return head.to_owned();
-    };
-    let authority_len = rest.find(['/', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_len);
-    match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:{REDACTED}@{hosts}{tail}"),
-            None => head.to_owned(),
-        },
-        None => head.to_owned(),
+/// `text` with the value of each `password=` pair of the query after its first `?` redacted.
+fn redact_query(text: &str) -> String {
+    match text.split_once('?') {
+        Some((head, query)) => format!("{head}?{}", redact_password_param(query)),
+        None => text.to_owned(),
     }
 }
 
@@ -73,9 +74,38 @@ mod tests {
                 "postgres:///db?host=/run&password=hunter2&user=u",
                 "postgres:///db?host=/run&password=***&user=u",
             ),
+            (
+                "postgres://u:pw@h/db?password=hunter2",
+                "postgres://u:***@h/db?password=***",
+            ),
         ];
         for (url, expected) in cases {
             assert_eq!(redact_url(url), expected, "{url}");
+        }
+    }
+
+    /// A password typed without percent-escaping its delimiters: the URL parsers read a
+    /// path, query or fragment in it, and the redaction must not.
+    #[test]
+    fn passwords_with_unescaped_delimiters_are_redacted_whole() {
+        let cases = [
+            ("redis://u:pa#zz@h:6379", "redis://u:***@h:6379"),
+            ("redis://:pa#zz@h:6379/0", "redis://:***@h:6379/0"),
+            ("postgres://u:pa/zz@h/db", "postgres://u:***@h/db"),
+            (
+                "postgres://u:pa?zz=1@h/db?sslmode=require",
+                "postgres://u:***@h/db?sslmode=require",
+            ),
+            ("postgres://u:p/a?z#z@h/db", "postgres://u:***@h/db"),
+            (
+                "redis+cluster://u:p#zz@a:1,b:2",
+                "redis+cluster://u:***@a:1,b:2",
+            ),
+        ];
+        for (url, expected) in cases {
+            let redacted = redact_url(url);
+            assert_eq!(redacted, expected, "{url}");
+            assert!(!redacted.contains("zz"), "{url}: {redacted}");
         }
     }
 
@@ -84,6 +114,7 @@ mod tests {
         for url in [
             "postgres://postgres@127.0.0.1:5432/test",
             "redis://h/0?x=a@b",
+            "rediss://h:6380/#insecure",
             "sqlite:/tmp/x.db",
             "memory:",
             "not a url",

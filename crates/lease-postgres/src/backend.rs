@@ -160,7 +160,8 @@ pub(crate) fn query<'q>(sql: &Arc<str>) -> PgQuery<'q> {
 
 impl PostgresBackend {
     /// Connects to the database, creates or upgrades the schema (embedded migrations under
-    /// an advisory lock) and returns the backend.
+    /// an advisory lock; with [`PostgresConfig::migrate`] `false`, only verifies its version)
+    /// and returns the backend.
     ///
     /// Errors: [`LeaseError::InvalidInput`](lease_core::LeaseError::InvalidInput) for a bad URL or schema name,
     /// [`LeaseError::Unavailable`](lease_core::LeaseError::Unavailable) when the server cannot be reached,
@@ -231,7 +232,11 @@ impl PostgresBackend {
             }),
         };
         let mut conn = backend.acquire("connect").await?;
-        migrate::migrate(&mut conn, &backend.inner.config.schema).await?;
+        let schema = &backend.inner.config.schema;
+        match backend.inner.config.migrate {
+            true => migrate::migrate(&mut conn, schema).await?,
+            false => migrate::verify(&mut conn, schema).await?,
+        }
         Ok(backend)
     }
 

@@ -31,6 +31,7 @@ pub struct PostgresConfig {
     pub(crate) max_connections: u32,
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
+    pub(crate) migrate: bool,
 }
 
 impl PostgresConfig {
@@ -45,6 +46,7 @@ impl PostgresConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: None,
+            migrate: true,
         }
     }
 
@@ -90,6 +92,15 @@ impl PostgresConfig {
         self
     }
 
+    /// Whether `connect` creates or upgrades the schema (the default, `true`). With `false` it
+    /// only verifies that the schema exists at this library's version and changes nothing;
+    /// otherwise it fails with [`LeaseError::SchemaMismatch`] (read-only tools: an old or
+    /// mistyped schema is refused rather than migrated or created).
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
     /// The configured schema name.
     pub fn schema_name(&self) -> &str {
         &self.schema
@@ -130,6 +141,7 @@ impl fmt::Debug for PostgresConfig {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
+            .field("migrate", &self.migrate)
             .finish_non_exhaustive()
     }
 }

@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 const LOCK: &str = include_str!("migrate/lock.sql");
+const LOCK_TIMEOUT: &str = include_str!("migrate/lock_timeout.sql");
 const INSPECT: &str = include_str!("migrate/inspect.sql");
 const CREATE_VERSION_TABLE: &str = include_str!("migrate/create_version_table.sql");
 const INSERT_VERSION: &str = include_str!("migrate/insert_version.sql");
@@ -79,11 +80,54 @@ impl From<sqlx::Error> for Failure {
     }
 }
 
+/// Checks, changing nothing, that `schema` exists, is ours and is at [`SCHEMA_VERSION`]:
+/// [`LeaseError::SchemaMismatch`] otherwise (with the version found, `None` for no schema).
+pub(crate) async fn verify(conn: &mut PgConnection, schema: &str) -> Result<()> {
+    match try_verify(conn, schema).await {
+        Ok(()) => Ok(()),
+        Err(Failure::Lease(e)) => Err(e),
+        Err(Failure::Driver(e)) => Err(
+            match error::classify("verify schema", Effect::Read, Attempt::before_commit(e)) {
+                Verdict::Retry(e) | Verdict::Fail(e) => e,
+            },
+        ),
+    }
+}
+
+async fn try_verify(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
+    let quoted = crate::config::quoted(schema);
+    let row = sqlx::query(fragment(INSPECT))
+        .bind(schema)
+        .fetch_one(&mut *conn)
+        .await?;
+    let has_version_table: bool = row.try_get(0)?;
+    let relations: i64 = row.try_get(1)?;
+    let found = match (has_version_table, relations) {
+        (false, 0) => None,
+        (false, _) => return Err(Failure::Lease(not_ours(schema, relations))),
+        (true, _) => Some(recorded_version(conn, schema, &quoted).await?),
+    };
+    if found == Some(MIGRATIONS.len()) {
+        return Ok(());
+    }
+    Err(Failure::Lease(LeaseError::SchemaMismatch {
+        location: format!("postgres schema {schema:?}"),
+        found: found.map(|v| u32::try_from(v).unwrap_or(u32::MAX)),
+        expected: SCHEMA_VERSION.unsigned_abs(),
+    }))
+}
+
 /// One run of the migration transaction: lock, check or create the version table, check
-/// the recorded owner and version, apply the missing migrations, commit.
+/// the recorded owner and version, apply the missing migrations, commit. Every lock it
+/// takes is waited for at most `lock_timeout` (`migrate/lock_timeout.sql`): a migration
+/// queued behind a long transaction would otherwise hold every later statement on its
+/// tables waiting behind it; it fails instead (`Unavailable`) and rolls back.
 async fn try_migrate(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
     let quoted = crate::config::quoted(schema);
     let mut tx = conn.begin().await?;
+    sqlx::raw_sql(fragment(LOCK_TIMEOUT))
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(fragment(LOCK))
         .bind(format!("{OWNER} migrate {schema}"))
         .execute(&mut *tx)
@@ -112,10 +156,7 @@ async fn ensure_version_table(
         return Ok(());
     }
     if relations > 0 {
-        return Err(Failure::Lease(schema_error(
-            schema,
-            format!("holds {relations} relations but no lease_schema table: not ours"),
-        )));
+        return Err(Failure::Lease(not_ours(schema, relations)));
     }
     sqlx::raw_sql(AssertSqlSafe(render(CREATE_VERSION_TABLE, quoted)))
         .execute(&mut *tx)
@@ -190,6 +231,13 @@ async fn apply_from(
         );
     }
     Ok(())
+}
+
+fn not_ours(schema: &str, relations: i64) -> LeaseError {
+    schema_error(
+        schema,
+        format!("holds {relations} relations but no lease_schema table: not ours"),
+    )
 }
 
 fn schema_error(schema: &str, reason: impl Into<String>) -> LeaseError {

@@ -310,3 +310,126 @@ fn a_version_1_schema_is_upgraded_in_place() {
         upgraded.close().await;
     }));
 }
+
+async fn schema_exists(conn: &mut PgConnection, schema: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(schema)
+        .fetch_one(conn)
+        .await
+        .expect("schema lookup")
+}
+
+/// Opening without migrating (`PostgresConfig::migrate(false)`, read-only tools): a schema
+/// that does not exist (a mistyped name) is `SchemaMismatch` with no version, and is not
+/// created.
+#[test]
+fn verifying_a_missing_schema_creates_nothing() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let err = PostgresBackend::connect(config(&schema).migrate(false))
+            .await
+            .expect_err("no schema");
+        assert!(
+            matches!(&err, LeaseError::SchemaMismatch { found: None, expected, .. }
+                if *expected == SCHEMA_VERSION.unsigned_abs()),
+            "{err:?}"
+        );
+        assert!(!schema_exists(&mut admin().await, &schema).await);
+    }));
+}
+
+/// Opening without migrating a schema at an older version: `SchemaMismatch` naming the
+/// version found, and the schema stays at it; at the current version it opens.
+#[test]
+fn verifying_an_older_schema_upgrades_nothing() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        PostgresBackend::connect(config(&schema).migrate(false))
+            .await
+            .expect("the current version verifies")
+            .close()
+            .await;
+        let older = SCHEMA_VERSION - 1;
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!("UPDATE \"{schema}\".lease_schema SET version = {older}"),
+        )
+        .await;
+        let err = PostgresBackend::connect(config(&schema).migrate(false))
+            .await
+            .expect_err("an older schema");
+        assert!(
+            matches!(&err, LeaseError::SchemaMismatch { found: Some(v), .. }
+                if i64::from(*v) == i64::from(older)),
+            "{err:?}"
+        );
+        let version: i32 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT version FROM \"{schema}\".lease_schema"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .expect("version");
+        assert_eq!(version, older, "the verification migrated");
+        backend.close().await;
+    }));
+}
+
+/// A migration that cannot get its lock (a transaction holds the table, as a running claim
+/// does) gives up after its `lock_timeout` with `Unavailable` and changes nothing, rather
+/// than queueing a lock that every later statement on the table would wait behind.
+#[test]
+fn a_migration_waits_for_its_locks_only_briefly() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let backend = PostgresBackend::connect(config(&schema))
+            .await
+            .expect("connect");
+        let older = SCHEMA_VERSION - 1;
+        let mut conn = admin().await;
+        exec(
+            &mut conn,
+            format!(
+                "DROP INDEX \"{schema}\".executions_live; \
+                 UPDATE \"{schema}\".lease_schema SET version = {older}"
+            ),
+        )
+        .await;
+        let mut holder = admin().await;
+        let mut tx = holder.begin().await.expect("begin");
+        exec(
+            &mut tx,
+            format!("LOCK TABLE \"{schema}\".executions IN ROW EXCLUSIVE MODE"),
+        )
+        .await;
+        let started = std::time::Instant::now();
+        let upgrade = PostgresBackend::connect(config(&schema));
+        let err = tokio::time::timeout(Duration::from_secs(30), upgrade)
+            .await
+            .expect("the migration waited for its lock without a bound")
+            .expect_err("the lock is held");
+        assert!(matches!(err, LeaseError::Unavailable { .. }), "{err:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+        tx.rollback().await.expect("rollback");
+        let version: i32 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT version FROM \"{schema}\".lease_schema"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .expect("version");
+        assert_eq!(version, older, "a failed migration changed the version");
+        PostgresBackend::connect(config(&schema))
+            .await
+            .expect("the lock released, the migration runs")
+            .close()
+            .await;
+        backend.close().await;
+    }));
+}

@@ -1,4 +1,4 @@
-//! The URL forms [`crate::RedisConfig::new`] takes (issue 14):
+//! The URL forms [`crate::RedisConfig::new`] takes:
 //!
 //! - `redis://[user:password@]host:port[/db]` (`rediss://` for TLS when redis-rs is built
 //!   with it): one server;
@@ -8,7 +8,7 @@
 //! - either with `?partitions=N` (1 to [`MAX_PARTITIONS`]): the namespace's partition count
 //!   when [`crate::RedisConfig::partitions`] is not set.
 //!
-//! Refused (issue 25 items 4 and 5): a URL fragment, since redis-rs reads `#insecure` as
+//! Refused: a URL fragment, since redis-rs reads `#insecure` as
 //! "accept any certificate" and a TLS check must not be switched off by a stray suffix;
 //! and `sslrootcert=`, which crate `lease`'s `open()` reads (this crate takes the CA from
 //! [`crate::RedisConfig::tls_root_certificates`]) and redis-rs would silently ignore.
@@ -38,11 +38,14 @@ fn invalid(reason: impl Into<String>) -> LeaseError {
 
 /// Parses `url` (see the module documentation); `InvalidInput` names what is wrong.
 pub(crate) fn parse(url: &str) -> Result<Endpoint> {
-    if let Some((_, fragment)) = url.split_once('#') {
-        return Err(invalid(format!(
-            "a URL fragment (#{fragment}) is refused: redis-rs reads #insecure as \
-             \"do not verify the server's certificate\", which this crate does not offer"
-        )));
+    // The message never repeats the fragment: a password with an unescaped `#` puts the
+    // rest of the password there.
+    if url.contains('#') {
+        return Err(invalid(
+            "a URL fragment ('#' and what follows) is refused: redis-rs reads #insecure as \
+             \"do not verify the server's certificate\", which this crate does not offer \
+             (a '#' in a password is written %23)",
+        ));
     }
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
@@ -162,5 +165,15 @@ mod tests {
     fn bad_urls_are_typed_errors(#[case] bad: &str) {
         let r = parse(bad);
         assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{bad}");
+    }
+
+    /// A password with an unescaped `#`: the refusal names neither half of it.
+    #[test]
+    fn a_fragment_is_refused_without_repeating_it() {
+        let err = parse("redis://u:hunter#secret@h:6379").expect_err("a fragment");
+        let text = err.to_string();
+        assert!(text.contains("%23"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(!text.contains("hunter"), "{text}");
     }
 }

@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use lease_core::{ExecutionId, SharedBackend, Timestamp};
+use lease_core::limits::MAX_BATCH_PAYLOAD_BYTES;
+use lease_core::{Admission, ExecutionId, SharedBackend, Timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, ScheduleError};
@@ -148,8 +149,8 @@ impl Scheduler {
             .iter()
             .map(|at| schedule.admission(*at))
             .collect::<Result<Vec<_>>>()?;
-        if !admissions.is_empty() {
-            self.backend.admit_batch(&admissions).await?;
+        for batch in admission_batches(&admissions, schedule) {
+            self.backend.admit_batch(batch).await?;
         }
         if let Some(through) = p.through {
             let last_admitted = p.admit.last().copied();
@@ -199,6 +200,22 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// `admissions` (all carrying the schedule's input) in batches `admit_batch` takes: at most
+/// [`MAX_BATCH_PAYLOAD_BYTES`] of inputs each (a large input times `max_per_tick` can be
+/// more), at least one admission each. Admission is idempotent by id, so a tick that fails
+/// between two batches admits the rest on the next tick.
+fn admission_batches<'a>(
+    admissions: &'a [Admission],
+    schedule: &Schedule,
+) -> std::slice::Chunks<'a, Admission> {
+    let input = schedule.definition().input.as_ref();
+    let per_batch = match input.map_or(0, |j| j.as_str().len()) {
+        0 => admissions.len(),
+        bytes => MAX_BATCH_PAYLOAD_BYTES / bytes,
+    };
+    admissions.chunks(per_batch.max(1))
 }
 
 /// Every stored schedule of `store`, by name, with its next occurrence after `now`, without

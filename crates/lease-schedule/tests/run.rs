@@ -49,3 +49,31 @@ async fn run_admits_due_occurrences_until_cancelled() {
         Some(t0.saturating_add(Duration::from_secs(60)))
     );
 }
+
+/// A schedule whose input times its catch-up exceeds what one `admit_batch` carries
+/// (`MAX_BATCH_PAYLOAD_BYTES`): the tick admits in several batches, every occurrence once.
+#[tokio::test]
+async fn a_large_input_catch_up_is_admitted_in_batches() {
+    use lease_core::limits::{MAX_BATCH_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES};
+    let clock = ManualClock::starting_now();
+    let backend: SharedBackend = Arc::new(MemoryBackend::with_clock(Arc::new(clock.clone())));
+    // Room for the rest of the definition in its store entry (also at most 1 MiB).
+    let text = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 4096));
+    let input = lease_core::Json::parse("input", &text).expect("large input");
+    let due = MAX_BATCH_PAYLOAD_BYTES / text.len() + 2;
+    let s = Schedule::new("large", "* * * * *", "UTC")
+        .expect("schedule")
+        .input(input)
+        .catch_up(lease_schedule::CatchUp::All)
+        .max_per_tick(due)
+        .expect("max per tick");
+    let scheduler = Scheduler::new(backend.clone());
+    scheduler.register(&s).await.expect("register");
+    clock.advance(Duration::from_secs(60 * (due as u64 + 5)));
+    let tick = scheduler.tick().await.expect("tick");
+    assert_eq!(tick.admitted.len(), due, "{:?}", tick.more);
+    for admitted in &tick.admitted {
+        let record = backend.get(&admitted.execution_id).await.expect("get");
+        assert!(record.is_some(), "{} not admitted", admitted.execution_id);
+    }
+}

@@ -53,6 +53,7 @@ pub(crate) async fn postgres(
     if let Some(size) = options.pool_size {
         config = config.max_connections(size);
     }
+    config = config.migrate(!options.verify_only);
     Ok(lease_postgres::PostgresBackend::connect(config).await?)
 }
 

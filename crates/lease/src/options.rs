@@ -18,6 +18,7 @@ pub struct OpenOptions {
     pub(crate) busy_timeout: Option<Duration>,
     pub(crate) wait_for_replicas: Option<(u32, Duration)>,
     pub(crate) shared_only: bool,
+    pub(crate) verify_only: bool,
 }
 
 impl OpenOptions {
@@ -77,6 +78,19 @@ impl OpenOptions {
     }
 }
 
+impl OpenOptions {
+    /// Whether opening creates or upgrades the store's schema (the default, `true`). With
+    /// `false` it only verifies the schema is there at this library's version and changes
+    /// nothing, failing otherwise with [`lease_core::LeaseError::SchemaMismatch`] (inside
+    /// [`crate::OpenError::Backend`]): for read-only tools, so an old schema is not altered
+    /// under live traffic and a mistyped namespace is not created. PostgreSQL verifies;
+    /// SQLite, Redis and memory still open as with `true`.
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.verify_only = !migrate;
+        self
+    }
+}
+
 impl std::fmt::Debug for OpenOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenOptions")
@@ -87,6 +101,7 @@ impl std::fmt::Debug for OpenOptions {
             .field("busy_timeout", &self.busy_timeout)
             .field("wait_for_replicas", &self.wait_for_replicas)
             .field("shared_only", &self.shared_only)
+            .field("migrate", &!self.verify_only)
             .finish()
     }
 }

@@ -185,3 +185,36 @@ async fn a_pool_of_zero_is_refused() {
         "{e:?}"
     );
 }
+
+/// `OpenOptions::migrate(false)` on PostgreSQL: a schema that is not there is
+/// `SchemaMismatch` with no version found, and is not created (a later verify still finds
+/// none); after an ordinary open created it, the same options open it.
+#[tokio::test(flavor = "multi_thread")]
+async fn opening_without_migrating_verifies_the_postgres_schema() {
+    let url = lease_testserver::postgres_url();
+    let options = OpenOptions::new()
+        .namespace(fresh("ow_verify"))
+        .migrate(false);
+    for _ in 0..2 {
+        let err = lease::open_with(&url, &options).await.err();
+        assert!(
+            matches!(
+                err,
+                Some(OpenError::Backend(lease::LeaseError::SchemaMismatch {
+                    found: None,
+                    ..
+                }))
+            ),
+            "{err:?}"
+        );
+    }
+    let created = lease::open_with(&url, &options.clone().migrate(true))
+        .await
+        .expect("migrating open");
+    let verified = lease::open_with(&url, &options).await.map(|_| ());
+    lease::destroy_with(&url, &options.clone().migrate(true))
+        .await
+        .expect("destroy");
+    drop(created);
+    verified.expect("the current schema verifies");
+}

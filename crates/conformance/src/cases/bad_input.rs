@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::limits::{
-    MAX_ACK_BATCH, MAX_CLAIM_LIMIT, MAX_ID_BYTES, MAX_LEASE, MAX_PAYLOAD_BYTES, MIN_LEASE,
+    MAX_ACK_BATCH, MAX_BATCH_PAYLOAD_BYTES, MAX_CLAIM_LIMIT, MAX_ID_BYTES, MAX_LEASE,
+    MAX_PAYLOAD_BYTES, MIN_LEASE,
 };
 use lease_core::{
     Acknowledgement, Admission, ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome,
@@ -30,6 +31,7 @@ macro_rules! __bad_input_cases {
             foreign_token_rejected, token_zero_rejected, payload_too_large_rejected,
             malformed_json_rejected, request_wake_unknown_execution_rejected,
             start_existing_target_rejected, ack_batch_bad_input_changes_nothing,
+            batch_payloads_over_the_byte_cap_rejected,
         ] }
     };
 }
@@ -541,6 +543,57 @@ pub async fn ack_batch_bad_input_changes_nothing<H: Harness>(ctx: Arc<Ctx<H>>) {
         .await
         .expect("valid batch");
     assert!(ok.iter().all(|r| !r.is_lost()), "{ok:?}");
+}
+
+/// Batches whose payloads add up to more than [`MAX_BATCH_PAYLOAD_BYTES`] (each payload
+/// within [`MAX_PAYLOAD_BYTES`]): `admit_batch` admits none and `acknowledge_batch`
+/// acknowledges none, each with `InvalidInput`, before anything reaches the store.
+pub async fn batch_payloads_over_the_byte_cap_rejected<H: Harness>(ctx: Arc<Ctx<H>>) {
+    let b = ctx.backend();
+    let largest = json(&format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 2)));
+    let n = MAX_BATCH_PAYLOAD_BYTES / MAX_PAYLOAD_BYTES + 1;
+    let names: Vec<String> = (0..n).map(|i| format!("big-{i:02}")).collect();
+    let heavy: Vec<Admission> = names
+        .iter()
+        .map(|name| Admission::new(ctx.id(name)).input(largest.clone()))
+        .collect();
+    // The length only: a failure must not print the payloads.
+    let admitted = b.admit_batch(&heavy).await.map(|records| records.len());
+    assert_invalid(admitted, "admissions over the byte cap");
+    for name in &names {
+        assert!(ctx.try_get(name).await.is_none(), "{name} admitted");
+    }
+    for name in &names {
+        ctx.admit(name).await;
+    }
+    let leases = ctx.claim(&b, n).await;
+    assert_eq!(leases.len(), n, "every execution claimed");
+    let mut before = Vec::new();
+    for name in &names {
+        before.push(ctx.snapshot(name).await);
+    }
+    let acks: Vec<Acknowledgement> = leases
+        .iter()
+        .map(|lease| Acknowledgement {
+            lease: lease.clone(),
+            outcome: WorkflowRunOutcome::Completed(largest.clone()),
+        })
+        .collect();
+    let acked = b
+        .acknowledge_batch(&acks)
+        .await
+        .map(|results| results.len());
+    assert_invalid(acked, "outcomes over the byte cap");
+    for (name, before) in names.iter().zip(&before) {
+        assert_eq!(&ctx.snapshot(name).await, before, "{name} changed");
+    }
+    // Within the cap (one payload fewer), the same leases are acknowledged.
+    let results = b
+        .acknowledge_batch(&acks[1..])
+        .await
+        .expect("within the cap");
+    let lost = results.iter().filter(|r| r.is_lost()).count();
+    assert_eq!(lost, 0, "acknowledgements lost");
 }
 
 /// `list_steps_page` limits: 0 and over [`MAX_STEP_PAGE`] are `InvalidInput` (issue 25 item

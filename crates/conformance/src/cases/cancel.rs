@@ -51,7 +51,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         before,
         "a refused cancel changes nothing"
     );
-    true
+    ctx.refusal_only()
 }
 
 /// Cancelling a running execution ends its lease in the same step: renew, step writes,

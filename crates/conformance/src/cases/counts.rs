@@ -29,7 +29,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     }
     let err = ctx.backend().status_counts().await.expect_err("no counts");
     assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
-    true
+    ctx.refusal_only()
 }
 
 /// Claims `id` and acknowledges it with `outcome`.

@@ -488,6 +488,7 @@ pub async fn dispatcher_stops_a_cancelled_worker_at_its_next_renewal<H: Harness>
             err,
             Err(lease_core::LeaseError::Unsupported { .. })
         ));
+        ctx.refusal_only();
         return;
     }
     let (tx, mut report) = mpsc::unbounded_channel();

@@ -60,7 +60,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .await
         .expect_err("no store waiters");
     assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
-    true
+    ctx.refusal_only()
 }
 
 /// Claims `id` and acknowledges it suspended with no wake: it is then not due.
@@ -458,7 +458,7 @@ pub async fn stale_store_waiter_causes_at_most_one_extra_delivery<H: Harness>(ct
 /// Retention and effects (both capabilities): a purged execution's effects and its waiter
 /// registrations go with it; a live execution's stay.
 pub async fn purge_removes_effects_and_waiters<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || !H::RETENTION {
+    if unsupported(&*ctx).await || (!H::RETENTION && ctx.refusal_only()) {
         return;
     }
     let b = ctx.backend();

@@ -42,7 +42,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
     ctx.admit("free").await;
     ctx.claim_one("free").await;
-    true
+    ctx.refusal_only()
 }
 
 async fn admit_as<H: Harness>(ctx: &Ctx<H>, id: &str, name: Option<&str>) {

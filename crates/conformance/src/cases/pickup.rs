@@ -269,6 +269,7 @@ pub async fn scheduled_admission_out_of_range_rejected<H: Harness>(ctx: Arc<Ctx<
 /// scheduled admission, the end of a redelivery delay and a live lease's expiry.
 pub async fn claim_horizon_is_the_earliest_claimable_instant<H: Harness>(ctx: Arc<Ctx<H>>) {
     if !H::WAKEUPS {
+        ctx.refusal_only();
         return;
     }
     let b = ctx.backend();
@@ -423,6 +424,7 @@ pub async fn admit_batch_bad_input_admits_nothing<H: Harness>(ctx: Arc<Ctx<H>>) 
 /// repeated claims), and exactly one runs it.
 pub async fn pickup_idle_dispatchers_claim_once_per_admission<H: Harness>(ctx: Arc<Ctx<H>>) {
     if !H::WAKEUPS {
+        ctx.refusal_only();
         return;
     }
     let mut dispatchers = Vec::new();
