@@ -390,14 +390,7 @@ fn a_migration_waits_for_its_locks_only_briefly() {
             .expect("connect");
         let older = SCHEMA_VERSION - 1;
         let mut conn = admin().await;
-        exec(
-            &mut conn,
-            format!(
-                "DROP INDEX \"{schema}\".executions_live; \
-                 UPDATE \"{schema}\".lease_schema SET version = {older}"
-            ),
-        )
-        .await;
+        exec(&mut conn, undo_latest_version(&schema)).await;
         let mut holder = admin().await;
         let mut tx = holder.begin().await.expect("begin");
         exec(
@@ -432,4 +425,24 @@ fn a_migration_waits_for_its_locks_only_briefly() {
             .await;
         backend.close().await;
     }));
+}
+
+/// SQL that turns a current schema back into the version before it (undoes version 15,
+/// attempt limits), so connecting runs exactly one migration again, one that alters
+/// `executions`.
+fn undo_latest_version(schema: &str) -> String {
+    assert_eq!(SCHEMA_VERSION, 15, "undo the new latest version here");
+    format!(
+        "DROP FUNCTION \"{schema}\".record_problem(text, text, text, bigint, bigint, text, text); \
+         ALTER FUNCTION \"{schema}\".record_problem_v11 RENAME TO record_problem; \
+         DROP TABLE \"{schema}\".attempt_limits; \
+         ALTER TABLE \"{schema}\".executions DROP COLUMN attempt_limit, \
+             DROP COLUMN last_error_kind, DROP COLUMN last_error_message, \
+             DROP COLUMN last_error_attempt, DROP COLUMN last_error_at, \
+             DROP CONSTRAINT executions_status_check, \
+             ADD CONSTRAINT executions_status_check CHECK (status IN ('admitted', 'running', \
+                 'suspended', 'completed', 'failed', 'cancelled')); \
+         UPDATE \"{schema}\".lease_schema SET version = {}",
+        SCHEMA_VERSION - 1
+    )
 }
