@@ -293,15 +293,11 @@ async fn a_slot_busy_with_a_long_delivery_claims_nothing_more_to_hold() {
         "leases claimed to hold while the only slot was busy: {s:?}"
     );
     let ran = runs.lock().expect("runs").clone();
+    // A lease released unstarted is no attempt (`Release::NotStarted`): nothing that never
+    // ran may look like a failing execution.
     let failing = b.list_failing(1, 1000).await.expect("list_failing");
-    for r in &failing {
-        assert!(!ran.contains_key(r.id.as_str()), "{} ran: {r:?}", r.id);
-        assert_eq!(
-            r.unacknowledged_deliveries, 1,
-            "a lease that never ran was released more than once: {r:?}"
-        );
-    }
-    assert!(failing.len() <= s.prefetch_released as usize, "{s:?}");
+    assert!(failing.is_empty(), "{failing:?}");
+    assert!(ran.len() <= 41, "only the first 40 and the long one ran yet: {ran:?}");
     wait_until("all 141 acknowledged", || {
         metrics.snapshot().acknowledgements == 141
     })
