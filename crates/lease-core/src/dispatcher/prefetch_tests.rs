@@ -297,7 +297,10 @@ async fn a_slot_busy_with_a_long_delivery_claims_nothing_more_to_hold() {
     // ran may look like a failing execution.
     let failing = b.list_failing(1, 1000).await.expect("list_failing");
     assert!(failing.is_empty(), "{failing:?}");
-    assert!(ran.len() <= 41, "only the first 40 and the long one ran yet: {ran:?}");
+    assert!(
+        ran.len() <= 41,
+        "only the first 40 and the long one ran yet: {ran:?}"
+    );
     wait_until("all 141 acknowledged", || {
         metrics.snapshot().acknowledgements == 141
     })
