@@ -16,8 +16,8 @@ use crate::test_all::PUBLISHABLE;
 /// The long help of `cargo xtask package`.
 pub const ABOUT: &str = "Packages every publishable crate and verifies each package builds \
 on its own, in dependency order (cargo package with verification). Slow: every package \
-resolves its own features, so its dependencies are built again (target/verify, removed \
-afterwards).";
+resolves its own features, so its dependencies are built again (in verify/ under the target \
+directory, removed afterwards).";
 
 /// Options of `cargo xtask package`: none.
 #[derive(Debug, PartialEq, Eq, clap::Args)]
@@ -35,7 +35,10 @@ pub fn args() -> Vec<&'static str> {
 /// Runs the verified packaging in its own target directory (its builds share nothing with
 /// the workspace's: other features, other lock file) and removes that directory after.
 pub fn run(root: &Path) -> Result<bool, String> {
-    let target = root.join("target").join("verify");
+    // Under the target directory in use (CARGO_TARGET_DIR when set), so two checkouts or
+    // two runs with their own target directories never share or delete each other's.
+    let base = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
+    let target = base.join("verify");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(args())
