@@ -14,8 +14,8 @@ use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
     ClaimRequest, Claimed, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId,
     ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord,
-    LeaseBackend, LimitScope, PauseScope, Result, StartClient, StepKey, StepWrite, StoreClient,
-    Timestamp, WorkflowRunOutcome,
+    LeaseBackend, LimitScope, PauseScope, Release, Result, StartClient, StepKey, StepWrite,
+    StoreClient, Timestamp, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -70,6 +70,33 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A release (`how`: through `release_with`), logged as one `Release` operation.
+    async fn recorded_release(
+        &self,
+        lease: &ExecutionLease,
+        how: Option<&Release>,
+    ) -> Result<Fenced<()>> {
+        let seq = self.log.next_seq();
+        let op = self.op(
+            &lease.execution_id,
+            lease.token.get(),
+            now_us(),
+            OpKind::Release,
+        );
+        self.log.invoke(seq, &op);
+        let result = match how {
+            None => self.inner.release(lease).await,
+            Some(how) => self.inner.release_with(lease, how).await,
+        };
+        let r = match &result {
+            Ok(Fenced::Accepted(())) => OpResult::Accepted,
+            Ok(Fenced::Lost) => OpResult::Lost,
+            Err(e) => error_result(e),
+        };
+        self.finish(seq, op, r);
+        result
+    }
+
     /// Wraps `inner`, logging as `process`; renewals wait `slow_renew_ms` while it is > 0.
     pub fn new(
         inner: Arc<dyn LeaseBackend>,
@@ -257,22 +284,13 @@ impl lease_core::ForwardExecution for Recorder {
     }
 
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        let seq = self.log.next_seq();
-        let op = self.op(
-            &lease.execution_id,
-            lease.token.get(),
-            now_us(),
-            OpKind::Release,
-        );
-        self.log.invoke(seq, &op);
-        let result = self.inner.release(lease).await;
-        let r = match &result {
-            Ok(Fenced::Accepted(())) => OpResult::Accepted,
-            Ok(Fenced::Lost) => OpResult::Lost,
-            Err(e) => error_result(e),
-        };
-        self.finish(seq, op, r);
-        result
+        self.recorded_release(lease, None).await
+    }
+
+    // The dispatcher ends deliveries through `release_with` (saying whether a worker
+    // started): forwarded unlogged, the checker would see those leases live until expiry.
+    async fn release_with(&self, lease: &ExecutionLease, how: &Release) -> Result<Fenced<()>> {
+        self.recorded_release(lease, Some(how)).await
     }
 
     async fn acknowledge(

@@ -144,6 +144,10 @@ impl RawSqlite {
                 outcome,
                 claim_keys.0,
                 claim_keys.1,
+                // No attempt limit and no last error: the bench sets no limits and its
+                // raw rows never fail.
+                None::<i64>,
+                None::<String>,
             ])
             .map_err(err(op))?;
         if changed == 1 {

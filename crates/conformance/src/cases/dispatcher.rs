@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease_core::{
-    Clock, Delivery, DeliveryError, Dispatcher, DispatcherOptions, ExecutionClient, ExecutionLease,
-    ExecutionOutcome, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, HeapClient,
-    HeapRecord, Json, LeaseBackend, ManualClock, Reply, SharedBackend, StepKey, StepWrite,
-    Timestamp, WorkflowRunOutcome,
+    Clock, Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions,
+    ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Fenced,
+    FencingToken, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock, Reply, SharedBackend,
+    StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
 };
 use tokio::sync::{Barrier, Notify, mpsc};
 
@@ -862,6 +862,37 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
     let options = options(1).renew_every(Duration::from_millis(100));
     let dispatcher = Dispatcher::start(shared(ctx.backend()), worker, options).expect("start");
     let m = dispatcher.metrics();
+    until_held_leases_released_unrun(&ctx, &m, &ran, N).await;
+    open.store(true, Ordering::SeqCst);
+    gate.notify_waiters();
+    // Past every redelivery delay (at most 1.6 s). Under load a prefetched lease can outlive
+    // its hold once more and be released again, so the manual clock keeps moving, 2 s at a
+    // time (a 30 s lease renewed every 100 ms stays far ahead), until all are acknowledged.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while m.snapshot().acknowledgements < N as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {DEADLINE:?} waiting for all acknowledged: {:?}",
+            m.snapshot()
+        );
+        ctx.advance(Duration::from_secs(2));
+        dispatcher.wake();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let report = dispatcher.shutdown(DEADLINE).await;
+    assert_eq!(report.metrics.lost, 0, "{:?}", report.metrics);
+    assert_each_ran_once(&ctx, &ran, N).await;
+}
+
+/// Polls until the quick and the blocked delivery ran and the held leases were released
+/// unrun, as the store and the dispatcher's counters both show (the store shows a release
+/// before the dispatcher counts it).
+async fn until_held_leases_released_unrun<H: Harness>(
+    ctx: &Arc<Ctx<H>>,
+    m: &DispatcherMetrics,
+    ran: &Arc<Mutex<Vec<String>>>,
+    n: usize,
+) {
     // The store shows a release before the dispatcher counts it: poll until both agree.
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
@@ -871,7 +902,7 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
             seen.len() <= 2,
             "only the quick and the blocked delivery ran: {seen:?}"
         );
-        let released = count_released_unrun(&ctx, &seen, N).await;
+        let released = count_released_unrun(ctx, &seen, n).await;
         // With attempts ([`Harness::ATTEMPTS`]) a lease released unrun is due again at once
         // and may be claimed (and held, and released) again meanwhile: the store then shows
         // at least one, never more than the dispatcher released.
@@ -893,25 +924,6 @@ pub async fn dispatcher_prefetched_lease_past_its_hold_is_released_unrun<H: Harn
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    open.store(true, Ordering::SeqCst);
-    gate.notify_waiters();
-    // Past every redelivery delay (at most 1.6 s). Under load a prefetched lease can outlive
-    // its hold once more and be released again, so the manual clock keeps moving, 2 s at a
-    // time (a 30 s lease renewed every 100 ms stays far ahead), until all are acknowledged.
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while m.snapshot().acknowledgements < N as u64 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for all acknowledged: {:?}",
-            m.snapshot()
-        );
-        ctx.advance(Duration::from_secs(2));
-        dispatcher.wake();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let report = dispatcher.shutdown(DEADLINE).await;
-    assert_eq!(report.metrics.lost, 0, "{:?}", report.metrics);
-    assert_each_ran_once(&ctx, &ran, N).await;
 }
 
 /// A durable sleep (`Delivery::sleep`): the delivery is acknowledged as suspended, due at

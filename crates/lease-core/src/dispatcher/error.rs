@@ -5,7 +5,8 @@ use crate::ids::{StepKey, WorkflowName};
 use crate::json::Json;
 use crate::time::Timestamp;
 
-pub use crate::dispatcher::outcome::MAX_REASON_CHARS;
+/// The longest reason a refusal outcome carries, in characters.
+pub const MAX_REASON_CHARS: usize = 1000;
 
 /// The error a worker returns (usually with `?` from the step driver).
 ///

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::dispatcher::shared::Shared;
 use crate::time::Timestamp;
 
 /// What the idle waiters watch: the last claim's answer, and a signal for every change.
@@ -84,25 +83,36 @@ impl IdleWatch {
     }
 }
 
-/// Completes once the dispatcher of `shared` is idle (module docs). Each time it finds the
-/// dispatcher quiet with deliveries run since it last looked, it asks the claim loop for one
-/// claim at once (`force_claim`); otherwise it waits for the loop's own claims, paced by its
-/// horizon and poll as always.
-pub(crate) async fn until_idle(shared: &Shared, force_claim: impl Fn()) {
+/// What [`until_idle`] reads of the dispatcher besides its [`IdleWatch`].
+pub(crate) trait IdleProbe {
+    /// The dispatcher still claims new work.
+    fn claiming(&self) -> bool;
+    /// Nothing runs, nothing is held, no background acknowledgement or release waits for
+    /// its answer.
+    fn quiet(&self) -> bool;
+    /// Asks the claim loop for one claim at once.
+    fn force_claim(&self);
+}
+
+/// Completes once the dispatcher `probe` describes is idle (module docs). Each time it finds
+/// the dispatcher quiet with deliveries run since it last looked, it asks the claim loop for
+/// one claim at once (`force_claim`); otherwise it waits for the loop's own claims, paced by
+/// its horizon and poll as always.
+pub(crate) async fn until_idle(idle: &IdleWatch, probe: &impl IdleProbe) {
     // Since when the dispatcher has been seen quiet, and the deliveries started by then:
     // the claim that proves idleness is sent after that instant, with none started since.
     let mut quiet_since: Option<(Instant, u64)> = None;
     loop {
-        let changed = shared.idle.changed.notified();
+        let changed = idle.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if !shared.claiming() {
+        if !probe.claiming() {
             return;
         }
-        let started = shared.idle.started();
+        let started = idle.started();
         match quiet_since {
-            _ if !quiet(shared) => quiet_since = None,
-            Some((from, seen)) if seen == started => match shared.idle.last_claim() {
+            _ if !probe.quiet() => quiet_since = None,
+            Some((from, seen)) if seen == started => match idle.last_claim() {
                 Some(claim) if claim.sent >= from && claim.nothing_due => return,
                 // Something was due that this claim could not take: wait for the loop's
                 // next claim, at its own pace.
@@ -111,14 +121,9 @@ pub(crate) async fn until_idle(shared: &Shared, force_claim: impl Fn()) {
             },
             _ => {
                 quiet_since = Some((Instant::now(), started));
-                force_claim();
+                probe.force_claim();
             }
         }
         changed.await;
     }
-}
-
-/// Nothing runs, nothing is held, no background acknowledgement waits for its answer.
-fn quiet(shared: &Shared) -> bool {
-    shared.metrics.in_flight() == 0 && !shared.prefetch.has_held() && shared.detached.is_empty()
 }

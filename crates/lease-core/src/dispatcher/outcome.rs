@@ -2,13 +2,10 @@
 //! a durable sleep is a suspended acknowledgement, a deliberate or certain failure a failed
 //! one with a typed outcome (RFC 002 "A delivery replies retry" applies to the rest).
 
-use crate::dispatcher::error::DeliveryError;
+use crate::dispatcher::error::{DeliveryError, MAX_REASON_CHARS};
 use crate::execution::WorkflowRunOutcome;
 use crate::ids::WorkflowName;
 use crate::json::Json;
-
-/// The longest reason a refusal outcome carries, in characters.
-pub const MAX_REASON_CHARS: usize = 1000;
 
 impl DeliveryError {
     /// The outcome the execution fails with for this error, or `None` when the delivery is

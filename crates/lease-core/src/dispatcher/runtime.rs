@@ -15,7 +15,7 @@ use crate::dispatcher::ack_queue::AckQueue;
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
 use crate::dispatcher::horizon::ClaimSeen;
-use crate::dispatcher::idle::{IdleWatch, until_idle};
+use crate::dispatcher::idle::{IdleProbe, IdleWatch, until_idle};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
 use crate::dispatcher::options::{DEFAULT_BACKSTOP, DispatcherOptions};
 use crate::dispatcher::prefetch::{Held, Prefetch};
@@ -146,7 +146,7 @@ impl Dispatcher {
     /// otherwise it waits for the claims the loop makes anyway. It does not sleep or poll
     /// beyond them, and it completes once the dispatcher stops claiming.
     pub async fn idle(&self) {
-        until_idle(&self.shared, || self.wake()).await;
+        until_idle(&self.shared.idle, self).await;
     }
 
     /// Graceful shutdown: stops claiming, lets running deliveries finish for up to `grace`,
@@ -473,5 +473,20 @@ async fn drain(shared: &Arc<Shared>, mut deliveries: JoinSet<()>) -> ShutdownRep
         finished: running - cancelled,
         cancelled,
         metrics: shared.metrics.snapshot(),
+    }
+}
+
+impl IdleProbe for Dispatcher {
+    fn claiming(&self) -> bool {
+        self.shared.claiming()
+    }
+
+    fn quiet(&self) -> bool {
+        let shared = &self.shared;
+        shared.metrics.in_flight() == 0 && !shared.prefetch.has_held() && shared.detached.is_empty()
+    }
+
+    fn force_claim(&self) {
+        self.wake();
     }
 }
