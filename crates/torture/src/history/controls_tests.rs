@@ -171,6 +171,20 @@ fn rule_9_passes_a_higher_one_that_may_have_been_held(#[case] high_claim: Op) {
     assert!(priority(&h).is_empty(), "{h:?}");
 }
 
+/// e-high was held by an earlier claim and released unstarted: its later claim still shows
+/// a first delivery, but the earliest claim is what proves it unclaimed.
+#[test]
+fn rule_9_passes_a_higher_one_held_earlier_and_released_unstarted() {
+    let h = low_before_high(
+        claim("e-high", 2, (1, 5), 0, true),
+        vec![
+            op("e-high", 2, (25, 26), OpKind::Release, OpResult::Accepted),
+            claim("e-high", 3, (30, 40), 25, true),
+        ],
+    );
+    assert!(priority(&h).is_empty(), "{h:?}");
+}
+
 #[rstest]
 #[case::due_after_the_claim_instant(admit("e-high", 1, None, 6), vec![])]
 #[case::admitted_during_the_claim(op("e-high", 0, (5, 12), OpKind::Admit { key: None, priority: 1, due_at: Some(0) }, OpResult::Accepted), vec![])]
@@ -255,8 +269,10 @@ fn rule_10_flags_an_occurrence_delivered_first_twice() {
     let h = vec![
         admit("schedule:t:1000", 0, None, 1000),
         claim("schedule:t:1000", 1, (10, 20), 1000, true),
+        started("schedule:t:1000", 1, (21, 22)),
         claim("schedule:t:1000", 5, (50, 60), 1040, false),
         claim("schedule:t:1000", 9, (90, 99), 1090, true),
+        acknowledged("schedule:t:1000", 9, (100, 101)),
     ];
     assert_eq!(
         occurrences(&h, &["schedule:t:1000"]),
@@ -265,4 +281,44 @@ fn rule_10_flags_an_occurrence_delivered_first_twice() {
             first_deliveries: 2,
         }]
     );
+}
+
+/// A lease released unstarted leaves the next claim a first delivery too: only first
+/// deliveries a worker started (wrote a step, acknowledged) count.
+#[test]
+fn rule_10_passes_a_first_delivery_released_unstarted() {
+    let h = vec![
+        admit("schedule:t:1000", 0, None, 1000),
+        claim("schedule:t:1000", 1, (10, 20), 1000, true),
+        op(
+            "schedule:t:1000",
+            1,
+            (30, 31),
+            OpKind::Release,
+            OpResult::Accepted,
+        ),
+        claim("schedule:t:1000", 2, (40, 50), 1040, true),
+        started("schedule:t:1000", 2, (51, 52)),
+        acknowledged("schedule:t:1000", 2, (53, 54)),
+    ];
+    assert!(occurrences(&h, &["schedule:t:1000"]).is_empty(), "{h:?}");
+}
+
+/// An accepted step write of `e` under `token`: a worker started that delivery.
+fn started(e: &str, token: u64, span: (i64, i64)) -> Op {
+    let kind = OpKind::WriteStep {
+        step_key: "s1".into(),
+        step_attempt: 1,
+        written: "1".into(),
+        recorded: Some("1".into()),
+    };
+    op(e, token, span, kind, OpResult::Accepted)
+}
+
+/// An accepted acknowledgement of `e` under `token`.
+fn acknowledged(e: &str, token: u64, span: (i64, i64)) -> Op {
+    let kind = OpKind::Acknowledge {
+        outcome: "{}".into(),
+    };
+    op(e, token, span, kind, OpResult::Accepted)
 }

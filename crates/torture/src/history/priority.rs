@@ -40,9 +40,23 @@ pub(super) fn higher_priorities_first(ops: &[Op], out: &mut Vec<Violation>) {
     let limits_set = ops
         .iter()
         .any(|op| matches!(op.kind, OpKind::SetLimit { .. }) && op.result != OpResult::Failed);
-    let first_claims: BTreeMap<&str, &Op> = ops
+    // Each execution's earliest claim that may have committed; it proves Y unclaimed until
+    // then only when it is accepted and shows a first delivery. A later first delivery does
+    // not: a lease released unstarted (`Release::NotStarted`) leaves the next claim a first
+    // delivery too, while the earlier claim held Y.
+    let mut earliest: BTreeMap<&str, &Op> = BTreeMap::new();
+    for op in ops
         .iter()
-        .filter(|op| {
+        .filter(|op| op.result != OpResult::Failed && matches!(op.kind, OpKind::Claim { .. }))
+    {
+        let slot = earliest.entry(op.execution.as_str()).or_insert(op);
+        if op.start_us < slot.start_us {
+            *slot = op;
+        }
+    }
+    let first_claims: BTreeMap<&str, &Op> = earliest
+        .into_iter()
+        .filter(|(_, op)| {
             op.result == OpResult::Accepted
                 && matches!(
                     op.kind,
@@ -52,7 +66,6 @@ pub(super) fn higher_priorities_first(ops: &[Op], out: &mut Vec<Violation>) {
                     }
                 )
         })
-        .map(|op| (op.execution.as_str(), op))
         .collect();
     let waiting: Vec<(&str, &Admitted<'_>, &Op)> = admitted
         .iter()

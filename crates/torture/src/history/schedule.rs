@@ -31,6 +31,20 @@ pub(super) fn occurrences_admitted_once(
                 execution: id.clone(),
             });
         }
+        // A lease released unstarted (`Release::NotStarted`) leaves the next claim a first
+        // delivery too, so only first deliveries a worker started count: their holder wrote
+        // a step or acknowledged (every torture workflow's delivery writes a step first).
+        let started: Vec<u64> = ops
+            .iter()
+            .filter(|op| {
+                op.result == OpResult::Accepted
+                    && matches!(
+                        op.kind,
+                        OpKind::WriteStep { .. } | OpKind::Acknowledge { .. }
+                    )
+            })
+            .map(|op| op.token)
+            .collect();
         let first_deliveries = ops
             .iter()
             .filter(|op| {
@@ -42,6 +56,7 @@ pub(super) fn occurrences_admitted_once(
                             ..
                         }
                     )
+                    && started.contains(&op.token)
             })
             .count();
         if first_deliveries > 1 {
