@@ -9,8 +9,8 @@
 -- - not started: counter, last_delivery_ended_at and last error unchanged, so no
 --   redelivery delay starts (the old one had passed when the delivery was claimed).
 --
--- Notifies the row's new `claimable_at`, or now for a keyed lease (it frees a place of its
--- key, issue 21 item 4).
+-- Notifies the row's new `claimable_at`, or now for a keyed lease (it frees a place under
+-- its key's concurrency limit, which a waiting execution of that key may take at once).
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT e.id, e.token, {held_status} AS status, e.unacknowledged_deliveries AS unacked,

@@ -400,7 +400,8 @@ end
 -- moves, the parked members brought back, corrupt records, stale ready members, index
 -- repairs, the held-back members to park and the candidates in claim order
 -- (lease_core::selection: priority descending, then due_at, then id; paused executions and
--- keys at their limit skipped). Bounded work per call (issue 11): at most max(limit * 4,
+-- keys at their limit skipped). Bounded work per call, so no script blocks the server for
+-- long whatever the backlog: at most max(limit * 4,
 -- 100) waiting->ready moves, as many parked members brought back, limit + as many ready
 -- members examined besides at most PARK_BUDGET parked; what is left is handled by the next
 -- call (the horizon then reports "now": a member at or before now remains in a ready set
