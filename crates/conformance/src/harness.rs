@@ -54,6 +54,18 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// `retry_dead`); with `false` the attempt cases check only the typed `Unsupported`
     /// answers, and that `release_with` still ends a lease.
     const ATTEMPTS: bool = false;
+    /// The backend enforces start rates per key ([`lease_core::ExecutionClient::set_rate_limit`],
+    /// [`lease_core::keyed`]); with `false` the rate cases check only the typed
+    /// `Unsupported` answers.
+    const RATE_LIMITS: bool = false;
+    /// The backend runs ordered keys one at a time in admission order
+    /// ([`lease_core::ExecutionClient::set_key_ordering`]); with `false` the ordering cases
+    /// check only the typed `Unsupported` answers.
+    const ORDERED_KEYS: bool = false;
+    /// The backend lists executions by filter a page at a time
+    /// ([`lease_core::ExecutionClient::list_executions`]); with `false` the browse cases check
+    /// only that a bad limit is `InvalidInput` and the rest `Unsupported`.
+    const BROWSE: bool = false;
 
     /// Whether this run's store takes concurrency keys and limits (issue 22 item 2): by
     /// default [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at

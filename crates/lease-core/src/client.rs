@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
+use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
@@ -22,6 +23,7 @@ use crate::execution::{
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
 use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
+use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
@@ -259,6 +261,53 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = (ids, input);
         Err(unsupported("retry_dead"))
+    }
+
+    /// Sets (`Some`) or removes (`None`: unlimited) the start rate of one key or the
+    /// namespace default ([`crate::keyed`]): a claim never starts more than
+    /// [`RateLimit::starts`] executions of a key in any window of [`RateLimit::period`],
+    /// counted in the claim's own atomic step over every process. A key held back by its
+    /// rate holds back no other key, and a claim reports the instant it may start again as
+    /// its horizon. Raising or removing a limit signals the wake-up path. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        let _ = (scope, limit);
+        Err(unsupported("set_rate_limit"))
+    }
+
+    /// The namespace's rate limits. The default is [`crate::LeaseError::Unsupported`].
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        Err(unsupported("rate_limits"))
+    }
+
+    /// Marks (`true`) or unmarks one key, or every key ([`LimitScope::Default`]), as ordered
+    /// ([`crate::keyed`]): its executions run one at a time in admission order, a
+    /// redelivered one keeping its place. Unmarking signals the wake-up path. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        let _ = (scope, ordered);
+        Err(unsupported("set_key_ordering"))
+    }
+
+    /// Which keys are ordered. The default is [`crate::LeaseError::Unsupported`].
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        Err(unsupported("key_ordering"))
+    }
+
+    /// The executions `filter` matches, newest admitted first, at most `limit` (1..=1000),
+    /// starting after `after` ([`crate::browse`]); each record as `get` returns it. The cost
+    /// of a page does not grow with the number stored. A bad limit or a cursor this store
+    /// did not write is `InvalidInput`; the default checks the limit, then answers
+    /// [`crate::LeaseError::Unsupported`].
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        let _ = (filter, after);
+        crate::limits::check_limit("list limit", limit)?;
+        Err(unsupported("list_executions"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery

@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
+use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -23,6 +24,7 @@ use crate::execution::{
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
 use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
+use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
@@ -101,6 +103,12 @@ forward! {
             -> Result<Vec<ExecutionRecord>>;
         fn retry_dead(&self, ids: &[ExecutionId], input: Option<&Json>)
             -> Result<Vec<ExecutionRecord>>;
+        fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()>;
+        fn rate_limits(&self) -> Result<RateLimits>;
+        fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()>;
+        fn key_ordering(&self) -> Result<KeyOrdering>;
+        fn list_executions(&self, filter: &ExecutionFilter, after: Option<&ListCursor>,
+            limit: usize) -> Result<ExecutionPage>;
         fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
         fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
         fn renew(&self, lease: &ExecutionLease, duration: Duration)

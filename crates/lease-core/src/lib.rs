@@ -14,6 +14,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod attempts;
+pub mod browse;
 pub mod client;
 pub mod control;
 pub mod counts;
@@ -26,6 +27,7 @@ pub mod forward;
 pub mod heap;
 pub mod ids;
 pub mod json;
+pub mod keyed;
 pub mod lease;
 pub mod limits;
 #[cfg(feature = "memory")]
@@ -39,6 +41,7 @@ pub mod trace;
 pub mod wakeup;
 
 pub use attempts::{AttemptLimit, AttemptLimits, AttemptScope, ErrorNote, LastError, Release};
+pub use browse::{ExecutionFilter, ExecutionPage, ListCursor};
 pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
 };
@@ -65,6 +68,7 @@ pub use ids::{
     ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
 };
 pub use json::Json;
+pub use keyed::{KeyOrdering, RateLimit, RateLimits};
 pub use lease::{ExecutionLease, Fenced, FencingToken};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
