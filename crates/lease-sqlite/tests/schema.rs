@@ -272,7 +272,16 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_dead;
+            "DROP INDEX lease_executions_admitted;
+             DROP INDEX lease_executions_by_status;
+             DROP INDEX lease_executions_by_workflow;
+             DROP INDEX lease_executions_by_key;
+             DROP INDEX lease_executions_key_line;
+             DROP TABLE lease_rate_limits;
+             DROP TABLE lease_ordered_keys;
+             DROP TABLE lease_rate_starts;
+             ALTER TABLE lease_executions DROP COLUMN admitted_seq;
+             DROP INDEX lease_executions_dead;
              DROP TABLE lease_attempt_limits;
              ALTER TABLE lease_executions DROP COLUMN attempt_limit;
              ALTER TABLE lease_executions DROP COLUMN last_error;
