@@ -191,6 +191,9 @@ impl KeyedGate {
                 Some(r) => r,
                 None => self.rates.insert(keyed::rate_limits(conn, ns)?),
             };
+            if rates.default.is_none() && rates.keys.is_empty() {
+                return Ok(None);
+            }
             let stored_key = lease_core::ConcurrencyKey::new(key).ok();
             let rate = match rates.of(stored_key.as_ref()) {
                 Some(limit) => Some(Rate {
@@ -260,4 +263,49 @@ fn read_line(conn: &Connection, ns: &str, key: &str, now: Timestamp) -> OpResult
         });
     }
     Ok(Line::Closed { until: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::transitions::tests::plan;
+
+    #[test]
+    fn the_gate_reads_are_seeks_of_their_indexes() {
+        for (sql, params, search) in [
+            (
+                super::KEY_LINE,
+                2,
+                "INDEX lease_executions_key_line (namespace=? AND concurrency_key=?)",
+            ),
+            (
+                super::KEY_LIVE_UNTIL,
+                3,
+                "COVERING INDEX lease_executions_keyed_live (namespace=? AND concurrency_key=? AND lease_expires_at>?)",
+            ),
+            (
+                super::STARTS,
+                3,
+                "PRIMARY KEY (namespace=? AND key=? AND at>?)",
+            ),
+            (
+                super::PRUNE_STARTS,
+                3,
+                "PRIMARY KEY (namespace=? AND key=? AND at<?)",
+            ),
+        ] {
+            let plan = plan(sql, params);
+            assert!(plan.contains(search), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+    }
+
+    #[test]
+    fn an_insert_finds_the_next_admission_place_with_one_seek() {
+        let plan = plan(crate::rows::INSERT, 20);
+        assert!(
+            plan.contains("COVERING INDEX lease_executions_admitted (namespace=?)"),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
 }
