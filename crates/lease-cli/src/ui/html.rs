@@ -77,7 +77,7 @@ a:focus,button:focus,input:focus,select:focus{outline:2px solid #36c;outline-off
 .st-running{background:#d6f0d6}.st-suspended{background:#fff0c2}\
 .st-completed{background:#e6e6e6}.st-failed{background:#f8d0d0}\
 .st-cancelled{background:#eadcf3}.st-dead{background:#c22;color:#fff}\
-.pages a{margin-right:1.5em}label{margin-right:1em}";
+.pages a{margin-right:1.5em}label{margin-right:1em}#result{white-space:pre-line}";
 
 /// A status as a coloured label (class `st-STATUS`; the colour is never the only cue, the
 /// name is the text).
