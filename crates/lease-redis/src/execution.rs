@@ -9,7 +9,8 @@ use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
     ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, Json, LeaseError, LimitScope, PauseScope, Purged, Release, Result,
+    ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError, LimitScope, PauseScope, Purged,
+    RateLimit, RateLimits, Release, Result,
     Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
@@ -366,6 +367,26 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
         self.read_limits().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_rate_limit", skip_all)]
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        self.set_rate(scope, limit).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "rate_limits", skip_all)]
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        self.read_rates().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_key_ordering", skip_all)]
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        self.set_ordering(scope, ordered).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        self.read_ordering().await
     }
 
     #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]

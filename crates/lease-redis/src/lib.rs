@@ -232,6 +232,7 @@ mod execution;
 mod fenced;
 mod guard;
 mod heap;
+mod keyed;
 mod keys;
 mod live;
 mod migrate;
