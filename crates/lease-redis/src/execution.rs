@@ -8,9 +8,9 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionPage, ExecutionId, ExecutionLease,
     ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError, LimitScope, PauseScope, Purged,
-    RateLimit, RateLimits, Release, Result,
+    ListCursor, RateLimit, RateLimits, Release, Result,
     Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
@@ -387,6 +387,16 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
     async fn key_ordering(&self) -> Result<KeyOrdering> {
         self.read_ordering().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        self.browse(filter, after, limit).await
     }
 
     #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]

@@ -219,6 +219,7 @@ mod admit;
 mod admit_script;
 mod attempts;
 mod backend;
+mod browse;
 mod claim;
 mod claim_split;
 mod combined;
