@@ -7,17 +7,16 @@
 //! are merged by sequence here. The cursor is `s<sequence>`: the last one listed.
 
 use lease_core::limits::check_limit;
-use lease_core::{
-    ExecutionFilter, ExecutionPage, ExecutionRecord, ListCursor, Result, Timestamp,
-};
+use lease_core::{ExecutionFilter, ExecutionPage, ExecutionRecord, ListCursor, Result, Timestamp};
 
 use crate::backend::RedisBackend;
 use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 
-// The operation script this module runs, compiled once per process.
+// The operation scripts this module runs, each compiled once per process.
 operation_script!(LIST_EXECUTIONS = script(include_str!("browse/list_executions.lua")));
+operation_script!(RESERVE = script(include_str!("browse/reserve.lua")));
 
 /// The largest sequence a cursor may name: what Lua's doubles hold exactly.
 const MAX_SEQUENCE: u64 = (1 << 53) - 1;
@@ -50,6 +49,33 @@ struct PartPage {
 }
 
 impl RedisBackend {
+    /// The admission sequences of `n` admissions, as the admitting scripts take them (comma
+    /// separated): on a split namespace the next `n` of the namespace's counter (one script
+    /// on the home prefix), so every partition's records share one admission order; with
+    /// one partition `""`, each script taking its own.
+    pub(crate) async fn reserve_sequences(&self, n: usize) -> Result<String> {
+        const OP: &str = "reserve_sequences";
+        if !self.keys().split() || n == 0 {
+            return Ok(String::new());
+        }
+        let count = n.to_string();
+        let v = self
+            .eval(
+                OP,
+                Access::Write,
+                self.keys().prefix(),
+                &RESERVE,
+                &[count.as_bytes()],
+            )
+            .await?;
+        let last: u64 = Reply::new(OP).number(v, "sequence")?;
+        let first = (last + 1).saturating_sub(n as u64);
+        Ok((first..=last)
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","))
+    }
+
     /// `ExecutionClient::list_executions`.
     pub(crate) async fn browse(
         &self,
@@ -123,7 +149,10 @@ impl RedisBackend {
             return Err(reply.unexpected(&format!("{} records", records.len())));
         }
         let more = match more {
-            true => Some(last.parse().map_err(|_| reply.unexpected("last sequence"))?),
+            true => Some(
+                last.parse()
+                    .map_err(|_| reply.unexpected("last sequence"))?,
+            ),
             false => None,
         };
         Ok(PartPage { records, more })

@@ -8,10 +8,10 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionPage, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError, LimitScope, PauseScope, Purged,
-    ListCursor, RateLimit, RateLimits, Release, Result,
-    Timestamp, WakeReceiver, WorkflowRunOutcome,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionId,
+    ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError,
+    LimitScope, ListCursor, PauseScope, Purged, RateLimit, RateLimits, Release, Result, Timestamp,
+    WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -57,6 +57,7 @@ impl ExecutionClient for RedisBackend {
         let args = AdmissionArgs::new(admission);
         let [id, workflow, input, not_before] = args.head();
         let [priority, key] = args.controls();
+        let seq = self.reserve_sequences(1).await?;
         let v = self
             .eval(
                 OP,
@@ -72,6 +73,7 @@ impl ExecutionClient for RedisBackend {
                     priority,
                     key,
                     args.trace(),
+                    seq.as_bytes(),
                 ],
             )
             .await?;

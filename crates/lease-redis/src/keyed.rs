@@ -64,7 +64,11 @@ impl RedisBackend {
 
     /// `ExecutionClient::set_rate_limit`: sets or removes one field of `rates`; a changed
     /// rate publishes "now".
-    pub(crate) async fn set_rate(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+    pub(crate) async fn set_rate(
+        &self,
+        scope: &LimitScope,
+        limit: Option<RateLimit>,
+    ) -> Result<()> {
         const OP: &str = "set_rate_limit";
         let field = field_of(scope);
         let v = match limit {
@@ -90,7 +94,8 @@ impl RedisBackend {
             .await?;
         let mut out = RateLimits::default();
         for (field, value) in reply.pairs(v)? {
-            let limit = parse_rate(&value).ok_or_else(|| reply.unexpected(&format!("rate {value:?}")))?;
+            let limit =
+                parse_rate(&value).ok_or_else(|| reply.unexpected(&format!("rate {value:?}")))?;
             let scope = scope_of(reply, field)?;
             out.set(&scope, Some(limit));
         }
@@ -101,7 +106,11 @@ impl RedisBackend {
     /// unmarking publishes "now".
     pub(crate) async fn set_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
         const OP: &str = "set_key_ordering";
-        let (verb, value) = if ordered { ("set", "1") } else { ("remove", "") };
+        let (verb, value) = if ordered {
+            ("set", "1")
+        } else {
+            ("remove", "")
+        };
         let v = self
             .policy_op(OP, "key ordering", "ordered", verb, field_of(scope), value)
             .await?;

@@ -80,18 +80,33 @@ async fn filters_read_newest_first_in_pages_and_follow_status_changes() {
             ["e", "d", "c", "b", "a"]
         );
     }
-    assert_eq!(all_pages(&b, &filter(None, Some("bill"), None), 1).await, ["d", "c", "a"]);
-    assert_eq!(all_pages(&b, &filter(None, None, Some("acme")), 1).await, ["d", "a"]);
+    assert_eq!(
+        all_pages(&b, &filter(None, Some("bill"), None), 1).await,
+        ["d", "c", "a"]
+    );
+    assert_eq!(
+        all_pages(&b, &filter(None, None, Some("acme")), 1).await,
+        ["d", "a"]
+    );
     // a is claimed and completed: it moves from admitted to completed.
     let leases = common::claim(&b, &clock, 1, LEASE).await;
     assert_eq!(leases[0].execution_id.as_str(), "a");
     let running = Some(ExecutionStatus::Running);
     assert_eq!(all_pages(&b, &filter(running, None, None), 2).await, ["a"]);
     let done = WorkflowRunOutcome::Completed(Json::parse("t", "1").expect("json"));
-    assert!(!b.acknowledge(&leases[0], &done).await.expect("ack").is_lost());
+    assert!(
+        !b.acknowledge(&leases[0], &done)
+            .await
+            .expect("ack")
+            .is_lost()
+    );
     let completed = Some(ExecutionStatus::Completed);
     let admitted = Some(ExecutionStatus::Admitted);
-    assert!(all_pages(&b, &filter(running, None, None), 2).await.is_empty());
+    assert!(
+        all_pages(&b, &filter(running, None, None), 2)
+            .await
+            .is_empty()
+    );
     assert_eq!(
         all_pages(&b, &filter(completed, Some("bill"), Some("acme")), 2).await,
         ["a"]
@@ -100,13 +115,19 @@ async fn filters_read_newest_first_in_pages_and_follow_status_changes() {
         all_pages(&b, &filter(admitted, Some("bill"), None), 1).await,
         ["d", "c"]
     );
-    assert_eq!(all_pages(&b, &filter(admitted, None, Some("acme")), 1).await, ["d"]);
+    assert_eq!(
+        all_pages(&b, &filter(admitted, None, Some("acme")), 1).await,
+        ["d"]
+    );
     let page = b
         .list_executions(&filter(completed, None, None), None, 10)
         .await
         .expect("list");
     assert_eq!(page.records[0].status, ExecutionStatus::Completed);
-    assert_eq!(page.records[0], b.get(&id("a")).await.expect("get").expect("a"));
+    assert_eq!(
+        page.records[0],
+        b.get(&id("a")).await.expect("get").expect("a")
+    );
 
     // A stale entry put in by hand is skipped: c is admitted, not failed.
     let failed_set = format!("{}ls:failed", b.key_prefix());
@@ -119,7 +140,11 @@ async fn filters_read_newest_first_in_pages_and_follow_status_changes() {
         .await
         .expect("zadd");
     let failed = Some(ExecutionStatus::Failed);
-    assert!(all_pages(&b, &filter(failed, None, None), 1).await.is_empty());
+    assert!(
+        all_pages(&b, &filter(failed, None, None), 1)
+            .await
+            .is_empty()
+    );
 
     // Purged: no browse entry names a.
     clock.advance(Duration::from_secs(1));
@@ -127,7 +152,10 @@ async fn filters_read_newest_first_in_pages_and_follow_status_changes() {
     assert_eq!(purged.ids.len(), 1);
     let snap = common::snapshot(&b).await;
     assert!(!snap.keys().any(|k| k.contains("ls:completed")), "{snap:?}");
-    assert_eq!(all_pages(&b, &ExecutionFilter::default(), 3).await, ["e", "d", "c", "b"]);
+    assert_eq!(
+        all_pages(&b, &ExecutionFilter::default(), 3).await,
+        ["e", "d", "c", "b"]
+    );
 }
 
 #[tokio::test]
@@ -140,8 +168,42 @@ async fn a_cursor_this_store_did_not_write_is_invalid_input() {
         let r = b
             .list_executions(&ExecutionFilter::default(), Some(&cursor), 10)
             .await;
-        assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{bad}: {r:?}");
+        assert!(
+            matches!(r, Err(LeaseError::InvalidInput { .. })),
+            "{bad}: {r:?}"
+        );
     }
-    let r = b.list_executions(&ExecutionFilter::default(), None, 0).await;
+    let r = b
+        .list_executions(&ExecutionFilter::default(), None, 0)
+        .await;
     assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{r:?}");
+}
+
+/// A split namespace's partitions share the namespace's admission order (each admission's
+/// sequence reserved at home): pages merge them newest first, batches in item order.
+#[tokio::test]
+async fn a_split_namespace_lists_in_one_admission_order() {
+    let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+    let b = common::fresh_with(&clock, RedeliveryPolicy::default(), 3).await;
+    let _cleanup = common::Cleanup::of(&b);
+    let names: Vec<String> = (0..12).map(|i| format!("e{i:02}")).collect();
+    for name in &names[..4] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    let batch: Vec<Admission> = names[4..10].iter().map(|n| Admission::new(id(n))).collect();
+    b.admit_batch(&batch).await.expect("batch");
+    for name in &names[10..] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    let newest_first: Vec<String> = names.iter().rev().cloned().collect();
+    for limit in [1, 5, 12, 100] {
+        assert_eq!(
+            all_pages(&b, &ExecutionFilter::default(), limit).await,
+            newest_first
+        );
+    }
+    let leases = common::claim(&b, &clock, 3, LEASE).await;
+    assert_eq!(leases.len(), 3);
+    let running = filter(Some(ExecutionStatus::Running), None, None);
+    assert_eq!(all_pages(&b, &running, 2).await, ["e02", "e01", "e00"]);
 }

@@ -109,7 +109,10 @@ async fn an_ordered_key_runs_one_at_a_time_in_admission_order() {
     ack(&b, &first[1]).await;
     let prefix = b.key_prefix().to_owned();
     let snap = common::snapshot(&b).await;
-    assert!(snap.contains_key(&format!("{prefix}parked:k:acme")), "{snap:?}");
+    assert!(
+        snap.contains_key(&format!("{prefix}parked:k:acme")),
+        "{snap:?}"
+    );
     assert_eq!(horizon(&b, &clock).await.0, 0);
     let c = b.get(&id("c")).await.expect("get").expect("c");
     let lease = ExecutionLease {
@@ -238,7 +241,10 @@ async fn a_rate_lets_n_claims_through_per_window() {
     b.admit(&keyed("x", "other")).await.expect("admit");
     assert_eq!(claim_ids(&b, &clock, 10).await, ["a", "b", "x"]);
     let (n, next) = horizon(&b, &clock).await;
-    assert_eq!((n, next), (0, Some(Timestamp::from_millis(START_MS + 10_000))));
+    assert_eq!(
+        (n, next),
+        (0, Some(Timestamp::from_millis(START_MS + 10_000)))
+    );
     clock.advance(Duration::from_millis(9_999));
     assert!(claim_ids(&b, &clock, 10).await.is_empty());
     clock.advance(Duration::from_millis(1));

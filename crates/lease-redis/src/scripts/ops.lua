@@ -200,8 +200,10 @@ end
 
 -- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
 -- admission's not_before), with priority `pr` (a number; 0 is not stored), concurrency
--- key `ck` ('' = none) and W3C trace context `tc` ('' or nil = none).
-local function create_record(id, workflow, input, due, pr, ck, tc)
+-- key `ck` ('' = none), W3C trace context `tc` ('' or nil = none) and admission sequence
+-- `seq` (a decimal string the client reserved from the namespace's counter, on a split
+-- namespace; '' or nil: the next of this prefix's counter).
+local function create_record(id, workflow, input, due, pr, ck, tc, seq)
   local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
   local function add(name, value)
     fields[#fields + 1] = name
@@ -212,7 +214,8 @@ local function create_record(id, workflow, input, due, pr, ck, tc)
   if pr ~= 0 then add('pr', fmt(pr)) end
   if ck ~= '' then add('ck', ck) end
   if tc ~= nil and tc ~= '' then add('tc', tc) end
-  local sq = redis.call('INCR', P .. 'seq')
+  local sq = tonumber(seq or '')
+  if not sq then sq = redis.call('INCR', P .. 'seq') end
   add('sq', fmt(sq))
   local g = count_move(nil, nil, 'admitted')
   if g then add('cg', g) end
@@ -227,7 +230,7 @@ end
 -- A new admitted execution due at `due`: always in its level's ready set, scored by `due`
 -- (no delivery yet, so no redelivery gate; a claim takes only members scored at or before
 -- its now, so a scheduled execution is not claimable before its time).
-local function create(id, workflow, input, due, pr, ck, tc)
-  create_record(id, workflow, input, due, pr, ck, tc)
+local function create(id, workflow, input, due, pr, ck, tc, seq)
+  create_record(id, workflow, input, due, pr, ck, tc, seq)
   ready_add(pr, fmt(due), id)
 end
