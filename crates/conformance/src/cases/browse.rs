@@ -100,6 +100,10 @@ async fn every_page<H: Harness>(
     let mut after = None;
     loop {
         let page = page(ctx, filter, after.as_ref(), limit).await;
+        assert!(
+            after.is_none() || !page.records.is_empty(),
+            "a page with a next page does not hold the oldest match"
+        );
         ids.extend(page.records.iter().map(|r| r.id.as_str().to_owned()));
         match page.next {
             Some(next) => {
