@@ -203,11 +203,22 @@ async fn a_read_only_console_shows_pages_and_has_no_controls() {
     assert!(!home.body.contains("name=\"csrf\""), "no forms: {home:?}");
     let page = http(&console.base, "GET", "/execution?id=done-1", &with, "").await;
     assert!(page.body.contains("data-status=\"completed\""), "{page:?}");
+    for list in ["/executions", "/dead"] {
+        let listed = http(&console.base, "GET", list, &with, "").await;
+        assert!(
+            !listed.body.contains("type=\"checkbox\""),
+            "{list}: {listed:?}"
+        );
+        assert!(!listed.body.contains("name=\"csrf\""), "{list}: {listed:?}");
+    }
     let missing = http(&console.base, "GET", "/execution?id=nope", &with, "").await;
     assert_eq!(missing.status, 404, "{missing:?}");
     let body = "id=busy&reason=x&csrf=x";
     let cancel = http(&console.base, "POST", "/cancel", &with, body).await;
     assert_eq!(cancel.status, 404, "no control routes: {cancel:?}");
+    let act = "action=cancel&id=busy&csrf=x";
+    let act = http(&console.base, "POST", "/act", &with, act).await;
+    assert_eq!(act.status, 404, "no selection route: {act:?}");
     let rebound = [("Host", "evil.example:8425"), ("Cookie", cookie.as_str())];
     let rebound = http(&console.base, "GET", "/", &rebound, "").await;
     assert_eq!(rebound.status, 403, "a rebound name: {rebound:?}");

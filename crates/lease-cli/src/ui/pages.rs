@@ -276,9 +276,19 @@ fn policies_section(ui: &Ui, policies: Result<limits::Policies, Failure>) -> Str
 }
 
 fn counts_table(counts: &StatusCounts) -> String {
+    // Each count links to the executions of that status.
     let mut rows: Vec<Vec<String>> = StatusCounts::STATUSES
         .iter()
-        .map(|s| vec![s.as_str().to_owned(), counts.of(*s).to_string()])
+        .map(|s| {
+            vec![
+                status_cell(*s),
+                format!(
+                    "<a href=\"/executions?status={}\">{}</a>",
+                    s.as_str(),
+                    counts.of(*s)
+                ),
+            ]
+        })
         .collect();
     rows.push(vec!["total".into(), counts.total().to_string()]);
     rows.push(vec!["corrupt".into(), counts.corrupt.to_string()]);
