@@ -391,6 +391,19 @@ async fn click(c: &Client, css: &str) {
     }
 }
 
+/// Waits until the browser's address contains `part` (a submitted form has navigated).
+async fn address_when(c: &Client, part: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = c.current_url().await.expect("address");
+        if now.as_str().contains(part) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never at {part}: {now}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every resource the page loaded came from the console itself.
 async fn only_own_requests(c: &Client) {
     let foreign = c
@@ -473,9 +486,7 @@ async fn dead_letters(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool)
         assert_eq!(status(b, name).await, ExecutionStatus::Admitted, "{name}");
     }
     click(c, "#back").await;
-    text_when(c, "#nav-dead", |_| true).await;
-    let source = c.source().await.expect("source");
-    assert!(source.contains("no dead executions"), "{source}");
+    text_when(c, "p.note:last-of-type", |t| t == "no dead executions").await;
 }
 
 /// The executions page: a filter typed and submitted with Enter, paged by cursor through
@@ -511,9 +522,8 @@ async fn executions_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bo
         .send_keys(&format!("{PAGED}\u{E007}"))
         .await
         .expect("type and press Enter");
+    address_when(c, "workflow=paged").await;
     text_when(c, "#older", |t| t.contains("older")).await;
-    let now = c.current_url().await.expect("address");
-    assert!(now.as_str().contains("workflow=paged"), "{now}");
     let mut seen = listed(c, "#executions").await;
     assert_eq!(seen.len(), 50, "{seen:?}");
     screenshot(c, "executions", shots).await;
