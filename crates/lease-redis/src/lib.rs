@@ -61,6 +61,7 @@
 //!   | `ordered` | hash | ordered concurrency keys (and `\x1fdefault`) -> `1` |
 //!   | `rates` | hash | concurrency key (or `\x1fdefault`) -> start rate `<starts>:<period ms>` |
 //!   | `starts:<key>` | zset | the key's claim instants while a rate applies (member the token) |
+//!   | `rated` | set | the keys that have a `starts:<key>` (forgotten when no rate applies any more) |
 //!   | `ls:<status>`, `ls:<status>\x1fw\x1f<workflow>`, `ls:<status>\x1fk\x1f<key>`, `ls:<status>\x1fwk\x1f<workflow>\x1f<key>` | zset | records by stored status (and workflow, key, both), scored by `sq` (`list_executions`) |
 //!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
