@@ -26,15 +26,15 @@ use crate::keyed;
 use crate::rows::read_raw;
 
 /// `$1 namespace, $2 key` -> the key's executions that are not terminal, in admission order.
-const KEY_LINE: &str = include_str!("keyed/key_line.sql");
+const KEY_LINE: &str = include_str!("keyed_gate/key_line.sql");
 /// `$1 namespace, $2 key, $3 now` -> the latest expiry of the key's live leases (NULL: none).
-const KEY_LIVE_UNTIL: &str = include_str!("keyed/key_live_until.sql");
+const KEY_LIVE_UNTIL: &str = include_str!("keyed_gate/key_live_until.sql");
 /// `$1 namespace, $2 key, $3 floor` -> (instant, count) of the key's claims after `floor`.
-const STARTS: &str = include_str!("keyed/starts.sql");
+const STARTS: &str = include_str!("keyed_gate/starts.sql");
 /// `$1 namespace, $2 key, $3 at`: counts one claim of the key at `at`.
-const RECORD_START: &str = include_str!("keyed/record_start.sql");
+const RECORD_START: &str = include_str!("keyed_gate/record_start.sql");
 /// `$1 namespace, $2 key, $3 floor`: forgets the key's claims at or before `floor`.
-const PRUNE_STARTS: &str = include_str!("keyed/prune_starts.sql");
+const PRUNE_STARTS: &str = include_str!("keyed_gate/prune_starts.sql");
 
 /// Where an ordered key's line stands for this claim.
 enum Line {
