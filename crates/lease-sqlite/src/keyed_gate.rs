@@ -255,14 +255,23 @@ fn read_line(conn: &Connection, ns: &str, key: &str, now: Timestamp) -> OpResult
         }
         return Ok(match live_until {
             None => Line::Open(record.id.as_str().to_owned()),
-            // The head's own live lease: its redelivery instant is in the horizon already.
-            Some(_) if effective.lease_live(now) => Line::Closed { until: None },
+            Some(_) if effective.lease_live(now) => Line::Closed {
+                until: head_leaves_at(&effective),
+            },
             Some(until) => Line::Closed {
                 until: Some(Timestamp::from_millis(until)),
             },
         });
     }
     Ok(Line::Closed { until: None })
+}
+
+/// When a head holding a live lease leaves the line by itself: at its expiry when that
+/// expiry uses its last attempt (it ends dead and the next execution leads; no write
+/// signals that instant). Otherwise its redelivery instant is in the horizon index already.
+fn head_leaves_at(head: &ExecutionRecord) -> Option<Timestamp> {
+    let expiry = head.lease_expires_at?;
+    head.expired_into_dead(expiry).then_some(expiry)
 }
 
 #[cfg(test)]
