@@ -40,10 +40,6 @@ pub const CLEANED: &[Place] = &[
         except: &[
             "memory.rs",
             "memory",
-            "client.rs",
-            "keyed.rs",
-            "browse.rs",
-            "forward.rs",
             "lib.rs",
         ],
     },
