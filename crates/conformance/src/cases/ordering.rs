@@ -373,7 +373,11 @@ pub async fn ordered_racing_peers_never_hold_two_leases<H: Harness>(ctx: Arc<Ctx
         for task in tasks {
             live.extend(crate::context::join(task).await);
         }
-        assert_eq!(ids_of(&live), [want.clone()], "one live lease, in order");
+        assert_eq!(
+            ids_of(&live),
+            std::slice::from_ref(want),
+            "one live lease, in order"
+        );
         complete(&*ctx, &live[0]).await;
     }
 }
