@@ -315,3 +315,22 @@ async fn a_key_without_a_rate_forgets_its_starts() {
     assert_eq!(claim_ids(&b, &clock, 10).await, ["b"]);
     assert!(claim_ids(&b, &clock, 10).await.is_empty());
 }
+
+/// An ordered key's backlog costs a claim no examination budget: its later executions are
+/// parked, so a claim reaches the work after them (past `max(limit * 4, 100)` members).
+#[tokio::test]
+async fn an_ordered_backlog_costs_no_examination_budget() {
+    let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+    let b = fresh(&clock).await;
+    let _cleanup = common::Cleanup::of(&b);
+    order(&b, "acme").await;
+    let backlog: Vec<Admission> = (0..300)
+        .map(|i| keyed(&format!("o{i:03}"), "acme"))
+        .collect();
+    b.admit_batch(&backlog).await.expect("admit");
+    b.admit(&Admission::new(id("z"))).await.expect("admit");
+    assert_eq!(claim_ids(&b, &clock, 2).await, ["o000", "z"]);
+    // Nothing goes before the first one's lease expires.
+    let expiry = Timestamp::from_millis(START_MS + 30_000);
+    assert_eq!(horizon(&b, &clock).await, (0, Some(expiry)));
+}
