@@ -37,11 +37,7 @@ pub const CLEANED: &[Place] = &[
     },
     Place {
         dir: "crates/lease-core/src",
-        except: &[
-            "memory.rs",
-            "memory",
-            "lib.rs",
-        ],
+        except: &["memory.rs", "memory", "lib.rs"],
     },
     Place {
         dir: "crates/lease-sqlite/examples",
