@@ -61,8 +61,8 @@ const KEY_CAP: &str = include_str!("execution/key_cap.sql");
 const KEY_HELD: &str = include_str!("execution/key_held.sql");
 /// The row's key's ordering and rate (`{key_policy}`).
 const KEY_POLICY: &str = include_str!("execution/key_policy.sql");
-/// The keyed claim's part of the horizon: when a rate-held key may start again.
-const RATE_WAIT_HORIZON: &str = ", (SELECT w.at FROM rate_wait w)";
+/// The keyed claim's part of the horizon: when a held key may start again.
+const KEY_WAIT_HORIZON: &str = ", (SELECT w.at FROM key_wait w)";
 /// The limit of `acknowledge_and_claim`'s claim, replacing the claim's `$3`.
 const ACK_AND_CLAIM_LIMIT: &str = include_str!("execution/ack_and_claim_limit.sql");
 const RENEW: &str = include_str!("execution/renew.sql");
@@ -132,8 +132,8 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
     let claim = claim_template();
     let keyed = claim_keyed_template();
     let acknowledge = r.render(&acknowledge_template());
-    let plain_horizon = fragment(CLAIM_HORIZON).replace("{rate_wait}", "");
-    let keyed_horizon = fragment(CLAIM_HORIZON).replace("{rate_wait}", RATE_WAIT_HORIZON);
+    let plain_horizon = fragment(CLAIM_HORIZON).replace("{key_wait}", "");
+    let keyed_horizon = fragment(CLAIM_HORIZON).replace("{key_wait}", KEY_WAIT_HORIZON);
     let claim = claim.replace("{horizon}", &plain_horizon);
     let keyed = keyed.replace("{horizon}", &keyed_horizon);
     let after_ack = |claim: &str| {

@@ -30,9 +30,12 @@
 --    rate-limited key (the bucket lock, held to the commit, makes the next claim of the
 --    key count them).
 --
--- A rate-limited key held back after a short claim reports when it may start again
--- (`rate_wait`, in the horizon: the instant its window has room, never later than the
--- truth); keys are found among the rows due now that this claim did not take.
+-- A key holding back rows due now after a short claim reports when it may start again
+-- (`key_wait`, in the horizon, never later than the truth): for a rate the instant its
+-- window has room, for an ordered or limited key the earliest expiry of its live leases
+-- (this claim's too). An expiry is earlier than the row's own `claimable_at` (expiry plus
+-- redelivery delay), and the next of an ordered line or a waiting row of a full key may
+-- start at the expiry. Keys are found among the rows due now that this claim did not take.
 --
 -- Every claim of a limited key runs this statement, which holds the key's bucket lock
 -- from the count to its commit, so two claims never count the same free place. Nothing
@@ -98,23 +101,30 @@ recorded AS (
     SELECT p.key, (SELECT now FROM clk) FROM picked p JOIN room m ON m.key = p.key
     WHERE m.starts IS NOT NULL
 ),
-rate_wait AS MATERIALIZED (
-    SELECT min(CASE
+key_wait AS MATERIALIZED (
+    SELECT min(LEAST(
+        CASE WHEN pol.starts IS NULL THEN NULL
             WHEN t.n >= pol.starts THEN (SELECT now FROM clk) + pol.period
             ELSE (SELECT r.at FROM {s}.key_starts r
                   WHERE r.key = e.concurrency_key
                     AND r.at > (SELECT now FROM clk) - pol.period
                   ORDER BY r.at DESC OFFSET pol.starts - 1 - t.n LIMIT 1) + pol.period
-        END) AS at
+        END,
+        CASE WHEN pol.ordered OR {key_cap} IS NOT NULL THEN LEAST(
+            CASE WHEN t.n > 0 THEN (SELECT now FROM clk) + $4 END,
+            (SELECT min(x.lease_expires_at) FROM {s}.executions x
+             WHERE x.concurrency_key = e.concurrency_key AND x.status = 'running'
+               AND x.lease_expires_at > (SELECT now FROM clk)))
+        END)) AS at
     FROM (
         SELECT DISTINCT x.concurrency_key FROM {s}.executions x
         WHERE (SELECT short FROM short)
-          AND (SELECT EXISTS (SELECT 1 FROM {s}.key_policies WHERE rate_starts IS NOT NULL))
+          AND ((SELECT EXISTS (SELECT 1 FROM {s}.key_policies))
+              OR (SELECT EXISTS (SELECT 1 FROM {s}.concurrency_limits)))
           AND x.claimable_at <= (SELECT now FROM clk) AND x.concurrency_key IS NOT NULL
           AND x.id NOT IN (SELECT p.id FROM picked p)
     ) e
     CROSS JOIN LATERAL {key_policy} pol
     CROSS JOIN LATERAL (SELECT count(*) AS n FROM picked p WHERE p.key = e.concurrency_key) t
-    WHERE pol.starts IS NOT NULL
 ),
 {take}
