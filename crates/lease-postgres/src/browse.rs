@@ -47,7 +47,8 @@ fn page_statement(r: &Renderer, mask: usize) -> Arc<str> {
             let (param, column) = FIELDS[i];
             format!("e.{column} = {param} AND e.{column} IS NOT NULL")
         }
-        None => "true".to_owned(),
+        // `executions_admitted`'s predicate: only this shape can walk that index.
+        None => "e.admission_seq > 0".to_owned(),
     };
     let template = PAGE
         .replace("{lead}", &lead)
@@ -146,7 +147,7 @@ mod tests {
             }
             assert!(!sql.contains('{'), "{sql}");
         }
-        assert!(shapes.pages[0].contains("WHERE true"));
+        assert!(shapes.pages[0].contains("WHERE e.admission_seq > 0"));
         assert!(shapes.pages[7].contains("e.concurrency_key = $3::text AND"));
         assert!(shapes.pages[3].contains("e.workflow = $2::text AND"));
         assert!(shapes.pages[1].contains("e.status = $1::text AND"));

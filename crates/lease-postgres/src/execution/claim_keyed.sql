@@ -35,7 +35,9 @@
 -- window has room, for an ordered or limited key the earliest expiry of its live leases
 -- (this claim's too). An expiry is earlier than the row's own `claimable_at` (expiry plus
 -- redelivery delay), and the next of an ordered line or a waiting row of a full key may
--- start at the expiry. Keys are found among the rows due now that this claim did not take.
+-- start at the expiry. Keys are found among the rows due now that this claim did not take,
+-- only while some ordering or rate is stored (with limits alone the claim costs what it did
+-- before either existed).
 --
 -- Every claim of a limited key runs this statement, which holds the key's bucket lock
 -- from the count to its commit, so two claims never count the same free place. Nothing
@@ -119,8 +121,7 @@ key_wait AS MATERIALIZED (
     FROM (
         SELECT DISTINCT x.concurrency_key FROM {s}.executions x
         WHERE (SELECT short FROM short)
-          AND ((SELECT EXISTS (SELECT 1 FROM {s}.key_policies))
-              OR (SELECT EXISTS (SELECT 1 FROM {s}.concurrency_limits)))
+          AND (SELECT EXISTS (SELECT 1 FROM {s}.key_policies))
           AND x.claimable_at <= (SELECT now FROM clk) AND x.concurrency_key IS NOT NULL
           AND x.id NOT IN (SELECT p.id FROM picked p)
     ) e

@@ -23,8 +23,12 @@ CREATE INDEX executions_key_line ON {s}.executions (concurrency_key, admission_s
     WHERE concurrency_key IS NOT NULL AND status IN ('admitted', 'running', 'suspended');
 
 -- Browsing, newest admitted first: one index per filter field, each in admission order,
--- so a page is one backward range walk whatever is stored.
-CREATE UNIQUE INDEX executions_admitted ON {s}.executions (admission_seq);
+-- so a page is one backward range walk whatever is stored. The unfiltered index is partial
+-- on a predicate every row meets, which only the unfiltered page states: a generic plan of
+-- a filtered page (its parameter's selectivity guessed) could otherwise prefer walking
+-- every row in admission order and filtering.
+CREATE UNIQUE INDEX executions_admitted ON {s}.executions (admission_seq)
+    WHERE admission_seq > 0;
 CREATE INDEX executions_admitted_by_status ON {s}.executions (status, admission_seq);
 CREATE INDEX executions_admitted_by_workflow ON {s}.executions (workflow, admission_seq)
     WHERE workflow IS NOT NULL;
