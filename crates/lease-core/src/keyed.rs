@@ -87,7 +87,7 @@ impl RateLimit {
                 format!("{period:?} is outside {MIN_RATE_PERIOD:?}..={MAX_RATE_PERIOD:?}",),
             ));
         }
-        if period.subsec_nanos() % 1_000_000 != 0 {
+        if !period.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(LeaseError::invalid(
                 "rate limit period",
                 format!("{period:?} is not a whole number of milliseconds"),

@@ -129,10 +129,10 @@ mod tests {
 
     #[test]
     fn cursors_are_read_back_and_foreign_ones_refused() {
-        let ok = ListCursor::new("a42").unwrap();
-        assert_eq!(cursor_position(&ok).unwrap(), 42);
+        let ok = ListCursor::new("a42").expect("cursor");
+        assert_eq!(cursor_position(&ok).expect("position"), 42);
         for bad in ["42", "a", "a-1", "a+1", "b42", "a99999999999999999999"] {
-            let c = ListCursor::new(bad).unwrap();
+            let c = ListCursor::new(bad).expect("cursor text");
             assert!(cursor_position(&c).is_err(), "{bad}");
         }
     }
