@@ -274,16 +274,20 @@ pub async fn rates_held_key_backlog_holds_back_no_other_work<H: Harness>(ctx: Ar
     ];
     let b = ctx.backend();
     b.admit_batch(&late).await.expect("admit");
-    let leases = ctx.claim(&b, 4).await;
-    let mut first = ids_of(&leases);
-    first.sort();
-    assert_eq!(first, ["cold", "free", "hot-000"], "the late ones at once");
-    // Ended, so no expired lease is redelivered within the minute below.
-    for lease in &leases {
-        let done = WorkflowRunOutcome::Completed(json("1"));
-        assert!(!b.acknowledge(lease, &done).await.expect("ack").is_lost());
-    }
+    let first = ctx.claim(&b, 4).await;
+    let mut got = ids_of(&first);
+    got.sort();
+    assert_eq!(got, ["cold", "free", "hot-000"], "the late ones at once");
     let held = claim_batch(&ctx.probe_peer().await, 4).await;
+    assert_horizon::<H>(&held, t, plus_ms(t, 60_000));
+    for lease in &first {
+        let ack = b
+            .acknowledge(lease, &WorkflowRunOutcome::Completed(json("1")))
+            .await
+            .expect("ack");
+        assert!(!ack.is_lost());
+    }
+    let held = claim_batch(&b, 4).await;
     assert_horizon::<H>(&held, t, plus_ms(t, 60_000));
     ctx.set_clock(plus_ms(t, 59_999));
     assert!(ctx.claim(&b, 4).await.is_empty(), "a minute has not passed");
