@@ -129,6 +129,7 @@ impl lease_conformance::Harness for PostgresHarness {
     const ATTEMPTS: bool = true;
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)
