@@ -133,12 +133,10 @@ pub async fn browse_empty_store_lists_nothing<H: Harness>(ctx: Arc<Ctx<H>>) {
     }
 }
 
-/// Four executions in four statuses, with and without workflow and key: each filter field
-/// narrows, fields combine, and matches come newest admitted first.
-pub async fn browse_filters_by_status_workflow_and_key<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await {
-        return;
-    }
+/// Admits `a1` (workflow `mail`, key `acme` when the store takes keys), `a2` (`mail`),
+/// `a3` (`bill`, `acme`) and `a4` (neither) in one batch, then leaves them suspended,
+/// running, completed and admitted (released). Returns whether the keys were set.
+async fn four_statuses<H: Harness>(ctx: &Ctx<H>) -> bool {
     let b = ctx.backend();
     let mut admissions = vec![
         Admission::new(ctx.id("a1")).workflow(workflow("mail")),
@@ -170,7 +168,16 @@ pub async fn browse_filters_by_status_workflow_and_key<H: Harness>(ctx: Arc<Ctx<
             .is_lost()
     );
     assert!(!b.release(lease("a4")).await.expect("release").is_lost());
+    keyed
+}
 
+/// Four executions in four statuses: each filter field narrows, fields combine, and
+/// matches come newest admitted first.
+pub async fn browse_filters_by_status_workflow_and_key<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    let keyed = four_statuses(&*ctx).await;
     let by_status = |status| ExecutionFilter {
         status: Some(status),
         ..ExecutionFilter::default()
