@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, AttemptLimit, AttemptScope, CancelReason, ErrorNote, ExecutionClient,
-    ExecutionLease, KeyOrdering, LeaseError, LimitScope, Priority, Release, WorkflowRunOutcome,
+    ExecutionLease, KeyOrdering, LeaseError, LimitScope, PauseScope, Priority, Release,
+    WorkflowName, WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -33,6 +34,7 @@ macro_rules! __ordering_cases {
             ordered_key_runs_one_at_a_time_in_admission_order,
             ordered_released_or_expired_head_keeps_its_place,
             ordered_suspended_head_blocks_the_key_until_woken,
+            ordered_paused_head_blocks_the_key_until_resumed,
             ordered_ended_heads_let_the_next_go,
             ordered_dead_head_readmitted_waits_for_the_live_lease,
             ordered_backlog_holds_back_no_other_work,
@@ -224,6 +226,29 @@ pub async fn ordered_suspended_head_blocks_the_key_until_woken<H: Harness>(ctx: 
         .expect("wake");
     let again = ctx.claim_only(&b, "2-head").await;
     complete(&*ctx, &again).await;
+    ctx.claim_only(&b, "1-next").await;
+}
+
+/// A head a pause covers holds its key: the next one, of a workflow nobody paused, does not
+/// overtake it; after resume the head runs first.
+pub async fn ordered_paused_head_blocks_the_key_until_resumed<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await || !H::PAUSE {
+        return;
+    }
+    order(&*ctx, "k", true).await;
+    let b = ctx.backend();
+    let slow = PauseScope::Workflow(WorkflowName::new("slow").expect("workflow"));
+    let line = [("2-head", "slow"), ("1-next", "fast")].map(|(id, workflow)| {
+        Admission::new(ctx.id(id))
+            .concurrency_key(key("k"))
+            .workflow(WorkflowName::new(workflow).expect("workflow"))
+    });
+    b.admit_batch(&line).await.expect("admit");
+    assert!(b.pause(&slow).await.expect("pause"));
+    assert_key_waits(&*ctx, "a paused head holds its key").await;
+    assert!(b.resume(&slow).await.expect("resume"));
+    let head = ctx.claim_only(&b, "2-head").await;
+    complete(&*ctx, &head).await;
     ctx.claim_only(&b, "1-next").await;
 }
 
