@@ -415,6 +415,9 @@ pub async fn rates_raised_or_removed_let_claims_proceed<H: Harness>(ctx: Arc<Ctx
         H::WAKEUPS,
         "WAKEUPS says whether they come"
     );
+    // A claim on the listening connection (nothing claimable) returns once its listener
+    // listens, so the signal below cannot be sent before anyone listens.
+    assert!(ctx.claim(&listener, 10).await.is_empty(), "one a minute");
     set_rate(&*ctx, "k", Some(rate(3, 60_000))).await;
     if let Some(wakeups) = &wakeups {
         expect_signal_now(wakeups, ctx.now(), "raising the rate").await;
