@@ -8,14 +8,19 @@
 //!   asked for), so the backend claims the lowest first;
 //! - `schedule` (history rule 10, in the runtimes' schedulers, above their recorders):
 //!   every fourth occurrence's admission is answered as if admitted and never sent, so the
-//!   schedule's cursor passes occurrences that do not exist.
+//!   schedule's cursor passes occurrences that do not exist;
+//! - `attempts` (rule 11): the attempt limit reaches the backend one higher than asked (and
+//!   logged), so executions are delivered once more after their attempts ran out;
+//! - `rate` (rule 12) and `ordering` (rule 13): rate limits and key orderings are answered
+//!   as set and never reach a backend that supports them, so keys claim at any rate and
+//!   ordered keys run concurrently and out of order.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use lease_core::{
-    Admission, ExecutionClient, ExecutionRecord, HeapClient, LeaseBackend, PauseScope, Priority,
-    Result, StartClient, StoreClient,
+    Admission, AttemptLimit, AttemptScope, ExecutionClient, ExecutionRecord, HeapClient,
+    LeaseBackend, LimitScope, PauseScope, Priority, RateLimit, Result, StartClient, StoreClient,
 };
 
 /// Which control `--break-control` breaks.
@@ -27,16 +32,27 @@ pub enum Broken {
     Priority,
     /// Scheduled occurrences are dropped.
     Schedule,
+    /// Attempt limits are stored one higher.
+    Attempts,
+    /// Rate limits are dropped.
+    Rate,
+    /// Key orderings are dropped.
+    Ordering,
 }
 
 impl Broken {
-    /// Parses `pause`, `priority` or `schedule`.
+    /// Parses `pause`, `priority`, `schedule`, `attempts`, `rate` or `ordering`.
     pub fn parse(text: &str) -> Result<Broken, String> {
         match text {
             "pause" => Ok(Broken::Pause),
             "priority" => Ok(Broken::Priority),
             "schedule" => Ok(Broken::Schedule),
-            other => Err(format!("{other:?}: expected pause, priority or schedule")),
+            "attempts" => Ok(Broken::Attempts),
+            "rate" => Ok(Broken::Rate),
+            "ordering" => Ok(Broken::Ordering),
+            other => Err(format!(
+                "{other:?}: expected pause, priority, schedule, attempts, rate or ordering"
+            )),
         }
     }
 }
@@ -98,6 +114,34 @@ impl lease_core::ForwardExecution for Mutant {
         }
         self.inner.pause(scope).await
     }
+
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        if self.broken != Broken::Attempts {
+            return self.inner.set_attempt_limit(scope, limit).await;
+        }
+        let one_more = limit.map(|l| AttemptLimit::new(l.get() + 1)).transpose()?;
+        self.inner.set_attempt_limit(scope, one_more).await
+    }
+
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        if self.broken != Broken::Rate {
+            return self.inner.set_rate_limit(scope, limit).await;
+        }
+        // A backend without rates still says so: the control breaks a rate, not the check
+        // that the backend has them.
+        self.inner.rate_limits().await.map(drop)
+    }
+
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        if self.broken != Broken::Ordering {
+            return self.inner.set_key_ordering(scope, ordered).await;
+        }
+        self.inner.key_ordering().await.map(drop)
+    }
 }
 
 /// Whether the schedule mutant drops `admission`: every fourth second's occurrence.
@@ -145,6 +189,15 @@ mod tests {
         assert!(inverted.pause(&PauseScope::Namespace).await.expect("pause"));
         assert_eq!(memory.list_paused().await.expect("list").len(), 1);
         assert!(Broken::parse("cancel").is_err());
+        // The attempt limit reaches the backend one higher.
+        let lenient = Mutant::wrap(memory.clone(), Broken::Attempts);
+        let two = AttemptLimit::new(2).expect("limit");
+        lenient
+            .set_attempt_limit(&AttemptScope::Default, Some(two))
+            .await
+            .expect("set");
+        let stored = memory.attempt_limits().await.expect("limits").default;
+        assert_eq!(stored.map(AttemptLimit::get), Some(3));
         // Every fourth second's occurrence is answered as admitted and never stored.
         let dropping = Mutant::wrap(memory.clone(), Broken::Schedule);
         let at = |ms| {

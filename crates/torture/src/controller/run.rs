@@ -75,7 +75,9 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     let mut plan = plan(a)?;
     let (backend, app) = open_store(a, &plan).await?;
     let mut c = connect(a, &mut plan, backend, app.clone()).await?;
-    if let Err(e) = a.controls.prepare(&c.recorded).await {
+    // The controller's copy: a setting the backend does not support leaves it, named in
+    // the report.
+    if let Err(e) = c.a.controls.prepare(&c.recorded).await {
         let _ = backend::destroy(&plan.url, &plan.namespace).await;
         let _ = app.destroy().await;
         return Err(e);
