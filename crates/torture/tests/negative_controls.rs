@@ -116,9 +116,9 @@ fn the_application_row_checker_catches_an_unfenced_application_write() {
 }
 
 /// A short fault-free run with one control broken: it must fail with violations of
-/// `kind` only. The same runs without `--break-control` pass (the CI run drives both
-/// controls under faults with no violation).
-fn broken_control_is_caught(broken: &str, drive: &[&str], kind: &str) {
+/// `kinds` only, each of them reported. The same runs without `--break-control` pass (the
+/// CI run drives the controls under faults with no violation).
+fn broken_control_is_caught(broken: &str, drive: &[&str], kinds: &[&str]) {
     let mut args = vec![
         "--duration",
         "6",
@@ -146,23 +146,47 @@ fn broken_control_is_caught(broken: &str, drive: &[&str], kind: &str) {
         "only the history checker objects: {line}"
     );
     let reported: Vec<&str> = stdout.lines().filter(|l| l.contains("\"kind\":")).collect();
+    let kind_of = |line: &str| kinds.iter().any(|k| line.contains(&format!("\"{k}\"")));
     assert!(
-        !reported.is_empty() && reported.iter().all(|l| l.contains(kind)),
-        "only {kind}: {stdout}"
+        !reported.is_empty() && reported.iter().all(|l| kind_of(l)),
+        "only {kinds:?}: {stdout}"
     );
+    for kind in kinds {
+        assert!(stdout.contains(&format!("\"{kind}\"")), "{kind}: {stdout}");
+    }
 }
 
 #[test]
 fn rule_8_catches_claims_while_the_namespace_is_paused() {
-    broken_control_is_caught("pause", &["--pause-every", "1000"], "claimed_while_paused");
+    broken_control_is_caught(
+        "pause",
+        &["--pause-every", "1000"],
+        &["claimed_while_paused"],
+    );
 }
 
 #[test]
 fn rule_10_catches_scheduled_occurrences_never_admitted() {
-    broken_control_is_caught("schedule", &["--schedule"], "occurrence_missing");
+    broken_control_is_caught("schedule", &["--schedule"], &["occurrence_missing"]);
 }
 
 #[test]
 fn rule_9_catches_lower_priorities_claimed_first() {
-    broken_control_is_caught("priority", &["--priorities", "3"], "lower_priority_claimed");
+    broken_control_is_caught(
+        "priority",
+        &["--priorities", "3"],
+        &["lower_priority_claimed"],
+    );
+}
+
+/// The backend keeps one attempt more than the log says: the failing executions are
+/// claimed once more after their attempts ran out, and that delivery's writes and release
+/// are accepted; rule 11 must report both.
+#[test]
+fn rule_11_catches_a_delivery_after_the_attempts_ran_out() {
+    broken_control_is_caught(
+        "attempts",
+        &["--attempt-limit", "2", "--failing-percent", "10"],
+        &["claimed_after_attempts", "accepted_after_dead"],
+    );
 }
