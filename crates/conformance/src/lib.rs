@@ -53,6 +53,8 @@ macro_rules! conformance_tests {
         $crate::__traces_cases!($harness);
         $crate::__live_cases!($harness);
         $crate::__attempts_cases!($harness);
+        $crate::__rates_cases!($harness);
+        $crate::__ordering_cases!($harness);
     };
 }
 
@@ -124,6 +126,8 @@ mod tests {
             ("traces", include_str!("cases/traces.rs")),
             ("live", include_str!("cases/live.rs")),
             ("attempts", include_str!("cases/attempts.rs")),
+            ("rates", include_str!("cases/rates.rs")),
+            ("ordering", include_str!("cases/ordering.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {
