@@ -57,6 +57,12 @@ const KEY_FULL: &str = include_str!("execution/key_full.sql");
 const KEY_LIVE: &str = include_str!("execution/key_live.sql");
 /// The row's key's limit (`{key_cap}`).
 const KEY_CAP: &str = include_str!("execution/key_cap.sql");
+/// Whether the row's key's ordering or rate holds it back (`{key_held}`).
+const KEY_HELD: &str = include_str!("execution/key_held.sql");
+/// The row's key's ordering and rate (`{key_policy}`).
+const KEY_POLICY: &str = include_str!("execution/key_policy.sql");
+/// The keyed claim's part of the horizon: when a held key may start again.
+const KEY_WAIT_HORIZON: &str = ", (SELECT w.at FROM key_wait w)";
 /// The limit of `acknowledge_and_claim`'s claim, replacing the claim's `$3`.
 const ACK_AND_CLAIM_LIMIT: &str = include_str!("execution/ack_and_claim_limit.sql");
 const RENEW: &str = include_str!("execution/renew.sql");
@@ -85,6 +91,8 @@ fn acknowledge_template() -> String {
 fn with_gates(template: &str, taken: &str) -> String {
     template
         .replace("{key_full}", fragment(KEY_FULL))
+        .replace("{key_held}", fragment(KEY_HELD))
+        .replace("{key_policy}", fragment(KEY_POLICY))
         .replace("{taken}", taken)
         .replace("{key_live}", fragment(KEY_LIVE))
         .replace("{key_cap}", fragment(KEY_CAP))
@@ -107,6 +115,7 @@ fn claim_template() -> String {
 fn claim_keyed_template() -> String {
     let open = fragment(CLAIM_OPEN)
         .replace("{key_full}", fragment(KEY_FULL))
+        .replace("{key_held}", fragment(KEY_HELD))
         .replace("{taken}", "0");
     let keyed = fragment(CLAIM_KEYED)
         .replace("{candidates}", fragment(CLAIM_CANDIDATES))
@@ -123,10 +132,12 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
     let claim = claim_template();
     let keyed = claim_keyed_template();
     let acknowledge = r.render(&acknowledge_template());
+    let plain_horizon = fragment(CLAIM_HORIZON).replace("{key_wait}", "");
+    let keyed_horizon = fragment(CLAIM_HORIZON).replace("{key_wait}", KEY_WAIT_HORIZON);
+    let claim = claim.replace("{horizon}", &plain_horizon);
+    let keyed = keyed.replace("{horizon}", &keyed_horizon);
     let after_ack = |claim: &str| {
-        let claim = claim
-            .replace("$3", fragment(ACK_AND_CLAIM_LIMIT))
-            .replace("{horizon}", fragment(CLAIM_HORIZON));
+        let claim = claim.replace("$3", fragment(ACK_AND_CLAIM_LIMIT));
         AckAndClaimStatements::new(&acknowledge, &r.render(&claim))
     };
     let (ack_and_claim, ack_and_claim_keyed) = (after_ack(&claim), after_ack(&keyed));
@@ -138,9 +149,9 @@ pub(crate) fn statements(r: &Renderer) -> ExecutionSql {
         list_corrupt: r.render(LIST_CORRUPT),
         list_live_leases: r.render(LIST_LIVE_LEASES),
         request_wake: r.render(REQUEST_WAKE),
-        claim: r.render(&claim.replace("{horizon}", fragment(CLAIM_HORIZON))),
-        claim_leases_only: r.render(&claim.replace("{horizon}", "")),
-        claim_keyed: r.render(&keyed.replace("{horizon}", fragment(CLAIM_HORIZON))),
+        claim_leases_only: r.render(&claim_template().replace("{horizon}", "")),
+        claim: r.render(&claim),
+        claim_keyed: r.render(&keyed),
         renew: r.render(RENEW),
         release: r.render(RELEASE),
         acknowledge,
@@ -1000,6 +1011,47 @@ impl ExecutionClient for PostgresBackend {
         input: Option<&lease_core::Json>,
     ) -> Result<Vec<ExecutionRecord>> {
         self.retry(ids, input).await
+    }
+
+    /// One statement upserts or clears the scope's rate on `key_policies` (schema v16);
+    /// a change notifies "now".
+    #[tracing::instrument(level = "debug", name = "set_rate_limit", skip_all)]
+    async fn set_rate_limit(
+        &self,
+        scope: &lease_core::LimitScope,
+        limit: Option<lease_core::RateLimit>,
+    ) -> Result<()> {
+        self.set_rate(scope, limit).await
+    }
+
+    /// The default first, then keys by name.
+    #[tracing::instrument(level = "debug", name = "rate_limits", skip_all)]
+    async fn rate_limits(&self) -> Result<lease_core::RateLimits> {
+        self.rates().await
+    }
+
+    /// One statement marks or unmarks the scope on `key_policies`; unmarking notifies
+    /// "now".
+    #[tracing::instrument(level = "debug", name = "set_key_ordering", skip_all)]
+    async fn set_key_ordering(&self, scope: &lease_core::LimitScope, ordered: bool) -> Result<()> {
+        self.set_ordering(scope, ordered).await
+    }
+
+    /// The default, then the keys marked one by one.
+    #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
+    async fn key_ordering(&self) -> Result<lease_core::KeyOrdering> {
+        self.ordering().await
+    }
+
+    /// One backward walk of an index in admission order (schema v16).
+    #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
+    async fn list_executions(
+        &self,
+        filter: &lease_core::ExecutionFilter,
+        after: Option<&lease_core::ListCursor>,
+        limit: usize,
+    ) -> Result<lease_core::ExecutionPage> {
+        self.browse_page(filter, after, limit).await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]

@@ -47,6 +47,11 @@ pub struct Statements {
     /// `list_dead` (an operator's page, not a hot path; here so a test can read its plan):
     /// `$1 after (NULL: from the first), $2 limit, $3 clock`.
     pub list_dead: String,
+    /// `list_executions` (an operator's page; here so a test can read its plans), one per
+    /// filter shape: index `status | workflow << 1 | key << 2` (each 1 when filtered on).
+    /// `$1 status, $2 workflow, $3 key (NULL: any; a NULL for a filtered field matches
+    /// nothing), $4 the cursor's admission number (NULL: newest), $5 limit, $6 clock`.
+    pub list_executions: Vec<String>,
 }
 
 /// Renders the statements for `schema` (unquoted, as given to
@@ -69,5 +74,10 @@ pub fn statements(schema: &str) -> Statements {
         now: crate::backend::statements(&r).now.to_string(),
         list_live_leases: execution.list_live_leases.to_string(),
         list_dead: crate::attempts::statements(&r).list_dead.to_string(),
+        list_executions: crate::browse::statements(&r)
+            .pages
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     }
 }

@@ -127,6 +127,8 @@ pub(crate) struct Statements {
     pub(crate) counts: Rendered<Arc<str>>,
     pub(crate) control: Rendered<ControlSql>,
     pub(crate) attempts: Rendered<AttemptsSql>,
+    pub(crate) policy: Rendered<PolicySql>,
+    pub(crate) browse: Rendered<BrowseSql>,
 }
 
 impl Statements {
@@ -143,6 +145,8 @@ impl Statements {
             counts: Rendered::default(),
             control: Rendered::default(),
             attempts: Rendered::default(),
+            policy: Rendered::default(),
+            browse: Rendered::default(),
         }
     }
 }
@@ -167,6 +171,23 @@ pub(crate) struct AttemptsSql {
     pub(crate) limits: Arc<str>,
     pub(crate) list_dead: Arc<str>,
     pub(crate) retry_dead: Arc<str>,
+}
+
+/// `policy.rs`'s statements (`policy/*.sql`).
+#[derive(Debug)]
+pub(crate) struct PolicySql {
+    pub(crate) set_rate: Arc<str>,
+    pub(crate) remove_rate: Arc<str>,
+    pub(crate) mark_ordered: Arc<str>,
+    pub(crate) unmark_ordered: Arc<str>,
+    pub(crate) policies: Arc<str>,
+}
+
+/// `browse.rs`'s statements (`browse/*.sql`): one page walk per filter shape.
+#[derive(Debug)]
+pub(crate) struct BrowseSql {
+    /// Indexed by filter shape (`browse.rs`'s mask).
+    pub(crate) pages: Vec<Arc<str>>,
 }
 
 /// `backend.rs`'s statements (`backend/*.sql`).

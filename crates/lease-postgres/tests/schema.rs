@@ -250,14 +250,18 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 15 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 16 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
-        // attempt columns version 15's index and check).
+        // attempt columns version 15's index and check, dropping the admission column
+        // version 16's indexes and sequence).
         let mut conn = admin().await;
         exec(
             &mut conn,
             format!(
-                "DROP TABLE \"{schema}\".attempt_limits; \
+                "DROP TABLE \"{schema}\".key_starts, \"{schema}\".key_policies; \
+                 DROP FUNCTION \"{schema}\".key_room; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN admission_seq; \
+                 DROP TABLE \"{schema}\".attempt_limits; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN attempt_limit, \
                      DROP COLUMN last_error_kind, DROP COLUMN last_error_message, \
                      DROP COLUMN last_error_attempt, DROP COLUMN last_error_at; \
@@ -427,21 +431,16 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 15,
-/// attempt limits), so connecting runs exactly one migration again, one that alters
+/// SQL that turns a current schema back into the version before it (undoes version 16,
+/// ordered keys, rates and browsing; dropping the admission column drops its indexes and
+/// its sequence), so connecting runs exactly one migration again, one that alters
 /// `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 15, "undo the new latest version here");
+    assert_eq!(SCHEMA_VERSION, 16, "undo the new latest version here");
     format!(
-        "DROP FUNCTION \"{schema}\".record_problem(text, text, text, bigint, bigint, text, text); \
-         ALTER FUNCTION \"{schema}\".record_problem_v11 RENAME TO record_problem; \
-         DROP TABLE \"{schema}\".attempt_limits; \
-         ALTER TABLE \"{schema}\".executions DROP COLUMN attempt_limit, \
-             DROP COLUMN last_error_kind, DROP COLUMN last_error_message, \
-             DROP COLUMN last_error_attempt, DROP COLUMN last_error_at, \
-             DROP CONSTRAINT executions_status_check, \
-             ADD CONSTRAINT executions_status_check CHECK (status IN ('admitted', 'running', \
-                 'suspended', 'completed', 'failed', 'cancelled')); \
+        "DROP TABLE \"{schema}\".key_starts, \"{schema}\".key_policies; \
+         DROP FUNCTION \"{schema}\".key_room; \
+         ALTER TABLE \"{schema}\".executions DROP COLUMN admission_seq; \
          UPDATE \"{schema}\".lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )

@@ -401,6 +401,9 @@ pub async fn ordered_default_marks_every_key_and_unmarking_signals<H: Harness>(
     let listener = ctx.peer().await;
     let wakeups = listener.wakeups();
     assert_eq!(wakeups.is_some(), H::WAKEUPS, "WAKEUPS says whether they come");
+    // A claim on the listening connection (nothing claimable) returns once its listener
+    // listens, so the signal below cannot be sent before anyone listens.
+    assert!(ctx.claim(&listener, 10).await.is_empty(), "still ordered");
     b.set_key_ordering(&LimitScope::Default, false)
         .await
         .expect("unmark every key");

@@ -264,9 +264,15 @@ pub async fn rates_held_key_backlog_holds_back_no_other_work<H: Harness>(ctx: Ar
     ];
     let b = ctx.backend();
     b.admit_batch(&late).await.expect("admit");
-    let mut first = ids_of(&ctx.claim(&b, 4).await);
+    let leases = ctx.claim(&b, 4).await;
+    let mut first = ids_of(&leases);
     first.sort();
     assert_eq!(first, ["cold", "free", "hot-000"], "the late ones at once");
+    // Ended, so no expired lease is redelivered within the minute below.
+    for lease in &leases {
+        let done = WorkflowRunOutcome::Completed(json("1"));
+        assert!(!b.acknowledge(lease, &done).await.expect("ack").is_lost());
+    }
     let held = claim_batch(&ctx.probe_peer().await, 4).await;
     assert_horizon::<H>(&held, t, plus_ms(t, 60_000));
     ctx.set_clock(plus_ms(t, 59_999));
@@ -381,6 +387,9 @@ pub async fn rates_raised_or_removed_let_claims_proceed<H: Harness>(ctx: Arc<Ctx
     let listener = ctx.peer().await;
     let wakeups = listener.wakeups();
     assert_eq!(wakeups.is_some(), H::WAKEUPS, "WAKEUPS says whether they come");
+    // A claim on the listening connection (nothing claimable) returns once its listener
+    // listens, so the signal below cannot be sent before anyone listens.
+    assert!(ctx.claim(&listener, 10).await.is_empty(), "one a minute");
     set_rate(&*ctx, "k", Some(rate(3, 60_000))).await;
     if let Some(wakeups) = &wakeups {
         expect_signal_now(wakeups, ctx.now(), "raising the rate").await;

@@ -29,7 +29,8 @@
 -- race-free (its snapshot predates a concurrent claim's commit). When limits exist and a
 -- picked row has a key some limit applies to (its own or the namespace default), `gated`
 -- is true: it claims nothing and says so in the summary row, and the caller runs the key
--- gate's transaction (`gate.rs`). With no limit stored (one probe of an empty table) or no
+-- gate's transaction (`gate.rs`). The same for an ordered or rate-limited key (schema v16,
+-- `key_policies`). With no limit or policy stored (one probe of each empty table) or no
 -- keyed row among the first n, it claims as before limits existed.
 --
 -- `claim_take.sql` then claims the picked rows (the transition, written once).
@@ -44,11 +45,16 @@ picked AS MATERIALIZED (
     LIMIT $3
 ),
 gated AS MATERIALIZED (
-    SELECT (SELECT EXISTS (SELECT 1 FROM {s}.concurrency_limits))
+    SELECT ((SELECT EXISTS (SELECT 1 FROM {s}.concurrency_limits))
         AND EXISTS (
             SELECT 1 FROM picked p JOIN {s}.concurrency_limits l
                 ON l.key = p.key OR l.key IS NULL
             WHERE p.key IS NOT NULL
-        ) AS gated
+        )) OR ((SELECT EXISTS (SELECT 1 FROM {s}.key_policies))
+        AND EXISTS (
+            SELECT 1 FROM picked p JOIN {s}.key_policies l
+                ON l.key = p.key OR l.key IS NULL
+            WHERE p.key IS NOT NULL
+        )) AS gated
 ),
 {take}

@@ -17,7 +17,8 @@
 --   snapshot, for a moment).
 --
 -- Paused rows are left out, and (in the key gate's statement) rows due now whose key is
--- at its limit after the claim (`{unblocked}`): their key's live leases are in it, and an
+-- at its limit or holds them back by its ordering or rate after the claim (`{unblocked}`;
+-- a held key's own instant, `key_wait`, is in the horizon): their key's live leases are in it, and an
 -- acknowledgement, release or cancel of one notifies "now". Rows admitted after the
 -- snapshot are absent (admission notifies). The horizon is later
 -- than the truth only while a concurrent claim that holds a row rolls back, when the
@@ -26,6 +27,7 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, clk.now,
     LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT u.claimable_at FROM unpicked u),
-        (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)),
+        (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)
+        {key_wait}),
     0, 1, NULL, (SELECT gated FROM gated)
 FROM clk

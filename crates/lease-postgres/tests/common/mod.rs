@@ -127,6 +127,8 @@ impl lease_conformance::Harness for PostgresHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
     const ATTEMPTS: bool = true;
+    const RATE_LIMITS: bool = true;
+    const ORDERED_KEYS: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)
