@@ -29,12 +29,10 @@ use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, 
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
 
-/// The answer of a default method for a capability the adapter does not have.
-fn unsupported(operation: &'static str) -> crate::LeaseError {
-    crate::LeaseError::Unsupported {
-        backend: "adapter",
-        operation,
-    }
+/// The answer of a default method for a capability the backend does not have, naming the
+/// backend ([`ExecutionClient::backend_name`]) so an operator sees which one refused.
+fn unsupported(backend: &'static str, operation: &'static str) -> crate::LeaseError {
+    crate::LeaseError::Unsupported { backend, operation }
 }
 
 /// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
@@ -105,7 +103,7 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_live_leases"))
+        Err(unsupported(self.backend_name(), "list_live_leases"))
     }
 
     /// Stored execution records this backend found it cannot decode, at most `limit`
@@ -165,7 +163,7 @@ pub trait ExecutionClient: Send + Sync {
     /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         let _ = (id, reason);
-        Err(unsupported("cancel"))
+        Err(unsupported(self.backend_name(), "cancel"))
     }
 
     /// Pauses a scope (issue 21 item 2): from this commit on no claim by any process takes
@@ -175,7 +173,7 @@ pub trait ExecutionClient: Send + Sync {
     /// default is [`crate::LeaseError::Unsupported`].
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported("pause"))
+        Err(unsupported(self.backend_name(), "pause"))
     }
 
     /// Resumes a paused scope (issue 21 item 2) and signals idle dispatchers through the
@@ -184,13 +182,13 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported("resume"))
+        Err(unsupported(self.backend_name(), "resume"))
     }
 
     /// The paused scopes: the namespace first, then workflows by name. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
-        Err(unsupported("list_paused"))
+        Err(unsupported(self.backend_name(), "list_paused"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the concurrency limit of one key or the
@@ -205,13 +203,13 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_concurrency_limit"))
+        Err(unsupported(self.backend_name(), "set_concurrency_limit"))
     }
 
     /// The namespace's concurrency limits. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
-        Err(unsupported("concurrency_limits"))
+        Err(unsupported(self.backend_name(), "concurrency_limits"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the attempt limit of one workflow name
@@ -226,12 +224,12 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<AttemptLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_attempt_limit"))
+        Err(unsupported(self.backend_name(), "set_attempt_limit"))
     }
 
     /// The namespace's attempt limits. The default is [`crate::LeaseError::Unsupported`].
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
-        Err(unsupported("attempt_limits"))
+        Err(unsupported(self.backend_name(), "attempt_limits"))
     }
 
     /// The dead executions ([`crate::ExecutionStatus::Dead`], as `get` reads them: a lease
@@ -245,7 +243,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = after;
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_dead"))
+        Err(unsupported(self.backend_name(), "list_dead"))
     }
 
     /// Re-admits dead executions in one atomic step ([`ExecutionRecord::retry_dead`]): each
@@ -260,7 +258,7 @@ pub trait ExecutionClient: Send + Sync {
         input: Option<&Json>,
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = (ids, input);
-        Err(unsupported("retry_dead"))
+        Err(unsupported(self.backend_name(), "retry_dead"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the start rate of one key or the
@@ -272,12 +270,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_rate_limit"))
+        Err(unsupported(self.backend_name(), "set_rate_limit"))
     }
 
     /// The namespace's rate limits. The default is [`crate::LeaseError::Unsupported`].
     async fn rate_limits(&self) -> Result<RateLimits> {
-        Err(unsupported("rate_limits"))
+        Err(unsupported(self.backend_name(), "rate_limits"))
     }
 
     /// Marks (`true`) or unmarks one key, or every key ([`LimitScope::Default`]), as ordered
@@ -286,12 +284,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
         let _ = (scope, ordered);
-        Err(unsupported("set_key_ordering"))
+        Err(unsupported(self.backend_name(), "set_key_ordering"))
     }
 
     /// Which keys are ordered. The default is [`crate::LeaseError::Unsupported`].
     async fn key_ordering(&self) -> Result<KeyOrdering> {
-        Err(unsupported("key_ordering"))
+        Err(unsupported(self.backend_name(), "key_ordering"))
     }
 
     /// The executions `filter` matches, newest admitted first, at most `limit` (1..=1000),
@@ -307,7 +305,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<ExecutionPage> {
         let _ = (filter, after);
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_executions"))
+        Err(unsupported(self.backend_name(), "list_executions"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery

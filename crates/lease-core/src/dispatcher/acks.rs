@@ -134,6 +134,7 @@ async fn send_one_and_claim(
         duration: shared.options.get_lease_duration(),
     };
     let sent = Instant::now();
+    let seq = shared.idle.claim_sending();
     let result = with_retries(shared, "acknowledge_and_claim", || {
         guarded(
             shared,
@@ -147,7 +148,7 @@ async fn send_one_and_claim(
     };
     let got = next.claimed.len();
     shared.metrics.claim_call(got);
-    shared.claimed_by_ack(next.now, next.next_claimable_at, got, sent);
+    shared.claimed_by_ack(next.now, next.next_claimable_at, got, (sent, seq));
     let claimed = next.claimed.into_iter().next().map(|c| (c, sent));
     (Some(acknowledged), claimed)
 }
