@@ -7,9 +7,7 @@
 //! an empty table means no policy. The claim instants of rate-limited keys are rows of
 //! `key_starts`.
 
-use lease_core::{
-    ConcurrencyKey, KeyOrdering, LimitScope, RateLimit, RateLimits, Result,
-};
+use lease_core::{ConcurrencyKey, KeyOrdering, LimitScope, RateLimit, RateLimits, Result};
 use sqlx::postgres::PgRow;
 
 use crate::backend::PostgresBackend;
@@ -57,7 +55,11 @@ impl PostgresBackend {
     }
 
     /// `set_rate_limit`: upserts or clears the scope's rate; a change notifies "now".
-    pub(crate) async fn set_rate(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+    pub(crate) async fn set_rate(
+        &self,
+        scope: &LimitScope,
+        limit: Option<RateLimit>,
+    ) -> Result<()> {
         const OP: &str = "set_rate_limit";
         let sql = self.policy_sql();
         let key = scope_key(scope);
@@ -66,7 +68,10 @@ impl PostgresBackend {
                 let starts = i64::from(limit.starts());
                 let period = limit.period_ms();
                 self.run_statement(OP, Effect::IdempotentWrite, &sql.set_rate, |q| {
-                    q.bind(key).bind(starts).bind(period).bind(self.clock_param())
+                    q.bind(key)
+                        .bind(starts)
+                        .bind(period)
+                        .bind(self.clock_param())
                 })
                 .await?
             }
@@ -86,8 +91,10 @@ impl PostgresBackend {
         let sql = self.policy_sql();
         let key = scope_key(scope);
         let _: PgRow = if ordered {
-            self.run_statement(OP, Effect::IdempotentWrite, &sql.mark_ordered, |q| q.bind(key))
-                .await?
+            self.run_statement(OP, Effect::IdempotentWrite, &sql.mark_ordered, |q| {
+                q.bind(key)
+            })
+            .await?
         } else {
             self.run_statement(OP, Effect::IdempotentWrite, &sql.unmark_ordered, |q| {
                 q.bind(key).bind(self.clock_param())
@@ -112,7 +119,9 @@ impl PostgresBackend {
                         .map(|k| stored_name(k, op, ConcurrencyKey::new))
                         .transpose()?,
                     ordered: col(row, 1, op)?,
-                    rate: starts.zip(period).map(|(s, p)| RateLimit::from_stored(s, p)),
+                    rate: starts
+                        .zip(period)
+                        .map(|(s, p)| RateLimit::from_stored(s, p)),
                 })
             })
             .collect()

@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, ConcurrencyKey, ExecutionClient, ExecutionClientExt, ExecutionFilter, ExecutionId,
-    ExecutionStatus, LeaseError, ListCursor, ManualClock, RedeliveryPolicy, Timestamp,
+    Admission, ClaimRequest, ConcurrencyKey, ExecutionClient, ExecutionClientExt, ExecutionFilter,
+    ExecutionId, ExecutionStatus, LeaseError, ListCursor, ManualClock, RedeliveryPolicy, Timestamp,
     WorkflowName, WorkflowRunOutcome,
 };
 use lease_postgres::PostgresBackend;
@@ -24,11 +24,9 @@ fn runtime() -> tokio::runtime::Runtime {
 
 async fn connect(schema: &str) -> PostgresBackend {
     let clock = ManualClock::new(Timestamp::from_millis(1_000_000));
-    PostgresBackend::connect(
-        common::config(clock, RedeliveryPolicy::default()).schema(schema),
-    )
-    .await
-    .expect("connect")
+    PostgresBackend::connect(common::config(clock, RedeliveryPolicy::default()).schema(schema))
+        .await
+        .expect("connect")
 }
 
 /// Every page of `filter` at `limit`, following the cursors: the ids in order.
@@ -85,7 +83,12 @@ fn pages_list_newest_admitted_first_through_every_filter() {
             .expect("claim");
         assert_eq!(leases.len(), 2);
         let done = WorkflowRunOutcome::Completed(lease_core::Json::from_stored("1".to_owned()));
-        assert!(!b.acknowledge(&leases[0], &done).await.expect("ack").is_lost());
+        assert!(
+            !b.acknowledge(&leases[0], &done)
+                .await
+                .expect("ack")
+                .is_lost()
+        );
 
         let newest_first: Vec<String> = order.iter().rev().map(|i| format!("e{i:02}")).collect();
         for limit in [1, 5, 12, 1000] {
@@ -104,11 +107,17 @@ fn pages_list_newest_admitted_first_through_every_filter() {
         let k1 = ConcurrencyKey::new("k1").expect("k");
         let filters: Vec<(ExecutionFilter, Vec<String>)> = vec![
             (
-                ExecutionFilter { workflow: Some(even.clone()), ..Default::default() },
+                ExecutionFilter {
+                    workflow: Some(even.clone()),
+                    ..Default::default()
+                },
                 expect(&|i| i % 2 == 0),
             ),
             (
-                ExecutionFilter { key: Some(k1.clone()), ..Default::default() },
+                ExecutionFilter {
+                    key: Some(k1.clone()),
+                    ..Default::default()
+                },
                 expect(&|i| i % 4 != 3 && i % 3 == 1),
             ),
             (
@@ -136,7 +145,11 @@ fn pages_list_newest_admitted_first_through_every_filter() {
         ];
         for (filter, want) in filters {
             for limit in [1, 2, 1000] {
-                assert_eq!(all_pages(&b, &filter, limit).await, want, "{filter:?} {limit}");
+                assert_eq!(
+                    all_pages(&b, &filter, limit).await,
+                    want,
+                    "{filter:?} {limit}"
+                );
             }
         }
         let admitted = ExecutionFilter {
@@ -172,7 +185,10 @@ fn bad_limits_and_foreign_cursors_are_refused() {
         let b = connect(&schema).await;
         let all = ExecutionFilter::default();
         for limit in [0, 1001] {
-            let err = b.list_executions(&all, None, limit).await.expect_err("limit");
+            let err = b
+                .list_executions(&all, None, limit)
+                .await
+                .expect_err("limit");
             assert!(matches!(err, LeaseError::InvalidInput { .. }), "{err}");
         }
         for text in ["12", "a", "a-3", "ax", "a99999999999999999999", "next:abc"] {
@@ -181,7 +197,10 @@ fn bad_limits_and_foreign_cursors_are_refused() {
                 .list_executions(&all, Some(&cursor), 10)
                 .await
                 .expect_err("foreign cursor");
-            assert!(matches!(err, LeaseError::InvalidInput { .. }), "{text}: {err}");
+            assert!(
+                matches!(err, LeaseError::InvalidInput { .. }),
+                "{text}: {err}"
+            );
         }
         b.close().await;
     }));
@@ -249,15 +268,23 @@ fn every_page_is_one_backward_index_walk() {
             (0, "NULL, NULL, NULL", "executions_admitted "),
             (1, "'admitted', NULL, NULL", "executions_admitted_by_status"),
             (2, "NULL, 'w3', NULL", "executions_admitted_by_workflow"),
-            (3, "'admitted', 'w3', NULL", "executions_admitted_by_workflow"),
+            (
+                3,
+                "'admitted', 'w3', NULL",
+                "executions_admitted_by_workflow",
+            ),
             (4, "NULL, NULL, 'k7'", "executions_admitted_by_key"),
             (5, "'completed', NULL, 'k7'", "executions_admitted_by_key"),
             (6, "NULL, 'w7', 'k7'", "executions_admitted_by_key"),
             (7, "'completed', 'w7', 'k7'", "executions_admitted_by_key"),
         ];
         for (mask, filter, index) in cases {
-            let plan = page_plan(&mut conn, &pages[mask], &format!("{filter}, 50000, 51, NULL"))
-                .await;
+            let plan = page_plan(
+                &mut conn,
+                &pages[mask],
+                &format!("{filter}, 50000, 51, NULL"),
+            )
+            .await;
             assert!(
                 plan.contains(&format!("Index Scan Backward using {index}")),
                 "{mask}: {plan}"

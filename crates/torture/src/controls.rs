@@ -54,8 +54,9 @@ pub struct Controls {
     /// controller's backend drops its pauses, stores every priority inverted, stores the
     /// attempt limit one higher, or drops its rates or key orderings, or the runtimes'
     /// schedulers drop occurrences (the checker must report violations).
-    #[arg(long, value_name = "CONTROL", value_parser = Broken::parse)]
-    pub break_control: Option<Broken>,
+    /// Several may be given, comma-separated or repeated.
+    #[arg(long, value_name = "CONTROL", value_delimiter = ',', value_parser = Broken::parse)]
+    pub break_control: Vec<Broken>,
     /// Every runtime ticks a schedule firing every second until the faults end (history
     /// rule 10).
     #[arg(long)]

@@ -1,6 +1,6 @@
-//! The negative controls of the controls (history rules 8 and 9): a wrapper under the
-//! controller's recorder that breaks one control for real, so the run's claims break the
-//! rule and the checker must report it (`--break-control`).
+//! The negative controls of the controls (history rules 8 to 13): a wrapper under the
+//! controller's recorder that breaks controls for real, so the run's claims break their
+//! rules and the checker must report it (`--break-control`, one or several).
 //!
 //! - `pause`: every pause is answered "paused" and never reaches the backend, so the
 //!   runtimes go on claiming inside the windows the log shows paused;
@@ -57,16 +57,23 @@ impl Broken {
     }
 }
 
-/// A backend with one control broken.
+/// A backend with some controls broken.
 pub struct Mutant {
     inner: Arc<dyn LeaseBackend>,
-    broken: Broken,
+    broken: Vec<Broken>,
 }
 
 impl Mutant {
-    /// Wraps `inner`, breaking `broken`.
-    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: Broken) -> Arc<dyn LeaseBackend> {
-        Arc::new(Mutant { inner, broken })
+    /// Wraps `inner`, breaking every control in `broken`.
+    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: &[Broken]) -> Arc<dyn LeaseBackend> {
+        Arc::new(Mutant {
+            inner,
+            broken: broken.to_vec(),
+        })
+    }
+
+    fn breaks(&self, control: Broken) -> bool {
+        self.broken.contains(&control)
     }
 }
 
@@ -77,7 +84,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        if self.broken != Broken::Priority {
+        if !self.breaks(Broken::Priority) {
             return self.inner.admit(admission).await;
         }
         let mut inverted = admission.clone();
@@ -86,7 +93,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
-        if self.broken != Broken::Schedule {
+        if !self.breaks(Broken::Schedule) {
             return self.inner.admit_batch(admissions).await;
         }
         let now = self.inner.now().await?;
@@ -109,7 +116,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
-        if self.broken == Broken::Pause {
+        if self.breaks(Broken::Pause) {
             return Ok(true);
         }
         self.inner.pause(scope).await
@@ -120,7 +127,7 @@ impl lease_core::ForwardExecution for Mutant {
         scope: &AttemptScope,
         limit: Option<AttemptLimit>,
     ) -> Result<()> {
-        if self.broken != Broken::Attempts {
+        if !self.breaks(Broken::Attempts) {
             return self.inner.set_attempt_limit(scope, limit).await;
         }
         let one_more = limit.map(|l| AttemptLimit::new(l.get() + 1)).transpose()?;
@@ -128,7 +135,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
-        if self.broken != Broken::Rate {
+        if !self.breaks(Broken::Rate) {
             return self.inner.set_rate_limit(scope, limit).await;
         }
         // A backend without rates still says so: the control breaks a rate, not the check
@@ -137,7 +144,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
-        if self.broken != Broken::Ordering {
+        if !self.breaks(Broken::Ordering) {
             return self.inner.set_key_ordering(scope, ordered).await;
         }
         self.inner.key_ordering().await.map(drop)
@@ -178,10 +185,10 @@ mod tests {
     #[tokio::test]
     async fn each_mutant_breaks_its_control_only() {
         let memory: Arc<dyn LeaseBackend> = Arc::new(MemoryBackend::new());
-        let paused = Mutant::wrap(memory.clone(), Broken::Pause);
+        let paused = Mutant::wrap(memory.clone(), &[Broken::Pause]);
         assert!(paused.pause(&PauseScope::Namespace).await.expect("pause"));
         assert!(memory.list_paused().await.expect("list").is_empty());
-        let inverted = Mutant::wrap(memory.clone(), Broken::Priority);
+        let inverted = Mutant::wrap(memory.clone(), &[Broken::Priority]);
         let admission = Admission::new(ExecutionId::new("e1").expect("id"))
             .priority(Priority::new(3).expect("priority"));
         let stored = inverted.admit(&admission).await.expect("admit");
@@ -190,7 +197,7 @@ mod tests {
         assert_eq!(memory.list_paused().await.expect("list").len(), 1);
         assert!(Broken::parse("cancel").is_err());
         // The attempt limit reaches the backend one higher.
-        let lenient = Mutant::wrap(memory.clone(), Broken::Attempts);
+        let lenient = Mutant::wrap(memory.clone(), &[Broken::Attempts]);
         let two = AttemptLimit::new(2).expect("limit");
         lenient
             .set_attempt_limit(&AttemptScope::Default, Some(two))
@@ -198,8 +205,21 @@ mod tests {
             .expect("set");
         let stored = memory.attempt_limits().await.expect("limits").default;
         assert_eq!(stored.map(AttemptLimit::get), Some(3));
+        // Rates and orderings are answered as set and never stored.
+        let lawless = Mutant::wrap(memory.clone(), &[Broken::Rate, Broken::Ordering]);
+        let rate = RateLimit::new(1, std::time::Duration::from_secs(1)).expect("rate");
+        lawless
+            .set_rate_limit(&LimitScope::Default, Some(rate))
+            .await
+            .expect("set rate");
+        lawless
+            .set_key_ordering(&LimitScope::Default, true)
+            .await
+            .expect("set ordering");
+        assert_eq!(memory.rate_limits().await.expect("rates").default, None);
+        assert!(!memory.key_ordering().await.expect("ordering").default);
         // Every fourth second's occurrence is answered as admitted and never stored.
-        let dropping = Mutant::wrap(memory.clone(), Broken::Schedule);
+        let dropping = Mutant::wrap(memory.clone(), &[Broken::Schedule]);
         let at = |ms| {
             Admission::new(ExecutionId::new(format!("schedule:t:{ms}")).expect("id"))
                 .not_before(lease_core::Timestamp::from_millis(ms))

@@ -110,7 +110,7 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
         Arc::new(Recorder::new(inner, log, a.process, slow.clone()).with_effects(recorded_effects));
     if let Some(until_ms) = a.schedule_until_ms {
         let scheduling = if a.break_schedule {
-            Mutant::wrap(recorder.clone(), Broken::Schedule)
+            Mutant::wrap(recorder.clone(), &[Broken::Schedule])
         } else {
             recorder.clone()
         };

@@ -105,7 +105,10 @@ pub async fn ordering_round_trips_and_unmarks<H: Harness>(ctx: Arc<Ctx<H>>) {
     }
     let b = ctx.backend();
     let peer = ctx.peer().await;
-    assert_eq!(b.key_ordering().await.expect("read"), KeyOrdering::default());
+    assert_eq!(
+        b.key_ordering().await.expect("read"),
+        KeyOrdering::default()
+    );
     for k in ["zeta", "alpha", "zeta"] {
         order(&*ctx, k, true).await;
     }
@@ -274,9 +277,7 @@ pub async fn ordered_ended_heads_let_the_next_go<H: Harness>(ctx: Arc<Ctx<H>>) {
 /// A dead head leaves the line, so the next one runs; re-admitted by `retry_dead` it takes
 /// its place back, but is claimed only once the key's live lease ends (never two live
 /// leases), and before the rest of the line.
-pub async fn ordered_dead_head_readmitted_waits_for_the_live_lease<H: Harness>(
-    ctx: Arc<Ctx<H>>,
-) {
+pub async fn ordered_dead_head_readmitted_waits_for_the_live_lease<H: Harness>(ctx: Arc<Ctx<H>>) {
     if unsupported(&*ctx).await || !H::ATTEMPTS {
         return;
     }
@@ -381,9 +382,7 @@ pub async fn ordered_racing_peers_never_hold_two_leases<H: Harness>(ctx: Arc<Ctx
 /// default) orders `k` too (its next waits for all its live leases) and `j`; unmarking `j`
 /// alone leaves it ordered by the default; unmarking the default lets every due one go and
 /// signals the wake-up path (when the backend sends wake-ups).
-pub async fn ordered_default_marks_every_key_and_unmarking_signals<H: Harness>(
-    ctx: Arc<Ctx<H>>,
-) {
+pub async fn ordered_default_marks_every_key_and_unmarking_signals<H: Harness>(ctx: Arc<Ctx<H>>) {
     if unsupported(&*ctx).await {
         return;
     }
@@ -400,7 +399,11 @@ pub async fn ordered_default_marks_every_key_and_unmarking_signals<H: Harness>(
     assert_key_waits(&*ctx, "the default still orders j").await;
     let listener = ctx.peer().await;
     let wakeups = listener.wakeups();
-    assert_eq!(wakeups.is_some(), H::WAKEUPS, "WAKEUPS says whether they come");
+    assert_eq!(
+        wakeups.is_some(),
+        H::WAKEUPS,
+        "WAKEUPS says whether they come"
+    );
     // A claim on the listening connection (nothing claimable) returns once its listener
     // listens, so the signal below cannot be sent before anyone listens.
     assert!(ctx.claim(&listener, 10).await.is_empty(), "still ordered");

@@ -12,7 +12,8 @@ use std::time::Duration;
 use lease_core::keyed::{MAX_RATE_PERIOD, MAX_RATE_STARTS};
 use lease_core::{
     Admission, ClaimBatch, ClaimRequest, ConcurrencyKey, ExecutionClient, ExecutionLease,
-    LeaseBackend, LeaseError, LimitScope, RateLimit, RateLimits, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    LeaseBackend, LeaseError, LimitScope, RateLimit, RateLimits, Timestamp, WakeReceiver,
+    WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -94,7 +95,10 @@ pub(crate) fn assert_horizon<H: Harness>(batch: &ClaimBatch, now: Timestamp, tru
         assert!(next > now, "held-back work is not claimable now: {next:?}");
     }
     if let Some(next) = batch.next_claimable_at {
-        assert!(next <= truth, "horizon {next:?} is after the truth {truth:?}");
+        assert!(
+            next <= truth,
+            "horizon {next:?} is after the truth {truth:?}"
+        );
     }
 }
 
@@ -214,7 +218,10 @@ pub async fn rates_allow_exactly_n_per_sliding_window<H: Harness>(ctx: Arc<Ctx<H
     assert_horizon::<H>(&held, ctx.now(), plus_ms(t, 1400));
     ctx.set_clock(plus_ms(t, 1400));
     assert_eq!(ids_of(&ctx.claim(&b, 10).await), ["tick-004", "tick-005"]);
-    assert!(ctx.claim(&b, 10).await.is_empty(), "the window is full again");
+    assert!(
+        ctx.claim(&b, 10).await.is_empty(),
+        "the window is full again"
+    );
 }
 
 /// The default rate limits every key without its own limit, each key counted on its own;
@@ -242,7 +249,10 @@ pub async fn rates_default_applies_to_each_key_on_its_own<H: Harness>(ctx: Arc<C
     };
     let counts = (count("small"), count("other"), count("big"), count("free"));
     assert_eq!(counts, (1, 1, 3, 2));
-    assert!(ctx.claim(&b, 100).await.is_empty(), "every key used its rate");
+    assert!(
+        ctx.claim(&b, 100).await.is_empty(),
+        "every key used its rate"
+    );
 }
 
 /// 600 executions of `hot` at 1 start a minute, admitted first, then one of key `cold` and
@@ -349,12 +359,22 @@ pub async fn rates_redeliveries_count_as_starts<H: Harness>(ctx: Arc<Ctx<H>>) {
     };
     let both = b.acknowledge_and_claim(&ack, next).await.expect("ack");
     assert!(!both.acknowledged.is_lost());
-    assert!(both.next.claimed.is_empty(), "the acknowledgement's claim too");
+    assert!(
+        both.next.claimed.is_empty(),
+        "the acknowledgement's claim too"
+    );
     ctx.set_clock(plus_ms(t, 1000));
     let again = ctx.claim(&b, 10).await;
-    assert_eq!(ids_of(&again), ["k-000", "k-002"], "the redelivery uses a place");
+    assert_eq!(
+        ids_of(&again),
+        ["k-000", "k-002"],
+        "the redelivery uses a place"
+    );
     ctx.set_clock(plus_ms(t, 1999));
-    assert!(ctx.claim(&b, 10).await.is_empty(), "two starts in the window");
+    assert!(
+        ctx.claim(&b, 10).await.is_empty(),
+        "two starts in the window"
+    );
     ctx.set_clock(plus_ms(t, 2000));
     assert_eq!(ids_of(&ctx.claim(&b, 10).await), ["k-003"]);
 }
@@ -386,7 +406,11 @@ pub async fn rates_raised_or_removed_let_claims_proceed<H: Harness>(ctx: Arc<Ctx
     assert!(ctx.claim(&b, 10).await.is_empty(), "one a minute");
     let listener = ctx.peer().await;
     let wakeups = listener.wakeups();
-    assert_eq!(wakeups.is_some(), H::WAKEUPS, "WAKEUPS says whether they come");
+    assert_eq!(
+        wakeups.is_some(),
+        H::WAKEUPS,
+        "WAKEUPS says whether they come"
+    );
     // A claim on the listening connection (nothing claimable) returns once its listener
     // listens, so the signal below cannot be sent before anyone listens.
     assert!(ctx.claim(&listener, 10).await.is_empty(), "one a minute");

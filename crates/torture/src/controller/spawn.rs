@@ -72,7 +72,7 @@ impl Controller {
             return Vec::new();
         };
         let mut args = vec!["--schedule-until-ms".to_owned(), until.to_string()];
-        if self.a.controls.break_control == Some(Broken::Schedule) {
+        if self.a.controls.break_control.contains(&Broken::Schedule) {
             args.push("--break-schedule".to_owned());
         }
         args
