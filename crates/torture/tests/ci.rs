@@ -50,21 +50,21 @@ const SQLITE: Controls = Controls {
     pause_and_schedule: true,
     keys_and_priorities: true,
     attempts: true,
-    rates_and_ordering: false,
+    rates_and_ordering: true,
 };
 const POSTGRES: Controls = Controls {
     cancel: true,
     pause_and_schedule: true,
     keys_and_priorities: true,
     attempts: true,
-    rates_and_ordering: false,
+    rates_and_ordering: true,
 };
 const REDIS: Controls = Controls {
     cancel: true,
     pause_and_schedule: true,
     keys_and_priorities: true,
     attempts: true,
-    rates_and_ordering: false,
+    rates_and_ordering: true,
 };
 
 fn torture(backend: &str, url: Option<String>, controls: &Controls) {
