@@ -1,5 +1,6 @@
-//! Which claimable executions one claim takes (RFC 002 `claimDue` with issue 21's controls),
-//! as the reference computation the memory backend runs and the SQL and Lua encode:
+//! Which claimable executions one claim takes (RFC 002 `claimDue` with the operator
+//! controls: pause, priorities, concurrency limits), as the reference computation the
+//! memory backend runs and the SQL and Lua encode:
 //!
 //! 1. Only effective, claimable records ([`ExecutionRecord::claimable`]) that no paused
 //!    scope covers are candidates.

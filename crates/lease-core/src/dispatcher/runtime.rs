@@ -1,5 +1,5 @@
-//! The dispatcher: the claim loop, graceful shutdown and hard stop (design.md section 4;
-//! RFC 002 "Delivery concurrency").
+//! The dispatcher: the claim loop, graceful shutdown and hard stop (RFC 002
+//! "Delivery concurrency").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -424,7 +424,7 @@ async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
         duration: shared.options.get_lease_duration(),
     };
     // A trace of its own: one claim serves many executions, each delivery continues its
-    // own admission's trace (DESIGN.md "Traces across processes").
+    // own admission's trace (docs/DESIGN.md "Traces across processes").
     let span = tracing::info_span!(parent: None, "claim", limit, claimed = tracing::field::Empty);
     let batch = guarded(
         shared,

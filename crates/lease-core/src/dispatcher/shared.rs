@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub(super) slot_claimed: AtomicBool,
     /// `Dispatcher::wake` was called: claim even if `slot_claimed` says otherwise.
     pub(super) wake_forced: AtomicBool,
-    /// Leases claimed beyond the free slots, waiting for one (issue 24).
+    /// Leases claimed beyond the free slots, waiting for one (prefetch).
     pub(crate) prefetch: Prefetch,
     /// Acknowledgements sent in the background (their deliveries' slots moved on to a held
     /// lease); the drain waits for them.
