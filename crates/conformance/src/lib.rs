@@ -55,6 +55,7 @@ macro_rules! conformance_tests {
         $crate::__attempts_cases!($harness);
         $crate::__rates_cases!($harness);
         $crate::__ordering_cases!($harness);
+        $crate::__browse_cases!($harness);
     };
 }
 
@@ -128,6 +129,7 @@ mod tests {
             ("attempts", include_str!("cases/attempts.rs")),
             ("rates", include_str!("cases/rates.rs")),
             ("ordering", include_str!("cases/ordering.rs")),
+            ("browse", include_str!("cases/browse.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -20,6 +20,7 @@ impl lease_conformance::Harness for MemoryHarness {
     const ATTEMPTS: bool = true;
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

@@ -92,7 +92,7 @@ impl RedisBackend {
             more |= page.more.is_some();
             all.extend(page.records);
         }
-        all.sort_by(|a, b| b.0.cmp(&a.0));
+        all.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
         more |= all.len() > limit;
         all.truncate(limit);
         let next = match (more, all.last()) {

@@ -207,3 +207,27 @@ async fn a_split_namespace_lists_in_one_admission_order() {
     let running = filter(Some(ExecutionStatus::Running), None, None);
     assert_eq!(all_pages(&b, &running, 2).await, ["e02", "e01", "e00"]);
 }
+
+/// Admissions made by an application's admitting script are listed in admission order
+/// with the others, on one partition and on a split namespace.
+#[tokio::test]
+async fn admissions_of_an_admitting_script_are_listed_in_order() {
+    for partitions in [1, 3] {
+        let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+        let b = common::fresh_with(&clock, RedeliveryPolicy::default(), partitions).await;
+        let _cleanup = common::Cleanup::of(&b);
+        b.admit(&Admission::new(id("first"))).await.expect("admit");
+        let script = lease_redis::AdmitScript::new("return 1");
+        let made = b
+            .admit_script(&script, &[], &[], &[Admission::new(id("scripted"))])
+            .await
+            .expect("admit script");
+        assert_eq!(made.records.len(), 1);
+        b.admit(&Admission::new(id("last"))).await.expect("admit");
+        assert_eq!(
+            all_pages(&b, &ExecutionFilter::default(), 1).await,
+            ["last", "scripted", "first"],
+            "{partitions} partition(s)"
+        );
+    }
+}

@@ -286,3 +286,51 @@ async fn a_split_namespace_refuses_rates_and_ordering() {
     assert_eq!(b.rate_limits().await.expect("read"), Default::default());
     assert_eq!(b.key_ordering().await.expect("read"), Default::default());
 }
+
+/// A key no rate applies to any more forgets its claim instants (a rate set later counts
+/// from then); one the default still covers keeps them.
+#[tokio::test]
+async fn a_key_without_a_rate_forgets_its_starts() {
+    let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+    let b = fresh(&clock).await;
+    let _cleanup = common::Cleanup::of(&b);
+    let rate = RateLimit::new(1, Duration::from_secs(60)).expect("rate");
+    let acme = LimitScope::Key(key("acme"));
+    b.set_rate_limit(&LimitScope::Default, Some(rate))
+        .await
+        .expect("rate");
+    b.set_rate_limit(&acme, Some(rate)).await.expect("rate");
+    for name in ["a", "b", "c"] {
+        b.admit(&keyed(name, "acme")).await.expect("admit");
+    }
+    assert_eq!(claim_ids(&b, &clock, 10).await, ["a"]);
+    // The default still applies: a's start still counts.
+    b.set_rate_limit(&acme, None).await.expect("remove");
+    assert!(claim_ids(&b, &clock, 10).await.is_empty());
+    // No rate applies: forgotten, and a rate set again counts from then.
+    b.set_rate_limit(&LimitScope::Default, None)
+        .await
+        .expect("remove");
+    b.set_rate_limit(&acme, Some(rate)).await.expect("rate");
+    assert_eq!(claim_ids(&b, &clock, 10).await, ["b"]);
+    assert!(claim_ids(&b, &clock, 10).await.is_empty());
+}
+
+/// An ordered key's backlog costs a claim no examination budget: its later executions are
+/// parked, so a claim reaches the work after them (past `max(limit * 4, 100)` members).
+#[tokio::test]
+async fn an_ordered_backlog_costs_no_examination_budget() {
+    let clock = ManualClock::new(Timestamp::from_millis(START_MS));
+    let b = fresh(&clock).await;
+    let _cleanup = common::Cleanup::of(&b);
+    order(&b, "acme").await;
+    let backlog: Vec<Admission> = (0..300)
+        .map(|i| keyed(&format!("o{i:03}"), "acme"))
+        .collect();
+    b.admit_batch(&backlog).await.expect("admit");
+    b.admit(&Admission::new(id("z"))).await.expect("admit");
+    assert_eq!(claim_ids(&b, &clock, 2).await, ["o000", "z"]);
+    // Nothing goes before the first one's lease expires.
+    let expiry = Timestamp::from_millis(START_MS + 30_000);
+    assert_eq!(horizon(&b, &clock).await, (0, Some(expiry)));
+}

@@ -128,16 +128,14 @@ fn positions(
     for status in statuses {
         let head = params![ns, below, take_sql, status];
         let rows: Vec<(i64, i64)> = match (workflow, key) {
-            (Some(w), None) => collect(conn, BY_WORKFLOW, &[&head[..], params![w]].concat())?,
-            (None, Some(k)) => collect(conn, BY_KEY, &[&head[..], params![k]].concat())?,
-            (Some(w), Some(k)) => {
-                collect(conn, BY_KEY_WORKFLOW, &[&head[..], params![k, w]].concat())?
-            }
+            (Some(w), None) => collect(conn, BY_WORKFLOW, &[head, params![w]].concat())?,
+            (None, Some(k)) => collect(conn, BY_KEY, &[head, params![k]].concat())?,
+            (Some(w), Some(k)) => collect(conn, BY_KEY_WORKFLOW, &[head, params![k, w]].concat())?,
             (None, None) => Vec::new(),
         };
         found.extend(rows);
     }
-    found.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    found.sort_unstable_by_key(|&(seq, _)| std::cmp::Reverse(seq));
     found.truncate(take);
     Ok(found)
 }

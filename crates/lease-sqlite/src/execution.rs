@@ -197,8 +197,9 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// One read transaction walking an index from the cursor ([`crate::browse`]); a bad
-    /// limit or a cursor this backend did not write is `InvalidInput` before it starts.
+    /// One read transaction walking an index in admission order from the cursor, newest
+    /// first; a bad limit or a cursor this backend did not write is `InvalidInput` before
+    /// it starts.
     #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
     async fn list_executions(
         &self,

@@ -26,15 +26,15 @@ use crate::keyed;
 use crate::rows::read_raw;
 
 /// `$1 namespace, $2 key` -> the key's executions that are not terminal, in admission order.
-const KEY_LINE: &str = include_str!("keyed/key_line.sql");
+const KEY_LINE: &str = include_str!("keyed_gate/key_line.sql");
 /// `$1 namespace, $2 key, $3 now` -> the latest expiry of the key's live leases (NULL: none).
-const KEY_LIVE_UNTIL: &str = include_str!("keyed/key_live_until.sql");
+const KEY_LIVE_UNTIL: &str = include_str!("keyed_gate/key_live_until.sql");
 /// `$1 namespace, $2 key, $3 floor` -> (instant, count) of the key's claims after `floor`.
-const STARTS: &str = include_str!("keyed/starts.sql");
+const STARTS: &str = include_str!("keyed_gate/starts.sql");
 /// `$1 namespace, $2 key, $3 at`: counts one claim of the key at `at`.
-const RECORD_START: &str = include_str!("keyed/record_start.sql");
+const RECORD_START: &str = include_str!("keyed_gate/record_start.sql");
 /// `$1 namespace, $2 key, $3 floor`: forgets the key's claims at or before `floor`.
-const PRUNE_STARTS: &str = include_str!("keyed/prune_starts.sql");
+const PRUNE_STARTS: &str = include_str!("keyed_gate/prune_starts.sql");
 
 /// Where an ordered key's line stands for this claim.
 enum Line {
@@ -255,14 +255,23 @@ fn read_line(conn: &Connection, ns: &str, key: &str, now: Timestamp) -> OpResult
         }
         return Ok(match live_until {
             None => Line::Open(record.id.as_str().to_owned()),
-            // The head's own live lease: its redelivery instant is in the horizon already.
-            Some(_) if effective.lease_live(now) => Line::Closed { until: None },
+            Some(_) if effective.lease_live(now) => Line::Closed {
+                until: head_leaves_at(&effective),
+            },
             Some(until) => Line::Closed {
                 until: Some(Timestamp::from_millis(until)),
             },
         });
     }
     Ok(Line::Closed { until: None })
+}
+
+/// When a head holding a live lease leaves the line by itself: at its expiry when that
+/// expiry uses its last attempt (it ends dead and the next execution leads; no write
+/// signals that instant). Otherwise its redelivery instant is in the horizon index already.
+fn head_leaves_at(head: &ExecutionRecord) -> Option<Timestamp> {
+    let expiry = head.lease_expires_at?;
+    head.expired_into_dead(expiry).then_some(expiry)
 }
 
 #[cfg(test)]

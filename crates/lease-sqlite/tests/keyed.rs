@@ -403,3 +403,28 @@ async fn transactional_admission_takes_its_place_in_the_admission_order() {
         ["fourth", "third", "second", "first"]
     );
 }
+
+#[tokio::test]
+async fn a_head_on_its_last_attempt_opens_the_line_at_its_expiry() {
+    let (b, clock) = open().await;
+    b.set_key_ordering(&LimitScope::Key(key("k")), true)
+        .await
+        .expect("order");
+    b.set_attempt_limit(
+        &AttemptScope::Default,
+        Some(AttemptLimit::new(1).expect("limit")),
+    )
+    .await
+    .expect("attempt limit");
+    for name in ["a1", "a2"] {
+        admit_keyed(&b, name, "k").await;
+    }
+    assert_eq!(claim(&b, 10).await.0, ["a1"]);
+    // a1's expiry ends it dead (no write signals that), so a2 leads from then: the horizon
+    // says so rather than nothing.
+    let (ids, horizon, _) = claim(&b, 10).await;
+    assert!(ids.is_empty(), "{ids:?}");
+    assert_eq!(horizon, Some(at(START + LEASE_MS)));
+    clock.advance(LEASE);
+    assert_eq!(claim(&b, 10).await.0, ["a2"]);
+}

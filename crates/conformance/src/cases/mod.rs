@@ -8,6 +8,7 @@
 pub mod attempts;
 pub mod backlog;
 pub mod bad_input;
+pub mod browse;
 pub mod cancel;
 pub mod combined;
 pub mod counts;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, AttemptLimit, AttemptScope, CancelReason, ErrorNote, ExecutionClient,
-    ExecutionLease, KeyOrdering, LeaseError, LimitScope, Priority, Release, WorkflowRunOutcome,
+    ExecutionLease, KeyOrdering, LeaseError, LimitScope, PauseScope, Priority, Release,
+    WorkflowName, WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -33,6 +34,7 @@ macro_rules! __ordering_cases {
             ordered_key_runs_one_at_a_time_in_admission_order,
             ordered_released_or_expired_head_keeps_its_place,
             ordered_suspended_head_blocks_the_key_until_woken,
+            ordered_paused_head_blocks_the_key_until_resumed,
             ordered_ended_heads_let_the_next_go,
             ordered_dead_head_readmitted_waits_for_the_live_lease,
             ordered_backlog_holds_back_no_other_work,
@@ -227,6 +229,29 @@ pub async fn ordered_suspended_head_blocks_the_key_until_woken<H: Harness>(ctx: 
     ctx.claim_only(&b, "1-next").await;
 }
 
+/// A head a pause covers holds its key: the next one, of a workflow nobody paused, does not
+/// overtake it; after resume the head runs first.
+pub async fn ordered_paused_head_blocks_the_key_until_resumed<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await || !H::PAUSE {
+        return;
+    }
+    order(&*ctx, "k", true).await;
+    let b = ctx.backend();
+    let slow = PauseScope::Workflow(WorkflowName::new("slow").expect("workflow"));
+    let line = [("2-head", "slow"), ("1-next", "fast")].map(|(id, workflow)| {
+        Admission::new(ctx.id(id))
+            .concurrency_key(key("k"))
+            .workflow(WorkflowName::new(workflow).expect("workflow"))
+    });
+    b.admit_batch(&line).await.expect("admit");
+    assert!(b.pause(&slow).await.expect("pause"));
+    assert_key_waits(&*ctx, "a paused head holds its key").await;
+    assert!(b.resume(&slow).await.expect("resume"));
+    let head = ctx.claim_only(&b, "2-head").await;
+    complete(&*ctx, &head).await;
+    ctx.claim_only(&b, "1-next").await;
+}
+
 /// Each way a head ends lets the next one go: completed, failed, cancelled while it ran
 /// (when the backend cancels) and dead (when it has attempt limits).
 pub async fn ordered_ended_heads_let_the_next_go<H: Harness>(ctx: Arc<Ctx<H>>) {
@@ -373,7 +398,11 @@ pub async fn ordered_racing_peers_never_hold_two_leases<H: Harness>(ctx: Arc<Ctx
         for task in tasks {
             live.extend(crate::context::join(task).await);
         }
-        assert_eq!(ids_of(&live), [want.clone()], "one live lease, in order");
+        assert_eq!(
+            ids_of(&live),
+            std::slice::from_ref(want),
+            "one live lease, in order"
+        );
         complete(&*ctx, &live[0]).await;
     }
 }

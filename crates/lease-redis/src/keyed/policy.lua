@@ -18,6 +18,24 @@ if ARGV[4] == 'set' then
 else
   changed = redis.call('HDEL', key, ARGV[5]) == 1
 end
+-- A key no rate applies to any more forgets its claim instants, so a rate set later counts
+-- from then.
+if changed and ARGV[3] == 'rates' and ARGV[4] == 'remove' then
+  local rated = P .. 'rated'
+  check_key_type(rated, 'set')
+  local forget = {}
+  if ARGV[5] == '\31default' then
+    forget = redis.call('SMEMBERS', rated)
+  elseif redis.call('HEXISTS', key, '\31default') == 0 then
+    forget = {ARGV[5]}
+  end
+  for _, ck in ipairs(forget) do
+    if redis.call('HEXISTS', key, ck) == 0 then
+      redis.call('DEL', P .. 'starts:' .. ck)
+      redis.call('SREM', rated, ck)
+    end
+  end
+end
 local opens = changed and (ARGV[3] == 'rates' or ARGV[4] == 'remove')
 if not opens then return {} end
 if ARGV[5] == '\31default' then

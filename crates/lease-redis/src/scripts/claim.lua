@@ -184,7 +184,8 @@ local DEFAULT_LIMIT = '\31default'
 -- ordered keys (and DEFAULT_LIMIT when every key is), the hash `rates` maps a key (or
 -- DEFAULT_LIMIT) to its rate '<starts>:<period ms>'; `starts:<key>` is a zset of the key's
 -- claim instants (member the lease's token, score the claim's instant), written only while
--- a rate applies to the key and pruned to its window by each claim that reads it ----
+-- a rate applies to the key (the set `rated` names the keys that have one) and pruned to
+-- its window by each claim that reads it ----
 local K_ORDERED = P .. 'ordered'
 local K_RATES = P .. 'rates'
 
@@ -750,7 +751,10 @@ local function apply_claim(plan, lease_ms, with_records)
     save(e, c.r)
     place(e, c.r)
     local g = e.ck and plan.keys[e.ck]
-    if g and g.rate then redis.call('ZADD', starts_key(e.ck), fmt(plan.now), fmt(e.tk)) end
+    if g and g.rate then
+      redis.call('ZADD', starts_key(e.ck), fmt(plan.now), fmt(e.tk))
+      redis.call('SADD', P .. 'rated', e.ck)
+    end
     out[#out + 1] = c.id
     out[#out + 1] = fmt(e.tk)
     out[#out + 1] = fmt(e.le)
