@@ -32,6 +32,9 @@ on any violation. ARGS are passed to `lease-torture run`:
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --cancel-every N (history rule 6); --keys N --keyed-percent PCT --key-limit N
   --priorities N (history rule 7; every backend but a partitioned Redis namespace)
+  --attempt-limit N --failing-percent PCT (rule 11); --rate STARTS/MS --ordered-keys N
+  (rules 12 and 13; a backend without them runs on, its report naming the rules NOT JUDGED)
+  --break-control pause,priority,schedule,attempts,rate,ordering (negative controls)
   --replication sync|async|min-replicas|wait --failover-lag on|off
   (`cargo run -p lease-torture -- run --help` describes each; durations also take 90s, 2m)
 With `restart` (or all), PostgreSQL runs on a throwaway cluster from local initdb/pg_ctl

@@ -118,7 +118,9 @@ mod tests {
             && a.controls.keyed_percent == 30 && a.controls.key_limit == Some(2) && a.controls.priorities == 3)]
     #[case::pause_and_break(&["--pause-every", "2s", "--break-control=priority"],
         |a: &RunArgs| a.controls.pause_every == Some(Duration::from_secs(2))
-            && a.controls.break_control == Some(crate::mutant::Broken::Priority))]
+            && a.controls.break_control == [crate::mutant::Broken::Priority])]
+    #[case::break_several(&["--break-control=attempts,rate", "--break-control", "ordering"],
+        |a: &RunArgs| a.controls.break_control == [crate::mutant::Broken::Attempts, crate::mutant::Broken::Rate, crate::mutant::Broken::Ordering])]
     fn run_flags_parse(#[case] args: &[&str], #[case] holds: fn(&RunArgs) -> bool) {
         let a = run(args);
         assert!(holds(&a), "{args:?} -> {a:?}");

@@ -1,13 +1,18 @@
-//! The controls a run drives besides `--cancel-every` (pause, priorities and per-key limits; history rules
-//! 7 to 9): a share of the executions admitted with concurrency keys, the limits set before
-//! the first admission, priorities, and pauses of the namespace. Every choice is a hash of
-//! the execution's id, so the same run admits the same keys and priorities.
+//! The controls a run drives besides `--cancel-every` (pause, priorities, per-key limits,
+//! attempt limits, rates and ordered keys; history rules 7 to 9 and 11 to 13): a share of
+//! the executions admitted with concurrency keys, the limits set before the first
+//! admission, priorities, and pauses of the namespace. Every choice is a hash of the
+//! execution's id, so the same run admits the same keys and priorities.
+//!
+//! A backend that answers a setting with `Unsupported` runs without it, and the report
+//! names the rule left unjudged and why ([`Controls::not_judged`]): never a silent skip.
 
 use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
 use lease_core::{
-    Admission, ConcurrencyKey, ConcurrencyLimit, ExecutionId, LeaseBackend, LimitScope, Priority,
+    Admission, AttemptLimit, AttemptScope, ConcurrencyKey, ConcurrencyLimit, ExecutionId,
+    LeaseBackend, LeaseError, LimitScope, Priority, RateLimit,
 };
 use serde::Serialize;
 
@@ -45,15 +50,60 @@ pub struct Controls {
     /// (history rule 8; default: no pauses).
     #[arg(long, value_name = "MS", value_parser = values::millis)]
     pub pause_every: Option<Duration>,
-    /// pause | priority | schedule: NEGATIVE CONTROL, the controller's backend drops its
-    /// pauses or stores every priority inverted, or the runtimes' schedulers drop
-    /// occurrences (the checker must report violations).
-    #[arg(long, value_name = "CONTROL", value_parser = Broken::parse)]
-    pub break_control: Option<Broken>,
+    /// pause | priority | schedule | attempts | rate | ordering: NEGATIVE CONTROL, the
+    /// controller's backend drops its pauses, stores every priority inverted, stores the
+    /// attempt limit one higher, or drops its rates or key orderings, or the runtimes'
+    /// schedulers drop occurrences (the checker must report violations).
+    /// Several may be given, comma-separated or repeated.
+    #[arg(long, value_name = "CONTROL", value_delimiter = ',', value_parser = Broken::parse)]
+    pub break_control: Vec<Broken>,
     /// Every runtime ticks a schedule firing every second until the faults end (history
     /// rule 10).
     #[arg(long)]
     pub schedule: bool,
+    /// The namespace default attempt limit, set before the first admission (history rule
+    /// 11; default: unlimited).
+    #[arg(long, value_name = "N",
+          value_parser = RangedU64ValueParser::<u32>::new().range(1..=10_000))]
+    pub attempt_limit: Option<u32>,
+    /// Percent of the executions whose worker fails every delivery after its first step
+    /// (by an error, or by a panic) until their attempts run out (needs --attempt-limit).
+    #[arg(long, value_name = "PCT", default_value_t = 0,
+          value_parser = RangedU64ValueParser::<u32>::new().range(0..=100))]
+    pub failing_percent: u32,
+    /// The start rate of every key, set before the first admission as the namespace
+    /// default: at most STARTS claims of a key per MS (history rule 12; needs --keys).
+    #[arg(long, value_name = "STARTS/MS", value_parser = parse_rate)]
+    pub rate: Option<RateLimit>,
+    /// Mark the keys k0 to k(N-1) ordered, one by one, before the first admission (history
+    /// rule 13; at most --keys).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = RangedU64ValueParser::<u32>::new().range(0..=10_000))]
+    pub ordered_keys: u32,
+    /// The rules the backend left unjudged, each with why (filled by [`Controls::prepare`]).
+    #[arg(skip)]
+    pub not_judged: Vec<String>,
+}
+
+/// Parses `STARTS/MS` into a rate limit.
+fn parse_rate(text: &str) -> Result<RateLimit, String> {
+    let (starts, ms) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?}: expected STARTS/MS, e.g. 5/1000"))?;
+    let starts: u32 = starts
+        .trim()
+        .parse()
+        .map_err(|e| format!("{text:?}: starts: {e}"))?;
+    let ms: u64 = ms
+        .trim()
+        .parse()
+        .map_err(|e| format!("{text:?}: ms: {e}"))?;
+    RateLimit::new(starts, Duration::from_millis(ms)).map_err(|e| e.to_string())
+}
+
+/// The key `n` of `--keys`.
+fn key_name(n: u32) -> String {
+    format!("k{n}")
 }
 
 impl Controls {
@@ -70,7 +120,10 @@ impl Controls {
     /// The concurrency key of execution `id`, if it gets one.
     pub fn key_of(&self, id: &str) -> Option<String> {
         let keyed = self.keys > 0 && fnv(&["keyed", id]) % 100 < u64::from(self.keyed_percent);
-        keyed.then(|| format!("k{}", fnv(&["key", id]) % u64::from(self.keys)))
+        keyed.then(|| {
+            let n = fnv(&["key", id]) % u64::from(self.keys);
+            key_name(u32::try_from(n).unwrap_or(0))
+        })
     }
 
     /// The priority of execution `id`: one of `--priorities` levels centred on 0.
@@ -95,21 +148,27 @@ impl Controls {
     }
 
     /// Checks that the backend has priorities and limits (when the run uses them) and sets
-    /// `--key-limit` as the default and as [`OWN_LIMIT_KEY`]'s own limit, through `backend`
-    /// (the controller's recorder, so the history holds the limits).
-    pub async fn prepare(&self, backend: &dyn LeaseBackend) -> Result<(), String> {
+    /// `--key-limit` as the default and as [`OWN_LIMIT_KEY`]'s own limit, then the attempt
+    /// limit, the rate and the ordered keys, through `backend` (the controller's recorder,
+    /// so the history holds them). A setting the backend answers `Unsupported` is dropped
+    /// from the run and named in [`Controls::not_judged`].
+    pub async fn prepare(&mut self, backend: &dyn LeaseBackend) -> Result<(), String> {
+        self.check_combinations()?;
         if self.pause_every.is_some() {
             backend
                 .list_paused()
                 .await
                 .map_err(|e| format!("--pause-every needs a backend with pauses: {e}"))?;
         }
+        self.set_attempt_limit(backend).await?;
         if !self.used() {
             return Ok(());
         }
         backend.concurrency_limits().await.map_err(|e| {
             format!("--keys, --key-limit and --priorities need a backend with priorities and limits: {e}")
         })?;
+        self.set_rate(backend).await?;
+        self.set_ordering(backend).await?;
         let Some(n) = self.key_limit else {
             return Ok(());
         };
@@ -122,6 +181,91 @@ impl Controls {
                 .map_err(|e| format!("set_concurrency_limit {scope:?}: {e}"))?;
         }
         Ok(())
+    }
+
+    /// Options that need others.
+    fn check_combinations(&self) -> Result<(), String> {
+        if self.failing_percent > 0 && self.attempt_limit.is_none() {
+            return Err(
+                "--failing-percent needs --attempt-limit (failing executions would \
+                        be delivered for ever)"
+                    .into(),
+            );
+        }
+        if self.rate.is_some() && self.keys == 0 {
+            return Err("--rate needs --keys (a rate applies to keyed executions)".into());
+        }
+        if self.ordered_keys > self.keys {
+            return Err(format!(
+                "--ordered-keys {} needs at least as many --keys ({})",
+                self.ordered_keys, self.keys
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sets `--attempt-limit` as the namespace default; without attempt limits, rule 11 is
+    /// not judged and no execution fails on purpose (it could never die).
+    async fn set_attempt_limit(&mut self, backend: &dyn LeaseBackend) -> Result<(), String> {
+        let Some(n) = self.attempt_limit else {
+            return Ok(());
+        };
+        let limit = AttemptLimit::new(n).map_err(|e| e.to_string())?;
+        let set = backend
+            .set_attempt_limit(&AttemptScope::Default, Some(limit))
+            .await;
+        if self.unsupported(set, "11 (attempt limits)", "set_attempt_limit")? {
+            self.attempt_limit = None;
+            self.failing_percent = 0;
+        }
+        Ok(())
+    }
+
+    /// Sets `--rate` as the namespace default rate.
+    async fn set_rate(&mut self, backend: &dyn LeaseBackend) -> Result<(), String> {
+        let Some(rate) = self.rate else {
+            return Ok(());
+        };
+        let set = backend
+            .set_rate_limit(&LimitScope::Default, Some(rate))
+            .await;
+        if self.unsupported(set, "12 (rate limits)", "set_rate_limit")? {
+            self.rate = None;
+        }
+        Ok(())
+    }
+
+    /// Marks the keys k0 to k(N-1) ordered (`--ordered-keys`).
+    async fn set_ordering(&mut self, backend: &dyn LeaseBackend) -> Result<(), String> {
+        for n in 0..self.ordered_keys {
+            let key = ConcurrencyKey::new(key_name(n)).map_err(|e| e.to_string())?;
+            let set = backend.set_key_ordering(&LimitScope::Key(key), true).await;
+            if self.unsupported(set, "13 (ordered keys)", "set_key_ordering")? {
+                self.ordered_keys = 0;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// `Ok(true)` when `set` was refused as `Unsupported` (the rule is noted unjudged), its
+    /// error for any other failure.
+    fn unsupported(
+        &mut self,
+        set: lease_core::Result<()>,
+        rule: &str,
+        call: &str,
+    ) -> Result<bool, String> {
+        match set {
+            Ok(()) => Ok(false),
+            Err(e @ LeaseError::Unsupported { .. }) => {
+                self.not_judged.push(format!(
+                    "rule {rule} not judged: the backend does not support it ({call}: {e})"
+                ));
+                Ok(true)
+            }
+            Err(e) => Err(format!("{call}: {e}")),
+        }
     }
 }
 
@@ -147,6 +291,22 @@ pub struct ControlFigures {
     pub key_peak: u64,
     /// Scheduled occurrences admitted (`--schedule`).
     pub scheduled: u64,
+    /// The attempt limit (`--attempt-limit`, when the backend took it).
+    pub attempt_limit: Option<u32>,
+    /// Executions read dead (their attempts ran out).
+    pub dead: u64,
+    /// The most certain attempts of one execution in a row (history rule 11's count): at
+    /// the limit, the limit bound.
+    pub attempt_peak: u32,
+    /// The rate of every key (`--rate`, when the backend took it).
+    pub rate: Option<String>,
+    /// The most claims of one key in one window of its rate (history rule 12's count): at
+    /// the rate's starts, the rate bound.
+    pub rate_peak: u64,
+    /// Keys marked ordered (`--ordered-keys`, when the backend took them).
+    pub ordered_keys: u32,
+    /// The rules this backend left unjudged, each with why.
+    pub not_judged: Vec<String>,
 }
 
 impl ControlFigures {
@@ -156,8 +316,13 @@ impl ControlFigures {
             keys: options.keys,
             key_limit: options.key_limit,
             priorities: options.priorities,
+            attempt_limit: options.attempt_limit,
+            rate: options.rate.map(|r| r.to_string()),
+            ordered_keys: options.ordered_keys,
+            not_judged: options.not_judged.clone(),
             ..ControlFigures::default()
         };
+        let mut dead = std::collections::BTreeSet::new();
         let mut keyed = std::collections::BTreeSet::new();
         let mut scheduled = std::collections::BTreeSet::new();
         for op in ops.iter().filter(|op| op.result == OpResult::Accepted) {
@@ -175,6 +340,9 @@ impl ControlFigures {
                     keyed.insert(op.execution.as_str());
                 }
                 OpKind::Pause => f.pauses += 1,
+                OpKind::ReadDead => {
+                    dead.insert(op.execution.as_str());
+                }
                 _ => {}
             }
         }
@@ -182,7 +350,10 @@ impl ControlFigures {
         f.scheduled = scheduled.len() as u64;
         if f.keyed > 0 {
             f.key_peak = history::peak_live_leases(ops) as u64;
+            f.rate_peak = history::peak_rate_window(ops) as u64;
         }
+        f.dead = dead.len() as u64;
+        f.attempt_peak = history::peak_attempts(ops);
         f
     }
 }
@@ -204,7 +375,24 @@ impl std::fmt::Display for ControlFigures {
             self.priorities,
             self.pauses,
             self.scheduled
-        )
+        )?;
+        let limit = self
+            .attempt_limit
+            .map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+        writeln!(
+            f,
+            "  attempts: limit {limit}, peak {} in a row, dead {}; rate {}, peak {} in a window; \
+             ordered keys {}",
+            self.attempt_peak,
+            self.dead,
+            self.rate.as_deref().unwrap_or("unlimited"),
+            self.rate_peak,
+            self.ordered_keys
+        )?;
+        for note in &self.not_judged {
+            writeln!(f, "  NOT JUDGED: {note}")?;
+        }
+        Ok(())
     }
 }
 

@@ -191,7 +191,7 @@ pub fn partition_figures(ops: &[Op], faults: &[FaultEvent], lease_us: i64) -> Pa
     for op in ops.iter().filter(|o| o.result == OpResult::Accepted) {
         match op.kind {
             OpKind::Claim { .. } => claims.entry(&op.execution).or_default().push(op),
-            OpKind::Acknowledge { .. } | OpKind::Release => {
+            OpKind::Acknowledge { .. } | OpKind::Release { .. } => {
                 let at = ended.entry((&op.execution, op.token)).or_insert(i64::MAX);
                 *at = (*at).min(op.end_us);
             }

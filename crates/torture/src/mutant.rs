@@ -1,6 +1,6 @@
-//! The negative controls of the controls (history rules 8 and 9): a wrapper under the
-//! controller's recorder that breaks one control for real, so the run's claims break the
-//! rule and the checker must report it (`--break-control`).
+//! The negative controls of the controls (history rules 8 to 13): a wrapper under the
+//! controller's recorder that breaks controls for real, so the run's claims break their
+//! rules and the checker must report it (`--break-control`, one or several).
 //!
 //! - `pause`: every pause is answered "paused" and never reaches the backend, so the
 //!   runtimes go on claiming inside the windows the log shows paused;
@@ -8,14 +8,19 @@
 //!   asked for), so the backend claims the lowest first;
 //! - `schedule` (history rule 10, in the runtimes' schedulers, above their recorders):
 //!   every fourth occurrence's admission is answered as if admitted and never sent, so the
-//!   schedule's cursor passes occurrences that do not exist.
+//!   schedule's cursor passes occurrences that do not exist;
+//! - `attempts` (rule 11): the attempt limit reaches the backend one higher than asked (and
+//!   logged), so executions are delivered once more after their attempts ran out;
+//! - `rate` (rule 12) and `ordering` (rule 13): rate limits and key orderings are answered
+//!   as set and never reach a backend that supports them, so keys claim at any rate and
+//!   ordered keys run concurrently and out of order.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use lease_core::{
-    Admission, ExecutionClient, ExecutionRecord, HeapClient, LeaseBackend, PauseScope, Priority,
-    Result, StartClient, StoreClient,
+    Admission, AttemptLimit, AttemptScope, ExecutionClient, ExecutionRecord, HeapClient,
+    LeaseBackend, LimitScope, PauseScope, Priority, RateLimit, Result, StartClient, StoreClient,
 };
 
 /// Which control `--break-control` breaks.
@@ -27,30 +32,48 @@ pub enum Broken {
     Priority,
     /// Scheduled occurrences are dropped.
     Schedule,
+    /// Attempt limits are stored one higher.
+    Attempts,
+    /// Rate limits are dropped.
+    Rate,
+    /// Key orderings are dropped.
+    Ordering,
 }
 
 impl Broken {
-    /// Parses `pause`, `priority` or `schedule`.
+    /// Parses `pause`, `priority`, `schedule`, `attempts`, `rate` or `ordering`.
     pub fn parse(text: &str) -> Result<Broken, String> {
         match text {
             "pause" => Ok(Broken::Pause),
             "priority" => Ok(Broken::Priority),
             "schedule" => Ok(Broken::Schedule),
-            other => Err(format!("{other:?}: expected pause, priority or schedule")),
+            "attempts" => Ok(Broken::Attempts),
+            "rate" => Ok(Broken::Rate),
+            "ordering" => Ok(Broken::Ordering),
+            other => Err(format!(
+                "{other:?}: expected pause, priority, schedule, attempts, rate or ordering"
+            )),
         }
     }
 }
 
-/// A backend with one control broken.
+/// A backend with some controls broken.
 pub struct Mutant {
     inner: Arc<dyn LeaseBackend>,
-    broken: Broken,
+    broken: Vec<Broken>,
 }
 
 impl Mutant {
-    /// Wraps `inner`, breaking `broken`.
-    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: Broken) -> Arc<dyn LeaseBackend> {
-        Arc::new(Mutant { inner, broken })
+    /// Wraps `inner`, breaking every control in `broken`.
+    pub fn wrap(inner: Arc<dyn LeaseBackend>, broken: &[Broken]) -> Arc<dyn LeaseBackend> {
+        Arc::new(Mutant {
+            inner,
+            broken: broken.to_vec(),
+        })
+    }
+
+    fn breaks(&self, control: Broken) -> bool {
+        self.broken.contains(&control)
     }
 }
 
@@ -61,7 +84,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        if self.broken != Broken::Priority {
+        if !self.breaks(Broken::Priority) {
             return self.inner.admit(admission).await;
         }
         let mut inverted = admission.clone();
@@ -70,7 +93,7 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
-        if self.broken != Broken::Schedule {
+        if !self.breaks(Broken::Schedule) {
             return self.inner.admit_batch(admissions).await;
         }
         let now = self.inner.now().await?;
@@ -93,10 +116,38 @@ impl lease_core::ForwardExecution for Mutant {
     }
 
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
-        if self.broken == Broken::Pause {
+        if self.breaks(Broken::Pause) {
             return Ok(true);
         }
         self.inner.pause(scope).await
+    }
+
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        if !self.breaks(Broken::Attempts) {
+            return self.inner.set_attempt_limit(scope, limit).await;
+        }
+        let one_more = limit.map(|l| AttemptLimit::new(l.get() + 1)).transpose()?;
+        self.inner.set_attempt_limit(scope, one_more).await
+    }
+
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        if !self.breaks(Broken::Rate) {
+            return self.inner.set_rate_limit(scope, limit).await;
+        }
+        // A backend without rates still says so: the control breaks a rate, not the check
+        // that the backend has them.
+        self.inner.rate_limits().await.map(drop)
+    }
+
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        if !self.breaks(Broken::Ordering) {
+            return self.inner.set_key_ordering(scope, ordered).await;
+        }
+        self.inner.key_ordering().await.map(drop)
     }
 }
 
@@ -134,10 +185,10 @@ mod tests {
     #[tokio::test]
     async fn each_mutant_breaks_its_control_only() {
         let memory: Arc<dyn LeaseBackend> = Arc::new(MemoryBackend::new());
-        let paused = Mutant::wrap(memory.clone(), Broken::Pause);
+        let paused = Mutant::wrap(memory.clone(), &[Broken::Pause]);
         assert!(paused.pause(&PauseScope::Namespace).await.expect("pause"));
         assert!(memory.list_paused().await.expect("list").is_empty());
-        let inverted = Mutant::wrap(memory.clone(), Broken::Priority);
+        let inverted = Mutant::wrap(memory.clone(), &[Broken::Priority]);
         let admission = Admission::new(ExecutionId::new("e1").expect("id"))
             .priority(Priority::new(3).expect("priority"));
         let stored = inverted.admit(&admission).await.expect("admit");
@@ -145,8 +196,30 @@ mod tests {
         assert!(inverted.pause(&PauseScope::Namespace).await.expect("pause"));
         assert_eq!(memory.list_paused().await.expect("list").len(), 1);
         assert!(Broken::parse("cancel").is_err());
+        // The attempt limit reaches the backend one higher.
+        let lenient = Mutant::wrap(memory.clone(), &[Broken::Attempts]);
+        let two = AttemptLimit::new(2).expect("limit");
+        lenient
+            .set_attempt_limit(&AttemptScope::Default, Some(two))
+            .await
+            .expect("set");
+        let stored = memory.attempt_limits().await.expect("limits").default;
+        assert_eq!(stored.map(AttemptLimit::get), Some(3));
+        // Rates and orderings are answered as set and never stored.
+        let lawless = Mutant::wrap(memory.clone(), &[Broken::Rate, Broken::Ordering]);
+        let rate = RateLimit::new(1, std::time::Duration::from_secs(1)).expect("rate");
+        lawless
+            .set_rate_limit(&LimitScope::Default, Some(rate))
+            .await
+            .expect("set rate");
+        lawless
+            .set_key_ordering(&LimitScope::Default, true)
+            .await
+            .expect("set ordering");
+        assert_eq!(memory.rate_limits().await.expect("rates").default, None);
+        assert!(!memory.key_ordering().await.expect("ordering").default);
         // Every fourth second's occurrence is answered as admitted and never stored.
-        let dropping = Mutant::wrap(memory.clone(), Broken::Schedule);
+        let dropping = Mutant::wrap(memory.clone(), &[Broken::Schedule]);
         let at = |ms| {
             Admission::new(ExecutionId::new(format!("schedule:t:{ms}")).expect("id"))
                 .not_before(lease_core::Timestamp::from_millis(ms))

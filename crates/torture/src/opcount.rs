@@ -15,7 +15,7 @@ pub fn kind_name(kind: &OpKind) -> &'static str {
         OpKind::Renew { .. } => "renew",
         OpKind::WriteStep { .. } => "write_step",
         OpKind::Acknowledge { .. } => "acknowledge",
-        OpKind::Release => "release",
+        OpKind::Release { .. } => "release",
         OpKind::ReadStep { .. } => "read_step",
         OpKind::ReadOutcome { .. } => "read_outcome",
         OpKind::Cancel { .. } => "cancel",
@@ -23,6 +23,10 @@ pub fn kind_name(kind: &OpKind) -> &'static str {
         OpKind::SetLimit { .. } => "set_limit",
         OpKind::Pause => "pause",
         OpKind::Resume => "resume",
+        OpKind::ReadDead => "read_dead",
+        OpKind::SetAttemptLimit { .. } => "set_attempt_limit",
+        OpKind::SetRateLimit { .. } => "set_rate_limit",
+        OpKind::SetKeyOrdering { .. } => "set_key_ordering",
     }
 }
 

@@ -219,7 +219,7 @@ mod tests {
             token: 3,
             start_us: 10,
             end_us: 20,
-            kind: OpKind::Release,
+            kind: OpKind::Release { unstarted: false },
             result,
         }
     }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::history::{self, Op, OpKind, OpResult, error_result};
+use crate::history::{self, Op, OpKind, OpResult, Rate, error_result};
 use async_trait::async_trait;
 use lease_core::{
-    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, CancelReason, ClaimBatch,
-    ClaimRequest, Claimed, ConcurrencyLimit, EffectClient, ExecutionClient, ExecutionId,
-    ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced, HeapClient, HeapRecord,
-    LeaseBackend, LimitScope, PauseScope, Release, Result, StartClient, StepKey, StepWrite,
-    StoreClient, Timestamp, WorkflowRunOutcome,
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptScope,
+    CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, Claimed, ConcurrencyLimit, EffectClient,
+    ExecutionClient, ExecutionId, ExecutionLease, ExecutionOutcome, ExecutionRecord, Fenced,
+    HeapClient, HeapRecord, LeaseBackend, LimitScope, PauseScope, RateLimit, Release, Result,
+    StartClient, StepKey, StepWrite, StoreClient, Timestamp, WorkflowRunOutcome,
 };
 
 use crate::effects::RecordedEffects;
@@ -59,6 +59,14 @@ pub fn cancel_text(outcome: &CancelOutcome) -> &'static str {
     }
 }
 
+/// The key a per-key control names; `None`: the namespace default.
+fn scope_key(scope: &LimitScope) -> Option<String> {
+    match scope {
+        LimitScope::Default => None,
+        LimitScope::Key(k) => Some(k.as_str().to_owned()),
+    }
+}
+
 /// A backend that logs what it does.
 pub struct Recorder {
     inner: Arc<dyn LeaseBackend>,
@@ -81,7 +89,9 @@ impl Recorder {
             &lease.execution_id,
             lease.token.get(),
             now_us(),
-            OpKind::Release,
+            OpKind::Release {
+                unstarted: how == Some(&Release::NotStarted),
+            },
         );
         self.log.invoke(seq, &op);
         let result = match how {
@@ -365,13 +375,50 @@ impl lease_core::ForwardExecution for Recorder {
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
         let kind = OpKind::SetLimit {
-            key: match scope {
-                LimitScope::Default => None,
-                LimitScope::Key(k) => Some(k.as_str().to_owned()),
-            },
+            key: scope_key(scope),
             limit: limit.map(ConcurrencyLimit::get),
         };
         let call = self.inner.set_concurrency_limit(scope, limit);
+        self.control("", kind, call, |_, _| {}).await
+    }
+
+    /// Logs the attempt limit set (history rule 11), with an empty execution.
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        let kind = OpKind::SetAttemptLimit {
+            workflow: match scope {
+                AttemptScope::Default => None,
+                AttemptScope::Workflow(w) => Some(w.as_str().to_owned()),
+            },
+            limit: limit.map(AttemptLimit::get),
+        };
+        let call = self.inner.set_attempt_limit(scope, limit);
+        self.control("", kind, call, |_, _| {}).await
+    }
+
+    /// Logs the rate limit set (history rule 12), with an empty execution.
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        let kind = OpKind::SetRateLimit {
+            key: scope_key(scope),
+            rate: limit.map(|l| Rate {
+                starts: l.starts(),
+                period_ms: l.period_ms(),
+            }),
+        };
+        let call = self.inner.set_rate_limit(scope, limit);
+        self.control("", kind, call, |_, _| {}).await
+    }
+
+    /// Logs the key ordering set (history rule 13), with an empty execution.
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        let kind = OpKind::SetKeyOrdering {
+            key: scope_key(scope),
+            ordered,
+        };
+        let call = self.inner.set_key_ordering(scope, ordered);
         self.control("", kind, call, |_, _| {}).await
     }
 

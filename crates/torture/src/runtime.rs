@@ -65,6 +65,11 @@ pub struct RuntimeArgs {
     /// NEGATIVE CONTROL: the scheduler drops every fourth occurrence's admission.
     #[arg(long)]
     pub break_schedule: bool,
+    /// Percent of the executions whose worker fails every delivery after its first step
+    /// (history rule 11; the controller's `--failing-percent`).
+    #[arg(long, value_name = "PCT", default_value_t = 0,
+          value_parser = RangedU64ValueParser::<u32>::new().range(0..=100))]
+    pub failing_percent: u32,
 }
 
 /// Runs the runtime until standard input closes.
@@ -105,13 +110,13 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
         Arc::new(Recorder::new(inner, log, a.process, slow.clone()).with_effects(recorded_effects));
     if let Some(until_ms) = a.schedule_until_ms {
         let scheduling = if a.break_schedule {
-            Mutant::wrap(recorder.clone(), Broken::Schedule)
+            Mutant::wrap(recorder.clone(), &[Broken::Schedule])
         } else {
             recorder.clone()
         };
         tokio::spawn(schedules::run(scheduling, until_ms));
     }
-    let lease_ms = a.lease_ms;
+    let (lease_ms, failing) = (a.lease_ms, a.failing_percent);
     let options = DispatcherOptions::new()
         .concurrency(a.concurrency)
         .lease_duration(Duration::from_millis(lease_ms))
@@ -120,7 +125,14 @@ pub async fn main(a: RuntimeArgs) -> ExitCode {
     let for_worker = recorder.clone();
     let dispatcher = match Dispatcher::start(
         recorder,
-        move |d: Delivery| workflow::run(d, for_worker.clone(), app.clone(), fx.clone(), lease_ms),
+        move |d: Delivery| {
+            let steps = workflow::Steps {
+                backend: for_worker.clone(),
+                app: app.clone(),
+                fx: fx.clone(),
+            };
+            workflow::run(d, steps, lease_ms, failing)
+        },
         options,
     ) {
         Ok(d) => d,

@@ -116,7 +116,9 @@ fn lane(ops: &[Op], execution: &str) -> Lane {
                     b.to_us = b.to_us.max(at.saturating_mul(1000));
                 }
             }
-            OpKind::Acknowledge { .. } | OpKind::Release if op.result == OpResult::Accepted => {
+            OpKind::Acknowledge { .. } | OpKind::Release { .. }
+                if op.result == OpResult::Accepted =>
+            {
                 if let Some(b) = lane.bars.iter_mut().rev().find(|b| b.token == op.token) {
                     b.to_us = b.to_us.min(op.end_us);
                 }

@@ -142,16 +142,58 @@ pub fn expected_outcome(execution: &str, lease_ms: u64) -> Option<String> {
     })
 }
 
-/// Runs one delivery of the workflow.
+/// How a failing execution's worker fails (history rule 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failing {
+    /// It returns an error.
+    Error,
+    /// It panics.
+    Panic,
+}
+
+/// Whether `execution` fails every delivery after its first step, and how: a hash of its
+/// id under `percent` (`--failing-percent`).
+pub fn failing(execution: &str, percent: u32) -> Option<Failing> {
+    let h = fnv(&[execution, "failing"]);
+    (h % 100 < u64::from(percent)).then_some(if (h >> 8).is_multiple_of(2) {
+        Failing::Error
+    } else {
+        Failing::Panic
+    })
+}
+
+/// What a delivery's steps write through.
+pub struct Steps {
+    /// The runtime's (recorded) backend.
+    pub backend: Arc<dyn LeaseBackend>,
+    /// The application steps.
+    pub app: Arc<AppSteps>,
+    /// The effect steps.
+    pub fx: Arc<EffectSteps>,
+}
+
+/// Fails a failing execution's delivery: an error the dispatcher releases for redelivery
+/// (an attempt), or a panic it catches and releases likewise.
+fn fail(how: Failing, execution: &str) -> Result<Reply, DeliveryError> {
+    let message = format!("{execution} fails every delivery (--failing-percent)");
+    match how {
+        Failing::Error => Err(DeliveryError::Worker(message.into())),
+        Failing::Panic => panic!("{message}"),
+    }
+}
+
+/// Runs one delivery of the workflow; executions `failing_percent` picks fail after their
+/// first step.
 pub async fn run(
     d: Delivery,
-    backend: Arc<dyn LeaseBackend>,
-    app: Arc<AppSteps>,
-    fx: Arc<EffectSteps>,
+    steps: Steps,
     lease_ms: u64,
+    failing_percent: u32,
 ) -> Result<Reply, DeliveryError> {
+    let Steps { backend, app, fx } = steps;
     let execution = d.execution_id().as_str().to_owned();
     let p = plan(&execution, lease_ms);
+    let fails_by = failing(&execution, failing_percent);
     let mut previous = String::new();
     for i in 0..p.steps {
         if p.nap_before == Some(i) {
@@ -192,6 +234,9 @@ pub async fn run(
             })
             .await?
         };
+        if let Some(how) = fails_by {
+            return fail(how, &execution);
+        }
     }
     let value = Json::to_json("outcome", &outcome_value(&execution, &previous))?;
     Ok(Reply::Acknowledge(if p.fails {

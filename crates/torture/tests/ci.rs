@@ -4,9 +4,13 @@
 //! Each run also cancels every 7th execution (history rule 6), pauses the namespace for
 //! 1.5 s of every 3 (rule 8), ticks a schedule firing every second in every runtime (rule
 //! 10) and, on a backend with priorities and limits, admits half of them under 4
-//! concurrency keys limited to 2 live leases each, over 3 priority levels (rules 7 and 9): [`Controls`] says which. The report must show each control acted: a
-//! cancel, a pause, an occurrence, and a key certainly at its limit at some claim (the
-//! limit bound).
+//! concurrency keys limited to 2 live leases each, over 3 priority levels (rules 7 and 9),
+//! with an attempt limit of 3 and a tenth of the executions failing every delivery until
+//! they die (rule 11), a start rate on every key (rule 12) and one ordered key (rule 13):
+//! [`Controls`] says which. The report must show each control acted: a cancel, a pause, an
+//! occurrence, a key certainly at its limit at some claim (the limit bound), an execution
+//! that used every attempt and died; and a backend without rates or ordered keys must say
+//! in its report that rules 12 and 13 were not judged.
 //!
 //! PostgreSQL and Redis are the shared servers of the test environment (LEASE_POSTGRES_URL
 //! / LEASE_REDIS_URL, else the local defaults): every run uses its own schema / namespace,
@@ -33,22 +37,34 @@ struct Controls {
     pause_and_schedule: bool,
     /// `--keys 4 --key-limit 2 --priorities 3` (history rules 7 and 9).
     keys_and_priorities: bool,
+    /// `--attempt-limit 3 --failing-percent 10` (history rule 11).
+    attempts: bool,
+    /// The backend has rates and ordered keys: `--rate` and `--ordered-keys` (history rules
+    /// 12 and 13, always passed) are judged; otherwise the report must name both rules as
+    /// not judged.
+    rates_and_ordering: bool,
 }
 
 const SQLITE: Controls = Controls {
     cancel: true,
     pause_and_schedule: true,
     keys_and_priorities: true,
+    attempts: true,
+    rates_and_ordering: true,
 };
 const POSTGRES: Controls = Controls {
     cancel: true,
     pause_and_schedule: true,
     keys_and_priorities: true,
+    attempts: true,
+    rates_and_ordering: true,
 };
 const REDIS: Controls = Controls {
     cancel: true,
     pause_and_schedule: true,
     keys_and_priorities: true,
+    attempts: true,
+    rates_and_ordering: true,
 };
 
 fn torture(backend: &str, url: Option<String>, controls: &Controls) {
@@ -87,6 +103,10 @@ fn torture(backend: &str, url: Option<String>, controls: &Controls) {
     }
     if controls.keys_and_priorities {
         cmd.args(["--keys", "4", "--key-limit", "2", "--priorities", "3"]);
+        cmd.args(["--rate", RATE, "--ordered-keys", "1"]);
+    }
+    if controls.attempts {
+        cmd.args(["--attempt-limit", "3", "--failing-percent", "10"]);
     }
     if let Some(url) = url {
         cmd.args(["--url", &url]);
@@ -119,6 +139,40 @@ fn torture(backend: &str, url: Option<String>, controls: &Controls) {
         controls.keys_and_priorities,
         "{stdout}"
     );
+    // The attempt bound: some execution used all 3 attempts, and the failing ones died.
+    assert_eq!(figure("attempt_peak") >= 3, controls.attempts, "{stdout}");
+    assert_eq!(figure("dead") > 0, controls.attempts, "{stdout}");
+    if controls.keys_and_priorities {
+        rates_and_ordering_judged_or_named(&report, controls, &stdout);
+    }
+}
+
+/// The rate every key gets (`--rate`): 4 claims per second.
+const RATE: &str = "4/1000";
+
+/// Rules 12 and 13 ran (the rate bound reached: some key used its whole rate in a window),
+/// or the report names both as not judged.
+fn rates_and_ordering_judged_or_named(report: &Value, controls: &Controls, stdout: &str) {
+    let not_judged: Vec<&str> = report["controls"]["not_judged"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let named = |rule: &str| not_judged.iter().any(|n| n.starts_with(rule));
+    if controls.rates_and_ordering {
+        assert!(not_judged.is_empty(), "{stdout}");
+        assert!(
+            report["controls"]["rate_peak"].as_u64() >= Some(4),
+            "{stdout}"
+        );
+        assert_eq!(
+            report["controls"]["ordered_keys"].as_u64(),
+            Some(1),
+            "{stdout}"
+        );
+    } else {
+        assert!(named("rule 12") && named("rule 13"), "{stdout}");
+        assert!(stdout.contains("NOT JUDGED: rule 12"), "{stdout}");
+    }
 }
 
 #[test]

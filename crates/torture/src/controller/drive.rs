@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use lease_core::{ExecutionClient, ExecutionId};
+use lease_core::{ExecutionClient, ExecutionId, ExecutionRecord, ExecutionStatus};
 use tokio::time::Instant;
 
 use super::state::{Controller, execution_name};
@@ -12,6 +12,27 @@ use crate::history::{Op, OpKind, OpResult};
 use crate::oplog::now_us;
 use crate::recorder::terminal_text;
 use crate::schedules;
+
+/// The operations a read of `record` (invoked at `start_us`, returned at `end_us`) logs:
+/// its outcome, and [`OpKind::ReadDead`] when its attempts ran out.
+pub(super) fn read_ops(id: &str, start_us: i64, end_us: i64, record: &ExecutionRecord) -> Vec<Op> {
+    let op = |kind| Op {
+        process: 0,
+        execution: id.to_owned(),
+        token: record.token.get(),
+        start_us,
+        end_us,
+        kind,
+        result: OpResult::Accepted,
+    };
+    let mut ops = vec![op(OpKind::ReadOutcome {
+        outcome: record.outcome.as_ref().map(terminal_text),
+    })];
+    if record.status == ExecutionStatus::Dead {
+        ops.push(op(OpKind::ReadDead));
+    }
+    ops
+}
 
 impl Controller {
     /// Runs the fault window and the drain. Returns the start and the end of the faults.
@@ -131,32 +152,31 @@ impl Controller {
             .take(limit)
             .collect();
         for id in ids {
-            if let Some(op) = self.read_outcome(&id).await
-                && matches!(op.kind, OpKind::ReadOutcome { outcome: Some(_) })
-            {
-                let seq = self.control.next_seq();
-                self.control.record(seq, op);
+            let Some(read) = self.read_outcome(&id).await else {
+                continue;
+            };
+            // A dead execution is settled too: its attempts ran out (history rule 11).
+            let settled = read.iter().any(|op| {
+                op.kind == OpKind::ReadDead
+                    || matches!(op.kind, OpKind::ReadOutcome { outcome: Some(_) })
+            });
+            if settled {
+                for op in read {
+                    let seq = self.control.next_seq();
+                    self.control.record(seq, op);
+                }
                 self.done.insert(id);
                 self.last_done_at = Instant::now();
             }
         }
     }
 
-    pub(super) async fn read_outcome(&self, id: &str) -> Option<Op> {
+    /// A read of `id`: its outcome, and a `ReadDead` when it is dead.
+    pub(super) async fn read_outcome(&self, id: &str) -> Option<Vec<Op>> {
         let eid = ExecutionId::new(id).ok()?;
         let start_us = now_us();
         let record = self.backend.get(&eid).await.ok()??;
-        Some(Op {
-            process: 0,
-            execution: id.to_owned(),
-            token: record.token.get(),
-            start_us,
-            end_us: now_us(),
-            kind: OpKind::ReadOutcome {
-                outcome: record.outcome.as_ref().map(terminal_text),
-            },
-            result: OpResult::Accepted,
-        })
+        Some(read_ops(id, start_us, now_us(), &record))
     }
 
     /// Admits executions up to the window.

@@ -20,7 +20,6 @@ use crate::lostlease::{self, LateFigures};
 use crate::netns::{self, NetworkFigures};
 use crate::opcount;
 use crate::oplog::{self, now_us};
-use crate::recorder::terminal_text;
 use crate::report::Report;
 use crate::skew::Skewer;
 use crate::timeline;
@@ -361,12 +360,15 @@ async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
             kind,
             result: OpResult::Accepted,
         };
-        out.push(op(
-            OpKind::ReadOutcome {
-                outcome: record.and_then(|r| r.outcome.as_ref().map(terminal_text)),
-            },
-            0,
-        ));
+        match &record {
+            // Token 0, as before: the final outcome read names no delivery.
+            Some(r) => out.extend(
+                super::drive::read_ops(&id, start_us, end_us, r)
+                    .into_iter()
+                    .map(|o| Op { token: 0, ..o }),
+            ),
+            None => out.push(op(OpKind::ReadOutcome { outcome: None }, 0)),
+        }
         let mut keys: BTreeSet<String> = workflow::step_keys(&id);
         for s in steps {
             keys.remove(s.step_key.as_str());

@@ -75,7 +75,9 @@ async fn run(a: &mut RunArgs) -> Result<Report, String> {
     let mut plan = plan(a)?;
     let (backend, app) = open_store(a, &plan).await?;
     let mut c = connect(a, &mut plan, backend, app.clone()).await?;
-    if let Err(e) = a.controls.prepare(&c.recorded).await {
+    // The controller's copy: a setting the backend does not support leaves it, named in
+    // the report.
+    if let Err(e) = c.a.controls.prepare(&c.recorded).await {
         let _ = backend::destroy(&plan.url, &plan.namespace).await;
         let _ = app.destroy().await;
         return Err(e);
@@ -253,9 +255,9 @@ async fn connect(
         OpLog::create(&dir.join("controller.jsonl")).map_err(|e| format!("controller log: {e}"))?,
     );
     // `--break-control`: the negative control breaks the controller's side of a control.
-    let controlled = match a.controls.break_control {
-        Some(broken) => crate::mutant::Mutant::wrap(backend.clone(), broken),
-        None => backend.clone(),
+    let controlled = match a.controls.break_control.as_slice() {
+        [] => backend.clone(),
+        broken => crate::mutant::Mutant::wrap(backend.clone(), broken),
     };
     let recorded = Recorder::new(controlled, control.clone(), 0, Arc::new(AtomicU64::new(0)));
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;

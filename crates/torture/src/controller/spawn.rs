@@ -45,6 +45,10 @@ impl Controller {
             .args(["--app-write", self.a.app_write.name()])
             .envs(self.a.failover.runtime_env())
             .args(["--effects", self.a.effects.name()])
+            .args([
+                "--failing-percent",
+                &self.a.controls.failing_percent.to_string(),
+            ])
             .envs(skew_env.unwrap_or_default())
             .args(schedule_args)
             .stdin(Stdio::piped())
@@ -68,7 +72,7 @@ impl Controller {
             return Vec::new();
         };
         let mut args = vec!["--schedule-until-ms".to_owned(), until.to_string()];
-        if self.a.controls.break_control == Some(Broken::Schedule) {
+        if self.a.controls.break_control.contains(&Broken::Schedule) {
             args.push("--break-schedule".to_owned());
         }
         args

@@ -59,7 +59,7 @@ pub(super) fn nothing_after_cancel(execution: &str, ops: &[&Op], out: &mut Vec<V
             OpKind::Renew { .. }
             | OpKind::WriteStep { .. }
             | OpKind::Acknowledge { .. }
-            | OpKind::Release => out.push(Violation::AcceptedAfterCancel {
+            | OpKind::Release { .. } => out.push(Violation::AcceptedAfterCancel {
                 execution: execution.into(),
                 token: op.token,
                 op: op_name(&op.kind),

@@ -7,17 +7,21 @@
 
 use std::collections::BTreeMap;
 
+use super::attempts::{LimitSets, attempts_within_limit};
 use super::cancel::{already_terminal_was_terminal, nothing_after_cancel, reads_cancelled};
 use super::keys::live_leases_per_key;
 use super::live::one_live_lease;
 use super::op::{Op, OpKind, OpResult};
 use super::options::CheckOptions;
+use super::ordering::ordered_keys_in_turn;
 use super::outcomes::{
     each_delivery_ends_once, nothing_after_outcome, outcome_never_changes, outcome_never_disappears,
 };
 use super::pause::nothing_claimed_while_paused;
 use super::priority::higher_priorities_first;
+use super::rate::claims_within_rate;
 use super::schedule::occurrences_admitted_once;
+use super::scoped::sets_of;
 use super::stale::nothing_stale_accepted;
 use super::steps::{steps_never_disappear, steps_written_once};
 use super::tokens::{tokens_increase, tokens_not_reused};
@@ -31,10 +35,19 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
     }
     let mut out = Vec::new();
     tokens_not_reused(ops, &mut out);
+    let attempt_limits = sets_of(ops, |op| match &op.kind {
+        OpKind::SetAttemptLimit {
+            workflow: None,
+            limit,
+        } => Some((None, *limit)),
+        _ => None,
+    });
     for (execution, ops) in &by_exec {
-        check_execution(execution, ops, options, &mut out);
+        check_execution(execution, ops, options, &attempt_limits, &mut out);
     }
     live_leases_per_key(ops, &by_exec, &mut out);
+    claims_within_rate(ops, &by_exec, &mut out);
+    ordered_keys_in_turn(ops, &by_exec, &mut out);
     nothing_claimed_while_paused(ops, &mut out);
     if !options.claims_skip_locked {
         higher_priorities_first(ops, &mut out);
@@ -44,8 +57,8 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
     out
 }
 
-/// Liveness: every execution that must complete was acknowledged terminal (or read so) by
-/// the bound.
+/// Liveness: every execution that must complete was acknowledged terminal (or read so, or
+/// read dead) by the bound.
 fn not_completed(
     by_exec: &BTreeMap<&str, Vec<&Op>>,
     options: &CheckOptions<'_>,
@@ -59,6 +72,8 @@ fn not_completed(
                     && match &op.kind {
                         OpKind::Acknowledge { outcome } => outcome != "suspended",
                         OpKind::ReadOutcome { outcome } => outcome.is_some(),
+                        // Its attempts ran out (rule 11 judges whether it died rightly).
+                        OpKind::ReadDead => true,
                         _ => false,
                     }
             })
@@ -76,6 +91,7 @@ fn check_execution(
     execution: &str,
     ops: &[&Op],
     options: &CheckOptions<'_>,
+    attempt_limits: &LimitSets<'_>,
     out: &mut Vec<Violation>,
 ) {
     let claims: Vec<&Op> = ops
@@ -95,4 +111,5 @@ fn check_execution(
     nothing_after_cancel(execution, ops, out);
     reads_cancelled(execution, ops, out);
     already_terminal_was_terminal(execution, ops, out);
+    attempts_within_limit(execution, ops, &claims, attempt_limits, out);
 }

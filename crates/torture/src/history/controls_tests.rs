@@ -178,7 +178,13 @@ fn rule_9_passes_a_higher_one_held_earlier_and_released_unstarted() {
     let h = low_before_high(
         claim("e-high", 2, (1, 5), 0, true),
         vec![
-            op("e-high", 2, (25, 26), OpKind::Release, OpResult::Accepted),
+            op(
+                "e-high",
+                2,
+                (25, 26),
+                OpKind::Release { unstarted: false },
+                OpResult::Accepted,
+            ),
             claim("e-high", 3, (30, 40), 25, true),
         ],
     );
@@ -294,7 +300,7 @@ fn rule_10_passes_a_first_delivery_released_unstarted() {
             "schedule:t:1000",
             1,
             (30, 31),
-            OpKind::Release,
+            OpKind::Release { unstarted: false },
             OpResult::Accepted,
         ),
         claim("schedule:t:1000", 2, (40, 50), 1040, true),

@@ -28,10 +28,10 @@ use super::op::{Op, OpKind, OpResult};
 use super::violation::Violation;
 
 /// One lease of a keyed execution as the rule sees it.
-struct Lease<'a> {
-    claim: &'a Op,
+pub(super) struct Lease<'a> {
+    pub(super) claim: &'a Op,
     /// The claim's instant, backend ms.
-    claimed_at: i64,
+    pub(super) claimed_at: i64,
     /// The claim's expiry, backend ms.
     expires_at: i64,
     /// Earliest invocation (µs) of anything that may have ended the lease (`i64::MAX`: none).
@@ -59,14 +59,14 @@ impl Lease<'_> {
             && self.expiry_before(call.claim.start_us) > call.claimed_at
     }
 
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         format!("{}#{}", self.claim.execution, self.claim.token)
     }
 }
 
 /// The claim call that logged a claim: its process, interval and backend instant (one call
 /// logs every lease it took with the same three).
-type Call = (u32, i64, i64, i64);
+pub(super) type Call = (u32, i64, i64, i64);
 
 /// Rule 7: every claim call of a keyed execution kept the key within its limit.
 pub(super) fn live_leases_per_key(
@@ -106,7 +106,7 @@ pub fn peak_live_leases(ops: &[Op]) -> usize {
 }
 
 /// The leases of every keyed execution, by key.
-fn leases_by_key<'a>(
+pub(super) fn leases_by_key<'a>(
     ops: &'a [Op],
     by_exec: &BTreeMap<&str, Vec<&'a Op>>,
 ) -> BTreeMap<&'a str, Vec<Lease<'a>>> {
@@ -120,7 +120,7 @@ fn leases_by_key<'a>(
 }
 
 /// The claim calls that took `leases`, each with the leases it took.
-fn claim_calls<'l, 'a>(leases: &'l [Lease<'a>]) -> BTreeMap<Call, Vec<&'l Lease<'a>>> {
+pub(super) fn claim_calls<'l, 'a>(leases: &'l [Lease<'a>]) -> BTreeMap<Call, Vec<&'l Lease<'a>>> {
     let mut calls: BTreeMap<Call, Vec<&Lease<'_>>> = BTreeMap::new();
     for lease in leases {
         let c = lease.claim;
@@ -133,13 +133,13 @@ fn claim_calls<'l, 'a>(leases: &'l [Lease<'a>]) -> BTreeMap<Call, Vec<&'l Lease<
 }
 
 /// The leases certainly live when the call that took `call` committed.
-fn live_at<'l, 'a>(leases: &'l [Lease<'a>], call: &Lease<'_>) -> Vec<&'l Lease<'a>> {
+pub(super) fn live_at<'l, 'a>(leases: &'l [Lease<'a>], call: &Lease<'_>) -> Vec<&'l Lease<'a>> {
     leases.iter().filter(|l| l.live_at(call)).collect()
 }
 
 /// The key each execution was admitted with (its first admission that may have committed:
 /// admission is idempotent by id, the first one stands).
-fn admitted_keys(ops: &[Op]) -> BTreeMap<&str, &str> {
+pub(super) fn admitted_keys(ops: &[Op]) -> BTreeMap<&str, &str> {
     let mut admits: Vec<&Op> = ops
         .iter()
         .filter(|op| {
@@ -201,7 +201,7 @@ fn ended_from(token: u64, ops: &[&Op]) -> i64 {
 fn may_end(token: u64, op: &Op) -> bool {
     let took_effect = matches!(op.result, OpResult::Accepted | OpResult::Unknown);
     match &op.kind {
-        OpKind::Acknowledge { .. } | OpKind::Release if op.token == token => {
+        OpKind::Acknowledge { .. } | OpKind::Release { .. } if op.token == token => {
             took_effect || op.result == OpResult::Lost
         }
         OpKind::Renew { .. } | OpKind::WriteStep { .. } if op.token == token => {

@@ -143,7 +143,13 @@ fn rule_7_counts_only_what_was_certainly_live() {
         ],
         vec![
             e1(),
-            end("e1", 1, (12, 14), OpKind::Release, OpResult::Accepted),
+            end(
+                "e1",
+                1,
+                (12, 14),
+                OpKind::Release { unstarted: false },
+                OpResult::Accepted,
+            ),
             claim("e2", 2, (20, 30), 50),
         ],
         // Cancelled (or maybe cancelled) before.

@@ -39,7 +39,7 @@ pub(super) fn one_live_lease(
                 op.token == prev.token
                     && matches!(op.result, OpResult::Accepted | OpResult::Unknown)
                     && op.start_us < next.end_us
-                    && matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. })
+                    && matches!(op.kind, OpKind::Release { .. } | OpKind::Acknowledge { .. })
             });
             if ended_before {
                 continue;

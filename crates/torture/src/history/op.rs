@@ -43,8 +43,13 @@ pub enum OpKind {
         /// `suspended`, or `completed:<json>` / `failed:<json>`.
         outcome: String,
     },
-    /// `release`.
-    Release,
+    /// `release` or `release_with`.
+    Release {
+        /// Sent as [`lease_core::Release::NotStarted`]: no worker ran the delivery, so it
+        /// is no attempt (rule 11).
+        #[serde(default)]
+        unstarted: bool,
+    },
     /// A final read of a step record after the run.
     ReadStep {
         /// Step key.
@@ -91,6 +96,42 @@ pub enum OpKind {
     Pause,
     /// `resume` of the namespace (rule 8), logged like [`OpKind::Pause`].
     Resume,
+    /// A read that found the execution dead (its attempts ran out; rule 11), logged with
+    /// the read's interval next to its `ReadOutcome` (which shows no outcome).
+    ReadDead,
+    /// `set_attempt_limit` of the namespace default (rule 11), logged by the controller
+    /// with token 0 and an empty execution.
+    SetAttemptLimit {
+        /// The workflow whose own limit is set; `None`: the namespace default.
+        #[serde(default)]
+        workflow: Option<String>,
+        /// The new limit; `None`: unlimited.
+        limit: Option<u32>,
+    },
+    /// `set_rate_limit` (rule 12), logged like [`OpKind::SetLimit`].
+    SetRateLimit {
+        /// The key whose own rate is set; `None`: the namespace default.
+        key: Option<String>,
+        /// The new rate; `None`: removed.
+        rate: Option<Rate>,
+    },
+    /// `set_key_ordering` (rule 13), logged like [`OpKind::SetLimit`].
+    SetKeyOrdering {
+        /// The key marked or unmarked; `None`: every key (the namespace default).
+        key: Option<String>,
+        /// Marked ordered (`true`) or unmarked.
+        ordered: bool,
+    },
+}
+
+/// A rate limit as the log keeps it: at most `starts` claims of a key in any window of
+/// `period_ms` of the backend clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    /// Claims allowed per window.
+    pub starts: u32,
+    /// The window, backend ms.
+    pub period_ms: i64,
 }
 
 /// How an operation ended.
@@ -134,7 +175,8 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::Renew { .. } => "renew".into(),
         OpKind::WriteStep { step_key, .. } => format!("write_step {step_key}"),
         OpKind::Acknowledge { outcome } => format!("acknowledge {outcome}"),
-        OpKind::Release => "release".into(),
+        OpKind::Release { unstarted: false } => "release".into(),
+        OpKind::Release { unstarted: true } => "release not_started".into(),
         OpKind::ReadStep { .. } => "read_step".into(),
         OpKind::ReadOutcome { .. } => "read_outcome".into(),
         OpKind::Cancel { result } => format!("cancel {result}"),
@@ -142,6 +184,10 @@ pub(super) fn op_name(kind: &OpKind) -> String {
         OpKind::SetLimit { .. } => "set_limit".into(),
         OpKind::Pause => "pause".into(),
         OpKind::Resume => "resume".into(),
+        OpKind::ReadDead => "read_dead".into(),
+        OpKind::SetAttemptLimit { .. } => "set_attempt_limit".into(),
+        OpKind::SetRateLimit { .. } => "set_rate_limit".into(),
+        OpKind::SetKeyOrdering { .. } => "set_key_ordering".into(),
     }
 }
 

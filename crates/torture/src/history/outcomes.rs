@@ -13,7 +13,7 @@ pub(super) fn each_delivery_ends_once(execution: &str, ops: &[&Op], out: &mut Ve
     let mut ended: BTreeSet<u64> = BTreeSet::new();
     for op in ops {
         if op.result == OpResult::Accepted
-            && matches!(op.kind, OpKind::Release | OpKind::Acknowledge { .. })
+            && matches!(op.kind, OpKind::Release { .. } | OpKind::Acknowledge { .. })
             && !ended.insert(op.token)
         {
             out.push(Violation::EndedTwice {
@@ -43,7 +43,7 @@ pub(super) fn nothing_after_outcome(execution: &str, ops: &[&Op], out: &mut Vec<
                     | OpKind::Renew { .. }
                     | OpKind::WriteStep { .. }
                     | OpKind::Acknowledge { .. }
-                    | OpKind::Release
+                    | OpKind::Release { .. }
             );
             if fenced_or_claim && op.result == OpResult::Accepted && op.token > outcome_token {
                 out.push(Violation::AfterOutcome {

@@ -12,8 +12,8 @@
 //!   atomic step): so no claim of Y, logged or lost with a killed process, committed before
 //!   this call, and Y was neither held, nor in a redelivery delay, nor terminal or
 //!   cancelled (a terminal execution is never claimed again);
-//! - Y has no concurrency key, or no limit was ever set: a key at its limit holds Y back
-//!   legitimately.
+//! - Y has no concurrency key, or no concurrency limit, rate or ordering was ever set: a
+//!   key at its limit or rate, or an ordered key's line, holds Y back legitimately.
 //!
 //! A pause of the namespace holds X back as well, so it needs no condition. Backends whose
 //! claims skip rows locked by concurrent claims (PostgreSQL's `SKIP LOCKED`: a concurrent
@@ -37,9 +37,13 @@ struct Admitted<'a> {
 /// claimable at its commit.
 pub(super) fn higher_priorities_first(ops: &[Op], out: &mut Vec<Violation>) {
     let admitted = admissions(ops);
-    let limits_set = ops
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::SetLimit { .. }) && op.result != OpResult::Failed);
+    // A concurrency limit, a rate or an ordered key may hold a keyed execution back.
+    let limits_set = ops.iter().any(|op| {
+        matches!(
+            op.kind,
+            OpKind::SetLimit { .. } | OpKind::SetRateLimit { .. } | OpKind::SetKeyOrdering { .. }
+        ) && op.result != OpResult::Failed
+    });
     // Each execution's earliest claim that may have committed; it proves Y unclaimed until
     // then only when it is accepted and shows a first delivery. A later first delivery does
     // not: a lease released unstarted (`Release::NotStarted`) leaves the next claim a first

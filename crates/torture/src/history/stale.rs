@@ -17,7 +17,7 @@ pub(super) fn nothing_stale_accepted(
             OpKind::Renew { .. }
                 | OpKind::WriteStep { .. }
                 | OpKind::Acknowledge { .. }
-                | OpKind::Release
+                | OpKind::Release { .. }
         );
         if !fenced || op.result != OpResult::Accepted {
             continue;

@@ -129,7 +129,13 @@ fn detects_overlapping_leases() {
     // Released before the next claim: no overlap.
     let released = vec![
         claim(1, 0, 10, 0),
-        op(1, 12, 14, OpKind::Release, OpResult::Accepted),
+        op(
+            1,
+            12,
+            14,
+            OpKind::Release { unstarted: false },
+            OpResult::Accepted,
+        ),
         claim(2, 20, 30, 50),
     ];
     assert_eq!(check_all(&released), vec![]);
@@ -141,7 +147,13 @@ fn detects_stale_accepted_writes_acks_renewals_and_releases() {
         write(1, 40, 50, "v", OpResult::Accepted),
         ack(1, 40, 50, "completed:1", OpResult::Accepted),
         renew(1, 40, 50, 999),
-        op(1, 40, 50, OpKind::Release, OpResult::Accepted),
+        op(
+            1,
+            40,
+            50,
+            OpKind::Release { unstarted: false },
+            OpResult::Accepted,
+        ),
     ] {
         let h = vec![claim(1, 0, 10, 0), claim(2, 20, 30, 200), stale];
         let v = check_all(&h);
@@ -262,9 +274,21 @@ fn an_end_concurrent_with_the_next_claim_committed_before_it() {
     // claim of token 2, even though its reply came back after the claim was invoked.
     // A release whose reply never came (result unknown) may have ended it too.
     for end in [
-        op(1, 12, 40, OpKind::Release, OpResult::Accepted),
+        op(
+            1,
+            12,
+            40,
+            OpKind::Release { unstarted: false },
+            OpResult::Accepted,
+        ),
         ack(1, 12, 40, "suspended", OpResult::Accepted),
-        op(1, 12, i64::MAX, OpKind::Release, OpResult::Unknown),
+        op(
+            1,
+            12,
+            i64::MAX,
+            OpKind::Release { unstarted: false },
+            OpResult::Unknown,
+        ),
     ] {
         let h = vec![claim(1, 0, 10, 0), end, claim(2, 20, 30, 50)];
         assert_eq!(check_all(&h), vec![]);
@@ -312,7 +336,13 @@ fn detects_a_delivery_ended_twice() {
     let h = vec![
         claim(1, 0, 10, 0),
         ack(1, 20, 30, "suspended", OpResult::Accepted),
-        op(1, 40, 50, OpKind::Release, OpResult::Accepted),
+        op(
+            1,
+            40,
+            50,
+            OpKind::Release { unstarted: false },
+            OpResult::Accepted,
+        ),
     ];
     assert!(matches!(
         check_all(&h)[..],
@@ -451,7 +481,13 @@ fn detects_fenced_operations_accepted_after_a_cancel() {
         write(1, 40, 50, "v", OpResult::Accepted),
         ack(1, 40, 50, "completed:1", OpResult::Accepted),
         renew(1, 40, 50, 999),
-        op(1, 40, 50, OpKind::Release, OpResult::Accepted),
+        op(
+            1,
+            40,
+            50,
+            OpKind::Release { unstarted: false },
+            OpResult::Accepted,
+        ),
     ] {
         let h = vec![claim(1, 0, 10, 0), cancel(20, 30, "cancelled"), late];
         let v = check_all(&h);

@@ -191,6 +191,63 @@ pub enum Violation {
         /// Claims that each showed a first delivery.
         first_deliveries: usize,
     },
+    /// Rule 11: a claim was granted after the execution's certain attempts had reached the
+    /// highest attempt limit that may have been in force (it was dead).
+    ClaimedAfterAttempts {
+        /// Execution.
+        execution: String,
+        /// The claim's token.
+        token: u64,
+        /// Certain attempts before it.
+        attempts: u32,
+        /// The highest limit that may have been in force.
+        limit: u32,
+    },
+    /// Rule 11: a fenced operation invoked after the execution was certainly dead was
+    /// accepted.
+    AcceptedAfterDead {
+        /// Execution.
+        execution: String,
+        /// The operation's token.
+        token: u64,
+        /// Which operation.
+        op: String,
+    },
+    /// Rule 12: more claims of a key in one window of its rate than the rate allows.
+    RateExceeded {
+        /// The concurrency key.
+        key: String,
+        /// The rate's claims per window.
+        starts: u32,
+        /// The rate's window, backend ms.
+        period_ms: i64,
+        /// The window's end (a claim's instant), backend ms.
+        at_ms: i64,
+        /// The claims in the window (`execution#token`).
+        claims: Vec<String>,
+    },
+    /// Rule 13: a claim call took a lease of an ordered key while another of its leases
+    /// was certainly live (or took two).
+    OrderedKeyOverlap {
+        /// The ordered key.
+        key: String,
+        /// The leases the call took (`execution#token`).
+        claimed: Vec<String>,
+        /// The key's leases certainly live at its commit (`execution#token`).
+        live: Vec<String>,
+    },
+    /// Rule 13: an execution of an ordered key was claimed while one admitted before it
+    /// was neither terminal nor dead.
+    OrderedOutOfTurn {
+        /// The ordered key.
+        key: String,
+        /// The claimed execution.
+        execution: String,
+        /// The claim's token.
+        token: u64,
+        /// The earlier admitted execution still waiting (claimed later).
+        waiting: String,
+    },
     /// An execution did not complete within the liveness bound.
     NotCompleted {
         /// Execution.
