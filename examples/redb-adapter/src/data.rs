@@ -1,7 +1,7 @@
 //! Step records, stores, effects and starts: each method one write transaction, as the
 //! in-memory reference does each under its mutex.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use lease_core::{
@@ -12,7 +12,9 @@ use lease_core::{
     StoreUpdate, Timestamp,
 };
 
-use crate::tx::{EFFECT_WAITS, EFFECTS, RECEIPTS, STARTS, STORE_WAITERS, STORES, Tx, key_of};
+use crate::tx::{
+    EFFECT_WAITS, EFFECTS, RECEIPTS, STARTS, STEPS, STORE_WAITERS, STORES, Tx, key_of, step_key,
+};
 use crate::{RedbBackend, execution, held, store};
 
 /// A store's entries.
@@ -44,15 +46,6 @@ fn owned_effect(tx: &Tx, id: &EffectId, caller: &ExecutionId) -> Result<EffectRe
     Ok(record)
 }
 
-impl RedbBackend {
-    /// Signals every woken record after its transaction committed.
-    fn signal_all(&self, woken: &[ExecutionRecord]) {
-        for record in woken {
-            self.signal(record);
-        }
-    }
-}
-
 #[async_trait]
 impl HeapClient for RedbBackend {
     async fn write_step(
@@ -66,11 +59,12 @@ impl HeapClient for RedbBackend {
                 return Ok(Fenced::Lost);
             }
             let id = &lease.execution_id;
-            if let Some(existing) = tx.step(id, write.step_key.as_str(), write.step_attempt)? {
+            let key = step_key(id, write.step_key.as_str(), write.step_attempt);
+            if let Some(existing) = tx.get(STEPS, &key)? {
                 return Ok(Fenced::Accepted(existing));
             }
             let record = HeapRecord::from_write(id, lease.token, write);
-            tx.put_step(&record)?;
+            tx.put(STEPS, &key, &record)?;
             Ok(Fenced::Accepted(record))
         })
     }
@@ -78,14 +72,15 @@ impl HeapClient for RedbBackend {
     async fn read_step(
         &self,
         id: &ExecutionId,
-        step_key: &StepKey,
+        key: &StepKey,
         step_attempt: u32,
     ) -> Result<Option<HeapRecord>> {
-        self.write(|tx| tx.step(id, step_key.as_str(), step_attempt))
+        self.write(|tx| tx.get(STEPS, &step_key(id, key.as_str(), step_attempt)))
     }
 
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        self.write(|tx| tx.steps_from(id, "", 0, usize::MAX))
+        let rows = self.write(|tx| tx.steps_from(id, "", 0, usize::MAX))?;
+        Ok(rows.into_iter().map(|(_, r)| r).collect())
     }
 
     /// A range read from the cursor: only the page (and one more record) is decoded.
@@ -102,10 +97,12 @@ impl HeapClient for RedbBackend {
         let (key, attempt) = after.map_or(("", 0), |c| (c.step_key.as_str(), c.step_attempt));
         let rows = self.write(|tx| {
             // The cursor's own record is the first one in range: one more to cut it off.
-            let mut rows = tx.steps_from(id, key, attempt, take.saturating_add(1))?;
-            rows.retain(|r| after.is_none_or(|c| c.precedes(r)));
-            rows.truncate(take);
-            Ok(rows)
+            let rows = tx.steps_from(id, key, attempt, take.saturating_add(1))?;
+            let rows = rows.into_iter().map(|(_, r)| r);
+            Ok(rows
+                .filter(|r| after.is_none_or(|c| c.precedes(r)))
+                .take(take)
+                .collect())
         })?;
         Ok(StepPage::from_rows(rows, limit))
     }
@@ -139,15 +136,11 @@ impl StoreClient for RedbBackend {
 
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let now = self.clock.now();
-        let (update, woken) = self.write(|tx| {
+        let (outcome, replayed, woken) = self.write(|tx| {
             let mut current = entries(tx, &receipt.store)?;
             let rkey = key_of(&(&receipt.store, &receipt.execution_id, &receipt.step_key))?;
             if let Some(outcome) = tx.get::<StoreOutcome>(RECEIPTS, &rkey)? {
-                let replayed = StoreUpdate {
-                    outcome,
-                    replayed: true,
-                };
-                return Ok((replayed, Vec::new()));
+                return Ok((outcome, true, Vec::new()));
             }
             let (next, outcome) = op.apply(current.get(op.key()));
             match next {
@@ -159,21 +152,17 @@ impl StoreClient for RedbBackend {
             let mut woken = Vec::new();
             if outcome.applied {
                 let watched = key_of(&(&receipt.store, op.key()))?;
-                let waiters: Vec<ExecutionId> =
+                let waiters: BTreeSet<ExecutionId> =
                     tx.get(STORE_WAITERS, &watched)?.unwrap_or_default();
                 tx.remove(STORE_WAITERS, &watched)?;
                 for waiter in &waiters {
                     woken.extend(wake(tx, waiter, now)?);
                 }
             }
-            let applied = StoreUpdate {
-                outcome,
-                replayed: false,
-            };
-            Ok((applied, woken))
+            Ok((outcome, false, woken))
         })?;
         self.signal_all(&woken);
-        Ok(update)
+        Ok(StoreUpdate { outcome, replayed })
     }
 
     async fn watch_entry(
@@ -186,11 +175,9 @@ impl StoreClient for RedbBackend {
             execution(tx, waiter)?;
             let current = entries(tx, store)?.remove(key);
             let watched = key_of(&(store, key))?;
-            let mut waiters: Vec<ExecutionId> =
+            let mut waiters: BTreeSet<ExecutionId> =
                 tx.get(STORE_WAITERS, &watched)?.unwrap_or_default();
-            if !waiters.contains(waiter) {
-                waiters.push(waiter.clone());
-            }
+            waiters.insert(waiter.clone());
             tx.put(STORE_WAITERS, &watched, &waiters)?;
             Ok(current)
         })
@@ -201,22 +188,17 @@ impl StoreClient for RedbBackend {
 impl EffectClient for RedbBackend {
     async fn begin_effect(&self, id: &EffectId, execution_id: &ExecutionId) -> Result<Begun> {
         let now = self.clock.now();
-        self.write(|tx| {
+        let (record, created) = self.write(|tx| {
             execution(tx, execution_id)?;
             if let Some(record) = tx.get::<EffectRecord>(EFFECTS, id.as_str())? {
                 record.check_owner(execution_id)?;
-                return Ok(Begun {
-                    record,
-                    created: false,
-                });
+                return Ok((record, false));
             }
             let record = EffectRecord::pending(id.clone(), execution_id.clone(), now);
             tx.put(EFFECTS, id.as_str(), &record)?;
-            Ok(Begun {
-                record,
-                created: true,
-            })
-        })
+            Ok((record, true))
+        })?;
+        Ok(Begun { record, created })
     }
 
     async fn settle_effect(
@@ -237,7 +219,7 @@ impl EffectClient for RedbBackend {
             }
             Ok((settlement, woken))
         })?;
-        self.signal_all(woken.as_slice());
+        self.signal_all(&woken);
         Ok(settlement)
     }
 
@@ -261,21 +243,13 @@ impl EffectClient for RedbBackend {
 impl StartClient for RedbBackend {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let now = self.clock.now();
-        let (started, record) = self.write(|tx| {
+        let (target, record) = self.write(|tx| {
             if let Some(target) = tx.get::<ExecutionId>(STARTS, request.request_id.as_str())? {
-                return Ok((
-                    Started {
-                        target,
-                        created: false,
-                    },
-                    None,
-                ));
+                return Ok((target, None));
             }
             if execution(tx, &request.target).is_ok() {
-                return Err(LeaseError::invalid(
-                    "start target",
-                    format!("execution {} already exists", request.target),
-                ));
+                let reason = format!("execution {} already exists", request.target);
+                return Err(LeaseError::invalid("start target", reason));
             }
             let admission = Admission::new(request.target.clone())
                 .workflow(request.workflow.clone())
@@ -283,13 +257,13 @@ impl StartClient for RedbBackend {
             let record = ExecutionRecord::admitted(&admission, now);
             store(tx, &record)?;
             tx.put(STARTS, request.request_id.as_str(), &request.target)?;
-            let started = Started {
-                target: request.target.clone(),
-                created: true,
-            };
-            Ok((started, Some(record)))
+            Ok((request.target.clone(), Some(record)))
         })?;
-        self.signal_all(record.as_slice());
+        let started = Started {
+            target,
+            created: record.is_some(),
+        };
+        self.signal_all(&record);
         Ok(started)
     }
 }

@@ -1,7 +1,7 @@
 //! [`ExecutionClient`]: each method one write transaction applying lease-core's public
 //! transitions, as the in-memory reference applies them under its mutex.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +17,9 @@ use lease_core::{
     StatusCounts, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
-use crate::tx::{EFFECT_WAITS, EFFECTS, EXECUTIONS, Meta, RECEIPTS, STARTS, STORE_WAITERS, Tx};
+use crate::tx::{
+    EFFECT_WAITS, EFFECTS, EXECUTIONS, Meta, RECEIPTS, STARTS, STEPS, STORE_WAITERS, Tx,
+};
 use crate::{RedbBackend, execution, executions, held, store};
 
 impl RedbBackend {
@@ -36,6 +38,7 @@ impl RedbBackend {
     fn claim_in(&self, tx: &Tx, now: Timestamp, lease_ms: i64, limit: usize) -> Result<ClaimBatch> {
         let mut meta = tx.meta()?;
         let mut records = executions(tx)?;
+        let mut token = meta.last_token;
         let gates = Gates {
             paused: &meta.paused,
             limits: &meta.limits,
@@ -43,24 +46,21 @@ impl RedbBackend {
         let selection = select(records.values(), now, &self.policy, gates, limit);
         let mut claimed = Vec::with_capacity(selection.take.len());
         for id in &selection.take {
-            meta.last_token += 1;
+            token += 1;
             let Some(record) = records.get_mut(id) else {
                 continue;
             };
             *record = record.effective(now);
             record.attempt_limit = meta.attempt_limits.of(record.workflow.as_ref());
-            let lease = record.claim(now, lease_ms, FencingToken::new(meta.last_token));
+            let lease = record.claim(now, lease_ms, FencingToken::new(token));
             store(tx, record)?;
             claimed.push(Claimed {
                 lease,
                 record: record.clone(),
             });
         }
-        let gates = Gates {
-            paused: &meta.paused,
-            limits: &meta.limits,
-        };
         let next_claimable_at = horizon(records.values(), &self.policy, gates, &selection.blocked);
+        meta.last_token = token;
         tx.put_meta(&meta)?;
         Ok(ClaimBatch {
             claimed,
@@ -69,23 +69,17 @@ impl RedbBackend {
         })
     }
 
-    /// Other handles learn when the new leases would expire.
-    fn signal_claims(&self, batch: &ClaimBatch) {
-        for claim in &batch.claimed {
-            self.signal(&claim.record);
-        }
-    }
-
     /// Acknowledges in the caller's transaction; the record to signal when accepted.
     fn acknowledge_in(
         tx: &Tx,
-        ack: &Acknowledgement,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
         now: Timestamp,
     ) -> Result<(Fenced<Acknowledged>, Option<ExecutionRecord>)> {
-        let Some(mut record) = held(tx, &ack.lease, now)? else {
+        let Some(mut record) = held(tx, lease, now)? else {
             return Ok((Fenced::Lost, None));
         };
-        let acked = record.acknowledge(now, &ack.outcome);
+        let acked = record.acknowledge(now, outcome);
         store(tx, &record)?;
         Ok((Fenced::Accepted(acked), Some(record)))
     }
@@ -105,7 +99,9 @@ impl RedbBackend {
     fn purge_in(tx: &Tx, gone: &HashSet<ExecutionId>) -> Result<()> {
         for id in gone {
             tx.remove(EXECUTIONS, id.as_str())?;
-            tx.remove_steps(id)?;
+            for (key, _) in tx.steps_from(id, "", 0, usize::MAX)? {
+                tx.remove(STEPS, &key)?;
+            }
         }
         tx.remove_where::<lease_core::StoreOutcome>(RECEIPTS, |key, _| {
             serde_json::from_str::<(String, ExecutionId, String)>(key)
@@ -119,7 +115,7 @@ impl RedbBackend {
                 tx.remove(EFFECT_WAITS, &key)?;
             }
         }
-        for (key, mut waiters) in tx.all::<Vec<ExecutionId>>(STORE_WAITERS)? {
+        for (key, mut waiters) in tx.all::<BTreeSet<ExecutionId>>(STORE_WAITERS)? {
             waiters.retain(|w| !gone.contains(w));
             if waiters.is_empty() {
                 tx.remove(STORE_WAITERS, &key)?;
@@ -141,23 +137,15 @@ impl RedbBackend {
             store(tx, &record)?;
             Ok(Some(record))
         })?;
-        Ok(match released {
-            Some(record) => {
-                self.signal(&record);
-                Fenced::Accepted(())
-            }
-            None => Fenced::Lost,
-        })
+        self.signal_all(&released);
+        Ok(released.map_or(Fenced::Lost, |_| Fenced::Accepted(())))
     }
 
     /// Every effective record at the backend clock, by id.
-    fn effective_records(&self) -> Result<(Timestamp, Vec<ExecutionRecord>)> {
+    fn effective_records(&self) -> Result<Vec<ExecutionRecord>> {
         let now = self.clock.now();
-        let records = self.write(executions)?;
-        Ok((
-            now,
-            records.into_values().map(|r| r.effective(now)).collect(),
-        ))
+        let records = self.write(executions)?.into_values();
+        Ok(records.map(|r| r.effective(now)).collect())
     }
 }
 
@@ -167,9 +155,7 @@ impl ExecutionClient for RedbBackend {
         admission.validate()?;
         let now = self.clock.now();
         let (record, created) = self.write(|tx| Self::admit_in(tx, admission, now))?;
-        if created {
-            self.signal(&record);
-        }
+        self.signal_all(created.then_some(&record));
         Ok(record)
     }
 
@@ -182,11 +168,7 @@ impl ExecutionClient for RedbBackend {
                 .map(|a| Self::admit_in(tx, a, now))
                 .collect::<Result<Vec<_>>>()
         })?;
-        for (record, created) in &admitted {
-            if *created {
-                self.signal(record);
-            }
-        }
+        self.signal_all(admitted.iter().filter(|(_, new)| *new).map(|(r, _)| r));
         Ok(admitted.into_iter().map(|(r, _)| r).collect())
     }
 
@@ -198,7 +180,7 @@ impl ExecutionClient for RedbBackend {
 
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
-        let (_, mut out) = self.effective_records()?;
+        let mut out = self.effective_records()?;
         out.retain(|r| r.unacknowledged_deliveries >= min.max(1));
         out.sort_by(|a, b| {
             b.unacknowledged_deliveries
@@ -212,11 +194,8 @@ impl ExecutionClient for RedbBackend {
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let now = self.clock.now();
-        let mut out: Vec<ExecutionRecord> = self
-            .write(executions)?
-            .into_values()
-            .filter(|r| r.lease_live(now))
-            .collect();
+        let mut out: Vec<ExecutionRecord> = self.write(executions)?.into_values().collect();
+        out.retain(|r| r.lease_live(now));
         out.sort_by(|a, b| a.live_lease_order().cmp(&b.live_lease_order()));
         out.truncate(limit);
         Ok(out)
@@ -258,19 +237,15 @@ impl ExecutionClient for RedbBackend {
             store(tx, &record)?;
             Ok((outcome, Some(record)))
         })?;
-        if let Some(record) = record {
-            self.signal(&record);
-        }
+        self.signal_all(&record);
         Ok(outcome)
     }
 
+    /// Pausing signals "now" too (a wasted wake-up, never a missed one): one code path.
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
-        self.write(|tx| {
-            let mut meta = tx.meta()?;
-            let paused = meta.paused.insert(scope.clone());
-            tx.put_meta(&meta)?;
-            Ok(paused)
-        })
+        let mut paused = false;
+        self.change_meta(|meta| paused = meta.paused.insert(scope.clone()))?;
+        Ok(paused)
     }
 
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
@@ -322,7 +297,7 @@ impl ExecutionClient for RedbBackend {
         limit: usize,
     ) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
-        let (_, mut out) = self.effective_records()?;
+        let mut out = self.effective_records()?;
         out.retain(|r| after.is_none_or(|a| &r.id > a) && r.status == ExecutionStatus::Dead);
         out.truncate(limit);
         Ok(out)
@@ -364,7 +339,7 @@ impl ExecutionClient for RedbBackend {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let batch = self.write(|tx| self.claim_in(tx, now, lease_ms, request.limit))?;
-        self.signal_claims(&batch);
+        self.signal_all(batch.claimed.iter().map(|c| &c.record));
         Ok(batch)
     }
 
@@ -376,14 +351,12 @@ impl ExecutionClient for RedbBackend {
         let lease_ms = next.validate()?;
         let now = self.clock.now();
         let (acknowledged, record, batch) = self.write(|tx| {
-            let (acknowledged, record) = Self::acknowledge_in(tx, ack, now)?;
+            let (acknowledged, record) = Self::acknowledge_in(tx, &ack.lease, &ack.outcome, now)?;
             let batch = self.claim_in(tx, next.now.min(now), lease_ms, next.limit)?;
             Ok((acknowledged, record, batch))
         })?;
-        if let Some(record) = record {
-            self.signal(&record);
-        }
-        self.signal_claims(&batch);
+        self.signal_all(&record);
+        self.signal_all(batch.claimed.iter().map(|c| &c.record));
         Ok(AckAndClaim {
             acknowledged,
             next: batch,
@@ -432,15 +405,10 @@ impl ExecutionClient for RedbBackend {
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
-        let ack = Acknowledgement {
-            lease: lease.clone(),
-            outcome: outcome.clone(),
-        };
         let now = self.clock.now();
-        let (acknowledged, record) = self.write(|tx| Self::acknowledge_in(tx, &ack, now))?;
-        if let Some(record) = record {
-            self.signal(&record);
-        }
+        let (acknowledged, record) =
+            self.write(|tx| Self::acknowledge_in(tx, lease, outcome, now))?;
+        self.signal_all(&record);
         Ok(acknowledged)
     }
 
@@ -452,16 +420,11 @@ impl ExecutionClient for RedbBackend {
         let now = self.clock.now();
         let results = self.write(|tx| {
             acks.iter()
-                .map(|ack| Self::acknowledge_in(tx, ack, now))
+                .map(|ack| Self::acknowledge_in(tx, &ack.lease, &ack.outcome, now))
                 .collect::<Result<Vec<_>>>()
         })?;
-        let mut out = Vec::with_capacity(results.len());
-        for (acknowledged, record) in results {
-            if let Some(record) = record {
-                self.signal(&record);
-            }
-            out.push(acknowledged);
-        }
+        let (out, woken): (Vec<_>, Vec<_>) = results.into_iter().unzip();
+        self.signal_all(woken.iter().flatten());
         Ok(out)
     }
 

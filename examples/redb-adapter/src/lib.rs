@@ -37,12 +37,6 @@ pub struct RedbBackend {
     hub: WakeHub,
 }
 
-impl std::fmt::Debug for RedbBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbBackend").finish_non_exhaustive()
-    }
-}
-
 impl RedbBackend {
     /// Opens (or creates) the database file at `path`, reading time from `clock`.
     pub fn open(
@@ -73,6 +67,11 @@ impl RedbBackend {
         let out = step(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// Signals every record of `records` (after its transaction committed).
+    fn signal_all<'r>(&self, records: impl IntoIterator<Item = &'r ExecutionRecord>) {
+        records.into_iter().for_each(|r| self.signal(r));
     }
 
     /// Signals the hub with the instant `record` becomes claimable, if it ever does; a

@@ -28,20 +28,16 @@ pub(crate) const EFFECT_WAITS: Table = TableDefinition::new("effect_waits");
 pub(crate) const STORE_WAITERS: Table = TableDefinition::new("store_waiters");
 /// The one [`Meta`] row.
 const META: Table = TableDefinition::new("meta");
-/// Step records by (execution, step key, attempt): redb orders tuple keys field by field,
-/// which is `list_steps`'s order.
-const STEPS: TableDefinition<(&str, &str, u32), &[u8]> = TableDefinition::new("steps");
+/// Step records under [`step_key`], whose byte order is `list_steps`'s order.
+pub(crate) const STEPS: Table = TableDefinition::new("steps");
 
-/// The namespace-wide values: the token counter and the operator controls.
+/// The namespace-wide values: the last fencing token issued (the next claim issues the one
+/// after) and the operator controls.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Meta {
-    /// The last fencing token issued; the next claim issues the one after.
     pub last_token: u64,
-    /// Paused scopes.
     pub paused: BTreeSet<PauseScope>,
-    /// Concurrency limits.
     pub limits: ConcurrencyLimits,
-    /// Attempt limits.
     pub attempt_limits: AttemptLimits,
 }
 
@@ -54,25 +50,32 @@ pub(crate) fn db_error(e: impl Into<redb::Error>) -> LeaseError {
     }
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|e| LeaseError::Backend {
+/// A stored value that is not the JSON this adapter wrote, or one it cannot write.
+fn json_error(e: serde_json::Error) -> LeaseError {
+    LeaseError::Backend {
         backend: "redb",
-        operation: "decode",
+        operation: "json",
         source: Box::new(e),
-    })
+    }
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(json_error)
 }
 
 fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value).map_err(|e| LeaseError::Backend {
-        backend: "redb",
-        operation: "encode",
-        source: Box::new(e),
-    })
+    serde_json::to_vec(value).map_err(json_error)
 }
 
 /// A composite key as JSON text: unambiguous whatever the parts hold.
 pub(crate) fn key_of<T: Serialize>(parts: &T) -> Result<String> {
-    String::from_utf8(encode(parts)?).map_err(|e| LeaseError::invalid("key", e.to_string()))
+    serde_json::to_string(parts).map_err(json_error)
+}
+
+/// A step record's key: execution, step key and zero-padded attempt joined by NUL. Names
+/// hold no control characters, so the key's byte order is (execution, step key, attempt).
+pub(crate) fn step_key(id: &ExecutionId, key: &str, attempt: u32) -> String {
+    format!("{id}\0{key}\0{attempt:010}")
 }
 
 /// One write transaction: the atomic step of one trait method. Dropped without
@@ -111,17 +114,31 @@ impl Tx {
     /// Removes `key`; `true` when it was there.
     pub(crate) fn remove(&self, table: Table, key: &str) -> Result<bool> {
         let mut table = self.0.open_table(table).map_err(db_error)?;
-        let removed = table.remove(key).map_err(db_error)?.is_some();
-        Ok(removed)
+        Ok(table.remove(key).map_err(db_error)?.is_some())
     }
 
     /// Every row of `table`, by key.
     pub(crate) fn all<T: DeserializeOwned>(&self, table: Table) -> Result<Vec<(String, T)>> {
+        self.rows_from(table, "", usize::MAX, |_| true)
+    }
+
+    /// Up to `take` rows from key `start` on, by key, up to the first one `keep` refuses.
+    pub(crate) fn rows_from<T: DeserializeOwned>(
+        &self,
+        table: Table,
+        start: &str,
+        take: usize,
+        keep: impl Fn(&T) -> bool,
+    ) -> Result<Vec<(String, T)>> {
         let table = self.0.open_table(table).map_err(db_error)?;
         let mut rows = Vec::new();
-        for row in table.iter().map_err(db_error)? {
+        for row in table.range(start..).map_err(db_error)? {
             let (k, v) = row.map_err(db_error)?;
-            rows.push((k.value().to_owned(), decode(v.value())?));
+            let value = decode(v.value())?;
+            if rows.len() == take || !keep(&value) {
+                break;
+            }
+            rows.push((k.value().to_owned(), value));
         }
         Ok(rows)
     }
@@ -148,58 +165,15 @@ impl Tx {
         self.put(META, "meta", meta)
     }
 
-    /// One step record.
-    pub(crate) fn step(
-        &self,
-        id: &ExecutionId,
-        key: &str,
-        attempt: u32,
-    ) -> Result<Option<HeapRecord>> {
-        let table = self.0.open_table(STEPS).map_err(db_error)?;
-        let found = table.get((id.as_str(), key, attempt)).map_err(db_error)?;
-        found.map(|v| decode(v.value())).transpose()
-    }
-
-    pub(crate) fn put_step(&self, record: &HeapRecord) -> Result<()> {
-        let bytes = encode(record)?;
-        let key = (
-            record.execution_id.as_str(),
-            record.step_key.as_str(),
-            record.step_attempt,
-        );
-        let mut table = self.0.open_table(STEPS).map_err(db_error)?;
-        table.insert(key, bytes.as_slice()).map_err(db_error)?;
-        Ok(())
-    }
-
-    /// Up to `take` step records of `id` from (`key`, `attempt`) on, in key order.
+    /// Up to `take` step records of `id` from (`key`, `attempt`) on, with their keys.
     pub(crate) fn steps_from(
         &self,
         id: &ExecutionId,
         key: &str,
         attempt: u32,
         take: usize,
-    ) -> Result<Vec<HeapRecord>> {
-        let table = self.0.open_table(STEPS).map_err(db_error)?;
-        let mut rows = Vec::new();
-        for row in table
-            .range((id.as_str(), key, attempt)..)
-            .map_err(db_error)?
-        {
-            let record: HeapRecord = decode(row.map_err(db_error)?.1.value())?;
-            if &record.execution_id != id || rows.len() == take {
-                break;
-            }
-            rows.push(record);
-        }
-        Ok(rows)
-    }
-
-    /// Removes every step record of `id`.
-    pub(crate) fn remove_steps(&self, id: &ExecutionId) -> Result<()> {
-        let mut table = self.0.open_table(STEPS).map_err(db_error)?;
-        table
-            .retain(|(e, _, _), _| e != id.as_str())
-            .map_err(db_error)
+    ) -> Result<Vec<(String, HeapRecord)>> {
+        let start = step_key(id, key, attempt);
+        self.rows_from(STEPS, &start, take, |r: &HeapRecord| &r.execution_id == id)
     }
 }
