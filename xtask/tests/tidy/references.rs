@@ -37,15 +37,7 @@ pub const CLEANED: &[Place] = &[
     },
     Place {
         dir: "crates/lease-core/src",
-        except: &[
-            "memory.rs",
-            "memory",
-            "client.rs",
-            "keyed.rs",
-            "browse.rs",
-            "forward.rs",
-            "lib.rs",
-        ],
+        except: &["memory.rs", "memory", "lib.rs"],
     },
     Place {
         dir: "crates/lease-sqlite/examples",
