@@ -17,11 +17,8 @@ use crate::tx::{
 };
 use crate::{RedbBackend, execution, held, store};
 
-/// A store's entries.
-type Entries = BTreeMap<StoreKey, Json>;
-
 /// The entries of `id`, or `UnknownStore`.
-fn entries(tx: &Tx, id: &StoreId) -> Result<Entries> {
+fn entries(tx: &Tx, id: &StoreId) -> Result<BTreeMap<StoreKey, Json>> {
     tx.get(STORES, id.as_str())?
         .ok_or_else(|| LeaseError::UnknownStore(id.to_string()))
 }
@@ -116,7 +113,7 @@ impl StoreClient for RedbBackend {
         initial: &[(StoreKey, Json)],
     ) -> Result<StoreSnapshot> {
         self.write(|tx| {
-            let existing: Option<Entries> = tx.get(STORES, store.as_str())?;
+            let existing: Option<BTreeMap<StoreKey, Json>> = tx.get(STORES, store.as_str())?;
             let created = existing.is_none();
             let entries = existing.unwrap_or_else(|| initial.iter().cloned().collect());
             if created {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lease_core::attempts::check_retry_ids;
+use lease_core::key_rules::KeyRules;
 use lease_core::limits::check_limit;
 use lease_core::selection::{Gates, horizon, select};
 use lease_core::time::lease_millis;
@@ -43,7 +44,15 @@ impl RedbBackend {
             paused: &meta.paused,
             limits: &meta.limits,
         };
-        let selection = select(records.values(), now, &self.policy, gates, limit);
+        // No ordered keys and no start rates (capabilities this example leaves out).
+        let (ordering, rates, starts, admitted) = Default::default();
+        let rules = KeyRules {
+            ordering: &ordering,
+            rates: &rates,
+            starts: &starts,
+            admitted: &admitted,
+        };
+        let selection = select(records.values(), now, &self.policy, gates, rules, limit);
         let mut claimed = Vec::with_capacity(selection.take.len());
         for id in &selection.take {
             token += 1;
@@ -59,7 +68,8 @@ impl RedbBackend {
                 record: record.clone(),
             });
         }
-        let next_claimable_at = horizon(records.values(), &self.policy, gates, &selection.blocked);
+        let blocked = &selection.blocked;
+        let next_claimable_at = horizon(records.values(), now, &self.policy, gates, rules, blocked);
         meta.last_token = token;
         tx.put_meta(&meta)?;
         Ok(ClaimBatch {
@@ -194,7 +204,7 @@ impl ExecutionClient for RedbBackend {
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let now = self.clock.now();
-        let mut out: Vec<ExecutionRecord> = self.write(executions)?.into_values().collect();
+        let mut out = self.effective_records()?;
         out.retain(|r| r.lease_live(now));
         out.sort_by(|a, b| a.live_lease_order().cmp(&b.live_lease_order()));
         out.truncate(limit);

@@ -7,9 +7,7 @@
 //! changed only through lease-core's public transitions ([`ExecutionRecord::claim`],
 //! [`ExecutionRecord::acknowledge`], ...), and claims choose with
 //! [`lease_core::selection::select`], so the adapter decides nothing the reference does not.
-//!
-//! Claims read every execution (as the reference does): an example, not a fast path. A
-//! production adapter would keep an index by due time.
+//! Claims read every execution, as the reference does: an example, not a fast path.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -74,8 +72,7 @@ impl RedbBackend {
         records.into_iter().for_each(|r| self.signal(r));
     }
 
-    /// Signals the hub with the instant `record` becomes claimable, if it ever does; a
-    /// keyed record that is not running freed a place of its key, so the hub hears "now".
+    /// Signals when `record` becomes claimable; a keyed one not running freed a place: "now".
     fn signal(&self, record: &ExecutionRecord) {
         if let Some(at) = record.claimable_at(&self.policy) {
             self.hub.signal(at);

@@ -31,8 +31,7 @@ const META: Table = TableDefinition::new("meta");
 /// Step records under [`step_key`], whose byte order is `list_steps`'s order.
 pub(crate) const STEPS: Table = TableDefinition::new("steps");
 
-/// The namespace-wide values: the last fencing token issued (the next claim issues the one
-/// after) and the operator controls.
+/// The namespace-wide values: the last fencing token issued and the operator controls.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Meta {
     pub last_token: u64,
@@ -72,14 +71,12 @@ pub(crate) fn key_of<T: Serialize>(parts: &T) -> Result<String> {
     serde_json::to_string(parts).map_err(json_error)
 }
 
-/// A step record's key: execution, step key and zero-padded attempt joined by NUL. Names
-/// hold no control characters, so the key's byte order is (execution, step key, attempt).
+/// Execution, step key and padded attempt joined by NUL (names hold no control characters).
 pub(crate) fn step_key(id: &ExecutionId, key: &str, attempt: u32) -> String {
     format!("{id}\0{key}\0{attempt:010}")
 }
 
-/// One write transaction: the atomic step of one trait method. Dropped without
-/// [`Tx::commit`], it aborts.
+/// One write transaction: one trait method's atomic step. Dropped uncommitted, it aborts.
 pub(crate) struct Tx(WriteTransaction);
 
 impl Tx {
