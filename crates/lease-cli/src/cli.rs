@@ -65,6 +65,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Stored execution records the backend cannot decode (claims skip them).
     Corrupt(CorruptArgs),
+    /// Executions by status, workflow and concurrency key, newest admitted first, one page
+    /// at a time (`--after CURSOR`, as the previous page's last line says).
+    List(ListArgs),
     /// Dead executions (out of attempts, waiting for an operator), by id, with their last
     /// error; `--after ID` for the next page.
     Dead(DeadArgs),
@@ -83,8 +86,10 @@ pub enum Command {
     Pause(PauseArgs),
     /// Lets a paused namespace or workflow be claimed again, waking idle dispatchers.
     Resume(PauseArgs),
-    /// The concurrency limits per key and the namespace default; `--key KEY` or `--default`
-    /// with `--set N` or `--remove` changes one first.
+    /// The per-key policies and their namespace defaults: concurrency limits, start rates and
+    /// ordered keys. `--key KEY` or `--default` with `--set N`/`--remove` (concurrency),
+    /// `--rate N/PERIOD`/`--remove-rate` (start rate) or `--ordered`/`--unordered` changes
+    /// that scope first.
     Limits(LimitsArgs),
     /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
     /// catch-up policy, last admitted and next occurrence. Reads only.
@@ -139,6 +144,10 @@ pub struct UiArgs {
     /// an idle connection is closed after as long.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub header_timeout: Duration,
+    /// How long one write to a client may wait without progress (a client that stops
+    /// reading, its buffers full) before its connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
     /// Connections served at once; more are answered 503 and closed.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_connections: u32,
@@ -168,23 +177,63 @@ pub struct PauseArgs {
     pub list: bool,
 }
 
-/// `limits`: `--key`/`--default` and `--set`/`--remove` come in pairs, one of each.
+/// `limits`: `--key` or `--default` names the scope, and one or more changes apply to it
+/// (a change without a scope, or a scope without a change, is a usage error).
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("scope").args(["key", "default"]).requires("change")))]
-#[command(group(clap::ArgGroup::new("change").args(["set", "remove"]).requires("scope")))]
+#[command(group(
+    clap::ArgGroup::new("change")
+        .args(["set", "remove", "rate", "remove_rate", "ordered", "unordered"])
+        .multiple(true)
+        .requires("scope")
+))]
 pub struct LimitsArgs {
-    /// The key whose limit to change.
+    /// The key whose policies to change.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
-    /// Change the namespace default, for keys without their own limit.
+    /// Change the namespace default, for keys without a policy of their own.
     #[arg(long)]
     pub default: bool,
-    /// The new limit (1-100000 live leases).
-    #[arg(long, value_name = "N")]
+    /// The new concurrency limit (1-100000 live leases).
+    #[arg(long, value_name = "N", conflicts_with = "remove")]
     pub set: Option<u32>,
-    /// Remove the limit (unlimited).
+    /// Remove the concurrency limit (unlimited).
     #[arg(long)]
     pub remove: bool,
+    /// The new start rate: at most N claims in any window of PERIOD (`10/1s`, `600/1h`,
+    /// `5/s`; 1-10000 starts, 1ms to 1 day).
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate, conflicts_with = "remove_rate")]
+    pub rate: Option<lease::RateLimit>,
+    /// Remove the start rate (unlimited).
+    #[arg(long)]
+    pub remove_rate: bool,
+    /// Run the scope's executions one at a time, in admission order.
+    #[arg(long, conflicts_with = "unordered")]
+    pub ordered: bool,
+    /// Unmark the scope as ordered (a key stays ordered while the default is).
+    #[arg(long)]
+    pub unordered: bool,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only executions with this stored status (admitted, running, suspended, completed,
+    /// failed, cancelled, dead).
+    #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+    pub status: Option<lease::ExecutionStatus>,
+    /// Only executions of this workflow.
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
+    /// Only executions with this concurrency key.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// List at most this many (1-1000).
+    #[arg(long, default_value_t = 20, value_parser = limit)]
+    pub limit: usize,
+    /// Start after this cursor (the previous page's last line names it).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<String>,
 }
 
 /// `failing`.
@@ -286,6 +335,43 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e} (for example 5s, 12h, 30d)"))
 }
 
+/// A stored status by its name (`running`, `dead`, ...).
+fn parse_status(text: &str) -> Result<lease::ExecutionStatus, String> {
+    text.parse().map_err(|_| {
+        "must be one of admitted, running, suspended, completed, failed, cancelled, dead".to_owned()
+    })
+}
+
+/// A start rate, `N/PERIOD`: N starts in any window of PERIOD (humantime; a bare unit
+/// such as `s` or `min` means one of it).
+pub fn parse_rate(text: &str) -> Result<lease::RateLimit, String> {
+    let example = "(for example 10/1s, 600/1h, 5/s)";
+    let Some((starts, period)) = text.trim().split_once('/') else {
+        return Err(format!("must be N/PERIOD {example}"));
+    };
+    let starts: u32 = starts
+        .trim()
+        .parse()
+        .map_err(|_| format!("{starts:?} is not a whole number of starts {example}"))?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        format!("1{period}")
+    } else {
+        period.to_owned()
+    };
+    let period = humantime::parse_duration(&period).map_err(|e| format!("{e} {example}"))?;
+    lease::RateLimit::new(starts, period).map_err(|e| e.to_string())
+}
+
+/// A start rate as `parse_rate` reads it (`10/1s`, `600/1h`).
+pub fn show_rate(rate: lease::RateLimit) -> String {
+    format!(
+        "{}/{}",
+        rate.starts(),
+        humantime::format_duration(rate.period())
+    )
+}
+
 /// A list or batch limit, 1..=1000 ([`lease::limits::MAX_CLAIM_LIMIT`]).
 fn limit(text: &str) -> Result<usize, String> {
     let max = lease::limits::MAX_CLAIM_LIMIT;
@@ -325,6 +411,39 @@ mod tests {
     fn bad_durations_are_refused_with_an_example(#[case] text: &str) {
         let e = parse_duration(text).expect_err(text);
         assert!(e.contains("for example"), "{text:?}: {e}");
+    }
+
+    #[rstest]
+    #[case::per_second("10/1s", 10, 1000)]
+    #[case::bare_unit("5/s", 5, 1000)]
+    #[case::an_hour("600/1h", 600, 3_600_000)]
+    #[case::milliseconds("1/250ms", 1, 250)]
+    #[case::spaces(" 2 / 1min ", 2, 60_000)]
+    fn rates(#[case] text: &str, #[case] starts: u32, #[case] ms: u64) {
+        let rate = parse_rate(text).expect(text);
+        assert_eq!(
+            (rate.starts(), rate.period()),
+            (starts, Duration::from_millis(ms))
+        );
+        assert_eq!(parse_rate(&show_rate(rate)), Ok(rate), "round trip");
+    }
+
+    #[rstest]
+    #[case::no_slash("10")]
+    #[case::zero_starts("0/1s")]
+    #[case::too_many("10001/1s")]
+    #[case::too_long("1/2days")]
+    #[case::no_period("1/")]
+    #[case::not_a_number("x/1s")]
+    #[case::sub_millisecond("1/1500us")]
+    fn bad_rates_are_refused(#[case] text: &str) {
+        assert!(parse_rate(text).is_err(), "{text}");
+    }
+
+    #[test]
+    fn statuses_parse_by_name() {
+        assert_eq!(parse_status("dead"), Ok(lease::ExecutionStatus::Dead));
+        assert!(parse_status("Dead").is_err() && parse_status("").is_err());
     }
 
     #[rstest]

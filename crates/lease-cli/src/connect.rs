@@ -33,6 +33,25 @@ impl Limits {
             ))),
         }
     }
+
+    /// [`Limits::call`] for a capability a backend may lack: its `Unsupported` answer becomes
+    /// a failure naming the backend (`backend`, its name) and the capability (`what`), rather
+    /// than the trait default's generic "adapter".
+    pub async fn call_optional<T>(
+        &self,
+        backend: &str,
+        what: &str,
+        operation: &str,
+        call: impl Future<Output = Result<T, LeaseError>>,
+    ) -> Result<T, Failure> {
+        let answered = self
+            .call(operation, async { Ok::<_, Failure>(call.await) })
+            .await?;
+        answered.map_err(|e| match e {
+            LeaseError::Unsupported { .. } => Failure::unsupported(backend, what),
+            e => e.into(),
+        })
+    }
 }
 
 /// The command that creates or upgrades a store's schema; every other command only

@@ -23,6 +23,11 @@ impl Failure {
             Failure::AlreadyEnded(_) => ExitCode::from(3),
         }
     }
+
+    /// A capability the `backend` (its name) does not have: exit status 1 (nothing was changed).
+    pub fn unsupported(backend: &str, what: &str) -> Self {
+        Failure::Failed(format!("the {backend} backend does not support {what}"))
+    }
 }
 
 impl fmt::Display for Failure {
@@ -58,5 +63,15 @@ mod tests {
         let f = Failure::Failed("connection refused\n  at host\r\n".into());
         assert_eq!(f.to_string(), "connection refused   at host");
         assert_eq!(Failure::Usage("x".into()).exit_code(), ExitCode::from(2));
+    }
+
+    #[test]
+    fn an_unsupported_capability_names_the_backend() {
+        let f = Failure::unsupported("redis", "rate limits");
+        assert_eq!(
+            f.to_string(),
+            "the redis backend does not support rate limits"
+        );
+        assert_eq!(f.exit_code(), ExitCode::from(1));
     }
 }

@@ -4,7 +4,11 @@
 //! the store holds (the namespace page's live leases with their tokens, following a new
 //! claim without a reload); a live lease's page updates without a reload when its holder stops
 //! renewing and another claim takes over; a cancel through the page ends the lease, so the
-//! holder's late write is `Lost`. A missing browser or driver fails every test.
+//! holder's late write is `Lost`. The executions page filters (submitted from the keyboard)
+//! and pages by cursor; a selection of two is cancelled after a confirmation step, and the
+//! page of a cancelled execution offers no cancel; the dead-letter page lists dead executions
+//! with their last error and retries a selection of them; no page requests anything from
+//! another origin. A missing browser or driver fails every test.
 //!
 //! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR; the
 //! README's come from `LEASE_UI_SCREENSHOTS=docs/ui`.
@@ -22,7 +26,9 @@ use lease::ExecutionClientExt as _;
 use lease::postgres::{PostgresBackend, PostgresConfig};
 use lease::redis::{RedisBackend, RedisConfig};
 use lease::{
-    Admission, ClaimRequest, ExecutionId, ExecutionLease, Json, LeaseBackend, StepKey, StepWrite,
+    Admission, AttemptLimit, AttemptScope, ClaimRequest, ErrorNote, ExecutionFilter, ExecutionId,
+    ExecutionLease, ExecutionStatus, Json, LeaseBackend, LeaseError, Release, StepKey, StepWrite,
+    WorkflowName,
 };
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -176,6 +182,8 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
     namespace_page(c, &console.base, &*backend, shots).await;
     execution_pages(c, &console.base, &*backend, shots).await;
     live_lease_and_cancel(c, &console.base, &*backend, shots).await;
+    dead_letters(c, &console.base, &*backend, shots).await;
+    executions_page(c, &console.base, &*backend, shots).await;
     browser.client.close().await.expect("close the browser");
 }
 
@@ -340,6 +348,258 @@ async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, sho
         .await
         .expect("open live-1 again");
     text_when(c, "#record", |t| t.contains("cancelled")).await;
+}
+
+/// The workflow of the executions the executions page pages through.
+const PAGED: &str = "paged";
+/// More than one page of the executions page (50 rows).
+const PAGED_COUNT: usize = 53;
+
+fn workflow(name: &str) -> WorkflowName {
+    WorkflowName::new(name).expect("workflow")
+}
+
+/// The status of `name` as the backend reads it.
+async fn status(b: &dyn LeaseBackend, name: &str) -> ExecutionStatus {
+    b.get(&id(name))
+        .await
+        .expect("get")
+        .expect("a record")
+        .status
+}
+
+/// The ids the table `css` lists (links to execution pages), in order.
+async fn listed(c: &Client, css: &str) -> Vec<String> {
+    let script = format!(
+        "return Array.from(document.querySelectorAll('{css} a[href^=\"/execution?\"]'))\
+         .map(function(a){{return a.textContent;}})"
+    );
+    let ids = c.execute(&script, vec![]).await.expect("read the table");
+    serde_json::from_value(ids).expect("a list of ids")
+}
+
+/// Clicks the element `css` (waiting for it to exist).
+async fn click(c: &Client, css: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(element) = c.find(Locator::Css(css)).await {
+            element.click().await.expect("click");
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {css}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the browser's address contains `part` (a submitted form has navigated).
+async fn address_when(c: &Client, part: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let now = c.current_url().await.expect("address");
+        if now.as_str().contains(part) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never at {part}: {now}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every resource the page loaded came from the console itself.
+async fn only_own_requests(c: &Client) {
+    let foreign = c
+        .execute(
+            "return performance.getEntriesByType('resource').map(function(e){return e.name;})\
+             .filter(function(n){return n.indexOf(location.origin + '/') !== 0;})",
+            vec![],
+        )
+        .await
+        .expect("read the resources");
+    assert_eq!(foreign, serde_json::json!([]), "requests elsewhere");
+}
+
+/// Two executions of a workflow with an attempt limit of 1, each failing its one delivery.
+async fn make_dead(b: &dyn LeaseBackend, names: [&str; 2]) {
+    let limit = AttemptLimit::new(1).expect("limit");
+    let scope = AttemptScope::Workflow(workflow("doomed"));
+    b.set_attempt_limit(&scope, Some(limit))
+        .await
+        .expect("attempt limit");
+    for name in names {
+        let admission = Admission::new(id(name)).workflow(workflow("doomed"));
+        b.admit(&admission).await.expect("admit");
+    }
+    let deadline = Instant::now() + DEADLINE;
+    let mut leases = Vec::new();
+    while leases.len() < names.len() {
+        let now = b.now().await.expect("now");
+        let request = ClaimRequest {
+            now,
+            limit: 10,
+            duration: Duration::from_secs(300),
+        };
+        let claimed = b.claim_due(request).await.expect("claim");
+        leases.extend(
+            claimed
+                .into_iter()
+                .filter(|l| names.contains(&l.execution_id.as_str())),
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{names:?} never became claimable"
+        );
+    }
+    for lease in leases {
+        let name = lease.execution_id.to_string();
+        let how = Release::Failed(ErrorNote::new("error", format!("{name} <b>declined</b>")));
+        assert!(
+            !b.release_with(&lease, &how)
+                .await
+                .expect("release")
+                .is_lost()
+        );
+    }
+}
+
+/// The dead-letter page lists both dead executions with their last error (markup as text);
+/// retrying both asks for confirmation, then re-admits them.
+async fn dead_letters(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    let names = ["dl-1", "dl-2"];
+    make_dead(b, names).await;
+    c.goto(&format!("{base}/")).await.expect("open /");
+    click(c, "#nav-dead").await;
+    let table = text_when(c, "#dead", |t| t.contains("dl-2")).await;
+    assert!(table.contains("error: dl-1 <b>declined</b>"), "{table:?}");
+    assert_eq!(listed(c, "#dead").await, names);
+    only_own_requests(c).await;
+    screenshot(c, "dead-letters", shots).await;
+    for name in names {
+        click(c, &format!("#dead input[value='{name}']")).await;
+    }
+    click(c, "#retry-selected").await;
+    let question = text_when(c, "#question", |t| !t.is_empty()).await;
+    assert_eq!(question, "retry these 2 executions?");
+    assert_eq!(status(b, "dl-1").await, ExecutionStatus::Dead, "not yet");
+    click(c, "#confirm button").await;
+    let result = text_when(c, "#result", |t| !t.is_empty()).await;
+    assert_eq!(result, "re-admitted dl-1\nre-admitted dl-2");
+    for name in names {
+        assert_eq!(status(b, name).await, ExecutionStatus::Admitted, "{name}");
+    }
+    click(c, "#back").await;
+    text_when(c, "p.note:last-of-type", |t| t == "no dead executions").await;
+}
+
+/// The executions page: a filter typed and submitted with Enter, paged by cursor through
+/// every match once; two of three selected and cancelled after a confirmation; a cancelled
+/// execution's page without a cancel. On a backend that cannot list executions, the page
+/// says so, naming the backend.
+async fn executions_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    let probe = b
+        .list_executions(&ExecutionFilter::default(), None, 1)
+        .await;
+    if let Err(LeaseError::Unsupported { .. }) = probe {
+        c.goto(&format!("{base}/executions")).await.expect("open");
+        let want = format!("the {} backend does not support", b.backend_name());
+        text_when(c, "p.error", |t| t.contains(&want)).await;
+        return;
+    }
+    let mut paged = Vec::new();
+    for n in 0..PAGED_COUNT {
+        let name = format!("page-{n:02}");
+        let admission = Admission::new(id(&name)).workflow(workflow(PAGED));
+        b.admit(&admission).await.expect("admit");
+        paged.push(name);
+    }
+    paged.reverse();
+    c.goto(&format!("{base}/")).await.expect("open /");
+    click(c, "#nav-executions").await;
+    text_when(c, "#executions", |t| t.contains("page-")).await;
+    let field = c
+        .find(Locator::Css("#filter input[name=workflow]"))
+        .await
+        .expect("the workflow filter");
+    field
+        .send_keys(&format!("{PAGED}\u{E007}"))
+        .await
+        .expect("type and press Enter");
+    address_when(c, "workflow=paged").await;
+    text_when(c, "#older", |t| t.contains("older")).await;
+    let mut seen = listed(c, "#executions").await;
+    assert_eq!(seen.len(), 50, "{seen:?}");
+    screenshot(c, "executions", shots).await;
+    click(c, "#older").await;
+    text_when(c, "#newest", |_| true).await;
+    seen.extend(listed(c, "#executions").await);
+    assert_eq!(seen, paged, "every match once, newest first");
+    assert!(
+        c.find(Locator::Css("#older")).await.is_err(),
+        "the last page"
+    );
+    only_own_requests(c).await;
+    cancel_two(c, base, b, shots).await;
+}
+
+/// Selects two of three and cancels them through the confirmation step.
+async fn cancel_two(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    for name in ["pick-1", "pick-2", "pick-3"] {
+        let admission = Admission::new(id(name)).workflow(workflow("pick"));
+        b.admit(&admission).await.expect("admit");
+    }
+    c.goto(&format!("{base}/executions?workflow=pick"))
+        .await
+        .expect("open the filtered list");
+    text_when(c, "#executions", |t| t.contains("pick-3")).await;
+    assert_eq!(
+        listed(c, "#executions").await,
+        ["pick-3", "pick-2", "pick-1"]
+    );
+    let row = text_when(c, "#executions", |t| t.contains("pick-1")).await;
+    assert!(row.contains("pick-1 admitted pick"), "{row:?}");
+    assert!(
+        c.find(Locator::Css("#retry-selected")).await.is_err(),
+        "no retry where none is dead"
+    );
+    click(c, "#executions input[value='pick-1']").await;
+    click(c, "#executions input[value='pick-2']").await;
+    click(c, "#cancel-selected").await;
+    let question = text_when(c, "#question", |t| !t.is_empty()).await;
+    assert_eq!(question, "cancel these 2 executions?");
+    let selected = text_when(c, "#selected", |t| !t.is_empty()).await;
+    assert_eq!(selected, "pick-2\npick-1");
+    screenshot(c, "confirm", shots).await;
+    assert_eq!(
+        status(b, "pick-1").await,
+        ExecutionStatus::Admitted,
+        "not yet"
+    );
+    click(c, "#confirm button").await;
+    let result = text_when(c, "#result", |t| !t.is_empty()).await;
+    assert_eq!(result, "cancelled pick-2\ncancelled pick-1");
+    assert_eq!(status(b, "pick-1").await, ExecutionStatus::Cancelled);
+    assert_eq!(status(b, "pick-2").await, ExecutionStatus::Cancelled);
+    assert_eq!(status(b, "pick-3").await, ExecutionStatus::Admitted);
+    click(c, "#back").await;
+    text_when(c, "#executions", |t| t.contains("pick-1 cancelled")).await;
+    let boxes = c
+        .execute(
+            "return document.querySelectorAll('#executions input[type=checkbox]').length",
+            vec![],
+        )
+        .await
+        .expect("count");
+    assert_eq!(
+        boxes,
+        serde_json::json!(1),
+        "only pick-3 can still be cancelled"
+    );
+    c.goto(&format!("{base}/execution?id=pick-1"))
+        .await
+        .expect("open pick-1");
+    text_when(c, "#record", |t| t.contains("cancelled")).await;
+    assert!(
+        c.find(Locator::Css("#cancel")).await.is_err(),
+        "a cancelled execution offers no cancel"
+    );
 }
 
 /// Runs the checks in a task of their own, so a failure is returned and the caller cleans up.

@@ -202,12 +202,23 @@ async fn a_read_only_console_shows_pages_and_has_no_controls() {
     assert!(home.body.contains("read-only"), "{home:?}");
     assert!(!home.body.contains("name=\"csrf\""), "no forms: {home:?}");
     let page = http(&console.base, "GET", "/execution?id=done-1", &with, "").await;
-    assert!(page.body.contains("<td>completed</td>"), "{page:?}");
+    assert!(page.body.contains("data-status=\"completed\""), "{page:?}");
+    for list in ["/executions", "/dead"] {
+        let listed = http(&console.base, "GET", list, &with, "").await;
+        assert!(
+            !listed.body.contains("type=\"checkbox\""),
+            "{list}: {listed:?}"
+        );
+        assert!(!listed.body.contains("name=\"csrf\""), "{list}: {listed:?}");
+    }
     let missing = http(&console.base, "GET", "/execution?id=nope", &with, "").await;
     assert_eq!(missing.status, 404, "{missing:?}");
     let body = "id=busy&reason=x&csrf=x";
     let cancel = http(&console.base, "POST", "/cancel", &with, body).await;
     assert_eq!(cancel.status, 404, "no control routes: {cancel:?}");
+    let act = "action=cancel&id=busy&csrf=x";
+    let act = http(&console.base, "POST", "/act", &with, act).await;
+    assert_eq!(act.status, 404, "no selection route: {act:?}");
     let rebound = [("Host", "evil.example:8425"), ("Cookie", cookie.as_str())];
     let rebound = http(&console.base, "GET", "/", &rebound, "").await;
     assert_eq!(rebound.status, 403, "a rebound name: {rebound:?}");
@@ -591,4 +602,114 @@ async fn event_streams_past_the_cap_are_refused() {
         assert!(Instant::now() < deadline, "the slot was never freed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A client that pipelines requests and never reads the answers: once the socket's buffers
+/// are full the console's write waits, and `--write-timeout` closes the connection, so its
+/// slot (the only one) serves the next client.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_is_cut_off() {
+    let (_dir, url) = store().await;
+    let args = [
+        "--max-connections",
+        "1",
+        "--header-timeout",
+        "60s",
+        "--write-timeout",
+        "300ms",
+    ];
+    let console = common::console(&url, &args, &[]).await;
+    let authority = authority(&console.base).to_owned();
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let address = authority.parse().expect("an address");
+    let mut greedy = socket.connect(address).await.expect("connect");
+    let one = request(&authority, "GET", "/", &[], "").replace("Connection: close\r\n", "");
+    let burst = one.repeat(64);
+    // Writes until the console stops reading (its writes wait on this client), then waits;
+    // never reads. It ends when the console closes the connection.
+    let writer =
+        tokio::spawn(async move { while greedy.write_all(burst.as_bytes()).await.is_ok() {} });
+    answers(&console.base, "/", &[], 401).await;
+    drop(writer);
+}
+
+/// The executions and dead-letter pages read (their links and filters escaped); a selection
+/// of several asks for confirmation first, then acts, logged with every id; a single one
+/// acts at once; a forged selection changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selection_is_confirmed_then_acted_on_and_logged() {
+    let (_dir, url) = store().await;
+    make_dead(&url, "doomed-1").await;
+    make_dead(&url, "doomed-2").await;
+    let mut console = common::console(&url, &["--allow-writes"], &[]).await;
+    let cookie = session(&console).await;
+    let with = [("Cookie", cookie.as_str())];
+    let dead = http(&console.base, "GET", "/dead", &with, "").await;
+    assert_eq!(dead.status, 200, "{dead:?}");
+    for id in ["doomed-1", "doomed-2"] {
+        assert!(
+            dead.body.contains(&format!("name=\"id\" value=\"{id}\"")),
+            "{dead:?}"
+        );
+    }
+    assert!(dead.body.contains("id=\"retry-selected\""), "{dead:?}");
+    let token = csrf(&dead.body);
+    let base = console.base.clone();
+    let own = [
+        ("Origin", base.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+        ("Cookie", cookie.as_str()),
+    ];
+    let forged = "action=retry&id=doomed-1&csrf=0&back=%2Fdead";
+    let forged = http(&console.base, "POST", "/act", &own, forged).await;
+    assert_eq!(forged.status, 403, "{forged:?}");
+    let line = logged(&mut console, "action=retry").await;
+    assert!(line.ends_with("ids=[\"doomed-1\"] status=403"), "{line}");
+    let two = format!("action=retry&id=doomed-1&id=doomed-2&csrf={token}&back=%2Fdead");
+    let asked = http(&console.base, "POST", "/act", &own, &two).await;
+    assert_eq!(asked.status, 200, "{asked:?}");
+    assert!(
+        asked.body.contains("retry these 2 executions?"),
+        "{asked:?}"
+    );
+    assert!(
+        asked.body.contains("name=\"confirmed\" value=\"yes\""),
+        "{asked:?}"
+    );
+    assert_eq!(
+        status_of(&url, "doomed-1").await,
+        "dead",
+        "not before the confirmation"
+    );
+    let confirmed = format!("{two}&confirmed=yes");
+    let done = http(&console.base, "POST", "/act", &own, &confirmed).await;
+    assert_eq!(done.status, 200, "{done:?}");
+    assert!(done.body.contains("re-admitted doomed-2"), "{done:?}");
+    let line = logged(&mut console, "action=retry").await;
+    assert!(
+        line.ends_with("ids=[\"doomed-1\", \"doomed-2\"] status=200"),
+        "{line}"
+    );
+    for id in ["doomed-1", "doomed-2"] {
+        assert_eq!(status_of(&url, id).await, "admitted");
+    }
+    let one = format!("action=cancel&id=queued&reason=&csrf={token}");
+    let cancelled = http(&console.base, "POST", "/act", &own, &one).await;
+    assert_eq!(cancelled.status, 200, "one acts at once: {cancelled:?}");
+    assert_eq!(status_of(&url, "queued").await, "cancelled");
+    let line = logged(&mut console, "action=cancel").await;
+    assert!(line.ends_with("ids=[\"queued\"] status=200"), "{line}");
+    let ended = format!("action=cancel&id=done-1&id=busy&confirmed=yes&csrf={token}");
+    let mixed = http(&console.base, "POST", "/act", &own, &ended).await;
+    assert_eq!(mixed.status, 409, "done-1 had completed: {mixed:?}");
+    assert!(mixed.body.contains("cancelled busy"), "{mixed:?}");
+    let none = format!("action=cancel&csrf={token}");
+    let none = http(&console.base, "POST", "/act", &own, &none).await;
+    assert_eq!(none.status, 400, "{none:?}");
+    let page = http(&console.base, "GET", "/execution?id=done-1", &with, "").await;
+    assert!(
+        !page.body.contains("id=\"cancel\""),
+        "no cancel once ended: {page:?}"
+    );
 }

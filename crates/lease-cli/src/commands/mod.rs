@@ -5,7 +5,8 @@ pub mod cancel;
 pub mod corrupt;
 pub mod dead;
 pub mod failing;
-mod limits;
+pub mod limits;
+pub mod list;
 pub mod live;
 pub mod pause;
 pub mod purge;
@@ -41,6 +42,7 @@ pub async fn run(
         Command::Live(args) => live::run(backend, args, limits).await,
         Command::Show(args) => show::run(backend, args, limits).await,
         Command::Corrupt(args) => corrupt::run(backend, args, limits).await,
+        Command::List(args) => list::run(backend, args, limits).await,
         Command::Dead(args) => dead::run(backend, args, limits).await,
         Command::Retry(args) => retry::run(backend, args, limits).await,
         Command::Purge(args) => purge::run(backend, args, limits).await,

@@ -93,7 +93,7 @@ fn next_hint(id: &str, page: &StepPage, limit: u32) -> String {
 }
 
 /// `text` as one shell word: unchanged when it is plain, else single-quoted.
-fn shell_word(text: &str) -> String {
+pub fn shell_word(text: &str) -> String {
     let plain = text
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));

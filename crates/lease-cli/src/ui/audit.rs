@@ -13,14 +13,33 @@ pub struct Subject<'a>(pub &'static str, pub &'a str);
 
 /// The line for `action` by `client` on `subject`, answered `status`.
 pub fn line(client: &Client, action: &str, subject: &Subject<'_>, status: StatusCode) -> String {
+    entry(
+        client,
+        action,
+        &format!("{}={:?}", subject.0, subject.1),
+        status,
+    )
+}
+
+/// The line for `action` by `client` on the executions `ids` (`ids=["a", "b"]`, each
+/// quoted with escapes), answered `status`.
+pub fn ids_line(client: &Client, action: &str, ids: &[String], status: StatusCode) -> String {
+    entry(client, action, &format!("ids={ids:?}"), status)
+}
+
+/// One entry; `subject` is already quoted.
+fn entry(client: &Client, action: &str, subject: &str, status: StatusCode) -> String {
     format!(
-        "{} lease ui: control client={} action={action} {}={:?} status={}",
+        "{} lease ui: control client={} action={action} {subject} status={}",
         humantime::format_rfc3339_seconds(SystemTime::now()),
         client.0,
-        subject.0,
-        subject.1,
         status.as_u16()
     )
+}
+
+/// Writes [`ids_line`] to stderr.
+pub fn log_ids(client: &Client, action: &str, ids: &[String], status: StatusCode) {
+    eprintln!("{}", ids_line(client, action, ids, status));
 }
 
 /// Writes [`line`] to stderr.
@@ -43,5 +62,11 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains('\n'));
+        let ids = ["a".to_owned(), "b\n".to_owned()];
+        let text = ids_line(&client, "retry", &ids, StatusCode::OK);
+        assert!(
+            text.ends_with("action=retry ids=[\"a\", \"b\\n\"] status=200"),
+            "{text}"
+        );
     }
 }

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Extension, Form};
+use lease::ExecutionStatus;
 use serde::Deserialize;
 
 use super::audit::{self, Subject};
@@ -21,7 +22,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 
 /// The hidden field every form carries.
-fn csrf_field(ui: &Ui) -> String {
+pub fn csrf_field(ui: &Ui) -> String {
     format!(
         "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
         escape(ui.guard.csrf())
@@ -29,7 +30,7 @@ fn csrf_field(ui: &Ui) -> String {
 }
 
 /// Why the page has no forms.
-fn read_only() -> String {
+pub fn read_only() -> String {
     para(
         "note",
         "read-only: start `lease ui --allow-writes` for cancel, retry, pause, resume and purge's \
@@ -37,25 +38,51 @@ fn read_only() -> String {
     )
 }
 
-/// The execution page's controls: cancel, with a reason; retry of a dead execution, with an
-/// optional new input (refused, changing nothing, when it is not dead: the page updates live,
-/// so the form does not depend on the status the page was first drawn with).
-pub fn execution_forms(ui: &Ui, id: &str) -> String {
+/// The statuses a cancel applies to (not completed, failed or cancelled: those never change
+/// again, so their page offers no cancel at all).
+pub const CANCELLABLE: [ExecutionStatus; 4] = [
+    ExecutionStatus::Admitted,
+    ExecutionStatus::Running,
+    ExecutionStatus::Suspended,
+    ExecutionStatus::Dead,
+];
+
+/// Whether a cancel applies to an execution of `status`.
+pub fn cancellable(status: ExecutionStatus) -> bool {
+    CANCELLABLE.contains(&status)
+}
+
+/// The execution page's controls for an execution of `status`: cancel, with a reason, unless
+/// it ended for good; retry of a dead execution, with an optional new input, unless it ended
+/// for good. Each form names the statuses it applies to (`data-applies`) and is hidden while
+/// the status is another: the page's script shows or hides it as pushes change the status.
+/// The server refuses what no longer applies anyway, changing nothing.
+pub fn execution_forms(ui: &Ui, id: &str, status: ExecutionStatus) -> String {
     if !ui.allow_writes {
         return read_only();
     }
+    if !cancellable(status) {
+        return para("note", &format!("{status}: no control applies"));
+    }
     let (csrf, id) = (csrf_field(ui), escape(id));
+    let names: Vec<&str> = CANCELLABLE.iter().map(|s| s.as_str()).collect();
+    let hidden = |applies: bool| if applies { "" } else { " hidden" };
     let mut out = format!(
-        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\">{csrf}\
+        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\" \
+         data-applies=\"{applies}\">{csrf}\
          <input type=\"hidden\" name=\"id\" value=\"{id}\">\
-         <input name=\"reason\" size=\"40\" value=\"cancelled from the console\"> \
-         <button type=\"submit\">Cancel this execution</button></form>\n"
+         <input name=\"reason\" size=\"40\" aria-label=\"reason\" \
+         value=\"cancelled from the console\"> \
+         <button type=\"submit\">Cancel this execution</button></form>\n",
+        applies = names.join(" "),
     );
     out.push_str(&format!(
-        "<form id=\"retry\" method=\"post\" action=\"/retry\">{csrf}\
+        "<form id=\"retry\" method=\"post\" action=\"/retry\" data-applies=\"dead\"{}>{csrf}\
          <input type=\"hidden\" name=\"id\" value=\"{id}\">\
-         <input name=\"input\" size=\"40\" placeholder=\"new input (JSON; empty: keep)\"> \
-         <button type=\"submit\">Retry if dead</button></form>\n"
+         <input name=\"input\" size=\"40\" aria-label=\"new input\" \
+         placeholder=\"new input (JSON; empty: keep)\"> \
+         <button type=\"submit\">Retry this dead execution</button></form>\n",
+        hidden(status == ExecutionStatus::Dead)
     ));
     out
 }
@@ -138,18 +165,24 @@ pub async fn cancel(
 }
 
 /// `POST /retry`: `lease retry ID [--input JSON]`.
-pub async fn retry(State(ui): State<Arc<Ui>>, Form(f): Form<RetryForm>) -> Response {
-    if !ui.guard.form_ok(&f.csrf) {
-        return forged();
-    }
-    let back = execution_href(&f.id);
-    let input = f.input.trim();
-    let args = RetryArgs {
-        ids: vec![f.id],
-        input: (!input.is_empty()).then(|| input.to_owned()),
+pub async fn retry(
+    State(ui): State<Arc<Ui>>,
+    Extension(client): Extension<Client>,
+    Form(f): Form<RetryForm>,
+) -> Response {
+    let response = if ui.guard.form_ok(&f.csrf) {
+        let input = f.input.trim();
+        let args = RetryArgs {
+            ids: vec![f.id.clone()],
+            input: (!input.is_empty()).then(|| input.to_owned()),
+        };
+        let result = retry_cmd::run(&*ui.backend, &args, &ui.limits).await;
+        answer(&ui, "Retry", result, &execution_href(&f.id))
+    } else {
+        forged()
     };
-    let result = retry_cmd::run(&*ui.backend, &args, &ui.limits).await;
-    answer(&ui, "Retry", result, &back)
+    audit::log(&client, "retry", &Subject("id", &f.id), response.status());
+    response
 }
 
 /// `POST /pause`: `lease pause [--workflow NAME]`.
@@ -228,7 +261,7 @@ pub async fn purge_dry_run(
 }
 
 /// A form without this server's CSRF token: made elsewhere, refused, nothing done.
-fn forged() -> Response {
+pub fn forged() -> Response {
     (
         StatusCode::FORBIDDEN,
         "refused: the form does not carry this server's token",
@@ -236,18 +269,21 @@ fn forged() -> Response {
         .into_response()
 }
 
+/// The HTTP status of a failed command: bad input 400, already ended 409, the backend's
+/// failure (or lack of the capability) 502.
+pub fn failure_status(e: &Failure) -> StatusCode {
+    match e {
+        Failure::Usage(_) => StatusCode::BAD_REQUEST,
+        Failure::AlreadyEnded(_) => StatusCode::CONFLICT,
+        Failure::Failed(_) => StatusCode::BAD_GATEWAY,
+    }
+}
+
 /// What the command printed, or its error, and the way back.
-fn answer(ui: &Ui, title: &str, result: Result<Output, Failure>, back: &str) -> Response {
+pub fn answer(ui: &Ui, title: &str, result: Result<Output, Failure>, back: &str) -> Response {
     let (status, class, text) = match result {
         Ok(out) => (StatusCode::OK, "message", out.text),
-        Err(e) => {
-            let status = match e {
-                Failure::Usage(_) => StatusCode::BAD_REQUEST,
-                Failure::AlreadyEnded(_) => StatusCode::CONFLICT,
-                Failure::Failed(_) => StatusCode::BAD_GATEWAY,
-            };
-            (status, "error", e.to_string())
-        }
+        Err(e) => (failure_status(&e), "error", e.to_string()),
     };
     let body = format!(
         "<p id=\"result\" class=\"{class}\">{}</p>\n<p><a id=\"back\" href=\"{}\">back</a></p>\n",

@@ -55,7 +55,10 @@ pub fn page(title: &str, backend: &str, body: &str) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>{title} - lease ui</title><style>{STYLE}</style>\
          <script src=\"/live.js\" defer></script></head>\n<body>\
-         <header><a href=\"/\">lease ui</a> <span class=\"backend\">{backend}</span></header>\n\
+         <header><a href=\"/\">lease ui</a> <span class=\"backend\">{backend}</span>\
+         <nav><a id=\"nav-namespace\" href=\"/\">Namespace</a> \
+         <a id=\"nav-executions\" href=\"/executions\">Executions</a> \
+         <a id=\"nav-dead\" href=\"/dead\">Dead letters</a></nav></header>\n\
          <h1>{title}</h1>\n{body}\n</body></html>\n",
         title = escape(title),
         backend = escape(backend),
@@ -68,7 +71,19 @@ table{border-collapse:collapse;margin:.5em 0 1.5em}\
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}td.json{font-family:monospace;white-space:pre-wrap;max-width:50em}\
 .note{color:#666}.error{color:#a00}.message{padding:.5em;background:#eef}\
-form{margin:.5em 0}h2{margin-top:1.2em}";
+form{margin:.5em 0}h2{margin-top:1.2em}nav{margin-top:.4em}nav a{margin-right:1em}\
+a:focus,button:focus,input:focus,select:focus{outline:2px solid #36c;outline-offset:1px}\
+.st{padding:0 .4em;border-radius:3px}.st-admitted{background:#e8eefc}\
+.st-running{background:#d6f0d6}.st-suspended{background:#fff0c2}\
+.st-completed{background:#e6e6e6}.st-failed{background:#f8d0d0}\
+.st-cancelled{background:#eadcf3}.st-dead{background:#c22;color:#fff}\
+.pages a{margin-right:1.5em}label{margin-right:1em}#result{white-space:pre-line}";
+
+/// A status as a coloured label (class `st-STATUS`; the colour is never the only cue, the
+/// name is the text).
+pub fn status_cell(status: lease::ExecutionStatus) -> String {
+    format!("<span class=\"st st-{0}\">{0}</span>", status.as_str())
+}
 
 /// A table with `headers` and `rows` of cells already HTML.
 pub fn table(id: &str, headers: &[&str], rows: &[Vec<String>]) -> String {

@@ -3,18 +3,24 @@
 //! many connections it holds: each connection takes one of `--max-connections` slots (one
 //! more is answered 503 and closed), finishes its TLS handshake and sends each request's
 //! headers within `--header-timeout` (an idle keep-alive connection is closed after as long),
-//! and its requests carry the peer address ([`Peer`]).
+//! each write must make progress within `--write-timeout` ([`WriteDeadline`]: a client that
+//! sends requests and never reads the answers is closed, its slot freed), and its requests
+//! carry the peer address ([`Peer`]).
 
+use std::future::Future as _;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
@@ -31,6 +37,7 @@ const REFUSAL_TIME: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct Bounds {
     pub header_timeout: Duration,
+    pub write_timeout: Duration,
     pub max_connections: usize,
     pub tls: Option<TlsAcceptor>,
 }
@@ -103,8 +110,10 @@ fn out_of_descriptors(e: &io::Error) -> bool {
         .is_some_and(|code| code == 23 || code == 24)
 }
 
-/// One connection: TLS within the header timeout when configured, then HTTP/1.1.
+/// One connection: TLS within the header timeout when configured, then HTTP/1.1; every
+/// write (the handshake's too) under the write deadline.
 async fn connection(tcp: TcpStream, peer: Peer, app: Router, bounds: &Bounds) {
+    let tcp = WriteDeadline::new(tcp, bounds.write_timeout);
     match &bounds.tls {
         None => http(tcp, peer, app, bounds.header_timeout).await,
         Some(tls) => {
@@ -131,6 +140,92 @@ where
         .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(io), service)
         .await;
+}
+
+/// A stream whose writes fail (`TimedOut`) once one has waited `limit` without progress: a
+/// peer that stops reading, with the socket's buffers full, cannot hold its connection (and
+/// its slot) forever, while a slow reader that keeps reading is never cut. Time spent with
+/// nothing to write (an event stream between events, a connection waiting for a request)
+/// does not count.
+pub struct WriteDeadline<S> {
+    io: S,
+    limit: Duration,
+    /// Armed when a write first waits; cleared by any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    pub fn new(io: S, limit: Duration) -> Self {
+        WriteDeadline {
+            io,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// What a write that returned `poll` answers: its result on progress (the deadline
+    /// cleared), `TimedOut` once it has waited `limit`, else pending (the deadline armed).
+    fn bound<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing within --write-timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.bound(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.bound(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
+        self.bound(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.bound(cx, poll)
+    }
 }
 
 /// A connection past the cap: 503 (after the handshake under TLS), then closed; within

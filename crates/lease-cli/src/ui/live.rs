@@ -31,10 +31,14 @@ const MIN_GAP: Duration = Duration::from_millis(250);
 /// Past the instant a record changes by the clock, so the backend clock has passed it too.
 const PAST_INSTANT: Duration = Duration::from_millis(20);
 
-/// The page's script: replace the live part with each pushed event.
-const SCRIPT: &str = "(function(){var el=document.getElementById('live');\
+/// The page's script: replace the live part with each pushed event, then show only the
+/// controls (`data-applies`: the statuses they apply to) that apply to the status pushed.
+const SCRIPT: &str = "(function(){function applies(){var s=document.getElementById('status');\
+if(!s)return;document.querySelectorAll('[data-applies]').forEach(function(f){\
+f.hidden=f.dataset.applies.split(' ').indexOf(s.dataset.status)<0;});}\
+var el=document.getElementById('live');\
 if(!el||!window.EventSource)return;var es=new EventSource(el.dataset.events);\
-es.onmessage=function(e){el.innerHTML=e.data;\
+es.onmessage=function(e){el.innerHTML=e.data;applies();\
 document.body.dataset.pushes=String(Number(document.body.dataset.pushes||0)+1);};})();\n";
 
 /// `GET /live.js`.
@@ -166,7 +170,7 @@ impl Live {
                 html
             }
             Watched::Execution(q) => match pages::execution_fragment(&self.ui, q).await {
-                Ok((html, next)) => {
+                Ok((html, next, _)) => {
                     self.next_change = next;
                     html
                 }

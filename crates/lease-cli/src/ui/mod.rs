@@ -7,12 +7,14 @@
 //! [`guard::check`].
 
 mod audit;
+mod browse;
 mod controls;
 mod guard;
 mod html;
 mod listen;
 mod live;
 mod pages;
+mod select;
 mod session;
 mod state;
 mod tls;
@@ -48,10 +50,13 @@ pub struct Prepared {
 /// non-loopback address served in plain text without a TLS proxy in front.
 pub fn check(args: &UiArgs) -> Result<Prepared, Failure> {
     let token = AccessToken::new(args.access_token.as_deref())?;
-    if args.session_ttl < Duration::from_secs(1) || args.header_timeout.is_zero() {
+    if args.session_ttl < Duration::from_secs(1)
+        || args.header_timeout.is_zero()
+        || args.write_timeout.is_zero()
+    {
         return Err(Failure::Usage(
-            "--session-ttl must be at least 1s (a cookie counts whole seconds) and \
-             --header-timeout more than 0"
+            "--session-ttl must be at least 1s (a cookie counts whole seconds), and \
+             --header-timeout and --write-timeout more than 0"
                 .to_owned(),
         ));
     }
@@ -108,6 +113,7 @@ pub async fn serve(
     print_address(&prepared, local, &ui, args.allow_writes);
     let bounds = listen::Bounds {
         header_timeout: args.header_timeout,
+        write_timeout: args.write_timeout,
         max_connections: args.max_connections as usize,
         tls: prepared.tls,
     };
@@ -146,6 +152,8 @@ fn router(ui: Arc<Ui>) -> Router {
     let mut router = Router::new()
         .route("/", get(pages::namespace))
         .route("/execution", get(pages::execution))
+        .route("/executions", get(browse::executions))
+        .route("/dead", get(browse::dead))
         .route("/events/namespace", get(live::namespace))
         .route("/events/execution", get(live::execution))
         .route("/live.js", get(live::script));
@@ -153,6 +161,7 @@ fn router(ui: Arc<Ui>) -> Router {
         router = router
             .route("/cancel", post(controls::cancel))
             .route("/retry", post(controls::retry))
+            .route("/act", post(select::act))
             .route("/pause", post(controls::pause))
             .route("/resume", post(controls::resume))
             .route("/purge-dry-run", post(controls::purge_dry_run));

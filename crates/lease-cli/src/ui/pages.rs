@@ -18,9 +18,11 @@ use lease::{
 use serde::Deserialize;
 
 use super::controls;
-use super::html::{escape, execution_href, execution_link, page, para, query_value, table};
+use super::html::{
+    escape, execution_href, execution_link, page, para, query_value, status_cell, table,
+};
 use super::state::Ui;
-use crate::commands::{corrupt, failing, live, pause, show, status};
+use crate::commands::{corrupt, failing, limits, live, pause, show, status};
 use crate::failure::Failure;
 use crate::output::{expires_in, instant, seconds};
 
@@ -76,7 +78,7 @@ pub async fn namespace(State(ui): State<Arc<Ui>>) -> Html<String> {
 /// `GET /execution?id=ID`: one execution's page (404 when there is none).
 pub async fn execution(State(ui): State<Arc<Ui>>, Query(q): Query<ExecutionQuery>) -> Response {
     let title = format!("Execution {}", q.id);
-    let (live, _) = match execution_fragment(&ui, &q).await {
+    let (live, _, status) = match execution_fragment(&ui, &q).await {
         Ok(done) => done,
         Err(e) => {
             let body = para("error", &e.to_string());
@@ -89,7 +91,7 @@ pub async fn execution(State(ui): State<Arc<Ui>>, Query(q): Query<ExecutionQuery
     };
     let events = format!("/events/execution?{}", q.query_string());
     let mut body = live_div(&events, &live);
-    body.push_str(&controls::execution_forms(&ui, &q.id));
+    body.push_str(&controls::execution_forms(&ui, &q.id, status));
     Html(page(&title, &ui.shown, &body)).into_response()
 }
 
@@ -107,12 +109,13 @@ fn live_div(events: &str, fragment: &str) -> String {
 /// longest of them rather than their sum (`cargo xtask bench --only ui`).
 pub async fn namespace_fragment(ui: &Ui) -> (String, Option<Duration>) {
     let b = &*ui.backend;
-    let (counts, leases, failing, corrupt, paused) = tokio::join!(
+    let (counts, leases, failing, corrupt, paused, policies) = tokio::join!(
         status::counts(b, &ui.limits),
         live::records(b, LIST_LIMIT, &ui.limits),
         failing::records(b, 1, LIST_LIMIT, &ui.limits),
         corrupt::records(b, LIST_LIMIT, &ui.limits),
         pause::paused(b, &ui.limits),
+        limits::policies(b, &ui.limits),
     );
     let mut out = String::from("<h2>Executions by status</h2>\n");
     let running = match counts {
@@ -133,6 +136,7 @@ pub async fn namespace_fragment(ui: &Ui) -> (String, Option<Duration>) {
     out.push_str(&failing_section(failing));
     out.push_str(&corrupt_section(corrupt));
     out.push_str(&paused_section(paused));
+    out.push_str(&policies_section(ui, policies));
     (out, next)
 }
 
@@ -233,10 +237,58 @@ fn paused_section(paused: Result<Vec<PauseScope>, Failure>) -> String {
     out
 }
 
+/// The per-key policies: concurrency limit, start rate, ordered; "unsupported" in a column
+/// the backend does not have.
+fn policies_section(ui: &Ui, policies: Result<limits::Policies, Failure>) -> String {
+    let mut out = String::from(
+        "<h2>Keys: concurrency, rate, order</h2>\n<p class=\"note\">A key without a policy of \
+         its own (-) follows the default; `lease limits` changes them.</p>\n",
+    );
+    match policies {
+        Ok(p) => {
+            let rows: Vec<Vec<String>> = limits::rows(&p)
+                .into_iter()
+                .map(|row| row.iter().map(|c| escape(c)).collect())
+                .collect();
+            let headers = ["key", "concurrency limit", "start rate", "ordered"];
+            out.push_str(&table("policies", &headers, &rows));
+            let missing: Vec<&str> = [
+                (p.rates.is_none(), "rate limits"),
+                (p.ordering.is_none(), "ordered keys"),
+            ]
+            .into_iter()
+            .filter_map(|(gone, what)| gone.then_some(what))
+            .collect();
+            if !missing.is_empty() {
+                let name = ui.backend.backend_name();
+                out.push_str(&para(
+                    "note",
+                    &format!(
+                        "the {name} backend does not support {}",
+                        missing.join(" or ")
+                    ),
+                ));
+            }
+        }
+        Err(e) => out.push_str(&para("error", &e.to_string())),
+    }
+    out
+}
+
 fn counts_table(counts: &StatusCounts) -> String {
+    // Each count links to the executions of that status.
     let mut rows: Vec<Vec<String>> = StatusCounts::STATUSES
         .iter()
-        .map(|s| vec![s.as_str().to_owned(), counts.of(*s).to_string()])
+        .map(|s| {
+            vec![
+                status_cell(*s),
+                format!(
+                    "<a href=\"/executions?status={}\">{}</a>",
+                    s.as_str(),
+                    counts.of(*s)
+                ),
+            ]
+        })
         .collect();
     rows.push(vec!["total".into(), counts.total().to_string()]);
     rows.push(vec!["corrupt".into(), counts.corrupt.to_string()]);
@@ -250,7 +302,7 @@ fn failing_table(records: &[ExecutionRecord]) -> String {
             vec![
                 execution_link(r.id.as_str()),
                 r.unacknowledged_deliveries.to_string(),
-                r.status.as_str().to_owned(),
+                status_cell(r.status),
                 escape(&r.workflow.as_ref().map_or("-".into(), ToString::to_string)),
                 r.token.to_string(),
                 instant(r.last_delivery_ended_at),
@@ -270,25 +322,36 @@ fn failing_table(records: &[ExecutionRecord]) -> String {
     table("failing", &headers, &rows)
 }
 
-/// One execution's live part and how long until its record changes by the clock alone
-/// (its lease expires, it falls due), when that is known.
+/// One execution's live part, how long until its record changes by the clock alone (its
+/// lease expires, it falls due) when that is known, and its status (which controls apply).
 pub async fn execution_fragment(
     ui: &Ui,
     q: &ExecutionQuery,
-) -> Result<(String, Option<Duration>), Failure> {
+) -> Result<(String, Option<Duration>, ExecutionStatus), Failure> {
     let b = &*ui.backend;
     let cursor = q.cursor();
     let (record, steps) = show::fetch(b, &q.id, cursor.as_ref(), STEP_PAGE, &ui.limits).await?;
     let now = ui.limits.call("now", b.now()).await?;
     let mut out = String::from("<h2>Record</h2>\n");
+    // The status cell carries the status for the page's script, which shows only the
+    // controls that apply to it after each push.
     let rows: Vec<_> = show::record_fields(&record)
         .into_iter()
-        .map(|(name, value)| vec![escape(name), escape(&value)])
+        .map(|(name, value)| match name {
+            "status" => vec![
+                escape(name),
+                format!(
+                    "<span id=\"status\" data-status=\"{0}\" class=\"st st-{0}\">{0}</span>",
+                    record.status.as_str()
+                ),
+            ],
+            _ => vec![escape(name), escape(&value)],
+        })
         .collect();
     out.push_str(&table("record", &["field", "value"], &rows));
     out.push_str(&lease_section(&record, &steps.records, now));
     out.push_str(&steps_section(ui, &record.id, &q.id, &steps).await);
-    Ok((out, next_change(&record, now)))
+    Ok((out, next_change(&record, now), record.status))
 }
 
 /// The time until the record changes with the clock: lease expiry, or the due instant.
