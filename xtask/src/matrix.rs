@@ -64,6 +64,9 @@ pub const MATRIX: &[Backend] = &[
         &[],
     ),
     Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
+    // The worked example adapter over redb (examples/redb-adapter, docs/ADAPTERS.md): the
+    // conformance suite on an embedded file, no server needed.
+    Backend::new("example-adapter", &["-p", "lease-redb-example"], &[]),
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
     // lease-redis on a throwaway Redis Cluster: the conformance suite and the race

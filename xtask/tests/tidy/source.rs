@@ -36,13 +36,20 @@ impl Crate {
     }
 }
 
-/// Every crate of the workspace (crates/* and xtask), its files parsed.
+/// Every crate of the workspace (crates/*, the example crates examples/* and xtask), its
+/// files parsed.
 pub fn crates(root: &Path) -> Vec<Crate> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .expect("crates/")
+    let mut dirs: Vec<PathBuf> = ["crates", "examples"]
+        .iter()
+        .filter_map(|top| std::fs::read_dir(root.join(top)).ok())
+        .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("Cargo.toml").is_file())
         .collect();
+    assert!(
+        dirs.iter().any(|d| d.starts_with(root.join("crates"))),
+        "no crate under crates/"
+    );
     dirs.push(root.join("xtask"));
     dirs.sort();
     dirs.iter().map(|dir| load_crate(root, dir)).collect()
