@@ -125,10 +125,7 @@ pub trait ExecutionClient: Send + Sync {
     /// There is no correct default (the traits cannot enumerate executions), so the default
     /// is [`crate::LeaseError::Unsupported`].
     async fn status_counts(&self) -> Result<StatusCounts> {
-        Err(crate::LeaseError::Unsupported {
-            backend: "adapter",
-            operation: "status_counts",
-        })
+        Err(unsupported(self.backend_name(), "status_counts"))
     }
 
     /// Retention: removes up to `limit` (1..=1000) executions whose terminal
@@ -147,10 +144,7 @@ pub trait ExecutionClient: Send + Sync {
     /// The default is [`crate::LeaseError::Unsupported`].
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         let _ = (before, limit);
-        Err(crate::LeaseError::Unsupported {
-            backend: "adapter",
-            operation: "purge_terminal",
-        })
+        Err(unsupported(self.backend_name(), "purge_terminal"))
     }
 
     /// Cancels an execution for good, in one atomic step that also ends
