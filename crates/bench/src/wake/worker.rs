@@ -54,6 +54,9 @@ pub struct WorkerSpec {
     pub lease_ms: Option<(u64, u64)>,
     /// What the worker does.
     pub mode: Mode,
+    /// Tuned for throughput: prefetch and claim batch of [`crate::drain::TUNED_BATCH`].
+    #[serde(default)]
+    pub tuned: bool,
 }
 
 impl WorkerSpec {
@@ -63,11 +66,17 @@ impl WorkerSpec {
             concurrency: 8,
             lease_ms: None,
             mode: Mode::Ack,
+            tuned: false,
         }
     }
 
     fn options(&self) -> DispatcherOptions {
-        let o = DispatcherOptions::new().concurrency(self.concurrency);
+        let mut o = DispatcherOptions::new().concurrency(self.concurrency);
+        if self.tuned {
+            o = o
+                .prefetch(crate::drain::TUNED_BATCH)
+                .claim_batch(crate::drain::TUNED_BATCH);
+        }
         match self.lease_ms {
             Some((lease, renew)) => o
                 .lease_duration(Duration::from_millis(lease))
@@ -425,15 +434,10 @@ pub struct Drained {
 /// the run was clean.
 pub async fn drain_here(
     backend: SharedBackend,
-    concurrency: usize,
+    spec: WorkerSpec,
     jobs: u64,
     limit: Duration,
 ) -> Result<Drained> {
-    let spec = WorkerSpec {
-        concurrency,
-        lease_ms: None,
-        mode: Mode::Ack,
-    };
     let started_us = unix_us();
     let dispatcher = start_dispatcher(backend, spec, |_| {})?;
     let deadline = tokio::time::Instant::now() + limit;
@@ -467,6 +471,7 @@ pub async fn drain_here(
 pub async fn drain_child(
     store: &StoreSpec,
     concurrency: usize,
+    tuned: bool,
     jobs: u64,
 ) -> Result<(i64, Drained)> {
     let exe = std::env::current_exe().map_err(|e| BenchError::Setup(format!("exe: {e}")))?;
@@ -476,6 +481,7 @@ pub async fn drain_child(
             concurrency,
             lease_ms: None,
             mode: Mode::Ack,
+            tuned,
         },
         drain: Some(jobs),
     })
@@ -548,13 +554,7 @@ const END: &str = "\u{0}end";
 async fn child(config: ChildConfig) -> Result<()> {
     let backend = config.store.open().await?;
     if let Some(jobs) = config.drain {
-        let d = drain_here(
-            backend,
-            config.worker.concurrency,
-            jobs,
-            Duration::from_secs(590),
-        )
-        .await?;
+        let d = drain_here(backend, config.worker, jobs, Duration::from_secs(590)).await?;
         let mut out = tokio::io::stdout();
         out.write_all(format!("drained {} {}\n", d.started_us, d.done_us).as_bytes())
             .await
