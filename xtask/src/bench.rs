@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: finds the PostgreSQL and Redis servers the way test-all does, then
-//! builds and runs `cargo run --release -p lease-bench -- <args>` with their URLs set
-//! (issue 6 item 3). Benchmarks, not tests: no target is enforced here.
+//! builds and runs `cargo run --release -p lease-bench -- <args>` with their URLs set.
+//! Benchmarks, not tests: no target is enforced here.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,11 +15,11 @@ write_step and acknowledge, end-to-end executions/s through the dispatcher (0 an
 steps at concurrency 1, 8 and 64) and admit_batch x1000, each next to the same SQL
 statements / Lua scripts issued without the library; then the wake-up rows (pickup latency,
 timer lateness, redelivery delay, idle claims, herds; select with --only pickup, timer,
-redelivery, idle, herd); then the issue 13 rows (--only fenced: a fenced application
+redelivery, idle, herd); then the fenced-write rows (--only fenced: a fenced application
 transaction beside the same transaction unfenced, step_in_tx beside write_step + a separate
-transaction); then the issue 12 rows (--only drain: 20,000 jobs drained by a
+transaction); then the drain and storage rows (--only drain: 20,000 jobs drained by a
 worker process beside the best job queue; ack_and_claim; stored: per-operation cost at 10^3
-to 10^6 stored executions; purge: purge_terminal throughput); then the issue 21 rows (--only
+to 10^6 stored executions; purge: purge_terminal throughput); then the control rows (--only
 controls: claim_due x1 with priorities and concurrency keys in use beside the plain claim at
 10^3 to 10^6 stored, the drain with them beside the plain drain at C = 1 and 8, cancel ->
 worker cancelled against the renewal interval); then the shard rows (--backend redis

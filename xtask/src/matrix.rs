@@ -49,8 +49,8 @@ pub const MATRIX: &[Backend] = &[
         &[],
     ),
     // lease-core's JSON with the serde_json features Cargo may unify in from elsewhere in a
-    // build (issue 11: the canonical text must not depend on them), with the `metrics`
-    // export on (issue 15 item 6: its recorder test, and every dispatcher test exporting) and
+    // build (the canonical JSON text must not depend on them), with the `metrics`
+    // export on (its recorder test, and every dispatcher test exporting) and
     // with `otel` (every dispatcher test through the OpenTelemetry bridge; the traces test
     // across processes is the facade row's).
     Backend::new(
@@ -66,8 +66,8 @@ pub const MATRIX: &[Backend] = &[
     Backend::new("sqlite", &["-p", "lease-sqlite"], &[]),
     Backend::new("postgres", &["-p", "lease-postgres"], &[Service::Postgres]),
     Backend::new("redis", &["-p", "lease-redis"], &[Service::Redis]),
-    // lease-redis on a throwaway Redis Cluster (issue 14): the conformance suite and the race
-    // tests on 3 partitions, one on each primary (issue 22: tests/common `CLUSTER_PARTITIONS`
+    // lease-redis on a throwaway Redis Cluster: the conformance suite and the race
+    // tests on 3 partitions, one on each primary (tests/common `CLUSTER_PARTITIONS`
     // and `spread_namespace`, checked with CLUSTER KEYSLOT; LEASE_REDIS_PARTITIONS overrides),
     // tests/partitions.rs (cross-partition semantics) and tests/cluster.rs on 4 partitions
     // (spread, slot migration), and tests/failover_tokens.rs (a failover that lost counter
@@ -133,8 +133,8 @@ pub const MATRIX: &[Backend] = &[
         &["-p", "lease-worker", "--all-features"],
         &[Service::Postgres, Service::Redis],
     ),
-    // The short torture run (issue 6): each backend under faults for 20 s, history-checked;
-    // and the short failover runs (issue 14) on a PostgreSQL primary with a standby and on
+    // The short torture run: each backend under faults for 20 s, history-checked;
+    // and the short failover runs on a PostgreSQL primary with a standby and on
     // a Redis Cluster.
     Backend::new(
         "torture",
@@ -146,7 +146,7 @@ pub const MATRIX: &[Backend] = &[
             Service::RedisClusterFailover,
         ],
     ),
-    // What containers prove (issue 25 item 17): the test-server crate's container tests
+    // What containers prove: the test-server crate's container tests
     // (each container answers on its loopback port only and is removed), and one
     // conformance case per backend against a container server, showing the adapter works
     // there. The full suites run in the postgres and redis rows; running them again here
@@ -172,9 +172,9 @@ pub const MATRIX: &[Backend] = &[
         ],
         &[Service::PostgresContainer, Service::RedisContainer],
     ),
-    // The benchmark harness's own tests (argument parsing, report verdicts, every issue 12
-    // row's code and the space rows on SQLite, the wake rows on memory): no timing asserted,
-    // no server needed.
+    // The benchmark harness's own tests (argument parsing, report verdicts, the code of the
+    // drain, ack_and_claim, stored and purge rows and the space rows on SQLite, the wake rows
+    // on memory): no timing asserted, no server needed.
     Backend::new("bench", &["-p", "lease-bench"], &[]),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
@@ -205,7 +205,7 @@ pub fn select(names: &[String]) -> Result<Vec<Backend>, String> {
 mod tests {
     use super::*;
 
-    /// Issue 25 item 17: the containers row runs the container tests and one conformance
+    /// The containers row runs the container tests and one conformance
     /// case per backend, not the whole suites again; the case it names exists.
     #[test]
     fn the_containers_row_runs_only_what_containers_prove() {

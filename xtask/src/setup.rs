@@ -1,4 +1,4 @@
-//! What test-all sets up before its rows run (issue 25 item 23): the shared PostgreSQL and
+//! What test-all sets up before its rows run: the shared PostgreSQL and
 //! Redis on their default ports when they are down and startable, a Docker engine for the
 //! `containers` row, the tools of the torture row (libfaketime, nft, ip), and Chromium with
 //! its driver for the `browser` row. As root with

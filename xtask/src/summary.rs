@@ -49,7 +49,7 @@ pub fn parse_result_line(line: &str) -> Option<Counts> {
 }
 
 /// The test name of libtest's per-test line (`test a::b ... ok`), for counting distinct
-/// names across rows (issue 25 item 17: the same body runs in several rows). `None` for any
+/// names across rows (the same test body runs in several rows). `None` for any
 /// other line.
 pub fn test_name(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("test ")?;

@@ -225,7 +225,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
         if ci { " (CI)" } else { "" }
     );
 
-    // Issue 25 item 23: the servers, Docker engine and tools the rows need.
+    // The servers, Docker engine and tools the rows need, before the first row runs.
     banner("setup");
     let setup_started = Instant::now();
     let setup_ok = setup::apply(root, &selected).is_empty();

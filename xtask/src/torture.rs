@@ -1,4 +1,4 @@
-//! `cargo xtask torture`: nemesis runs of each backend (issue 6 item 2). For each selected
+//! `cargo xtask torture`: nemesis runs of each backend. For each selected
 //! backend it finds a server the way test-all does (or, for the `restart` fault, starts a
 //! throwaway one it may restart), then runs `cargo run -p lease-torture -- run` with the
 //! server's URL, the restart command and every other argument, and prints a summary.

@@ -53,6 +53,9 @@ macro_rules! conformance_tests {
         $crate::__traces_cases!($harness);
         $crate::__live_cases!($harness);
         $crate::__attempts_cases!($harness);
+        $crate::__rates_cases!($harness);
+        $crate::__ordering_cases!($harness);
+        $crate::__browse_cases!($harness);
     };
 }
 
@@ -124,6 +127,9 @@ mod tests {
             ("traces", include_str!("cases/traces.rs")),
             ("live", include_str!("cases/live.rs")),
             ("attempts", include_str!("cases/attempts.rs")),
+            ("rates", include_str!("cases/rates.rs")),
+            ("ordering", include_str!("cases/ordering.rs")),
+            ("browse", include_str!("cases/browse.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

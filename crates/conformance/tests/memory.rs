@@ -18,6 +18,9 @@ impl lease_conformance::Harness for MemoryHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
     const ATTEMPTS: bool = true;
+    const RATE_LIMITS: bool = true;
+    const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

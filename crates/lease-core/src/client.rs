@@ -1,4 +1,4 @@
-//! The backend traits (RFC 002 "Runtime API"; design.md section 2).
+//! The backend traits (RFC 002 "Runtime API").
 //!
 //! A backend implements all four client traits; [`LeaseBackend`] names the bundle. Every
 //! method is one atomic step in the backend. The traits hold what a backend must decide;
@@ -29,12 +29,10 @@ use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, 
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
 
-/// The answer of a default method for a capability the adapter does not have.
-fn unsupported(operation: &'static str) -> crate::LeaseError {
-    crate::LeaseError::Unsupported {
-        backend: "adapter",
-        operation,
-    }
+/// The answer of a default method for a capability the backend does not have, naming the
+/// backend ([`ExecutionClient::backend_name`]) so an operator sees which one refused.
+fn unsupported(backend: &'static str, operation: &'static str) -> crate::LeaseError {
+    crate::LeaseError::Unsupported { backend, operation }
 }
 
 /// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
@@ -45,7 +43,8 @@ pub trait ExecutionClient: Send + Sync {
     /// the same id returns the existing record unchanged. A scheduled instant outside
     /// [`Admission::validate`]'s range is `InvalidInput` and admits nothing. A backend
     /// without priorities and concurrency keys refuses an admission using either as
-    /// `Unsupported` ([`Admission::refuse_controls`]), never ignoring it (issue 21).
+    /// `Unsupported` ([`Admission::refuse_controls`]), never ignoring it: a
+    /// control the caller asked for must not silently go missing.
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord>;
 
     /// Admits several executions in one call, each exactly as [`ExecutionClient::admit`]
@@ -93,8 +92,8 @@ pub trait ExecutionClient: Send + Sync {
 
     /// The executions holding a live lease now: stored status running with a lease that has
     /// not expired at the backend clock, soonest expiry first, then by id, at most `limit`
-    /// (1..=1000), each as `get` would return it, read in one atomic step (issue 23 item 1:
-    /// the console's live leases). Ordered by expiry rather than paged by a cursor: an
+    /// (1..=1000), each as `get` would return it, read in one atomic step (the
+    /// console's live leases). Ordered by expiry rather than paged by a cursor: an
     /// operator sees first the leases about to end, and a lease renewed meanwhile would move
     /// behind any cursor anyway. Records the backend cannot decode are left out (they are
     /// [`ExecutionClient::list_corrupt`]'s). No backend stores who holds a lease: the token
@@ -105,11 +104,11 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_live_leases"))
+        Err(unsupported(self.backend_name(), "list_live_leases"))
     }
 
     /// Stored execution records this backend found it cannot decode, at most `limit`
-    /// (1..=1000), by id (issue 11). Claims skip such records instead of failing. The
+    /// (1..=1000), by id. Claims skip such records instead of failing. The
     /// default lists none: a backend whose storage cannot hold an undecodable record.
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
         crate::limits::check_limit("list limit", limit)?;
@@ -117,8 +116,9 @@ pub trait ExecutionClient: Send + Sync {
     }
 
     /// How many executions are in each status, by effective status at the backend clock
-    /// (issue 15: the operator command's `status`), in one atomic step where the backend can
-    /// without blocking others (Redis counts page by page: issue 25 item 7). Records the
+    /// (the operator command's `status`), in one atomic step where the backend can
+    /// without blocking others (Redis counts page by page, so a large namespace never holds
+    /// the server for one long script). Records the
     /// backend cannot decode are counted in [`StatusCounts::corrupt`] only. Reads every
     /// execution of the namespace: an operator's call, never on a hot path.
     ///
@@ -131,7 +131,7 @@ pub trait ExecutionClient: Send + Sync {
         })
     }
 
-    /// Retention (issue 12): removes up to `limit` (1..=1000) executions whose terminal
+    /// Retention: removes up to `limit` (1..=1000) executions whose terminal
     /// acknowledgement (completed or failed) happened before `before` on the backend clock,
     /// with their step records, the store receipts they made and the start records that
     /// name them, in one atomic step, returned in id order (which eligible executions a call
@@ -153,7 +153,7 @@ pub trait ExecutionClient: Send + Sync {
         })
     }
 
-    /// Cancels an execution for good (issue 21 item 1), in one atomic step that also ends
+    /// Cancels an execution for good, in one atomic step that also ends
     /// its live lease, if any: from that commit on, the holder's renew, fenced step writes,
     /// store updates recorded through a fenced step, release and acknowledgement are `Lost`,
     /// so the dispatcher running it cancels its worker at its next renewal. The record
@@ -165,36 +165,36 @@ pub trait ExecutionClient: Send + Sync {
     /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         let _ = (id, reason);
-        Err(unsupported("cancel"))
+        Err(unsupported(self.backend_name(), "cancel"))
     }
 
-    /// Pauses a scope (issue 21 item 2): from this commit on no claim by any process takes
+    /// Pauses a scope: from this commit on no claim by any process takes
     /// an execution the scope covers ([`PauseScope::covers`]); live leases go on and may
     /// renew and acknowledge. Paused executions do not count in a claim's horizon. `true`
     /// when this call paused it, `false` when it was paused already (idempotent). The
     /// default is [`crate::LeaseError::Unsupported`].
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported("pause"))
+        Err(unsupported(self.backend_name(), "pause"))
     }
 
-    /// Resumes a paused scope (issue 21 item 2) and signals idle dispatchers through the
+    /// Resumes a paused scope and signals idle dispatchers through the
     /// wake-up path ("claimable now"). `true` when it was paused. An execution another
     /// paused scope covers stays held back. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported("resume"))
+        Err(unsupported(self.backend_name(), "resume"))
     }
 
     /// The paused scopes: the namespace first, then workflows by name. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
-        Err(unsupported("list_paused"))
+        Err(unsupported(self.backend_name(), "list_paused"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the concurrency limit of one key or the
-    /// namespace default (issue 21 item 4). A claim never gives a key more live leases than
+    /// namespace default. A claim never gives a key more live leases than
     /// its limit, counted in the claim's own atomic step over every process; an ended or
     /// expired lease frees its place. Lowering a limit ends no lease: the key's leases run
     /// out and no new claim happens until it is under the limit. Raising or removing one
@@ -205,13 +205,13 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_concurrency_limit"))
+        Err(unsupported(self.backend_name(), "set_concurrency_limit"))
     }
 
     /// The namespace's concurrency limits. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
-        Err(unsupported("concurrency_limits"))
+        Err(unsupported(self.backend_name(), "concurrency_limits"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the attempt limit of one workflow name
@@ -226,12 +226,12 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<AttemptLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_attempt_limit"))
+        Err(unsupported(self.backend_name(), "set_attempt_limit"))
     }
 
     /// The namespace's attempt limits. The default is [`crate::LeaseError::Unsupported`].
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
-        Err(unsupported("attempt_limits"))
+        Err(unsupported(self.backend_name(), "attempt_limits"))
     }
 
     /// The dead executions ([`crate::ExecutionStatus::Dead`], as `get` reads them: a lease
@@ -245,7 +245,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = after;
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_dead"))
+        Err(unsupported(self.backend_name(), "list_dead"))
     }
 
     /// Re-admits dead executions in one atomic step ([`ExecutionRecord::retry_dead`]): each
@@ -260,7 +260,7 @@ pub trait ExecutionClient: Send + Sync {
         input: Option<&Json>,
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = (ids, input);
-        Err(unsupported("retry_dead"))
+        Err(unsupported(self.backend_name(), "retry_dead"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the start rate of one key or the
@@ -272,12 +272,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported("set_rate_limit"))
+        Err(unsupported(self.backend_name(), "set_rate_limit"))
     }
 
     /// The namespace's rate limits. The default is [`crate::LeaseError::Unsupported`].
     async fn rate_limits(&self) -> Result<RateLimits> {
-        Err(unsupported("rate_limits"))
+        Err(unsupported(self.backend_name(), "rate_limits"))
     }
 
     /// Marks (`true`) or unmarks one key, or every key ([`LimitScope::Default`]), as ordered
@@ -286,12 +286,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
         let _ = (scope, ordered);
-        Err(unsupported("set_key_ordering"))
+        Err(unsupported(self.backend_name(), "set_key_ordering"))
     }
 
     /// Which keys are ordered. The default is [`crate::LeaseError::Unsupported`].
     async fn key_ordering(&self) -> Result<KeyOrdering> {
-        Err(unsupported("key_ordering"))
+        Err(unsupported(self.backend_name(), "key_ordering"))
     }
 
     /// The executions `filter` matches, newest admitted first, at most `limit` (1..=1000),
@@ -307,7 +307,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<ExecutionPage> {
         let _ = (filter, after);
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported("list_executions"))
+        Err(unsupported(self.backend_name(), "list_executions"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
@@ -332,7 +332,7 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::ExecutionClientExt::claim_due_with_records`].
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
 
-    /// Optional capability (issue 10): a receiver of wake-ups, signalled whenever any
+    /// Optional capability: a receiver of wake-ups, signalled whenever any
     /// process sharing the store makes something claimable (admit, a wake that makes an
     /// execution due, release, a claim's future expiry, a suspended acknowledgement with a
     /// wake), with the instant from which it is claimable. A signal arrives after the write
@@ -344,7 +344,7 @@ pub trait ExecutionClient: Send + Sync {
         None
     }
 
-    /// The backend's effect client (RFC 004, reduced; issue 16), an optional capability: the
+    /// The backend's effect client (RFC 004, reduced), an optional capability: the
     /// default `None` means effects are not supported, and [`crate::Delivery::effect`]
     /// reports `Unsupported`. A backend that has one returns `Some(self)`.
     fn effects(&self) -> Option<&dyn EffectClient> {
@@ -400,7 +400,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<Fenced<Acknowledged>>;
 
     /// Acknowledges one delivery and claims the next due executions in the same atomic step
-    /// (issue 12: at low concurrency a delivery then costs one round trip and one commit, not
+    /// (at low concurrency a delivery then costs one round trip and one commit, not
     /// two). The acknowledgement is checked and applied exactly as
     /// [`ExecutionClient::acknowledge`] would (fenced: a stale lease is `Lost` and changes
     /// nothing); the claim is then evaluated exactly as
@@ -430,7 +430,8 @@ pub trait ExecutionClient: Send + Sync {
     }
 
     /// Acknowledges several deliveries in one call; the dispatcher sends the
-    /// acknowledgements that queue up while one is in flight this way (design.md section 4).
+    /// acknowledgements that queue up while one is in flight this way, so a
+    /// burst of finished deliveries costs one round trip instead of one each.
     /// Each item is checked and applied exactly as [`ExecutionClient::acknowledge`] would:
     /// atomically with its own fencing check, independently of the others (one `Lost`
     /// refuses nothing else). Results come back in the items' order.
@@ -481,7 +482,8 @@ pub trait ExecutionClient: Send + Sync {
         Ok(results)
     }
 
-    /// The backend's authoritative clock (design.md section 2).
+    /// The backend's authoritative clock: every lease expiry and due time is judged against
+    /// it, never against a worker's local clock.
     async fn now(&self) -> Result<Timestamp>;
 }
 
@@ -511,8 +513,8 @@ pub trait HeapClient: Send + Sync {
 
     /// At most `limit` (1 to [`crate::MAX_STEP_PAGE`]) step records of an execution, in
     /// [`HeapClient::list_steps`]'s order, strictly after `after` (from the start when
-    /// `None`); the page says whether more remain (issue 25 item 11: inspection is
-    /// bounded). A bad limit is [`crate::LeaseError::InvalidInput`].
+    /// `None`); the page says whether more remain (an inspection reads a bounded
+    /// page, however many steps an execution has). A bad limit is [`crate::LeaseError::InvalidInput`].
     ///
     /// The default reads every record through `list_steps` and cuts the page out of them:
     /// correct but unbounded; every backend in this workspace reads only the page.
@@ -578,7 +580,7 @@ pub trait StoreClient: Send + Sync {
     }
 }
 
-/// Effects (RFC 004, reduced; issue 16): every call idempotent by the effect id, none
+/// Effects (RFC 004, reduced): every call idempotent by the effect id, none
 /// fenced (RFC 002 write table). See [`crate::effect`]. Every call names the calling
 /// execution; an effect another execution began is `EffectOfAnotherExecution`, and an
 /// unknown execution `UnknownExecution`: nothing changed.

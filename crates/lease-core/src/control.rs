@@ -1,4 +1,4 @@
-//! Operator controls over what runs (issue 21): cancel, pause and resume, priorities and
+//! Operator controls over what runs: cancel, pause and resume, priorities and
 //! per-key concurrency limits. Each is exact through the fencing token: once a control's
 //! atomic step commits, no process claims against it and a holder it ended is `Lost`.
 //!
@@ -100,7 +100,7 @@ impl fmt::Display for CancelReason {
     }
 }
 
-/// What [`crate::ExecutionClient::pause`] and `resume` act on (issue 21 item 2).
+/// What [`crate::ExecutionClient::pause`] and `resume` act on.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "scope", content = "workflow")]
 pub enum PauseScope {
@@ -129,7 +129,7 @@ impl fmt::Display for PauseScope {
     }
 }
 
-/// An execution's priority (issue 21 item 3): claims take higher priorities first, then the
+/// An execution's priority: claims take higher priorities first, then the
 /// earliest due, then the smallest id. [`MIN_PRIORITY`] to [`MAX_PRIORITY`]; the default is 0.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -169,7 +169,7 @@ impl fmt::Display for Priority {
     }
 }
 
-/// The most live leases one concurrency key may have at once (issue 21 item 4): 1 to
+/// The most live leases one concurrency key may have at once: 1 to
 /// [`MAX_CONCURRENCY_LIMIT`] (pause a workflow to hold everything back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "u32", into = "u32")]

@@ -1,7 +1,7 @@
-//! How many executions a namespace holds in each status (issue 15: the operator command's
+//! How many executions a namespace holds in each status (for the operator command's
 //! `status`), read by [`crate::ExecutionClient::status_counts`] (one atomic step on SQLite,
-//! PostgreSQL and memory; one per partition on Redis, from counters its scripts keep, issue
-//! 23).
+//! PostgreSQL and memory; one per partition on Redis, from counters its scripts keep, so a
+//! count does not read every record).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ pub struct StatusCounts {
     pub completed: u64,
     /// Terminal: failed.
     pub failed: u64,
-    /// Terminal: cancelled (issue 21 item 1).
+    /// Terminal: cancelled by an operator.
     #[serde(default)]
     pub cancelled: u64,
     /// Dead: out of attempts, waiting for an operator ([`crate::attempts`]).

@@ -1,4 +1,4 @@
-//! Effects (RFC 004, reduced from what RFC 002's write table states; issue 16).
+//! Effects (RFC 004, reduced from what RFC 002's write table states).
 //!
 //! An effect is one call to an external system that must not repeat (a card charge). Its
 //! [`EffectId`] identifies it across redeliveries and holders; the external system receives

@@ -87,7 +87,7 @@ pub enum LeaseError {
     },
     /// The backend's token counter cannot issue a token above every token already stored
     /// (the counter was deleted or rolled back by a restore, or its range is used up): the
-    /// claim is refused and nothing changed, so no token is ever issued twice (issue 11).
+    /// claim is refused and nothing changed, so no token is ever issued twice.
     /// An operator must repair the counter (set it above the highest stored token).
     #[error("token counter of {location} is unusable: {reason}")]
     TokenCounter {

@@ -1,4 +1,4 @@
-//! The execution record and its state machine (RFC 002 "Leases", design.md section 2).
+//! The execution record and its state machine (RFC 002 "Leases").
 //!
 //! The transition functions here are the executable spec: the memory and SQLite backends
 //! call them directly; the Postgres and Redis backends encode the same rules in SQL and Lua,
@@ -34,7 +34,7 @@ pub enum ExecutionStatus {
     Completed,
     /// Terminal: failed with an error.
     Failed,
-    /// Terminal: cancelled by [`crate::ExecutionClient::cancel`] (issue 21 item 1).
+    /// Terminal: cancelled by [`crate::ExecutionClient::cancel`].
     Cancelled,
     /// Dead: its attempts ran out ([`crate::attempts`]). Never claimed, wakes ignored, every
     /// write of any holder `Lost`, as terminal; but an operator may re-admit it
@@ -112,7 +112,7 @@ pub enum ExecutionOutcome {
     Completed(Json),
     /// Failed with this error.
     Failed(Json),
-    /// Cancelled for this reason (issue 21 item 1: a status of its own, so an operator tells
+    /// Cancelled for this reason (a status of its own, so an operator tells
     /// a cancel from a workflow's failure, and nothing a stale holder does can undo it).
     Cancelled(CancelReason),
 }
@@ -136,7 +136,7 @@ impl ExecutionOutcome {
     }
 }
 
-/// What [`crate::ExecutionClient::cancel`] did (issue 21 item 1).
+/// What [`crate::ExecutionClient::cancel`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelOutcome {
     /// This call cancelled the execution. `ended_lease`: a live lease was ended by it (its
@@ -162,7 +162,7 @@ pub enum Acknowledged {
 }
 
 /// What `admit` creates: an id and, optionally, the workflow to run, its input and the
-/// instant before which it is not due (scheduled admission, issue 10).
+/// instant before which it is not due (scheduled admission).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
     /// The execution id.
@@ -173,10 +173,10 @@ pub struct Admission {
     pub input: Option<Json>,
     /// Not due before this backend-clock instant; `None` = due now (RFC 001's admit).
     pub not_before: Option<Timestamp>,
-    /// Claimed before lower priorities (issue 21 item 3); default 0.
+    /// Claimed before lower priorities; default 0.
     pub priority: Priority,
-    /// Counted against this key's concurrency limit while it holds a live lease (issue 21
-    /// item 4); `None`: no limit applies.
+    /// Counted against this key's concurrency limit while it holds a live lease;
+    /// `None`: no limit applies.
     pub concurrency_key: Option<ConcurrencyKey>,
     /// The W3C trace context of the admitting request, stored with the execution so its
     /// deliveries continue that trace ([`crate::trace`]); `None`: none.
@@ -230,14 +230,13 @@ impl Admission {
         self
     }
 
-    /// Sets the priority: claims take higher priorities first (issue 21 item 3).
+    /// Sets the priority: claims take higher priorities first.
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
         self
     }
 
-    /// Counts the execution's live leases against `key`'s concurrency limit (issue 21
-    /// item 4).
+    /// Counts the execution's live leases against `key`'s concurrency limit.
     pub fn concurrency_key(mut self, key: ConcurrencyKey) -> Self {
         self.concurrency_key = Some(key);
         self
@@ -266,7 +265,7 @@ impl Admission {
     }
 
     /// True when the admission uses a control a backend without priorities or concurrency
-    /// keys must refuse as `Unsupported` (issue 21: never silently ignored).
+    /// keys must refuse as `Unsupported`: a control is never silently ignored.
     pub fn uses_controls(&self) -> bool {
         self.priority != Priority::DEFAULT || self.concurrency_key.is_some()
     }
@@ -311,10 +310,10 @@ pub struct ExecutionRecord {
     pub ever_suspended: bool,
     /// The terminal outcome, once acknowledged or cancelled.
     pub outcome: Option<ExecutionOutcome>,
-    /// The admission's priority (issue 21 item 3).
+    /// The admission's priority.
     #[serde(default)]
     pub priority: Priority,
-    /// The admission's concurrency key (issue 21 item 4).
+    /// The admission's concurrency key.
     #[serde(default)]
     pub concurrency_key: Option<ConcurrencyKey>,
     /// The admitting request's W3C trace context, if the admission carried one.
@@ -354,7 +353,7 @@ impl ExecutionRecord {
         }
     }
 
-    /// The order of [`crate::ExecutionClient::list_live_leases`] (issue 23 item 1): sort
+    /// The order of [`crate::ExecutionClient::list_live_leases`]: sort
     /// by this key for soonest lease expiry first, then id.
     pub fn live_lease_order(&self) -> (Option<Timestamp>, &ExecutionId) {
         (self.lease_expires_at, &self.id)
@@ -366,7 +365,7 @@ impl ExecutionRecord {
     }
 
     /// The record as it is at `now`: a running delivery whose lease has expired reads as
-    /// ended without acknowledgement at its expiry (design.md: `get`'s effective view). No
+    /// ended without acknowledgement at its expiry, as `get` reads it. No
     /// background sweeper is needed.
     pub fn effective(&self, now: Timestamp) -> ExecutionRecord {
         let mut r = self.clone();
@@ -404,8 +403,8 @@ impl ExecutionRecord {
     /// nothing else happens: for a running delivery, once its lease expires and the
     /// redelivery delay after that has passed; otherwise its due time, or the end of its
     /// redelivery delay if later. `None` when terminal or not due. For an effective record,
-    /// [`ExecutionRecord::claimable`]`(now)` holds exactly when this is `<= now` (issue 10:
-    /// the dispatcher sleeps until the earliest such instant).
+    /// [`ExecutionRecord::claimable`]`(now)` holds exactly when this is `<= now` (the
+    /// dispatcher sleeps until the earliest such instant).
     pub fn claimable_at(&self, policy: &RedeliveryPolicy) -> Option<Timestamp> {
         let ended;
         let r = match (self.status, self.lease_expires_at) {
@@ -597,7 +596,7 @@ impl ExecutionRecord {
         }
     }
 
-    /// Cancels a stored record at `now` (issue 21 item 1): a record that is not terminal
+    /// Cancels a stored record at `now`: a record that is not terminal
     /// becomes [`ExecutionStatus::Cancelled`] with `reason`, not due, its delivery (if any)
     /// ended, so every later fenced write of a holder is `Lost` ([`ExecutionRecord::holds`]
     /// needs `Running`). A terminal record is left unchanged and says why.
@@ -668,7 +667,7 @@ pub struct ClaimRequest {
 }
 
 /// One claimed delivery and the execution's record as the claim left it (RFC 002
-/// `claimDue`; the record saves the runtime a `get` per claim, design.md section 4).
+/// `claimDue`; the record saves the runtime a `get` per claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
     /// The lease of the new delivery.
@@ -686,7 +685,7 @@ impl Claimed {
     }
 }
 
-/// A stored execution record a backend cannot decode (issue 11): claims skip it (the rest of
+/// A stored execution record a backend cannot decode: claims skip it (the rest of
 /// the namespace is claimed as usual) and report it once in the log; operators list these
 /// with [`crate::ExecutionClient::list_corrupt`] to repair or delete them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -697,7 +696,7 @@ pub struct CorruptRecord {
     pub problem: String,
 }
 
-/// What one claim call returns to a dispatcher (issue 10): the claims, the backend clock the
+/// What one claim call returns to a dispatcher: the claims, the backend clock the
 /// claim ran at, and the earliest instant at which something it left unclaimed becomes
 /// claimable, so the dispatcher can sleep until exactly then.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -714,7 +713,7 @@ pub struct ClaimBatch {
 
 /// What [`crate::ExecutionClient::acknowledge_and_claim`] returns: the acknowledgement's
 /// result, exactly as `acknowledge` would give it, and the claim made in the same atomic step
-/// right after it (issue 12: one round trip per delivery at low concurrency).
+/// right after it (one round trip per delivery at low concurrency).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckAndClaim {
     /// The acknowledgement: accepted with its outcome, or `Lost` (nothing acknowledged).
@@ -723,7 +722,7 @@ pub struct AckAndClaim {
     pub next: ClaimBatch,
 }
 
-/// What one retention call removed (issue 12, [`crate::ExecutionClient::purge_terminal`]).
+/// What one retention call removed ([`crate::ExecutionClient::purge_terminal`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Purged {
     /// The executions removed, in id order. Fewer than the limit means none older is left

@@ -51,8 +51,8 @@ impl HeapRecord {
     }
 }
 
-/// Most step records one page of [`crate::HeapClient::list_steps_page`] holds (issue 25
-/// item 11: an inspection read is bounded however many steps an execution has).
+/// Most step records one page of [`crate::HeapClient::list_steps_page`] holds, so an
+/// inspection read is bounded however many steps an execution has.
 pub const MAX_STEP_PAGE: u32 = 1000;
 
 /// Where a page of step records continues: strictly after this (step key, attempt), in the

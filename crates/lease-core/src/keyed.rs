@@ -87,7 +87,7 @@ impl RateLimit {
                 format!("{period:?} is outside {MIN_RATE_PERIOD:?}..={MAX_RATE_PERIOD:?}",),
             ));
         }
-        if period.subsec_nanos() % 1_000_000 != 0 {
+        if !period.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(LeaseError::invalid(
                 "rate limit period",
                 format!("{period:?} is not a whole number of milliseconds"),
@@ -253,14 +253,14 @@ mod tests {
 
     #[test]
     fn the_window_is_sliding_and_half_open() {
-        let limit = RateLimit::new(2, Duration::from_millis(100)).unwrap();
+        let limit = RateLimit::new(2, Duration::from_millis(100)).expect("valid");
         assert_eq!(limit.next_start(&[], at(0)), None);
         assert_eq!(limit.next_start(&[at(10)], at(50)), None);
         assert_eq!(limit.next_start(&[at(30), at(10)], at(50)), Some(at(110)));
         // At 110 the start at 10 has left (110 - 100 = 10 is outside (10, 110]).
         assert_eq!(limit.next_start(&[at(10), at(30)], at(110)), None);
         // A limit lowered under what is recorded waits for enough of them to leave.
-        let one = RateLimit::new(1, Duration::from_millis(100)).unwrap();
+        let one = RateLimit::new(1, Duration::from_millis(100)).expect("valid");
         assert_eq!(
             one.next_start(&[at(10), at(20), at(30)], at(50)),
             Some(at(130))
@@ -269,19 +269,22 @@ mod tests {
 
     #[test]
     fn rates_round_trip_through_serde_and_refuse_bad_values() {
-        let limit = RateLimit::new(5, Duration::from_secs(60)).unwrap();
-        let text = serde_json::to_string(&limit).unwrap();
+        let limit = RateLimit::new(5, Duration::from_secs(60)).expect("valid");
+        let text = serde_json::to_string(&limit).expect("valid");
         assert_eq!(text, r#"{"starts":5,"period_ms":60000}"#);
-        assert_eq!(serde_json::from_str::<RateLimit>(&text).unwrap(), limit);
+        assert_eq!(
+            serde_json::from_str::<RateLimit>(&text).expect("valid"),
+            limit
+        );
         assert!(serde_json::from_str::<RateLimit>(r#"{"starts":0,"period_ms":5}"#).is_err());
     }
 
     #[test]
     fn limits_and_ordering_resolve_by_key_then_default() {
-        let a = ConcurrencyKey::new("a").unwrap();
-        let b = ConcurrencyKey::new("b").unwrap();
-        let slow = RateLimit::new(1, Duration::from_secs(1)).unwrap();
-        let fast = RateLimit::new(9, Duration::from_secs(1)).unwrap();
+        let a = ConcurrencyKey::new("a").expect("valid");
+        let b = ConcurrencyKey::new("b").expect("valid");
+        let slow = RateLimit::new(1, Duration::from_secs(1)).expect("valid");
+        let fast = RateLimit::new(9, Duration::from_secs(1)).expect("valid");
         let mut rates = RateLimits::default();
         rates.set(&LimitScope::Key(b.clone()), Some(slow));
         assert_eq!(rates.of(Some(&a)), None);

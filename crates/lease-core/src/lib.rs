@@ -27,6 +27,7 @@ pub mod forward;
 pub mod heap;
 pub mod ids;
 pub mod json;
+pub mod key_rules;
 pub mod keyed;
 pub mod lease;
 pub mod limits;

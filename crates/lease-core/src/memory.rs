@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
+use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -22,8 +23,10 @@ use crate::execution::{
     check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
-use crate::ids::{EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
+use crate::ids::{ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
 use crate::json::Json;
+use crate::key_rules::KeyRules;
+use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
 use crate::redelivery::RedeliveryPolicy;
@@ -35,7 +38,9 @@ use crate::time::{SharedClock, SystemClock, Timestamp, lease_millis};
 use crate::wakeup::{WakeHub, WakeReceiver};
 
 mod attempts;
+mod browse;
 mod controls;
+mod keyed;
 
 /// A step record's key in the ordered map: (execution, step key, attempt).
 type StepIndex = (ExecutionId, StepKey, u32);
@@ -58,6 +63,17 @@ struct State {
     limits: ConcurrencyLimits,
     /// Attempt limits ([`crate::attempts`]).
     attempt_limits: AttemptLimits,
+    /// Admission order ([`crate::keyed`] ordered keys, [`crate::browse`]): each
+    /// execution's place, the executions by place, and the last place given.
+    admitted: HashMap<ExecutionId, u64>,
+    by_admission: BTreeMap<u64, ExecutionId>,
+    last_admitted: u64,
+    /// Start rates per key and the claim instants of each rate-limited key, pruned to its
+    /// window at every claim ([`crate::keyed`]).
+    rates: RateLimits,
+    rate_starts: HashMap<ConcurrencyKey, Vec<Timestamp>>,
+    /// Ordered keys ([`crate::keyed`]).
+    ordering: KeyOrdering,
 }
 
 impl State {
@@ -66,6 +82,24 @@ impl State {
             paused: &self.paused,
             limits: &self.limits,
         }
+    }
+
+    fn key_rules(&self) -> KeyRules<'_> {
+        KeyRules {
+            ordering: &self.ordering,
+            rates: &self.rates,
+            starts: &self.rate_starts,
+            admitted: &self.admitted,
+        }
+    }
+
+    /// Inserts a new record, giving it the next place in admission order.
+    fn insert_admitted(&mut self, record: ExecutionRecord) {
+        self.last_admitted += 1;
+        self.admitted.insert(record.id.clone(), self.last_admitted);
+        self.by_admission
+            .insert(self.last_admitted, record.id.clone());
+        self.executions.insert(record.id.clone(), record);
     }
 
     fn execution(&mut self, id: &ExecutionId) -> Result<&mut ExecutionRecord> {
@@ -161,7 +195,14 @@ impl MemoryBackend {
         lease_ms: i64,
         limit: usize,
     ) -> Result<ClaimBatch> {
-        let selection = select(s.executions.values(), now, &self.policy, s.gates(), limit);
+        let selection = select(
+            s.executions.values(),
+            now,
+            &self.policy,
+            s.gates(),
+            s.key_rules(),
+            limit,
+        );
         let mut claimed = Vec::with_capacity(selection.take.len());
         for id in &selection.take {
             s.last_token += 1;
@@ -172,15 +213,17 @@ impl MemoryBackend {
             *record = record.effective(now);
             record.attempt_limit = attempt_limit;
             let lease = record.claim(now, lease_ms, token);
-            claimed.push(Claimed {
-                lease,
-                record: record.clone(),
-            });
+            let record = record.clone();
+            s.record_start(&record, now);
+            claimed.push(Claimed { lease, record });
         }
+        s.prune_starts(now);
         let next_claimable_at = horizon(
             s.executions.values(),
+            now,
             &self.policy,
             s.gates(),
+            s.key_rules(),
             &selection.blocked,
         );
         Ok(ClaimBatch {
@@ -208,15 +251,12 @@ impl MemoryBackend {
         admission: &Admission,
         now: Timestamp,
     ) -> ExecutionRecord {
-        let mut created = false;
-        let record = s.executions.entry(admission.id.clone()).or_insert_with(|| {
-            created = true;
-            ExecutionRecord::admitted(admission, now)
-        });
-        let record = record.effective(now);
-        if created {
-            self.signal(&record);
+        if let Some(record) = s.executions.get(&admission.id) {
+            return record.effective(now);
         }
+        let record = ExecutionRecord::admitted(admission, now);
+        s.insert_admitted(record.clone());
+        self.signal(&record);
         record
     }
 
@@ -371,6 +411,33 @@ impl ExecutionClient for MemoryBackend {
         self.retry(ids, input)
     }
 
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        self.set_rate(scope, limit);
+        Ok(())
+    }
+
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        Ok(self.lock().rates.clone())
+    }
+
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        self.set_ordering(scope, ordered);
+        Ok(())
+    }
+
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        Ok(self.lock().ordering.clone())
+    }
+
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        self.browse(filter, after, limit)
+    }
+
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
@@ -445,6 +512,8 @@ impl ExecutionClient for MemoryBackend {
             .collect();
         let gone: std::collections::HashSet<&ExecutionId> = ids.iter().collect();
         s.executions.retain(|id, _| !gone.contains(id));
+        s.admitted.retain(|id, _| !gone.contains(id));
+        s.by_admission.retain(|_, id| !gone.contains(id));
         s.steps.retain(|(id, _, _), _| !gone.contains(id));
         s.receipts.retain(|(_, id, _), _| !gone.contains(id));
         s.starts.retain(|_, target| !gone.contains(target));
@@ -819,7 +888,7 @@ impl StartClient for MemoryBackend {
             .input(request.input.clone());
         let record = ExecutionRecord::admitted(&admission, now);
         self.signal(&record);
-        s.executions.insert(request.target.clone(), record);
+        s.insert_admitted(record);
         s.starts
             .insert(request.request_id.clone(), request.target.clone());
         Ok(Started {

@@ -1,5 +1,6 @@
-//! Which claimable executions one claim takes (RFC 002 `claimDue` with issue 21's controls),
-//! as the reference computation the memory backend runs and the SQL and Lua encode:
+//! Which claimable executions one claim takes (RFC 002 `claimDue` with the operator
+//! controls: pause, priorities, concurrency limits), as the reference computation the
+//! memory backend runs and the SQL and Lua encode:
 //!
 //! 1. Only effective, claimable records ([`ExecutionRecord::claimable`]) that no paused
 //!    scope covers are candidates.
@@ -11,12 +12,20 @@
 //! 4. The horizon leaves out what the gates hold back: paused records, and candidates
 //!    skipped for their key (the key's live leases, whose expiry frees a place, are in it;
 //!    an acknowledgement, release or cancel that frees a place signals the wake-up path).
+//! 5. A candidate of an ordered key is skipped unless it is the key's earliest admitted
+//!    execution that is neither terminal nor dead and the key holds no live lease; one
+//!    whose key started as many executions as its rate allows in the window is skipped too
+//!    ([`crate::key_rules`]). Skipped candidates cost the claim nothing.
+//! 6. The horizon gives a head the end of its key's other live leases and a rate-held
+//!    execution the instant its key's window has room; the rest of an ordered line waits
+//!    for a write, which signals.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::control::{ConcurrencyLimits, PauseScope, Priority};
 use crate::execution::ExecutionRecord;
 use crate::ids::{ConcurrencyKey, ExecutionId};
+use crate::key_rules::{Hold, KeyLedger, KeyRules};
 use crate::redelivery::RedeliveryPolicy;
 use crate::time::Timestamp;
 
@@ -54,8 +63,11 @@ pub fn select<'r>(
     now: Timestamp,
     policy: &RedeliveryPolicy,
     gates: Gates<'_>,
+    rules: KeyRules<'_>,
     limit: usize,
 ) -> Selection {
+    let records: Vec<&ExecutionRecord> = records.into_iter().collect();
+    let mut ledger = KeyLedger::observe_all(rules, records.iter().copied(), now);
     let mut live: HashMap<ConcurrencyKey, u32> = HashMap::new();
     let mut candidates: Vec<(std::cmp::Reverse<Priority>, Timestamp, ExecutionRecord)> = Vec::new();
     for stored in records {
@@ -79,30 +91,44 @@ pub fn select<'r>(
         if selection.take.len() == limit {
             break;
         }
+        let hold = ledger.hold(&record);
+        if hold == Hold::Queued {
+            continue;
+        }
         if let Some(key) = &record.concurrency_key {
-            let held = live.entry(key.clone()).or_default();
-            if gates.limits.of(Some(key)).is_some_and(|l| *held >= l.get()) {
+            let held = live.get(key).copied().unwrap_or(0);
+            if gates.limits.of(Some(key)).is_some_and(|l| held >= l.get()) {
                 selection.blocked.insert(record.id);
                 continue;
             }
-            *held += 1;
         }
+        if hold == Hold::RateHeld {
+            continue;
+        }
+        if let Some(key) = &record.concurrency_key {
+            *live.entry(key.clone()).or_default() += 1;
+        }
+        ledger.took(&record);
         selection.take.push(record.id);
     }
     selection
 }
 
 /// The earliest instant something held in `records` becomes claimable, leaving out what the
-/// gates hold back (rule 4): the claim's horizon, read after its changes.
+/// gates hold back (rules 4 and 6): the claim's horizon, read at `now` after its changes.
 pub fn horizon<'r>(
     records: impl IntoIterator<Item = &'r ExecutionRecord>,
+    now: Timestamp,
     policy: &RedeliveryPolicy,
     gates: Gates<'_>,
+    rules: KeyRules<'_>,
     blocked: &HashSet<ExecutionId>,
 ) -> Option<Timestamp> {
+    let records: Vec<&ExecutionRecord> = records.into_iter().collect();
+    let ledger = KeyLedger::observe_all(rules, records.iter().copied(), now);
     records
         .into_iter()
         .filter(|r| !gates.paused(r) && !blocked.contains(&r.id))
-        .filter_map(|r| r.claimable_at(policy))
+        .filter_map(|r| ledger.claimable_at(r, policy))
         .min()
 }

@@ -1,4 +1,4 @@
-//! Time: millisecond timestamps and the clock abstraction (design.md section 2).
+//! Time: millisecond timestamps and the clock abstraction.
 //!
 //! Clocks decide only *when* an execution becomes claimable; tokens decide whose writes count.
 

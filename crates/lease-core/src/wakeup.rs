@@ -1,5 +1,5 @@
 //! Wake-ups: how a backend tells dispatchers that something became (or will become)
-//! claimable, so they claim at once instead of at their next poll (issue 10).
+//! claimable, so they claim at once instead of at their next poll.
 //!
 //! A backend that can learn of writes made by other processes (PostgreSQL LISTEN/NOTIFY,
 //! Redis pub/sub, a change signal on a SQLite file) owns a [`WakeHub`] and returns a

@@ -1,7 +1,7 @@
-//! What an effect record costs in Redis memory (issue 16): `n` executions each begin one
-//! effect and settle it with a 32-byte result; prints the mean `MEMORY USAGE` of the
-//! `effect:<id>` hash and of the execution's `effects:<execution>` index set, pending and
-//! settled.
+//! What an effect record costs in Redis memory (a measurement docs/DESIGN.md quotes, not a
+//! usage example): `n` executions each begin one effect and settle it with a 32-byte
+//! result; prints the mean `MEMORY USAGE` of the `effect:<id>` hash and of the execution's
+//! `effects:<execution>` index set, pending and settled.
 //!
 //! `cargo run --release -p lease-redis --example effect_costs -- [n]` (default 1000), against
 //! `LEASE_REDIS_URL` or redis://127.0.0.1:6379, on a random namespace deleted afterwards.

@@ -116,6 +116,8 @@ impl RedisBackend {
         if admissions.is_empty() {
             return Ok(Vec::new());
         }
+        let reserved = self.reserve_sequences(admissions.len()).await?;
+        let seqs: Vec<&str> = reserved.split(',').collect();
         let mut results: Vec<Option<(bool, Result<ExecutionRecord>)>> =
             admissions.iter().map(|_| None).collect();
         for (n, (prefix, members)) in by_partition(self, admissions, |a| &a.id)
@@ -123,7 +125,15 @@ impl RedisBackend {
             .enumerate()
         {
             let group: Vec<&Admission> = members.iter().map(|&i| &admissions[i]).collect();
-            let decoded = match self.admit_group(prefix, &group).await {
+            let group_seqs = match reserved.is_empty() {
+                true => String::new(),
+                false => members
+                    .iter()
+                    .map(|&i| seqs[i])
+                    .collect::<Vec<_>>()
+                    .join(","),
+            };
+            let decoded = match self.admit_group(prefix, &group, &group_seqs).await {
                 Ok(decoded) => decoded,
                 Err(e) if n == 0 => return Err(e),
                 Err(e) => return Err(partial(half_way(admissions, &results, &e))),
@@ -151,25 +161,32 @@ impl RedisBackend {
         Ok(records)
     }
 
-    /// Admits one partition's `admissions` in one script; each item's `(created, record)`.
+    /// Admits one partition's `admissions` in one script, with admission sequences `seqs`
+    /// (see [`RedisBackend::reserve_sequences`]); each item's `(created, record)`.
     async fn admit_group(
         &self,
         prefix: &str,
         admissions: &[&Admission],
+        seqs: &str,
     ) -> Result<Vec<(bool, Result<ExecutionRecord>)>> {
         let encoded: Vec<_> = admissions.iter().map(|a| AdmissionArgs::new(a)).collect();
-        let args = self.admission_args(&encoded);
+        let args = self.admission_args(&encoded, seqs);
         let v = self
             .eval(OP, Access::Write, prefix, &ADMIT_BATCH, &args)
             .await?;
         decode_admitted(Reply::new(OP), admissions, v)
     }
 
-    /// `admit_batch.lua`'s arguments after the clock and policy: the publish command, then
-    /// seven per item.
-    pub(crate) fn admission_args<'a>(&self, encoded: &'a [AdmissionArgs<'a>]) -> Vec<&'a [u8]> {
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 7 * encoded.len());
+    /// `admit_batch.lua`'s arguments after the clock and policy: the publish command, the
+    /// admission sequences `seqs`, then seven per item.
+    pub(crate) fn admission_args<'a>(
+        &self,
+        encoded: &'a [AdmissionArgs<'a>],
+        seqs: &'a str,
+    ) -> Vec<&'a [u8]> {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 7 * encoded.len());
         args.push(self.publish_word());
+        args.push(seqs.as_bytes());
         for item in encoded {
             args.extend(item.head());
             args.extend(item.controls());

@@ -110,7 +110,8 @@ impl RedisBackend {
         }
         let encoded: Vec<_> = admissions.iter().map(AdmissionArgs::new).collect();
         let count = admissions.len().to_string();
-        let mut all = self.admission_args(&encoded);
+        let seqs = self.reserve_sequences(admissions.len()).await?;
+        let mut all = self.admission_args(&encoded, &seqs);
         all.insert(1, count.as_bytes());
         all.extend(args.iter().map(|a| a.as_bytes()));
         let anchor = Keys::anchor(prefix);

@@ -8,9 +8,10 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, Json, LeaseError, LimitScope, PauseScope, Purged, Release, Result,
-    Timestamp, WakeReceiver, WorkflowRunOutcome,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionId,
+    ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError,
+    LimitScope, ListCursor, PauseScope, Purged, RateLimit, RateLimits, Release, Result, Timestamp,
+    WakeReceiver, WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -56,6 +57,7 @@ impl ExecutionClient for RedisBackend {
         let args = AdmissionArgs::new(admission);
         let [id, workflow, input, not_before] = args.head();
         let [priority, key] = args.controls();
+        let seq = self.reserve_sequences(1).await?;
         let v = self
             .eval(
                 OP,
@@ -71,6 +73,7 @@ impl ExecutionClient for RedisBackend {
                     priority,
                     key,
                     args.trace(),
+                    seq.as_bytes(),
                 ],
             )
             .await?;
@@ -366,6 +369,36 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
         self.read_limits().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_rate_limit", skip_all)]
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        self.set_rate(scope, limit).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "rate_limits", skip_all)]
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        self.read_rates().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_key_ordering", skip_all)]
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        self.set_ordering(scope, ordered).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        self.read_ordering().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        self.browse(filter, after, limit).await
     }
 
     #[tracing::instrument(level = "debug", name = "set_attempt_limit", skip_all)]

@@ -32,7 +32,7 @@
 //!   |---|---|---|
 //!   | `meta` | hash | `layout`: the version of this layout (checked at connect) |
 //!   | `token` | string | the fencing-token counter (`INCR`, no TTL) |
-//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`; `pr` priority when not 0, `ck` concurrency key, `al` attempt limit, `ek` `em` `ea` `et` last error) |
+//!   | `exec:<id>` | hash | one execution record (`st`, `tk`, `un`, `es`, `du`, `le`, `wk`, `ld`, `wf`, `in`, `oc`, `ov`; `pr` priority when not 0, `ck` concurrency key, `al` attempt limit, `sq` admission sequence, `ek` `em` `ea` `et` last error) |
 //!   | `steps:<id>` | hash | its step records: field `<step key>\x1f<attempt>`, value `<token>\|<done>\|<json>` |
 //!   | `ready` | zset | claimable-when-due executions of priority 0, scored by due time |
 //!   | `ready:<p>` | zset | the same for priority `p` (not 0) |
@@ -56,6 +56,13 @@
 //!   | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit (each claim copies the one that applies onto the record as `al`) |
 //!   | `dead` | zset | stored-dead executions, by id (score 0; `list_dead`) |
 //!   | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry (expired: dead) |
+//!   | `seq` | string | the admission counter: each new record's `sq` (its place in admission order) |
+//!   | `line:<key>` | zset | the key's executions that are neither terminal nor dead, scored by `sq` (ordered keys) |
+//!   | `ordered` | hash | ordered concurrency keys (and `\x1fdefault`) -> `1` |
+//!   | `rates` | hash | concurrency key (or `\x1fdefault`) -> start rate `<starts>:<period ms>` |
+//!   | `starts:<key>` | zset | the key's claim instants while a rate applies (member the token) |
+//!   | `rated` | set | the keys that have a `starts:<key>` (forgotten when no rate applies any more) |
+//!   | `ls:<status>`, `ls:<status>\x1fw\x1f<workflow>`, `ls:<status>\x1fk\x1f<key>`, `ls:<status>\x1fwk\x1f<workflow>\x1f<key>` | zset | records by stored status (and workflow, key, both), scored by `sq` (`list_executions`) |
 //!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
 //! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
@@ -219,6 +226,7 @@ mod admit;
 mod admit_script;
 mod attempts;
 mod backend;
+mod browse;
 mod claim;
 mod claim_split;
 mod combined;
@@ -232,6 +240,7 @@ mod execution;
 mod fenced;
 mod guard;
 mod heap;
+mod keyed;
 mod keys;
 mod live;
 mod migrate;

@@ -107,16 +107,17 @@ pub(crate) fn fenced_source(body: &str) -> String {
 /// and arguments (after the admissions) picked out; then the caller's `body` as the
 /// function `__app_body(KEYS, ARGV)` under `pcall`, seeing none of the helpers; only when
 /// it returned without error, the admissions and their wake-up, in the same script.
-/// `ARGV[4]` is the number of admissions, their seven arguments each follow it.
+/// `ARGV[4]` is the number of admissions, `ARGV[5]` their admission sequences, their seven
+/// arguments each follow it.
 pub(crate) fn admit_source(admit: &str, body: &str) -> String {
     let admit = admit.replace("ARGV", "A");
     format!(
         "local __admit = (function()\n{BASE}\n{OPS}\n-- operation\n\
          return function(A)\n{admit}\nend\nend)()\n\
-         local __keys, __argv, __items = {{}}, {{}}, {{ARGV[1], ARGV[2], ARGV[3]}}\n\
+         local __keys, __argv, __items = {{}}, {{}}, {{ARGV[1], ARGV[2], ARGV[3], ARGV[5]}}\n\
          for i = 3, #KEYS do __keys[i - 2] = KEYS[i] end\n\
-         local __last = 4 + 7 * tonumber(ARGV[4])\n\
-         for i = 5, __last do __items[i - 1] = ARGV[i] end\n\
+         local __last = 5 + 7 * tonumber(ARGV[4])\n\
+         for i = 6, __last do __items[i - 1] = ARGV[i] end\n\
          for i = __last + 1, #ARGV do __argv[i - __last] = ARGV[i] end\n\
          local __app_body = function(KEYS, ARGV) {body}\nend\n\
          local __ok, __result = pcall(__app_body, __keys, __argv)\n\

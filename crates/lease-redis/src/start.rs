@@ -75,6 +75,7 @@ impl RedisBackend {
         };
         let (status, mut rest) = reply.status(home("record").await?)?;
         let recorded = reply.execution_id(reply.next(&mut rest, "target")?)?;
+        let seq = self.reserve_sequences(1).await?;
         let v = self
             .eval(
                 OP,
@@ -87,6 +88,7 @@ impl RedisBackend {
                     request.workflow.as_str().as_bytes(),
                     request.input.as_str().as_bytes(),
                     self.publish_word(),
+                    seq.as_bytes(),
                 ],
             )
             .await?;

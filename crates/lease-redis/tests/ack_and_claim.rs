@@ -64,8 +64,16 @@ fn without_ack_of_a(
     snapshot: &std::collections::BTreeMap<String, String>,
     prefix: &str,
 ) -> Vec<(String, String)> {
-    let touched =
-        ["exec:a", "running", "waiting", "done", "counts"].map(|k| format!("{prefix}{k}"));
+    let touched = [
+        "exec:a",
+        "running",
+        "waiting",
+        "done",
+        "counts",
+        "ls:running",
+        "ls:completed",
+    ]
+    .map(|k| format!("{prefix}{k}"));
     snapshot
         .iter()
         .filter(|(k, _)| !touched.contains(k))

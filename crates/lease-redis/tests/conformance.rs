@@ -28,6 +28,9 @@ impl lease_conformance::Harness for RedisHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
     const ATTEMPTS: bool = true;
+    const RATE_LIMITS: bool = true;
+    const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     /// A namespace split into partitions (`LEASE_REDIS_PARTITIONS` > 1, or a cluster's
     /// default) refuses concurrency keys and limits: a key's live leases are counted inside

@@ -177,7 +177,7 @@ async fn level_and_live_keys_come_and_go_with_their_executions() {
     let left = key_names(&b).await;
     assert!(
         left.iter()
-            .all(|n| ["meta", "token", "done", "counts"].contains(&n.as_str())),
+            .all(|n| ["meta", "token", "done", "counts", "seq"].contains(&n.as_str())),
         "{left:?}"
     );
 }

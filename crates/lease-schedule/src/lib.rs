@@ -1,4 +1,4 @@
-//! Recurring admissions for execution leases (DESIGN.md "Schedules").
+//! Recurring admissions for execution leases (docs/DESIGN.md "Schedules").
 //!
 //! A [`Schedule`] is a cron expression (parsed by `croner`) read in an explicit IANA time
 //! zone (`chrono-tz`). Each occurrence admits one execution whose id is derived from the

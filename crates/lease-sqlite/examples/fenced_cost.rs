@@ -1,4 +1,6 @@
-//! What fencing the application's own writes costs (issue 13 items 2 and 4), on a file.
+//! What fencing the application's own writes costs, on a file: a measurement, not a usage
+//! example (`cargo xtask bench --only fenced` is the maintained benchmark; this one also
+//! prices the lease check alone).
 //!
 //! 1. One application transaction (insert a `charges` row) through
 //!    `SqliteBackend::fenced` against the same transaction without the fence: `BEGIN

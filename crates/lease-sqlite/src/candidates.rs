@@ -49,8 +49,9 @@ pub(crate) const RUNNING_NEXT: &str = include_str!("candidates/running_next.sql"
 pub(crate) const ANY_RUNNING: &str = include_str!("candidates/any_running.sql");
 
 /// `$1 namespace, $2 now` -> (last token or NULL, any paused scope, any limit, the highest
-/// priority level of a waiting row with a `claimable_at` or NULL, [`ANY_RUNNING`]): what a
-/// claim reads before its first candidate, one seek each, in ONE statement. Each statement
+/// priority level of a waiting row with a `claimable_at` or NULL, [`ANY_RUNNING`], any rate
+/// limit, any ordered key): what a claim reads before its first candidate, one seek each,
+/// in ONE statement. Each statement
 /// costs its own bind, step and reset, and these five used to be five statements (the
 /// pause read and the level seek added 2 of them to every claim: claim_due x1 at 0.73x
 /// raw).
@@ -67,6 +68,10 @@ pub(crate) struct Opening {
     pub(crate) any_paused: bool,
     /// Some concurrency limit (default or key) is stored for the namespace.
     pub(crate) any_limit: bool,
+    /// Some rate limit (default or key) is stored for the namespace.
+    pub(crate) any_rate: bool,
+    /// Some key (or the default) is marked ordered in the namespace.
+    pub(crate) any_ordered: bool,
     /// The highest priority level of a waiting row with a `claimable_at`.
     top_level: Option<i64>,
     /// Some running row is claimable at `now` (an expired lease).
@@ -85,6 +90,8 @@ impl Opening {
                     any_limit: row.get(2)?,
                     top_level: row.get(3)?,
                     any_running: row.get(4)?,
+                    any_rate: row.get(5)?,
+                    any_ordered: row.get(6)?,
                 })
             })?)
     }
@@ -296,6 +303,8 @@ mod tests {
             "SEARCH lease_counters USING PRIMARY KEY (namespace=?)",
             "SEARCH lease_paused USING PRIMARY KEY (namespace=?)",
             "SEARCH lease_limits USING PRIMARY KEY (namespace=?)",
+            "SEARCH lease_rate_limits USING PRIMARY KEY (namespace=?)",
+            "SEARCH lease_ordered_keys USING PRIMARY KEY (namespace=?)",
         ] {
             assert!(plan.contains(seek), "{plan}");
         }

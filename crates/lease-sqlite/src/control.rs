@@ -109,34 +109,41 @@ pub(crate) fn paused_set(conn: &Connection, namespace: &str) -> OpResult<BTreeSe
     Ok(list_paused(conn, namespace)?.into_iter().collect())
 }
 
-/// The claim's horizon when gates hold rows back (lease_core::selection rule 4): the
-/// earliest `claimable_at` of a row no paused scope covers and the claim did not skip for
-/// its key (`blocked`, by id). Walks the horizon index from its start, past held-back rows
-/// only. With the namespace paused, nothing counts.
+/// The claim's horizon when gates hold rows back (lease_core::selection rule 4): walks the
+/// horizon index in `claimable_at` order, past rows a paused workflow covers, and counts
+/// each other row at the instant `hold(id, key, claimable_at)` says (`None`: held back, not
+/// counted; a later instant: a key waiting for its rate). Stops once no later row can be
+/// earlier than the best found. The caller handles a paused namespace.
 pub(crate) fn gated_horizon(
     conn: &Connection,
     namespace: &str,
     paused: &BTreeSet<PauseScope>,
-    blocked: &HashSet<String>,
+    hold: impl Fn(&str, Option<&str>, Timestamp) -> Option<Timestamp>,
 ) -> OpResult<Option<Timestamp>> {
-    if paused.contains(&PauseScope::Namespace) {
-        return Ok(None);
-    }
     let mut stmt = conn.prepare_cached(HORIZON_WALK)?;
     let mut rows = stmt.query([namespace])?;
+    let mut best: Option<Timestamp> = None;
     while let Some(row) = rows.next()? {
+        let at = Timestamp::from_millis(row.get(0)?);
+        if best.is_some_and(|b| at >= b) {
+            break;
+        }
         let workflow: Option<String> = row.get(1)?;
         let id: String = row.get(2)?;
+        let key: Option<String> = row.get(3)?;
         let held = workflow.as_deref().is_some_and(|w| {
             paused
                 .iter()
                 .any(|s| matches!(s, PauseScope::Workflow(p) if p.as_str() == w))
         });
-        if !held && !blocked.contains(&id) {
-            return Ok(Some(Timestamp::from_millis(row.get(0)?)));
+        if held {
+            continue;
+        }
+        if let Some(counted) = hold(&id, key.as_deref(), at) {
+            best = Some(best.map_or(counted, |b| b.min(counted)));
         }
     }
-    Ok(None)
+    Ok(best)
 }
 
 /// `$1 namespace` -> (kind, key, value) of the stored limits: the default first, then keys

@@ -11,14 +11,15 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, Json, LimitScope, PauseScope, Purged, Release, Result, Timestamp,
+    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionId,
+    ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json, KeyOrdering, LimitScope,
+    ListCursor, PauseScope, Purged, RateLimit, RateLimits, Release, Result, Timestamp,
     WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{attempts, control, counts, retention, transitions};
+use crate::{attempts, browse, control, counts, keyed, retention, transitions};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -156,6 +157,61 @@ impl ExecutionClient for SqliteBackend {
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
         self.read("concurrency_limits", |tx, s| {
             control::concurrency_limits(tx, &s.namespace)
+        })
+        .await
+    }
+
+    /// One row of `lease_rate_limits` set or removed in one write transaction; signals
+    /// "now" when a row changed.
+    #[tracing::instrument(level = "debug", name = "set_rate_limit", skip_all)]
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        let scope = scope.clone();
+        self.write_waking("set_rate_limit", Weight::Light, move |tx, s| {
+            keyed::set_rate_limit(tx, s, &scope, limit)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "rate_limits", skip_all)]
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        self.read("rate_limits", |tx, s| keyed::rate_limits(tx, &s.namespace))
+            .await
+    }
+
+    /// One row of `lease_ordered_keys` inserted or deleted in one write transaction;
+    /// signals "now" when a row changed.
+    #[tracing::instrument(level = "debug", name = "set_key_ordering", skip_all)]
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        let scope = scope.clone();
+        self.write_waking("set_key_ordering", Weight::Light, move |tx, s| {
+            keyed::set_key_ordering(tx, s, &scope, ordered)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        self.read("key_ordering", |tx, s| {
+            keyed::key_ordering(tx, &s.namespace)
+        })
+        .await
+    }
+
+    /// One read transaction walking an index in admission order from the cursor, newest
+    /// first; a bad limit or a cursor this backend did not write is `InvalidInput` before
+    /// it starts.
+    #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        check_limit("list limit", limit)?;
+        let below = browse::check_cursor(after)?;
+        let filter = filter.clone();
+        self.read("list_executions", move |tx, s| {
+            browse::list_executions(tx, s, &filter, below, limit)
         })
         .await
     }

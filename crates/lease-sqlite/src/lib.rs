@@ -54,6 +54,11 @@
 //! * **Retention.** `purge_terminal` deletes old completed/failed executions with their
 //!   steps, store receipts and start records in one transaction, walking a partial index of
 //!   terminal rows in id order.
+//! * **Ordered keys, start rates, browsing.** A claim reads the ordering and rate settings
+//!   only when its opening statement found any, then checks an ordered key's head and live
+//!   leases and a rate-limited key's recorded claim instants in its transaction, skipping
+//!   (never counting) what they hold back. `list_executions` pages newest first through
+//!   indexes in admission order (`admitted_seq`, set by every insert).
 //! * **Namespaces.** Every row carries a namespace ([`SqliteConfig::namespace`]); two
 //!   applications sharing a file never see each other's executions, tokens, steps, stores
 //!   or starts, and each namespace has its own token counter.
@@ -132,6 +137,7 @@ mod app;
 mod attempts;
 mod authorizer;
 mod backend;
+mod browse;
 mod candidates;
 mod checkpoint;
 mod config;
@@ -144,6 +150,8 @@ mod execution;
 mod fenced;
 mod group;
 mod heap;
+mod keyed;
+mod keyed_gate;
 pub mod migrate;
 mod namespace;
 mod retention;

@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 const V1: &str = include_str!("migrate/v1.sql");
 
@@ -78,6 +78,11 @@ const V10: &str = include_str!("migrate/v10.sql");
 /// Version 11: attempt limits and dead letters (`attempt_limit` and `last_error` on each
 /// execution, `lease_attempt_limits`, the dead rows' index).
 const V11: &str = include_str!("migrate/v11.sql");
+
+/// Version 12: ordered keys, start rates per key and browsing (`admitted_seq` on each
+/// execution and its indexes, `lease_rate_limits`, `lease_ordered_keys`,
+/// `lease_rate_starts`).
+const V12: &str = include_str!("migrate/v12.sql");
 
 /// `$1 name` -> 1 when the table exists.
 const HAS_TABLE: &str = include_str!("migrate/has_table.sql");

@@ -10,7 +10,8 @@ const DELETE: &str = include_str!("namespace/delete.sql");
 
 impl SqliteBackend {
     /// Deletes every row of this handle's namespace (executions, steps, stores, effects,
-    /// wake log, pauses, concurrency limits) in one transaction; other namespaces in the file and the schema stay. The
+    /// wake log, pauses, concurrency, attempt and rate limits, ordered keys, recorded claim
+    /// instants) in one transaction; other namespaces in the file and the schema stay. The
     /// namespace's token counter stays too (RFC 002 "tokens rise on every claim"): if the
     /// namespace is used again, a holder from before the deletion still carries a token
     /// below every new one, so its writes are refused. For tearing a namespace down; routine

@@ -291,8 +291,9 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// `$1..$18` ([`Fields::bind`]): inserts a new row unless the id exists.
-const INSERT: &str = include_str!("rows/insert.sql");
+/// `$1..$20` ([`Fields::bind`]): inserts a new row unless the id exists, one place after
+/// the namespace's latest in the admission order (`admitted_seq`).
+pub(crate) const INSERT: &str = include_str!("rows/insert.sql");
 
 /// Inserts a new record unless the id exists: `true` when it inserted.
 pub(crate) fn insert(

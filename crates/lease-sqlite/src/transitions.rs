@@ -18,6 +18,7 @@ use crate::candidates::{Candidates, Opening};
 use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
+use crate::keyed_gate::KeyedGate;
 use crate::rows::{self, RawExecution, read_raw};
 use crate::scope::Scope;
 
@@ -376,6 +377,7 @@ fn claim_at(
         limits: &ConcurrencyLimits::default(),
     };
     let mut keys = KeyGate::new(opening.any_limit);
+    let mut keyed = KeyedGate::new(opening.any_ordered, opening.any_rate);
     let mut token = rows::token_from_sql(opening.last_token)?;
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
@@ -398,10 +400,12 @@ fn claim_at(
         let mut record = stored.effective(now);
         if !record.claimable(now, &scope.policy)
             || gates.paused(&record)
+            || !keyed.admits(conn, ns, now, &record)?
             || !keys.admits(conn, ns, now, &record)?
         {
             continue;
         }
+        keyed.took(conn, ns, now, &record)?;
         token = next_token(scope, token, &stored)?;
         let limits = match &mut attempt_limits {
             Some(limits) => limits,
@@ -422,13 +426,35 @@ fn claim_at(
     let batch = ClaimBatch {
         claimed: leases,
         now: Some(now),
-        next_claimable_at: if paused.is_empty() && keys.blocked.is_empty() {
-            horizon(conn, ns)?
-        } else {
-            control::gated_horizon(conn, ns, &paused, &keys.blocked)?
-        },
+        next_claimable_at: claim_horizon(conn, ns, &paused, &keys, &keyed)?,
     };
     Ok(Woken::at(batch, wake))
+}
+
+/// The claim's horizon after its writes: one seek when nothing was held back; otherwise
+/// the walk past what the gates held back (lease_core::selection rule 4), no later than
+/// the instant a head held back by another execution's live lease may go.
+fn claim_horizon(
+    conn: &Connection,
+    ns: &str,
+    paused: &BTreeSet<PauseScope>,
+    keys: &KeyGate,
+    keyed: &KeyedGate,
+) -> OpResult<Option<Timestamp>> {
+    if paused.is_empty() && keys.blocked.is_empty() && keyed.held_nothing() {
+        return horizon(conn, ns);
+    }
+    if paused.contains(&PauseScope::Namespace) {
+        return Ok(None);
+    }
+    let walked = control::gated_horizon(conn, ns, paused, |id, key, at| {
+        if keys.blocked.contains(id) {
+            None
+        } else {
+            keyed.hold(id, key, at)
+        }
+    })?;
+    Ok(earliest(walked, keyed.released_at()))
 }
 
 /// Loads the record a lease names and checks it (`holds_at` the backend clock: a lease

@@ -25,6 +25,9 @@ impl lease_conformance::Harness for SqliteHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
     const ATTEMPTS: bool = true;
+    const RATE_LIMITS: bool = true;
+    const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lease_core::LeaseError::Backend {

@@ -22,6 +22,9 @@ impl lease_conformance::Harness for InMemoryHarness {
     const PAUSE: bool = true;
     const PRIORITIES_AND_LIMITS: bool = true;
     const ATTEMPTS: bool = true;
+    const RATE_LIMITS: bool = true;
+    const ORDERED_KEYS: bool = true;
+    const BROWSE: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

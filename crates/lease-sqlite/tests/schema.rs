@@ -241,7 +241,8 @@ async fn bad_namespace_is_rejected() {
 
 /// A version 3 file (before retention and the split claim index) with a completed and an
 /// admitted execution migrates on open: `purge_terminal` removes the completed one through
-/// its new index, and a claim finds the admitted one through the new claim indexes.
+/// its new index, a claim finds the admitted one through the new claim indexes, and the
+/// rows keep their insertion order as their admission order (schema v12).
 #[tokio::test]
 async fn a_version_3_file_migrates_and_purges() {
     use lease_core::{ClaimRequest, Json, Timestamp, WorkflowRunOutcome};
@@ -272,7 +273,16 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_dead;
+            "DROP INDEX lease_executions_admitted;
+             DROP INDEX lease_executions_by_status;
+             DROP INDEX lease_executions_by_workflow;
+             DROP INDEX lease_executions_by_key;
+             DROP INDEX lease_executions_key_line;
+             DROP TABLE lease_rate_limits;
+             DROP TABLE lease_ordered_keys;
+             DROP TABLE lease_rate_starts;
+             ALTER TABLE lease_executions DROP COLUMN admitted_seq;
+             DROP INDEX lease_executions_dead;
              DROP TABLE lease_attempt_limits;
              ALTER TABLE lease_executions DROP COLUMN attempt_limit;
              ALTER TABLE lease_executions DROP COLUMN last_error;
@@ -302,8 +312,23 @@ async fn a_version_3_file_migrates_and_purges() {
         meta(&path, "schema_version"),
         Some(SCHEMA_VERSION.to_string())
     );
+    // Rows stored before the admission order existed keep the order they were inserted in;
+    // an admission after the migration comes after them.
+    b.admit(&Admission::new(id("later"))).await.expect("admit");
+    let page = b
+        .list_executions(&lease_core::ExecutionFilter::default(), None, 10)
+        .await
+        .expect("list");
+    let listed: Vec<&str> = page.records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(listed, ["later", "waiting", "done"]);
+    b.cancel(
+        &id("later"),
+        &lease_core::CancelReason::new("not part of this test").expect("reason"),
+    )
+    .await
+    .expect("cancel");
     let purged = b.purge_terminal(Timestamp::MAX, 10).await.expect("purge");
-    assert_eq!(purged.ids, [id("done")]);
+    assert_eq!(purged.ids, [id("done"), id("later")]);
     assert!(b.get(&id("done")).await.expect("get").is_none());
     let claimed = b
         .claim_due(ClaimRequest {

@@ -17,8 +17,8 @@
 //!    charged the card and before the worker settled the charge; its lease runs out, another
 //!    worker claims order-42 with a higher token, calls the provider again and finishes; the
 //!    frozen worker wakes (SIGCONT), has its charge step refused (Lost), and stops. Both
-//!    workers called the provider with the same idempotency key, the charge step's effect id
-//!    (issue 16), so the provider charged once. On SQLite and PostgreSQL the charge step
+//!    workers called the provider with the same idempotency key, the charge step's effect id,
+//!    so the provider charged once. On SQLite and PostgreSQL the charge step
 //!    writes a `charges` row with its step record in one fenced `step_in_tx` transaction, so
 //!    the act also ends with exactly one `charges` row for order 42, the new holder's.
 //!

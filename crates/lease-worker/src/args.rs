@@ -3,7 +3,7 @@
 //!
 //! The backend URL may carry a password, so an orchestrator hands it over in the
 //! environment ([`URL_ENV`], [`WorkerArgs::to_env`]), never on the command line, where `ps`
-//! shows it to every user of the machine (issue 25 item 2).
+//! shows it to every user of the machine.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -182,7 +182,7 @@ mod tests {
         );
     }
 
-    /// Issue 25 item 2: the URL (and its password) is not on a child's command line.
+    /// The URL (and its password) is not on a child's command line, where `ps` shows it.
     #[test]
     fn the_url_is_not_on_the_command_line() {
         let a = WorkerArgs {

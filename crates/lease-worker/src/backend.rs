@@ -6,7 +6,7 @@ use std::time::Duration;
 use lease::{OpenOptions, RedeliveryPolicy, SharedBackend, redact_url};
 
 /// Any failure while opening or cleaning up, as text for the process's error line (a URL in
-/// it has its password redacted, issue 25 item 2).
+/// it has its password redacted, so the error line does not leak it).
 pub type OpenResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The redelivery policy of a run: `base`, doubling, capped at 32 times `base`.
@@ -117,7 +117,7 @@ pub async fn cleanup(url: &str, namespace: &str) -> OpenResult<()> {
 mod tests {
     use super::*;
 
-    /// Issue 25 item 2: a URL this process refuses is named without its password.
+    /// A URL this process refuses is named without its password.
     #[tokio::test]
     async fn refusals_do_not_repeat_the_password() {
         let url = "mysql://u:hunter2@h/db";

@@ -2,7 +2,8 @@
 //! (SQLite: the shared file, one `namespace` column as the library's own rows have;
 //! PostgreSQL: the run's schema). The charge step writes its row through the backend's
 //! fenced `step_in_tx`, so the row and the step's done record commit together, and only
-//! while the worker's token is current, or not at all (issue 13). Backends without a
+//! while the worker's token is current, or not at all: a stale holder cannot add a second
+//! row for the same order. Backends without a
 //! fenced transaction here (Redis, memory) have no `charges` table.
 
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! The payment provider: a simulated card processor that honours idempotency keys, as real
-//! ones do (issue 16). It is an external system: its state is a directory of plain files,
-//! outside the lease database and every transaction of it, shared by the worker processes
-//! of one run and read back by the orchestrator.
+//! ones do, so a call repeated by a second holder of the lease charges once. It is an
+//! external system: its state is a directory of plain files, outside the lease database and
+//! every transaction of it, shared by the worker processes of one run and read back by the
+//! orchestrator.
 //!
 //! - `charges/<hex of the key>.json`: one file per idempotency key, the charge the first
 //!   call with that key made. It is written to a temporary file and hard-linked into place,
@@ -127,7 +128,7 @@ impl Provider {
 
     /// Links `tmp` under `key`'s name: `None` when it is the first charge of `key`, else
     /// the charge already there. A long key's hashed name taken by another key (a
-    /// collision) moves on to the next candidate, so names stay unique (issue 25 item 12).
+    /// collision) moves on to the next candidate, so names stay unique.
     fn place(&self, tmp: &Path, key: &str) -> io::Result<Option<Charge>> {
         for n in 0.. {
             let path = self.charge_path(key, n);
@@ -181,8 +182,8 @@ impl Provider {
 
     /// Candidate `n` of `key`'s file: the key in hex while that fits a file name (keys of
     /// up to [`MAX_HEX_KEY`] bytes, one name only), else `h<FNV-1a 64 of the key>-<n>`
-    /// (`h` is no hex digit, so it never meets a short key's name; issue 25 item 12: a
-    /// longer key's hex name passed the 255-byte limit and failed every redelivery).
+    /// (`h` is no hex digit, so it never meets a short key's name. A longer key's hex name
+    /// would pass the 255-byte file name limit and fail every redelivery).
     fn charge_path(&self, key: &str, n: u64) -> PathBuf {
         let name = if key.len() <= MAX_HEX_KEY {
             hex(key)
@@ -271,7 +272,7 @@ mod tests {
         assert_eq!(charges[0].cents, 1999);
     }
 
-    /// Issue 25 item 12: a key too long for a hex file name charges once too.
+    /// A key too long for a hex file name charges once too.
     #[test]
     fn a_long_key_charges_once() {
         let dir = tempfile::tempdir().expect("temp dir");

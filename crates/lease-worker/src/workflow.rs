@@ -2,7 +2,7 @@
 //! external call), record the receipt, acknowledge. Every step goes through the step
 //! driver, so a redelivery skips recorded steps and a stale holder's receipt is refused.
 //!
-//! The charge step is an effect (issue 16): the driver begins the step's effect, calls the
+//! The charge step is an effect: the driver begins the step's effect, calls the
 //! payment provider (`provider.rs`) with the effect id as its idempotency key unless the
 //! effect is settled already, settles it, and records the settled result. Two holders
 //! around a takeover can both call the provider; the key makes it charge once.

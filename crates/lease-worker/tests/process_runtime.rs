@@ -1,7 +1,7 @@
 //! Real runtime processes (the `lease-worker` binary) sharing one backend (RFC 002:
-//! "Several runtime processes sharing one backend will follow these semantics";
-//! design.md section 4: "Tests use real OS processes for this, and kill -9 and SIGSTOP
-//! them").
+//! "Several runtime processes sharing one backend will follow these semantics"). Real OS
+//! processes, killed (SIGKILL) and frozen (SIGSTOP), because a crash or a pause takes a
+//! whole process: peers inside one process share its runtime and cannot die or stall alone.
 //!
 //! - SIGKILL of a process holding leases: its executions are delivered again after the
 //!   leases expire, and no fenced write of it is accepted afterwards.
@@ -12,7 +12,7 @@
 //! - A process frozen (SIGSTOP) in its charge step, whose `charges` row goes through the
 //!   backend's fenced `step_in_tx`, wakes to Lost, and the table ends with exactly one row
 //!   for the order: the new holder's (SQLite, PostgreSQL). The payment provider, which
-//!   honours idempotency keys (the charge step's effect id, issue 16), charged once: a
+//!   honours idempotency keys (the charge step's effect id), charged once: a
 //!   process frozen after its provider call and before its settle makes both processes call
 //!   it (2 calls, 1 charge); one frozen inside its charge transaction had settled, so the
 //!   new holder does not call again (1 call, 1 charge).
@@ -566,7 +566,7 @@ fn many_processes(target: Target) {
             .await
             .expect("open")
             .store;
-        // The provider (issue 16): one charge per execution (a call repeated after a failed
+        // The provider: one charge per execution (a call repeated after a failed
         // delivery would carry the same key).
         let made = target.provider.charges().expect("provider charges");
         assert_eq!(made.len(), N, "one provider charge per execution");
@@ -606,7 +606,7 @@ enum Freeze {
     BeforeTransaction,
 }
 
-/// Issue 13 item 5: a process frozen (SIGSTOP) in its charge step, whose `charges` row is
+/// A process frozen (SIGSTOP) in its charge step, whose `charges` row is
 /// written through the backend's fenced `step_in_tx`, wakes to Lost after another process
 /// reclaimed the order with a higher token and committed its own row; the table ends with
 /// exactly one row for the order, the new holder's, and a step record of the same token.
@@ -732,7 +732,7 @@ fn frozen_in_charge_step(target: Target, freeze: Freeze) {
         rows[0].receipt.as_str()
     );
 
-    // Issue 16: the provider deduplicates by the charge step's effect id, so it charged
+    // The provider deduplicates by the charge step's effect id, so it charged
     // once. Frozen before its settle, P1 left the effect pending and P2 called again (with
     // the same key); frozen inside its transaction, P1 had settled, so P2 used the result.
     let key =

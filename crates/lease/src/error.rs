@@ -19,7 +19,8 @@ pub enum OpenError {
     /// The URL is malformed for its backend.
     #[error("invalid backend URL {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL given, its password redacted ([`lease_core::redact_url`], issue 25 item 2).
+        /// The URL given, its password redacted ([`lease_core::redact_url`]), so the message
+        /// can be logged.
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -58,7 +59,7 @@ pub enum OpenError {
 }
 
 impl OpenError {
-    /// [`OpenError::InvalidUrl`] for `url`, its password redacted (issue 25 item 2).
+    /// [`OpenError::InvalidUrl`] for `url`, its password redacted.
     pub(crate) fn invalid_url(url: &str, reason: &str) -> Self {
         OpenError::InvalidUrl {
             url: lease_core::redact_url(url),

@@ -14,8 +14,8 @@ pub const NAMESPACE_PARAM: &str = "namespace";
 /// `sslrootcert` goes to the driver, which reads it itself).
 pub const ROOT_CERT_PARAM: &str = "sslrootcert";
 
-/// The backend a URL names. Its `Debug` redacts the password of a server URL (issue 25
-/// item 2).
+/// The backend a URL names. Its `Debug` redacts the password of a server URL, so a log
+/// line or an error never shows it.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Target {
@@ -27,7 +27,7 @@ pub enum Target {
     /// driver.
     Postgres(String),
     /// `redis://...`, `rediss://...` or `redis+cluster://host:port,host:port` (a Redis
-    /// Cluster, issue 14; `?partitions=N` splits the namespace): the URL (without
+    /// Cluster; `?partitions=N` splits the namespace): the URL (without
     /// `namespace`), handed to the driver.
     Redis(String),
     /// `memory:`: the in-memory reference backend (a fresh, empty store).
@@ -286,7 +286,7 @@ mod tests {
         );
     }
 
-    /// Issue 25 item 2: neither the error of a bad URL nor a parsed URL's `Debug` repeats
+    /// Neither the error of a bad URL nor a parsed URL's `Debug` repeats
     /// its password.
     #[rstest]
     #[case::postgres_bad_namespace("postgres://u:hunter2@h/db?namespace=")]

@@ -1,5 +1,5 @@
 //! A throwaway Redis Cluster (three primaries, a replica each: [`super::redis_cluster`])
-//! with a `failover` script for the torture `failover` fault (issue 14 item 2): it kills a
+//! with a `failover` script for the torture `failover` fault: it kills a
 //! primary (the primaries take turns), waits until its replica was promoted and starts the
 //! old primary again as the new primary's replica (`cluster_failover.sh` behind a generated
 //! header). Nodes the script restarts run daemonized with a pidfile; the cluster's guard

@@ -1,4 +1,4 @@
-//! A Redis Cluster for lease-redis's cluster tests (issue 14): `LEASE_REDIS_CLUSTER_URL`
+//! A Redis Cluster for lease-redis's cluster tests: `LEASE_REDIS_CLUSTER_URL`
 //! when set, else a throwaway cluster of six `redis-server` processes on loopback (three
 //! primaries, each with one replica) created with `redis-cli --cluster create`, stopped and
 //! removed when its [`Found`] drops.

@@ -1,4 +1,4 @@
-//! A throwaway PostgreSQL primary with one streaming standby on loopback (issue 14 item 2),
+//! A throwaway PostgreSQL primary with one streaming standby on loopback,
 //! for the torture `failover` fault: `initdb` + `pg_ctl` of the local binaries for the
 //! primary, `pg_basebackup -R` for the standby, both on free ports of 127.0.0.1. The URL
 //! names both hosts (`postgres://postgres@127.0.0.1:P1,127.0.0.1:P2/test?

@@ -8,11 +8,14 @@
 //!   trait implemented in its own file, statements in `.sql`/`.lua` files beside the module
 //!   that runs them ([`skeleton`]);
 //! - wrappers forward every method: only backends implement the client traits, a wrapper
-//!   implements their `Forward*` twins, whose defaults forward each method ([`forwarding`]).
+//!   implements their `Forward*` twins, whose defaults forward each method ([`forwarding`]);
+//! - no tracker ticket numbers and no outside design notes in the places already cleaned of
+//!   them: the reason is written out instead ([`references`]).
 
 mod circles;
 mod forwarding;
 mod lengths;
+mod references;
 mod skeleton;
 mod source;
 
@@ -54,4 +57,13 @@ fn adapters_share_one_skeleton() {
 #[test]
 fn wrappers_forward_every_method() {
     assert_none("wrapper forwarding", forwarding::violations(&root()));
+}
+
+#[test]
+fn no_ticket_references_in_the_cleaned_places() {
+    assert_none(
+        "cleaned places that do not exist",
+        references::missing_places(&root()),
+    );
+    assert_none("ticket references", references::violations(&root()));
 }

@@ -39,7 +39,7 @@ pub(super) struct Queued {
 pub(super) enum ReplyTo {
     /// The delivery's task waits for it.
     Waiting(oneshot::Sender<AckResult>),
-    /// Nobody waits (the slot moved on to a held lease, issue 24): the result is counted
+    /// Nobody waits (the slot moved on to a prefetched lease): the result is counted
     /// and logged where it arrives, inside its delivery's span.
     Detached(tracing::Span),
 }

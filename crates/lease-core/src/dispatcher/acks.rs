@@ -1,5 +1,5 @@
 //! Acknowledgements that queue up while one is in flight go out together as one
-//! `acknowledge_batch` (design.md section 4, "acknowledgement batching").
+//! `acknowledge_batch`, so a busy dispatcher spends one round trip and one commit on many.
 //!
 //! The first delivery to acknowledge while nothing is in flight sends its own
 //! acknowledgement at once (no added wait at low load). Deliveries acknowledging meanwhile
@@ -8,7 +8,7 @@
 //! its own fencing check (the backend applies `acknowledge`'s rule per item), so batching
 //! changes round trips and commits, not outcomes. An item whose delivery's local deadline
 //! passed while it waited is not sent (RFC 002: a holder whose lease may have expired stops
-//! writing; issue 11's deadline): its lease is left to expire and the execution is
+//! writing): its lease is left to expire and the execution is
 //! delivered again, where replay absorbs the work.
 
 use std::sync::Arc;
@@ -66,7 +66,8 @@ pub(crate) fn record(shared: &Shared, result: &AckResult) {
 
 /// Acknowledges one delivery, directly when nothing is in flight, else in the next batch.
 /// A direct acknowledgement also claims the next due execution in the same atomic step
-/// (`acknowledge_and_claim`, issue 12) while the dispatcher is claiming: that claim comes
+/// (`acknowledge_and_claim`: one round trip per delivery at low concurrency) while the
+/// dispatcher is claiming: that claim comes
 /// back for this delivery's task to run in the same slot.
 pub(crate) async fn acknowledge(
     shared: &Arc<Shared>,
@@ -91,7 +92,7 @@ pub(crate) async fn acknowledge(
     }
 }
 
-/// Acknowledges one delivery in the background (issue 24): its slot goes on to a held
+/// Acknowledges one delivery in the background: its slot goes on to a held
 /// lease at once. Sent at once by a task of its own when nothing is in flight, else in the
 /// next batch, with the same fencing and deadline rules as [`acknowledge`]; the result is
 /// counted where it arrives, and the dispatcher's drain waits for it.
@@ -134,6 +135,7 @@ async fn send_one_and_claim(
         duration: shared.options.get_lease_duration(),
     };
     let sent = Instant::now();
+    let seq = shared.idle.claim_sending();
     let result = with_retries(shared, "acknowledge_and_claim", || {
         guarded(
             shared,
@@ -147,7 +149,7 @@ async fn send_one_and_claim(
     };
     let got = next.claimed.len();
     shared.metrics.claim_call(got);
-    shared.claimed_by_ack(next.now, next.next_claimable_at, got, sent);
+    shared.claimed_by_ack(next.now, next.next_claimable_at, got, (sent, seq));
     let claimed = next.claimed.into_iter().next().map(|c| (c, sent));
     (Some(acknowledged), claimed)
 }

@@ -1,7 +1,7 @@
 //! Every backend call the dispatcher makes goes through [`guarded`]: bounded by the call
 //! timeout, and a panicking adapter becomes an error instead of killing a dispatcher task
-//! (issue 11: a hung connection must not stall a delivery forever, a panic must not wedge
-//! the dispatcher). Its fenced writes retry through [`with_retries`].
+//! (a hung connection must not stall a delivery forever, a panic must not wedge the
+//! dispatcher). Its fenced writes retry through [`with_retries`].
 
 use std::any::Any;
 use std::future::Future;

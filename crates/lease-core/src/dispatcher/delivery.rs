@@ -1,5 +1,5 @@
 //! The context a worker receives for one delivery: its lease, the execution record, the
-//! clients it may use, and the cancellation signal (design.md section 4).
+//! clients it may use, and the cancellation signal.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +44,7 @@ struct Inner {
     backend: SharedBackend,
     cancel: CancellationToken,
     lost: AtomicBool,
-    /// The local deadline (issue 11): past it, the lease may have expired unrenewed, so the
+    /// The local deadline: past it, the lease may have expired unrenewed, so the
     /// delivery counts as lost. `None` for a delivery built outside a dispatcher.
     deadline: Mutex<Option<Instant>>,
     /// Times the worker's backend calls (feature `metrics`; empty otherwise).
@@ -174,7 +174,7 @@ impl Delivery {
     }
 
     /// Marks the lease lost and cancels the worker at once: for a fenced write made outside
-    /// this type (a backend's transactional step, issue 13) that returned `Lost`. The
+    /// this type (a backend's transactional step) that returned `Lost`. The
     /// delivery then makes no further fenced write and is neither acknowledged nor released.
     pub fn mark_lost(&self) {
         self.inner.lost.store(true, Ordering::SeqCst);
@@ -182,7 +182,7 @@ impl Delivery {
     }
 
     /// Sets the local deadline: the monotonic instant after which the lease may have
-    /// expired without a renewal (issue 11; etcd's `Session.Done()`).
+    /// expired without a renewal (as etcd's `Session.Done()`).
     pub(crate) fn set_deadline(&self, at: Instant) {
         *self
             .inner

@@ -1,4 +1,4 @@
-//! The step driver's effect helpers (issue 16): an effect step runs its external call at most
+//! The step driver's effect helpers: an effect step runs its external call at most
 //! once per effect id, whichever delivery or holder gets there, and store and effect waits.
 
 use std::future::Future;
@@ -55,7 +55,7 @@ impl Delivery {
     }
 
     /// The effect half of [`Delivery::effect`], for a step that records its result in its
-    /// own fenced transaction (a backend's `step_in_tx`, issue 13): begins the effect
+    /// own fenced transaction (a backend's `step_in_tx`): begins the effect
     /// [`EffectId::for_step`]`(execution, key)`, runs `f` with its id only if the effect is
     /// not settled yet, settles it, and returns the *settled* (first) result. It does not
     /// look for or write the step record: the caller checks the replay rule first

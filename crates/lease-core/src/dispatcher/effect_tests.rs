@@ -1,4 +1,4 @@
-//! The driver's effect helpers on the memory backend (issue 16).
+//! The driver's effect helpers on the memory backend.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -42,7 +42,7 @@ pub enum DeliveryError {
     /// past the attempt limit): the same code would produce the same value on every
     /// redelivery, so no redelivery can cure it. Returned to the worker by
     /// [`crate::dispatcher::Delivery::step`]; a worker that returns it ends the execution
-    /// as failed with [`DeliveryError::refusal_outcome`] (issue 25 item 21), instead of
+    /// as failed with [`DeliveryError::refusal_outcome`], instead of
     /// being released and delivered again forever.
     #[error("step {step}'s value was refused: {source}")]
     Refused {

@@ -1,5 +1,5 @@
 //! Export of the dispatcher's counters, its in-flight gauge and per-operation latency
-//! histograms through the [`metrics`](https://docs.rs/metrics) facade (issue 15 item 6), for
+//! histograms through the [`metrics`](https://docs.rs/metrics) facade, for
 //! whatever recorder the application installs (Prometheus, OpenTelemetry, ...).
 //!
 //! Only with the cargo feature `metrics`. Without it the exporter is an empty type whose

@@ -1,4 +1,4 @@
-//! The `metrics` feature (issue 15 item 6): a dispatcher runs a few executions on the memory
+//! The `metrics` feature: a dispatcher runs a few executions on the memory
 //! backend and the values are read back through `metrics-util`'s debugging recorder.
 
 use std::sync::Arc;

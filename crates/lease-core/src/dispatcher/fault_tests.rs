@@ -1,7 +1,7 @@
-//! Issue 11, "the worker outlives a lease it can no longer renew" and "dispatcher and
-//! driver": the memory backend behind a wrapper whose renewals fail, hang or are refused
-//! and whose batch acknowledgement panics. Time is tokio's paused clock, so deadlines are
-//! exact and nothing waits in real time.
+//! A worker must not outlive a lease it can no longer renew, and a failing adapter must not
+//! wedge the dispatcher or its driver: the memory backend behind a wrapper whose renewals
+//! fail, hang or are refused and whose batch acknowledgement panics. Time is tokio's
+//! paused clock, so deadlines are exact and nothing waits in real time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -168,8 +168,8 @@ fn waiting_dispatcher(b: &Faulty) -> (Dispatcher, mpsc::UnboundedReceiver<Stoppe
     (d, rx)
 }
 
-/// Finding 1: renewals that only fail (a partition) never stopped the worker. Now it is
-/// cancelled at its local deadline, before the lease could expire, and writes nothing.
+/// Renewals that only fail (a partition) must still stop the worker: it is cancelled at
+/// its local deadline, before the lease could expire, and writes nothing.
 #[tokio::test(start_paused = true)]
 async fn a_worker_whose_renewals_fail_stops_before_its_lease_expires() {
     for mode in [RENEW_UNAVAILABLE, RENEW_HANGS] {
@@ -207,8 +207,8 @@ async fn a_worker_whose_renewals_fail_stops_before_its_lease_expires() {
     }
 }
 
-/// Finding 2: a permanent renewal error was retried forever. Now one refused renewal ends
-/// the delivery as lost.
+/// A permanent renewal error is not retried forever: one refused renewal ends the
+/// delivery as lost.
 #[tokio::test(start_paused = true)]
 async fn a_permanent_renewal_error_ends_the_delivery_as_lost() {
     let (_clock, b) = Faulty::new(RENEW_FOREIGN);
@@ -262,9 +262,9 @@ async fn renewals_move_the_local_deadline() {
     assert!(report.metrics.renewals >= 10);
 }
 
-/// Finding 8: a panic in the adapter's `acknowledge_batch` wedged the dispatcher (in-flight
-/// never cleared, later acknowledgements queued forever, shutdown hung). Now the panic is
-/// an unknown outcome for that batch, and every later acknowledgement goes through.
+/// A panic in the adapter's `acknowledge_batch` must not wedge the dispatcher (in-flight
+/// never cleared, later acknowledgements queued forever, shutdown hung): the panic is an
+/// unknown outcome for that batch, and every later acknowledgement goes through.
 #[tokio::test(start_paused = true)]
 async fn a_panicking_acknowledge_batch_does_not_wedge_the_dispatcher() {
     let (_clock, b) = Faulty::new(RENEW_OK);
@@ -310,8 +310,8 @@ async fn a_panicking_acknowledge_batch_does_not_wedge_the_dispatcher() {
     assert_eq!(report.metrics.in_flight, 0);
 }
 
-/// Finding 10: dropping the future of `shutdown` (under a timeout) left the drain running
-/// detached. Now it aborts like dropping the dispatcher: workers are cancelled at once and
+/// Dropping the future of `shutdown` (under a timeout) must not leave the drain running
+/// detached: it aborts like dropping the dispatcher: workers are cancelled at once and
 /// nothing more is written.
 #[tokio::test(start_paused = true)]
 async fn dropping_the_shutdown_future_aborts_the_drain() {

@@ -1,5 +1,6 @@
-//! When the claim loop claims next (issue 10): the earliest instant at which something is
-//! known to become claimable, on the backend clock, mapped onto tokio's monotonic clock.
+//! When the claim loop claims next: the earliest instant at which something is known to
+//! become claimable, on the backend clock, mapped onto tokio's monotonic clock, so the loop
+//! sleeps until then instead of waiting for its next poll.
 //!
 //! The mapping anchors on the last claim that reported the backend clock: backend instant
 //! `t` is local `arrived + (t - now)`, where `arrived` is when that reply came back. The

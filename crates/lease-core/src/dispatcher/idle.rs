@@ -12,7 +12,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use crate::time::Timestamp;
 
@@ -24,23 +23,37 @@ pub(crate) struct IdleWatch {
     /// Deliveries started so far: a waiter that saw the dispatcher quiet knows whether any
     /// ran since, even if it only looks again after they all ended.
     started: AtomicU64,
+    /// Claims numbered so far. A number, not a clock reading: two readings of a coarse
+    /// clock can be equal, and then a claim sent just before the dispatcher fell quiet
+    /// would pass for one sent after it.
+    claims: AtomicU64,
 }
 
 /// One claim's answer, as far as idleness goes.
 #[derive(Debug, Clone, Copy)]
 struct ClaimReport {
-    /// When the claim was sent.
-    sent: Instant,
+    /// The claim's number ([`IdleWatch::claim_sending`]).
+    seq: u64,
     /// It claimed nothing, and nothing was claimable at its clock.
     nothing_due: bool,
 }
 
 impl IdleWatch {
-    /// A claim sent at `sent` got `got` leases at backend clock `now` (if reported) and saw
+    /// Numbers a claim about to be sent: later claims get higher numbers.
+    pub(crate) fn claim_sending(&self) -> u64 {
+        self.claims.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The claims numbered so far: every claim numbered later was sent after this call.
+    fn claims_numbered(&self) -> u64 {
+        self.claims.load(Ordering::SeqCst)
+    }
+
+    /// Claim number `seq` got `got` leases at backend clock `now` (if reported) and saw
     /// `next` as the earliest claimable instant.
     pub(crate) fn claimed(
         &self,
-        sent: Instant,
+        seq: u64,
         now: Option<Timestamp>,
         next: Option<Timestamp>,
         got: usize,
@@ -51,12 +64,12 @@ impl IdleWatch {
             _ => false,
         };
         let report = ClaimReport {
-            sent,
+            seq,
             nothing_due: got == 0 && !due,
         };
         {
             let mut last = self.last_claim.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_none_or(|l| l.sent <= sent) {
+            if last.is_none_or(|l| l.seq <= seq) {
                 *last = Some(report);
             }
         }
@@ -99,9 +112,10 @@ pub(crate) trait IdleProbe {
 /// one claim at once (`force_claim`); otherwise it waits for the loop's own claims, paced by
 /// its horizon and poll as always.
 pub(crate) async fn until_idle(idle: &IdleWatch, probe: &impl IdleProbe) {
-    // Since when the dispatcher has been seen quiet, and the deliveries started by then:
-    // the claim that proves idleness is sent after that instant, with none started since.
-    let mut quiet_since: Option<(Instant, u64)> = None;
+    // Since when the dispatcher has been seen quiet (the claims numbered by then) and the
+    // deliveries started by then: the claim that proves idleness is numbered after that,
+    // with no delivery started since.
+    let mut quiet_since: Option<(u64, u64)> = None;
     loop {
         let changed = idle.changed.notified();
         tokio::pin!(changed);
@@ -113,14 +127,16 @@ pub(crate) async fn until_idle(idle: &IdleWatch, probe: &impl IdleProbe) {
         match quiet_since {
             _ if !probe.quiet() => quiet_since = None,
             Some((from, seen)) if seen == started => match idle.last_claim() {
-                Some(claim) if claim.sent >= from && claim.nothing_due => return,
+                Some(claim) if claim.seq > from && claim.nothing_due => return,
                 // Something was due that this claim could not take: wait for the loop's
                 // next claim, at its own pace.
-                Some(claim) if claim.sent >= from => quiet_since = Some((Instant::now(), seen)),
+                Some(claim) if claim.seq > from => {
+                    quiet_since = Some((idle.claims_numbered(), seen));
+                }
                 _ => {}
             },
             _ => {
-                quiet_since = Some((Instant::now(), started));
+                quiet_since = Some((idle.claims_numbered(), started));
                 probe.force_claim();
             }
         }

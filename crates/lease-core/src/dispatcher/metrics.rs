@@ -1,4 +1,4 @@
-//! Counters a user can read while the dispatcher runs (issue 5, observability).
+//! Counters a user can read while the dispatcher runs.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -59,7 +59,7 @@ pub struct MetricsSnapshot {
     pub in_flight: usize,
     /// The most deliveries that ever ran at once.
     pub max_in_flight: usize,
-    /// Leases claimed beyond the free slots and held until one freed (issue 24 prefetch);
+    /// Leases claimed beyond the free slots and held until one freed (prefetch);
     /// also counted in `claims`.
     pub prefetched: u64,
     /// Held leases released unrun: their hold bound passed before a slot freed, or shutdown

@@ -1,5 +1,5 @@
-//! The dispatcher, its workers' delivery context and the step driver (design.md section 4;
-//! RFC 002 "Delivery concurrency", "Leases" and the replay rule).
+//! The dispatcher, its workers' delivery context and the step driver (RFC 002
+//! "Delivery concurrency", "Leases" and the replay rule).
 //!
 //! ```text
 //! let dispatcher = Dispatcher::start(backend, |d: Delivery| async move {

@@ -1,4 +1,4 @@
-//! Dispatcher options and their validation (design.md section 4; RFC 002 `DispatcherOptions`).
+//! Dispatcher options and their validation (RFC 002 `DispatcherOptions`).
 
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ pub const DEFAULT_BACKSTOP: Duration = Duration::from_secs(10);
 /// How a [`crate::dispatcher::Dispatcher`] claims, renews and runs deliveries.
 ///
 /// RFC 002: "The dispatcher will accept a concurrency limit"; lease duration and renewal
-/// interval are left to us (design.md section 4: 30 s lease, renewal every third of it).
+/// interval are left to us: a 30 s lease renewed every third of it, so two renewals in a
+/// row can fail before the lease expires.
 /// Setters take and return `self`; [`DispatcherOptions::validate`] (called by
 /// `Dispatcher::start`) rejects an inconsistent set with [`LeaseError::InvalidInput`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub struct DispatcherOptions {
     prefetch: usize,
 }
 
-/// Default bound on leases held locally beyond the running ones (issue 24).
+/// Default bound on leases held locally beyond the running ones (prefetch).
 pub const DEFAULT_PREFETCH: usize = 32;
 /// The longest a prefetched lease is held before it starts (also capped by `renew_every`).
 pub const MAX_PREFETCH_HOLD: Duration = Duration::from_secs(1);
@@ -110,7 +111,7 @@ impl DispatcherOptions {
         self
     }
 
-    /// Retention (issue 12): every `every`, purge terminal executions that ended more than
+    /// Retention: every `every`, purge terminal executions that ended more than
     /// `keep` ago (backend clock), with their step records, receipts and start records
     /// (`ExecutionClient::purge_terminal`, batches of 1000, at most 100 batches a pass).
     /// Off by default. `keep` must be at least a day (a purged id's receipts and start
@@ -120,7 +121,7 @@ impl DispatcherOptions {
         self
     }
 
-    /// Prefetch (issue 24): while work is waiting (the last claim got all it asked for), the
+    /// Prefetch: while work is waiting (the last claim got all it asked for), the
     /// claim loop claims up to `n` leases beyond the free slots and holds them locally, so a
     /// slot that frees starts its next execution without a claim round trip, and the
     /// acknowledgement of the delivery before it goes out in the background (batched with
@@ -130,7 +131,7 @@ impl DispatcherOptions {
     /// average is not expected to free), so that each is expected to start within
     /// [`DispatcherOptions::get_prefetch_hold`];
     /// one that has not started by then is released unrun. `0` turns prefetch off (every
-    /// lease claimed is started at once, as before issue 24). 0..=[`MAX_CLAIM_LIMIT`],
+    /// lease claimed is started at once). 0..=[`MAX_CLAIM_LIMIT`],
     /// default [`DEFAULT_PREFETCH`].
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n;

@@ -1,8 +1,9 @@
-//! Leases claimed beyond the free slots and held locally until a slot frees (issue 24,
-//! `DispatcherOptions::prefetch`).
+//! Leases claimed beyond the free slots and held locally until a slot frees
+//! (`DispatcherOptions::prefetch`), so a freed slot starts its next execution without a
+//! claim round trip.
 //!
 //! A held lease is a live lease in every sense RFC 002 means: it was issued by a claim with
-//! its own token, its local deadline runs from that claim's send time (issue 11), and its
+//! its own token, its local deadline runs from that claim's send time, and its
 //! delivery's renewal schedule is counted from the claim too. The dispatcher only delays
 //! starting its worker, never longer than `DispatcherOptions::get_prefetch_hold` (at most
 //! half the lease, so it starts well inside its deadline); one held longer is released

@@ -1,4 +1,4 @@
-//! Prefetch (issue 24) on the memory backend: held leases start in the slots that free,
+//! Prefetch on the memory backend: held leases start in the slots that free,
 //! never more workers than the concurrency, a hold that ends releases the lease unrun, and
 //! shutdown releases what is held.
 

@@ -1,4 +1,4 @@
-//! The dispatcher-side retention schedule (issue 12): with
+//! The dispatcher-side retention schedule, so terminal executions do not pile up: with
 //! [`crate::DispatcherOptions::retain_terminal`] set, the dispatcher purges terminal
 //! executions older than the retention period through `purge_terminal`, in batches, every
 //! purge interval, until it stops claiming.

@@ -1,5 +1,5 @@
 //! One delivery from claim to acknowledgement or release: the worker raced against
-//! cancellation, and the renewal task beside it (RFC 002 "Leases"; design.md section 4).
+//! cancellation, and the renewal task beside it (RFC 002 "Leases").
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub(crate) async fn run_delivery(
     let _slot = slot;
     let mut next = Some((claimed, claim_sent));
     // An acknowledgement that claimed the next execution hands it to this same task and
-    // slot; so does a lease held by prefetch (issue 24) when this delivery ends.
+    // slot; so does a lease held by prefetch when this delivery ends.
     while let Some((claimed, sent)) = next.take() {
         let span = delivery_span(&claimed);
         next = deliver(shared.clone(), claimed, sent)
@@ -84,7 +84,7 @@ pub(crate) async fn run_delivery(
 
 /// The span of one delivery: every event of it carries the execution, the token and the
 /// workflow. With feature `otel` it continues the trace stored at admission (its parent,
-/// and a link; DESIGN.md "Traces across processes").
+/// and a link; docs/DESIGN.md "Traces across processes").
 ///
 /// At level `error`, so that a subscriber showing only warnings and errors still enables it:
 /// an `info` span would be filtered out there, and a worker failure's `warn` line would not
@@ -262,7 +262,7 @@ fn log_acknowledged_error(shared: &Shared, e: &DeliveryError) {
 type Next = Option<(Claimed, Instant)>;
 
 /// The local deadline of a lease claimed or renewed by a call sent at `sent`: the lease
-/// duration less the margin, on the monotonic clock (issue 11). The backend started the
+/// duration less the margin, on the monotonic clock. The backend started the
 /// lease no earlier than `sent`, so the lease cannot expire before this instant unless the
 /// local clock runs slower than the backend's by more than the margin.
 fn local_deadline(shared: &Shared, sent: Instant) -> Instant {
@@ -273,7 +273,8 @@ fn local_deadline(shared: &Shared, sent: Instant) -> Instant {
 /// Renews the lease every `renew_every` until stopped. `Lost`, a permanent error (bad
 /// input, schema) or reaching the local deadline without a successful renewal marks the
 /// delivery lost and cancels the worker at once (RFC 002: "A holder whose lease is lost will
-/// stop"; issue 11: a worker that cannot renew stops before its lease can expire).
+/// stop"; a worker that cannot renew stops before its lease can expire, so no other holder
+/// can be running beside it).
 async fn renew_loop(
     shared: Arc<Shared>,
     delivery: Delivery,

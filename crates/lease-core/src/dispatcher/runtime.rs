@@ -1,5 +1,5 @@
-//! The dispatcher: the claim loop, graceful shutdown and hard stop (design.md section 4;
-//! RFC 002 "Delivery concurrency").
+//! The dispatcher: the claim loop, graceful shutdown and hard stop (RFC 002
+//! "Delivery concurrency").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -247,11 +247,12 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         let want = (free + room).min(opts.get_claim_batch());
         let mut got = 0;
         let sent = Instant::now();
+        let seq = shared.idle.claim_sending();
         match claim(&shared, want).await {
             Ok(batch) => {
                 got = batch.claimed.len();
                 failures = 0;
-                take_claims(&shared, &mut deliveries, batch, want, sent);
+                take_claims(&shared, &mut deliveries, batch, (want, seq), sent);
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
@@ -277,13 +278,14 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     drain(&shared, deliveries).await
 }
 
-/// Books one claim's batch of `want` (sent at `sent`): the horizon, the metrics and the
-/// prefetch flag, then starts each delivery in a free slot and holds the rest (prefetch).
+/// Books one claim's batch of `want` (the idle watch's claim number `seq`, sent at `sent`):
+/// the horizon, the metrics and the prefetch flag, then starts each delivery in a free slot
+/// and holds the rest (prefetch).
 fn take_claims(
     shared: &Arc<Shared>,
     deliveries: &mut JoinSet<()>,
     batch: ClaimBatch,
-    want: usize,
+    (want, seq): (usize, u64),
     sent: Instant,
 ) {
     let opts = shared.options;
@@ -310,7 +312,7 @@ fn take_claims(
         }
     }
     // After the deliveries count as in flight: an idle waiter sees them busy.
-    shared.idle.claimed(sent, now, next, got);
+    shared.idle.claimed(seq, now, next, got);
 }
 
 /// Starts held leases in free slots, and releases those whose hold ended.
@@ -422,7 +424,7 @@ async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
         duration: shared.options.get_lease_duration(),
     };
     // A trace of its own: one claim serves many executions, each delivery continues its
-    // own admission's trace (DESIGN.md "Traces across processes").
+    // own admission's trace (docs/DESIGN.md "Traces across processes").
     let span = tracing::info_span!(parent: None, "claim", limit, claimed = tracing::field::Empty);
     let batch = guarded(
         shared,

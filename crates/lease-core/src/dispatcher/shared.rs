@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub(super) slot_claimed: AtomicBool,
     /// `Dispatcher::wake` was called: claim even if `slot_claimed` says otherwise.
     pub(super) wake_forced: AtomicBool,
-    /// Leases claimed beyond the free slots, waiting for one (issue 24).
+    /// Leases claimed beyond the free slots, waiting for one (prefetch).
     pub(crate) prefetch: Prefetch,
     /// Acknowledgements sent in the background (their deliveries' slots moved on to a held
     /// lease); the drain waits for them.
@@ -96,7 +96,8 @@ impl Shared {
         !self.stop_claiming.is_cancelled() && !self.killed.load(Ordering::SeqCst)
     }
 
-    /// An acknowledgement sent at `sent` claimed `got` executions at backend clock `now`,
+    /// An acknowledgement sent at `sent` (the idle watch's claim number `seq`) claimed `got`
+    /// executions at backend clock `now`,
     /// seeing `next` as the next claimable instant. Its freed slot needs no claim of the
     /// loop's own when it found nothing and no wake-up came after it was sent.
     pub(crate) fn claimed_by_ack(
@@ -104,7 +105,7 @@ impl Shared {
         now: Option<Timestamp>,
         next: Option<Timestamp>,
         got: usize,
-        sent: Instant,
+        (sent, seq): (Instant, u64),
     ) {
         let superseded = self.lock_horizon().claimed(ClaimSeen {
             now,
@@ -117,7 +118,7 @@ impl Shared {
             self.slot_claimed.store(true, Ordering::SeqCst);
         }
         self.prefetch.set_waiting(work_waiting(now, next, got, 1));
-        self.idle.claimed(sent, now, next, got);
+        self.idle.claimed(seq, now, next, got);
     }
 
     /// Completes when the dispatcher stops claiming (shutdown or drop).

@@ -1,4 +1,4 @@
-//! The step driver: the replay rule (RFC 002 video transcript; design.md section 4).
+//! The step driver: the replay rule (RFC 002 video transcript).
 //!
 //! "A step with a saved result is skipped, and a step without one runs again." The saved
 //! result is written with a fenced write, and whatever record the backend holds after that
@@ -32,8 +32,8 @@ impl Delivery {
     /// - A done record for `key` exists: its value is returned and `f` does not run.
     /// - Otherwise `f` runs and its result is recorded with a fenced write at the first
     ///   attempt with no record (attempts recorded as not done are passed over: a not-done
-    ///   value is never returned, issue 11). If a done record appeared meanwhile, the
-    ///   *recorded* value is returned, not `f`'s.
+    ///   value is never returned, or the step could never complete). If a done record
+    ///   appeared meanwhile, the *recorded* value is returned, not `f`'s.
     /// - A `Lost` write cancels the delivery and returns [`DeliveryError::Lost`]; the worker
     ///   should propagate it with `?`. A failing `f` returns [`DeliveryError::Step`] and
     ///   records nothing.
@@ -125,7 +125,7 @@ pub enum StepSlot {
 
 impl Delivery {
     /// The replay rule's first half, for backends that record a step inside their own
-    /// transaction together with the application's writes (issue 13, `step_in_tx`): the
+    /// transaction together with the application's writes (`step_in_tx`): the
     /// done record of `step_key` if one exists, else the attempt to write. Reads exactly as
     /// [`Delivery::step`] does (nothing on a first delivery, each record once). Refused once
     /// the delivery is lost or cancelled.
@@ -143,7 +143,7 @@ impl Delivery {
     }
 
     /// Remembers a step record a backend wrote for this delivery in its own fenced
-    /// transaction (issue 13), so later steps of the delivery neither read it again nor
+    /// transaction, so later steps of the delivery neither read it again nor
     /// miss it. A record of another execution is ignored.
     pub fn note_step_written(&self, record: &HeapRecord) {
         if record.execution_id == *self.execution_id() {

@@ -197,7 +197,7 @@ async fn panicking_and_failing_workers_are_released() {
     assert_eq!(s.metrics.acknowledgements, 0);
 }
 
-/// Issue 25 item 21: a step whose value the library refuses (nested deeper than
+/// A step whose value the library refuses (nested deeper than
 /// `MAX_JSON_DEPTH`) fails its execution with a typed outcome, once, instead of being
 /// released and delivered again forever; the worker saw `DeliveryError::Refused`.
 #[tokio::test]
@@ -437,10 +437,10 @@ fn start_outside_a_runtime_is_a_typed_error() {
     ));
 }
 
-/// Issue 11 finding 9: after a `done: false` write the driver ran the closure again and
-/// returned the not-done value, and the step could never complete. Now the not-done attempt
-/// is passed over: the closure's value is recorded at the next attempt and returned, and a
-/// redelivery replays that record.
+/// A `done: false` write must not make the driver run the closure again and return the
+/// not-done value, or the step could never complete. The not-done attempt is passed over:
+/// the closure's value is recorded at the next attempt and returned, and a redelivery
+/// replays that record.
 #[tokio::test]
 async fn step_never_returns_a_not_done_value() {
     let (clock, b) = setup();
@@ -485,7 +485,7 @@ async fn step_never_returns_a_not_done_value() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-/// Issue 12: at concurrency 1 each acknowledgement claims the next execution in the same
+/// At concurrency 1 each acknowledgement claims the next execution in the same
 /// call (`acknowledge_and_claim`), so N executions cost one claim call of the loop plus N
 /// acknowledgement-claims, and the slot the last one frees is not claimed for again.
 #[tokio::test]
@@ -531,7 +531,7 @@ async fn acknowledgements_claim_the_next_execution_at_low_concurrency() {
     }
 }
 
-/// Issue 12: the dispatcher-side retention schedule purges terminal executions older than
+/// The dispatcher-side retention schedule purges terminal executions older than
 /// the retention period, and nothing else.
 #[tokio::test(start_paused = true)]
 async fn the_retention_schedule_purges_old_terminal_executions() {

@@ -75,7 +75,7 @@ name_type!(
     WorkflowName
 );
 name_type!(
-    /// The key whose live leases a concurrency limit counts (issue 21 item 4: a tenant, a
+    /// The key whose live leases a concurrency limit counts (a tenant, a
     /// customer, an account).
     ConcurrencyKey
 );

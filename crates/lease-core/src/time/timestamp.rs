@@ -15,10 +15,10 @@ pub struct Timestamp(i64);
 impl Timestamp {
     /// The end of time. As a [`crate::ClaimRequest::now`] it means "claim at the backend's
     /// own clock" (backends use `min(now, backend clock)`), which saves the `now()` round
-    /// trip before a claim (design.md section 2).
+    /// trip before a claim.
     pub const MAX: Timestamp = Timestamp(i64::MAX);
 
-    /// The beginning of time: as a wake-up signal it means "claimable now" (issue 10).
+    /// The beginning of time: as a wake-up signal it means "claimable now".
     pub const MIN: Timestamp = Timestamp(i64::MIN);
 
     /// Wraps milliseconds since the Unix epoch.

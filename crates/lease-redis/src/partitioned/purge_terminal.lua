@@ -64,10 +64,14 @@ local function purge(id)
   forget(id)
   -- Out of its priority level's ready set and its key's live set (a terminal record is in
   -- neither: removed all the same, as below).
-  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck', 'st', 'cg')
+  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck', 'st', 'cg', 'sq', 'wf')
   ready_rem(tonumber(v[1]) or 0, id)
-  if v[2] then redis.call('ZREM', live_key(v[2]), id) end
+  if v[2] then
+    redis.call('ZREM', live_key(v[2]), id)
+    redis.call('ZREM', line_key(v[2]), id)
+  end
   count_move(v[4], v[3], nil)
+  if v[3] then browse_move(tonumber(v[5]), id, v[6] or nil, v[2] or nil, v[3], nil) end
   redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
   forget_effects(id)
 end

@@ -180,8 +180,44 @@ end
 -- DEFAULT_LIMIT (a control character first: no key holds one) to the namespace default ----
 local DEFAULT_LIMIT = '\31default'
 
+-- ---- ordered keys and start rates (lease_core::keyed): the hash `ordered` holds the
+-- ordered keys (and DEFAULT_LIMIT when every key is), the hash `rates` maps a key (or
+-- DEFAULT_LIMIT) to its rate '<starts>:<period ms>'; `starts:<key>` is a zset of the key's
+-- claim instants (member the lease's token, score the claim's instant), written only while
+-- a rate applies to the key (the set `rated` names the keys that have one) and pruned to
+-- its window by each claim that reads it ----
+local K_ORDERED = P .. 'ordered'
+local K_RATES = P .. 'rates'
+
+local function starts_key(ck) return P .. 'starts:' .. ck end
+
+-- Whether any key is ordered or rated, read once per claim at its first keyed candidate
+-- (one EXISTS when neither is in use, so a claim without them costs what it did).
+local function key_policies(plan)
+  if plan.pol == nil then
+    plan.pol = {}
+    if redis.call('EXISTS', K_ORDERED, K_RATES) > 0 then
+      plan.pol.ordered = redis.call('EXISTS', K_ORDERED) == 1
+      plan.pol.rated = redis.call('EXISTS', K_RATES) == 1
+    end
+  end
+  return plan.pol
+end
+
+-- The rate of key `ck` ({starts, period}), or nil when none applies.
+local function key_rate(ck)
+  local v = redis.call('HMGET', K_RATES, ck, DEFAULT_LIMIT)
+  local raw = v[1] or v[2]
+  if not raw then return nil end
+  local starts, period = string.match(raw, '^(%d+):(%d+)$')
+  if not starts then corrupt('rate limit of ' .. ck) end
+  return {starts = tonumber(starts), period = tonumber(period)}
+end
+
 -- The gate of concurrency key `ck` at the plan's instant, read once per claim:
--- {limit (nil = unlimited), held = its live leases (expiring after now) plus this claim's}.
+-- {limit (nil = unlimited), held = its live leases (expiring after now) plus this claim's,
+-- ordered, rate (nil = none) with recent = its claims in the window (including this
+-- claim's, `taken`)}.
 local function key_gate(plan, ck)
   local g = plan.keys[ck]
   if g then return g end
@@ -191,17 +227,88 @@ local function key_gate(plan, ck)
   if raw then
     g.limit = tonumber(raw)
     if not g.limit then corrupt('concurrency limit of ' .. ck) end
+  end
+  local pol = key_policies(plan)
+  if pol.ordered then
+    local o = redis.call('HMGET', K_ORDERED, ck, DEFAULT_LIMIT)
+    g.ordered = (o[1] or o[2]) ~= false
+  end
+  if pol.rated then
+    g.rate = key_rate(ck)
+    if g.rate then
+      g.floor = plan.now - g.rate.period
+      g.stored = redis.call('ZCOUNT', starts_key(ck), '(' .. fmt(g.floor), '+inf')
+      g.taken = 0
+      g.recent = g.stored
+      plan.rated[#plan.rated + 1] = ck
+    end
+  end
+  if g.limit or g.ordered then
     g.held = redis.call('ZCOUNT', live_key(ck), '(' .. fmt(plan.now), '+inf')
   end
   plan.keys[ck] = g
   return g
 end
 
--- True when record `r`'s concurrency key is at its limit (lease_core::selection rule 3).
+-- The first execution of key `ck`'s line that is neither terminal nor dead at the plan's
+-- instant (members that are, or that do not load, are skipped and taken out of the line
+-- by the claim's writes), or false when there is none among its first 16; read once per
+-- claim.
+local LINE_SCAN = 16
+-- The head of a line whose first LINE_SCAN members all ended: no execution id is empty.
+local LINE_BLOCKED = ''
+local function line_head(plan, g, ck)
+  if g.head ~= nil then return g.head end
+  g.head = false
+  local ids = redis.call('ZRANGE', line_key(ck), 0, LINE_SCAN - 1)
+  for _, id in ipairs(ids) do
+    local ok, r = pcall(load, id)
+    if ok and r ~= nil and not terminal(effective(r, plan.now).st) then
+      g.head = id
+      return id
+    end
+    if not ok or r == nil or terminal(r.st) then plan.unline[#plan.unline + 1] = {ck, id} end
+  end
+  -- A full scan without one: the first lies further on (a later claim gets there once these
+  -- leave the line); none of the key goes meanwhile.
+  if #ids == LINE_SCAN then g.head = LINE_BLOCKED end
+  return g.head
+end
+
+-- The instant key `ck`'s rate lets it start again after the claims recorded and this
+-- claim's (RateLimit::next_start), or nil when it may start now.
+local function rate_next(plan, g, ck)
+  local n = g.recent - g.rate.starts
+  if n < 0 then return nil end
+  -- The window's claims in ascending order: the recorded ones up to now, this claim's (at
+  -- now), the recorded ones after now (a caller's earlier clock); the (n+1)-th leaves last.
+  local key = starts_key(ck)
+  local upto = redis.call('ZCOUNT', key, '(' .. fmt(g.floor), fmt(plan.now))
+  local at = plan.now
+  if n < upto or n >= upto + g.taken then
+    local i = n
+    if n >= upto then i = n - g.taken end
+    local m = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(g.floor), '+inf', 'WITHSCORES', 'LIMIT', i, 1)
+    if #m == 0 then return nil end
+    at = tonumber(m[2])
+  end
+  return at + g.rate.period
+end
+
+-- True when record `r` ({ck, id}) is held back by its concurrency key (lease_core::selection
+-- rule 3 and lease_core::keyed): the key at its limit or its rate, or ordered with a live
+-- lease or another execution first in its line.
 local function key_full(plan, r)
   if not r.ck then return false end
   local g = key_gate(plan, r.ck)
-  return g.limit ~= nil and g.held >= g.limit
+  if g.limit ~= nil and g.held >= g.limit then return true end
+  if g.rate and g.recent >= g.rate.starts then return true end
+  if g.ordered then
+    if g.held > 0 then return true end
+    local head = line_head(plan, g, r.ck)
+    return head ~= false and head ~= r.id
+  end
+  return false
 end
 
 -- ---- parking (see ops.lua): a held-back member is parked once, not examined by every
@@ -222,9 +329,43 @@ local function next_key_expiry(plan, ck)
   return tonumber(m[2])
 end
 
--- How many members of parked `scope` the claim may bring back (math.huge: all), and when
--- none, the instant to look at it again: a paused workflow never by time; a key at its
--- limit at its next lease expiry.
+-- The earliest instant key `ck`'s gates may let its next execution go, as the plan leaves
+-- them (its own leases counted): PARK_NOW when open; each closed gate opens no earlier
+-- than its instant (a limit or an ordered key's live lease: the next lease expiry; a rate:
+-- its next start), the key when all have; an ordered key whose first execution is not
+-- held back waits for that one to be claimed or leave the line (events that schedule the
+-- key, see key_may_open in record.lua): PARK_NEVER.
+local function key_open_at(plan, ck)
+  local g = key_gate(plan, ck)
+  local at = PARK_NOW
+  if (g.limit ~= nil and g.held >= g.limit) or (g.ordered and g.held > 0) then
+    at = math.max(at, next_key_expiry(plan, ck))
+  end
+  if g.rate then at = math.max(at, rate_next(plan, g, ck) or PARK_NOW) end
+  if g.ordered and g.held == 0 and at == PARK_NOW then
+    local head = line_head(plan, g, ck)
+    if head then
+      local pk = redis.call('HGET', k_exec(head), 'pk')
+      if not (pk and string.sub(pk, 1, #ck + 3) == 'k:' .. ck .. '\31') then at = PARK_NEVER end
+    end
+  end
+  return at
+end
+
+-- The parked member of key `ck`'s first execution, when it is parked under the key.
+local function parked_head(plan, g, ck)
+  local head = line_head(plan, g, ck)
+  if not head then return nil end
+  local pk = redis.call('HGET', k_exec(head), 'pk')
+  local prefix = 'k:' .. ck .. '\31'
+  if pk and string.sub(pk, 1, #prefix) == prefix then return string.sub(pk, #prefix + 1) end
+  return nil
+end
+
+-- How many members of parked `scope` the claim may bring back (math.huge: all; 'head': an
+-- ordered key's first execution only), and when none, the instant to look at it again: a
+-- paused workflow never by time; a key at its limit at its next lease expiry; a key with a
+-- rate or an order when key_open_at says ('gate': judged again after the claim).
 local function scope_room(plan, scope)
   local name = string.sub(scope, 3)
   if string.sub(scope, 1, 2) == 'w:' then
@@ -232,6 +373,13 @@ local function scope_room(plan, scope)
     return math.huge, nil
   end
   local g = key_gate(plan, name)
+  if g.ordered or g.rate then
+    if key_open_at(plan, name) ~= PARK_NOW then return 0, 'gate' end
+    if g.ordered then return 'head', 'gate' end
+    local room = g.rate.starts - g.recent
+    if g.limit then room = math.min(room, g.limit - g.held) end
+    return room, 'gate'
+  end
   if g.limit == nil then return math.huge, nil end
   local room = g.limit - g.held
   if room > 0 then return room, next_key_expiry(plan, name) end
@@ -246,8 +394,13 @@ local function plan_unparks(plan, now, moved)
   local left = plan.budget
   for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '-inf', fmt(now), 'LIMIT', 0, SCOPES_PER_CLAIM)) do
     local room, again = scope_room(plan, scope)
-    local n = math.min(room, left)
     local members = {}
+    if room == 'head' then
+      local name = string.sub(scope, 3)
+      room = 0
+      if left > 0 then members = {parked_head(plan, key_gate(plan, name), name)} end
+    end
+    local n = math.min(room, left)
     if n > 0 then members = redis.call('ZRANGE', parked_set(scope), 0, n - 1) end
     for _, m in ipairs(members) do
       local pr, due, id = park_decode(m)
@@ -258,7 +411,8 @@ local function plan_unparks(plan, now, moved)
     -- Emptied: the scope goes (apply_unparks). Every free place given a member (or none
     -- free): due again at `again` (an ended lease or a member leaving unclaimed lowers it,
     -- see key_may_open in record.lua). Cut short by the budget: left due.
-    if #members < n then plan.rescore[scope] = PARK_NOW
+    if again == 'gate' then plan.rescore[scope] = 'gate'
+    elseif #members < n then plan.rescore[scope] = PARK_NOW
     elseif n >= room then plan.rescore[scope] = again end
   end
 end
@@ -279,6 +433,8 @@ end
 -- it as they are placed).
 local function park_due(plan, scope)
   if string.sub(scope, 1, 2) == 'w:' then return PARK_NEVER end
+  local g = key_gate(plan, string.sub(scope, 3))
+  if g.ordered or g.rate then return key_open_at(plan, string.sub(scope, 3)) end
   return next_key_expiry(plan, string.sub(scope, 3))
 end
 
@@ -291,6 +447,7 @@ local function apply_unparks(plan)
     ready_add(u[3], fmt(u[4]), u[5])
   end
   for scope, at in pairs(plan.rescore) do
+    if at == 'gate' then at = key_open_at(plan, string.sub(scope, 3)) end
     if redis.call('ZCARD', parked_set(scope)) == 0 then
       redis.call('ZREM', K_PARKED, scope)
     else
@@ -341,9 +498,19 @@ local function plan_candidate(plan, pick, now)
       elseif key_full(plan, r) then
         plan.blocked[id] = true
         plan.nblocked = plan.nblocked + 1
-        return plan_park(plan, pick, r, 'k:' .. r.ck)
+        if plan_park(plan, pick, r, 'k:' .. r.ck) then return true end
+        -- Not parked: the horizon counts the key's opening instead of its scope's.
+        plan.gate_next = min_opt(plan.gate_next, key_open_at(plan, r.ck))
+        return false
       else
-        if r.ck then plan.keys[r.ck].held = plan.keys[r.ck].held + 1 end
+        if r.ck then
+          local g = plan.keys[r.ck]
+          g.held = g.held + 1
+          if g.rate then
+            g.recent = g.recent + 1
+            g.taken = g.taken + 1
+          end
+        end
         plan.cands[#plan.cands + 1] = {id = id, r = r, e = e, due = pick.due}
         return false
       end
@@ -410,7 +577,7 @@ local function plan_claim(now, limit)
   local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
     corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
     paused = paused_scopes(), keys = {}, blocked = {}, nblocked = 0, levels = {0},
-    unparks = {}, rescore = {}, parks = {}, park_left = PARK_BUDGET}
+    unparks = {}, rescore = {}, parks = {}, park_left = PARK_BUDGET, unline = {}, rated = {}}
   if plan.paused and plan.paused.ns then return plan end
   local moved = {}
   plan_moves(plan, now, moved)
@@ -523,6 +690,15 @@ local function count_set_aside(id)
   if v[1] or v[2] then redis.call('HSET', k_exec(id), 'cg', 'x') end
 end
 
+-- Takes record `id`, set aside as corrupt, out of its key's line and the browse sets, as
+-- far as its fields can be read: a corrupt record never holds an ordered key back.
+local function unlist_set_aside(id)
+  local v = redis.pcall('HMGET', k_exec(id), 'st', 'wf', 'ck', 'sq')
+  if v.err then return end
+  if v[3] then redis.call('ZREM', line_key(v[3]), id) end
+  if STATUSES[v[1]] then browse_move(tonumber(v[4]), id, v[2] or nil, v[3] or nil, v[1], nil) end
+end
+
 -- Writes the plan's index changes: waiting->ready moves, parked members brought back,
 -- corrupt records out of every index into the corrupt list, stale ready members out, wrong
 -- index entries repaired, held-back members parked.
@@ -539,11 +715,16 @@ local function apply_index_changes(plan)
     redis.call('ZREM', K_RUNNING, c[1])
     redis.call('ZREM', K_RUNNING_ES, c[1])
     redis.call('ZREM', K_FAILING, c[1])
+    unlist_set_aside(c[1])
     count_set_aside(c[1])
     redis.call('ZADD', K_CORRUPT, 0, c[1])
     redis.call('HSET', K_CORRUPT_WHY, c[1], c[2])
   end
   for _, m in ipairs(plan.stale) do ready_rem(m[2], m[1]) end
+  for _, m in ipairs(plan.unline) do redis.call('ZREM', line_key(m[1]), m[2]) end
+  for _, ck in ipairs(plan.rated) do
+    redis.call('ZREMRANGEBYSCORE', starts_key(ck), '-inf', fmt(plan.keys[ck].floor))
+  end
   for _, r in ipairs(plan.replace) do reindex(r) end
   apply_parks(plan)
   bury_expired(plan.now, plan.budget)
@@ -569,6 +750,11 @@ local function apply_claim(plan, lease_ms, with_records)
     e.al = attempt_limit_for(c.id)
     save(e, c.r)
     place(e, c.r)
+    local g = e.ck and plan.keys[e.ck]
+    if g and g.rate then
+      redis.call('ZADD', starts_key(e.ck), fmt(plan.now), fmt(e.tk))
+      redis.call('SADD', P .. 'rated', e.ck)
+    end
     out[#out + 1] = c.id
     out[#out + 1] = fmt(e.tk)
     out[#out + 1] = fmt(e.le)
@@ -598,7 +784,9 @@ local function gated_out(plan, id, score)
   if held_back(plan.paused, id) or plan.blocked[id] then return true end
   if plan.nblocked == 0 or score > plan.now or #plan.cands >= plan.limit then return false end
   local ck = redis.call('HGET', k_exec(id), 'ck')
-  return ck ~= false and ck ~= nil and key_full(plan, {ck = ck})
+  if ck == false or ck == nil or not key_full(plan, {ck = ck, id = id}) then return false end
+  plan.gate_next = min_opt(plan.gate_next, key_open_at(plan, ck))
+  return true
 end
 
 -- The first score in `key` of a member the gates do not hold back (gated_out). Bounded:
@@ -651,6 +839,10 @@ local function with_horizon(now, out, plan)
     next_at = first(K_WAITING)
     for _, level in ipairs(plan.levels) do next_at = min_opt(next_at, first(ready_key(level))) end
     next_at = min_opt(next_at, parked_horizon(now))
+    -- What a closed key held back unparked opens at its key's instant (key_open_at).
+    if plan.gate_next and plan.gate_next < PARK_NEVER then
+      next_at = min_opt(next_at, math.max(plan.gate_next, now))
+    end
   end
   local reply = {fmt(now), next_at and fmt(next_at) or ''}
   for i = 1, #out do reply[i + 2] = out[i] end

@@ -19,7 +19,7 @@ local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
     done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset',
     running_es = 'zset', counts = 'hash', parked = 'zset', dead = 'zset', running_last = 'zset',
-    attempts = 'hash'}
+    attempts = 'hash', seq = 'string'}
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
@@ -162,10 +162,48 @@ local function count_invalidate()
   redis.call('HSET', K_COUNTS, 'g', COUNT_GEN, 'ok', '0')
 end
 
+-- ---- admission order: ordered keys and browsing ----
+-- Every new record takes the next value of the counter `seq` as its field `sq`, its place
+-- in admission order. A keyed record is in its key's line, the zset `line:<key>` scored by
+-- `sq`, while it is neither terminal nor dead (whether or not the key is ordered, so
+-- ordering a key later finds its line complete): the first member is the only execution of
+-- an ordered key a claim may take. Each record is also listed, scored by `sq`, in the zsets
+-- `ls:<status>` of its stored status, and `ls:<status>\31w\31<workflow>`,
+-- `ls:<status>\31k\31<key>`, `ls:<status>\31wk\31<workflow>\31<key>` when it has those
+-- (a workflow name holds no control character): list_executions reads one of them, or
+-- merges the seven statuses' ones, newest first.
+local function line_key(ck) return P .. 'line:' .. ck end
+
+-- The browse sets a record of stored status `st`, workflow `wf` and key `ck` (nil: none)
+-- is listed in.
+local function browse_sets(st, wf, ck)
+  local base = P .. 'ls:' .. st
+  local out = {base}
+  if wf then out[#out + 1] = base .. '\31w\31' .. wf end
+  if ck then out[#out + 1] = base .. '\31k\31' .. ck end
+  if wf and ck then out[#out + 1] = base .. '\31wk\31' .. wf .. '\31' .. ck end
+  return out
+end
+
+-- Moves record `id` (admission sequence `sq`, a number or nil for a record admitted before
+-- the sequence existed: never listed) from the browse sets of stored status `from` to those
+-- of `to` (either nil: none).
+local function browse_move(sq, id, wf, ck, from, to)
+  if sq == nil then return end
+  if from then
+    for _, key in ipairs(browse_sets(from, wf, ck)) do redis.call('ZREM', key, id) end
+  end
+  if to then
+    for _, key in ipairs(browse_sets(to, wf, ck)) do redis.call('ZADD', key, fmt(sq), id) end
+  end
+end
+
 -- A new admitted execution's hash: ExecutionRecord::admitted, due at `due` (now, or the
 -- admission's not_before), with priority `pr` (a number; 0 is not stored), concurrency
--- key `ck` ('' = none) and W3C trace context `tc` ('' or nil = none).
-local function create_record(id, workflow, input, due, pr, ck, tc)
+-- key `ck` ('' = none), W3C trace context `tc` ('' or nil = none) and admission sequence
+-- `seq` (a decimal string the client reserved from the namespace's counter, on a split
+-- namespace; '' or nil: the next of this prefix's counter).
+local function create_record(id, workflow, input, due, pr, ck, tc, seq)
   local fields = {'st', 'admitted', 'tk', '0', 'un', '0', 'es', '0', 'du', fmt(due)}
   local function add(name, value)
     fields[#fields + 1] = name
@@ -176,15 +214,23 @@ local function create_record(id, workflow, input, due, pr, ck, tc)
   if pr ~= 0 then add('pr', fmt(pr)) end
   if ck ~= '' then add('ck', ck) end
   if tc ~= nil and tc ~= '' then add('tc', tc) end
+  local sq = tonumber(seq or '')
+  if not sq then sq = redis.call('INCR', P .. 'seq') end
+  add('sq', fmt(sq))
   local g = count_move(nil, nil, 'admitted')
   if g then add('cg', g) end
   redis.call('HSET', k_exec(id), unpack(fields))
+  local wf, key = nil, nil
+  if workflow ~= '' then wf = workflow end
+  if ck ~= '' then key = ck end
+  browse_move(sq, id, wf, key, nil, 'admitted')
+  if key then redis.call('ZADD', line_key(key), fmt(sq), id) end
 end
 
 -- A new admitted execution due at `due`: always in its level's ready set, scored by `due`
 -- (no delivery yet, so no redelivery gate; a claim takes only members scored at or before
 -- its now, so a scheduled execution is not claimable before its time).
-local function create(id, workflow, input, due, pr, ck, tc)
-  create_record(id, workflow, input, due, pr, ck, tc)
+local function create(id, workflow, input, due, pr, ck, tc, seq)
+  create_record(id, workflow, input, due, pr, ck, tc, seq)
   ready_add(pr, fmt(due), id)
 end

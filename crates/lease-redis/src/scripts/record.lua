@@ -47,7 +47,7 @@ end
 local function load(id)
   local key = k_exec(id)
   local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
-    'cg', 'pk', 'al')
+    'cg', 'pk', 'al', 'sq', 'wf')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -73,6 +73,10 @@ local function load(id)
   r.pk = v[12]
   -- The attempt limit the last claim copied onto the record (absent: unlimited).
   if v[13] then r.al = int(v[13], id, 'attempt limit') end
+  -- The admission sequence (absent on a record admitted before it existed) and workflow,
+  -- which place the record in its key's line and the browse sets.
+  if v[14] then r.sq = int(v[14], id, 'admission sequence') end
+  r.wf = v[15]
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -106,6 +110,7 @@ local function save(r, old, extra)
       set[#set + 1] = g
       r.cg = g
     end
+    browse_move(r.sq, r.id, r.wf, r.ck, old.st, r.st)
   end
   if r.err and r.err ~= old.err then
     -- The last error: kind, message, the attempt it ended and when.
@@ -195,16 +200,32 @@ local function unpark_record(r)
   redis.call('HDEL', k_exec(r.id), 'pk')
 end
 
+-- True when record `r` stands in its key's line (see ops.lua): keyed, admitted with a
+-- sequence, neither terminal nor dead.
+local function in_line(r)
+  return r.ck ~= nil and r.sq ~= nil and not terminal(r.st)
+end
+
 -- Tells the claims when a place of keyed `r`'s key may free, given its slots before (`o`)
--- and after (`n`): a new or renewed lease at its expiry; a lease that ended, or a member
--- that left the ready sets unclaimed (one a claim brought back for a free place), at once.
-local function key_may_open(r, n, o)
+-- and after (`n`) and its record before (`old`): a new or renewed lease at its expiry; a
+-- lease that ended, a member that left the ready sets unclaimed (one a claim brought back
+-- for a free place) or the key's line (the next of an ordered key may go), at once.
+local function key_may_open(r, n, o, old)
   if not r.ck then return end
   local at = nil
   if n.run and n.run ~= o.run then at = n.run
   elseif o.run and not n.run then at = PARK_NOW
-  elseif o.due and not n.due and not n.run then at = PARK_NOW end
+  elseif o.due and not n.due and not n.run then at = PARK_NOW
+  elseif in_line(old) and not in_line(r) then at = PARK_NOW end
   if at then park_schedule('k:' .. r.ck, at, false) end
+end
+
+-- Keeps `r` in its key's line while in_line, given whether it `was` there.
+local function place_line(r, was)
+  local is = in_line(r)
+  if is == was or not r.ck or not r.sq then return end
+  if is then redis.call('ZADD', line_key(r.ck), fmt(r.sq), r.id)
+  else redis.call('ZREM', line_key(r.ck), r.id) end
 end
 
 -- Sets `id`'s score in `key` to `new` (nil: out) when it differs from `was`.
@@ -221,7 +242,8 @@ local function place(r, old)
   local n, o = slots(r), slots(old)
   local id = r.id
   unpark_record(old)
-  key_may_open(r, n, o)
+  key_may_open(r, n, o, old)
+  place_line(r, in_line(old))
   if n.run ~= o.run then
     if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
     if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
@@ -253,6 +275,7 @@ local function reindex(r)
   local id = r.id
   unpark_record(r)
   if r.ck then park_schedule('k:' .. r.ck, n.run or PARK_NOW, false) end
+  place_line(r, not in_line(r))
   if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
   if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
   elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end

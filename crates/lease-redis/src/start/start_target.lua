@@ -2,7 +2,8 @@
 -- request): admits the target unless it exists, marking it in the partition's `start_of`
 -- as created by this request, so a repeated or concurrent start of the same request
 -- recognises it. ARGV[3] request id, ARGV[4] target id, ARGV[5] workflow, ARGV[6] input
--- JSON, ARGV[7] wake publish command (see publish_wake). Publishes the new target's due
+-- JSON, ARGV[7] wake publish command (see publish_wake), ARGV[8] the admission sequence the
+-- client reserved at home (see create_record). Publishes the new target's due
 -- time. Reply: {'created'} | {'existing'} (created by this request before) | {'taken'}
 -- (another execution with that id exists).
 check_key_types()
@@ -12,7 +13,7 @@ if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then
   return {'taken'}
 end
 local now = clock_now()
-create(ARGV[4], ARGV[5], ARGV[6], now, 0, '')
+create(ARGV[4], ARGV[5], ARGV[6], now, 0, '', nil, ARGV[8])
 publish_wake(ARGV[7], now)
 redis.call('HSET', start_of, ARGV[4], ARGV[3])
 return {'created'}

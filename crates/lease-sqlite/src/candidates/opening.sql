@@ -8,4 +8,6 @@ SELECT
      ORDER BY priority DESC LIMIT 1),
     EXISTS (SELECT 1 FROM lease_executions
      INDEXED BY lease_executions_claim_running
-     WHERE namespace = ?1 AND status = 'running' AND claimable_at <= ?2)
+     WHERE namespace = ?1 AND status = 'running' AND claimable_at <= ?2),
+    EXISTS (SELECT 1 FROM lease_rate_limits WHERE namespace = ?1),
+    EXISTS (SELECT 1 FROM lease_ordered_keys WHERE namespace = ?1)

@@ -11,3 +11,7 @@ DELETE FROM lease_effects WHERE namespace = ?1;
 DELETE FROM lease_store_waiters WHERE namespace = ?1;
 DELETE FROM lease_paused WHERE namespace = ?1;
 DELETE FROM lease_limits WHERE namespace = ?1;
+DELETE FROM lease_attempt_limits WHERE namespace = ?1;
+DELETE FROM lease_rate_limits WHERE namespace = ?1;
+DELETE FROM lease_ordered_keys WHERE namespace = ?1;
+DELETE FROM lease_rate_starts WHERE namespace = ?1;

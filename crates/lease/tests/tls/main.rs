@@ -1,4 +1,4 @@
-//! TLS through `lease::open` URLs (issue 15 item 3), against real servers started here with
+//! TLS through `lease::open` URLs, against real servers started here with
 //! a CA and server certificate made at test time:
 //!
 //! - PostgreSQL: `sslmode=verify-full&sslrootcert=CA` connects to a cluster with `ssl=on`;
@@ -75,7 +75,8 @@ async fn postgres_verify_full_with_the_right_ca_only() {
     refused(&verify(&pki.wrong_ca)).await;
     // The system roots do not hold the test CA either.
     refused(&pg.url("sslmode=verify-full&sslrootcert=system")).await;
-    // No CA at all is libpq's ~/.postgresql/root.crt, or an error (issue 25 item 3).
+    // No CA at all is libpq's ~/.postgresql/root.crt, or an error, as in libpq: a
+    // `verify-full` with no CA to check against must not connect unverified.
     if !std::path::Path::new(&std::env::var("HOME").unwrap_or_default())
         .join(".postgresql/root.crt")
         .exists()

@@ -1,0 +1,1 @@
+DELETE FROM lease_ordered_keys WHERE namespace = ?1 AND kind = ?2 AND key = ?3
