@@ -1,4 +1,4 @@
-// Shared by the anchors' runners (issue 24 item 1): arguments, the handshake with the
+// Shared by the anchors' runners: arguments, the handshake with the
 // bench on stdin, the result line, a counter that resolves when every job is done.
 import { createInterface } from "node:readline";
 
