@@ -303,7 +303,10 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let (source, binary) = (dir.join("main.rs"), dir.join("bin"));
         std::fs::write(&source, "a").expect("source");
-        assert!(!is_fresh(&binary, &[source.clone()]), "no binary");
+        assert!(
+            !is_fresh(&binary, std::slice::from_ref(&source)),
+            "no binary"
+        );
         std::fs::write(&binary, "b").expect("binary");
         let old = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         let file = std::fs::File::options()
@@ -311,7 +314,7 @@ mod tests {
             .open(&source)
             .expect("open");
         file.set_modified(old).expect("age the source");
-        assert!(is_fresh(&binary, &[source.clone()]));
+        assert!(is_fresh(&binary, std::slice::from_ref(&source)));
         let file = std::fs::File::options()
             .write(true)
             .open(&binary)

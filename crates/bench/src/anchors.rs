@@ -498,6 +498,9 @@ fn describe(m: Option<Measured>) -> String {
     }
 }
 
+/// Reads one ratio of a cell's [`Ratios`].
+type RatioOf = fn(&Ratios) -> Option<f64>;
+
 fn ratio_text(r: Option<f64>) -> String {
     r.map_or("-".into(), |r| format!("{r:.2}x"))
 }
@@ -536,7 +539,7 @@ pub fn markdown(cells: &[Cell]) -> String {
                 .collect();
             let _ = writeln!(out, "| {} | {} |", system.name(), texts.join(" | "));
         }
-        let lines: [(&str, fn(&Ratios) -> Option<f64>); 4] = [
+        let lines: [(&str, RatioOf); 4] = [
             ("defaults / best job queue at its defaults", |r| r.defaults),
             ("tuned / best job queue at any configuration", |r| r.tuned),
             ("defaults / database bound (32)", |r| r.defaults_of_bound),
