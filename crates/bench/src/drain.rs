@@ -84,7 +84,7 @@ pub async fn sample_mixed(
 }
 
 /// The dispatcher that drains: its concurrency, and whether it runs tuned for throughput
-/// (`prefetch(TUNED_BATCH)` and `claim_batch(TUNED_BATCH)`) rather than at its defaults.
+/// (`prefetch` and `claim_batch` of [`worker::TUNED_BATCH`]) rather than at its defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Drainer {
     /// Concurrency.
@@ -92,9 +92,6 @@ pub struct Drainer {
     /// Tuned options.
     pub tuned: bool,
 }
-
-/// The prefetch bound and claim batch of a tuned drainer.
-pub const TUNED_BATCH: usize = 500;
 
 /// One run as [`sample`], with the cost per job `probe` reads around the drain alone (after
 /// the admissions, until the worker process has exited).

@@ -13,17 +13,15 @@
 //! contention on this 2-core machine), SQLite runs one (a single writer).
 
 mod postgres;
+mod protocol;
 mod redis;
 mod sqlite;
-
-use std::time::{Duration, Instant};
 
 use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
 use crate::error::{BenchError, Result};
-
-/// The lease every bound claim sets (the dispatcher's default, 30 s).
-pub const LEASE_MS: i64 = 30_000;
+#[cfg(test)]
+use protocol::{check_acknowledged, check_drained, timed};
 
 /// The most client connections a bound run uses.
 pub const MAX_CLIENTS: usize = 8;
@@ -34,30 +32,6 @@ pub fn clients(kind: Kind, c: usize) -> usize {
         Kind::Sqlite | Kind::Memory => 1,
         Kind::Postgres | Kind::Redis => c.clamp(1, MAX_CLIENTS),
     }
-}
-
-/// One claimed job: its id and the token its claim issued.
-pub type Claimed = (i64, i64);
-
-/// The check every acknowledgement makes: it completed exactly the jobs it was given.
-pub fn check_acknowledged(acknowledged: u64, claimed: usize) -> Result<()> {
-    if acknowledged != claimed as u64 {
-        return Err(BenchError::Setup(format!(
-            "bound: an acknowledgement completed {acknowledged} of {claimed} claimed jobs \
-             (a token did not match)"
-        )));
-    }
-    Ok(())
-}
-
-/// The check at the end of a run: every job admitted was completed once.
-pub fn check_drained(completed: u64, jobs: u64) -> Result<()> {
-    if completed != jobs {
-        return Err(BenchError::Setup(format!(
-            "bound: {completed} of {jobs} jobs completed"
-        )));
-    }
-    Ok(())
 }
 
 /// One bound run on `kind`: `jobs` admitted, drained at `batch` by [`clients`] connections;
@@ -81,22 +55,6 @@ pub async fn run(
     };
     let cost = Cost::between(before, after, jobs)?;
     Ok((jobs as f64 / secs.max(1e-9), cost))
-}
-
-/// Runs `client` on `clients` tasks at once and times them from the start to the last one's
-/// end; an error of any fails the run.
-pub async fn timed<F, Fut>(clients: usize, client: F) -> Result<f64>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
-{
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients).map(|i| tokio::spawn(client(i))).collect();
-    for task in tasks {
-        task.await
-            .map_err(|e| BenchError::Setup(format!("bound client: {e}")))??;
-    }
-    Ok(started.elapsed().max(Duration::from_nanos(1)).as_secs_f64())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{Claimed, LEASE_MS, check_acknowledged, check_drained, timed};
+use super::protocol::{Claimed, LEASE_MS, check_acknowledged, check_drained, timed};
 use crate::anchors::{Counters, Probe};
 use crate::error::{BenchError, Result};
 

@@ -1,6 +1,6 @@
 //! The Redis bound: keys of their own under a unique prefix, two Lua scripts.
 
-use super::{Claimed, LEASE_MS, check_acknowledged, check_drained, timed};
+use super::protocol::{Claimed, LEASE_MS, check_acknowledged, check_drained, timed};
 use crate::anchors::{self, Counters, Probe};
 use crate::error::{BenchError, Result};
 

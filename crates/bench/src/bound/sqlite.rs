@@ -4,7 +4,7 @@
 
 use rusqlite::{Connection, TransactionBehavior, params};
 
-use super::{LEASE_MS, check_acknowledged, check_drained};
+use super::protocol::{LEASE_MS, check_acknowledged, check_drained};
 use crate::anchors::Counters;
 use crate::error::{BenchError, Result};
 

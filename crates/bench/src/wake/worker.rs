@@ -45,6 +45,9 @@ pub enum Mode {
     Hold,
 }
 
+/// The prefetch bound and claim batch of a dispatcher tuned for throughput.
+pub const TUNED_BATCH: usize = 500;
+
 /// How the dispatcher under measurement runs.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct WorkerSpec {
@@ -54,7 +57,7 @@ pub struct WorkerSpec {
     pub lease_ms: Option<(u64, u64)>,
     /// What the worker does.
     pub mode: Mode,
-    /// Tuned for throughput: prefetch and claim batch of [`crate::drain::TUNED_BATCH`].
+    /// Tuned for throughput: prefetch and claim batch of [`TUNED_BATCH`].
     #[serde(default)]
     pub tuned: bool,
 }
@@ -73,9 +76,7 @@ impl WorkerSpec {
     fn options(&self) -> DispatcherOptions {
         let mut o = DispatcherOptions::new().concurrency(self.concurrency);
         if self.tuned {
-            o = o
-                .prefetch(crate::drain::TUNED_BATCH)
-                .claim_batch(crate::drain::TUNED_BATCH);
+            o = o.prefetch(TUNED_BATCH).claim_batch(TUNED_BATCH);
         }
         match self.lease_ms {
             Some((lease, renew)) => o
