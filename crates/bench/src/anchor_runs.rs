@@ -1,18 +1,16 @@
-//! `--only anchors` (issue 24 items 1 and 3): BullMQ, graphile-worker and apalis drain the
-//! drain rows' workload beside this library on the same servers, interleaved per cell with
-//! the starting system rotating, each system's state wiped before and after its run.
+//! `--only anchors`: the job queues drain the drain rows' workload beside this library on the
+//! same servers, each at its defaults and at its documented best configurations, with the
+//! database's own bound of the protocol ([`crate::bound`]); interleaved per cell with the
+//! starting system rotating, each system's state wiped before and after its run.
 //!
-//! Installs first: the Node runners (`crates/bench/anchors/node`, pinned versions, committed
-//! lockfile) are copied to `target/anchors/node` and `npm ci` runs there when the lockfile
-//! changed; the apalis runner (`crates/bench/anchors/apalis`, its own workspace and lockfile)
-//! is built with `--locked` into `target/anchors/apalis`. A missing `node`, `npm` or `cargo`
-//! fails the row naming the tool.
-//!
-//! Each runner enqueues, prints `READY`, waits for the bench's line on stdin, drains, prints
-//! the `ANCHOR` line ([`anchors::parse_outcome`]) and exits when stdin closes; the cost
-//! counters are read after `READY` and after the process exited, so they hold the drain
-//! alone. PostgreSQL runs get a database of their own for the row (apalis keeps a fixed
-//! `apalis` schema), dropped at the end.
+//! The runners are installed first ([`crate::anchor_tools`]). Each runner enqueues, prints
+//! `READY`, waits for the bench's line on stdin, drains, prints the `ANCHOR` line
+//! ([`anchors::parse_outcome`]) and exits when stdin closes; the cost counters are read
+//! after `READY` and after the process exited, so they hold the drain alone. A run longer
+//! than the budget (`--anchor-budget`) reports the jobs done by then, marked partial. River's
+//! Rust port runs its own `bench` command (enqueue and drain in one process, its own timing
+//! and completion count read from its table), so its cost is not read. PostgreSQL runs get a
+//! database of their own for the row, dropped at the end.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,7 +20,8 @@ use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use crate::anchors::{self, Cell, Cost, Measured, Probe, System};
+use crate::anchor_tools::{self, Tools};
+use crate::anchors::{self, Cell, Cost, Measured, Probe, RunResult, System};
 use crate::args::{Kind, Options};
 use crate::drain;
 use crate::error::{BenchError, Result};
@@ -39,103 +38,6 @@ pub fn selected(options: &Options) -> bool {
 
 fn setup(text: impl Into<String>) -> BenchError {
     BenchError::Setup(text.into())
-}
-
-use crate::args::workspace_root as root;
-
-/// The installed runners.
-pub struct Tools {
-    node_dir: PathBuf,
-    apalis: PathBuf,
-}
-
-/// Runs `program args` in `dir`, failing with the tool's name when it is missing.
-fn run_tool(program: &str, args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> Result<()> {
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args).current_dir(dir).stdout(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let status = cmd.status().map_err(|e| {
-        let hint = if program == "cargo" {
-            "the Rust toolchain"
-        } else {
-            "Node.js 20 and npm: apt-get install nodejs npm"
-        };
-        setup(format!(
-            "`{program}` could not be run ({e}): the anchors row needs it ({hint})"
-        ))
-    })?;
-    if !status.success() {
-        return Err(setup(format!(
-            "`{program} {}` in {} failed ({status})",
-            args.join(" "),
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Copies the Node runners to `target/anchors/node` and runs `npm ci` when the lockfile is
-/// not the one installed there.
-fn install_node(root: &Path) -> Result<PathBuf> {
-    let source = root.join("crates/bench/anchors/node");
-    let dir = root.join("target/anchors/node");
-    std::fs::create_dir_all(&dir).map_err(|e| setup(format!("{}: {e}", dir.display())))?;
-    for name in [
-        "package.json",
-        "package-lock.json",
-        "common.js",
-        "bullmq.js",
-        "graphile.js",
-    ] {
-        std::fs::copy(source.join(name), dir.join(name))
-            .map_err(|e| setup(format!("copy {name}: {e}")))?;
-    }
-    let lock = std::fs::read(dir.join("package-lock.json"))
-        .map_err(|e| setup(format!("package-lock.json: {e}")))?;
-    let stamp = dir.join("node_modules/.lease-bench-lock");
-    if std::fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
-        eprintln!("lease-bench: npm ci in {}", dir.display());
-        run_tool(
-            "npm",
-            &["ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            &dir,
-            &[],
-        )?;
-        std::fs::write(&stamp, &lock).map_err(|e| setup(format!("{}: {e}", stamp.display())))?;
-    }
-    Ok(dir)
-}
-
-/// Builds the apalis runner in its own target dir.
-fn install_apalis(root: &Path) -> Result<PathBuf> {
-    let manifest = root.join("crates/bench/anchors/apalis/Cargo.toml");
-    let target = root.join("target/anchors/apalis");
-    let manifest_text = manifest.to_string_lossy().into_owned();
-    run_tool(
-        "cargo",
-        &[
-            "build",
-            "--release",
-            "--locked",
-            "--quiet",
-            "--manifest-path",
-            &manifest_text,
-        ],
-        root,
-        &[("CARGO_TARGET_DIR", &target)],
-    )?;
-    Ok(target.join("release/lease-bench-anchor-apalis"))
-}
-
-/// Installs every runner.
-pub fn install() -> Result<Tools> {
-    let root = root();
-    Ok(Tools {
-        node_dir: install_node(&root)?,
-        apalis: install_apalis(&root)?,
-    })
 }
 
 /// The drives of a runner process: the handshake and the deadlines.
@@ -168,8 +70,8 @@ async fn line_with<R: tokio::io::AsyncBufRead + Unpin>(
     })?
 }
 
-/// Runs one runner process to the end: jobs/s and the cost per job of its drain.
-async fn drive(mut cmd: Command, probe: &Probe, jobs: u64) -> Result<(f64, Cost)> {
+/// Runs one runner process to the end: its result, with the cost per job of its drain.
+async fn drive(mut cmd: Command, probe: &Probe, jobs: u64) -> Result<RunResult> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -199,8 +101,7 @@ async fn drive(mut cmd: Command, probe: &Probe, jobs: u64) -> Result<(f64, Cost)
     if !status.success() {
         return Err(setup(format!("the runner failed ({status})")));
     }
-    let cost = Cost::between(before, probe.read().await?, jobs)?;
-    Ok((outcome.jobs as f64 / outcome.secs, cost))
+    RunResult::of(outcome, before, probe.read().await?)
 }
 
 /// Names of one run's state: unique per run so nothing else is touched.
@@ -227,30 +128,58 @@ struct Servers<'a> {
     tools: &'a Tools,
 }
 
+/// The mode argument of a Node or awa runner for `system`.
+fn mode(system: System) -> &'static str {
+    match system {
+        System::BullMqTuned | System::AwaTuned => "tuned",
+        System::Graphile32 => "lq32",
+        System::Graphile500 => "lq500",
+        System::PgBossBatch => "batch",
+        _ => "default",
+    }
+}
+
 /// The command of `system`'s runner on `kind` at concurrency `c`, and its state.
 fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Command, Wipe)> {
+    let tool = at
+        .tools
+        .path(system)?
+        .ok_or_else(|| setup(format!("{} has no runner", system.name())))?;
     let names = Names::new();
-    let (c_text, n_text) = (c.to_string(), drain::JOBS.to_string());
+    let anchors = &at.options.anchors;
+    let (c_text, n_text) = (c.to_string(), anchors.jobs.to_string());
+    let budget = format!("{:.3}", anchors.budget.as_secs_f64());
     let redis = &at.options.redis_url;
     let postgres = &at.options.postgres_url;
     let apalis = |args: &[&str]| {
-        let mut cmd = Command::new(&at.tools.apalis);
-        cmd.args(args).args([&c_text, &n_text]);
+        let mut cmd = Command::new(tool);
+        cmd.args(args).args([&c_text, &n_text, &budget]);
         cmd
     };
     let node = |script: &str, url: &str, ns: &str| {
         let mut cmd = Command::new("node");
-        cmd.current_dir(&at.tools.node_dir)
-            .args([script, url, ns, &c_text, &n_text]);
+        cmd.current_dir(tool)
+            .args([script, url, ns, &c_text, &n_text, mode(system), &budget]);
         cmd
     };
     let prefix = names.redis_prefix;
+    let schema = names.pg_schema;
     Ok(match (system, kind) {
-        (System::BullMq, Kind::Redis) => (node("bullmq.js", redis, &prefix), Wipe::Redis(prefix)),
-        (System::Graphile, Kind::Postgres) => (
-            node("graphile.js", postgres, &names.pg_schema),
-            Wipe::Schema(names.pg_schema),
-        ),
+        (System::BullMq | System::BullMqTuned, Kind::Redis) => {
+            (node("bullmq.js", redis, &prefix), Wipe::Redis(prefix))
+        }
+        (System::Graphile | System::Graphile32 | System::Graphile500, Kind::Postgres) => {
+            (node("graphile.js", postgres, &schema), Wipe::Schema(schema))
+        }
+        (System::PgBoss | System::PgBossBatch, Kind::Postgres) => {
+            (node("pgboss.js", postgres, &schema), Wipe::Schema(schema))
+        }
+        (System::Awa | System::AwaTuned, Kind::Postgres) => {
+            let mut cmd = Command::new(tool);
+            cmd.args([postgres.as_str(), mode(system), &c_text, &n_text, &budget]);
+            // awa keeps its fixed `awa` schema (canonical tables and queue storage).
+            (cmd, Wipe::Schema("awa".into()))
+        }
         (System::Apalis, Kind::Redis) => (apalis(&["redis", redis, &prefix]), Wipe::Redis(prefix)),
         (System::Apalis, Kind::Postgres) => (
             apalis(&["postgres", postgres, "drain"]),
@@ -272,11 +201,11 @@ fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Com
 }
 
 /// One run of one anchor on `kind` at concurrency `c`, its state wiped before and after.
-async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(f64, Cost)> {
+async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<RunResult> {
     let (cmd, state) = runner(system, kind, c, at)?;
     state.remove(at).await?;
     state.create()?;
-    let result = drive(cmd, at.probe, drain::JOBS).await;
+    let result = drive(cmd, at.probe, at.options.anchors.jobs).await;
     state.remove(at).await?;
     result
 }
@@ -321,26 +250,92 @@ impl Wipe {
     }
 }
 
-/// One run of `system` in a cell.
-async fn system_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(f64, Cost)> {
-    if system == System::Lease {
-        let (sample, cost) = drain::sample_probed(
-            kind,
-            Side::Library,
-            c,
-            drain::JOBS,
-            drain::Place::Child,
-            at.options,
-            at.probe,
-        )
-        .await?;
-        return Ok((sample.rate(), cost));
-    }
-    anchor_run(system, kind, c, at).await
+/// One run of this library (at its defaults or tuned) in a worker process.
+async fn lease_run(kind: Kind, c: usize, tuned: bool, at: &Servers<'_>) -> Result<RunResult> {
+    let (sample, cost) = drain::sample_probed(
+        kind,
+        Side::Library,
+        drain::Drainer { c, tuned },
+        at.options.anchors.jobs,
+        drain::Place::Child,
+        at.options,
+        at.probe,
+    )
+    .await?;
+    Ok(RunResult {
+        rate: sample.rate(),
+        cost,
+        partial_jobs: None,
+    })
 }
 
-/// The runs of one cell: [`drain::RUNS`] rounds, each system once per round, the starting
-/// system rotating per round and cell; the median rate and mean cost per system.
+/// One run of `system` in a cell.
+async fn system_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<RunResult> {
+    let jobs = at.options.anchors.jobs;
+    match system {
+        System::Lease => lease_run(kind, c, false, at).await,
+        System::LeaseTuned => lease_run(kind, c, true, at).await,
+        System::Bound32 | System::Bound500 => {
+            let batch = if system == System::Bound32 { 32 } else { 500 };
+            let (rate, cost) =
+                crate::bound::run(kind, batch, c, jobs, at.options, at.probe).await?;
+            Ok(RunResult {
+                rate,
+                cost,
+                partial_jobs: None,
+            })
+        }
+        System::River => {
+            let tool = at
+                .tools
+                .path(system)?
+                .ok_or_else(|| setup("no riverqueue"))?;
+            crate::anchor_river::run(
+                tool,
+                &at.options.postgres_url,
+                c,
+                jobs,
+                at.options.anchors.budget,
+            )
+            .await
+        }
+        _ => anchor_run(system, kind, c, at).await,
+    }
+}
+
+/// The runs of one system in one cell, gathered.
+#[derive(Default)]
+struct Runs {
+    rates: Vec<f64>,
+    costs: Vec<Cost>,
+    partial: Option<u64>,
+    failed: bool,
+}
+
+impl Runs {
+    fn add(&mut self, r: RunResult) {
+        self.rates.push(r.rate);
+        self.costs.push(r.cost);
+        if let Some(done) = r.partial_jobs {
+            self.partial = Some(self.partial.map_or(done, |p| p.min(done)));
+        }
+    }
+
+    fn measured(&self, jobs: u64) -> Option<Measured> {
+        if self.failed {
+            return None;
+        }
+        let rate = drain::median(self.rates.clone(), jobs)?.rate();
+        Some(Measured {
+            rate,
+            cost: Cost::mean(&self.costs),
+            partial_jobs: self.partial,
+        })
+    }
+}
+
+/// The runs of one cell: `runs` rounds, each system once per round, the starting system
+/// rotating per round and cell; the median rate and mean cost per system.
 async fn cell(
     kind: Kind,
     c: usize,
@@ -349,28 +344,34 @@ async fn cell(
     errors: &mut Vec<String>,
 ) -> Cell {
     let load_1m = load::one_minute();
-    let systems = anchors::order(kind, 0);
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); systems.len()];
-    let mut costs: Vec<Vec<Cost>> = vec![Vec::new(); systems.len()];
-    let mut failed = vec![false; systems.len()];
-    for round in 0..drain::RUNS {
-        for system in anchors::order(kind, index * drain::RUNS + round) {
+    let anchors = &at.options.anchors;
+    let systems = anchors::order(kind, 0, &anchors.systems);
+    let mut runs: Vec<Runs> = systems.iter().map(|_| Runs::default()).collect();
+    for round in 0..anchors.runs {
+        for system in anchors::order(kind, index * anchors.runs + round, &anchors.systems) {
             let i = systems.iter().position(|s| *s == system).unwrap_or(0);
-            if failed[i] {
+            if runs[i].failed {
                 continue;
             }
             match system_run(system, kind, c, at).await {
-                Ok((rate, cost)) => {
+                Ok(r) => {
                     eprintln!(
-                        "lease-bench: anchors {} c{c} {}: {rate:.0} jobs/s",
+                        "lease-bench: anchors {} c{c} {}: {:.1} jobs/s{}",
                         kind.name(),
-                        system.name()
+                        system.key(),
+                        r.rate,
+                        r.partial_jobs
+                            .map_or(String::new(), |n| format!(" (partial: {n} jobs)"))
                     );
-                    rates[i].push(rate);
-                    costs[i].push(cost);
+                    runs[i].add(r);
                 }
                 Err(e) => {
-                    failed[i] = true;
+                    eprintln!(
+                        "lease-bench: anchors {} c{c} {}: failed: {e}",
+                        kind.name(),
+                        system.key()
+                    );
+                    runs[i].failed = true;
                     errors.push(format!("{} c{c} {}: {e}", kind.name(), system.name()));
                 }
             }
@@ -382,21 +383,17 @@ async fn cell(
         Kind::Redis => "Redis",
         Kind::Memory => "memory",
     };
-    let measured = System::ALL.iter().map(|&s| {
-        let m = systems.iter().position(|x| *x == s).and_then(|i| {
-            let rate = drain::median(rates[i].clone(), drain::JOBS)?.rate();
-            (!failed[i]).then(|| Measured {
-                rate,
-                cost: Cost::mean(&costs[i]),
-            })
-        });
-        (s, m)
-    });
+    let mut measured: Vec<(System, Option<Measured>)> = systems
+        .iter()
+        .zip(&runs)
+        .map(|(s, r)| (*s, r.measured(anchors.jobs)))
+        .collect();
+    measured.sort_by_key(|(s, _)| System::ALL.iter().position(|x| x == s));
     Cell {
         backend,
         c,
         load_1m,
-        systems: measured.collect(),
+        systems: measured,
     }
 }
 
@@ -428,21 +425,35 @@ pub struct Report {
     pub jobs: u64,
     /// Runs per system and cell.
     pub runs: usize,
+    /// The longest one drain ran before it reported a partial count, seconds.
+    pub budget_secs: f64,
     /// Load average before and after.
     pub load_before: Option<[f64; 3]>,
     /// Load average after.
     pub load_after: Option<[f64; 3]>,
     /// The cells.
     pub cells: Vec<Cell>,
+    /// The ratios of each cell, in the cells' order.
+    pub ratios: Vec<anchors::Ratios>,
     /// Runs that failed.
     pub errors: Vec<String>,
 }
 
+/// The systems that run on the selected backends.
+fn systems_of(options: &Options) -> Vec<System> {
+    System::ALL
+        .into_iter()
+        .filter(|s| s.selected(&options.anchors.systems))
+        .filter(|s| options.backends.iter().any(|k| s.serves(*k)))
+        .collect()
+}
+
 /// Runs the row: every cell of every selected server backend.
 pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
-    let tools = tokio::task::spawn_blocking(install)
+    let systems = systems_of(options);
+    let tools = tokio::task::spawn_blocking(move || anchor_tools::install(&systems))
         .await
-        .map_err(|e| setup(format!("install: {e}")))??;
+        .map_err(|e| setup(format!("install: {e}")))?;
     let db = if options.backends.contains(&Kind::Postgres) {
         Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
     } else {
@@ -476,10 +487,12 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     }
     Ok(Report {
         started_unix,
-        jobs: drain::JOBS,
-        runs: drain::RUNS,
+        jobs: options.anchors.jobs,
+        runs: options.anchors.runs,
+        budget_secs: options.anchors.budget.as_secs_f64(),
         load_before,
         load_after: load::now(),
+        ratios: cells.iter().map(Cell::ratios).collect(),
         cells,
         errors,
     })
@@ -513,9 +526,14 @@ mod tests {
         let script = "echo enqueueing; echo READY; read go; [ \"$go\" = go ] || exit 3; \
                       echo 'job 1 done'; echo 'ANCHOR {\"jobs\":4,\"secs\":2.0}'; \
                       while read rest; do :; done; echo bye";
-        let (rate, cost) = drive(sh(script), &Probe::None, 4).await.expect("driven");
-        assert_eq!(rate, 2.0);
-        assert_eq!(cost, Cost::default());
+        let r = drive(sh(script), &Probe::None, 4).await.expect("driven");
+        assert_eq!(r.rate, 2.0);
+        assert_eq!(r.cost, Cost::default());
+        assert_eq!(r.partial_jobs, None);
+        let partial =
+            "echo READY; read go; echo 'ANCHOR {\"jobs\":3,\"secs\":1.5,\"partial\":true}'";
+        let r = drive(sh(partial), &Probe::None, 4).await.expect("partial");
+        assert_eq!((r.rate, r.partial_jobs), (2.0, Some(3)));
     }
 
     #[tokio::test]
@@ -539,6 +557,58 @@ mod tests {
                 .to_string();
             assert!(err.contains(want), "{script}: {err}");
         }
+    }
+
+    #[test]
+    fn runs_give_the_median_the_fewest_partial_jobs_or_nothing_when_one_failed() {
+        let run = |rate, partial_jobs| RunResult {
+            rate,
+            cost: Cost {
+                commits: Some(rate / 100.0),
+                ..Cost::default()
+            },
+            partial_jobs,
+        };
+        let mut runs = Runs::default();
+        runs.add(run(100.0, None));
+        runs.add(run(300.0, Some(9_000)));
+        runs.add(run(200.0, Some(6_000)));
+        let m = runs.measured(20_000).expect("measured");
+        assert_eq!(m.rate, 200.0);
+        assert_eq!(m.cost.commits, Some(2.0), "the mean cost");
+        assert_eq!(m.partial_jobs, Some(6_000));
+        runs.failed = true;
+        assert_eq!(runs.measured(20_000), None, "a failed system has no figure");
+        assert_eq!(Runs::default().measured(20_000), None, "no run");
+    }
+
+    #[test]
+    fn the_systems_of_the_selected_backends_and_words() {
+        let parse = |a: &[&str]| {
+            crate::args::parse(&a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+                .expect("parse")
+        };
+        let redis = systems_of(&parse(&["--backend", "redis"]));
+        assert!(redis.contains(&System::BullMqTuned) && redis.contains(&System::Bound500));
+        assert!(!redis.contains(&System::Graphile500) && !redis.contains(&System::River));
+        let some = systems_of(&parse(&[
+            "--anchor-system",
+            "pgboss",
+            "--anchor-system",
+            "bound",
+        ]));
+        assert_eq!(
+            some,
+            [
+                System::PgBoss,
+                System::PgBossBatch,
+                System::Bound32,
+                System::Bound500
+            ]
+        );
+        assert_eq!(mode(System::Graphile500), "lq500");
+        assert_eq!(mode(System::Graphile), "default");
+        assert_eq!(mode(System::PgBossBatch), "batch");
     }
 
     #[test]

@@ -12,52 +12,172 @@ use serde::{Deserialize, Serialize};
 use crate::args::Kind;
 use crate::error::{BenchError, Result};
 
-/// The systems of a cell, in the table's column order.
+/// The systems of a cell, in the table's row order: this library, the job queues (each at its
+/// defaults, then at its documented best configurations), and the database's own bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum System {
     /// This project: a worker with `DispatcherOptions::new().concurrency(C)`.
     Lease,
+    /// This project tuned: `.prefetch(500).claim_batch(500)` as well.
+    LeaseTuned,
     /// BullMQ (Node, Redis), defaults.
     BullMq,
+    /// BullMQ with completed jobs removed at once (`removeOnComplete: { count: 0 }`).
+    BullMqTuned,
     /// graphile-worker (Node, PostgreSQL), defaults.
     Graphile,
+    /// graphile-worker, `localQueue.size` 32 and batched completions.
+    Graphile32,
+    /// graphile-worker, `localQueue.size` 500 and batched completions (its performance page).
+    Graphile500,
+    /// pg-boss 10 (Node, PostgreSQL), defaults.
+    PgBoss,
+    /// pg-boss, `batchSize: 500` and its shortest polling interval.
+    PgBossBatch,
+    /// awa 0.6 (Rust, PostgreSQL), defaults.
+    Awa,
+    /// awa, polling every 50 ms.
+    AwaTuned,
+    /// River's Rust port, `riverqueue bench -n N --max-workers C` (its own fetch settings).
+    River,
     /// apalis (Rust; Redis, PostgreSQL, SQLite), defaults.
     Apalis,
+    /// The database's own bound: batched, fenced claims and acknowledgements of 32, no
+    /// client work.
+    Bound32,
+    /// The same with batches of 500.
+    Bound500,
+}
+
+/// What a system is, for the ratios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// This project at its defaults.
+    LeaseDefault,
+    /// This project tuned.
+    LeaseTuned,
+    /// A job queue at the defaults a new user gets.
+    AnchorDefault,
+    /// A job queue at a documented throughput configuration (or its own benchmark's).
+    AnchorTuned,
+    /// The database's bound of the protocol at this claim batch.
+    Bound(usize),
 }
 
 impl System {
-    /// Every system, in column order.
-    pub const ALL: [System; 4] = [
+    /// Every system, in row order.
+    pub const ALL: [System; 15] = [
         System::Lease,
+        System::LeaseTuned,
         System::BullMq,
+        System::BullMqTuned,
         System::Graphile,
+        System::Graphile32,
+        System::Graphile500,
+        System::PgBoss,
+        System::PgBossBatch,
+        System::Awa,
+        System::AwaTuned,
+        System::River,
         System::Apalis,
+        System::Bound32,
+        System::Bound500,
     ];
 
-    /// The column's name.
+    /// The row's name.
     pub fn name(self) -> &'static str {
         match self {
-            System::Lease => "this project",
-            System::BullMq => "BullMQ",
-            System::Graphile => "graphile-worker",
+            System::Lease => "this library, default options",
+            System::LeaseTuned => "this library, prefetch(500) + claim_batch(500)",
+            System::BullMq => "BullMQ 6.7.0, defaults",
+            System::BullMqTuned => "BullMQ 6.7.0, removeOnComplete {count: 0}",
+            System::Graphile => "graphile-worker 0.18.0, defaults",
+            System::Graphile32 => "graphile-worker, localQueue 32 + batched completions",
+            System::Graphile500 => "graphile-worker, localQueue 500 + batched completions",
+            System::PgBoss => "pg-boss 10.4.2, defaults (batchSize 1, 2 s polling)",
+            System::PgBossBatch => "pg-boss 10.4.2, batchSize 500 + 0.5 s polling",
+            System::Awa => "awa 0.6.9, defaults",
+            System::AwaTuned => "awa 0.6.9, poll_interval 50 ms",
+            System::River => "riverqueue-cli 0.5.0 bench (River's Rust port)",
+            System::Apalis => "apalis 1.0.0, defaults",
+            System::Bound32 => "database bound, batches of 32",
+            System::Bound500 => "database bound, batches of 500",
+        }
+    }
+
+    /// A short key (`--anchor-system` matches it; the JSON report names systems by it).
+    pub fn key(self) -> &'static str {
+        match self {
+            System::Lease => "lease",
+            System::LeaseTuned => "lease-tuned",
+            System::BullMq => "bullmq",
+            System::BullMqTuned => "bullmq-tuned",
+            System::Graphile => "graphile",
+            System::Graphile32 => "graphile-lq32",
+            System::Graphile500 => "graphile-lq500",
+            System::PgBoss => "pgboss",
+            System::PgBossBatch => "pgboss-batch",
+            System::Awa => "awa",
+            System::AwaTuned => "awa-tuned",
+            System::River => "river",
             System::Apalis => "apalis",
+            System::Bound32 => "bound32",
+            System::Bound500 => "bound500",
+        }
+    }
+
+    /// What the system is, for the ratios.
+    pub fn role(self) -> Role {
+        match self {
+            System::Lease => Role::LeaseDefault,
+            System::LeaseTuned => Role::LeaseTuned,
+            System::BullMq | System::Graphile | System::PgBoss | System::Awa | System::Apalis => {
+                Role::AnchorDefault
+            }
+            System::BullMqTuned
+            | System::Graphile32
+            | System::Graphile500
+            | System::PgBossBatch
+            | System::AwaTuned
+            | System::River => Role::AnchorTuned,
+            System::Bound32 => Role::Bound(32),
+            System::Bound500 => Role::Bound(500),
         }
     }
 
     /// Whether the system runs on `kind`'s server.
     pub fn serves(self, kind: Kind) -> bool {
         match self {
-            System::Lease | System::Apalis => kind != Kind::Memory,
-            System::BullMq => kind == Kind::Redis,
-            System::Graphile => kind == Kind::Postgres,
+            System::Lease
+            | System::LeaseTuned
+            | System::Apalis
+            | System::Bound32
+            | System::Bound500 => kind != Kind::Memory,
+            System::BullMq | System::BullMqTuned => kind == Kind::Redis,
+            System::Graphile
+            | System::Graphile32
+            | System::Graphile500
+            | System::PgBoss
+            | System::PgBossBatch
+            | System::Awa
+            | System::AwaTuned
+            | System::River => kind == Kind::Postgres,
         }
+    }
+
+    /// Whether `--anchor-system` words select it (none given: every system).
+    pub fn selected(self, words: &[String]) -> bool {
+        words.is_empty() || words.iter().any(|w| self.key().contains(w.as_str()))
     }
 }
 
-/// The systems of cell number `cell` on `kind`, the starting one rotating by one per cell
-/// (issue 24 item 1: interleaved per cell, the starting system rotating).
-pub fn order(kind: Kind, cell: usize) -> Vec<System> {
-    let mut systems: Vec<System> = System::ALL.into_iter().filter(|s| s.serves(kind)).collect();
+/// The systems of cell number `cell` on `kind` that `words` select, the starting one
+/// rotating by one per cell (interleaved per cell, the starting system rotating).
+pub fn order(kind: Kind, cell: usize, words: &[String]) -> Vec<System> {
+    let mut systems: Vec<System> = System::ALL
+        .into_iter()
+        .filter(|s| s.serves(kind) && s.selected(words))
+        .collect();
     if !systems.is_empty() {
         let n = cell % systems.len();
         systems.rotate_left(n);
@@ -66,19 +186,24 @@ pub fn order(kind: Kind, cell: usize) -> Vec<System> {
 }
 
 /// What an anchor's runner prints last on stdout: `ANCHOR {"jobs":N,"secs":S}` (S from the
-/// start of its workers until every job is done).
+/// start of its workers until every job is done), with `"partial":true` when its budget ran
+/// out first (N then counts the jobs done by then).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct Outcome {
     /// Jobs completed.
     pub jobs: u64,
     /// Seconds.
     pub secs: f64,
+    /// The budget ran out before every job completed.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 /// The prefix of an anchor runner's result line.
 pub const OUTCOME_PREFIX: &str = "ANCHOR ";
 
-/// The last result line of a runner's `stdout`; `expected` jobs must have completed.
+/// The last result line of a runner's `stdout`; `expected` jobs must have completed, unless
+/// the line says the run was partial (fewer, none past `expected`).
 pub fn parse_outcome(stdout: &str, expected: u64) -> Result<Outcome> {
     let line = stdout
         .lines()
@@ -87,10 +212,18 @@ pub fn parse_outcome(stdout: &str, expected: u64) -> Result<Outcome> {
         .ok_or_else(|| BenchError::Setup(format!("no {OUTCOME_PREFIX:?} line in the output")))?;
     let outcome: Outcome = serde_json::from_str(line)
         .map_err(|e| BenchError::Setup(format!("anchor result {line:?}: {e}")))?;
-    if outcome.jobs != expected {
+    check_outcome(outcome, expected)
+}
+
+/// Checks a run's outcome: all `expected` jobs, or a partial run with fewer, in a positive
+/// time.
+pub fn check_outcome(outcome: Outcome, expected: u64) -> Result<Outcome> {
+    let complete = outcome.jobs == expected;
+    if !(complete || (outcome.partial && outcome.jobs < expected)) {
         return Err(BenchError::Setup(format!(
-            "the anchor completed {} of {expected} jobs",
-            outcome.jobs
+            "the anchor completed {} of {expected} jobs{}",
+            outcome.jobs,
+            if outcome.partial { " (partial)" } else { "" }
         )));
     }
     if !(outcome.secs.is_finite() && outcome.secs > 0.0) {
@@ -99,7 +232,10 @@ pub fn parse_outcome(stdout: &str, expected: u64) -> Result<Outcome> {
             outcome.secs
         )));
     }
-    Ok(outcome)
+    Ok(Outcome {
+        partial: !complete,
+        ..outcome
+    })
 }
 
 /// The Redis server's counters (issue 24 item 3): commands called, CPU microseconds.
@@ -226,13 +362,43 @@ impl Cost {
     }
 }
 
+/// One run's result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunResult {
+    /// Jobs/s.
+    pub rate: f64,
+    /// Cost per job completed.
+    pub cost: Cost,
+    /// The jobs completed, when the budget ran out first.
+    pub partial_jobs: Option<u64>,
+}
+
+impl RunResult {
+    /// The result of `outcome` with the counters read around it.
+    pub fn of(outcome: Outcome, before: Counters, after: Counters) -> Result<Self> {
+        let cost = if outcome.jobs == 0 {
+            Cost::default()
+        } else {
+            Cost::between(before, after, outcome.jobs)?
+        };
+        Ok(RunResult {
+            rate: outcome.jobs as f64 / outcome.secs,
+            cost,
+            partial_jobs: outcome.partial.then_some(outcome.jobs),
+        })
+    }
+}
+
 /// One system's median in one cell.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Measured {
     /// Jobs/s.
     pub rate: f64,
-    /// Cost per job (of the median run).
+    /// Cost per job (the mean over the runs).
     pub cost: Cost,
+    /// The fewest jobs a run completed when a run ran out of its budget (its rate is that
+    /// count over the budget); none when every run drained them all.
+    pub partial_jobs: Option<u64>,
 }
 
 /// One cell of the table: backend x C.
@@ -244,9 +410,22 @@ pub struct Cell {
     pub c: usize,
     /// 1-minute load average when the cell started.
     pub load_1m: f64,
-    /// Per system in [`System::ALL`] order: its result, or none where it does not run or
-    /// failed.
+    /// The systems that ran on this backend, in [`System::ALL`] order: the result, or none
+    /// where the system failed.
     pub systems: Vec<(System, Option<Measured>)>,
+}
+
+/// The ratios of one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Ratios {
+    /// This library at its defaults over the best job queue at its defaults.
+    pub defaults: Option<f64>,
+    /// This library tuned over the best job queue at any configuration.
+    pub tuned: Option<f64>,
+    /// This library at its defaults over the database's bound at batches of 32.
+    pub defaults_of_bound: Option<f64>,
+    /// This library tuned over the database's bound at batches of 500.
+    pub tuned_of_bound: Option<f64>,
 }
 
 impl Cell {
@@ -257,50 +436,125 @@ impl Cell {
             .and_then(|(_, m)| *m)
     }
 
-    /// The best anchor's rate and name.
-    pub fn best_anchor(&self) -> Option<(f64, System)> {
+    /// The best job queue whose role is one of `roles`: its rate and name.
+    pub fn best_of(&self, roles: &[Role]) -> Option<(f64, System)> {
         self.systems
             .iter()
-            .filter(|(s, _)| *s != System::Lease)
+            .filter(|(s, _)| roles.contains(&s.role()))
             .filter_map(|(s, m)| m.map(|m| (m.rate, *s)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
-    /// This project's rate / the best anchor's.
-    pub fn ratio(&self) -> Option<f64> {
-        let lease = self.get(System::Lease)?.rate;
-        let (best, _) = self.best_anchor()?;
-        (best > 0.0).then(|| lease / best)
+    /// The best job queue at any configuration.
+    pub fn best_anchor(&self) -> Option<(f64, System)> {
+        self.best_of(&[Role::AnchorDefault, Role::AnchorTuned])
+    }
+
+    fn over(&self, system: System, other: Option<f64>) -> Option<f64> {
+        let this = self.get(system)?.rate;
+        other.filter(|o| *o > 0.0).map(|o| this / o)
+    }
+
+    /// The cell's ratios (none where a side did not run).
+    pub fn ratios(&self) -> Ratios {
+        let rate = |s: System| self.get(s).map(|m| m.rate);
+        Ratios {
+            defaults: self.over(
+                System::Lease,
+                self.best_of(&[Role::AnchorDefault]).map(|b| b.0),
+            ),
+            tuned: self.over(System::LeaseTuned, self.best_anchor().map(|b| b.0)),
+            defaults_of_bound: self.over(System::Lease, rate(System::Bound32)),
+            tuned_of_bound: self.over(System::LeaseTuned, rate(System::Bound500)),
+        }
     }
 }
 
-/// The markdown table of issue 24 with each cell's cost per job and load.
+/// A measured rate with its cost per job, or why it is missing.
+fn describe(m: Option<Measured>) -> String {
+    let Some(m) = m else {
+        return "failed".into();
+    };
+    let mut notes = Vec::new();
+    if let Some(done) = m.partial_jobs {
+        notes.push(format!(
+            "partial: {} jobs in the budget",
+            crate::row::thousands(done as f64)
+        ));
+    }
+    let cost = m.cost.describe();
+    if !cost.is_empty() {
+        notes.push(cost);
+    }
+    let rate = if m.rate < 100.0 {
+        format!("{:.1}", m.rate)
+    } else {
+        crate::row::thousands(m.rate)
+    };
+    if notes.is_empty() {
+        rate
+    } else {
+        format!("{rate} ({})", notes.join("; "))
+    }
+}
+
+/// Reads one ratio of a cell's [`Ratios`].
+type RatioOf = fn(&Ratios) -> Option<f64>;
+
+fn ratio_text(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.2}x"))
+}
+
+/// The markdown tables: per backend one table, a row per system and a column per C (jobs/s
+/// with the cost per job), then the ratios and each cell's load.
 pub fn markdown(cells: &[Cell]) -> String {
-    let names: Vec<&str> = System::ALL.iter().map(|s| s.name()).collect();
-    let mut out = format!(
-        "| backend | C | {} | this / best | load 1m |\n|---|---:|{}---:|---:|\n",
-        names.join(" | "),
-        "---:|".repeat(names.len())
-    );
-    for cell in cells {
-        let mut line = format!("| {} | {} |", cell.backend, cell.c);
+    let mut out = String::new();
+    let mut backends: Vec<&str> = cells.iter().map(|c| c.backend).collect();
+    backends.dedup();
+    for backend in backends {
+        let group: Vec<&Cell> = cells.iter().filter(|c| c.backend == backend).collect();
+        let _ = writeln!(
+            out,
+            "\n| {backend} drain, jobs/s | {} |\n|---|{}",
+            group
+                .iter()
+                .map(|c| format!("C={}", c.c))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            "---:|".repeat(group.len())
+        );
         for system in System::ALL {
-            let text = match cell.get(system) {
-                Some(m) => {
-                    let cost = m.cost.describe();
-                    if cost.is_empty() {
-                        crate::row::thousands(m.rate)
-                    } else {
-                        format!("{} ({cost})", crate::row::thousands(m.rate))
-                    }
-                }
-                None => "-".into(),
-            };
-            let _ = write!(line, " {text} |");
+            if !group
+                .iter()
+                .any(|c| c.systems.iter().any(|(s, _)| *s == system))
+            {
+                continue;
+            }
+            let texts: Vec<String> = group
+                .iter()
+                .map(|c| match c.systems.iter().find(|(s, _)| *s == system) {
+                    Some((_, m)) => describe(*m),
+                    None => "-".into(),
+                })
+                .collect();
+            let _ = writeln!(out, "| {} | {} |", system.name(), texts.join(" | "));
         }
-        let ratio = cell.ratio().map_or("-".into(), |r| format!("{r:.2}x"));
-        let _ = writeln!(line, " {ratio} | {:.2} |", cell.load_1m);
-        out.push_str(&line);
+        let lines: [(&str, RatioOf); 4] = [
+            ("defaults / best job queue at its defaults", |r| r.defaults),
+            ("tuned / best job queue at any configuration", |r| r.tuned),
+            ("defaults / database bound (32)", |r| r.defaults_of_bound),
+            ("tuned / database bound (500)", |r| r.tuned_of_bound),
+        ];
+        for (label, get) in lines {
+            let texts: Vec<String> = group.iter().map(|c| ratio_text(get(&c.ratios()))).collect();
+            let _ = writeln!(out, "| {label} | {} |", texts.join(" | "));
+        }
+        let loads: Vec<String> = group.iter().map(|c| format!("{:.2}", c.load_1m)).collect();
+        let _ = writeln!(
+            out,
+            "| load 1m at the cell's start | {} |",
+            loads.join(" | ")
+        );
     }
     out
 }
@@ -505,20 +759,66 @@ mod tests {
 
     #[test]
     fn the_starting_system_rotates_per_cell() {
+        let all = Vec::new();
+        let redis = order(Kind::Redis, 0, &all);
         assert_eq!(
-            order(Kind::Redis, 0),
-            [System::Lease, System::BullMq, System::Apalis]
+            redis,
+            [
+                System::Lease,
+                System::LeaseTuned,
+                System::BullMq,
+                System::BullMqTuned,
+                System::Apalis,
+                System::Bound32,
+                System::Bound500
+            ]
         );
+        let next = order(Kind::Redis, 1, &all);
+        assert_eq!(next[0], System::LeaseTuned);
+        assert_eq!(next[6], System::Lease);
+        assert_eq!(order(Kind::Redis, 7, &all), redis, "a full turn");
+        let pg = order(Kind::Postgres, 0, &all);
+        assert_eq!(pg.len(), 13, "everything but the two BullMQ rows: {pg:?}");
+        assert!(!pg.contains(&System::BullMq));
         assert_eq!(
-            order(Kind::Redis, 1),
-            [System::BullMq, System::Apalis, System::Lease]
+            order(Kind::Sqlite, 1, &all),
+            [
+                System::LeaseTuned,
+                System::Apalis,
+                System::Bound32,
+                System::Bound500,
+                System::Lease
+            ]
         );
+        assert!(order(Kind::Memory, 0, &all).is_empty());
+        let words = vec!["awa".to_owned(), "lease".to_owned()];
         assert_eq!(
-            order(Kind::Postgres, 2),
-            [System::Apalis, System::Lease, System::Graphile]
+            order(Kind::Postgres, 0, &words),
+            [
+                System::Lease,
+                System::LeaseTuned,
+                System::Awa,
+                System::AwaTuned
+            ]
         );
-        assert_eq!(order(Kind::Sqlite, 1), [System::Apalis, System::Lease]);
-        assert!(order(Kind::Memory, 0).is_empty());
+        assert!(order(Kind::Redis, 0, &["awa".to_owned()]).is_empty());
+    }
+
+    #[test]
+    fn every_system_has_a_distinct_key_and_one_role() {
+        let mut keys: Vec<&str> = System::ALL.iter().map(|s| s.key()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), System::ALL.len());
+        assert_eq!(System::Lease.role(), Role::LeaseDefault);
+        assert_eq!(System::Graphile500.role(), Role::AnchorTuned);
+        assert_eq!(
+            System::River.role(),
+            Role::AnchorTuned,
+            "its bench's own settings"
+        );
+        assert_eq!(System::PgBoss.role(), Role::AnchorDefault);
+        assert_eq!(System::Bound500.role(), Role::Bound(500));
     }
 
     #[test]
@@ -529,13 +829,36 @@ mod tests {
             parse_outcome(out, 20_000).ok(),
             Some(Outcome {
                 jobs: 20_000,
-                secs: 2.5
+                secs: 2.5,
+                partial: false
             })
         );
         assert!(parse_outcome(out, 19_999).is_err(), "jobs missing");
         assert!(parse_outcome("done\n", 1).is_err(), "no line");
         assert!(parse_outcome("ANCHOR {\"jobs\":1}", 1).is_err(), "no secs");
         assert!(parse_outcome("ANCHOR {\"jobs\":1,\"secs\":0}", 1).is_err());
+        let partial = "ANCHOR {\"jobs\":40,\"secs\":30.0,\"partial\":true,\"events\":41}";
+        assert_eq!(
+            parse_outcome(partial, 20_000).ok(),
+            Some(Outcome {
+                jobs: 40,
+                secs: 30.0,
+                partial: true
+            }),
+            "a budget that ran out: the jobs done by then, other fields ignored"
+        );
+        let none = "ANCHOR {\"jobs\":0,\"secs\":30.0,\"partial\":true}";
+        assert_eq!(parse_outcome(none, 10).map(|o| o.jobs).ok(), Some(0));
+        assert!(
+            parse_outcome("ANCHOR {\"jobs\":11,\"secs\":3,\"partial\":true}", 10).is_err(),
+            "more than admitted"
+        );
+        let all = "ANCHOR {\"jobs\":10,\"secs\":3,\"partial\":true}";
+        assert_eq!(
+            parse_outcome(all, 10).map(|o| o.partial).ok(),
+            Some(false),
+            "every job done is no partial run"
+        );
     }
 
     #[test]
@@ -586,46 +909,90 @@ mod tests {
         assert!(Cost::postgres(before, after, 0).is_err());
     }
 
+    fn measured(rate: f64, commits: Option<f64>) -> Option<Measured> {
+        Some(Measured {
+            rate,
+            cost: Cost {
+                commits,
+                ..Cost::default()
+            },
+            partial_jobs: None,
+        })
+    }
+
     #[test]
-    fn the_table_shows_ratio_cost_and_load() {
-        let m = |rate, commits| {
-            Some(Measured {
-                rate,
-                cost: Cost {
-                    commits,
-                    ..Cost::default()
-                },
-            })
-        };
+    fn ratios_compare_defaults_with_defaults_and_tuned_with_the_best() {
         let cell = Cell {
             backend: "PostgreSQL",
             c: 8,
             load_1m: 1.5,
             systems: vec![
-                (System::Lease, m(720.0, Some(1.0))),
-                (System::BullMq, None),
-                (System::Graphile, m(1_621.0, Some(2.0))),
-                (System::Apalis, m(995.0, None)),
+                (System::Lease, measured(6_000.0, Some(0.1))),
+                (System::LeaseTuned, measured(12_000.0, None)),
+                (System::Graphile, measured(2_000.0, Some(2.0))),
+                (System::Graphile500, measured(20_000.0, None)),
+                (System::PgBoss, None),
+                (System::Awa, measured(3_000.0, None)),
+                (System::Bound32, measured(24_000.0, None)),
+                (System::Bound500, measured(40_000.0, None)),
             ],
         };
-        assert_eq!(cell.best_anchor(), Some((1_621.0, System::Graphile)));
-        let table = markdown(&[cell]);
-        assert!(table.starts_with(
-            "| backend | C | this project | BullMQ | graphile-worker | apalis | this / best | load 1m |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
-        ));
-        assert!(
-            table.contains(
-                "| PostgreSQL | 8 | 720 (1.00 commits) | - | 1,621 (2.00 commits) | 995 | 0.44x | 1.50 |"
-            ),
-            "{table}"
+        assert_eq!(cell.best_anchor(), Some((20_000.0, System::Graphile500)));
+        assert_eq!(
+            cell.best_of(&[Role::AnchorDefault]),
+            Some((3_000.0, System::Awa)),
+            "a failed system is no best"
         );
+        let r = cell.ratios();
+        assert_eq!(r.defaults, Some(2.0));
+        assert_eq!(r.tuned, Some(0.6));
+        assert_eq!(r.defaults_of_bound, Some(0.25));
+        assert_eq!(r.tuned_of_bound, Some(0.3));
         let alone = Cell {
             backend: "SQLite",
             c: 1,
             load_1m: 0.0,
-            systems: vec![(System::Lease, m(1.0, None))],
+            systems: vec![(System::Lease, measured(1.0, None))],
         };
-        assert_eq!(alone.ratio(), None, "no anchor measured: no ratio");
+        assert_eq!(alone.ratios(), Ratios::default(), "nothing to compare with");
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_system_a_column_per_c_ratios_and_load() {
+        let cell = |c, lease, graphile, load_1m| Cell {
+            backend: "PostgreSQL",
+            c,
+            load_1m,
+            systems: vec![
+                (System::Lease, measured(lease, Some(1.0))),
+                (System::Graphile, graphile),
+                (
+                    System::PgBoss,
+                    Some(Measured {
+                        rate: 0.5,
+                        cost: Cost::default(),
+                        partial_jobs: Some(15),
+                    }),
+                ),
+            ],
+        };
+        let cells = [
+            cell(1, 720.0, measured(1_621.0, Some(2.0)), 1.5),
+            cell(8, 4_000.0, None, 2.25),
+        ];
+        let table = markdown(&cells);
+        for want in [
+            "| PostgreSQL drain, jobs/s | C=1 | C=8 |\n|---|---:|---:|",
+            "| this library, default options | 720 (1.00 commits) | 4,000 (1.00 commits) |",
+            "| graphile-worker 0.18.0, defaults | 1,621 (2.00 commits) | failed |",
+            "| pg-boss 10.4.2, defaults (batchSize 1, 2 s polling) | 0.5 (partial: 15 jobs in the budget) | 0.5 (partial: 15 jobs in the budget) |",
+            "| defaults / best job queue at its defaults | 0.44x | 8000.00x |",
+            "| tuned / best job queue at any configuration | - | - |",
+            "| load 1m at the cell's start | 1.50 | 2.25 |",
+        ] {
+            assert!(table.contains(want), "{want}\nnot in\n{table}");
+        }
+        assert!(!table.contains("BullMQ"), "only the systems that ran");
     }
 
     #[test]

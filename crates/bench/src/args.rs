@@ -45,9 +45,13 @@ timer, redelivery, idle, herd, fenced, drain, ack_and_claim, stored, purge, foot
 name, e.g. cross-process, 'drain 20k c64', 'stored running', 10^6). `claim` also selects
 the two ack_and_claim rows; a stored group is selected by its name ('stored <shape> 10^k'),
 never by an operation's. `--only anchors` (never in the default run) installs BullMQ,
-graphile-worker and apalis (npm ci, cargo build into target/anchors) and runs them beside this
-library's drain at C = 1, 8, 64 on the same servers, interleaved, with cost per job; combine
-with --backend.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
+graphile-worker, pg-boss (npm ci), apalis, awa (cargo build) and River's Rust port (cargo
+install riverqueue-cli) into <target>/anchors and runs each at its defaults and at its
+documented best configuration beside this library at its defaults and tuned (prefetch 500,
+claim_batch 500), and the database's own bound of the batched fenced claim/acknowledge
+protocol (batches of 32 and 500), draining --anchor-jobs at C = 1, 8, 64 on the same servers,
+interleaved, with cost per job; a drain past --anchor-budget reports its partial count; a
+missing tool fails its systems' rows; combine with --backend and --anchor-system.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
 LEASE_REDIS_URL (default redis://127.0.0.1:6379). PostgreSQL is measured over plain TCP
 (sslmode=disable added) unless the URL or PGSSLMODE names a mode, as the job queues connect. These are benchmarks: the exit status
 reflects only whether the measurements ran, never whether a target was met.";
@@ -105,6 +109,33 @@ pub struct Options {
     pub redis_url: String,
     /// The largest stored count of the stored-work rows.
     pub stored_max: u64,
+    /// How the `--only anchors` row runs.
+    pub anchors: AnchorOptions,
+}
+
+/// How the `--only anchors` row runs: runs per system and cell, the jobs of each run, the
+/// longest one drain may take, and which systems.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnchorOptions {
+    /// Runs per system and cell (the median is reported).
+    pub runs: usize,
+    /// Jobs admitted and drained per run.
+    pub jobs: u64,
+    /// The longest one drain runs: a slower one reports the jobs it completed by then.
+    pub budget: Duration,
+    /// Only systems whose key contains one of these words (empty: every system).
+    pub systems: Vec<String>,
+}
+
+impl Default for AnchorOptions {
+    fn default() -> Self {
+        AnchorOptions {
+            runs: 2,
+            jobs: 20_000,
+            budget: Duration::from_secs(30),
+            systems: Vec::new(),
+        }
+    }
 }
 
 impl Options {
@@ -194,6 +225,20 @@ struct Cli {
     /// 100000).
     #[arg(long, value_name = "N", value_parser = count_arg)]
     stored_max: Option<u64>,
+    /// `--only anchors`: runs per system and cell, the median reported (default 2).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=20))]
+    anchor_runs: Option<u16>,
+    /// `--only anchors`: jobs per run, `_` allowed (default 20000).
+    #[arg(long, value_name = "N", value_parser = count_arg)]
+    anchor_jobs: Option<u64>,
+    /// `--only anchors`: the longest one drain runs before it reports the jobs completed by
+    /// then, marked partial (default 30s).
+    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    anchor_budget: Option<Duration>,
+    /// `--only anchors`: only the systems whose key contains WORD (repeatable), e.g. lease,
+    /// graphile, pgboss, awa, river, bound.
+    #[arg(long, value_name = "WORD")]
+    anchor_system: Vec<String>,
 }
 
 /// clap's value parser for durations: [`parse_duration`].
@@ -259,6 +304,36 @@ pub fn parse(args: &[String]) -> Result<Options> {
         stored_max: cli
             .stored_max
             .unwrap_or(if quick { 100_000 } else { 1_000_000 }),
+        anchors: anchor_options(
+            cli.anchor_runs,
+            cli.anchor_jobs,
+            cli.anchor_budget,
+            cli.anchor_system,
+        )?,
+    })
+}
+
+/// The anchors row's options from their flags, the defaults for those not given.
+fn anchor_options(
+    runs: Option<u16>,
+    jobs: Option<u64>,
+    budget: Option<Duration>,
+    systems: Vec<String>,
+) -> Result<AnchorOptions> {
+    let defaults = AnchorOptions::default();
+    let jobs = jobs.unwrap_or(defaults.jobs);
+    if jobs == 0 {
+        return Err(BenchError::Setup("--anchor-jobs must be at least 1".into()));
+    }
+    let budget = budget.unwrap_or(defaults.budget);
+    if budget.is_zero() {
+        return Err(BenchError::Setup("--anchor-budget must be positive".into()));
+    }
+    Ok(AnchorOptions {
+        runs: runs.map_or(defaults.runs, usize::from),
+        jobs,
+        budget,
+        systems,
     })
 }
 
@@ -346,5 +421,37 @@ mod tests {
         assert_eq!(all.duration, Duration::from_millis(250));
         assert!(parse(&args(&["--backend", "mysql"])).is_err());
         assert!(parse(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn anchor_flags_parse_with_their_defaults() {
+        let o = parse(&args(&["--only", "anchors"])).expect("defaults");
+        assert_eq!(o.anchors, AnchorOptions::default());
+        assert_eq!(o.anchors.jobs, 20_000);
+        let o = parse(&args(&[
+            "--anchor-runs",
+            "1",
+            "--anchor-jobs",
+            "2_000",
+            "--anchor-budget",
+            "20s",
+            "--anchor-system",
+            "awa",
+            "--anchor-system",
+            "river",
+        ]))
+        .expect("flags");
+        assert_eq!(
+            o.anchors,
+            AnchorOptions {
+                runs: 1,
+                jobs: 2_000,
+                budget: Duration::from_secs(20),
+                systems: vec!["awa".into(), "river".into()],
+            }
+        );
+        assert!(parse(&args(&["--anchor-runs", "0"])).is_err());
+        assert!(parse(&args(&["--anchor-jobs", "0"])).is_err());
+        assert!(parse(&args(&["--anchor-budget", "0s"])).is_err());
     }
 }

@@ -77,9 +77,20 @@ pub async fn sample_mixed(
     mix: Option<&Mix>,
 ) -> Result<Sample> {
     let mut fx = Fixture::new(kind, options).await?;
-    let result = run(&mut fx, side, c, jobs, place, &Probe::None, mix).await;
+    let drainer = Drainer { c, tuned: false };
+    let result = run(&mut fx, side, drainer, jobs, place, &Probe::None, mix).await;
     let (sample, _) = fx.remove_after(result).await?;
     Ok(sample)
+}
+
+/// The dispatcher that drains: its concurrency, and whether it runs tuned for throughput
+/// (`prefetch` and `claim_batch` of [`worker::TUNED_BATCH`]) rather than at its defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drainer {
+    /// Concurrency.
+    pub c: usize,
+    /// Tuned options.
+    pub tuned: bool,
 }
 
 /// One run as [`sample`], with the cost per job `probe` reads around the drain alone (after
@@ -87,14 +98,15 @@ pub async fn sample_mixed(
 pub async fn sample_probed(
     kind: Kind,
     side: Side,
-    c: usize,
+    drainer: Drainer,
     jobs: u64,
     place: Place,
     options: &Options,
     probe: &Probe,
 ) -> Result<(Sample, Cost)> {
-    let fx = Fixture::new(kind, options).await?;
-    probed_on(fx, side, c, jobs, place, probe).await
+    let mut fx = Fixture::new(kind, options).await?;
+    let result = run(&mut fx, side, drainer, jobs, place, probe, None).await;
+    fx.remove_after(result).await
 }
 
 /// One library run on `fx` (a store the caller made), with the cost per job `probe`
@@ -112,19 +124,21 @@ async fn probed_on(
     place: Place,
     probe: &Probe,
 ) -> Result<(Sample, Cost)> {
-    let result = run(&mut fx, side, c, jobs, place, probe, None).await;
+    let drainer = Drainer { c, tuned: false };
+    let result = run(&mut fx, side, drainer, jobs, place, probe, None).await;
     fx.remove_after(result).await
 }
 
 async fn run(
     fx: &mut Fixture,
     side: Side,
-    c: usize,
+    drainer: Drainer,
     jobs: u64,
     place: Place,
     probe: &Probe,
     mix: Option<&Mix>,
 ) -> Result<(Sample, Cost)> {
+    let c = drainer.c;
     admit_jobs(fx, jobs, mix).await?;
     // PostgreSQL: ANALYZE after the bulk admission, as autovacuum would soon after (on a
     // fresh table without statistics its planner walks the whole backlog per claim). Not on
@@ -139,12 +153,18 @@ async fn run(
         Side::Library => {
             let (from_us, to_us) = match (place, fx.spec()) {
                 (Place::Child, Some(spec)) => {
-                    let (spawned, d) = worker::drain_child(&spec, c, jobs).await?;
+                    let (spawned, d) = worker::drain_child(&spec, c, drainer.tuned, jobs).await?;
                     (spawned, d.done_us)
                 }
                 _ => {
                     let backend = fx.peer().await?;
-                    let d = worker::drain_here(backend, c, jobs, Duration::from_secs(600)).await?;
+                    let spec = worker::WorkerSpec {
+                        concurrency: c,
+                        tuned: drainer.tuned,
+                        ..worker::WorkerSpec::idle()
+                    };
+                    let d =
+                        worker::drain_here(backend, spec, jobs, Duration::from_secs(600)).await?;
                     (d.started_us, d.done_us)
                 }
             };

@@ -22,9 +22,12 @@
 
 mod admit;
 mod anchor_db;
+mod anchor_river;
 mod anchor_runs;
+mod anchor_tools;
 mod anchors;
 mod args;
+mod bound;
 mod chain;
 mod client;
 mod controls;

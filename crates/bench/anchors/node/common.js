@@ -1,4 +1,4 @@
-// Shared by the anchors' runners (issue 24 item 1): arguments, the handshake with the
+// Shared by the anchors' runners: arguments, the handshake with the
 // bench on stdin, the result line, a counter that resolves when every job is done.
 import { createInterface } from "node:readline";
 
@@ -21,23 +21,38 @@ export async function ready() {
 export function released() {
   return closed;
 }
-export function args() {
-  const [url, namespace, c, n] = process.argv.slice(2);
+// `<url> <namespace> <concurrency> <jobs> [mode] [budget secs]`: the mode names the
+// configuration (each runner's own list; "default" when left out), the budget the longest a
+// drain may run before the runner reports what it completed by then (none when left out).
+export function args(modes) {
+  const [url, namespace, c, n, mode = "default", b = "0"] = process.argv.slice(2);
   const concurrency = Number(c);
   const jobs = Number(n);
-  if (!url || !namespace || !(concurrency > 0) || !(jobs > 0)) {
-    console.error("usage: <url> <namespace> <concurrency> <jobs>");
+  const budget = Number(b);
+  if (!url || !namespace || !(concurrency > 0) || !(jobs > 0) || !(budget >= 0) || !modes.includes(mode)) {
+    console.error(`usage: <url> <namespace> <concurrency> <jobs> [${modes.join("|")}] [budget secs]`);
     process.exit(2);
   }
-  return { url, namespace, concurrency, jobs };
+  return { url, namespace, concurrency, jobs, mode, budget };
 }
 
-export function counter(jobs) {
+// Resolves `all` when `jobs` were counted, or when `budget` seconds passed since `start()`
+// (0: no budget); `partial` says which.
+export function counter(jobs, budget = 0) {
   let done = 0;
+  let partial = false;
   let finish;
   const all = new Promise((resolve) => (finish = resolve));
   return {
     all,
+    start() {
+      if (budget > 0) {
+        setTimeout(() => {
+          partial = done < jobs;
+          finish();
+        }, budget * 1000).unref();
+      }
+    },
     one() {
       done += 1;
       if (done === jobs) finish();
@@ -45,10 +60,23 @@ export function counter(jobs) {
     get done() {
       return done;
     },
+    get partial() {
+      return partial;
+    },
   };
 }
 
-export function report(jobs, startedNs) {
+// Polls `remaining()` (jobs not yet recorded complete in the queue's own tables) every 2 ms
+// until it is 0 or the deadline (ms since the epoch) passed; resolves to what is left.
+export async function settled(remaining, deadlineMs) {
+  for (;;) {
+    const left = await remaining();
+    if (left === 0 || Date.now() >= deadlineMs) return left;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+export function report(jobs, startedNs, partial = false) {
   const secs = Number(process.hrtime.bigint() - startedNs) / 1e9;
-  console.log(`ANCHOR ${JSON.stringify({ jobs, secs })}`);
+  console.log(`ANCHOR ${JSON.stringify({ jobs, secs, partial })}`);
 }

@@ -1,10 +1,16 @@
-// graphile-worker at its defaults (issue 24 item 1): N jobs added with addJobs, then a
-// runner with `concurrency` and an empty task, timed from its start until every job
-// succeeded. Its own schema (the namespace), dropped by the bench before the run.
+// graphile-worker beside this library: N jobs added with addJobs, then one runner with
+// `concurrency` and an empty task, timed from its start until its jobs table is empty (it
+// deletes a job when it records the completion; its `job:success` event comes before that
+// write, and with batched completions well before). Its own schema (the namespace), dropped
+// by the bench before the run. Modes:
+// - default: its defaults (no local queue, one completion statement per job);
+// - lq32: `localQueue.size` 32 and batched completions (`completeJobBatchDelay: 0`,
+//   `failJobBatchDelay: 0`), the batching its performance page documents;
+// - lq500: the same with `localQueue.size` 500, the setup of its performance page's figures.
 import { makeWorkerUtils, run } from "graphile-worker";
-import { args, counter, ready, released, report } from "./common.js";
+import { args, counter, ready, released, report, settled } from "./common.js";
 
-const { url, namespace, concurrency, jobs } = args();
+const { url, namespace, concurrency, jobs, mode, budget } = args(["default", "lq32", "lq500"]);
 const utils = await makeWorkerUtils({ connectionString: url, schema: namespace });
 await utils.migrate();
 for (let i = 0; i < jobs; i += 1000) {
@@ -12,19 +18,34 @@ for (let i = 0; i < jobs; i += 1000) {
   for (let j = i; j < Math.min(jobs, i + 1000); j++) batch.push({ identifier: "noop", payload: {} });
   await utils.addJobs(batch);
 }
-await utils.release();
+const table = `"${namespace}"._private_jobs`;
+const remaining = () =>
+  utils.withPgClient(async (client) => {
+    const { rows } = await client.query(`select count(*)::int as n from ${table}`);
+    return rows[0].n;
+  });
 await ready();
-const count = counter(jobs);
+const batching = {
+  lq32: { localQueue: { size: 32 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 },
+  lq500: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 },
+}[mode];
+const count = counter(jobs, budget);
 const started = process.hrtime.bigint();
+const startedMs = Date.now();
 const runner = await run({
   connectionString: url,
   schema: namespace,
   concurrency,
   noHandleSignals: true,
   taskList: { noop: async () => {} },
+  ...(batching ? { preset: { worker: batching } } : {}),
 });
+count.start();
 runner.events.on("job:success", () => count.one());
 await count.all;
-report(count.done, started);
+const deadline = budget > 0 ? startedMs + budget * 1000 : Date.now() + 60_000;
+const left = await settled(remaining, deadline);
+report(jobs - left, started, left > 0);
 await released();
 await runner.stop();
+await utils.release();

@@ -686,6 +686,7 @@ async fn reclaim(fx: &Fixture, kill: bool) -> Result<(Vec<f64>, Counters)> {
             concurrency: 8,
             lease_ms: Some((lease_ms, renew_ms)),
             mode: Mode::Hold,
+            tuned: false,
         };
         let h = worker(fx, spec, &events, true).await?;
         for id in &ids {

@@ -45,6 +45,9 @@ pub enum Mode {
     Hold,
 }
 
+/// The prefetch bound and claim batch of a dispatcher tuned for throughput.
+pub const TUNED_BATCH: usize = 500;
+
 /// How the dispatcher under measurement runs.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct WorkerSpec {
@@ -54,6 +57,9 @@ pub struct WorkerSpec {
     pub lease_ms: Option<(u64, u64)>,
     /// What the worker does.
     pub mode: Mode,
+    /// Tuned for throughput: prefetch and claim batch of [`TUNED_BATCH`].
+    #[serde(default)]
+    pub tuned: bool,
 }
 
 impl WorkerSpec {
@@ -63,11 +69,15 @@ impl WorkerSpec {
             concurrency: 8,
             lease_ms: None,
             mode: Mode::Ack,
+            tuned: false,
         }
     }
 
     fn options(&self) -> DispatcherOptions {
-        let o = DispatcherOptions::new().concurrency(self.concurrency);
+        let mut o = DispatcherOptions::new().concurrency(self.concurrency);
+        if self.tuned {
+            o = o.prefetch(TUNED_BATCH).claim_batch(TUNED_BATCH);
+        }
         match self.lease_ms {
             Some((lease, renew)) => o
                 .lease_duration(Duration::from_millis(lease))
@@ -425,15 +435,10 @@ pub struct Drained {
 /// the run was clean.
 pub async fn drain_here(
     backend: SharedBackend,
-    concurrency: usize,
+    spec: WorkerSpec,
     jobs: u64,
     limit: Duration,
 ) -> Result<Drained> {
-    let spec = WorkerSpec {
-        concurrency,
-        lease_ms: None,
-        mode: Mode::Ack,
-    };
     let started_us = unix_us();
     let dispatcher = start_dispatcher(backend, spec, |_| {})?;
     let deadline = tokio::time::Instant::now() + limit;
@@ -467,6 +472,7 @@ pub async fn drain_here(
 pub async fn drain_child(
     store: &StoreSpec,
     concurrency: usize,
+    tuned: bool,
     jobs: u64,
 ) -> Result<(i64, Drained)> {
     let exe = std::env::current_exe().map_err(|e| BenchError::Setup(format!("exe: {e}")))?;
@@ -476,6 +482,7 @@ pub async fn drain_child(
             concurrency,
             lease_ms: None,
             mode: Mode::Ack,
+            tuned,
         },
         drain: Some(jobs),
     })
@@ -548,13 +555,7 @@ const END: &str = "\u{0}end";
 async fn child(config: ChildConfig) -> Result<()> {
     let backend = config.store.open().await?;
     if let Some(jobs) = config.drain {
-        let d = drain_here(
-            backend,
-            config.worker.concurrency,
-            jobs,
-            Duration::from_secs(590),
-        )
-        .await?;
+        let d = drain_here(backend, config.worker, jobs, Duration::from_secs(590)).await?;
         let mut out = tokio::io::stdout();
         out.write_all(format!("drained {} {}\n", d.started_us, d.done_us).as_bytes())
             .await

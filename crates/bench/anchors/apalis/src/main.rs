@@ -1,9 +1,10 @@
-//! apalis 1.0 at its defaults (issue 24 item 1): `<redis|postgres|sqlite> <url> <namespace>
-//! <concurrency> <jobs>`. Enqueues the jobs (the namespace is the Redis queue name; on
+//! apalis 1.0 at its defaults: `<redis|postgres|sqlite> <url> <namespace> <concurrency>
+//! <jobs> [budget secs]`. Enqueues the jobs (the namespace is the Redis queue name; on
 //! PostgreSQL apalis keeps its own `apalis` schema in the database the bench made for the
 //! run; on SQLite the URL names the file), prints `READY`, waits for a line on stdin, starts
 //! one worker with `.concurrency(C)` and an empty handler, prints
-//! `ANCHOR {"jobs":N,"secs":S}` once N tasks succeeded, and exits when stdin closes (so the
+//! `ANCHOR {"jobs":N,"secs":S}` once N tasks succeeded (or, once the budget ran out, the
+//! tasks that succeeded by then with `"partial":true`), and exits when stdin closes (so the
 //! bench reads the server's counters before the runner's own shutdown traffic).
 
 use std::io::BufRead as _;
@@ -22,24 +23,34 @@ struct Run {
     namespace: String,
     concurrency: usize,
     jobs: u64,
+    budget: Option<std::time::Duration>,
 }
 
 fn args() -> Result<Run, Fail> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let [kind, url, namespace, c, n] = argv.as_slice() else {
-        return Err("usage: <redis|postgres|sqlite> <url> <namespace> <concurrency> <jobs>".into());
+    let (kind, url, namespace, c, n, budget) = match argv.as_slice() {
+        [kind, url, namespace, c, n] => (kind, url, namespace, c, n, None),
+        [kind, url, namespace, c, n, b] => (kind, url, namespace, c, n, Some(b.parse::<f64>()?)),
+        _ => {
+            return Err(
+                "usage: <redis|postgres|sqlite> <url> <namespace> <concurrency> <jobs> [budget secs]"
+                    .into(),
+            );
+        }
     };
     let concurrency: usize = c.parse()?;
     let jobs: u64 = n.parse()?;
-    if concurrency == 0 || jobs == 0 {
-        return Err("concurrency and jobs must be positive".into());
+    if concurrency == 0 || jobs == 0 || budget.is_some_and(|b| !(b > 0.0)) {
+        return Err("concurrency, jobs and budget must be positive".into());
     }
+    let budget = budget.map(std::time::Duration::from_secs_f64);
     Ok(Run {
         kind: kind.clone(),
         url: url.clone(),
         namespace: namespace.clone(),
         concurrency,
         jobs,
+        budget,
     })
 }
 
@@ -87,11 +98,18 @@ macro_rules! drain {
             })
             .build(noop);
         let started = Instant::now();
+        let budget = run.budget;
         let stop = async move {
-            all.notified().await;
+            let partial = match budget {
+                Some(b) => tokio::time::timeout(b, all.notified()).await.is_err(),
+                None => {
+                    all.notified().await;
+                    false
+                }
+            };
             let secs = started.elapsed().as_secs_f64();
             let n = done.load(Ordering::SeqCst);
-            println!("ANCHOR {{\"jobs\":{n},\"secs\":{secs}}}");
+            println!("ANCHOR {{\"jobs\":{n},\"secs\":{secs},\"partial\":{partial}}}");
             tokio::task::spawn_blocking(wait_for_line)
                 .await
                 .map_err(std::io::Error::other)?;
