@@ -177,8 +177,13 @@ pub const MATRIX: &[Backend] = &[
     ),
     // The benchmark harness's own tests (argument parsing, report verdicts, the code of the
     // drain, ack_and_claim, stored and purge rows and the space rows on SQLite, the wake rows
-    // on memory): no timing asserted, no server needed.
-    Backend::new("bench", &["-p", "lease-bench"], &[]),
+    // on memory, a small run of each database-bound protocol): no timing asserted. The bound
+    // runs use the shared PostgreSQL and Redis, so the row finds or starts them.
+    Backend::new(
+        "bench",
+        &["-p", "lease-bench"],
+        &[Service::Postgres, Service::Redis],
+    ),
     // xtask's own tests: parsing, probes, a real throwaway redis-server and PostgreSQL cluster.
     Backend::new("xtask", &["-p", "xtask"], &[]),
     // The tree's own rules (xtask/tests/tidy): function lengths, no import circle inside a
