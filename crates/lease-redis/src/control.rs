@@ -155,6 +155,22 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
+    /// How a per-key setting's script (`verb` set / remove / list) runs: a list reads; a
+    /// change writes, and is `InvalidInput` naming `what` on a split namespace, which cannot
+    /// count a key's leases or claims across partitions and so refuses concurrency keys.
+    pub(crate) fn key_setting_access(&self, what: &'static str, verb: &str) -> Result<Access> {
+        if verb == "list" {
+            Ok(Access::Read)
+        } else if self.keys().split() {
+            Err(LeaseError::invalid(
+                what,
+                "not supported on a namespace split into partitions (it refuses concurrency keys)",
+            ))
+        } else {
+            Ok(Access::Write)
+        }
+    }
+
     /// Runs `control/limits.lua` (`verb` set / remove / list) on the namespace's partition;
     /// a split namespace is `InvalidInput` for set and remove (it refuses keys) and has no
     /// limits to list.
@@ -165,16 +181,7 @@ impl RedisBackend {
         field: &str,
         value: &str,
     ) -> Result<Value> {
-        let access = if verb == "list" {
-            Access::Read
-        } else if self.keys().split() {
-            return Err(LeaseError::invalid(
-                "concurrency limit",
-                "not supported on a namespace split into partitions (it refuses concurrency keys)",
-            ));
-        } else {
-            Access::Write
-        };
+        let access = self.key_setting_access("concurrency limit", verb)?;
         let args = [
             verb.as_bytes(),
             field.as_bytes(),
@@ -185,7 +192,7 @@ impl RedisBackend {
             .await
     }
 
-    /// `ExecutionClient::set_concurrency_limit` (issue 21 item 4): sets or removes one field
+    /// `ExecutionClient::set_concurrency_limit`: sets or removes one field
     /// of `limits`; a raised or removed limit publishes "now".
     pub(crate) async fn set_limit(
         &self,

@@ -3,13 +3,10 @@
 //! at its first keyed candidate (`scripts/claim.lua`). A split namespace refuses concurrency
 //! keys, so it refuses both (`InvalidInput`) and reads as having none.
 
-use lease_core::{
-    ConcurrencyKey, KeyOrdering, LeaseError, LimitScope, RateLimit, RateLimits, Result,
-};
+use lease_core::{ConcurrencyKey, KeyOrdering, LimitScope, RateLimit, RateLimits, Result};
 use redis::Value;
 
 use crate::backend::RedisBackend;
-use crate::error::Access;
 use crate::reply::Reply;
 use crate::scripts::operation_script;
 
@@ -41,16 +38,7 @@ impl RedisBackend {
         field: &str,
         value: &str,
     ) -> Result<Value> {
-        let access = if verb == "list" {
-            Access::Read
-        } else if self.keys().split() {
-            return Err(LeaseError::invalid(
-                what,
-                "not supported on a namespace split into partitions (it refuses concurrency keys)",
-            ));
-        } else {
-            Access::Write
-        };
+        let access = self.key_setting_access(what, verb)?;
         let args = [
             hash.as_bytes(),
             verb.as_bytes(),

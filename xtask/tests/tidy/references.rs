@@ -1,6 +1,6 @@
 //! No ticket numbers and no outside design notes: a comment, doc or message says why in
-//! words, because a reader of the repository has neither the tracker behind "issue 12" /
-//! "Issue 25 item 2" / "issues 12 and 13" nor the `design.md` that lived outside it (the
+//! words, because a reader of the repository has neither the tracker behind "issue N" /
+//! "Issue N item M" / "issues N and M" nor the `design.md` that lived outside it (the
 //! repository's own notes are `docs/DESIGN.md`, upper case). Checked in the places listed in
 //! [`CLEANED`], every file below them; the list grows as the rest of the tree is cleaned.
 
