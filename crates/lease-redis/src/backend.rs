@@ -6,7 +6,7 @@ use lease_core::{LeaseError, RedeliveryPolicy, Result, SharedClock, Timestamp};
 use redis::{Script, Value};
 
 use crate::config::RedisConfig;
-use crate::conn::{Conn, Opener, retry_read};
+use crate::conn::{Conn, NOSCRIPT_RETRIES, Opener, is_noscript, retry_read};
 use crate::error::{Access, map_error, protocol, token_counter_error};
 use crate::guard;
 use crate::keys::{Keys, LAYOUT_V1, LAYOUT_VERSION};
@@ -324,6 +324,16 @@ impl RedisBackend {
         }
         let mut result = invocation.invoke_async::<Value>(&mut conn).await;
         if access == Access::Read && result.as_ref().is_err_and(retry_read) {
+            result = invocation.invoke_async::<Value>(&mut conn).await;
+        }
+        // `invoke_async` loads the script once after `NOSCRIPT`; a `SCRIPT FLUSH` (an
+        // operator's, or a failover to a node without it) landing between that load and the
+        // second `EVALSHA` answers `NOSCRIPT` again. The script never ran, so sending it
+        // again is safe for writes too; a few tries, not a loop, bound a flush storm.
+        for _ in 0..NOSCRIPT_RETRIES {
+            if !result.as_ref().is_err_and(is_noscript) {
+                break;
+            }
             result = invocation.invoke_async::<Value>(&mut conn).await;
         }
         Ok(result)

@@ -228,6 +228,16 @@ pub(crate) fn retry_read(e: &redis::RedisError) -> bool {
     e.is_io_error() && e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
+/// How many more times a script answered `NOSCRIPT` after its reload is sent (see
+/// [`is_noscript`]).
+pub(crate) const NOSCRIPT_RETRIES: usize = 3;
+
+/// The server does not hold the script: it did not run, so sending it again (after a load)
+/// cannot apply anything twice.
+pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use lease_core::{LeaseError, Result};
 use redis::aio::ConnectionLike;
-use redis::{Cmd, Pipeline, RedisResult, Script, ServerErrorKind, Value};
+use redis::{Cmd, Pipeline, RedisResult, Script, Value};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, NOSCRIPT_RETRIES, is_noscript};
 use crate::error::{Access, BACKEND};
 
 /// The barrier key of `prefix`'s slot: `<prefix>barrier`, a counter every operation in
@@ -110,16 +110,19 @@ impl Barrier {
         for arg in args {
             evalsha.arg(*arg);
         }
-        let first = self.send(conn, op, access, evalsha.clone(), prefix).await?;
-        match first {
-            Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-                if let Err(e) = script.load_async(conn).await {
-                    return Ok(Err(e));
-                }
-                self.send(conn, op, access, evalsha, prefix).await
+        let mut reply = self.send(conn, op, access, evalsha.clone(), prefix).await?;
+        // A flush landing between the load and the next send answers `NOSCRIPT` again; the
+        // script never ran, so a few more tries are safe (as on a handle without a barrier).
+        for _ in 0..=NOSCRIPT_RETRIES {
+            if !reply.as_ref().is_err_and(is_noscript) {
+                break;
             }
-            other => Ok(other),
+            if let Err(e) = script.load_async(conn).await {
+                return Ok(Err(e));
+            }
+            reply = self.send(conn, op, access, evalsha.clone(), prefix).await?;
         }
+        Ok(reply)
     }
 
     /// Reads the pipeline's three replies: the command's reply stands only when `WAIT`
