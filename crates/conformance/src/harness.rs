@@ -66,6 +66,14 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// ([`lease_core::ExecutionClient::list_executions`]); with `false` the browse cases check
     /// only that a bad limit is `InvalidInput` and the rest `Unsupported`.
     const BROWSE: bool = false;
+    /// The backend keeps workflows' own redelivery policies
+    /// ([`lease_core::ExecutionClient::set_redelivery_policy`]); with `false` the cases check
+    /// only the typed `Unsupported` answers.
+    const WORKFLOW_REDELIVERY: bool = false;
+    /// The backend keeps each execution's delivery history
+    /// ([`lease_core::ExecutionClient::deliveries`]); with `false` the history cases check
+    /// only the typed `Unsupported` answer.
+    const DELIVERY_HISTORY: bool = false;
 
     /// Whether this run's store takes concurrency keys and limits (issue 22 item 2): by
     /// default [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at

@@ -21,10 +21,12 @@ use crate::execution::{
     CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome, check_ack_batch, check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
-use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
+use crate::history::DeliveryHistory;
+use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey, WorkflowName};
 use crate::json::Json;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced};
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
@@ -302,6 +304,40 @@ pub trait ExecutionClient: Send + Sync {
         let _ = (filter, after);
         crate::limits::check_limit("list limit", limit)?;
         Err(unsupported(self.backend_name(), "list_executions"))
+    }
+
+    /// Sets (`Some`) or removes (`None`) one workflow's own redelivery policy
+    /// ([`crate::RedeliveryPolicies`]), stored in the namespace beside the handle's policy,
+    /// which every other execution keeps using. A claim keeps the policy of the execution's
+    /// workflow on the record ([`ExecutionRecord::redelivery_policy`]) and the delay after
+    /// that delivery follows it, so a change applies from each execution's next claim; the
+    /// RFC's rules hold for each policy ([`RedeliveryPolicy::new`]). Removing a policy or
+    /// setting a shorter one signals the wake-up path. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        let _ = (workflow, policy);
+        Err(unsupported(self.backend_name(), "set_redelivery_policy"))
+    }
+
+    /// The workflows' own redelivery policies. The default is
+    /// [`crate::LeaseError::Unsupported`].
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        Err(unsupported(self.backend_name(), "redelivery_policies"))
+    }
+
+    /// The execution's last deliveries, oldest first ([`crate::history`]): each lease's
+    /// token, when it was claimed, how and when it ended (an expired lease nobody acted on
+    /// yet reads as expired at its expiry, as `get` reads the record), at most
+    /// [`crate::MAX_DELIVERY_HISTORY`] of them with the count of earlier ones. Written in
+    /// the same atomic steps that start and end deliveries. An unknown id is
+    /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        let _ = id;
+        Err(unsupported(self.backend_name(), "deliveries"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery

@@ -327,6 +327,11 @@ pub struct ExecutionRecord {
     /// The last attempt that ended without an acknowledgement, and why.
     #[serde(default)]
     pub last_error: Option<LastError>,
+    /// The workflow's own redelivery policy in force when the current (or last) delivery
+    /// was claimed ([`crate::RedeliveryPolicies`]): the delay after that delivery follows
+    /// it. `None`: the handle's policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redelivery_policy: Option<RedeliveryPolicy>,
 }
 
 impl ExecutionRecord {
@@ -350,6 +355,7 @@ impl ExecutionRecord {
             trace_context: admission.trace_context.clone(),
             attempt_limit: None,
             last_error: None,
+            redelivery_policy: None,
         }
     }
 
@@ -426,12 +432,15 @@ impl ExecutionRecord {
     }
 
     /// The time from which the redelivery delay allows a claim, or `None` when there is no
-    /// gate (no unacknowledged delivery).
+    /// gate (no unacknowledged delivery). The delay follows the record's own
+    /// [`ExecutionRecord::redelivery_policy`] when the last claim kept one, else `policy`
+    /// (the handle's).
     pub fn redelivery_not_before(&self, policy: &RedeliveryPolicy) -> Option<Timestamp> {
         if self.unacknowledged_deliveries == 0 {
             return None;
         }
         let ended = self.last_delivery_ended_at?;
+        let policy = self.redelivery_policy.as_ref().unwrap_or(policy);
         Some(ended.saturating_add(policy.delay(self.unacknowledged_deliveries)))
     }
 

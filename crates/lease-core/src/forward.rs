@@ -22,10 +22,12 @@ use crate::execution::{
     CorruptRecord, ExecutionRecord, Purged, WorkflowRunOutcome,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
-use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
+use crate::history::DeliveryHistory;
+use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey, WorkflowName};
 use crate::json::Json;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced};
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
@@ -109,6 +111,10 @@ forward! {
         fn key_ordering(&self) -> Result<KeyOrdering>;
         fn list_executions(&self, filter: &ExecutionFilter, after: Option<&ListCursor>,
             limit: usize) -> Result<ExecutionPage>;
+        fn set_redelivery_policy(&self, workflow: &WorkflowName,
+            policy: Option<RedeliveryPolicy>) -> Result<()>;
+        fn redelivery_policies(&self) -> Result<RedeliveryPolicies>;
+        fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory>;
         fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()>;
         fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch>;
         fn renew(&self, lease: &ExecutionLease, duration: Duration)

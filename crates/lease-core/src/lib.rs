@@ -25,6 +25,7 @@ pub mod execution;
 pub mod ext;
 pub mod forward;
 pub mod heap;
+pub mod history;
 pub mod ids;
 pub mod json;
 pub mod key_rules;
@@ -65,6 +66,7 @@ pub use execution::{
 pub use ext::ExecutionClientExt;
 pub use forward::{ForwardEffect, ForwardExecution, ForwardHeap, ForwardStart, ForwardStore};
 pub use heap::{HeapRecord, MAX_STEP_PAGE, StepCursor, StepPage, StepWrite};
+pub use history::{DeliveryEnd, DeliveryEntry, DeliveryHistory, MAX_DELIVERY_HISTORY};
 pub use ids::{
     ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
 };
@@ -74,7 +76,7 @@ pub use lease::{ExecutionLease, Fenced, FencingToken};
 #[cfg(feature = "memory")]
 pub use memory::MemoryBackend;
 pub use redact::redact_url;
-pub use redelivery::RedeliveryPolicy;
+pub use redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 pub use store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
 };

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LeaseError, Result};
+use crate::ids::WorkflowName;
 
 /// How long an execution waits after an unacknowledged delivery before it may be claimed
 /// again: `delay(n) = min(cap, base * factor^(n-1))` for `n` consecutive unacknowledged
@@ -68,6 +69,33 @@ impl RedeliveryPolicy {
         d.min(self.cap_ms)
     }
 
+    /// The first delay, in milliseconds.
+    pub fn base_ms(&self) -> u64 {
+        self.base_ms
+    }
+
+    /// The factor each further unacknowledged delivery multiplies the delay by.
+    pub fn factor(&self) -> u32 {
+        self.factor
+    }
+
+    /// The longest delay, in milliseconds.
+    pub fn cap_ms(&self) -> u64 {
+        self.cap_ms
+    }
+
+    /// A policy a backend read back from its own storage, in the units of
+    /// [`RedeliveryPolicy::base_ms`], [`RedeliveryPolicy::factor`] and
+    /// [`RedeliveryPolicy::cap_ms`]: validated again, so a damaged row is `InvalidInput`,
+    /// never a delay that breaks the RFC.
+    pub fn from_parts(base_ms: u64, factor: u32, cap_ms: u64) -> Result<Self> {
+        Self::new(
+            Duration::from_millis(base_ms),
+            factor,
+            Duration::from_millis(cap_ms),
+        )
+    }
+
     /// The delays for 1, 2, ... unacknowledged deliveries, up to and including the first
     /// that reaches the cap; every later count uses the last entry. Backends that evaluate
     /// the gate in SQL or Lua take this table as an argument.
@@ -96,6 +124,40 @@ impl Default for RedeliveryPolicy {
     }
 }
 
+/// The redelivery policies workflows have of their own, beside the handle's policy (which
+/// every other execution uses), as [`crate::ExecutionClient::redelivery_policies`] reads
+/// them. They are stored in the namespace, so every process applies the same one; a claim
+/// keeps the policy of the execution's workflow on the record
+/// ([`crate::ExecutionRecord::redelivery_policy`]), and the delay after that delivery is
+/// the one it names: a change applies from each execution's next claim. Each policy obeys
+/// the RFC's rules on its own (non-zero, never decreasing while the count grows).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedeliveryPolicies {
+    /// Workflows with a policy of their own, sorted by name.
+    pub workflows: Vec<(WorkflowName, RedeliveryPolicy)>,
+}
+
+impl RedeliveryPolicies {
+    /// The policy of an execution of `workflow` when it has one of its own; `None`: the
+    /// handle's policy applies.
+    pub fn of(&self, workflow: Option<&WorkflowName>) -> Option<RedeliveryPolicy> {
+        let workflow = workflow?;
+        self.workflows
+            .iter()
+            .find(|(name, _)| name == workflow)
+            .map(|(_, p)| *p)
+    }
+
+    /// Sets (`Some`) or removes (`None`) one workflow's policy, keeping them sorted by name.
+    pub fn set(&mut self, workflow: &WorkflowName, policy: Option<RedeliveryPolicy>) {
+        self.workflows.retain(|(w, _)| w != workflow);
+        if let Some(policy) = policy {
+            let at = self.workflows.partition_point(|(w, _)| w < workflow);
+            self.workflows.insert(at, (workflow.clone(), policy));
+        }
+    }
+}
+
 fn ceil_ms(d: Duration) -> u64 {
     let ms = d.as_millis() + u128::from(!d.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(ms).unwrap_or(u64::MAX)
@@ -108,6 +170,30 @@ mod tests {
     use super::*;
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn stored_parts_round_trip_and_damaged_ones_are_refused() {
+        let p = RedeliveryPolicy::new(MS(250), 3, MS(9000)).expect("valid");
+        let back = RedeliveryPolicy::from_parts(p.base_ms(), p.factor(), p.cap_ms());
+        assert_eq!(back.expect("valid"), p);
+        assert!(RedeliveryPolicy::from_parts(0, 2, 10).is_err());
+        assert!(RedeliveryPolicy::from_parts(10, 2, 5).is_err());
+    }
+
+    #[test]
+    fn a_workflows_own_policy_is_found_and_others_use_the_handles() {
+        let name = |s: &str| WorkflowName::new(s).expect("name");
+        let slow = RedeliveryPolicy::new(MS(5000), 2, MS(60_000)).expect("valid");
+        let mut ps = RedeliveryPolicies::default();
+        ps.set(&name("b"), Some(slow));
+        ps.set(&name("a"), Some(RedeliveryPolicy::default()));
+        assert_eq!(ps.workflows[0].0, name("a"), "sorted by name");
+        assert_eq!(ps.of(Some(&name("b"))), Some(slow));
+        assert_eq!(ps.of(Some(&name("c"))), None);
+        assert_eq!(ps.of(None), None);
+        ps.set(&name("b"), None);
+        assert_eq!(ps.of(Some(&name("b"))), None);
+    }
 
     #[test]
     fn delays_are_non_zero_and_never_decrease() {

@@ -129,6 +129,7 @@ pub(crate) fn execution_from(
         attempt_limit: col::<Option<i64>>(row, at(15), operation)?
             .map(lease_core::AttemptLimit::from_stored),
         last_error: last_error(row, first, operation)?,
+        redelivery_policy: None,
     })
 }
 

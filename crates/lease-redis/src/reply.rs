@@ -287,6 +287,7 @@ impl Reply {
                 })
                 .transpose()?,
             last_error: self.last_error(&id, f.last_error)?,
+            redelivery_policy: None,
             id,
         })
     }

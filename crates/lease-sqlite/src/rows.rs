@@ -156,6 +156,7 @@ impl RawExecution {
                 .map(|text| serde_json::from_str(&text))
                 .transpose()
                 .map_err(|e| corrupt("last error", e))?,
+            redelivery_policy: None,
         })
     }
 }
