@@ -108,15 +108,26 @@ pub(crate) fn retry_dead(
     let now = scope.now();
     let mut retried = Vec::with_capacity(ids.len());
     for id in ids {
-        let mut record = rows::load_required(conn, &scope.namespace, id)?.effective(now);
+        let (stored, mut history) = rows::load_with_history(conn, &scope.namespace, id)?;
+        // An expiry that made it dead ends its delivery: the history keeps that entry.
+        crate::history::close_expired(&stored, &mut history);
+        let mut record = stored.effective(now);
         record.retry_dead(now, input)?;
-        retried.push(record);
+        retried.push((record, history));
     }
-    for record in &retried {
-        rows::save(conn, &scope.namespace, record, &scope.policy)?;
+    let mut records = Vec::with_capacity(retried.len());
+    for (record, history) in retried {
+        rows::save_with(
+            conn,
+            &scope.namespace,
+            &record,
+            &scope.policy,
+            Some(&history),
+        )?;
         if let Some(input) = input {
             rows::set_input(conn, &scope.namespace, &record.id, input)?;
         }
+        records.push(record);
     }
-    Ok(Woken::at(retried, Some(now)))
+    Ok(Woken::at(records, Some(now)))
 }

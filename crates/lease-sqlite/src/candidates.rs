@@ -106,6 +106,8 @@ pub(crate) struct Candidate {
     pub(crate) rowid: i64,
     /// The stored record, or the problem decoding it.
     pub(crate) record: Result<ExecutionRecord, String>,
+    /// The stored delivery history, decoded only when the claim takes the row.
+    pub(crate) history: Option<String>,
     key: Key,
 }
 
@@ -114,6 +116,7 @@ fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     let rowid: i64 = row.get(extra)?;
     let priority: i64 = row.get(12)?;
     let key = (-priority, row.get(extra + 1)?, row.get(extra + 2)?);
+    let history = row.get(extra + 3)?;
     let record = match read_raw(row) {
         Ok(raw) => raw.into_record().map_err(|e| match e {
             OpError::Corrupt(problem) => problem,
@@ -121,7 +124,12 @@ fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
         }),
         Err(e) => Err(format!("stored row is unreadable: {e}")),
     };
-    Ok(Candidate { rowid, record, key })
+    Ok(Candidate {
+        rowid,
+        record,
+        history,
+        key,
+    })
 }
 
 /// Runs a candidate query.

@@ -9,8 +9,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use lease_core::{
-    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionId,
-    ExecutionRecord, LimitScope, PauseScope, Timestamp, WorkflowName,
+    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, DeliveryEnd,
+    ExecutionId, ExecutionRecord, ExecutionStatus, LimitScope, PauseScope, Timestamp, WorkflowName,
 };
 use rusqlite::{Connection, params};
 
@@ -30,14 +30,26 @@ pub(crate) fn cancel(
     reason: &CancelReason,
 ) -> OpResult<Woken<CancelOutcome>> {
     let now = scope.now();
-    let stored: ExecutionRecord = rows::load_required(conn, &scope.namespace, id)?;
+    let (stored, mut history) = rows::load_with_history(conn, &scope.namespace, id)?;
     // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
     if stored.outcome.is_some() {
         return Ok(Woken::quiet(stored.clone().cancel(now, reason)));
     }
+    // A live lease ends cancelled; one that ran out ends expired, as readers saw it.
+    if stored.status == ExecutionStatus::Running && stored.lease_live(now) {
+        history.end(DeliveryEnd::Cancelled, now, None);
+    } else {
+        crate::history::close_expired(&stored, &mut history);
+    }
     let mut record = stored.effective(now);
     let outcome = record.cancel(now, reason);
-    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    rows::save_with(
+        conn,
+        &scope.namespace,
+        &record,
+        &scope.policy,
+        Some(&history),
+    )?;
     let wake = record.concurrency_key.is_some().then_some(now);
     Ok(Woken::at(outcome, wake))
 }

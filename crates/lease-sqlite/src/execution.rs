@@ -11,15 +11,18 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionId,
-    ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json, KeyOrdering, LimitScope,
-    ListCursor, PauseScope, Purged, RateLimit, RateLimits, Release, Result, Timestamp,
-    WakeReceiver, WorkflowRunOutcome,
+    ConcurrencyLimits, CorruptRecord, DeliveryHistory, EffectClient, ExecutionClient,
+    ExecutionFilter, ExecutionId, ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json,
+    KeyOrdering, LimitScope, ListCursor, PauseScope, Purged, RateLimit, RateLimits,
+    RedeliveryPolicies, RedeliveryPolicy, Release, Result, Timestamp, WakeReceiver, WorkflowName,
+    WorkflowRunOutcome,
 };
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{attempts, browse, control, counts, keyed, retention, transitions};
+use crate::{
+    attempts, browse, control, counts, history, keyed, redelivery, retention, transitions,
+};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -229,6 +232,37 @@ impl ExecutionClient for SqliteBackend {
             attempts::set_limit(tx, s, &scope, limit)
         })
         .await
+    }
+
+    /// One row of `lease_redelivery_policies` set or removed in one write transaction; a
+    /// claim keeps it on each record from its next lease. A shorter delay wakes.
+    #[tracing::instrument(level = "debug", name = "set_redelivery_policy", skip_all)]
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        let workflow = workflow.clone();
+        self.write_waking("set_redelivery_policy", Weight::Light, move |tx, s| {
+            redelivery::set_policy(tx, s, &workflow, policy)
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", name = "redelivery_policies", skip_all)]
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        self.read("redelivery_policies", |tx, s| {
+            redelivery::policies(tx, &s.namespace)
+        })
+        .await
+    }
+
+    /// The history kept in the execution's row, as a reader at the backend clock sees it.
+    #[tracing::instrument(level = "debug", name = "deliveries", skip_all)]
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        let id = id.clone();
+        self.read("deliveries", move |tx, s| history::read(tx, s, &id))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]

@@ -26,7 +26,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -35,7 +35,7 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 const V1: &str = include_str!("migrate/v1.sql");
 
@@ -83,6 +83,11 @@ const V11: &str = include_str!("migrate/v11.sql");
 /// execution and its indexes, `lease_rate_limits`, `lease_ordered_keys`,
 /// `lease_rate_starts`).
 const V12: &str = include_str!("migrate/v12.sql");
+
+/// Version 13: workflows' own redelivery policies (`lease_redelivery_policies`, the one a
+/// claim kept in `redelivery_policy`) and each execution's delivery history (`deliveries`,
+/// in the row its transitions write).
+const V13: &str = include_str!("migrate/v13.sql");
 
 /// `$1 name` -> 1 when the table exists.
 const HAS_TABLE: &str = include_str!("migrate/has_table.sql");

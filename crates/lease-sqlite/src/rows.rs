@@ -2,8 +2,8 @@
 //! that let `claim_due` find candidates through an index instead of scanning.
 
 use lease_core::{
-    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, Json,
-    LeaseError, RedeliveryPolicy, Timestamp, WorkflowName,
+    DeliveryHistory, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
+    Json, LeaseError, RedeliveryPolicy, Timestamp, WorkflowName,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -14,13 +14,13 @@ macro_rules! execution_columns {
     () => {
         "id, workflow, input, status, token, lease_expires_at, due_at, wake_after_claim, \
          unacknowledged, last_delivery_ended_at, ever_suspended, outcome, priority, \
-         concurrency_key, trace_context, attempt_limit, last_error"
+         concurrency_key, trace_context, attempt_limit, last_error, redelivery_policy"
     };
 }
 pub(crate) use execution_columns;
 
 /// How many columns [`execution_columns!`] names (a candidate query's extra columns follow).
-pub(crate) const EXECUTION_COLUMNS: usize = 17;
+pub(crate) const EXECUTION_COLUMNS: usize = 18;
 
 /// An execution row as stored, before validation.
 pub(crate) struct RawExecution {
@@ -41,6 +41,7 @@ pub(crate) struct RawExecution {
     trace_context: Option<String>,
     attempt_limit: Option<i64>,
     last_error: Option<String>,
+    redelivery_policy: Option<String>,
 }
 
 /// Reads the columns of [`execution_columns!`] from a row (for use inside `query_map`).
@@ -63,6 +64,7 @@ pub(crate) fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawExecution> {
         trace_context: row.get(14)?,
         attempt_limit: row.get(15)?,
         last_error: row.get(16)?,
+        redelivery_policy: row.get(17)?,
     })
 }
 
@@ -76,6 +78,29 @@ fn ts(v: Option<i64>) -> Option<Timestamp> {
 
 fn ms(v: Option<Timestamp>) -> Option<i64> {
     v.map(Timestamp::as_millis)
+}
+
+/// A record's own redelivery policy in its stored form, `base_ms,factor,cap_ms`.
+pub(crate) fn policy_to_sql(p: &RedeliveryPolicy) -> String {
+    format!("{},{},{}", p.base_ms(), p.factor(), p.cap_ms())
+}
+
+/// Reads [`policy_to_sql`]'s form back, validated again (a damaged row is corrupt).
+fn policy_from_sql(text: &str) -> OpResult<RedeliveryPolicy> {
+    let parts: Vec<&str> = text.split(',').collect();
+    let [base, factor, cap] = parts[..] else {
+        return Err(corrupt(
+            "redelivery policy",
+            format!("{text:?} has not three parts"),
+        ));
+    };
+    let num = |v: &str| {
+        v.parse::<u64>()
+            .map_err(|e| corrupt("redelivery policy", e))
+    };
+    let factor = u32::try_from(num(factor)?).map_err(|e| corrupt("redelivery policy", e))?;
+    RedeliveryPolicy::from_parts(num(base)?, factor, num(cap)?)
+        .map_err(|e| corrupt("redelivery policy", e))
 }
 
 /// Converts a token to its stored form.
@@ -156,7 +181,11 @@ impl RawExecution {
                 .map(|text| serde_json::from_str(&text))
                 .transpose()
                 .map_err(|e| corrupt("last error", e))?,
-            redelivery_policy: None,
+            redelivery_policy: self
+                .redelivery_policy
+                .as_deref()
+                .map(policy_from_sql)
+                .transpose()?,
         })
     }
 }
@@ -191,6 +220,8 @@ pub(crate) fn claim_keys(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // The expiry ends the delivery the claim stamped: its policy sets the delay.
+        let policy = r.redelivery_policy.as_ref().unwrap_or(policy);
         let gate =
             expiry.saturating_add(policy.delay(r.unacknowledged_deliveries.saturating_add(1)));
         return (due, due.map(|d| d.max(gate)));
@@ -214,6 +245,33 @@ pub(crate) fn load(
         .query_row(params![namespace, id.as_str()], read_raw)
         .optional()?;
     raw.map(RawExecution::into_record).transpose()
+}
+
+/// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order, then its
+/// delivery history.
+pub(crate) const LOAD_HISTORY: &str = include_str!("rows/load_history.sql");
+
+/// Loads the stored (not effective) record with its delivery history, or fails with
+/// `UnknownExecution`.
+pub(crate) fn load_with_history(
+    conn: &Connection,
+    namespace: &str,
+    id: &ExecutionId,
+) -> OpResult<(ExecutionRecord, DeliveryHistory)> {
+    let raw = conn
+        .prepare_cached(LOAD_HISTORY)?
+        .query_row(params![namespace, id.as_str()], |row| {
+            Ok((
+                read_raw(row)?,
+                row.get::<_, Option<String>>(EXECUTION_COLUMNS)?,
+            ))
+        })
+        .optional()?;
+    let (raw, history) = raw.ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+    Ok((
+        raw.into_record()?,
+        crate::history::from_sql(history.as_deref())?,
+    ))
 }
 
 /// Loads the stored record or fails with `UnknownExecution`.
@@ -261,8 +319,13 @@ impl<'a> Fields<'a> {
         })
     }
 
-    /// Binds `$1..$upto` (`upto` is [`SAVED_PARAMS`] or [`ALL_PARAMS`]).
-    fn bind(&self, stmt: &mut rusqlite::CachedStatement<'_>, upto: usize) -> OpResult<usize> {
+    /// Binds `$1..$upto` (`upto` is [`SAVED_PARAMS`] or [`ALL_PARAMS`]), then `extra`.
+    fn bind(
+        &self,
+        stmt: &mut rusqlite::CachedStatement<'_>,
+        upto: usize,
+        extra: &[&dyn rusqlite::ToSql],
+    ) -> OpResult<usize> {
         let r = self.r;
         let values: [&dyn rusqlite::ToSql; ALL_PARAMS] = [
             &self.namespace,
@@ -288,7 +351,10 @@ impl<'a> Fields<'a> {
                 .as_ref()
                 .map(lease_core::TraceContext::to_stored),
         ];
-        Ok(stmt.execute(&values[..upto])?)
+        let mut bound: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(upto + extra.len());
+        bound.extend_from_slice(&values[..upto]);
+        bound.extend_from_slice(extra);
+        Ok(stmt.execute(&bound[..])?)
     }
 }
 
@@ -303,8 +369,11 @@ pub(crate) fn insert(
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<bool> {
-    let inserted =
-        Fields::of(namespace, r, policy)?.bind(&mut conn.prepare_cached(INSERT)?, ALL_PARAMS)?;
+    let inserted = Fields::of(namespace, r, policy)?.bind(
+        &mut conn.prepare_cached(INSERT)?,
+        ALL_PARAMS,
+        &[],
+    )?;
     Ok(inserted == 1)
 }
 
@@ -337,15 +406,34 @@ pub(crate) fn set_input(
 /// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
 pub(crate) const SAVE: &str = include_str!("rows/save.sql");
 
-/// Writes back every mutable field of a record loaded in the same transaction.
+/// Writes back every mutable field of a record loaded in the same transaction; its
+/// delivery history is left as stored.
 pub(crate) fn save(
     conn: &Connection,
     namespace: &str,
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<()> {
+    save_with(conn, namespace, r, policy, None)
+}
+
+/// [`save`], also writing the delivery history (`Some`) in the same `UPDATE`: a transition
+/// that starts or ends a delivery records it at no statement of its own.
+pub(crate) fn save_with(
+    conn: &Connection,
+    namespace: &str,
+    r: &ExecutionRecord,
+    policy: &RedeliveryPolicy,
+    history: Option<&DeliveryHistory>,
+) -> OpResult<()> {
     let fields = Fields::of(namespace, r, policy)?;
-    let changed = fields.bind(&mut conn.prepare_cached(SAVE)?, SAVED_PARAMS)?;
+    let own_policy = r.redelivery_policy.as_ref().map(policy_to_sql);
+    let history = history.map(crate::history::to_sql).transpose()?;
+    let changed = fields.bind(
+        &mut conn.prepare_cached(SAVE)?,
+        SAVED_PARAMS,
+        &[&own_policy, &history],
+    )?;
     if changed != 1 {
         return Err(OpError::Corrupt(format!(
             "execution {} vanished inside its transaction",
@@ -367,6 +455,7 @@ mod tests {
     fn every_row_statement_reads_the_columns_read_raw_expects() {
         for sql in [
             LOAD,
+            LOAD_HISTORY,
             crate::candidates::WAITING_FIRST,
             crate::candidates::WAITING_NEXT,
             crate::candidates::RUNNING_FIRST,

@@ -11,14 +11,19 @@ use lease_core::{
 use rusqlite::{Connection, OptionalExtension, params};
 
 use lease_core::selection::Gates;
-use lease_core::{AttemptLimits, ConcurrencyLimits, PauseScope, Release};
+use lease_core::{
+    AttemptLimits, ConcurrencyLimits, DeliveryEnd, DeliveryHistory, PauseScope, RedeliveryPolicies,
+    Release,
+};
 
 use crate::attempts;
 use crate::candidates::{Candidates, Opening};
 use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
+use crate::history;
 use crate::keyed_gate::KeyedGate;
+use crate::redelivery;
 use crate::rows::{self, RawExecution, read_raw};
 use crate::scope::Scope;
 
@@ -384,6 +389,7 @@ fn claim_at(
     let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
     // Read once the claim takes its first lease: a claim that takes nothing pays nothing.
     let mut attempt_limits: Option<AttemptLimits> = None;
+    let mut redelivery_policies: Option<RedeliveryPolicies> = None;
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -405,6 +411,14 @@ fn claim_at(
         {
             continue;
         }
+        let mut history = match history::from_sql(candidate.history.as_deref()) {
+            Ok(history) => history,
+            Err(OpError::Corrupt(problem)) => {
+                quarantine(conn, scope, candidate.rowid, &problem)?;
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         keyed.took(conn, ns, now, &record)?;
         token = next_token(scope, token, &stored)?;
         let limits = match &mut attempt_limits {
@@ -412,8 +426,18 @@ fn claim_at(
             empty => empty.insert(attempts::limits(conn, ns)?),
         };
         record.attempt_limit = limits.of(record.workflow.as_ref());
+        let policies = match &mut redelivery_policies {
+            Some(policies) => policies,
+            empty => empty.insert(redelivery::policies(conn, ns)?),
+        };
+        record.redelivery_policy = policies.of(record.workflow.as_ref());
         let lease = record.claim(now, lease_ms, token);
-        rows::save(conn, ns, &record, &scope.policy)?;
+        // A stored running row the claim may take is a lease that ran out: a takeover.
+        let taken_over = (stored.status == ExecutionStatus::Running)
+            .then_some(stored.lease_expires_at)
+            .flatten();
+        history.claim(token, now, taken_over);
+        rows::save_with(conn, ns, &record, &scope.policy, Some(&history))?;
         leases.push(Claimed { lease, record });
     }
     if token != first_token {
@@ -464,9 +488,19 @@ fn held(
     scope: &Scope,
     lease: &ExecutionLease,
 ) -> OpResult<Option<ExecutionRecord>> {
-    let record = rows::load_required(conn, &scope.namespace, &lease.execution_id)?;
+    Ok(held_with_history(conn, scope, lease)?.map(|(record, _)| record))
+}
+
+/// [`held`] with the execution's delivery history, for the transitions that end the
+/// delivery (a stale holder gets `None` and writes nothing).
+fn held_with_history(
+    conn: &Connection,
+    scope: &Scope,
+    lease: &ExecutionLease,
+) -> OpResult<Option<(ExecutionRecord, DeliveryHistory)>> {
+    let (record, history) = rows::load_with_history(conn, &scope.namespace, &lease.execution_id)?;
     Ok(if record.holds_at(lease, scope.now())? {
-        Some(record)
+        Some((record, history))
     } else {
         None
     })
@@ -496,11 +530,23 @@ pub(crate) fn release(
     lease: &ExecutionLease,
     how: &Release,
 ) -> OpResult<Woken<Fenced<()>>> {
-    let Some(mut record) = held(conn, scope, lease)? else {
+    let Some((mut record, mut history)) = held_with_history(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
-    record.release_with(scope.now(), how);
-    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let now = scope.now();
+    record.release_with(now, how);
+    let end = match how {
+        Release::NotStarted => DeliveryEnd::NotStarted,
+        Release::Failed(_) | Release::Retry => DeliveryEnd::Released,
+    };
+    history.end(end, now, how.note());
+    rows::save_with(
+        conn,
+        &scope.namespace,
+        &record,
+        &scope.policy,
+        Some(&history),
+    )?;
     Ok(Woken::at(
         Fenced::Accepted(()),
         earliest(
@@ -537,11 +583,24 @@ fn acknowledge_at(
     outcome: &WorkflowRunOutcome,
     now: Timestamp,
 ) -> OpResult<Woken<Fenced<Acknowledged>>> {
-    let Some(mut record) = held(conn, scope, lease)? else {
+    let Some((mut record, mut history)) = held_with_history(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
     let acknowledged = record.acknowledge(now, outcome);
-    rows::save(conn, &scope.namespace, &record, &scope.policy)?;
+    let end = match outcome {
+        WorkflowRunOutcome::Suspended => DeliveryEnd::Suspended,
+        WorkflowRunOutcome::Completed(_) | WorkflowRunOutcome::Failed(_) => {
+            DeliveryEnd::Acknowledged
+        }
+    };
+    history.end(end, now, None);
+    rows::save_with(
+        conn,
+        &scope.namespace,
+        &record,
+        &scope.policy,
+        Some(&history),
+    )?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
         earliest(

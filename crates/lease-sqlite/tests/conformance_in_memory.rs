@@ -25,6 +25,8 @@ impl lease_conformance::Harness for InMemoryHarness {
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
     const BROWSE: bool = true;
+    const WORKFLOW_REDELIVERY: bool = true;
+    const DELIVERY_HISTORY: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

@@ -1,0 +1,1 @@
+DELETE FROM lease_redelivery_policies WHERE namespace = ?1 AND workflow = ?2
