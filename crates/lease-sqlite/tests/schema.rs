@@ -273,7 +273,10 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_admitted;
+            "DROP TABLE lease_redelivery_policies;
+             ALTER TABLE lease_executions DROP COLUMN redelivery_policy;
+             ALTER TABLE lease_executions DROP COLUMN deliveries;
+             DROP INDEX lease_executions_admitted;
              DROP INDEX lease_executions_by_status;
              DROP INDEX lease_executions_by_workflow;
              DROP INDEX lease_executions_by_key;
