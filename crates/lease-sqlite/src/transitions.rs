@@ -535,11 +535,13 @@ pub(crate) fn release(
     };
     let now = scope.now();
     record.release_with(now, how);
-    let end = match how {
-        Release::NotStarted => DeliveryEnd::NotStarted,
-        Release::Failed(_) | Release::Retry => DeliveryEnd::Released,
+    // Only a reported error is kept with the entry; a retry reply is no error.
+    let (end, error) = match how {
+        Release::NotStarted => (DeliveryEnd::NotStarted, None),
+        Release::Failed(note) => (DeliveryEnd::Released, Some(note.clone())),
+        Release::Retry => (DeliveryEnd::Released, None),
     };
-    history.end(end, now, how.note());
+    history.end(end, now, error);
     rows::save_with(
         conn,
         &scope.namespace,
