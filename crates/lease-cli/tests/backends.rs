@@ -14,12 +14,76 @@ async fn sqlite_file() {
     let url = format!("sqlite:{}", dir.path().join("leases.db").display());
     let backend = lease::open(&url).await.expect("open");
     common::check_commands(&url, &backend).await;
+    // A namespace that holds nothing is a mistyped one: refused, not shown as empty.
     let other = common::with_namespace(&url, "other");
-    let empty = common::on(&other, &["status", "--json"]).await.json();
-    assert_eq!(
-        empty["total"], 0,
-        "another namespace of the file is counted apart"
+    common::on(&other, &["status", "--json"])
+        .await
+        .assert_error(1, "namespace");
+}
+
+/// Only `lease migrate` upgrades a SQLite file: `lease status` on a file of an older schema
+/// fails naming that command and leaves the file's version as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_migrate_upgrades_a_sqlite_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("leases.db");
+    let url = format!("sqlite:{}", path.display());
+    drop(lease::open(&url).await.expect("open"));
+    let version = |path: &std::path::Path| -> String {
+        lease::sqlite::rusqlite::Connection::open(path)
+            .expect("raw open")
+            .query_row(
+                "SELECT value FROM lease_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("version")
+    };
+    let current = version(&path);
+    let older = (current.parse::<u32>().expect("number") - 1).to_string();
+    lease::sqlite::rusqlite::Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_meta SET value = ?1 WHERE key = 'schema_version'",
+            [&older],
+        )
+        .expect("mark older");
+    let refused = common::on(&url, &["status"]).await;
+    refused.assert_error(1, "run `lease migrate`");
+    assert_eq!(version(&path), older, "status upgraded the file");
+    let missing = format!("sqlite:{}", dir.path().join("mistyped.db").display());
+    common::on(&missing, &["status"])
+        .await
+        .assert_error(1, "no SQLite database file");
+    assert!(!dir.path().join("mistyped.db").exists());
+}
+
+/// Only `lease migrate` claims a Redis namespace: `lease status` on one that holds nothing
+/// (a mistyped `?namespace=`) fails naming that command and writes no key.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_migrate_claims_a_redis_namespace() {
+    let base = lease_testserver::redis_url();
+    let namespace = common::unique("redis_migrate");
+    let url = common::with_namespace(&base, &namespace);
+    let refused = common::on(&url, &["status"]).await;
+    let verify = RedisConfig::new(&base).namespace(&namespace).migrate(false);
+    let still_missing = RedisBackend::connect(verify).await.err();
+    let migrated = common::on(&url, &["migrate"]).await;
+    let counted = common::on(&url, &["status", "--json"]).await;
+    let direct = RedisBackend::connect(RedisConfig::new(&base).namespace(&namespace))
+        .await
+        .expect("connect");
+    direct.delete_namespace().await.expect("delete namespace");
+    refused.assert_error(1, "run `lease migrate`");
+    assert!(
+        matches!(
+            still_missing,
+            Some(lease::LeaseError::SchemaMismatch { found: None, .. })
+        ),
+        "{still_missing:?}"
     );
+    assert_eq!(migrated.code, Some(0), "{migrated:?}");
+    assert_eq!(counted.json()["total"], 0, "{counted:?}");
 }
 
 /// Opens `url` through the facade and runs the command checks in a task of their own, so a

@@ -253,6 +253,7 @@ mod start;
 mod store;
 mod tls;
 mod url;
+mod verify;
 mod wakeup;
 mod wire;
 

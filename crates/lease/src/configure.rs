@@ -30,6 +30,7 @@ pub(crate) async fn sqlite(
     if let Some(timeout) = options.busy_timeout {
         config = config.busy_timeout(timeout);
     }
+    config = config.migrate(!options.verify_only);
     Ok(lease_sqlite::SqliteBackend::open(config).await?)
 }
 
@@ -82,6 +83,7 @@ pub(crate) async fn redis(
     if let Some((replicas, timeout)) = options.wait_for_replicas {
         config = config.wait_for_replicas(replicas, timeout);
     }
+    config = config.migrate(!options.verify_only);
     Ok(lease_redis::RedisBackend::connect(config).await?)
 }
 

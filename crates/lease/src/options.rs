@@ -83,8 +83,9 @@ impl OpenOptions {
     /// `false` it only verifies the schema is there at this library's version and changes
     /// nothing, failing otherwise with [`lease_core::LeaseError::SchemaMismatch`] (inside
     /// [`crate::OpenError::Backend`]): for read-only tools, so an old schema is not altered
-    /// under live traffic and a mistyped namespace is not created. PostgreSQL verifies;
-    /// SQLite, Redis and memory still open as with `true`.
+    /// under live traffic and a mistyped namespace is not created. PostgreSQL, SQLite and
+    /// Redis verify (a missing SQLite file is not created; an empty non-default SQLite
+    /// namespace is `InvalidInput`); memory has no schema and opens as with `true`.
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.verify_only = !migrate;
         self
