@@ -129,7 +129,7 @@ async fn only_migrate_creates_a_postgres_schema() {
     let refused = common::on(&url, &["status"]).await;
     let verify = PostgresConfig::new(&base).schema(&schema).migrate(false);
     let still_missing = PostgresBackend::connect(verify.clone()).await.err();
-    let migrated = common::on(&url, &["migrate"]).await;
+    let migrated = common::on(&url, &["migrate", "--lock-timeout", "2s"]).await;
     let counted = common::on(&url, &["status", "--json"]).await;
     let direct = PostgresBackend::connect(PostgresConfig::new(&base).schema(&schema))
         .await

@@ -54,6 +54,9 @@ pub(crate) async fn postgres(
     if let Some(size) = options.pool_size {
         config = config.max_connections(size);
     }
+    if let Some(timeout) = options.lock_timeout {
+        config = config.lock_timeout(timeout);
+    }
     config = config.migrate(!options.verify_only);
     Ok(lease_postgres::PostgresBackend::connect(config).await?)
 }

@@ -19,6 +19,7 @@ pub struct OpenOptions {
     pub(crate) wait_for_replicas: Option<(u32, Duration)>,
     pub(crate) shared_only: bool,
     pub(crate) verify_only: bool,
+    pub(crate) lock_timeout: Option<Duration>,
 }
 
 impl OpenOptions {
@@ -92,6 +93,16 @@ impl OpenOptions {
     }
 }
 
+impl OpenOptions {
+    /// PostgreSQL: how long each step of a migration waits for a lock before it fails with
+    /// [`lease_core::LeaseError::Unavailable`] (`lease_postgres::PostgresConfig::lock_timeout`,
+    /// default 5 s). Other backends take no table locks and ignore it.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = Some(timeout);
+        self
+    }
+}
+
 impl std::fmt::Debug for OpenOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenOptions")
@@ -103,6 +114,7 @@ impl std::fmt::Debug for OpenOptions {
             .field("wait_for_replicas", &self.wait_for_replicas)
             .field("shared_only", &self.shared_only)
             .field("migrate", &!self.verify_only)
+            .field("lock_timeout", &self.lock_timeout)
             .finish()
     }
 }
