@@ -29,6 +29,8 @@ use crate::statements::{fragment, render};
 mod apply;
 mod parts;
 
+use apply::Failure;
+
 /// The owner tag written into the version table.
 pub(crate) const OWNER: &str = "lease-postgres";
 
@@ -104,17 +106,6 @@ pub(crate) async fn migrate(
 fn driver_error(operation: &'static str, e: sqlx::Error) -> LeaseError {
     match error::classify(operation, Effect::Read, Attempt::before_commit(e)) {
         Verdict::Retry(e) | Verdict::Fail(e) => e,
-    }
-}
-
-enum Failure {
-    Lease(LeaseError),
-    Driver(sqlx::Error),
-}
-
-impl From<sqlx::Error> for Failure {
-    fn from(e: sqlx::Error) -> Self {
-        Failure::Driver(e)
     }
 }
 
@@ -195,13 +186,13 @@ async fn run(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
         .fetch_one(&mut *tx)
         .await?;
     if version == 0 && step == 0 {
-        apply::all_in(&mut tx, schema, &quoted).await?;
+        apply::all_in(&mut tx, MIGRATIONS, schema, &quoted).await?;
         tx.commit().await?;
         return Ok(());
     }
     tx.commit().await?;
     let step = usize::try_from(step).unwrap_or(0);
-    apply::upgrade(conn, schema, &quoted, version, step).await
+    apply::upgrade(conn, MIGRATIONS, schema, &quoted, version, step).await
 }
 
 /// Creates the schema and its version table (at version 0) unless the version table
@@ -284,5 +275,27 @@ fn schema_error(schema: &str, reason: impl Into<String>) -> LeaseError {
     LeaseError::Schema {
         location: format!("postgres schema {schema:?}"),
         reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parts::{Part, parts};
+
+    /// Every concurrent statement of the shipped migrations is cut whole: one statement
+    /// naming its index, nothing of the next one.
+    #[test]
+    fn every_concurrent_statement_is_cut_whole() {
+        let mut found = 0;
+        for migration in super::MIGRATIONS {
+            for part in parts(migration) {
+                if let Part::Concurrent(c) = part {
+                    found += 1;
+                    assert!(!c.sql.contains(';'), "{c:?}");
+                    assert!(c.sql.contains(&c.index), "{c:?}");
+                }
+            }
+        }
+        assert!(found > 0, "no migration builds an index concurrently");
     }
 }

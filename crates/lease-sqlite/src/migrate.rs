@@ -13,10 +13,10 @@
 //! All of it runs in one `BEGIN IMMEDIATE` transaction, so two processes opening a new file
 //! at once serialise: the second finds the schema the first created.
 //!
-//! A verifying open (`open_verified`, [`crate::SqliteConfig::migrate`] `false`) creates no file and
-//! writes nothing: it reads the version in a deferred transaction and refuses any other with
-//! [`LeaseError::SchemaMismatch`], so a read-only tool neither alters an old file under live
-//! traffic nor leaves an empty store at a mistyped path.
+//! A verifying open (`open_verified`, [`crate::SqliteConfig::migrate`] `false`) creates no
+//! file and writes nothing: it reads the version in a deferred transaction and refuses any
+//! other with [`LeaseError::SchemaMismatch`], so a read-only tool neither alters an old file
+//! under live traffic nor leaves an empty store at a mistyped path.
 
 use std::time::Duration;
 

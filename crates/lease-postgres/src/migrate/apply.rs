@@ -7,13 +7,25 @@ use lease_core::LeaseError;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 use super::parts::{Concurrent, Part, parts};
-use super::{Failure, MIGRATIONS};
 use crate::statements::{fragment, render};
 
-const LOCK: &str = include_str!("lock.sql");
-const SET_STEP: &str = include_str!("set_step.sql");
-const INDEX_STATE: &str = include_str!("index_state.sql");
-const DROP_INDEX: &str = include_str!("drop_index.sql");
+const LOCK: &str = include_str!("apply/lock.sql");
+const SET_STEP: &str = include_str!("apply/set_step.sql");
+const INDEX_STATE: &str = include_str!("apply/index_state.sql");
+const DROP_INDEX: &str = include_str!("apply/drop_index.sql");
+
+/// How a migration step failed: refused by the library, or a driver error the caller
+/// classifies (and may retry).
+pub(super) enum Failure {
+    Lease(LeaseError),
+    Driver(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(e: sqlx::Error) -> Self {
+        Failure::Driver(e)
+    }
+}
 
 /// How long between two tries of the advisory lock.
 const LOCK_POLL: Duration = Duration::from_millis(25);
@@ -49,14 +61,15 @@ pub(super) async fn lock(
     }
 }
 
-/// Every migration into a schema created in the open transaction `tx`, indexes built plainly:
+/// Every migration (`migrations`, in order) into a schema created in the open transaction `tx`, indexes built plainly:
 /// no one else sees its tables before the commit, so no build waits or blocks.
 pub(super) async fn all_in(
     tx: &mut PgConnection,
+    migrations: &[&str],
     schema: &str,
     quoted: &str,
 ) -> Result<(), Failure> {
-    for migration in MIGRATIONS {
+    for migration in migrations {
         for part in parts(migration) {
             let sql = match part {
                 Part::Transaction(sql) => sql,
@@ -67,10 +80,10 @@ pub(super) async fn all_in(
                 .await?;
         }
     }
-    record(tx, quoted, MIGRATIONS.len(), 0).await?;
+    record(tx, quoted, migrations.len(), 0).await?;
     tracing::info!(
         schema,
-        version = MIGRATIONS.len(),
+        version = migrations.len(),
         "created lease-postgres schema"
     );
     Ok(())
@@ -81,12 +94,13 @@ pub(super) async fn all_in(
 /// alone and then recorded.
 pub(super) async fn upgrade(
     conn: &mut PgConnection,
+    migrations: &[&str],
     schema: &str,
     quoted: &str,
     version: usize,
     mut step: usize,
 ) -> Result<(), Failure> {
-    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
+    for (index, migration) in migrations.iter().enumerate().skip(version) {
         let parts = parts(migration);
         let last = parts.len().saturating_sub(1);
         for (j, part) in parts.iter().enumerate().skip(step) {

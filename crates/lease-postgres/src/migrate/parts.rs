@@ -136,25 +136,3 @@ mod tests {
         assert_eq!(parts(sql), vec![Part::Transaction(sql.to_owned())]);
     }
 }
-
-#[cfg(test)]
-mod migrations {
-    use super::*;
-
-    /// Every concurrent statement of the shipped migrations is cut whole: one statement
-    /// naming its index, nothing of the next one.
-    #[test]
-    fn every_concurrent_statement_is_cut_whole() {
-        let mut found = 0;
-        for migration in crate::migrate::MIGRATIONS {
-            for part in parts(migration) {
-                if let Part::Concurrent(c) = part {
-                    found += 1;
-                    assert!(!c.sql.contains(';'), "{c:?}");
-                    assert!(c.sql.contains(&c.index), "{c:?}");
-                }
-            }
-        }
-        assert!(found > 0, "no migration builds an index concurrently");
-    }
-}
