@@ -156,6 +156,10 @@ pub struct UiArgs {
     /// Live-update streams (open pages) at once; more are answered 503.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_event_streams: u32,
+    /// How often the console samples the status counts for the activity page's charts
+    /// (1s to 60s; it keeps the last hour).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_sample_every)]
+    pub sample_every: Duration,
 }
 
 /// `cancel`.
@@ -344,6 +348,16 @@ pub struct MigrateArgs {
 /// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e} (for example 5s, 12h, 30d)"))
+}
+
+/// The console's sampling interval: 1 s to 60 s (shorter would load the store for little;
+/// longer would leave minutes of the charts without a sample).
+fn parse_sample_every(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(60) {
+        return Err(format!("{text} is outside 1s..=60s"));
+    }
+    Ok(d)
 }
 
 /// A stored status by its name (`running`, `dead`, ...).
