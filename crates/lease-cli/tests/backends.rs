@@ -21,36 +21,61 @@ async fn sqlite_file() {
         .assert_error(1, "namespace");
 }
 
+/// A SQLite file at the schema version before this one: the shipped migrations but the
+/// last, applied as the migrating open of that version did.
+fn older_sqlite_file(path: &std::path::Path) -> i64 {
+    use lease::sqlite::migrate::{APPLICATION_ID, PRODUCT, SCHEMA_VERSION};
+    let conn = lease::sqlite::rusqlite::Connection::open(path).expect("raw open");
+    conn.pragma_update(None, "application_id", APPLICATION_ID)
+        .expect("application_id");
+    let older = SCHEMA_VERSION - 1;
+    for version in 1..=older {
+        let file = format!(
+            "{}/../lease-sqlite/src/migrate/v{version}.sql",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let sql = std::fs::read_to_string(&file).expect("migration file");
+        conn.execute_batch(&sql).expect("apply migration");
+    }
+    conn.execute(
+        "INSERT INTO lease_meta VALUES ('product', ?1), ('schema_version', ?2)",
+        [PRODUCT.to_owned(), older.to_string()],
+    )
+    .expect("marker");
+    older
+}
+
+fn sqlite_version(path: &std::path::Path) -> String {
+    lease::sqlite::rusqlite::Connection::open(path)
+        .expect("raw open")
+        .query_row(
+            "SELECT value FROM lease_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("version")
+}
+
 /// Only `lease migrate` upgrades a SQLite file: `lease status` on a file of an older schema
-/// fails naming that command and leaves the file's version as it was.
+/// fails naming that command and leaves the file's version as it was; after `lease migrate`
+/// it answers. A mistyped path is refused and not created.
 #[tokio::test(flavor = "multi_thread")]
 async fn only_migrate_upgrades_a_sqlite_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("leases.db");
     let url = format!("sqlite:{}", path.display());
-    drop(lease::open(&url).await.expect("open"));
-    let version = |path: &std::path::Path| -> String {
-        lease::sqlite::rusqlite::Connection::open(path)
-            .expect("raw open")
-            .query_row(
-                "SELECT value FROM lease_meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("version")
-    };
-    let current = version(&path);
-    let older = (current.parse::<u32>().expect("number") - 1).to_string();
-    lease::sqlite::rusqlite::Connection::open(&path)
-        .expect("raw open")
-        .execute(
-            "UPDATE lease_meta SET value = ?1 WHERE key = 'schema_version'",
-            [&older],
-        )
-        .expect("mark older");
+    let older = older_sqlite_file(&path);
     let refused = common::on(&url, &["status"]).await;
     refused.assert_error(1, "run `lease migrate`");
-    assert_eq!(version(&path), older, "status upgraded the file");
+    assert_eq!(sqlite_version(&path), older.to_string(), "status upgraded");
+    let migrated = common::on(&url, &["migrate"]).await;
+    assert_eq!(migrated.code, Some(0), "{migrated:?}");
+    assert_eq!(
+        sqlite_version(&path),
+        lease::sqlite::migrate::SCHEMA_VERSION.to_string()
+    );
+    let counted = common::on(&url, &["status", "--json"]).await;
+    assert_eq!(counted.json()["total"], 0, "{counted:?}");
     let missing = format!("sqlite:{}", dir.path().join("mistyped.db").display());
     common::on(&missing, &["status"])
         .await
