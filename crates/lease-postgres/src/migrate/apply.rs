@@ -102,6 +102,10 @@ pub(super) async fn upgrade(
 ) -> Result<(), Failure> {
     for (index, migration) in migrations.iter().enumerate().skip(version) {
         let parts = parts(migration);
+        if parts.is_empty() {
+            // Nothing to apply (comments only): the version is reached all the same.
+            record(conn, quoted, index + 1, 0).await?;
+        }
         let last = parts.len().saturating_sub(1);
         for (j, part) in parts.iter().enumerate().skip(step) {
             // After the last part the migration is applied; else the next part is due.
