@@ -94,10 +94,12 @@ pub enum Command {
     /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
     /// catch-up policy, last admitted and next occurrence. Reads only.
     Schedules(SchedulesArgs),
-    /// Creates the store's schema or upgrades it to this version: the one command that
-    /// changes the schema (every other refuses a schema at another version, or none).
-    /// PostgreSQL's upgrades alter tables; run it when no long transaction holds them.
-    Migrate,
+    /// Creates the store's schema (PostgreSQL schema, SQLite file's tables, Redis namespace)
+    /// or upgrades it to this version: the one command that changes the schema (every other
+    /// refuses a schema at another version, or none). PostgreSQL builds new indexes
+    /// concurrently; each step waits for locks at most `--lock-timeout`, then fails and
+    /// may be run again. Not bounded by `--connect-timeout`: an index build takes its time.
+    Migrate(MigrateArgs),
     /// The operator console in a browser: the namespace and each execution as pages that
     /// update live (server-sent events driven by the backend's wake-ups), with cancel, pause,
     /// resume and retention's dry run when `--allow-writes`. Serves until stopped.
@@ -332,6 +334,15 @@ pub struct PurgeArgs {
 pub struct SchedulesArgs {
     /// Show only this schedule (exit status 1 when there is none of that name).
     pub name: Option<String>,
+}
+
+/// `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// PostgreSQL: how long each migration step waits for a lock (a long transaction on a
+    /// table it alters) before it fails, changing nothing of that step.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub lock_timeout: Duration,
 }
 
 /// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).
