@@ -23,6 +23,7 @@ use crate::execution::{
     check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
+use crate::history::DeliveryHistory;
 use crate::ids::{
     ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
 };
@@ -31,7 +32,7 @@ use crate::key_rules::KeyRules;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
-use crate::redelivery::RedeliveryPolicy;
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::selection::{Gates, horizon, select};
 use crate::store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
@@ -78,9 +79,10 @@ struct State {
     /// Ordered keys ([`crate::keyed`]).
     ordering: KeyOrdering,
     /// Workflows' own redelivery policies ([`crate::RedeliveryPolicies`]).
-    redelivery_policies: crate::redelivery::RedeliveryPolicies,
-    /// Each execution's last deliveries ([`crate::history`]), purged with it.
-    histories: HashMap<ExecutionId, crate::history::DeliveryHistory>,
+    redelivery: RedeliveryPolicies,
+    /// Each claimed execution's last deliveries ([`crate::history`]), at most
+    /// [`crate::MAX_DELIVERY_HISTORY`] each; purged with the record.
+    histories: HashMap<ExecutionId, DeliveryHistory>,
 }
 
 impl State {
@@ -214,16 +216,17 @@ impl MemoryBackend {
         for id in &selection.take {
             s.last_token += 1;
             let token = FencingToken::new(s.last_token);
-            let before = s.execution(id)?.clone();
-            let attempt_limit = s.attempt_limits.of(before.workflow.as_ref());
-            let policy = s.redelivery_policies.of(before.workflow.as_ref());
-            s.history_claim(&before, token, now);
+            let workflow = s.execution(id)?.workflow.clone();
+            let attempt_limit = s.attempt_limits.of(workflow.as_ref());
+            let redelivery_policy = s.redelivery.of(workflow.as_ref());
+            s.close_expired(id, now);
             let record = s.execution(id)?;
             *record = record.effective(now);
             record.attempt_limit = attempt_limit;
-            record.redelivery_policy = policy;
+            record.redelivery_policy = redelivery_policy;
             let lease = record.claim(now, lease_ms, token);
             let record = record.clone();
+            s.history_claim(id, token, now);
             s.record_start(&record, now);
             claimed.push(Claimed { lease, record });
         }
@@ -448,7 +451,6 @@ impl ExecutionClient for MemoryBackend {
         self.browse(filter, after, limit)
     }
 
-    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn set_redelivery_policy(
         &self,
         workflow: &WorkflowName,
@@ -458,14 +460,15 @@ impl ExecutionClient for MemoryBackend {
         Ok(())
     }
 
-    async fn redelivery_policies(&self) -> Result<crate::redelivery::RedeliveryPolicies> {
-        Ok(self.lock().redelivery_policies.clone())
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        Ok(self.workflow_policies())
     }
 
-    async fn deliveries(&self, id: &ExecutionId) -> Result<crate::history::DeliveryHistory> {
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         self.history_of(id)
     }
 
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
         let record = s.execution(id)?;
@@ -502,7 +505,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let acked = record.acknowledge(now, &ack.outcome);
                 let record = record.clone();
-                s.history_end(&record.id, history::ack_end(&ack.outcome), now, None);
+                s.history_acknowledged(&record.id, &acked, now);
                 self.signal(&record);
                 Fenced::Accepted(acked)
             }
@@ -612,7 +615,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let ack = record.acknowledge(now, outcome);
                 let record = record.clone();
-                s.history_end(&record.id, history::ack_end(outcome), now, None);
+                s.history_acknowledged(&record.id, &ack, now);
                 self.signal(&record);
                 Fenced::Accepted(ack)
             }
@@ -638,7 +641,7 @@ impl ExecutionClient for MemoryBackend {
                 Some(record) => {
                     let acked = record.acknowledge(now, &ack.outcome);
                     let record = record.clone();
-                    s.history_end(&record.id, history::ack_end(&ack.outcome), now, None);
+                    s.history_acknowledged(&record.id, &acked, now);
                     self.signal(&record);
                     Fenced::Accepted(acked)
                 }

@@ -4,6 +4,7 @@
 use crate::control::{CancelReason, ConcurrencyLimit, LimitScope};
 use crate::error::Result;
 use crate::execution::CancelOutcome;
+use crate::history::DeliveryEnd;
 use crate::ids::ExecutionId;
 
 use super::MemoryBackend;
@@ -18,16 +19,19 @@ impl MemoryBackend {
     ) -> Result<CancelOutcome> {
         let now = self.clock.now();
         let mut s = self.lock();
+        if s.execution(id)?.lease_live(now) {
+            s.history_end(id, DeliveryEnd::Cancelled, now, None);
+        } else {
+            s.close_expired(id, now);
+        }
         let record = s.execution(id)?;
         // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
         if record.outcome.is_some() {
             return Ok(record.clone().cancel(now, reason));
         }
-        let before = record.clone();
         *record = record.effective(now);
         let outcome = record.cancel(now, reason);
         let record = record.clone();
-        s.history_cancel(&before, now);
         drop(s);
         self.signal(&record);
         Ok(outcome)

@@ -1,35 +1,43 @@
-//! The memory backend's delivery histories ([`crate::history`]) and workflows' own
-//! redelivery policies ([`crate::RedeliveryPolicies`]), changed under the one lock in the
-//! same critical section as the transition they record.
+//! The memory backend's delivery histories and workflows' own redelivery policies
+//! ([`crate::history`], [`crate::RedeliveryPolicies`]): each history is written under the
+//! one lock in the same critical section as the transition it records.
 
 use crate::attempts::Release;
-use crate::execution::{ExecutionRecord, ExecutionStatus, WorkflowRunOutcome};
+use crate::error::{LeaseError, Result};
+use crate::execution::{Acknowledged, ExecutionStatus};
 use crate::history::{DeliveryEnd, DeliveryHistory};
 use crate::ids::{ExecutionId, WorkflowName};
 use crate::lease::FencingToken;
-use crate::redelivery::RedeliveryPolicy;
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::time::Timestamp;
-use crate::{LastError, LeaseError, Result};
 
 use super::{MemoryBackend, State};
 
 impl State {
-    /// A claim of the stored record `before` issued `token` at `now`: a lease of it that
-    /// expired unacknowledged is closed at its expiry first (a takeover).
-    pub(super) fn history_claim(
-        &mut self,
-        before: &ExecutionRecord,
-        token: FencingToken,
-        now: Timestamp,
-    ) {
-        let expired = expired_lease(before, now);
-        self.histories
-            .entry(before.id.clone())
-            .or_default()
-            .claim(token, now, expired);
+    /// Closes `id`'s open entry when its stored delivery's lease has expired by `now`: the
+    /// step about to apply the effective record (a claim, a cancel, a retry) writes down
+    /// the expiry that `get` reads, so the history agrees with the record it keeps.
+    pub(super) fn close_expired(&mut self, id: &ExecutionId, now: Timestamp) {
+        let Some(record) = self.executions.get(id) else {
+            return;
+        };
+        if record.status == ExecutionStatus::Running && !record.lease_live(now) {
+            let expired = record.clone();
+            let history = self.histories.entry(id.clone()).or_default();
+            *history = std::mem::take(history).effective(&expired, now);
+        }
     }
 
-    /// The delivery of `id` ended at `at` as `end`.
+    /// Appends the open entry of a lease `token` claimed at `now` (after
+    /// [`State::close_expired`]).
+    pub(super) fn history_claim(&mut self, id: &ExecutionId, token: FencingToken, now: Timestamp) {
+        self.histories
+            .entry(id.clone())
+            .or_default()
+            .claim(token, now, None);
+    }
+
+    /// Closes `id`'s open entry as `end` at `at`.
     pub(super) fn history_end(
         &mut self,
         id: &ExecutionId,
@@ -37,69 +45,57 @@ impl State {
         at: Timestamp,
         error: Option<crate::attempts::ErrorNote>,
     ) {
-        if let Some(h) = self.histories.get_mut(id) {
-            h.end(end, at, error);
+        if let Some(history) = self.histories.get_mut(id) {
+            history.end(end, at, error);
         }
     }
 
-    /// Before an operator's change to the stored record `before` (cancel): its lease, if it
-    /// expired unacknowledged, ends as expired; a live one as cancelled.
-    pub(super) fn history_cancel(&mut self, before: &ExecutionRecord, now: Timestamp) {
-        if before.status != ExecutionStatus::Running {
-            return;
-        }
-        match expired_lease(before, now) {
-            Some(expiry) => self.history_end(
-                &before.id,
-                DeliveryEnd::Expired,
-                expiry,
-                Some(LastError::expiry_note()),
-            ),
-            None => self.history_end(&before.id, DeliveryEnd::Cancelled, now, None),
-        }
+    /// Closes `id`'s open entry as its acknowledgement `acked` says.
+    pub(super) fn history_acknowledged(
+        &mut self,
+        id: &ExecutionId,
+        acked: &Acknowledged,
+        now: Timestamp,
+    ) {
+        let end = match acked {
+            Acknowledged::Suspended => DeliveryEnd::Suspended,
+            Acknowledged::Terminal(_) => DeliveryEnd::Acknowledged,
+        };
+        self.history_end(id, end, now, None);
     }
-}
 
-/// The expiry of `record`'s lease when it ran out unacknowledged by `now`.
-fn expired_lease(record: &ExecutionRecord, now: Timestamp) -> Option<Timestamp> {
-    let running = record.status == ExecutionStatus::Running;
-    (running && !record.lease_live(now))
-        .then_some(record.lease_expires_at)
-        .flatten()
-}
-
-/// How an acknowledgement with `outcome` ends its delivery.
-pub(super) fn ack_end(outcome: &WorkflowRunOutcome) -> DeliveryEnd {
-    match outcome {
-        WorkflowRunOutcome::Suspended => DeliveryEnd::Suspended,
-        WorkflowRunOutcome::Completed(_) | WorkflowRunOutcome::Failed(_) => {
-            DeliveryEnd::Acknowledged
-        }
-    }
-}
-
-/// How a release ends its delivery, with the error it reports.
-pub(super) fn release_end(release: &Release) -> (DeliveryEnd, Option<crate::attempts::ErrorNote>) {
-    match release.note() {
-        Some(note) => (DeliveryEnd::Released, Some(note)),
-        None => (DeliveryEnd::NotStarted, None),
+    /// Closes `id`'s open entry as `release` ends it: an attempt is `Released` (with the
+    /// worker's error when it reported one; a retry reply is no error), an unstarted lease
+    /// `NotStarted`.
+    pub(super) fn history_released(&mut self, id: &ExecutionId, release: &Release, now: Timestamp) {
+        let (end, error) = match release {
+            Release::NotStarted => (DeliveryEnd::NotStarted, None),
+            Release::Failed(note) => (DeliveryEnd::Released, Some(note.clone())),
+            Release::Retry => (DeliveryEnd::Released, None),
+        };
+        self.history_end(id, end, now, error);
     }
 }
 
 impl MemoryBackend {
-    /// [`crate::ExecutionClient::set_redelivery_policy`]: removing or shortening a policy
-    /// may make executions claimable sooner, so the wake-up path hears "now".
+    /// [`crate::ExecutionClient::set_redelivery_policy`]; any change may shorten a wait, so
+    /// the wake-up path hears "now" (a spare signal only makes a dispatcher look again).
     pub(super) fn set_workflow_policy(
         &self,
         workflow: &WorkflowName,
         policy: Option<RedeliveryPolicy>,
     ) {
-        let now = self.clock.now();
-        self.lock().redelivery_policies.set(workflow, policy);
-        self.hub.signal(now);
+        self.lock().redelivery.set(workflow, policy);
+        self.hub.signal(self.clock.now());
     }
 
-    /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader sees it now.
+    /// [`crate::ExecutionClient::redelivery_policies`].
+    pub(super) fn workflow_policies(&self) -> RedeliveryPolicies {
+        self.lock().redelivery.clone()
+    }
+
+    /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader at now sees
+    /// it beside the stored record.
     pub(super) fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         let now = self.clock.now();
         let s = self.lock();
