@@ -1043,6 +1043,30 @@ impl ExecutionClient for PostgresBackend {
         self.ordering().await
     }
 
+    /// One statement upserts or deletes the workflow's row of `redelivery_policies`
+    /// (schema v17); claims copy it onto the rows they take. A change notifies "now".
+    #[tracing::instrument(level = "debug", name = "set_redelivery_policy", skip_all)]
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &lease_core::WorkflowName,
+        policy: Option<lease_core::RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.set_workflow_redelivery(workflow, policy).await
+    }
+
+    /// The workflows' rows, by name.
+    #[tracing::instrument(level = "debug", name = "redelivery_policies", skip_all)]
+    async fn redelivery_policies(&self) -> Result<lease_core::RedeliveryPolicies> {
+        self.workflow_redeliveries().await
+    }
+
+    /// One read of the row's `deliveries` (schema v17), made effective at the backend's
+    /// clock like `get`.
+    #[tracing::instrument(level = "debug", name = "deliveries", skip_all)]
+    async fn deliveries(&self, id: &ExecutionId) -> Result<lease_core::DeliveryHistory> {
+        self.delivery_history(id).await
+    }
+
     /// One backward walk of an index in admission order (schema v16).
     #[tracing::instrument(level = "debug", name = "list_executions", skip_all)]
     async fn list_executions(

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrate/v14.sql"),
     include_str!("migrate/v15.sql"),
     include_str!("migrate/v16.sql"),
+    include_str!("migrate/v17.sql"),
 ];
 
 const LOCK: &str = include_str!("migrate/lock.sql");
@@ -45,7 +46,7 @@ const READ_VERSION: &str = include_str!("migrate/read_version.sql");
 const SET_VERSION: &str = include_str!("migrate/set_version.sql");
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 16;
+pub const SCHEMA_VERSION: i32 = 17;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 
