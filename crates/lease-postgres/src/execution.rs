@@ -814,6 +814,9 @@ impl ExecutionClient for PostgresBackend {
             note.as_ref().map(ErrorNote::kind),
             note.as_ref().map(ErrorNote::message),
         );
+        // The history keeps the worker's error; a retry reply is no error there, though the
+        // record's last error names it.
+        let history_error = matches!(release, Release::Failed(_));
         let row: Option<PgRow> = self
             .run_statement("release", Effect::Write, sql, |q| {
                 q.bind(id)
@@ -822,6 +825,7 @@ impl ExecutionClient for PostgresBackend {
                     .bind(delays)
                     .bind(kind)
                     .bind(message)
+                    .bind(history_error)
             })
             .await?;
         let decoded = row

@@ -1,5 +1,6 @@
 -- `$1 id, $2 token, $3 clock, $4 delays, $5 error kind (NULL: no worker started the
--- delivery, `Release::NotStarted`), $6 error message` -> (current token, status as
+-- delivery, `Release::NotStarted`), $6 error message, $7 the history keeps the error (a
+-- worker's error, not a retry reply)` -> (current token, status as
 -- `{held_status}` judges it, released?, notification count). Ends the delivery
 -- unacknowledged (`ExecutionRecord::release_with`), still due:
 --
@@ -44,7 +45,7 @@ upd AS (
         last_error_at = CASE WHEN f.attempt THEN clk.now ELSE e.last_error_at END,
         deliveries = {s}.history_end(e.deliveries,
             CASE WHEN f.attempt THEN 'released' ELSE 'not_started' END, clk.now,
-            CASE WHEN f.attempt THEN $5::text END, CASE WHEN f.attempt THEN $6::text END),
+            CASE WHEN $7::boolean THEN $5::text END, CASE WHEN $7::boolean THEN $6::text END),
         claimable_at = {s}.claimable_after(f.status, LEAST(e.due_at, e.wake_after_claim), NULL,
             NULL, f.unacked, f.ended, $4, e.redelivery_base_ms, e.redelivery_factor,
             e.redelivery_cap_ms)
