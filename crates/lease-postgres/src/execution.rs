@@ -814,6 +814,9 @@ impl ExecutionClient for PostgresBackend {
             note.as_ref().map(ErrorNote::kind),
             note.as_ref().map(ErrorNote::message),
         );
+        // The history keeps the worker's error; a retry reply is no error there, though the
+        // record's last error names it.
+        let history_error = matches!(release, Release::Failed(_));
         let row: Option<PgRow> = self
             .run_statement("release", Effect::Write, sql, |q| {
                 q.bind(id)
@@ -822,6 +825,7 @@ impl ExecutionClient for PostgresBackend {
                     .bind(delays)
                     .bind(kind)
                     .bind(message)
+                    .bind(history_error)
             })
             .await?;
         let decoded = row
@@ -1041,6 +1045,30 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "key_ordering", skip_all)]
     async fn key_ordering(&self) -> Result<lease_core::KeyOrdering> {
         self.ordering().await
+    }
+
+    /// One statement upserts or deletes the workflow's row of `redelivery_policies`
+    /// (schema v17); claims copy it onto the rows they take. A change notifies "now".
+    #[tracing::instrument(level = "debug", name = "set_redelivery_policy", skip_all)]
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &lease_core::WorkflowName,
+        policy: Option<lease_core::RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.set_workflow_redelivery(workflow, policy).await
+    }
+
+    /// The workflows' rows, by name.
+    #[tracing::instrument(level = "debug", name = "redelivery_policies", skip_all)]
+    async fn redelivery_policies(&self) -> Result<lease_core::RedeliveryPolicies> {
+        self.workflow_redeliveries().await
+    }
+
+    /// One read of the row's `deliveries` (schema v17), made effective at the backend's
+    /// clock like `get`.
+    #[tracing::instrument(level = "debug", name = "deliveries", skip_all)]
+    async fn deliveries(&self, id: &ExecutionId) -> Result<lease_core::DeliveryHistory> {
+        self.delivery_history(id).await
     }
 
     /// One backward walk of an index in admission order (schema v16).

@@ -118,6 +118,7 @@ mod hosts;
 mod literals;
 mod migrate;
 mod policy;
+mod redelivery;
 mod rows;
 mod start;
 mod statements;

@@ -62,7 +62,7 @@ pub(crate) fn stored_name<T>(
 }
 
 /// How many columns `{cols}` (`statements/execution_columns.sql`) has.
-pub(crate) const EXECUTION_COLUMNS: usize = 20;
+pub(crate) const EXECUTION_COLUMNS: usize = 23;
 
 /// The stored execution record in the first [`EXECUTION_COLUMNS`] columns
 /// (`statements/execution_columns.sql` order).
@@ -129,8 +129,37 @@ pub(crate) fn execution_from(
         attempt_limit: col::<Option<i64>>(row, at(15), operation)?
             .map(lease_core::AttemptLimit::from_stored),
         last_error: last_error(row, first, operation)?,
-        redelivery_policy: None,
+        redelivery_policy: redelivery_policy(row, first, operation)?,
     })
+}
+
+/// The redelivery policy the claim stamped, in columns 20 to 22 from `first` (schema v17:
+/// all three set, or none for the handle's policy); validated again like any stored policy.
+fn redelivery_policy(
+    row: &PgRow,
+    first: usize,
+    operation: &'static str,
+) -> Result<Option<lease_core::RedeliveryPolicy>> {
+    let base: Option<i64> = col(row, first + 20, operation)?;
+    let factor: Option<i64> = col(row, first + 21, operation)?;
+    let cap: Option<i64> = col(row, first + 22, operation)?;
+    let (Some(base), Some(factor), Some(cap)) = (base, factor, cap) else {
+        return Ok(None);
+    };
+    let parts = (
+        u64::try_from(base).ok(),
+        u32::try_from(factor).ok(),
+        u64::try_from(cap).ok(),
+    );
+    let (Some(base), Some(factor), Some(cap)) = parts else {
+        return Err(protocol(
+            operation,
+            "a stamped redelivery policy out of range",
+        ));
+    };
+    lease_core::RedeliveryPolicy::from_parts(base, factor, cap)
+        .map(Some)
+        .map_err(|e| protocol(operation, format!("stamped redelivery policy: {e}")))
 }
 
 /// The last error in columns 16 to 19 from `first` (schema v15: all four set, or none).

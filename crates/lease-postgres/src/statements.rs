@@ -128,6 +128,7 @@ pub(crate) struct Statements {
     pub(crate) control: Rendered<ControlSql>,
     pub(crate) attempts: Rendered<AttemptsSql>,
     pub(crate) policy: Rendered<PolicySql>,
+    pub(crate) redelivery: Rendered<RedeliverySql>,
     pub(crate) browse: Rendered<BrowseSql>,
 }
 
@@ -146,6 +147,7 @@ impl Statements {
             control: Rendered::default(),
             attempts: Rendered::default(),
             policy: Rendered::default(),
+            redelivery: Rendered::default(),
             browse: Rendered::default(),
         }
     }
@@ -181,6 +183,15 @@ pub(crate) struct PolicySql {
     pub(crate) mark_ordered: Arc<str>,
     pub(crate) unmark_ordered: Arc<str>,
     pub(crate) policies: Arc<str>,
+}
+
+/// `redelivery.rs`'s statements (`redelivery/*.sql`).
+#[derive(Debug)]
+pub(crate) struct RedeliverySql {
+    pub(crate) set_policy: Arc<str>,
+    pub(crate) remove_policy: Arc<str>,
+    pub(crate) policies: Arc<str>,
+    pub(crate) deliveries: Arc<str>,
 }
 
 /// `browse.rs`'s statements (`browse/*.sql`): one page walk per filter shape.

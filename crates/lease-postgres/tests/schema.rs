@@ -250,7 +250,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 16 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 17 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
         // version 16's indexes and sequence).
@@ -258,7 +258,13 @@ fn a_version_1_schema_is_upgraded_in_place() {
         exec(
             &mut conn,
             format!(
-                "DROP TABLE \"{schema}\".key_starts, \"{schema}\".key_policies; \
+                "DROP TABLE \"{schema}\".redelivery_policies; \
+                 DROP FUNCTION \"{schema}\".history_claim, \"{schema}\".history_end, \
+                     \"{schema}\".claimable_after, \"{schema}\".policy_delay; \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN redelivery_base_ms, \
+                     DROP COLUMN redelivery_factor, DROP COLUMN redelivery_cap_ms, \
+                     DROP COLUMN deliveries; \
+                 DROP TABLE \"{schema}\".key_starts, \"{schema}\".key_policies; \
                  DROP FUNCTION \"{schema}\".key_room; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN admission_seq; \
                  DROP TABLE \"{schema}\".attempt_limits; \
@@ -431,16 +437,18 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 16,
-/// ordered keys, rates and browsing; dropping the admission column drops its indexes and
-/// its sequence), so connecting runs exactly one migration again, one that alters
-/// `executions`.
+/// SQL that turns a current schema back into the version before it (undoes version 17,
+/// workflows' redelivery policies and delivery histories), so connecting runs exactly one
+/// migration again, one that alters `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 16, "undo the new latest version here");
+    assert_eq!(SCHEMA_VERSION, 17, "undo the new latest version here");
     format!(
-        "DROP TABLE \"{schema}\".key_starts, \"{schema}\".key_policies; \
-         DROP FUNCTION \"{schema}\".key_room; \
-         ALTER TABLE \"{schema}\".executions DROP COLUMN admission_seq; \
+        "DROP TABLE \"{schema}\".redelivery_policies; \
+         DROP FUNCTION \"{schema}\".history_claim, \"{schema}\".history_end, \
+             \"{schema}\".claimable_after, \"{schema}\".policy_delay; \
+         ALTER TABLE \"{schema}\".executions DROP COLUMN redelivery_base_ms, \
+             DROP COLUMN redelivery_factor, DROP COLUMN redelivery_cap_ms, \
+             DROP COLUMN deliveries; \
          UPDATE \"{schema}\".lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )

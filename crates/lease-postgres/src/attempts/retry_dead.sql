@@ -34,7 +34,10 @@ upd AS (
         lease_expires_at = NULL,
         wake_after_claim = NULL,
         input = COALESCE($2::text, e.input),
-        claimable_at = clk.now
+        claimable_at = clk.now,
+        deliveries = CASE WHEN e.status = 'running' THEN {s}.history_end(e.deliveries,
+            'expired', COALESCE(e.lease_expires_at, clk.now), 'lease_expired',
+            'the lease expired before the delivery was acknowledged') ELSE e.deliveries END
     FROM verdict v, clk
     WHERE e.id = v.id
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.status IS DISTINCT FROM 'dead')

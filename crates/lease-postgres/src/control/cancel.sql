@@ -4,7 +4,8 @@
 -- or sees the cancelled row (and is `Lost`). A terminal row is left as it is; otherwise
 -- the effective record (an expired running lease ends unacknowledged: unacked + 1, with the
 -- expiry's last error; a dead one, stored or by expiry, is cancellable too) becomes
--- cancelled with the reason as outcome, no lease, nothing due, ended now; token unchanged.
+-- cancelled with the reason as outcome, no lease, nothing due, ended now; token unchanged. The
+-- history's open entry ends cancelled (a live lease) or expired at its expiry (schema v17).
 -- A keyed execution freed a place for its key: the wake-up says "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
@@ -24,7 +25,14 @@ upd AS (
         wake_after_claim = NULL,
         last_delivery_ended_at = clk.now,
         {expiry_error},
-        claimable_at = NULL
+        claimable_at = NULL,
+        deliveries = CASE
+            WHEN e.status <> 'running' THEN e.deliveries
+            WHEN e.lease_expires_at > clk.now
+            THEN {s}.history_end(e.deliveries, 'cancelled', clk.now, NULL, NULL)
+            ELSE {s}.history_end(e.deliveries, 'expired', COALESCE(e.lease_expires_at, clk.now),
+                'lease_expired', 'the lease expired before the delivery was acknowledged')
+            END
     FROM cur, clk
     WHERE e.id = cur.id AND cur.status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING COALESCE(cur.status = 'running' AND cur.lease_expires_at > clk.now, false)

@@ -1,7 +1,8 @@
 -- `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
 -- acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
 -- requested during the delivery (or never), notified when there is one; completed/failed:
--- terminal with the outcome. A keyed lease frees a place of its key (issue 21 item 4): it
+-- terminal with the outcome. The history's open entry ends
+-- acknowledged or suspended (schema v17). A keyed lease frees a place of its key (issue 21 item 4): it
 -- notifies "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
@@ -18,7 +19,10 @@ upd AS (
         ever_suspended = e.ever_suspended OR $4 = 'suspended',
         due_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
         outcome = CASE WHEN $4 = 'suspended' THEN e.outcome ELSE $5 END,
-        claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END
+        claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        deliveries = {s}.history_end(e.deliveries,
+            CASE WHEN $4 = 'suspended' THEN 'suspended' ELSE 'acknowledged' END, clk.now,
+            NULL, NULL)
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
     RETURNING true AS acknowledged,

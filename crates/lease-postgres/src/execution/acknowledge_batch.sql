@@ -41,7 +41,10 @@ upd AS (
         due_at = CASE WHEN v.new_status = 'suspended' THEN e.wake_after_claim ELSE NULL END,
         outcome = CASE WHEN v.new_status = 'suspended' THEN e.outcome ELSE v.outcome END,
         claimable_at = CASE WHEN v.new_status = 'suspended'
-            THEN e.wake_after_claim ELSE NULL END
+            THEN e.wake_after_claim ELSE NULL END,
+        deliveries = {s}.history_end(e.deliveries,
+            CASE WHEN v.new_status = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
+            clk.now, NULL, NULL)
     FROM verdict v, clk
     WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)

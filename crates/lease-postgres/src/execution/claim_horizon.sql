@@ -25,7 +25,7 @@
 -- dispatcher's backstop poll (and that claimer's own retry) still claims it.
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, clk.now,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, clk.now,
     LEAST((SELECT min(c.claimable_at) FROM claimed c), (SELECT u.claimable_at FROM unpicked u),
         (SELECT d.claimable_at FROM due_unlocked d), (SELECT l.claimable_at FROM later l)
         {key_wait}),

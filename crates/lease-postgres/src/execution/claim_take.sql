@@ -12,9 +12,13 @@
 -- (`due_unlocked`): after a full one, `unpicked` reports the next claimable row whatever
 -- its key (counting that key's live leases there cost the keyed claim ~0.09 ms, issue 21);
 -- a row held back by a full key then costs a dispatcher one short claim, whose horizon
--- leaves it out.
+-- leaves it out. The claim copies the workflow's own redelivery policy onto the row (schema
+-- v17, like the attempt limit; the delay after this delivery follows it) and appends the
+-- delivery to the row's history (`history_claim`), closing a taken-over lease's entry as
+-- expired at its expiry; a death by expiry closes it the same way.
 attempt_rules AS MATERIALIZED (
-    SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit
+    SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit,
+        EXISTS (SELECT 1 FROM {s}.redelivery_policies) AS any_policy
 ),
 dying AS MATERIALIZED (
     SELECT e.id FROM {s}.executions e
@@ -33,7 +37,10 @@ died AS (
         due_at = NULL,
         wake_after_claim = NULL,
         lease_expires_at = NULL,
-        claimable_at = NULL
+        claimable_at = NULL,
+        deliveries = {s}.history_end(e.deliveries, 'expired',
+            COALESCE(e.lease_expires_at, (SELECT now FROM clk)), 'lease_expired',
+            'the lease expired before the delivery was acknowledged')
     FROM dying d
     WHERE e.id = d.id
 ),
@@ -62,11 +69,24 @@ claimed AS (
         attempt_limit = CASE WHEN (SELECT any_limit FROM attempt_rules) THEN COALESCE(
             (SELECT a.max_attempts FROM {s}.attempt_limits a WHERE a.workflow = e.workflow),
             (SELECT a.max_attempts FROM {s}.attempt_limits a WHERE a.workflow IS NULL)) END,
-        claimable_at = {s}.claimable_from('running', i.due, NULL, clk.now + $4,
+        redelivery_base_ms = CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.base_ms FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
+        redelivery_factor = CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.factor FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
+        redelivery_cap_ms = CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.cap_ms FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
+        deliveries = {s}.history_claim(e.deliveries, i.token, clk.now,
+            CASE WHEN e.status = 'running' THEN e.lease_expires_at END),
+        claimable_at = {s}.claimable_after('running', i.due, NULL, clk.now + $4,
             CASE WHEN e.status = 'running'
                 THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)
                 ELSE e.unacknowledged_deliveries END,
-            NULL, $5)
+            NULL, $5, CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.base_ms FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
+            CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.factor FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
+            CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
+            (SELECT r.cap_ms FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END)
     FROM issued i, clk
     WHERE e.id = i.id
     RETURNING {cols}, e.claimable_at, i.ord AS claim_order

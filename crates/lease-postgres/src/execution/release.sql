@@ -1,5 +1,6 @@
 -- `$1 id, $2 token, $3 clock, $4 delays, $5 error kind (NULL: no worker started the
--- delivery, `Release::NotStarted`), $6 error message` -> (current token, status as
+-- delivery, `Release::NotStarted`), $6 error message, $7 the history keeps the error (a
+-- worker's error, not a retry reply)` -> (current token, status as
 -- `{held_status}` judges it, released?, notification count). Ends the delivery
 -- unacknowledged (`ExecutionRecord::release_with`), still due:
 --
@@ -8,6 +9,8 @@
 --   the execution is 'dead' in this same statement (nothing due, no claimable_at);
 -- - not started: counter, last_delivery_ended_at and last error unchanged, so no
 --   redelivery delay starts (the old one had passed when the delivery was claimed).
+--
+-- The history's open entry ends as released (with the error) or not started (schema v17).
 --
 -- Notifies the row's new `claimable_at`, or now for a keyed lease (it frees a place under
 -- its key's concurrency limit, which a waiting execution of that key may take at once).
@@ -40,8 +43,12 @@ upd AS (
         last_error_message = CASE WHEN f.attempt THEN $6::text ELSE e.last_error_message END,
         last_error_attempt = CASE WHEN f.attempt THEN f.unacked ELSE e.last_error_attempt END,
         last_error_at = CASE WHEN f.attempt THEN clk.now ELSE e.last_error_at END,
-        claimable_at = {s}.claimable_from(f.status, LEAST(e.due_at, e.wake_after_claim), NULL,
-            NULL, f.unacked, f.ended, $4)
+        deliveries = {s}.history_end(e.deliveries,
+            CASE WHEN f.attempt THEN 'released' ELSE 'not_started' END, clk.now,
+            CASE WHEN $7::boolean THEN $5::text END, CASE WHEN $7::boolean THEN $6::text END),
+        claimable_at = {s}.claimable_after(f.status, LEAST(e.due_at, e.wake_after_claim), NULL,
+            NULL, f.unacked, f.ended, $4, e.redelivery_base_ms, e.redelivery_factor,
+            e.redelivery_cap_ms)
     FROM fate f, clk
     WHERE e.id = f.id
     RETURNING true AS released,

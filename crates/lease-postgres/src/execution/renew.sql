@@ -8,8 +8,9 @@ cur AS MATERIALIZED (
 upd AS (
     UPDATE {s}.executions e SET
         lease_expires_at = clk.now + $4,
-        claimable_at = {s}.claimable_from(e.status, e.due_at, e.wake_after_claim,
-            clk.now + $4, e.unacknowledged_deliveries, e.last_delivery_ended_at, $5)
+        claimable_at = {s}.claimable_after(e.status, e.due_at, e.wake_after_claim,
+            clk.now + $4, e.unacknowledged_deliveries, e.last_delivery_ended_at, $5,
+            e.redelivery_base_ms, e.redelivery_factor, e.redelivery_cap_ms)
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
     RETURNING e.lease_expires_at

@@ -11,12 +11,12 @@ woken AS (
             THEN LEAST(e.wake_after_claim, t.at) ELSE e.wake_after_claim END,
         due_at = CASE WHEN e.status = 'running'
             THEN e.due_at ELSE LEAST(e.due_at, t.at) END,
-        claimable_at = {s}.claimable_from(e.status,
+        claimable_at = {s}.claimable_after(e.status,
             CASE WHEN e.status = 'running' THEN e.due_at ELSE LEAST(e.due_at, t.at) END,
             CASE WHEN e.status = 'running'
                 THEN LEAST(e.wake_after_claim, t.at) ELSE e.wake_after_claim END,
             e.lease_expires_at, e.unacknowledged_deliveries, e.last_delivery_ended_at,
-            t.delays)
+            t.delays, e.redelivery_base_ms, e.redelivery_factor, e.redelivery_cap_ms)
     FROM wake_targets t
     WHERE e.id = t.id AND e.status NOT IN ('completed', 'failed', 'cancelled', 'dead')
     RETURNING e.status, e.claimable_at

@@ -130,6 +130,8 @@ impl lease_conformance::Harness for PostgresHarness {
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
     const BROWSE: bool = true;
+    const WORKFLOW_REDELIVERY: bool = true;
+    const DELIVERY_HISTORY: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)
