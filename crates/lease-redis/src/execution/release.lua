@@ -18,8 +18,10 @@ if ARGV[6] == 'unstarted' then
   r.wk = nil
   r.le = nil
   if r.es then r.st = 'suspended' else r.st = 'admitted' end
+  r.hend = {'not_started', now}
 else
   end_attempt(r, now, ARGV[7], ARGV[8])
+  r.hend = {'released', now, ARGV[7], ARGV[8]}
 end
 save(r, old)
 place(r, old)
