@@ -1,14 +1,15 @@
-//! Delivery history on Redis (lease-core's `history`): the list `hist:<id>` beside each
-//! execution record, oldest first, at most `MAX_DELIVERY_HISTORY` entries, and the record's
-//! field `he` counting the ones dropped. The scripts that start and end deliveries write it
+//! Delivery history on Redis (lease-core's `history`): the open delivery is the running
+//! record's own lease (`tk`, and `ca` when its claim issued it); the list `hist:<id>` beside
+//! it holds the ended ones, oldest first, at most `MAX_DELIVERY_HISTORY`, and the record's
+//! field `he` counts the ones dropped. The scripts that start and end deliveries write it
 //! in the same step (`write_history` in `scripts/record.lua`): a claim appends an open entry
 //! (closing a taken-over expired lease's entry as expired at its expiry), an
 //! acknowledgement, a release and a cancel of a live lease close it; a stale holder's
 //! refused write writes nothing. `purge_terminal` deletes the list with the record.
 
 use lease_core::{
-    DeliveryEnd, DeliveryEntry, DeliveryHistory, ErrorNote, ExecutionId, FencingToken, LeaseError,
-    Result, Timestamp,
+    DeliveryEnd, DeliveryEntry, DeliveryHistory, ErrorNote, ExecutionId, ExecutionStatus,
+    FencingToken, LeaseError, Result, Timestamp,
 };
 
 use crate::backend::RedisBackend;
@@ -44,28 +45,44 @@ impl RedisBackend {
                 .push(entry_of(reply, &reply.string(entry)?)?);
         }
         history.earlier = reply.number(reply.next(&mut items, "earlier")?, "earlier")?;
+        // The open delivery is the record's own lease, when its claim kept `ca`.
+        let claimed_at = reply.string(reply.next(&mut items, "claimed_at")?)?;
+        if record.status == ExecutionStatus::Running && !claimed_at.is_empty() {
+            let at = claimed_at
+                .parse()
+                .map_err(|_| reply.unexpected(&format!("claimed_at {claimed_at:?}")))?;
+            history.claim(record.token, Timestamp::from_millis(at), None);
+        }
         Ok(history.effective(&record, Timestamp::from_millis(now)))
     }
 }
 
-/// One stored entry: a JSON array of strings, token, claimed_at, then once ended its end,
-/// ended_at and, for an attempt, the error's kind and message.
+/// One stored entry: `token`, `claimed_at`, its end and `ended_at`, separated by 0x1f, then
+/// for an attempt 0x1f, the kind's length in bytes, 0x1f, the kind and the message.
 fn entry_of(reply: Reply, text: &str) -> Result<DeliveryEntry> {
     let bad = || reply.unexpected(&format!("delivery entry {text:?}"));
-    let parts: Vec<String> = serde_json::from_str(text).map_err(|_| bad())?;
+    let parts: Vec<&str> = text.splitn(6, '\u{1f}').collect();
     let number =
         |i: usize| -> Result<i64> { parts.get(i).and_then(|p| p.parse().ok()).ok_or_else(bad) };
     let token = u64::try_from(number(0)?).map_err(|_| bad())?;
     let mut entry =
         DeliveryEntry::claimed(FencingToken::new(token), Timestamp::from_millis(number(1)?));
+    let end = parts
+        .get(2)
+        .and_then(|e| DeliveryEnd::parse(e))
+        .ok_or_else(bad)?;
+    entry.end = Some(end);
+    entry.ended_at = Some(Timestamp::from_millis(number(3)?));
     match parts.len() {
-        2 => {}
-        4 | 6 => {
-            entry.end = Some(DeliveryEnd::parse(&parts[2]).ok_or_else(bad)?);
-            entry.ended_at = Some(Timestamp::from_millis(number(3)?));
-            if parts.len() == 6 {
-                entry.error = Some(ErrorNote::new(parts[4].clone(), parts[5].clone()));
+        4 => {}
+        6 => {
+            let len: usize = parts[4].parse().map_err(|_| bad())?;
+            let rest = parts[5];
+            if !rest.is_char_boundary(len.min(rest.len())) || len > rest.len() {
+                return Err(bad());
             }
+            let (kind, message) = rest.split_at(len);
+            entry.error = Some(ErrorNote::new(kind, message));
         }
         _ => return Err(bad()),
     }

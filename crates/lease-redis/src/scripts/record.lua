@@ -134,33 +134,26 @@ end
 
 local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld', 'al', 'ca'}
 
--- Delivery history (lease-core's history): the list `hist:<id>`, oldest first, of the
--- execution's last HISTORY_MAX deliveries, each a JSON array of strings: token, claimed_at,
--- then once ended its end (DeliveryEnd::as_str), ended_at and, for an attempt, the error's
--- kind and message; the record's field `he` counts the entries dropped. Written by save()
--- in the script of each transition: a new token (a claim) appends an open entry; `r.hend`
--- ({end, at, kind, message}, set by the transition that ends the delivery) closes the open
--- one, the last of the list (the record's `ca` says a claim wrote one).
+-- Delivery history (lease-core's history): the open delivery is the record itself (a
+-- running record's `tk` and `ca`, when its claim issued the lease); the list `hist:<id>`
+-- holds the ended ones, oldest first, at most HISTORY_MAX, each
+-- 'token\31claimed_at\31end\31ended_at' (end: DeliveryEnd::as_str) and, for an attempt,
+-- '\31<bytes of kind>\31<kind><message>'; the record's field `he` counts those dropped.
+-- Written by save() in the script of each transition: `r.hend` ({end, at, kind, message},
+-- set by the transition that ends the delivery) appends the ended entry. A claim writes
+-- nothing more than `ca`, in the record's HSET, so a delivery costs one list command.
 local HISTORY_MAX = 20
 local function k_hist(id) return P .. 'hist:' .. id end
 
 local function write_history(r, old)
   local h = r.hend
-  if h and old.st == 'running' and old.ca then
-    local entry = {fmt(old.tk), fmt(old.ca), h[1], fmt(h[2])}
-    if h[3] then
-      entry[5] = h[3]
-      entry[6] = h[4]
-    end
-    -- An operator may have deleted the list: the record still moves on.
-    redis.pcall('LSET', k_hist(r.id), -1, cjson.encode(entry))
-  end
-  if r.st == 'running' and r.tk ~= old.tk and r.ca then
-    local n = redis.call('RPUSH', k_hist(r.id), cjson.encode({fmt(r.tk), fmt(r.ca)}))
-    if n > HISTORY_MAX then
-      redis.call('LTRIM', k_hist(r.id), n - HISTORY_MAX, -1)
-      redis.call('HINCRBY', k_exec(r.id), 'he', n - HISTORY_MAX)
-    end
+  if not h or old.st ~= 'running' or not old.ca then return end
+  local entry = fmt(old.tk) .. '\31' .. fmt(old.ca) .. '\31' .. h[1] .. '\31' .. fmt(h[2])
+  if h[3] then entry = entry .. '\31' .. #h[3] .. '\31' .. h[3] .. h[4] end
+  local n = redis.call('RPUSH', k_hist(r.id), entry)
+  if n > HISTORY_MAX then
+    redis.call('LTRIM', k_hist(r.id), n - HISTORY_MAX, -1)
+    redis.call('HINCRBY', k_exec(r.id), 'he', n - HISTORY_MAX)
   end
 end
 
