@@ -23,13 +23,16 @@ use crate::execution::{
     check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
-use crate::ids::{ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
+use crate::history::DeliveryHistory;
+use crate::ids::{
+    ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
+};
 use crate::json::Json;
 use crate::key_rules::KeyRules;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
 use crate::lease::{ExecutionLease, Fenced, FencingToken};
 use crate::limits::check_limit;
-use crate::redelivery::RedeliveryPolicy;
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::selection::{Gates, horizon, select};
 use crate::store::{
     StartRequest, Started, StoreOp, StoreOutcome, StoreReceipt, StoreSnapshot, StoreUpdate,
@@ -40,6 +43,7 @@ use crate::wakeup::{WakeHub, WakeReceiver};
 mod attempts;
 mod browse;
 mod controls;
+mod history;
 mod keyed;
 
 /// A step record's key in the ordered map: (execution, step key, attempt).
@@ -74,6 +78,11 @@ struct State {
     rate_starts: HashMap<ConcurrencyKey, Vec<Timestamp>>,
     /// Ordered keys ([`crate::keyed`]).
     ordering: KeyOrdering,
+    /// Workflows' own redelivery policies ([`crate::RedeliveryPolicies`]).
+    redelivery: RedeliveryPolicies,
+    /// Each claimed execution's last deliveries ([`crate::history`]), at most
+    /// [`crate::MAX_DELIVERY_HISTORY`] each; purged with the record.
+    histories: HashMap<ExecutionId, DeliveryHistory>,
 }
 
 impl State {
@@ -209,11 +218,15 @@ impl MemoryBackend {
             let token = FencingToken::new(s.last_token);
             let workflow = s.execution(id)?.workflow.clone();
             let attempt_limit = s.attempt_limits.of(workflow.as_ref());
+            let redelivery_policy = s.redelivery.of(workflow.as_ref());
+            s.close_expired(id, now);
             let record = s.execution(id)?;
             *record = record.effective(now);
             record.attempt_limit = attempt_limit;
+            record.redelivery_policy = redelivery_policy;
             let lease = record.claim(now, lease_ms, token);
             let record = record.clone();
+            s.history_claim(id, token, now);
             s.record_start(&record, now);
             claimed.push(Claimed { lease, record });
         }
@@ -438,6 +451,23 @@ impl ExecutionClient for MemoryBackend {
         self.browse(filter, after, limit)
     }
 
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.set_workflow_policy(workflow, policy);
+        Ok(())
+    }
+
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        Ok(self.workflow_policies())
+    }
+
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        self.history_of(id)
+    }
+
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
@@ -475,6 +505,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let acked = record.acknowledge(now, &ack.outcome);
                 let record = record.clone();
+                s.history_acknowledged(&record.id, &acked, now);
                 self.signal(&record);
                 Fenced::Accepted(acked)
             }
@@ -512,6 +543,7 @@ impl ExecutionClient for MemoryBackend {
             .collect();
         let gone: std::collections::HashSet<&ExecutionId> = ids.iter().collect();
         s.executions.retain(|id, _| !gone.contains(id));
+        s.histories.retain(|id, _| !gone.contains(id));
         s.admitted.retain(|id, _| !gone.contains(id));
         s.by_admission.retain(|_, id| !gone.contains(id));
         s.steps.retain(|(id, _, _), _| !gone.contains(id));
@@ -583,6 +615,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let ack = record.acknowledge(now, outcome);
                 let record = record.clone();
+                s.history_acknowledged(&record.id, &ack, now);
                 self.signal(&record);
                 Fenced::Accepted(ack)
             }
@@ -608,6 +641,7 @@ impl ExecutionClient for MemoryBackend {
                 Some(record) => {
                     let acked = record.acknowledge(now, &ack.outcome);
                     let record = record.clone();
+                    s.history_acknowledged(&record.id, &acked, now);
                     self.signal(&record);
                     Fenced::Accepted(acked)
                 }

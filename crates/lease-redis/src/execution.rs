@@ -277,6 +277,11 @@ impl ExecutionClient for RedisBackend {
                     mode.as_bytes(),
                     kind.as_bytes(),
                     message.as_bytes(),
+                    if matches!(release, Release::Failed(_)) {
+                        b"1"
+                    } else {
+                        b"0"
+                    },
                 ],
             )
             .await?;

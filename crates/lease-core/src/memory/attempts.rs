@@ -31,6 +31,7 @@ impl MemoryBackend {
         };
         record.release_with(now, release);
         let record = record.clone();
+        s.history_released(&lease.execution_id, release, now);
         drop(s);
         self.signal(&record);
         Ok(Fenced::Accepted(()))
@@ -71,6 +72,8 @@ impl MemoryBackend {
             retried.push(record);
         }
         for record in &retried {
+            // A death by expiry was only read so far: its history says so before it moves on.
+            s.close_expired(&record.id, now);
             s.executions.insert(record.id.clone(), record.clone());
         }
         drop(s);

@@ -4,6 +4,7 @@
 use crate::control::{CancelReason, ConcurrencyLimit, LimitScope};
 use crate::error::Result;
 use crate::execution::CancelOutcome;
+use crate::history::DeliveryEnd;
 use crate::ids::ExecutionId;
 
 use super::MemoryBackend;
@@ -18,6 +19,11 @@ impl MemoryBackend {
     ) -> Result<CancelOutcome> {
         let now = self.clock.now();
         let mut s = self.lock();
+        if s.execution(id)?.lease_live(now) {
+            s.history_end(id, DeliveryEnd::Cancelled, now, None);
+        } else {
+            s.close_expired(id, now);
+        }
         let record = s.execution(id)?;
         // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
         if record.outcome.is_some() {
