@@ -4,8 +4,8 @@
 -- scripts/record.lua, and the delay after that delivery follows it).
 -- ARGV[3] 'set' | 'remove' | 'list', ARGV[4] the workflow, ARGV[5] the value (set), ARGV[6]
 -- wake publish command (see publish_wake).
--- Reply: set / remove {}; list {field1, value1, ...}. A change that shortens the delay for
--- some count (a removal whose handle policy is shorter, a shorter policy) publishes "now"
+-- Reply: set / remove {}; list {field1, value1, ...}. Removing a policy, or setting one that
+-- shortens the delay for some count, publishes "now"
 -- (the clock), so idle dispatchers claim again under it.
 local key = P .. 'redelivery'
 check_key_type(key, 'hash')
@@ -21,6 +21,10 @@ else
   redis.call('HDEL', key, ARGV[4])
 end
 -- Both tables end at their cap: one count past the longer covers every later count.
+if ARGV[3] == 'remove' and before.rp then
+  publish_wake(ARGV[6], clock_now())
+  return {}
+end
 local n = math.max(#(before.rp and policy_table(before.rp) or handle_table()),
   #(after.rp and policy_table(after.rp) or handle_table())) + 1
 for i = 1, n do
