@@ -8,10 +8,11 @@ use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
     AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, ConcurrencyLimit,
-    ConcurrencyLimits, CorruptRecord, EffectClient, ExecutionClient, ExecutionFilter, ExecutionId,
-    ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json, KeyOrdering, LeaseError,
-    LimitScope, ListCursor, PauseScope, Purged, RateLimit, RateLimits, Release, Result, Timestamp,
-    WakeReceiver, WorkflowRunOutcome,
+    ConcurrencyLimits, CorruptRecord, DeliveryHistory, EffectClient, ExecutionClient,
+    ExecutionFilter, ExecutionId, ExecutionLease, ExecutionPage, ExecutionRecord, Fenced, Json,
+    KeyOrdering, LeaseError, LimitScope, ListCursor, PauseScope, Purged, RateLimit, RateLimits,
+    RedeliveryPolicies, RedeliveryPolicy, Release, Result, Timestamp, WakeReceiver, WorkflowName,
+    WorkflowRunOutcome,
 };
 use redis::Value;
 
@@ -276,6 +277,11 @@ impl ExecutionClient for RedisBackend {
                     mode.as_bytes(),
                     kind.as_bytes(),
                     message.as_bytes(),
+                    if matches!(release, Release::Failed(_)) {
+                        b"1"
+                    } else {
+                        b"0"
+                    },
                 ],
             )
             .await?;
@@ -413,6 +419,25 @@ impl ExecutionClient for RedisBackend {
     #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
         self.read_attempts().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "set_redelivery_policy", skip_all)]
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.set_redelivery(workflow, policy).await
+    }
+
+    #[tracing::instrument(level = "debug", name = "redelivery_policies", skip_all)]
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        self.read_redelivery().await
+    }
+
+    #[tracing::instrument(level = "debug", name = "deliveries", skip_all)]
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        self.read_deliveries(id).await
     }
 
     #[tracing::instrument(level = "debug", name = "list_dead", skip_all)]

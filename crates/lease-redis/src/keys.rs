@@ -28,6 +28,8 @@
 //! | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //! | `counts` | hash | records per stored status, `bad`, generation `g`, `ok` (complete) |
 //! | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit |
+//! | `hist:<id>` | list | one execution's last deliveries, JSON arrays (`history`); `he` in its record counts dropped ones |
+//! | `redelivery` | hash | workflow name -> its own redelivery policy, `base_ms,factor,cap_ms` |
 //! | `dead` | zset | stored-dead executions, by id (score 0) |
 //! | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry |
 //!

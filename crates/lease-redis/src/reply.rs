@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use lease_core::{
     AttemptLimit, CancelReason, ConcurrencyKey, ExecutionId, ExecutionOutcome, ExecutionRecord,
-    ExecutionStatus, FencingToken, Json, LastError, Priority, Result, Timestamp, TraceContext,
-    WorkflowName,
+    ExecutionStatus, FencingToken, Json, LastError, Priority, RedeliveryPolicy, Result, Timestamp,
+    TraceContext, WorkflowName,
 };
 use redis::Value;
 
@@ -177,6 +177,7 @@ impl Reply {
                 "ck" => f.concurrency_key = Some(value),
                 "tc" => f.trace_context = Some(value),
                 "al" => f.attempt_limit = Some(value),
+                "rp" => f.redelivery_policy = Some(value),
                 "ek" => f.last_error[0] = Some(value),
                 "em" => f.last_error[1] = Some(value),
                 "ea" => f.last_error[2] = Some(value),
@@ -287,7 +288,14 @@ impl Reply {
                 })
                 .transpose()?,
             last_error: self.last_error(&id, f.last_error)?,
-            redelivery_policy: None,
+            redelivery_policy: f
+                .redelivery_policy
+                .map(|p| {
+                    parse_policy(&p).ok_or_else(|| {
+                        protocol(self.op, format!("{} {p:?}", what("redelivery policy")))
+                    })
+                })
+                .transpose()?,
             id,
         })
     }
@@ -317,10 +325,34 @@ impl Reply {
 }
 
 /// The hash fields of an execution record this library writes.
-const KNOWN_FIELDS: [&[u8]; 20] = [
+const KNOWN_FIELDS: [&[u8]; 21] = [
     b"st", b"tk", b"un", b"es", b"du", b"le", b"wk", b"ld", b"wf", b"in", b"oc", b"ov", b"pr",
-    b"ck", b"tc", b"al", b"ek", b"em", b"ea", b"et",
+    b"ck", b"tc", b"al", b"ek", b"em", b"ea", b"et", b"rp",
 ];
+
+/// A redelivery policy as the namespace's `redelivery` hash and a record's `rp` field keep
+/// it, `base_ms,factor,cap_ms`; `None` when it is not one `RedeliveryPolicy::from_parts`
+/// accepts.
+pub(crate) fn parse_policy(text: &str) -> Option<RedeliveryPolicy> {
+    let mut parts = text.split(',');
+    let base = parts.next()?.parse().ok()?;
+    let factor = parts.next()?.parse().ok()?;
+    let cap = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    RedeliveryPolicy::from_parts(base, factor, cap).ok()
+}
+
+/// The stored text of `policy` ([`parse_policy`] reads it back).
+pub(crate) fn policy_text(policy: &RedeliveryPolicy) -> String {
+    format!(
+        "{},{},{}",
+        policy.base_ms(),
+        policy.factor(),
+        policy.cap_ms()
+    )
+}
 
 #[derive(Default)]
 struct Fields {
@@ -340,6 +372,7 @@ struct Fields {
     concurrency_key: Option<String>,
     trace_context: Option<String>,
     attempt_limit: Option<String>,
+    redelivery_policy: Option<String>,
     /// `ek`, `em`, `ea`, `et`.
     last_error: [Option<String>; 4],
 }

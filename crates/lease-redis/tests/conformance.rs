@@ -31,6 +31,8 @@ impl lease_conformance::Harness for RedisHarness {
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
     const BROWSE: bool = true;
+    const WORKFLOW_REDELIVERY: bool = true;
+    const DELIVERY_HISTORY: bool = true;
 
     /// A namespace split into partitions (`LEASE_REDIS_PARTITIONS` > 1, or a cluster's
     /// default) refuses concurrency keys and limits: a key's live leases are counted inside

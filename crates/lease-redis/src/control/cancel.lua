@@ -15,6 +15,7 @@ end
 local now = clock_now()
 local ended = r.st == 'running' and r.le > now
 local e = copy(effective(r, now))
+if ended then e.hend = {'cancelled', now} end
 e.st = 'cancelled'
 e.le = nil
 e.du = nil

@@ -18,8 +18,11 @@ if ARGV[6] == 'unstarted' then
   r.wk = nil
   r.le = nil
   if r.es then r.st = 'suspended' else r.st = 'admitted' end
+  r.hend = {'not_started', now}
 else
   end_attempt(r, now, ARGV[7], ARGV[8])
+  -- The history keeps the holder's own error (Release::Failed, ARGV[9] '1'), not a retry's.
+  if ARGV[9] == '1' then r.hend = {'released', now, ARGV[7], ARGV[8]} else r.hend = {'released', now} end
 end
 save(r, old)
 place(r, old)

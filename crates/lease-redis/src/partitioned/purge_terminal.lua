@@ -72,7 +72,7 @@ local function purge(id)
   end
   count_move(v[4], v[3], nil)
   if v[3] then browse_move(tonumber(v[5]), id, v[6] or nil, v[2] or nil, v[3], nil) end
-  redis.call('DEL', k_exec(id), P .. 'steps:' .. id)
+  redis.call('DEL', k_exec(id), P .. 'steps:' .. id, P .. 'hist:' .. id)
   forget_effects(id)
 end
 

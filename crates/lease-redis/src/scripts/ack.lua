@@ -22,6 +22,7 @@ local function acknowledge(r, kind, value, now)
   r.le = nil
   local wake = r.wk
   r.wk = nil
+  r.hend = {kind == 'suspended' and 'suspended' or 'acknowledged', now}
   if kind == 'suspended' then
     r.st = 'suspended'
     r.es = true

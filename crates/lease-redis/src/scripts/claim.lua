@@ -746,8 +746,10 @@ local function apply_claim(plan, lease_ms, with_records)
     e.tk = plan.tokens and plan.tokens[i] or plan.base + i
     e.st = 'running'
     e.le = plan.now + lease_ms
+    e.ca = plan.now
     e.wk = nil
     e.al = attempt_limit_for(c.id)
+    e.rp = redelivery_for(e.wf)
     save(e, c.r)
     place(e, c.r)
     local g = e.ck and plan.keys[e.ck]

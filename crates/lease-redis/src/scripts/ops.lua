@@ -19,7 +19,7 @@ local function check_key_types()
   local want = {ready = 'zset', waiting = 'zset', running = 'zset', failing = 'zset',
     done = 'zset', corrupt = 'zset', corrupt_why = 'hash', token = 'string', levels = 'zset',
     running_es = 'zset', counts = 'hash', parked = 'zset', dead = 'zset', running_last = 'zset',
-    attempts = 'hash', seq = 'string'}
+    attempts = 'hash', seq = 'string', redelivery = 'hash'}
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 

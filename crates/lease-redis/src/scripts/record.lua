@@ -19,16 +19,47 @@ local K_RUNNING_LAST = P .. 'running_last'
 -- Every script that changes records checks its other keys' types first.
 check_key_types()
 
--- RedeliveryPolicy::delay(n) = table[min(n, len)], the table parsed on first use.
+-- RedeliveryPolicy::table_ms() of the handle's policy (ARGV[2]), parsed on first use.
 local TABLE = nil
-local function delay(n)
-  if n <= 0 then return 0 end
+local function handle_table()
   if TABLE == nil then
     TABLE = {}
     for v in string.gmatch(ARGV[2], '%d+') do TABLE[#TABLE + 1] = tonumber(v) end
   end
-  if n > #TABLE then n = #TABLE end
-  return TABLE[n]
+  return TABLE
+end
+
+-- RedeliveryPolicy::table_ms() of a stored policy 'base_ms,factor,cap_ms' (a workflow's own,
+-- kept on the record as `rp` by its claim), each entry clamped to 2^52 ms like the handle's
+-- table (a longer delay is never reached either way); nil when it is not a policy
+-- RedeliveryPolicy::from_parts accepts. Parsed once per script per value.
+local POLICY_TABLES = {}
+local function policy_table(rp)
+  local t = POLICY_TABLES[rp]
+  if t then return t end
+  local b, f, c = string.match(rp, '^(%d%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?),(%d%d?%d?%d?%d?%d?%d?%d?%d?%d?),(%d%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?)$')
+  if not b then return nil end
+  b, f, c = tonumber(b), tonumber(f), tonumber(c)
+  if b == 0 or f == 0 or f > 4294967295 or c < b then return nil end
+  local max = 4503599627370496
+  t = {}
+  local d = b
+  while true do
+    t[#t + 1] = math.min(d, c, max)
+    if d >= c or f == 1 or #t >= 64 then break end
+    d = d * f
+  end
+  POLICY_TABLES[rp] = t
+  return t
+end
+
+-- RedeliveryPolicy::delay(n) of record `r`: table[min(n, len)] of the policy its last claim
+-- kept (`rp`), else of the handle's (ExecutionRecord::redelivery_not_before).
+local function delay(r, n)
+  if n <= 0 then return 0 end
+  local t = r.rp and policy_table(r.rp) or handle_table()
+  if n > #t then n = #t end
+  return t[n]
 end
 
 local function min_opt(a, b)
@@ -47,7 +78,7 @@ end
 local function load(id)
   local key = k_exec(id)
   local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
-    'cg', 'pk', 'al', 'sq', 'wf')
+    'cg', 'pk', 'al', 'sq', 'wf', 'rp', 'ca')
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
@@ -77,6 +108,13 @@ local function load(id)
   -- which place the record in its key's line and the browse sets.
   if v[14] then r.sq = int(v[14], id, 'admission sequence') end
   r.wf = v[15]
+  -- When the last claim issued the lease (absent: claimed before the delivery history).
+  if v[17] then r.ca = int(v[17], id, 'claimed_at') end
+  -- The workflow's own redelivery policy the last claim kept (absent: the handle's).
+  if v[16] then
+    if not policy_table(v[16]) then corrupt('execution ' .. id .. ': redelivery policy') end
+    r.rp = v[16]
+  end
   if st == 'running' and r.le == nil then
     corrupt('execution ' .. id .. ': running without a lease expiry')
   end
@@ -94,7 +132,30 @@ local function copy(r)
   return c
 end
 
-local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld', 'al'}
+local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld', 'al', 'ca'}
+
+-- Delivery history (lease-core's history): the open delivery is the record itself (a
+-- running record's `tk` and `ca`, when its claim issued the lease); the list `hist:<id>`
+-- holds the ended ones, oldest first, at most HISTORY_MAX, each
+-- 'token\31claimed_at\31end\31ended_at' (end: DeliveryEnd::as_str) and, for an attempt,
+-- '\31<bytes of kind>\31<kind><message>'; the record's field `he` counts those dropped.
+-- Written by save() in the script of each transition: `r.hend` ({end, at, kind, message},
+-- set by the transition that ends the delivery) appends the ended entry. A claim writes
+-- nothing more than `ca`, in the record's HSET, so a delivery costs one list command.
+local HISTORY_MAX = 20
+local function k_hist(id) return P .. 'hist:' .. id end
+
+local function write_history(r, old)
+  local h = r.hend
+  if not h or old.st ~= 'running' or not old.ca then return end
+  local entry = fmt(old.tk) .. '\31' .. fmt(old.ca) .. '\31' .. h[1] .. '\31' .. fmt(h[2])
+  if h[3] then entry = entry .. '\31' .. #h[3] .. '\31' .. h[3] .. h[4] end
+  local n = redis.call('RPUSH', k_hist(r.id), entry)
+  if n > HISTORY_MAX then
+    redis.call('LTRIM', k_hist(r.id), n - HISTORY_MAX, -1)
+    redis.call('HINCRBY', k_exec(r.id), 'he', n - HISTORY_MAX)
+  end
+end
 
 -- Writes the state-machine fields of `r` that differ from `old` (the stored record it was
 -- derived from), plus `extra` field/value pairs, in one HSET and at most one HDEL.
@@ -123,6 +184,14 @@ local function save(r, old, extra)
     set[#set + 1] = 'es'
     set[#set + 1] = r.es and '1' or '0'
   end
+  if r.rp ~= old.rp then
+    if r.rp then
+      set[#set + 1] = 'rp'
+      set[#set + 1] = r.rp
+    else
+      del[#del + 1] = 'rp'
+    end
+  end
   for _, f in ipairs(NUMBERS) do
     local v = r[f]
     if v ~= old[f] then
@@ -136,6 +205,7 @@ local function save(r, old, extra)
   end
   if #set > 0 then redis.call('HSET', k_exec(r.id), unpack(set)) end
   if #del > 0 then redis.call('HDEL', k_exec(r.id), unpack(del)) end
+  write_history(r, old)
 end
 
 -- ExecutionRecord::claimable_at of the stored record `r`: the instant from which it is
@@ -148,11 +218,11 @@ local function claimable_at(r)
     if last_attempt(r) then return nil, nil end
     local due = min_opt(r.du, r.wk)
     if due == nil then return nil, nil end
-    return math.max(due, r.le + delay(r.un + 1)), due
+    return math.max(due, r.le + delay(r, r.un + 1)), due
   end
   if terminal(r.st) or r.du == nil then return nil, nil end
   local at = r.du
-  if r.un > 0 and r.ld ~= nil then at = math.max(at, r.ld + delay(r.un)) end
+  if r.un > 0 and r.ld ~= nil then at = math.max(at, r.ld + delay(r, r.un)) end
   return at, r.du
 end
 
@@ -328,6 +398,7 @@ local function effective(r, now)
   if r.st ~= 'running' or r.le > now then return r end
   local e = copy(r)
   end_attempt(e, r.le, EXPIRED_KIND, EXPIRED_MESSAGE)
+  e.hend = {'expired', r.le, EXPIRED_KIND, EXPIRED_MESSAGE}
   return e
 end
 
@@ -343,6 +414,21 @@ local function attempt_limit_for(id)
   local n = tonumber(raw)
   if not n then corrupt('attempt limit of ' .. (wf or 'the namespace')) end
   return n
+end
+
+-- The redelivery policy (the stored text, nil: the handle's) a claim keeps on the record of
+-- an execution of workflow `wf`: the workflow's own in the hash `redelivery`, read once per
+-- script per workflow (false caches "none").
+local REDELIVERY_OF = {}
+local function redelivery_for(wf)
+  if not wf then return nil end
+  local v = REDELIVERY_OF[wf]
+  if v == nil then
+    v = redis.call('HGET', P .. 'redelivery', wf)
+    if v and not policy_table(v) then corrupt('redelivery policy of ' .. wf) end
+    REDELIVERY_OF[wf] = v
+  end
+  return v or nil
 end
 
 -- Stores as dead the running executions whose last attempt expired at or before `now` (at
@@ -365,6 +451,6 @@ end
 local function claimable(e, now)
   if terminal(e.st) or e.st == 'running' then return false end
   if e.du == nil or e.du > now then return false end
-  if e.un > 0 and e.ld ~= nil and now < e.ld + delay(e.un) then return false end
+  if e.un > 0 and e.ld ~= nil and now < e.ld + delay(e, e.un) then return false end
   return true
 end
