@@ -50,7 +50,7 @@ impl Xtask {
     ///
     /// clap hands everything from the first passed-through argument on to bench and torture,
     /// so two things are settled here, as the hand-written parser did: a `-h` / `--help`
-    /// among them shows that command's help, and torture's `--backend` may come anywhere.
+    /// among them shows that command's help, and torture's `--backend` and `--release` may come anywhere.
     pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Self, clap::Error> {
         let line: Vec<String> = std::iter::once("xtask".to_owned()).chain(args).collect();
         let mut x = Xtask::try_parse_from(&line)?;
@@ -73,8 +73,8 @@ impl Xtask {
     }
 }
 
-/// The passed-through arguments with every `--backend NAME` / `--backend=NAME` among them
-/// moved to the front (`None` when there is none).
+/// The passed-through arguments with every `--backend NAME` / `--backend=NAME` (and
+/// `--release`) among them moved to the front (`None` when there is none).
 fn hoist_backends(args: &[String]) -> Option<Vec<String>> {
     let (mut front, mut rest) = (Vec::new(), Vec::new());
     let mut it = args.iter();
@@ -82,7 +82,7 @@ fn hoist_backends(args: &[String]) -> Option<Vec<String>> {
         if arg == "--backend" {
             front.push(arg.clone());
             front.extend(it.next().cloned());
-        } else if arg.starts_with("--backend=") {
+        } else if arg.starts_with("--backend=") || arg == "--release" {
             front.push(arg.clone());
         } else {
             rest.push(arg.clone());
@@ -112,11 +112,16 @@ mod tests {
         })
     }
 
-    fn torture(backends: &[&str], args: &[&str]) -> Command {
-        Command::Torture(torture::Options {
+    fn torture_options(backends: &[&str], args: &[&str]) -> torture::Options {
+        torture::Options {
             backends: strings(backends),
+            release: false,
             args: strings(args),
-        })
+        }
+    }
+
+    fn torture(backends: &[&str], args: &[&str]) -> Command {
+        Command::Torture(torture_options(backends, args))
     }
 
     fn bench(args: &[&str]) -> Command {
@@ -143,6 +148,10 @@ mod tests {
         bench(&["--backend", "sqlite", "--quick", "--only=claim", "--duration", "2s"])
     )]
     #[case::torture_default(&["torture"], torture(&[], &[]))]
+    #[case::torture_release_anywhere(
+        &["torture", "--seed", "3", "--release"],
+        Command::Torture(torture::Options { release: true, ..torture_options(&[], &["--seed", "3"]) })
+    )]
     #[case::torture_passes_the_rest(&["torture", "--seed", "3"], torture(&[], &["--seed", "3"]))]
     #[case::torture_backends_first(
         &["torture", "--backend", "redis", "--backend=sqlite,postgres", "--duration", "5"],

@@ -21,7 +21,8 @@ use crate::services::{Found, Service, cluster_failover, postgres, probe, standby
 pub const ABOUT: &str = "\
 Runs lease-torture for each backend (all three by default): runtime processes running
 multi-step workflows under a seeded fault schedule, then the history checker; exits non-zero
-on any violation. ARGS are passed to `lease-torture run`:
+on any violation. --release builds lease-torture optimised (the long manual runs).
+ARGS are passed to `lease-torture run`:
   --processes N --concurrency N --executions N --duration SECS --seed N
   --faults pause,kill,drop,slow-renew,restart,failover,partition,loss,latency|all
   (default all) --fault-every MS --lease-ms MS --liveness SECS --keep --json FILE
@@ -32,7 +33,8 @@ on any violation. ARGS are passed to `lease-torture run`:
   --app-write fenced|unfenced --effects helper|unfenced (unfenced: negative controls)
   --cancel-every N (history rule 6); --keys N --keyed-percent PCT --key-limit N
   --priorities N (history rule 7; every backend but a partitioned Redis namespace)
-  --attempt-limit N --failing-percent PCT (rule 11); --rate STARTS/MS --ordered-keys N
+  --attempt-limit N --failing-percent PCT --workflow-attempt-limit N (rule 11);
+  --rate STARTS/MS --ordered-keys N
   (rules 12 and 13; a backend without them runs on, its report naming the rules NOT JUDGED)
   --break-control pause,priority,schedule,attempts,rate,ordering (negative controls)
   --replication sync|async|min-replicas|wait --failover-lag on|off
@@ -56,6 +58,10 @@ pub struct Options {
     #[arg(long = "backend", value_name = "NAME", value_delimiter = ',',
           value_parser = ["sqlite", "postgres", "redis", "all"])]
     pub backends: Vec<String>,
+    /// Build and run lease-torture optimised (`cargo run --release`): the long manual runs
+    /// use it, so a run's executions are not bounded by a debug build's speed.
+    #[arg(long)]
+    pub release: bool,
     /// Arguments of `lease-torture run`, passed as given.
     #[arg(
         value_name = "ARGS",
@@ -357,7 +363,11 @@ pub fn run(root: &Path, options: &Options) -> bool {
         };
         let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
         cmd.current_dir(root)
-            .args(["run", "--quiet", "-p", "lease-torture", "--", "run"]);
+            .args(["run", "--quiet", "-p", "lease-torture"]);
+        if options.release {
+            cmd.arg("--release");
+        }
+        cmd.args(["--", "run"]);
         if let Some(u) = &server.url {
             cmd.args(["--url", u]);
         }

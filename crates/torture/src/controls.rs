@@ -12,7 +12,7 @@ use std::time::Duration;
 use clap::builder::RangedU64ValueParser;
 use lease_core::{
     Admission, AttemptLimit, AttemptScope, ConcurrencyKey, ConcurrencyLimit, ExecutionId,
-    LeaseBackend, LeaseError, LimitScope, Priority, RateLimit,
+    LeaseBackend, LeaseError, LimitScope, Priority, RateLimit, WorkflowName,
 };
 use serde::Serialize;
 
@@ -24,6 +24,15 @@ use crate::values;
 /// The key `--key-limit` also sets its own limit on (the other keys take the default), so
 /// both limit scopes are exercised.
 pub const OWN_LIMIT_KEY: &str = "k0";
+
+/// The workflow `--workflow-attempt-limit` sets its own attempt limit on; half of the
+/// executions name it at admission, the other half [`DEFAULT_LIMIT_WORKFLOW`], so both
+/// attempt limit scopes are exercised.
+pub const OWN_LIMIT_WORKFLOW: &str = "torture-own";
+
+/// The workflow the other executions name with `--workflow-attempt-limit`: it has no limit
+/// of its own, so the namespace default applies.
+pub const DEFAULT_LIMIT_WORKFLOW: &str = "torture";
 
 /// Concurrency keys, limits and priorities of a run.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
@@ -66,6 +75,12 @@ pub struct Controls {
     #[arg(long, value_name = "N",
           value_parser = RangedU64ValueParser::<u32>::new().range(1..=10_000))]
     pub attempt_limit: Option<u32>,
+    /// The attempt limit of the workflow `torture-own`, set before the first admission; half
+    /// of the executions name that workflow, the rest `torture`, which takes the default
+    /// (history rule 11 judges each by the limit that applied).
+    #[arg(long, value_name = "N",
+          value_parser = RangedU64ValueParser::<u32>::new().range(1..=10_000))]
+    pub workflow_attempt_limit: Option<u32>,
     /// Percent of the executions whose worker fails every delivery after its first step
     /// (by an error, or by a panic) until their attempts run out (needs --attempt-limit).
     #[arg(long, value_name = "PCT", default_value_t = 0,
@@ -132,6 +147,17 @@ impl Controls {
         i32::try_from(level).unwrap_or(0) - i32::try_from(self.priorities / 2).unwrap_or(0)
     }
 
+    /// The workflow execution `id` names at admission (only with
+    /// `--workflow-attempt-limit`).
+    pub fn workflow_of(&self, id: &str) -> Option<&'static str> {
+        self.workflow_attempt_limit?;
+        Some(if fnv(&["workflow", id]) % 2 == 0 {
+            OWN_LIMIT_WORKFLOW
+        } else {
+            DEFAULT_LIMIT_WORKFLOW
+        })
+    }
+
     /// The admission of execution `id` with its key and priority.
     pub fn admission(&self, id: ExecutionId) -> Result<Admission, String> {
         let text = id.as_str().to_owned();
@@ -143,6 +169,9 @@ impl Controls {
         if let Some(key) = self.key_of(&text) {
             admission =
                 admission.concurrency_key(ConcurrencyKey::new(key).map_err(|e| e.to_string())?);
+        }
+        if let Some(workflow) = self.workflow_of(&text) {
+            admission = admission.workflow(WorkflowName::new(workflow).map_err(|e| e.to_string())?);
         }
         Ok(admission)
     }
@@ -204,19 +233,25 @@ impl Controls {
         Ok(())
     }
 
-    /// Sets `--attempt-limit` as the namespace default; without attempt limits, rule 11 is
-    /// not judged and no execution fails on purpose (it could never die).
+    /// Sets `--attempt-limit` as the namespace default and `--workflow-attempt-limit` as
+    /// [`OWN_LIMIT_WORKFLOW`]'s own; without attempt limits, rule 11 is not judged and no
+    /// execution fails on purpose (it could never die).
     async fn set_attempt_limit(&mut self, backend: &dyn LeaseBackend) -> Result<(), String> {
-        let Some(n) = self.attempt_limit else {
-            return Ok(());
-        };
-        let limit = AttemptLimit::new(n).map_err(|e| e.to_string())?;
-        let set = backend
-            .set_attempt_limit(&AttemptScope::Default, Some(limit))
-            .await;
-        if self.unsupported(set, "11 (attempt limits)", "set_attempt_limit")? {
-            self.attempt_limit = None;
-            self.failing_percent = 0;
+        let own = WorkflowName::new(OWN_LIMIT_WORKFLOW).map_err(|e| e.to_string())?;
+        let scopes = [
+            (AttemptScope::Default, self.attempt_limit),
+            (AttemptScope::Workflow(own), self.workflow_attempt_limit),
+        ];
+        for (scope, n) in scopes {
+            let Some(n) = n else { continue };
+            let limit = AttemptLimit::new(n).map_err(|e| e.to_string())?;
+            let set = backend.set_attempt_limit(&scope, Some(limit)).await;
+            if self.unsupported(set, "11 (attempt limits)", "set_attempt_limit")? {
+                self.attempt_limit = None;
+                self.workflow_attempt_limit = None;
+                self.failing_percent = 0;
+                return Ok(());
+            }
         }
         Ok(())
     }
@@ -293,6 +328,8 @@ pub struct ControlFigures {
     pub scheduled: u64,
     /// The attempt limit (`--attempt-limit`, when the backend took it).
     pub attempt_limit: Option<u32>,
+    /// The own attempt limit of the workflow `torture-own` (`--workflow-attempt-limit`).
+    pub workflow_attempt_limit: Option<u32>,
     /// Executions read dead (their attempts ran out).
     pub dead: u64,
     /// The most certain attempts of one execution in a row (history rule 11's count): at
@@ -317,6 +354,7 @@ impl ControlFigures {
             key_limit: options.key_limit,
             priorities: options.priorities,
             attempt_limit: options.attempt_limit,
+            workflow_attempt_limit: options.workflow_attempt_limit,
             rate: options.rate.map(|r| r.to_string()),
             ordered_keys: options.ordered_keys,
             not_judged: options.not_judged.clone(),
@@ -379,10 +417,13 @@ impl std::fmt::Display for ControlFigures {
         let limit = self
             .attempt_limit
             .map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+        let own = self
+            .workflow_attempt_limit
+            .map_or_else(String::new, |n| format!(" ({OWN_LIMIT_WORKFLOW}: {n})"));
         writeln!(
             f,
-            "  attempts: limit {limit}, peak {} in a row, dead {}; rate {}, peak {} in a window; \
-             ordered keys {}",
+            "  attempts: limit {limit}{own}, peak {} in a row, dead {}; rate {}, peak {} in a \
+             window; ordered keys {}",
             self.attempt_peak,
             self.dead,
             self.rate.as_deref().unwrap_or("unlimited"),

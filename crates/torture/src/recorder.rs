@@ -323,6 +323,7 @@ impl lease_core::ForwardExecution for Recorder {
                 .map(|k| k.as_str().to_owned()),
             priority: admission.priority.get(),
             due_at: None,
+            workflow: admission.workflow.as_ref().map(|w| w.as_str().to_owned()),
         };
         let call = self.inner.admit(admission);
         let learn = |record: &ExecutionRecord, kind: &mut OpKind| {
@@ -345,6 +346,7 @@ impl lease_core::ForwardExecution for Recorder {
                     key: a.concurrency_key.as_ref().map(|k| k.as_str().to_owned()),
                     priority: a.priority.get(),
                     due_at: None,
+                    workflow: a.workflow.as_ref().map(|w| w.as_str().to_owned()),
                 };
                 let op = self.op(&a.id, 0, now_us(), kind);
                 self.log.invoke(seq, &op);

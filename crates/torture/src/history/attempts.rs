@@ -17,6 +17,10 @@
 //!   found the execution dead, a fenced operation invoked after that returned and accepted
 //!   is reported (the torture run never re-admits dead executions).
 //!
+//! The limit that applied to a claim is the execution's workflow's own (the workflow named
+//! at its admission) when that workflow had one, else the namespace default, each as it
+//! may have been at the claim ([`super::scoped`]).
+//!
 //! A death by expiry happens on the backend clock, which the log cannot place in real time:
 //! only the next claim shows it.
 
@@ -24,8 +28,8 @@ use super::op::{Op, OpKind, OpResult, op_name};
 use super::scoped::{Set, possible};
 use super::violation::Violation;
 
-/// The attempt limit sets of the namespace default (the torture workload sets no
-/// workflow's own).
+/// The attempt limit sets: the namespace default's (scope `None`) and each workflow's own
+/// (scope: the workflow name).
 pub(super) type LimitSets<'a> = [Set<'a, Option<u32>>];
 
 /// What the walk over one execution's deliveries found.
@@ -53,6 +57,7 @@ pub(super) fn attempts_within_limit(
     if sets.is_empty() {
         return;
     }
+    let workflow = workflow_of(ops);
     let mut ordered = claims.to_vec();
     ordered.sort_by_key(|c| c.token);
     let mut walk = Walk::default();
@@ -68,7 +73,7 @@ pub(super) fn attempts_within_limit(
                 limit,
             });
         }
-        match highest_limit(sets, claim) {
+        match highest_limit(sets, workflow, claim) {
             Some(l) => walk.limit = Some(walk.limit.map_or(l, |w| w.max(l))),
             None => walk.unlimited = true,
         }
@@ -152,12 +157,37 @@ fn nothing_accepted_after(
     }
 }
 
-/// The highest attempt limit that may have been in force when `claim` committed; `None`
-/// when it may have been unlimited.
-fn highest_limit(sets: &LimitSets<'_>, claim: &Op) -> Option<u32> {
+/// The workflow named at the execution's admission, if any (every admission of one id names
+/// the same workflow).
+fn workflow_of<'a>(ops: &[&'a Op]) -> Option<&'a str> {
+    ops.iter().find_map(|op| match &op.kind {
+        OpKind::Admit { workflow, .. } => workflow.as_deref(),
+        _ => None,
+    })
+}
+
+/// The highest attempt limit that may have been in force when `claim` committed for an
+/// execution of `workflow`: the workflow's own where it may have had one, the default
+/// where it may have had none (never set, or removed); `None` when it may have been
+/// unlimited.
+fn highest_limit(sets: &LimitSets<'_>, workflow: Option<&str>, claim: &Op) -> Option<u32> {
+    let (start, end) = (claim.start_us, claim.end_us);
+    let own = match workflow {
+        Some(w) => possible(sets, Some(w), start, end),
+        None => vec![None],
+    };
     let mut highest = 0;
-    for set in possible(sets, None, claim.start_us, claim.end_us) {
-        highest = highest.max(set.and_then(|s| s.value)?);
+    let mut falls_back = false;
+    for set in own {
+        match set.and_then(|s| s.value) {
+            Some(limit) => highest = highest.max(limit),
+            None => falls_back = true,
+        }
+    }
+    if falls_back {
+        for set in possible(sets, None, start, end) {
+            highest = highest.max(set.and_then(|s| s.value)?);
+        }
     }
     Some(highest)
 }

@@ -210,3 +210,58 @@ fn a_limit_set_while_the_claim_ran_may_not_have_applied() {
     });
     assert!(rule_11(&h).is_empty(), "{h:?}");
 }
+
+/// The accepted set of `workflow`'s own attempt limit before everything.
+fn workflow_limit(workflow: &str, limit: Option<u32>) -> Op {
+    Op {
+        execution: String::new(),
+        ..op(
+            0,
+            (-20, -10),
+            OpKind::SetAttemptLimit {
+                workflow: Some(workflow.into()),
+                limit,
+            },
+            OpResult::Accepted,
+        )
+    }
+}
+
+/// The accepted admission of e1 naming `workflow`.
+fn admitted(workflow: Option<&str>) -> Op {
+    let kind = OpKind::Admit {
+        key: None,
+        priority: 0,
+        due_at: None,
+        workflow: workflow.map(str::to_owned),
+    };
+    op(0, (-40, -30), kind, OpResult::Accepted)
+}
+
+/// Four failed deliveries of e1 (claims flagged: those past the limit that applied) under a default limit of 2 and workflow `w`'s own limit
+/// `own`, e1 admitted naming `workflow`.
+fn under_own_limit(workflow: Option<&str>, own: Option<u32>) -> Vec<Op> {
+    let mut h = deliveries(Some(2), &[End::Failed; 4]);
+    h.push(workflow_limit("w", own));
+    h.push(admitted(workflow));
+    h
+}
+
+#[rstest]
+#[case::the_workflows_own_limit_applies(Some("w"), Some(4), 0)]
+#[case::a_lower_own_limit_applies_too(Some("w"), Some(1), 3)]
+#[case::a_removed_own_limit_falls_back_to_the_default(Some("w"), None, 2)]
+#[case::another_workflows_limit_does_not_apply(Some("v"), Some(4), 2)]
+#[case::no_workflow_named_takes_the_default(None, Some(4), 2)]
+fn the_limit_that_applied_is_the_workflows_own_else_the_default(
+    #[case] workflow: Option<&str>,
+    #[case] own: Option<u32>,
+    #[case] claims_flagged: usize,
+) {
+    let h = under_own_limit(workflow, own);
+    let claims = rule_11(&h)
+        .into_iter()
+        .filter(|v| matches!(v, Violation::ClaimedAfterAttempts { .. }))
+        .count();
+    assert_eq!(claims, claims_flagged, "{:?}", rule_11(&h));
+}

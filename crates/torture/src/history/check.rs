@@ -36,10 +36,7 @@ pub fn check(ops: &[Op], options: &CheckOptions<'_>) -> Vec<Violation> {
     let mut out = Vec::new();
     tokens_not_reused(ops, &mut out);
     let attempt_limits = sets_of(ops, |op| match &op.kind {
-        OpKind::SetAttemptLimit {
-            workflow: None,
-            limit,
-        } => Some((None, *limit)),
+        OpKind::SetAttemptLimit { workflow, limit } => Some((workflow.as_deref(), *limit)),
         _ => None,
     });
     for (execution, ops) in &by_exec {

@@ -33,6 +33,7 @@ fn admit(e: &str, priority: i32, key: Option<&str>, due_ms: i64) -> Op {
         key: key.map(str::to_owned),
         priority,
         due_at: Some(due_ms),
+        workflow: None,
     };
     op(e, 0, (-100, -90), kind, OpResult::Accepted)
 }
@@ -193,8 +194,8 @@ fn rule_9_passes_a_higher_one_held_earlier_and_released_unstarted() {
 
 #[rstest]
 #[case::due_after_the_claim_instant(admit("e-high", 1, None, 6), vec![])]
-#[case::admitted_during_the_claim(op("e-high", 0, (5, 12), OpKind::Admit { key: None, priority: 1, due_at: Some(0) }, OpResult::Accepted), vec![])]
-#[case::due_time_unknown(op("e-high", 0, (-100, -90), OpKind::Admit { key: None, priority: 1, due_at: None }, OpResult::Accepted), vec![])]
+#[case::admitted_during_the_claim(op("e-high", 0, (5, 12), OpKind::Admit { key: None, priority: 1, due_at: Some(0), workflow: None }, OpResult::Accepted), vec![])]
+#[case::due_time_unknown(op("e-high", 0, (-100, -90), OpKind::Admit { key: None, priority: 1, due_at: None, workflow: None }, OpResult::Accepted), vec![])]
 #[case::keyed_with_limits(admit("e-high", 1, Some("a"), 0), vec![control(OpKind::SetLimit { key: None, limit: Some(1) }, (-200, -150), OpResult::Unknown)])]
 #[case::same_priority(admit("e-high", 0, None, 0), vec![])]
 fn rule_9_passes_a_higher_one_not_certainly_claimable(
@@ -264,6 +265,7 @@ fn rule_10_does_not_take_an_admission_of_unknown_result() {
             key: None,
             priority: 0,
             due_at: None,
+            workflow: None,
         },
         OpResult::Unknown,
     );

@@ -32,6 +32,7 @@ fn admit(e: &str, key: &str, span: (i64, i64)) -> Op {
         key: Some(key.to_owned()),
         priority: 0,
         due_at: None,
+        workflow: None,
     };
     op(e, 0, span, kind, OpResult::Accepted)
 }

@@ -32,6 +32,7 @@ fn admit(e: &str, key: Option<&str>) -> Op {
         key: key.map(str::to_owned),
         priority: 0,
         due_at: None,
+        workflow: None,
     };
     op(e, 0, (-100, -90), kind, OpResult::Accepted)
 }

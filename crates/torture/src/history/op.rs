@@ -81,6 +81,10 @@ pub enum OpKind {
         /// The due time the admission returned, backend ms (rule 9; `None`: not known).
         #[serde(default)]
         due_at: Option<i64>,
+        /// The workflow named at admission, whose own attempt limit applies to it (rule 11;
+        /// `None`: none named, the namespace default applies).
+        #[serde(default)]
+        workflow: Option<String>,
     },
     /// `set_concurrency_limit` (history rule 7), logged by the controller with token 0 and an
     /// empty execution: which limit and its new value.
@@ -99,8 +103,8 @@ pub enum OpKind {
     /// A read that found the execution dead (its attempts ran out; rule 11), logged with
     /// the read's interval next to its `ReadOutcome` (which shows no outcome).
     ReadDead,
-    /// `set_attempt_limit` of the namespace default (rule 11), logged by the controller
-    /// with token 0 and an empty execution.
+    /// `set_attempt_limit` of the namespace default or of one workflow (rule 11), logged by
+    /// the controller with token 0 and an empty execution.
     SetAttemptLimit {
         /// The workflow whose own limit is set; `None`: the namespace default.
         #[serde(default)]

@@ -124,6 +124,7 @@ fn admissions(ops: &[Op]) -> BTreeMap<&str, Admitted<'_>> {
             key,
             priority,
             due_at,
+            ..
         } = &admit.kind
         {
             out.entry(admit.execution.as_str()).or_insert(Admitted {
