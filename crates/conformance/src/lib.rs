@@ -56,6 +56,8 @@ macro_rules! conformance_tests {
         $crate::__rates_cases!($harness);
         $crate::__ordering_cases!($harness);
         $crate::__browse_cases!($harness);
+        $crate::__workflow_redelivery_cases!($harness);
+        $crate::__history_cases!($harness);
     };
 }
 
@@ -130,6 +132,11 @@ mod tests {
             ("rates", include_str!("cases/rates.rs")),
             ("ordering", include_str!("cases/ordering.rs")),
             ("browse", include_str!("cases/browse.rs")),
+            (
+                "workflow_redelivery",
+                include_str!("cases/workflow_redelivery.rs"),
+            ),
+            ("history", include_str!("cases/history.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -21,6 +21,8 @@ impl lease_conformance::Harness for MemoryHarness {
     const RATE_LIMITS: bool = true;
     const ORDERED_KEYS: bool = true;
     const BROWSE: bool = true;
+    const WORKFLOW_REDELIVERY: bool = true;
+    const DELIVERY_HISTORY: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(MemoryHarness(

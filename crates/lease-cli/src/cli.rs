@@ -94,10 +94,12 @@ pub enum Command {
     /// Recurring admissions (`lease::schedule`): each schedule's cron expression, time zone,
     /// catch-up policy, last admitted and next occurrence. Reads only.
     Schedules(SchedulesArgs),
-    /// Creates the store's schema or upgrades it to this version: the one command that
-    /// changes the schema (every other refuses a schema at another version, or none).
-    /// PostgreSQL's upgrades alter tables; run it when no long transaction holds them.
-    Migrate,
+    /// Creates the store's schema (PostgreSQL schema, SQLite file's tables, Redis namespace)
+    /// or upgrades it to this version: the one command that changes the schema (every other
+    /// refuses a schema at another version, or none). PostgreSQL builds new indexes
+    /// concurrently; each step waits for locks at most `--lock-timeout`, then fails and
+    /// may be run again. Not bounded by `--connect-timeout`: an index build takes its time.
+    Migrate(MigrateArgs),
     /// The operator console in a browser: the namespace and each execution as pages that
     /// update live (server-sent events driven by the backend's wake-ups), with cancel, pause,
     /// resume and retention's dry run when `--allow-writes`. Serves until stopped.
@@ -154,6 +156,10 @@ pub struct UiArgs {
     /// Live-update streams (open pages) at once; more are answered 503.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_event_streams: u32,
+    /// How often the console samples the status counts for the activity page's charts
+    /// (1s to 60s; it keeps the last hour).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_sample_every)]
+    pub sample_every: Duration,
 }
 
 /// `cancel`.
@@ -347,9 +353,28 @@ pub struct SchedulesArgs {
     pub name: Option<String>,
 }
 
+/// `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// PostgreSQL: how long each migration step waits for a lock (a long transaction on a
+    /// table it alters) before it fails, changing nothing of that step.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub lock_timeout: Duration,
+}
+
 /// A duration in humantime's syntax (`5s`, `1h 30m`, `2days`).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e} (for example 5s, 12h, 30d)"))
+}
+
+/// The console's sampling interval: 1 s to 60 s (shorter would load the store for little;
+/// longer would leave minutes of the charts without a sample).
+fn parse_sample_every(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(60) {
+        return Err(format!("{text} is outside 1s..=60s"));
+    }
+    Ok(d)
 }
 
 /// A stored status by its name (`running`, `dead`, ...).

@@ -58,16 +58,19 @@ impl Limits {
 /// verifies it.
 pub const MIGRATE_COMMAND: &str = "lease migrate";
 
-/// Opens `url`, creating or upgrading its schema only when `migrate`: any other command
-/// refuses a schema at another version (or none) with the command that migrates it, so it
-/// never alters tables under live traffic nor creates a mistyped namespace. A URL the facade
-/// cannot parse is a usage error; a SQLite file that does not exist is refused (an operator
-/// command must not create an empty store at a mistyped path); a server that does not answer
-/// within `limits.connect` is a failure.
+/// Opens `url`, creating or upgrading its schema only when `migrate` names a lock timeout
+/// (`lease migrate`): any other command refuses a schema at another version (or none) with
+/// the command that migrates it, so it never alters tables under live traffic nor creates a
+/// mistyped namespace. A URL the facade cannot parse is a usage error; a SQLite file that
+/// does not exist is refused (an operator command must not create an empty store at a
+/// mistyped path); a server that does not answer within `limits.connect` is a failure. A
+/// migrating open is not bounded so (an index build on a large table takes as long as it
+/// takes; each of its lock waits is bounded by the lock timeout, the connection itself by
+/// the backend's own connect and acquire timeouts).
 pub async fn open(
     url: &str,
     limits: &Limits,
-    migrate: bool,
+    migrate: Option<Duration>,
 ) -> Result<Arc<dyn LeaseBackend>, Failure> {
     let parsed = BackendUrl::parse(url).map_err(|e| Failure::Usage(e.to_string()))?;
     if let Target::SqliteFile(path) = &parsed.target
@@ -78,8 +81,16 @@ pub async fn open(
             path.display()
         )));
     }
-    let options = OpenOptions::new().migrate(migrate);
-    match tokio::time::timeout(limits.connect, lease::open_with(url, &options)).await {
+    let mut options = OpenOptions::new().migrate(migrate.is_some());
+    if let Some(lock_timeout) = migrate {
+        options = options.lock_timeout(lock_timeout);
+    }
+    let bound = match migrate {
+        Some(_) => Duration::MAX,
+        None => limits.connect,
+    };
+    let opening = lease::open_with(url, &options);
+    match tokio::time::timeout(bound, opening).await {
         Ok(Ok(opened)) => Ok(opened.shared),
         Ok(Err(OpenError::Backend(e @ LeaseError::SchemaMismatch { .. }))) => Err(Failure::Failed(
             format!("{e}: run `{MIGRATE_COMMAND}` to create or upgrade it"),

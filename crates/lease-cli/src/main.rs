@@ -68,10 +68,13 @@ fn execute(cli: &Cli) -> Result<String, Failure> {
     let result = runtime.block_on(async {
         if let Command::Ui(args) = &cli.command {
             let prepared = ui::check(args)?;
-            let backend = connect::open(url, &limits, false).await?;
+            let backend = connect::open(url, &limits, None).await?;
             return ui::serve(prepared, backend, args, limits, url).await;
         }
-        let migrate = matches!(cli.command, Command::Migrate);
+        let migrate = match &cli.command {
+            Command::Migrate(args) => Some(args.lock_timeout),
+            _ => None,
+        };
         let backend = connect::open(url, &limits, migrate).await?;
         commands::run(&*backend, &cli.command, &limits).await
     });

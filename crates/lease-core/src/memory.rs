@@ -23,7 +23,9 @@ use crate::execution::{
     check_admit_batch,
 };
 use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
-use crate::ids::{ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey};
+use crate::ids::{
+    ConcurrencyKey, EffectId, ExecutionId, RequestId, StepKey, StoreId, StoreKey, WorkflowName,
+};
 use crate::json::Json;
 use crate::key_rules::KeyRules;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
@@ -40,6 +42,7 @@ use crate::wakeup::{WakeHub, WakeReceiver};
 mod attempts;
 mod browse;
 mod controls;
+mod history;
 mod keyed;
 
 /// A step record's key in the ordered map: (execution, step key, attempt).
@@ -74,6 +77,10 @@ struct State {
     rate_starts: HashMap<ConcurrencyKey, Vec<Timestamp>>,
     /// Ordered keys ([`crate::keyed`]).
     ordering: KeyOrdering,
+    /// Workflows' own redelivery policies ([`crate::RedeliveryPolicies`]).
+    redelivery_policies: crate::redelivery::RedeliveryPolicies,
+    /// Each execution's last deliveries ([`crate::history`]), purged with it.
+    histories: HashMap<ExecutionId, crate::history::DeliveryHistory>,
 }
 
 impl State {
@@ -207,11 +214,14 @@ impl MemoryBackend {
         for id in &selection.take {
             s.last_token += 1;
             let token = FencingToken::new(s.last_token);
-            let workflow = s.execution(id)?.workflow.clone();
-            let attempt_limit = s.attempt_limits.of(workflow.as_ref());
+            let before = s.execution(id)?.clone();
+            let attempt_limit = s.attempt_limits.of(before.workflow.as_ref());
+            let policy = s.redelivery_policies.of(before.workflow.as_ref());
+            s.history_claim(&before, token, now);
             let record = s.execution(id)?;
             *record = record.effective(now);
             record.attempt_limit = attempt_limit;
+            record.redelivery_policy = policy;
             let lease = record.claim(now, lease_ms, token);
             let record = record.clone();
             s.record_start(&record, now);
@@ -439,6 +449,23 @@ impl ExecutionClient for MemoryBackend {
     }
 
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.set_workflow_policy(workflow, policy);
+        Ok(())
+    }
+
+    async fn redelivery_policies(&self) -> Result<crate::redelivery::RedeliveryPolicies> {
+        Ok(self.lock().redelivery_policies.clone())
+    }
+
+    async fn deliveries(&self, id: &ExecutionId) -> Result<crate::history::DeliveryHistory> {
+        self.history_of(id)
+    }
+
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let mut s = self.lock();
         let record = s.execution(id)?;
@@ -475,6 +502,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let acked = record.acknowledge(now, &ack.outcome);
                 let record = record.clone();
+                s.history_end(&record.id, history::ack_end(&ack.outcome), now, None);
                 self.signal(&record);
                 Fenced::Accepted(acked)
             }
@@ -512,6 +540,7 @@ impl ExecutionClient for MemoryBackend {
             .collect();
         let gone: std::collections::HashSet<&ExecutionId> = ids.iter().collect();
         s.executions.retain(|id, _| !gone.contains(id));
+        s.histories.retain(|id, _| !gone.contains(id));
         s.admitted.retain(|id, _| !gone.contains(id));
         s.by_admission.retain(|_, id| !gone.contains(id));
         s.steps.retain(|(id, _, _), _| !gone.contains(id));
@@ -583,6 +612,7 @@ impl ExecutionClient for MemoryBackend {
             Some(record) => {
                 let ack = record.acknowledge(now, outcome);
                 let record = record.clone();
+                s.history_end(&record.id, history::ack_end(outcome), now, None);
                 self.signal(&record);
                 Fenced::Accepted(ack)
             }
@@ -608,6 +638,7 @@ impl ExecutionClient for MemoryBackend {
                 Some(record) => {
                     let acked = record.acknowledge(now, &ack.outcome);
                     let record = record.clone();
+                    s.history_end(&record.id, history::ack_end(&ack.outcome), now, None);
                     self.signal(&record);
                     Fenced::Accepted(acked)
                 }

@@ -232,10 +232,10 @@ impl PostgresBackend {
             }),
         };
         let mut conn = backend.acquire("connect").await?;
-        let schema = &backend.inner.config.schema;
-        match backend.inner.config.migrate {
-            true => migrate::migrate(&mut conn, schema).await?,
-            false => migrate::verify(&mut conn, schema).await?,
+        let config = &backend.inner.config;
+        match config.migrate {
+            true => migrate::migrate(conn, &config.schema, config.lock_timeout).await?,
+            false => migrate::verify(&mut conn, &config.schema).await?,
         }
         Ok(backend)
     }

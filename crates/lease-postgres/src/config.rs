@@ -13,6 +13,10 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 /// [`LeaseError::Unavailable`] (pool exhausted, server unreachable).
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long each step of a migration waits for a lock before it fails with
+/// [`LeaseError::Unavailable`], when none is configured.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Longest schema name PostgreSQL keeps without truncating (NAMEDATALEN - 1).
 const MAX_SCHEMA_BYTES: usize = 63;
 
@@ -32,6 +36,7 @@ pub struct PostgresConfig {
     pub(crate) acquire_timeout: Duration,
     pub(crate) statement_timeout: Option<Duration>,
     pub(crate) migrate: bool,
+    pub(crate) lock_timeout: Duration,
 }
 
 impl PostgresConfig {
@@ -47,6 +52,7 @@ impl PostgresConfig {
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: None,
             migrate: true,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
         }
     }
 
@@ -101,6 +107,17 @@ impl PostgresConfig {
         self
     }
 
+    /// How long each step of a migration (`connect` with [`PostgresConfig::migrate`] on, or
+    /// `lease migrate`) waits for a lock (PostgreSQL `lock_timeout`, default
+    /// [`DEFAULT_LOCK_TIMEOUT`], at least 1 ms): an `ALTER TABLE` or index build waiting
+    /// behind a long transaction would hold every later statement on the table behind it,
+    /// so it gives up instead with [`LeaseError::Unavailable`], that step changing nothing.
+    /// The migration lock another process holds is waited for as long.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
     /// The configured schema name.
     pub fn schema_name(&self) -> &str {
         &self.schema
@@ -120,6 +137,9 @@ impl PostgresConfig {
         }
         if self.acquire_timeout.is_zero() {
             return Err(LeaseError::invalid("acquire_timeout", "must be non-zero"));
+        }
+        if self.lock_timeout.as_millis() == 0 {
+            return Err(LeaseError::invalid("lock_timeout", "must be at least 1 ms"));
         }
         if self.statement_timeout.is_some_and(|t| t.as_millis() == 0) {
             return Err(LeaseError::invalid(
@@ -142,6 +162,7 @@ impl fmt::Debug for PostgresConfig {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("migrate", &self.migrate)
+            .field("lock_timeout", &self.lock_timeout)
             .finish_non_exhaustive()
     }
 }

@@ -127,7 +127,8 @@ mod wakeup;
 
 pub use backend::PostgresBackend;
 pub use config::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresConfig,
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA,
+    PostgresConfig,
 };
 pub use fenced::{FencedTx, MIN_STALL_BOUND_MS, stall_bound_ms};
 pub use migrate::SCHEMA_VERSION;

@@ -1,17 +1,35 @@
 //! Embedded, idempotent schema migrations with a version check.
 //!
 //! sqlx's `migrate` feature is not used (it pulls in a libsqlite3-sys that clashes with the
-//! workspace's rusqlite), so migrations run here: in one transaction, serialised across
-//! processes by a transaction-scoped advisory lock keyed on the schema name, so concurrent
-//! first connects are safe. The schema records its owner and version in
-//! `<schema>.lease_schema`; a newer version than this library knows, or a schema that holds
-//! tables it did not create, is a [`LeaseError::Schema`].
+//! workspace's rusqlite), so migrations run here, serialised across processes by a session
+//! advisory lock keyed on the schema name, on a connection of their own (taken out of the
+//! pool and closed afterwards, so neither the lock nor the session's `lock_timeout` outlives
+//! the run). The schema records its owner, version and the part of the next migration
+//! reached in `<schema>.lease_schema`; a newer version than this library knows, or a schema
+//! that holds tables it did not create, is a [`LeaseError::Schema`].
+//!
+//! A new schema is created in one transaction, every index built in it (its tables are seen
+//! by no one yet). An existing schema is upgraded one part at a time (`migrate/parts.rs`):
+//! runs of statements in a transaction each, every `CREATE INDEX CONCURRENTLY` on its own,
+//! outside any transaction, so the build never blocks the table's writers. Every lock any
+//! part waits for is waited for at most the configured `lock_timeout`, so a migration never
+//! queues every session behind a long transaction: it fails `Unavailable` instead, and the
+//! part it was in changed nothing. A concurrent build that failed leaves an INVALID index;
+//! the next run drops and builds it again (`migrate/apply.rs`).
 
 use lease_core::{LeaseError, Result};
-use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row};
 
 use crate::error::{self, Attempt, Effect, Verdict};
 use crate::statements::{fragment, render};
+
+mod apply;
+mod parts;
+
+use apply::Failure;
 
 /// The owner tag written into the version table.
 pub(crate) const OWNER: &str = "lease-postgres";
@@ -36,29 +54,44 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrate/v16.sql"),
 ];
 
-const LOCK: &str = include_str!("migrate/lock.sql");
 const LOCK_TIMEOUT: &str = include_str!("migrate/lock_timeout.sql");
+const RESET_LOCK_TIMEOUT: &str = include_str!("migrate/reset_lock_timeout.sql");
+const UNLOCK: &str = include_str!("migrate/unlock.sql");
+const ADD_STEP_COLUMN: &str = include_str!("migrate/add_step_column.sql");
+const READ_STEP: &str = include_str!("migrate/read_step.sql");
 const INSPECT: &str = include_str!("migrate/inspect.sql");
 const CREATE_VERSION_TABLE: &str = include_str!("migrate/create_version_table.sql");
 const INSERT_VERSION: &str = include_str!("migrate/insert_version.sql");
 const READ_VERSION: &str = include_str!("migrate/read_version.sql");
-const SET_VERSION: &str = include_str!("migrate/set_version.sql");
 
 /// The schema version this library writes and understands.
 pub const SCHEMA_VERSION: i32 = 16;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 
-/// Brings `schema` (validated, unquoted) up to [`SCHEMA_VERSION`] on `conn`.
-pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<()> {
+/// Brings `schema` (validated, unquoted) up to [`SCHEMA_VERSION`]: nothing more than a
+/// read on `conn` when it is there already; else on `conn` taken out of the pool, each lock
+/// waited for at most `lock_timeout`.
+pub(crate) async fn migrate(
+    mut conn: PoolConnection<Postgres>,
+    schema: &str,
+    lock_timeout: Duration,
+) -> Result<()> {
+    match try_verify(&mut conn, schema).await {
+        Ok(()) => return Ok(()),
+        Err(Failure::Lease(LeaseError::SchemaMismatch { .. })) => {}
+        Err(Failure::Lease(e)) => return Err(e),
+        Err(Failure::Driver(e)) => return Err(driver_error("migrate", e)),
+    }
+    let mut conn = conn.detach();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_migrate(conn, schema).await {
+        match try_migrate(&mut conn, schema, lock_timeout).await {
             Ok(()) => return Ok(()),
             Err(Failure::Lease(e)) => return Err(e),
-            // The migration transaction either committed (then the retry finds the schema up
-            // to date) or did not: running it again is always safe.
+            // Every part either committed (then the retry resumes after it) or did not:
+            // running it again is always safe.
             Err(Failure::Driver(e)) => {
                 match error::classify("migrate", Effect::Read, Attempt::before_commit(e)) {
                     Verdict::Retry(e) if attempt >= error::MAX_ATTEMPTS => return Err(e),
@@ -70,14 +103,9 @@ pub(crate) async fn migrate(conn: &mut PgConnection, schema: &str) -> Result<()>
     }
 }
 
-enum Failure {
-    Lease(LeaseError),
-    Driver(sqlx::Error),
-}
-
-impl From<sqlx::Error> for Failure {
-    fn from(e: sqlx::Error) -> Self {
-        Failure::Driver(e)
+fn driver_error(operation: &'static str, e: sqlx::Error) -> LeaseError {
+    match error::classify(operation, Effect::Read, Attempt::before_commit(e)) {
+        Verdict::Retry(e) | Verdict::Fail(e) => e,
     }
 }
 
@@ -87,11 +115,7 @@ pub(crate) async fn verify(conn: &mut PgConnection, schema: &str) -> Result<()> 
     match try_verify(conn, schema).await {
         Ok(()) => Ok(()),
         Err(Failure::Lease(e)) => Err(e),
-        Err(Failure::Driver(e)) => Err(
-            match error::classify("verify schema", Effect::Read, Attempt::before_commit(e)) {
-                Verdict::Retry(e) | Verdict::Fail(e) => e,
-            },
-        ),
+        Err(Failure::Driver(e)) => Err(driver_error("verify schema", e)),
     }
 }
 
@@ -118,26 +142,57 @@ async fn try_verify(conn: &mut PgConnection, schema: &str) -> Result<(), Failure
     }))
 }
 
-/// One run of the migration transaction: lock, check or create the version table, check
-/// the recorded owner and version, apply the missing migrations, commit. Every lock it
-/// takes is waited for at most `lock_timeout` (`migrate/lock_timeout.sql`): a migration
-/// queued behind a long transaction would otherwise hold every later statement on its
-/// tables waiting behind it; it fails instead (`Unavailable`) and rolls back.
-async fn try_migrate(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
+/// One run: this session's `lock_timeout`, the advisory lock (tried until `lock_timeout`
+/// has passed), the migrations, then the lock and the setting released.
+async fn try_migrate(
+    conn: &mut PgConnection,
+    schema: &str,
+    lock_timeout: Duration,
+) -> Result<(), Failure> {
+    let name = format!("{OWNER} migrate {schema}");
+    sqlx::query(fragment(LOCK_TIMEOUT))
+        .bind(format!("{}ms", lock_timeout.as_millis().max(1)))
+        .execute(&mut *conn)
+        .await?;
+    let result = match apply::lock(conn, &name, lock_timeout).await {
+        Ok(()) => {
+            let result = run(conn, schema).await;
+            let unlocked = sqlx::query(fragment(UNLOCK))
+                .bind(&name)
+                .execute(&mut *conn)
+                .await;
+            result.and(unlocked.map(drop).map_err(Failure::from))
+        }
+        Err(e) => Err(e),
+    };
+    let reset = sqlx::raw_sql(fragment(RESET_LOCK_TIMEOUT))
+        .execute(&mut *conn)
+        .await;
+    result.and(reset.map(drop).map_err(Failure::from))
+}
+
+/// Under the lock: checks or creates the version table and reads where the schema is; a
+/// new schema gets every migration in the same transaction, an existing one is upgraded
+/// part by part.
+async fn run(conn: &mut PgConnection, schema: &str) -> Result<(), Failure> {
     let quoted = crate::config::quoted(schema);
     let mut tx = conn.begin().await?;
-    sqlx::raw_sql(fragment(LOCK_TIMEOUT))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(fragment(LOCK))
-        .bind(format!("{OWNER} migrate {schema}"))
-        .execute(&mut *tx)
-        .await?;
     ensure_version_table(&mut tx, schema, &quoted).await?;
+    sqlx::raw_sql(AssertSqlSafe(render(ADD_STEP_COLUMN, &quoted)))
+        .execute(&mut *tx)
+        .await?;
     let version = recorded_version(&mut tx, schema, &quoted).await?;
-    apply_from(&mut tx, schema, &quoted, version).await?;
+    let step: i32 = sqlx::query_scalar(AssertSqlSafe(render(READ_STEP, &quoted)))
+        .fetch_one(&mut *tx)
+        .await?;
+    if version == 0 && step == 0 {
+        apply::all_in(&mut tx, MIGRATIONS, schema, &quoted).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
     tx.commit().await?;
-    Ok(())
+    let step = usize::try_from(step).unwrap_or(0);
+    apply::upgrade(conn, MIGRATIONS, schema, &quoted, version, step).await
 }
 
 /// Creates the schema and its version table (at version 0) unless the version table
@@ -209,31 +264,6 @@ async fn recorded_version(
     })
 }
 
-/// Applies the migrations after `version`, recording each.
-async fn apply_from(
-    tx: &mut PgConnection,
-    schema: &str,
-    quoted: &str,
-    version: usize,
-) -> Result<(), Failure> {
-    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
-        sqlx::raw_sql(AssertSqlSafe(render(migration, quoted)))
-            .execute(&mut *tx)
-            .await?;
-        let applied = i32::try_from(index + 1).unwrap_or(i32::MAX);
-        sqlx::query(AssertSqlSafe(render(SET_VERSION, quoted)))
-            .bind(applied)
-            .execute(&mut *tx)
-            .await?;
-        tracing::info!(
-            schema,
-            version = applied,
-            "applied lease-postgres migration"
-        );
-    }
-    Ok(())
-}
-
 fn not_ours(schema: &str, relations: i64) -> LeaseError {
     schema_error(
         schema,
@@ -245,5 +275,27 @@ fn schema_error(schema: &str, reason: impl Into<String>) -> LeaseError {
     LeaseError::Schema {
         location: format!("postgres schema {schema:?}"),
         reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parts::{Part, parts};
+
+    /// Every concurrent statement of the shipped migrations is cut whole: one statement
+    /// naming its index, nothing of the next one.
+    #[test]
+    fn every_concurrent_statement_is_cut_whole() {
+        let mut found = 0;
+        for migration in super::MIGRATIONS {
+            for part in parts(migration) {
+                if let Part::Concurrent(c) = part {
+                    found += 1;
+                    assert!(!c.sql.contains(';'), "{c:?}");
+                    assert!(c.sql.contains(&c.index), "{c:?}");
+                }
+            }
+        }
+        assert!(found > 0, "no migration builds an index concurrently");
     }
 }

@@ -59,7 +59,9 @@ impl RedisBackend {
     /// before the retention indexes, is migrated first: see `crate::migrate`).
     ///
     /// Errors: `InvalidInput` for a bad URL or namespace, `Unavailable` when Redis cannot be
-    /// reached, `UnsafeConfiguration` for an evicting policy or an old server.
+    /// reached, `UnsafeConfiguration` for an evicting policy or an old server;
+    /// `SchemaMismatch` when [`RedisConfig::migrate`] is `false` and the namespace holds
+    /// another layout or none (nothing written then).
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         let endpoint = crate::url::parse(&config.url)?;
         let partitions = config.partitions.or(endpoint.partitions).unwrap_or(1);
@@ -84,7 +86,10 @@ impl RedisBackend {
             conn,
             shared,
         };
-        backend.claim_layout().await?;
+        match backend.shared.config.migrate {
+            true => backend.claim_layout().await?,
+            false => backend.verify_layout().await?,
+        }
         Ok(backend)
     }
 

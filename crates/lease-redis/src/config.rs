@@ -27,6 +27,7 @@ pub struct RedisConfig {
     pub(crate) partitions: Option<u16>,
     pub(crate) tls_root_certificates: Option<Vec<u8>>,
     pub(crate) wait_replicas: Option<(u32, Duration)>,
+    pub(crate) migrate: bool,
 }
 
 impl RedisConfig {
@@ -48,6 +49,7 @@ impl RedisConfig {
             partitions: None,
             tls_root_certificates: None,
             wait_replicas: None,
+            migrate: true,
         }
     }
 
@@ -70,6 +72,16 @@ impl RedisConfig {
     /// must use the same policy: the claim indexes are scored with it.
     pub fn policy(mut self, policy: RedeliveryPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Whether `connect` claims a fresh namespace and migrates an older key layout (the
+    /// default, `true`: an application handle keeps its namespace current). With `false` it
+    /// only reads the namespace's stored layout, writing nothing, and fails with
+    /// [`lease_core::LeaseError::SchemaMismatch`] unless it is this library's (found `None`:
+    /// the namespace holds no layout, as a mistyped one). For read-only tools.
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
         self
     }
 
@@ -162,6 +174,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("classic_pubsub", &self.classic_pubsub)
             .field("partitions", &self.partitions)
             .field("wait_replicas", &self.wait_replicas)
+            .field("migrate", &self.migrate)
             .field(
                 "tls_root_certificates",
                 &self.tls_root_certificates.is_some(),

@@ -144,7 +144,9 @@
 //!   back sorted. Acknowledgements keep `done`, `store_update` keeps `rcpt:<id>`, `start`
 //!   keeps `start_of`. These indexes are key layout 2: connecting to a layout-1 namespace
 //!   builds them first (bounded `SCAN`/`HSCAN` pages, each indexed by one idempotent script)
-//!   and then stores layout 2; an older library refuses layout 2. A purged id is unknown:
+//!   and then stores layout 2 (unless [`RedisConfig::migrate`]`(false)`: a read-only tool
+//!   only reads `meta` and refuses another layout, or none, with `SchemaMismatch`, writing
+//!   nothing); an older library refuses layout 2. A purged id is unknown:
 //!   `get` is `None`, a stale lease is `UnknownExecution`, and a new admission starts from
 //!   nothing, with tokens above the old ones (the counter is the namespace's).
 //! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
@@ -253,6 +255,7 @@ mod start;
 mod store;
 mod tls;
 mod url;
+mod verify;
 mod wakeup;
 mod wire;
 

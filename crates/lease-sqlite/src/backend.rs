@@ -77,7 +77,9 @@ fn check_namespace(namespace: &str) -> Result<()> {
 
 impl SqliteBackend {
     /// Opens (creating if needed) the database, migrates its schema and starts the
-    /// connection thread.
+    /// connection thread. With [`SqliteConfig::migrate`] `false` it creates and changes
+    /// nothing: a missing file or a schema at another version is
+    /// [`LeaseError::SchemaMismatch`], an empty non-default namespace `InvalidInput`.
     ///
     /// Fails with [`LeaseError::Schema`] when the file is not a SQLite database, belongs to
     /// another product, or has a newer schema version; with `InvalidInput` for a bad
@@ -91,8 +93,12 @@ impl SqliteBackend {
         // A COMMIT that syncs the disk must not run on an async worker (crate::conn).
         let worker_writes = matches!(config.location, crate::config::Location::Memory(_))
             || synchronous == crate::config::Synchronous::Normal;
+        let (migrate, namespace) = (config.migrate, config.namespace.clone());
         let conn = ConnHandle::spawn(
-            move || migrate::open_with(&location, busy_timeout, synchronous),
+            move || match migrate {
+                true => migrate::open_with(&location, busy_timeout, synchronous),
+                false => migrate::open_verified(&location, busy_timeout, synchronous, &namespace),
+            },
             busy_timeout,
             worker_writes,
         )

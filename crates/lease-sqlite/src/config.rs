@@ -91,6 +91,7 @@ pub struct SqliteConfig {
     pub(crate) busy_timeout: Duration,
     pub(crate) wake_poll: Duration,
     pub(crate) synchronous: Synchronous,
+    pub(crate) migrate: bool,
 }
 
 impl SqliteConfig {
@@ -116,6 +117,7 @@ impl SqliteConfig {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             wake_poll: DEFAULT_WAKE_POLL,
             synchronous: Synchronous::default(),
+            migrate: true,
         }
     }
 
@@ -170,6 +172,18 @@ impl SqliteConfig {
         self.synchronous = synchronous;
         self
     }
+
+    /// Whether `open` creates or upgrades the schema (the default, `true`: an application
+    /// handle keeps its file current). With `false` it only verifies, changing nothing, that
+    /// the file exists at this library's schema version and, for a namespace other than
+    /// [`DEFAULT_NAMESPACE`], that the namespace holds something; otherwise it fails with
+    /// [`lease_core::LeaseError::SchemaMismatch`] (found `None`: no file, no schema or an
+    /// empty namespace). For read-only tools: an old file is not altered under live
+    /// traffic, a mistyped path or namespace is not created.
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
 }
 
 impl fmt::Debug for SqliteConfig {
@@ -182,6 +196,7 @@ impl fmt::Debug for SqliteConfig {
             .field("busy_timeout", &self.busy_timeout)
             .field("wake_poll", &self.wake_poll)
             .field("synchronous", &self.synchronous)
+            .field("migrate", &self.migrate)
             .finish()
     }
 }

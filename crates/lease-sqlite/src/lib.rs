@@ -65,7 +65,9 @@
 //! * **Schema.** Embedded, versioned migrations (tables prefixed `lease_`, version and
 //!   product marker in `lease_meta`). A newer schema, another product's marker or a file
 //!   that is not a database fails with [`lease_core::LeaseError::Schema`]; nothing is
-//!   rewritten. See [`migrate`].
+//!   rewritten. `open` migrates an older file by default; with
+//!   [`SqliteConfig::migrate`]`(false)` (read-only tools) it only verifies, creating and
+//!   changing nothing. See [`migrate`].
 //!
 //! # Durability
 //!

@@ -12,6 +12,11 @@
 //!
 //! All of it runs in one `BEGIN IMMEDIATE` transaction, so two processes opening a new file
 //! at once serialise: the second finds the schema the first created.
+//!
+//! A verifying open (`open_verified`, [`crate::SqliteConfig::migrate`] `false`) creates no
+//! file and writes nothing: it reads the version in a deferred transaction and refuses any
+//! other with [`LeaseError::SchemaMismatch`], so a read-only tool neither alters an old file
+//! under live traffic nor leaves an empty store at a mistyped path.
 
 use std::time::Duration;
 
@@ -94,6 +99,8 @@ const SET_META: &str = include_str!("migrate/set_meta.sql");
 const COUNT_LEASE_OBJECTS: &str = include_str!("migrate/count_lease_objects.sql");
 /// The number of objects in the database.
 const COUNT_OBJECTS: &str = include_str!("migrate/count_objects.sql");
+/// `$1 namespace` -> 1 when anything of the namespace is stored.
+const NAMESPACE_USED: &str = include_str!("migrate/namespace_used.sql");
 
 fn schema_error(location: &Location, reason: impl Into<String>) -> LeaseError {
     LeaseError::Schema {
@@ -141,22 +148,63 @@ pub(crate) fn open_with(
     busy_timeout: Duration,
     synchronous: Synchronous,
 ) -> Result<Connection> {
-    let mut conn = match location {
+    if let Location::File(path) = location {
+        create_private(path).map_err(|e| LeaseError::Backend {
+            backend: crate::error::BACKEND,
+            operation: "open",
+            source: format!("{}: {e}", path.display()).into(),
+        })?;
+    }
+    let mut conn = connect(location, OpenFlags::SQLITE_OPEN_CREATE, busy_timeout)?;
+    if matches!(location, Location::File(_)) {
+        configure_file(&conn, location, synchronous)?;
+    }
+    tx::write(&mut conn, "open", busy_timeout, |tx| migrate(tx, location))
+        .map_err(|e| not_a_database(location, e))?;
+    crate::authorizer::guard_app_sql(&conn);
+    Ok(conn)
+}
+
+/// Opens a connection that changes nothing until the schema is verified: a missing file is
+/// not created, and a schema at another version than [`SCHEMA_VERSION`] (or none), or a
+/// `namespace` other than the default that holds nothing, is refused before the journal
+/// mode is touched. For read-only tools (`SqliteConfig::migrate(false)`).
+pub(crate) fn open_verified(
+    location: &Location,
+    busy_timeout: Duration,
+    synchronous: Synchronous,
+    namespace: &str,
+) -> Result<Connection> {
+    if let Location::File(path) = location
+        && !path.is_file()
+    {
+        return Err(mismatch(location, None));
+    }
+    let mut conn = connect(location, OpenFlags::empty(), busy_timeout)?;
+    let busy = (busy_timeout, std::time::Instant::now() + busy_timeout);
+    tx::read(&mut conn, "open", busy, |tx| {
+        verify(tx, location, namespace)
+    })
+    .map_err(|e| not_a_database(location, e))?;
+    if matches!(location, Location::File(_)) {
+        configure_file(&conn, location, synchronous)?;
+    }
+    crate::authorizer::guard_app_sql(&conn);
+    Ok(conn)
+}
+
+/// A connection to `location` (`create`: [`OpenFlags::SQLITE_OPEN_CREATE`] or empty) with
+/// its busy timeout and statement cache.
+fn connect(location: &Location, create: OpenFlags, busy_timeout: Duration) -> Result<Connection> {
+    let conn = match location {
         // No SQLITE_OPEN_URI: a path is a path, even one that starts with "file:".
-        Location::File(path) => {
-            create_private(path).map_err(|e| LeaseError::Backend {
-                backend: crate::error::BACKEND,
-                operation: "open",
-                source: format!("{}: {e}", path.display()).into(),
-            })?;
-            Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_NOFOLLOW
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-        }
+        Location::File(path) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | create
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
         // The memdb VFS shares a database whose name starts with '/' between every
         // connection of the process, with ordinary locking (so busy_timeout applies).
         Location::Memory(name) => {
@@ -167,23 +215,21 @@ pub(crate) fn open_with(
     conn.busy_timeout(busy_timeout)
         .map_err(|e| open_error(location, e))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    if matches!(location, Location::File(_)) {
-        configure_file(&conn, location, synchronous)?;
-    }
-    tx::write(&mut conn, "open", busy_timeout, |tx| migrate(tx, location)).map_err(
-        |e| match e {
-            LeaseError::Backend { source, .. }
-                if source
-                    .downcast_ref::<rusqlite::Error>()
-                    .is_some_and(is_not_a_database) =>
-            {
-                schema_error(location, format!("not a SQLite database ({source})"))
-            }
-            other => other,
-        },
-    )?;
-    crate::authorizer::guard_app_sql(&conn);
     Ok(conn)
+}
+
+/// "Not a database" met inside the opening transaction is a schema error.
+fn not_a_database(location: &Location, e: LeaseError) -> LeaseError {
+    match e {
+        LeaseError::Backend { source, .. }
+            if source
+                .downcast_ref::<rusqlite::Error>()
+                .is_some_and(is_not_a_database) =>
+        {
+            schema_error(location, format!("not a SQLite database ({source})"))
+        }
+        other => other,
+    }
 }
 
 /// WAL journal with `synchronous` ([`Synchronous`]; default `NORMAL`: the WAL is synced at
@@ -229,7 +275,9 @@ fn set_meta(tx: &Transaction<'_>, key: &str, value: &str) -> OpResult<()> {
     Ok(())
 }
 
-fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
+/// The schema version the database records (0: no `lease_` object yet), checked: ours
+/// (marker and `application_id`) and not newer than [`SCHEMA_VERSION`]. Reads only.
+fn stored_version(tx: &Transaction<'_>, location: &Location) -> OpResult<i64> {
     let fail = |reason: String| OpError::Lease(schema_error(location, reason));
     let app_id: i32 = tx.query_row("PRAGMA application_id", [], |row| row.get(0))?;
     if app_id != 0 && app_id != APPLICATION_ID {
@@ -275,12 +323,53 @@ fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
                     .to_owned(),
             ));
         }
+        0
+    };
+    Ok(version)
+}
+
+/// Refuses, changing nothing, a schema at another version than [`SCHEMA_VERSION`] (or
+/// none), and a non-default `namespace` that holds nothing (a mistyped one).
+fn verify(tx: &Transaction<'_>, location: &Location, namespace: &str) -> OpResult<()> {
+    let version = stored_version(tx, location)?;
+    if version != SCHEMA_VERSION {
+        return Err(OpError::Lease(mismatch(location, Some(version))));
+    }
+    if namespace != crate::config::DEFAULT_NAMESPACE {
+        let used: bool = tx.query_row(NAMESPACE_USED, [namespace], |row| row.get(0))?;
+        if !used {
+            return Err(OpError::Lease(LeaseError::invalid(
+                "namespace",
+                format!(
+                    "{namespace:?} holds nothing in {} (mistyped?); nothing was created",
+                    location.describe()
+                ),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// [`LeaseError::SchemaMismatch`] for a database at `found` (`None` or `Some(0)`: no
+/// schema at all).
+fn mismatch(location: &Location, found: Option<i64>) -> LeaseError {
+    LeaseError::SchemaMismatch {
+        location: location.describe(),
+        found: found
+            .filter(|v| *v > 0)
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX)),
+        expected: u32::try_from(SCHEMA_VERSION).unwrap_or(u32::MAX),
+    }
+}
+
+fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
+    let version = stored_version(tx, location)?;
+    if version == 0 {
         let objects: i64 = tx.query_row(COUNT_OBJECTS, [], |row| row.get(0))?;
         if objects == 0 {
             tx.pragma_update(None, "application_id", APPLICATION_ID)?;
         }
-        0
-    };
+    }
     for (from, sql) in MIGRATIONS
         .iter()
         .enumerate()

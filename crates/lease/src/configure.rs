@@ -30,6 +30,7 @@ pub(crate) async fn sqlite(
     if let Some(timeout) = options.busy_timeout {
         config = config.busy_timeout(timeout);
     }
+    config = config.migrate(!options.verify_only);
     Ok(lease_sqlite::SqliteBackend::open(config).await?)
 }
 
@@ -52,6 +53,9 @@ pub(crate) async fn postgres(
     }
     if let Some(size) = options.pool_size {
         config = config.max_connections(size);
+    }
+    if let Some(timeout) = options.lock_timeout {
+        config = config.lock_timeout(timeout);
     }
     config = config.migrate(!options.verify_only);
     Ok(lease_postgres::PostgresBackend::connect(config).await?)
@@ -82,6 +86,7 @@ pub(crate) async fn redis(
     if let Some((replicas, timeout)) = options.wait_for_replicas {
         config = config.wait_for_replicas(replicas, timeout);
     }
+    config = config.migrate(!options.verify_only);
     Ok(lease_redis::RedisBackend::connect(config).await?)
 }
 

@@ -19,6 +19,7 @@ pub struct OpenOptions {
     pub(crate) wait_for_replicas: Option<(u32, Duration)>,
     pub(crate) shared_only: bool,
     pub(crate) verify_only: bool,
+    pub(crate) lock_timeout: Option<Duration>,
 }
 
 impl OpenOptions {
@@ -83,10 +84,21 @@ impl OpenOptions {
     /// `false` it only verifies the schema is there at this library's version and changes
     /// nothing, failing otherwise with [`lease_core::LeaseError::SchemaMismatch`] (inside
     /// [`crate::OpenError::Backend`]): for read-only tools, so an old schema is not altered
-    /// under live traffic and a mistyped namespace is not created. PostgreSQL verifies;
-    /// SQLite, Redis and memory still open as with `true`.
+    /// under live traffic and a mistyped namespace is not created. PostgreSQL, SQLite and
+    /// Redis verify (a missing SQLite file is not created; an empty non-default SQLite
+    /// namespace is `InvalidInput`); memory has no schema and opens as with `true`.
     pub fn migrate(mut self, migrate: bool) -> Self {
         self.verify_only = !migrate;
+        self
+    }
+}
+
+impl OpenOptions {
+    /// PostgreSQL: how long each step of a migration waits for a lock before it fails with
+    /// [`lease_core::LeaseError::Unavailable`] (`lease_postgres::PostgresConfig::lock_timeout`,
+    /// default 5 s). Other backends take no table locks and ignore it.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = Some(timeout);
         self
     }
 }
@@ -102,6 +114,7 @@ impl std::fmt::Debug for OpenOptions {
             .field("wait_for_replicas", &self.wait_for_replicas)
             .field("shared_only", &self.shared_only)
             .field("migrate", &!self.verify_only)
+            .field("lock_timeout", &self.lock_timeout)
             .finish()
     }
 }

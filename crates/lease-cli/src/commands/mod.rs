@@ -52,7 +52,7 @@ pub async fn run(
         Command::Resume(args) => pause::run(backend, args, true, limits).await,
         Command::Limits(args) => limits::run(backend, args, limits).await,
         Command::Schedules(args) => schedules::run(backend, args, limits).await,
-        Command::Migrate => Ok(migrated()),
+        Command::Migrate(_) => Ok(migrated()),
         Command::Ui(_) => Err(Failure::Usage(
             "`ui` serves pages; it runs from main, not as a one-shot command".to_owned(),
         )),

@@ -58,7 +58,8 @@ pub fn page(title: &str, backend: &str, body: &str) -> String {
          <header><a href=\"/\">lease ui</a> <span class=\"backend\">{backend}</span>\
          <nav><a id=\"nav-namespace\" href=\"/\">Namespace</a> \
          <a id=\"nav-executions\" href=\"/executions\">Executions</a> \
-         <a id=\"nav-dead\" href=\"/dead\">Dead letters</a></nav></header>\n\
+         <a id=\"nav-dead\" href=\"/dead\">Dead letters</a> \
+         <a id=\"nav-activity\" href=\"/activity\">Activity</a></nav></header>\n\
          <h1>{title}</h1>\n{body}\n</body></html>\n",
         title = escape(title),
         backend = escape(backend),

@@ -18,6 +18,7 @@ use lease::WakeReceiver;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use super::activity_page;
 use super::guard::SessionEnd;
 use super::html::para;
 use super::pages::{self, ExecutionQuery};
@@ -52,6 +53,7 @@ pub async fn script() -> impl IntoResponse {
 /// What one stream renders.
 enum Watched {
     Namespace,
+    Activity,
     Execution(ExecutionQuery),
 }
 
@@ -73,6 +75,14 @@ pub async fn namespace(
     Extension(end): Extension<SessionEnd>,
 ) -> Response {
     events(ui, Watched::Namespace, end)
+}
+
+/// `GET /events/activity`: redrawn after each sample (the quiet bound also applies).
+pub async fn activity(
+    State(ui): State<Arc<Ui>>,
+    Extension(end): Extension<SessionEnd>,
+) -> Response {
+    events(ui, Watched::Activity, end)
 }
 
 /// `GET /events/execution?id=ID`.
@@ -168,6 +178,10 @@ impl Live {
                 let (html, next) = pages::namespace_fragment(&self.ui).await;
                 self.next_change = next;
                 html
+            }
+            Watched::Activity => {
+                self.next_change = Some(self.ui.activity.every);
+                activity_page::fragment(&self.ui)
             }
             Watched::Execution(q) => match pages::execution_fragment(&self.ui, q).await {
                 Ok((html, next, _)) => {

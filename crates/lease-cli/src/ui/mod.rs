@@ -6,8 +6,11 @@
 //! forms, only with `--allow-writes`, each logged ([`controls`]); every request passes
 //! [`guard::check`].
 
+mod activity;
+mod activity_page;
 mod audit;
 mod browse;
+mod charts;
 mod controls;
 mod guard;
 mod html;
@@ -110,7 +113,9 @@ pub async fn serve(
         allow_writes: args.allow_writes,
         refresh: args.refresh,
         streams: Arc::new(Semaphore::new(args.max_event_streams as usize)),
+        activity: Arc::new(activity::Activity::new(args.sample_every)),
     });
+    activity::spawn_sampler(Arc::clone(&ui.backend), Arc::clone(&ui.activity));
     print_address(&prepared, local, &ui, args.allow_writes);
     let bounds = listen::Bounds {
         header_timeout: args.header_timeout,
@@ -155,6 +160,8 @@ fn router(ui: Arc<Ui>) -> Router {
         .route("/execution", get(pages::execution))
         .route("/executions", get(browse::executions))
         .route("/dead", get(browse::dead))
+        .route("/activity", get(activity_page::activity))
+        .route("/events/activity", get(live::activity))
         .route("/events/namespace", get(live::namespace))
         .route("/events/execution", get(live::execution))
         .route("/live.js", get(live::script));

@@ -98,7 +98,7 @@ pub async fn execution(State(ui): State<Arc<Ui>>, Query(q): Query<ExecutionQuery
 }
 
 /// The live part, with the event stream that replaces it.
-fn live_div(events: &str, fragment: &str) -> String {
+pub(super) fn live_div(events: &str, fragment: &str) -> String {
     format!(
         "<div id=\"live\" data-events=\"{}\">{fragment}</div>\n",
         escape(events)

@@ -6,6 +6,7 @@ use std::time::Duration;
 use lease::LeaseBackend;
 use tokio::sync::Semaphore;
 
+use super::activity::Activity;
 use super::guard::Guard;
 use crate::connect::Limits;
 
@@ -20,4 +21,6 @@ pub struct Ui {
     pub streams: Arc<Semaphore>,
     /// The backend as the header shows it: its kind, namespace and URL, password redacted.
     pub shown: String,
+    /// The status counts sampled for the activity page.
+    pub activity: Arc<Activity>,
 }

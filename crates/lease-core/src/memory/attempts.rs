@@ -31,6 +31,8 @@ impl MemoryBackend {
         };
         record.release_with(now, release);
         let record = record.clone();
+        let (end, error) = super::history::release_end(release);
+        s.history_end(&record.id, end, now, error);
         drop(s);
         self.signal(&record);
         Ok(Fenced::Accepted(()))

@@ -23,9 +23,11 @@ impl MemoryBackend {
         if record.outcome.is_some() {
             return Ok(record.clone().cancel(now, reason));
         }
+        let before = record.clone();
         *record = record.effective(now);
         let outcome = record.cancel(now, reason);
         let record = record.clone();
+        s.history_cancel(&before, now);
         drop(s);
         self.signal(&record);
         Ok(outcome)

@@ -10,7 +10,7 @@
 -- same rows, one more column), so a claim or acknowledgement still maintains one waiting
 -- index. `executions_live_by_key` (version 9) counts a key's live leases for the limits.
 
-CREATE INDEX executions_claim_waiting_by_priority ON {s}.executions (priority, sort_due, id)
+CREATE INDEX CONCURRENTLY executions_claim_waiting_by_priority ON {s}.executions (priority, sort_due, id)
     WHERE claimable_at IS NOT NULL AND status <> 'running';
 
-DROP INDEX {s}.executions_claim_waiting;
+DROP INDEX CONCURRENTLY {s}.executions_claim_waiting;

@@ -9,5 +9,5 @@
 -- entries in (lease_expires_at, id) order, with no sort. The cost: a claim or renewal adds
 -- one entry to this index as well (neither was a HOT update before: both change
 -- claimable_at, which other indexes hold); acknowledged and released rows leave it.
-CREATE INDEX executions_live ON {s}.executions (lease_expires_at, id)
+CREATE INDEX CONCURRENTLY executions_live ON {s}.executions (lease_expires_at, id)
     WHERE status = 'running';

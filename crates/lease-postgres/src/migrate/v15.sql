@@ -70,6 +70,6 @@ $$;
 
 -- `list_dead` walks this by id: the stored dead rows and the running rows on their last
 -- attempt (dead once their lease expires; the statement tests the expiry).
-CREATE INDEX executions_dead ON {s}.executions (id)
+CREATE INDEX CONCURRENTLY executions_dead ON {s}.executions (id)
     WHERE status = 'dead' OR (status = 'running' AND attempt_limit IS NOT NULL
         AND unacknowledged_deliveries + 1 >= attempt_limit);

@@ -19,7 +19,7 @@ ALTER SEQUENCE {s}.admission_order OWNED BY {s}.executions.admission_seq;
 
 -- An ordered key's line: its executions that are neither terminal nor dead, by admission.
 -- The claim's "is this row its key's head" is one seek here.
-CREATE INDEX executions_key_line ON {s}.executions (concurrency_key, admission_seq)
+CREATE INDEX CONCURRENTLY executions_key_line ON {s}.executions (concurrency_key, admission_seq)
     WHERE concurrency_key IS NOT NULL AND status IN ('admitted', 'running', 'suspended');
 
 -- Browsing, newest admitted first: one index per filter field, each in admission order,
@@ -27,12 +27,12 @@ CREATE INDEX executions_key_line ON {s}.executions (concurrency_key, admission_s
 -- on a predicate every row meets, which only the unfiltered page states: a generic plan of
 -- a filtered page (its parameter's selectivity guessed) could otherwise prefer walking
 -- every row in admission order and filtering.
-CREATE UNIQUE INDEX executions_admitted ON {s}.executions (admission_seq)
+CREATE UNIQUE INDEX CONCURRENTLY executions_admitted ON {s}.executions (admission_seq)
     WHERE admission_seq > 0;
-CREATE INDEX executions_admitted_by_status ON {s}.executions (status, admission_seq);
-CREATE INDEX executions_admitted_by_workflow ON {s}.executions (workflow, admission_seq)
+CREATE INDEX CONCURRENTLY executions_admitted_by_status ON {s}.executions (status, admission_seq);
+CREATE INDEX CONCURRENTLY executions_admitted_by_workflow ON {s}.executions (workflow, admission_seq)
     WHERE workflow IS NOT NULL;
-CREATE INDEX executions_admitted_by_key ON {s}.executions (concurrency_key, admission_seq)
+CREATE INDEX CONCURRENTLY executions_admitted_by_key ON {s}.executions (concurrency_key, admission_seq)
     WHERE concurrency_key IS NOT NULL;
 
 -- Per-key policies beyond the concurrency limit, one row per scope (`key` NULL for the

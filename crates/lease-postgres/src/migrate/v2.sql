@@ -12,7 +12,7 @@ ALTER TABLE {s}.executions
         CASE WHEN status = 'running' THEN least(due_at, wake_after_claim) ELSE due_at END
     ) STORED;
 
-CREATE INDEX executions_sort_due ON {s}.executions (sort_due, id)
+CREATE INDEX CONCURRENTLY executions_sort_due ON {s}.executions (sort_due, id)
     WHERE claimable_at IS NOT NULL;
 
-DROP INDEX {s}.executions_claimable_at;
+DROP INDEX CONCURRENTLY {s}.executions_claimable_at;

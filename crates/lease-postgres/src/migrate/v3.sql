@@ -7,5 +7,5 @@
 -- itself picked) instead of a scan. Rows that are terminal or not due have claimable_at NULL
 -- and are not indexed.
 
-CREATE INDEX executions_horizon ON {s}.executions (claimable_at)
+CREATE INDEX CONCURRENTLY executions_horizon ON {s}.executions (claimable_at)
     WHERE claimable_at IS NOT NULL;

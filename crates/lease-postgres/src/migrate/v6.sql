@@ -8,9 +8,9 @@
 -- executions without scanning those tables (their primary keys do not lead with the
 -- execution id).
 
-CREATE INDEX executions_terminal ON {s}.executions (last_delivery_ended_at, id)
+CREATE INDEX CONCURRENTLY executions_terminal ON {s}.executions (last_delivery_ended_at, id)
     WHERE status IN ('completed', 'failed');
 
-CREATE INDEX store_receipts_execution ON {s}.store_receipts (execution_id);
+CREATE INDEX CONCURRENTLY store_receipts_execution ON {s}.store_receipts (execution_id);
 
-CREATE INDEX start_requests_target ON {s}.start_requests (target);
+CREATE INDEX CONCURRENTLY start_requests_target ON {s}.start_requests (target);

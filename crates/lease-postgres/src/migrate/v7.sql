@@ -19,10 +19,10 @@
 -- Terminal rows have no claimable_at and are in neither. executions_horizon (version 3)
 -- still serves the claim's summary row.
 
-CREATE INDEX executions_claim_waiting ON {s}.executions (sort_due, id)
+CREATE INDEX CONCURRENTLY executions_claim_waiting ON {s}.executions (sort_due, id)
     WHERE claimable_at IS NOT NULL AND status <> 'running';
 
-CREATE INDEX executions_claim_expired ON {s}.executions (claimable_at)
+CREATE INDEX CONCURRENTLY executions_claim_expired ON {s}.executions (claimable_at)
     WHERE claimable_at IS NOT NULL AND status = 'running';
 
-DROP INDEX {s}.executions_sort_due;
+DROP INDEX CONCURRENTLY {s}.executions_sort_due;

@@ -30,7 +30,7 @@ AS $$
 $$;
 
 DROP INDEX {s}.executions_terminal;
-CREATE INDEX executions_terminal ON {s}.executions (last_delivery_ended_at, id)
+CREATE INDEX CONCURRENTLY executions_terminal ON {s}.executions (last_delivery_ended_at, id)
     WHERE status IN ('completed', 'failed', 'cancelled');
 
 CREATE TABLE {s}.paused_scopes (
@@ -42,5 +42,5 @@ CREATE TABLE {s}.concurrency_limits (
     max_leases   bigint NOT NULL CHECK (max_leases BETWEEN 1 AND 100000)
 );
 
-CREATE INDEX executions_live_by_key ON {s}.executions (concurrency_key, lease_expires_at)
+CREATE INDEX CONCURRENTLY executions_live_by_key ON {s}.executions (concurrency_key, lease_expires_at)
     WHERE concurrency_key IS NOT NULL AND status = 'running';
