@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use lease::{Admission, ClaimRequest, ExecutionId, LeaseBackend, LeaseError};
+use lease::{Admission, ClaimRequest, ExecutionClientExt, ExecutionId, LeaseBackend, LeaseError};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_sets_lists_and_removes_a_workflows_redelivery_policy() {
