@@ -184,9 +184,15 @@ pub struct PauseArgs {
 }
 
 /// `limits`: `--key` or `--default` names the scope, and one or more changes apply to it
-/// (a change without a scope, or a scope without a change, is a usage error).
+/// (a change without a scope, or a scope without a change, is a usage error); `--workflow`
+/// with `--redelivery` or `--remove-redelivery` changes one workflow's own redelivery policy.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("scope").args(["key", "default"]).requires("change")))]
+#[command(group(
+    clap::ArgGroup::new("redelivery_change")
+        .args(["redelivery", "remove_redelivery"])
+        .requires("workflow")
+))]
 #[command(group(
     clap::ArgGroup::new("change")
         .args(["set", "remove", "rate", "remove_rate", "ordered", "unordered"])
@@ -219,6 +225,17 @@ pub struct LimitsArgs {
     /// Unmark the scope as ordered (a key stays ordered while the default is).
     #[arg(long)]
     pub unordered: bool,
+    /// The workflow whose own redelivery policy to change.
+    #[arg(long, value_name = "NAME", requires = "redelivery_change")]
+    pub workflow: Option<String>,
+    /// The workflow's own redelivery policy, `BASE,FACTOR,CAP` (`1s,2,5m`): the delay after
+    /// n unacknowledged deliveries in a row is min(CAP, BASE * FACTOR^(n-1)).
+    #[arg(long, value_name = "BASE,FACTOR,CAP", value_parser = parse_redelivery,
+          conflicts_with = "remove_redelivery")]
+    pub redelivery: Option<lease::RedeliveryPolicy>,
+    /// Remove the workflow's own redelivery policy (the handle's policy applies again).
+    #[arg(long)]
+    pub remove_redelivery: bool,
 }
 
 /// `list`.
@@ -395,6 +412,27 @@ pub fn show_rate(rate: lease::RateLimit) -> String {
         rate.starts(),
         humantime::format_duration(rate.period())
     )
+}
+
+/// A redelivery policy, `BASE,FACTOR,CAP` (humantime durations and a whole factor), held
+/// to the RFC's rules by [`lease::RedeliveryPolicy::new`].
+pub fn parse_redelivery(text: &str) -> Result<lease::RedeliveryPolicy, String> {
+    let example = "(for example 1s,2,5m)";
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let [base, factor, cap] = parts[..] else {
+        return Err(format!("must be BASE,FACTOR,CAP {example}"));
+    };
+    let duration = |t: &str| humantime::parse_duration(t).map_err(|e| format!("{e} {example}"));
+    let factor: u32 = factor
+        .parse()
+        .map_err(|_| format!("{factor:?} is not a whole factor {example}"))?;
+    lease::RedeliveryPolicy::new(duration(base)?, factor, duration(cap)?).map_err(|e| e.to_string())
+}
+
+/// A redelivery policy as `parse_redelivery` reads it (`1s,2,5m`).
+pub fn show_redelivery(p: lease::RedeliveryPolicy) -> String {
+    let ms = |ms: u64| humantime::format_duration(std::time::Duration::from_millis(ms));
+    format!("{},{},{}", ms(p.base_ms()), p.factor(), ms(p.cap_ms()))
 }
 
 /// A list or batch limit, 1..=1000 ([`lease::limits::MAX_CLAIM_LIMIT`]).

@@ -5,18 +5,24 @@
 //! applies them first, in that order. Lowering a limit ends no lease: the key's leases run
 //! out before new claims start.
 //!
-//! A backend without rate limits or ordered keys lists its concurrency limits with those
-//! columns marked unsupported; asking it to change one is a failure naming the backend.
+//! With `--workflow W`, `--redelivery BASE,FACTOR,CAP` sets and `--remove-redelivery`
+//! removes that workflow's own redelivery policy
+//! ([`lease::ExecutionClient::set_redelivery_policy`]); the workflows' policies are listed
+//! in a second table.
+//!
+//! A backend without rate limits, ordered keys or workflow redelivery policies lists its
+//! concurrency limits with those marked unsupported; asking it to change one is a failure
+//! naming the backend.
 
 use std::collections::BTreeSet;
 
 use lease::{
     ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, KeyOrdering, LeaseBackend, LimitScope,
-    RateLimit, RateLimits,
+    RateLimit, RateLimits, RedeliveryPolicies, WorkflowName,
 };
 use serde_json::json;
 
-use crate::cli::{LimitsArgs, show_rate};
+use crate::cli::{LimitsArgs, show_rate, show_redelivery};
 use crate::connect::Limits;
 use crate::failure::Failure;
 use crate::output::{Output, to_json};
@@ -27,6 +33,8 @@ pub struct Policies {
     pub concurrency: ConcurrencyLimits,
     pub rates: Option<RateLimits>,
     pub ordering: Option<KeyOrdering>,
+    /// The workflows' own redelivery policies.
+    pub redelivery: Option<RedeliveryPolicies>,
 }
 
 /// Applies the changes `args` asks for, if any, then lists the policies.
@@ -38,16 +46,87 @@ pub async fn run(
     if let Some(scope) = scope(args)? {
         apply(backend, args, &scope, limits).await?;
     }
+    apply_redelivery(backend, args, limits).await?;
     let policies = policies(backend, limits).await?;
     Ok(Output {
-        text: table(&policies),
+        text: format!(
+            "{}\n{}",
+            table(&policies),
+            redelivery_table(backend.backend_name(), policies.redelivery.as_ref())
+        ),
         json: json!({
             "default": to_json(&policies.concurrency.default),
             "keys": to_json(&policies.concurrency.keys),
             "rate_limits": policies.rates.as_ref().map(to_json),
             "key_ordering": policies.ordering.as_ref().map(to_json),
+            "redelivery_policies": policies.redelivery.as_ref().map(redelivery_json),
         }),
     })
+}
+
+/// `--workflow W --redelivery P` or `--remove-redelivery`; nothing without `--workflow`
+/// (clap makes the workflow and one of the two come together). A bad name is a usage error.
+async fn apply_redelivery(
+    backend: &dyn LeaseBackend,
+    args: &LimitsArgs,
+    limits: &Limits,
+) -> Result<(), Failure> {
+    let Some(workflow) = &args.workflow else {
+        return Ok(());
+    };
+    let workflow = WorkflowName::new(workflow.as_str())
+        .map_err(|e| Failure::Usage(format!("--workflow {workflow:?}: {e}")))?;
+    let set = backend.set_redelivery_policy(&workflow, args.redelivery);
+    let name = backend.backend_name();
+    limits
+        .call_optional(
+            name,
+            "workflow redelivery policies",
+            "set_redelivery_policy",
+            set,
+        )
+        .await
+}
+
+/// The workflows' policies as JSON objects, sorted by workflow.
+fn redelivery_json(p: &RedeliveryPolicies) -> serde_json::Value {
+    p.workflows
+        .iter()
+        .map(|(w, p)| {
+            json!({
+                "workflow": w.as_str(),
+                "base_ms": p.base_ms(),
+                "factor": p.factor(),
+                "cap_ms": p.cap_ms(),
+            })
+        })
+        .collect()
+}
+
+/// One row per workflow with a redelivery policy of its own: name, base, factor, cap.
+pub fn redelivery_rows(p: &RedeliveryPolicies) -> Vec<[String; 2]> {
+    p.workflows
+        .iter()
+        .map(|(w, p)| [w.to_string(), show_redelivery(*p)])
+        .collect()
+}
+
+/// The workflows' redelivery policies as a table, or a line when there are none or the
+/// backend keeps none.
+fn redelivery_table(backend: &str, p: Option<&RedeliveryPolicies>) -> String {
+    match p {
+        None => format!("the {backend} backend does not support workflow redelivery policies\n"),
+        Some(p) if p.workflows.is_empty() => {
+            "no workflow has a redelivery policy of its own\n".to_owned()
+        }
+        Some(p) => {
+            let mut table = Table::new(&["WORKFLOW", "REDELIVERY (BASE,FACTOR,CAP)"]);
+            for row in redelivery_rows(p) {
+                table.row(row.to_vec());
+            }
+            table.render()
+        }
+    }
 }
 
 /// The scope the changes apply to: `None` to only list. clap makes a scope come with at
@@ -99,24 +178,29 @@ async fn apply(
     Ok(())
 }
 
-/// The three policies, read at once (the data `limits` and the console's namespace page
+/// The policies, read at once (the data `limits` and the console's namespace page
 /// show): the concurrency limits must read; the others are `None` on a backend without
 /// them.
 pub async fn policies(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Policies, Failure> {
-    let (concurrency, rates, ordering) = tokio::join!(
+    let (concurrency, rates, ordering, redelivery) = tokio::join!(
         limits.call("concurrency_limits", backend.concurrency_limits()),
         limits.call("rate_limits", optional(backend.rate_limits())),
         limits.call("key_ordering", optional(backend.key_ordering())),
+        limits.call(
+            "redelivery_policies",
+            optional(backend.redelivery_policies())
+        ),
     );
     Ok(Policies {
         concurrency: concurrency?,
         rates: rates?,
         ordering: ordering?,
+        redelivery: redelivery?,
     })
 }
 
 /// `Unsupported` as `None`.
-async fn optional<T>(read: impl Future<Output = lease::Result<T>>) -> lease::Result<Option<T>> {
+pub async fn optional<T>(read: impl Future<Output = lease::Result<T>>) -> lease::Result<Option<T>> {
     match read.await {
         Ok(value) => Ok(Some(value)),
         Err(lease::LeaseError::Unsupported { .. }) => Ok(None),

@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod corrupt;
 pub mod dead;
 pub mod failing;
+pub mod history;
 pub mod limits;
 pub mod list;
 pub mod live;

@@ -1,13 +1,15 @@
 //! `lease show ID`: one execution's record (`get`, the effective view) and one page of its
 //! step records (`list_steps_page`, at most `--limit`, after `--after`/`--after-attempt`),
 //! read one after the other. When more remain, the last line names the command for the next
-//! page (issue 25 item 11: an execution with many steps is never read whole).
+//! page (issue 25 item 11: an execution with many steps is never read whole). Then the
+//! execution's delivery history ([`super::history`]), or a line when the backend keeps none.
 
 use lease::{
     ExecutionId, ExecutionRecord, HeapRecord, LeaseBackend, StepCursor, StepKey, StepPage,
 };
 use serde_json::json;
 
+use super::history;
 use crate::cli::ShowArgs;
 use crate::connect::Limits;
 use crate::failure::Failure;
@@ -24,11 +26,13 @@ pub async fn run(
     let after = cursor(args)?;
     let limit = args.limit;
     let (record, page) = fetch(backend, &args.id, after.as_ref(), limit, limits).await?;
+    let deliveries = history::fetch(backend, &record.id, limits).await?;
     let text = format!(
-        "{}\n{}{}",
+        "{}\n{}{}\n{}",
         record_table(&record),
         steps_table(&page.records),
-        next_hint(&args.id, &page, limit)
+        next_hint(&args.id, &page, limit),
+        history::text(backend.backend_name(), deliveries.as_ref()),
     );
     Ok(Output {
         text,
@@ -37,6 +41,7 @@ pub async fn run(
             "steps": to_json(&page.records),
             "more": page.more,
             "next": to_json(&page.next()),
+            "deliveries": history::json(deliveries.as_ref()),
         }),
     })
 }

@@ -20,6 +20,7 @@ mod pages;
 mod select;
 mod session;
 mod state;
+mod timeline;
 mod tls;
 
 use std::io::Write as _;

@@ -13,7 +13,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use lease::{
     CorruptRecord, EffectId, EffectState, ExecutionId, ExecutionRecord, ExecutionStatus,
-    HeapRecord, PauseScope, StatusCounts, StepCursor, StepKey, StepPage, Timestamp,
+    HeapRecord, PauseScope, RedeliveryPolicies, StatusCounts, StepCursor, StepKey, StepPage,
+    Timestamp,
 };
 use serde::Deserialize;
 
@@ -22,7 +23,8 @@ use super::html::{
     escape, execution_href, execution_link, page, para, query_value, status_cell, table,
 };
 use super::state::Ui;
-use crate::commands::{corrupt, failing, limits, live, pause, show, status};
+use super::timeline;
+use crate::commands::{corrupt, failing, history, limits, live, pause, show, status};
 use crate::failure::Failure;
 use crate::output::{expires_in, instant, seconds};
 
@@ -246,6 +248,7 @@ fn policies_section(ui: &Ui, policies: Result<limits::Policies, Failure>) -> Str
     );
     match policies {
         Ok(p) => {
+            let redelivery = redelivery_section(ui, p.redelivery.as_ref());
             let rows: Vec<Vec<String>> = limits::rows(&p)
                 .into_iter()
                 .map(|row| row.iter().map(|c| escape(c)).collect())
@@ -269,8 +272,42 @@ fn policies_section(ui: &Ui, policies: Result<limits::Policies, Failure>) -> Str
                     ),
                 ));
             }
+            out.push_str(&redelivery);
         }
         Err(e) => out.push_str(&para("error", &e.to_string())),
+    }
+    out
+}
+
+/// The workflows' own redelivery policies (`lease limits --workflow W --redelivery ...`).
+fn redelivery_section(ui: &Ui, policies: Option<&RedeliveryPolicies>) -> String {
+    let mut out = String::from(
+        "<h2>Workflows: redelivery</h2>\n<p class=\"note\">The delay after n unacknowledged \
+         deliveries in a row is min(cap, base &times; factor<sup>n-1</sup>); a workflow \
+         without a policy of its own follows the handle's.</p>\n",
+    );
+    match policies {
+        None => {
+            let name = ui.backend.backend_name();
+            out.push_str(&para(
+                "note",
+                &format!("the {name} backend does not support workflow redelivery policies"),
+            ));
+        }
+        Some(p) if p.workflows.is_empty() => {
+            out.push_str(&para(
+                "note",
+                "no workflow has a redelivery policy of its own",
+            ));
+        }
+        Some(p) => {
+            let rows: Vec<Vec<String>> = limits::redelivery_rows(p)
+                .into_iter()
+                .map(|row| row.iter().map(|c| escape(c)).collect())
+                .collect();
+            let headers = ["workflow", "redelivery (base,factor,cap)"];
+            out.push_str(&table("redelivery", &headers, &rows));
+        }
     }
     out
 }
@@ -350,6 +387,7 @@ pub async fn execution_fragment(
         .collect();
     out.push_str(&table("record", &["field", "value"], &rows));
     out.push_str(&lease_section(&record, &steps.records, now));
+    out.push_str(&deliveries_section(ui, &record.id, now).await);
     out.push_str(&steps_section(ui, &record.id, &q.id, &steps).await);
     Ok((out, next_change(&record, now), record.status))
 }
@@ -411,6 +449,47 @@ fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> S
         "<h2>Lease</h2>\n<p id=\"lease\">{}</p>\n<ul id=\"history\">{items}</ul>\n",
         escape(&lease)
     )
+}
+
+/// The delivery history: the timeline, then the same entries as a table; a note when the
+/// backend keeps none.
+async fn deliveries_section(ui: &Ui, id: &ExecutionId, now: Timestamp) -> String {
+    let mut out = String::from("<h2>Deliveries</h2>\n");
+    let h = match history::fetch(&*ui.backend, id, &ui.limits).await {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            let name = ui.backend.backend_name();
+            out.push_str(&para(
+                "note",
+                &format!("the {name} backend keeps no delivery history"),
+            ));
+            return out;
+        }
+        Err(e) => {
+            out.push_str(&para("error", &e.to_string()));
+            return out;
+        }
+    };
+    if h.deliveries.is_empty() {
+        out.push_str(&para("note", "no deliveries yet"));
+        return out;
+    }
+    out.push_str(&timeline::svg(&h, now));
+    let rows: Vec<Vec<String>> = (0..h.deliveries.len())
+        .map(|i| {
+            history::row(&h.deliveries, i)
+                .iter()
+                .map(|c| escape(c))
+                .collect()
+        })
+        .collect();
+    let headers = ["token", "claimed", "ended", "how", "error", "takeover"];
+    out.push_str(&table("deliveries", &headers, &rows));
+    if h.earlier > 0 {
+        let earlier = format!("{} earlier deliveries not kept", h.earlier);
+        out.push_str(&para("note", &earlier));
+    }
+    out
 }
 
 /// The step records of this page, with each one's effect when the backend has effects.
