@@ -151,7 +151,7 @@ impl Controls {
     /// `--workflow-attempt-limit`).
     pub fn workflow_of(&self, id: &str) -> Option<&'static str> {
         self.workflow_attempt_limit?;
-        Some(if fnv(&["workflow", id]) % 2 == 0 {
+        Some(if fnv(&["workflow", id]).is_multiple_of(2) {
             OWN_LIMIT_WORKFLOW
         } else {
             DEFAULT_LIMIT_WORKFLOW
