@@ -255,15 +255,7 @@ impl Reply {
             .workflow
             .map(|w| WorkflowName::new(w).map_err(|e| protocol(self.op, what(&e.to_string()))))
             .transpose()?;
-        let outcome = match (f.outcome_kind.as_deref(), f.outcome_value) {
-            (None, None) => None,
-            (Some("completed"), Some(v)) => Some(ExecutionOutcome::Completed(Json::from_stored(v))),
-            (Some("failed"), Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
-            (Some("cancelled"), Some(v)) => {
-                Some(ExecutionOutcome::Cancelled(CancelReason::from_stored(v)))
-            }
-            (kind, _) => return Err(protocol(self.op, format!("{} {kind:?}", what("outcome")))),
-        };
+        let outcome = self.outcome(&id, f.outcome_kind.as_deref(), f.outcome_value)?;
         Ok(ExecutionRecord {
             workflow,
             input: f.input.map(Json::from_stored),
@@ -297,6 +289,29 @@ impl Reply {
                 })
                 .transpose()?,
             id,
+        })
+    }
+
+    /// The terminal outcome from its kind and value fields, both present or none.
+    fn outcome(
+        self,
+        id: &ExecutionId,
+        kind: Option<&str>,
+        value: Option<String>,
+    ) -> Result<Option<ExecutionOutcome>> {
+        Ok(match (kind, value) {
+            (None, None) => None,
+            (Some("completed"), Some(v)) => Some(ExecutionOutcome::Completed(Json::from_stored(v))),
+            (Some("failed"), Some(v)) => Some(ExecutionOutcome::Failed(Json::from_stored(v))),
+            (Some("cancelled"), Some(v)) => {
+                Some(ExecutionOutcome::Cancelled(CancelReason::from_stored(v)))
+            }
+            (kind, _) => {
+                return Err(protocol(
+                    self.op,
+                    format!("execution {id}: outcome {kind:?}"),
+                ));
+            }
         })
     }
 

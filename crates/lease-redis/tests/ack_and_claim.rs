@@ -66,6 +66,7 @@ fn without_ack_of_a(
 ) -> Vec<(String, String)> {
     let touched = [
         "exec:a",
+        "hist:a",
         "running",
         "waiting",
         "done",

@@ -20,9 +20,7 @@ use lease_core::{
 
 use crate::backend::SqliteBackend;
 use crate::conn::Weight;
-use crate::{
-    attempts, browse, control, counts, history, keyed, redelivery, retention, transitions,
-};
+use crate::{attempts, browse, control, counts, keyed, redelivery, retention, transitions};
 
 #[async_trait]
 impl ExecutionClient for SqliteBackend {
@@ -261,8 +259,10 @@ impl ExecutionClient for SqliteBackend {
     #[tracing::instrument(level = "debug", name = "deliveries", skip_all)]
     async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         let id = id.clone();
-        self.read("deliveries", move |tx, s| history::read(tx, s, &id))
-            .await
+        self.read("deliveries", move |tx, s| {
+            crate::rows::read_history(tx, &s.namespace, &id, s.now())
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "attempt_limits", skip_all)]

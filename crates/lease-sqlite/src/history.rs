@@ -2,12 +2,9 @@
 //! execution's own row (`deliveries`), so the `UPDATE` that writes a transition writes its
 //! history too and a purge takes it with the row.
 
-use lease_core::{DeliveryEnd, DeliveryHistory, ExecutionId, ExecutionRecord, LastError};
-use rusqlite::Connection;
+use lease_core::{DeliveryEnd, DeliveryHistory, ExecutionRecord, LastError};
 
 use crate::error::{OpError, OpResult};
-use crate::rows;
-use crate::scope::Scope;
 
 /// The stored form of a history.
 pub(crate) fn to_sql(history: &DeliveryHistory) -> OpResult<String> {
@@ -33,14 +30,4 @@ pub(crate) fn close_expired(stored: &ExecutionRecord, history: &mut DeliveryHist
     {
         history.end(DeliveryEnd::Expired, expiry, Some(LastError::expiry_note()));
     }
-}
-
-/// `deliveries`: the history as a reader at the backend clock sees it.
-pub(crate) fn read(
-    conn: &Connection,
-    scope: &Scope,
-    id: &ExecutionId,
-) -> OpResult<DeliveryHistory> {
-    let (record, history) = rows::load_with_history(conn, &scope.namespace, id)?;
-    Ok(history.effective(&record, scope.now()))
 }

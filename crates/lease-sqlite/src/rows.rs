@@ -274,6 +274,17 @@ pub(crate) fn load_with_history(
     ))
 }
 
+/// `deliveries`: the history as a reader at the backend clock `now` sees it.
+pub(crate) fn read_history(
+    conn: &Connection,
+    namespace: &str,
+    id: &ExecutionId,
+    now: lease_core::Timestamp,
+) -> OpResult<DeliveryHistory> {
+    let (record, history) = load_with_history(conn, namespace, id)?;
+    Ok(history.effective(&record, now))
+}
+
 /// Loads the stored record or fails with `UnknownExecution`.
 pub(crate) fn load_required(
     conn: &Connection,

@@ -387,9 +387,7 @@ fn claim_at(
     let first_token = token;
     let mut leases = Vec::with_capacity(limit);
     let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
-    // Read once the claim takes its first lease: a claim that takes nothing pays nothing.
-    let mut attempt_limits: Option<AttemptLimits> = None;
-    let mut redelivery_policies: Option<RedeliveryPolicies> = None;
+    let mut settings = ClaimSettings::default();
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -411,26 +409,14 @@ fn claim_at(
         {
             continue;
         }
-        let mut history = match history::from_sql(candidate.history.as_deref()) {
-            Ok(history) => history,
-            Err(OpError::Corrupt(problem)) => {
-                quarantine(conn, scope, candidate.rowid, &problem)?;
-                continue;
-            }
-            Err(other) => return Err(other),
+        let Some(mut history) =
+            candidate_history(conn, scope, candidate.rowid, candidate.history.as_deref())?
+        else {
+            continue;
         };
         keyed.took(conn, ns, now, &record)?;
         token = next_token(scope, token, &stored)?;
-        let limits = match &mut attempt_limits {
-            Some(limits) => limits,
-            empty => empty.insert(attempts::limits(conn, ns)?),
-        };
-        record.attempt_limit = limits.of(record.workflow.as_ref());
-        let policies = match &mut redelivery_policies {
-            Some(policies) => policies,
-            empty => empty.insert(redelivery::policies(conn, ns)?),
-        };
-        record.redelivery_policy = policies.of(record.workflow.as_ref());
+        settings.stamp(conn, ns, &mut record)?;
         let lease = record.claim(now, lease_ms, token);
         // A stored running row the claim may take is a lease that ran out: a takeover.
         let taken_over = (stored.status == ExecutionStatus::Running)
@@ -453,6 +439,49 @@ fn claim_at(
         next_claimable_at: claim_horizon(conn, ns, &paused, &keys, &keyed)?,
     };
     Ok(Woken::at(batch, wake))
+}
+
+/// The per-workflow settings a claim stamps on each record it takes, read once the claim
+/// takes its first lease: a claim that takes nothing pays nothing.
+#[derive(Default)]
+struct ClaimSettings {
+    attempt_limits: Option<AttemptLimits>,
+    redelivery_policies: Option<RedeliveryPolicies>,
+}
+
+impl ClaimSettings {
+    /// Stamps the attempt limit and redelivery policy of `record`'s workflow on it.
+    fn stamp(&mut self, conn: &Connection, ns: &str, record: &mut ExecutionRecord) -> OpResult<()> {
+        let limits = match &mut self.attempt_limits {
+            Some(limits) => limits,
+            empty => empty.insert(attempts::limits(conn, ns)?),
+        };
+        record.attempt_limit = limits.of(record.workflow.as_ref());
+        let policies = match &mut self.redelivery_policies {
+            Some(policies) => policies,
+            empty => empty.insert(redelivery::policies(conn, ns)?),
+        };
+        record.redelivery_policy = policies.of(record.workflow.as_ref());
+        Ok(())
+    }
+}
+
+/// The stored delivery history of a claim candidate; `None` after setting aside a row
+/// whose history does not decode (it leaves the claim indexes, like any corrupt row).
+fn candidate_history(
+    conn: &Connection,
+    scope: &Scope,
+    rowid: i64,
+    stored: Option<&str>,
+) -> OpResult<Option<DeliveryHistory>> {
+    match history::from_sql(stored) {
+        Ok(history) => Ok(Some(history)),
+        Err(OpError::Corrupt(problem)) => {
+            quarantine(conn, scope, rowid, &problem)?;
+            Ok(None)
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The claim's horizon after its writes: one seek when nothing was held back; otherwise

@@ -148,6 +148,10 @@ impl RawSqlite {
                 // raw rows never fail.
                 None::<i64>,
                 None::<String>,
+                // No workflow's own redelivery policy; the delivery history left as stored
+                // (the raw baseline keeps none).
+                None::<String>,
+                None::<String>,
             ])
             .map_err(err(op))?;
         if changed == 1 {

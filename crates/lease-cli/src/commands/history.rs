@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(row(&h.deliveries, 0)[3], "expired");
         assert_eq!(row(&h.deliveries, 0)[5], "-");
         assert_eq!(row(&h.deliveries, 1)[3], "live");
-        assert_eq!(row(&h.deliveries, 1)[5], "takeover of 1");
+        assert_eq!(row(&h.deliveries, 1)[5], "takeover of #1");
         let j = json(Some(&h));
         assert_eq!(j["deliveries"][1]["takeover"], true);
         assert_eq!(j["deliveries"][0]["takeover"], false);

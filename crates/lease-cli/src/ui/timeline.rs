@@ -106,7 +106,7 @@ mod tests {
         assert_eq!(svg.matches("class=\"delivery ").count(), 2, "{svg}");
         assert!(svg.contains("d-expired") && svg.contains("d-live"), "{svg}");
         assert_eq!(svg.matches("class=\"takeover\"").count(), 1, "{svg}");
-        assert!(svg.contains("token 5 took over from token 4"), "{svg}");
+        assert!(svg.contains("token #5 took over from token #4"), "{svg}");
         assert!(!svg.contains("href"), "no external asset: {svg}");
     }
 
