@@ -1,7 +1,7 @@
 //! `lease show ID`: one execution's record (`get`, the effective view) and one page of its
 //! step records (`list_steps_page`, at most `--limit`, after `--after`/`--after-attempt`),
 //! read one after the other. When more remain, the last line names the command for the next
-//! page (issue 25 item 11: an execution with many steps is never read whole). Then the
+//! page (so an execution with many steps is never read whole). Then the
 //! execution's delivery history ([`super::history`]), or a line when the backend keeps none.
 
 use lease::{

@@ -2,7 +2,7 @@
 -- acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
 -- requested during the delivery (or never), notified when there is one; completed/failed:
 -- terminal with the outcome. The history's open entry ends
--- acknowledged or suspended (schema v17). A keyed lease frees a place of its key (issue 21 item 4): it
+-- acknowledged or suspended (schema v17). A keyed lease frees a place of its key (its concurrency limit counts live leases): it
 -- notifies "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
