@@ -117,6 +117,10 @@ impl DispatcherMetrics {
     pub(crate) fn prefetch_released(&self) {
         self.prefetch_released.fetch_add(1, Ordering::SeqCst);
     }
+    /// Held leases released unrun so far (the claim loop's growth reads it).
+    pub(crate) fn prefetch_released_count(&self) -> u64 {
+        self.prefetch_released.load(Ordering::SeqCst)
+    }
     pub(crate) fn purged(&self, n: usize) {
         self.purged.fetch_add(n as u64, Ordering::SeqCst);
         self.export.purged(n);

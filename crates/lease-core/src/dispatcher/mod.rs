@@ -30,6 +30,7 @@ pub mod delivery;
 mod effect;
 pub mod error;
 mod export;
+mod growth;
 mod horizon;
 mod idle;
 pub mod metrics;

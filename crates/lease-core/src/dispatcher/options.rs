@@ -30,30 +30,39 @@ pub struct DispatcherOptions {
     lease_duration: Duration,
     renew_every: Option<Duration>,
     poll_interval: Option<Duration>,
-    claim_batch: usize,
+    /// `None`: the batch adapts to the backlog ([`crate::dispatcher::growth`]).
+    claim_batch: Option<usize>,
     call_timeout: Duration,
     retention: Option<(Duration, Duration)>,
-    prefetch: usize,
+    /// `None`: the bound adapts to how soon held leases start.
+    prefetch: Option<usize>,
 }
 
-/// Default bound on leases held locally beyond the running ones (prefetch).
+/// Default bound on leases held locally beyond the running ones (prefetch), where an
+/// adaptive bound starts.
 pub const DEFAULT_PREFETCH: usize = 32;
+/// Default claim batch, where an adaptive batch starts.
+pub const DEFAULT_CLAIM_BATCH: usize = 32;
+/// The largest an adaptive claim batch or prefetch bound grows to.
+pub const MAX_ADAPTIVE: usize = 512;
 /// The longest a prefetched lease is held before it starts (also capped by `renew_every`).
 pub const MAX_PREFETCH_HOLD: Duration = Duration::from_secs(1);
 
 impl Default for DispatcherOptions {
-    /// Concurrency 16, 30 s leases renewed every 10 s, claims of up to 32 at a time; polling
-    /// every second, or every 10 s as a backstop when the backend sends wake-ups.
+    /// Concurrency 16, 30 s leases renewed every 10 s; claims of 32 at a time and a prefetch
+    /// bound of 32, both growing with a backlog up to [`MAX_ADAPTIVE`] and shrinking back when
+    /// it drains; polling every second, or every 10 s as a backstop when the backend sends
+    /// wake-ups.
     fn default() -> Self {
         DispatcherOptions {
             concurrency: 16,
             lease_duration: Duration::from_secs(30),
             renew_every: None,
             poll_interval: None,
-            claim_batch: 32,
+            claim_batch: None,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             retention: None,
-            prefetch: DEFAULT_PREFETCH,
+            prefetch: None,
         }
     }
 }
@@ -96,9 +105,11 @@ impl DispatcherOptions {
     }
 
     /// The most leases one `claim_due` call asks for (also capped by the free slots),
-    /// 1..=[`MAX_CLAIM_LIMIT`].
+    /// 1..=[`MAX_CLAIM_LIMIT`], fixed. Unset, the batch starts at [`DEFAULT_CLAIM_BATCH`],
+    /// doubles after each claim that got all the batch asked for (up to [`MAX_ADAPTIVE`])
+    /// and halves after one that came back short.
     pub fn claim_batch(mut self, batch: usize) -> Self {
-        self.claim_batch = batch;
+        self.claim_batch = Some(batch);
         self
     }
 
@@ -131,16 +142,28 @@ impl DispatcherOptions {
     /// average is not expected to free), so that each is expected to start within
     /// [`DispatcherOptions::get_prefetch_hold`];
     /// one that has not started by then is released unrun. `0` turns prefetch off (every
-    /// lease claimed is started at once). 0..=[`MAX_CLAIM_LIMIT`],
-    /// default [`DEFAULT_PREFETCH`].
+    /// lease claimed is started at once). 0..=[`MAX_CLAIM_LIMIT`], fixed. Unset, the bound
+    /// starts at [`DEFAULT_PREFETCH`], doubles (up to [`MAX_ADAPTIVE`]) after a claim that
+    /// got all it asked for while the bound, not the expected starts, limited it, and halves
+    /// when a held lease is released unrun or a claim comes back short.
     pub fn prefetch(mut self, n: usize) -> Self {
-        self.prefetch = n;
+        self.prefetch = Some(n);
         self
     }
 
-    /// The configured prefetch bound.
+    /// The configured prefetch bound, or where the adaptive one starts.
     pub fn get_prefetch(&self) -> usize {
-        self.prefetch
+        self.prefetch.unwrap_or(DEFAULT_PREFETCH)
+    }
+
+    /// Whether the prefetch bound adapts (none was set).
+    pub fn adapts_prefetch(&self) -> bool {
+        self.prefetch.is_none()
+    }
+
+    /// Whether the claim batch adapts (none was set).
+    pub fn adapts_claim_batch(&self) -> bool {
+        self.claim_batch.is_none()
     }
 
     /// The longest a prefetched lease is held before it starts: `renew_every`, at most
@@ -198,9 +221,9 @@ impl DispatcherOptions {
         }
     }
 
-    /// The configured claim batch size.
+    /// The configured claim batch size, or where the adaptive one starts.
     pub fn get_claim_batch(&self) -> usize {
-        self.claim_batch
+        self.claim_batch.unwrap_or(DEFAULT_CLAIM_BATCH)
     }
 
     /// Checks every option and their consistency; a typed error names the first bad one.
@@ -246,11 +269,11 @@ impl DispatcherOptions {
                 format!("{poll:?} is outside 1ms..={MAX_POLL_INTERVAL:?}"),
             ));
         }
-        crate::limits::check_limit("claim_batch", self.claim_batch)?;
-        if self.prefetch > MAX_CLAIM_LIMIT {
+        crate::limits::check_limit("claim_batch", self.get_claim_batch())?;
+        if self.get_prefetch() > MAX_CLAIM_LIMIT {
             return Err(LeaseError::invalid(
                 "prefetch",
-                format!("{} is outside 0..={MAX_CLAIM_LIMIT}", self.prefetch),
+                format!("{} is outside 0..={MAX_CLAIM_LIMIT}", self.get_prefetch()),
             ));
         }
         if self.call_timeout < Duration::from_millis(1) || self.call_timeout > MAX_POLL_INTERVAL {
@@ -277,7 +300,7 @@ impl DispatcherOptions {
                 ));
             }
         }
-        debug_assert!(self.claim_batch <= MAX_CLAIM_LIMIT);
+        debug_assert!(self.get_claim_batch() <= MAX_CLAIM_LIMIT && MAX_ADAPTIVE <= MAX_CLAIM_LIMIT);
         Ok(())
     }
 }

@@ -139,20 +139,32 @@ impl Prefetch {
     }
 
     /// How many leases the next claim may take beyond the free slots (`in_flight` slots of
-    /// the concurrency are taken): none unless work is waiting and a worker has run;
-    /// otherwise a refill up to the target once at most half of it is held (so refills come
-    /// in batches, not one claim per started lease).
-    pub(crate) fn room(&self, options: &DispatcherOptions, in_flight: usize) -> usize {
+    /// the concurrency are taken) with at most `bound` held: none unless work is waiting and
+    /// a worker has run; otherwise a refill up to the target once at most half of it is held
+    /// (so refills come in batches, not one claim per started lease).
+    pub(crate) fn room(&self, options: &DispatcherOptions, in_flight: usize, bound: usize) -> Room {
         let now = Instant::now();
         let state = self.lock();
         let (true, Some(avg)) = (state.waiting, state.avg_run) else {
-            return 0;
+            return Room::default();
         };
         let free = options.get_concurrency().saturating_sub(in_flight);
-        let target = state.expected_starts(options, avg, now, free);
+        let (target, bound_limited) = state.expected_starts(options, avg, now, (free, bound));
         let held = state.held.len();
-        if held * 2 <= target { target - held } else { 0 }
+        Room {
+            take: if held * 2 <= target { target - held } else { 0 },
+            bound_limited,
+        }
     }
+}
+
+/// What the next claim may take beyond the free slots.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Room {
+    /// Leases to claim for holding.
+    pub(crate) take: usize,
+    /// The prefetch bound, not the expected starts, set the target.
+    pub(crate) bound_limited: bool,
 }
 
 /// A worker running in a slot; dropping it notes that the worker ended.
@@ -189,7 +201,7 @@ impl Drop for RunningWorker<'_> {
 impl State {
     /// How many leases the slots are expected to start within half the hold bound at `now`,
     /// beyond the `free` slots' first ones (those are claimed for them directly), at most the
-    /// prefetch bound. A slot with no worker running starts its next lease now; one whose
+    /// prefetch `bound`; and whether the bound cut it. A slot with no worker running starts its next lease now; one whose
     /// worker has run no longer than `avg` starts it when the rest of `avg` has passed; then
     /// each starts one per `avg`. A slot whose worker has run longer than `avg` counts for
     /// nothing: nothing says when it will free.
@@ -198,11 +210,11 @@ impl State {
         options: &DispatcherOptions,
         avg: Duration,
         now: Instant,
-        free: usize,
-    ) -> usize {
+        (free, bound): (usize, usize),
+    ) -> (usize, bool) {
         let window = options.get_prefetch_hold() / 2;
         let avg = avg.max(Duration::from_micros(1));
-        let cap = (options.get_prefetch() + free) as u128;
+        let cap = (bound + free) as u128;
         let idle = options.get_concurrency().saturating_sub(self.running_count);
         let mut sum = idle as u128 * starts_in_slot(window, avg, avg);
         // Oldest first (they free soonest), from those that have run exactly `avg`.
@@ -222,7 +234,7 @@ impl State {
             sum += starts * n as u128;
         }
         let expected = usize::try_from(sum.min(cap)).unwrap_or(usize::MAX);
-        expected.saturating_sub(free)
+        (expected.saturating_sub(free), sum >= cap && bound > 0)
     }
 }
 
@@ -246,6 +258,16 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// The expected starts at the options' own prefetch bound.
+    fn starts(s: &State, o: &DispatcherOptions, avg: Duration, now: Instant, free: usize) -> usize {
+        s.expected_starts(o, avg, now, (free, o.get_prefetch())).0
+    }
+
+    /// The room at the options' own prefetch bound.
+    fn room(p: &Prefetch, o: &DispatcherOptions, in_flight: usize) -> usize {
+        p.room(o, in_flight, o.get_prefetch()).take
+    }
+
     /// A state whose workers started `ago` before `now`, one per entry.
     fn running(now: Instant, ago: &[Duration]) -> State {
         let mut state = State::default();
@@ -261,27 +283,27 @@ mod tests {
         // Hold 1 s: half of it is 500 ms. One lease when the worker ends, then one per run.
         let now = Instant::now();
         let one = running(now, &[Duration::ZERO]);
-        assert_eq!(one.expected_starts(&options(1), 100 * MS, now, 0), 5);
+        assert_eq!(starts(&one, &options(1), 100 * MS, now, 0), 5);
         let four = running(now, &[Duration::ZERO; 4]);
-        assert_eq!(four.expected_starts(&options(4), 100 * MS, now, 0), 20);
-        assert_eq!(one.expected_starts(&options(1), 2000 * MS, now, 0), 0);
-        let bound = one.expected_starts(&options(1), Duration::ZERO, now, 0);
+        assert_eq!(starts(&four, &options(4), 100 * MS, now, 0), 20);
+        assert_eq!(starts(&one, &options(1), 2000 * MS, now, 0), 0);
+        let bound = starts(&one, &options(1), Duration::ZERO, now, 0);
         assert_eq!(bound, DEFAULT_PREFETCH);
         let off = options(1).prefetch(0);
-        assert_eq!(one.expected_starts(&off, Duration::ZERO, now, 0), 0);
+        assert_eq!(starts(&one, &off, Duration::ZERO, now, 0), 0);
     }
 
     #[test]
     fn a_slot_whose_worker_ran_longer_than_the_average_counts_for_nothing() {
         let now = Instant::now();
         let overdue = running(now, &[200 * MS]);
-        assert_eq!(overdue.expected_starts(&options(1), 100 * MS, now, 0), 0);
+        assert_eq!(starts(&overdue, &options(1), 100 * MS, now, 0), 0);
         // Half-way: the next in 50 ms, then 4 more of 100 ms within 500 ms.
         let half_way = running(now, &[50 * MS]);
-        assert_eq!(half_way.expected_starts(&options(1), 100 * MS, now, 0), 5);
+        assert_eq!(starts(&half_way, &options(1), 100 * MS, now, 0), 5);
         // One overdue slot, one half-way: only the second counts.
         let mixed = running(now, &[200 * MS, 50 * MS]);
-        assert_eq!(mixed.expected_starts(&options(2), 100 * MS, now, 0), 5);
+        assert_eq!(starts(&mixed, &options(2), 100 * MS, now, 0), 5);
     }
 
     #[test]
@@ -289,22 +311,22 @@ mod tests {
         let now = Instant::now();
         let idle = State::default();
         // Acknowledging (no worker, not free): the next lease now, then 5 more.
-        assert_eq!(idle.expected_starts(&options(1), 100 * MS, now, 0), 6);
+        assert_eq!(starts(&idle, &options(1), 100 * MS, now, 0), 6);
         // Free: its first lease is claimed for it directly, not held.
-        assert_eq!(idle.expected_starts(&options(1), 100 * MS, now, 1), 5);
+        assert_eq!(starts(&idle, &options(1), 100 * MS, now, 1), 5);
     }
 
     #[test]
     fn no_room_before_a_worker_ran_or_while_no_work_waits() {
         let p = Prefetch::default();
         let o = options(1);
-        assert_eq!(p.room(&o, 1), 0, "no run time yet");
+        assert_eq!(room(&p, &o, 1), 0, "no run time yet");
         p.worker_started().ended();
-        assert_eq!(p.room(&o, 1), 0, "the last claim was short");
+        assert_eq!(room(&p, &o, 1), 0, "the last claim was short");
         p.set_waiting(true);
-        assert_eq!(p.room(&o, 1), DEFAULT_PREFETCH);
+        assert_eq!(room(&p, &o, 1), DEFAULT_PREFETCH);
         p.set_waiting(false);
-        assert_eq!(p.room(&o, 1), 0);
+        assert_eq!(room(&p, &o, 1), 0);
     }
 
     #[tokio::test(start_paused = true)]
@@ -316,8 +338,8 @@ mod tests {
         tokio::time::advance(MS).await;
         quick.ended();
         let _long = p.worker_started();
-        assert_eq!(p.room(&o, 1), DEFAULT_PREFETCH, "it may end within 1 ms");
+        assert_eq!(room(&p, &o, 1), DEFAULT_PREFETCH, "it may end within 1 ms");
         tokio::time::advance(2 * MS).await;
-        assert_eq!(p.room(&o, 1), 0, "it ran past the average");
+        assert_eq!(room(&p, &o, 1), 0, "it ran past the average");
     }
 }

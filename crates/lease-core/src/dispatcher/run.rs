@@ -182,11 +182,9 @@ async fn deliver(shared: Arc<Shared>, claimed: Claimed, claim_sent: Instant) -> 
     } else {
         running.ended();
     }
-    if shared
-        .prefetch
-        .room(&shared.options, shared.metrics.in_flight())
-        > 0
-    {
+    let bound = shared.prefetch_bound.load(Ordering::SeqCst);
+    let in_flight = shared.metrics.in_flight();
+    if shared.prefetch.room(&shared.options, in_flight, bound).take > 0 {
         // Prefetch may start (or refill): let the claim loop look.
         shared.wake.notify_one();
     }

@@ -1,7 +1,7 @@
 //! The dispatcher: the claim loop, graceful shutdown and hard stop (RFC 002
 //! "Delivery concurrency").
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tracing::Instrument;
 use crate::dispatcher::ack_queue::AckQueue;
 use crate::dispatcher::call::guarded;
 use crate::dispatcher::delivery::SharedBackend;
+use crate::dispatcher::growth::{ClaimSize, Growth};
 use crate::dispatcher::horizon::ClaimSeen;
 use crate::dispatcher::idle::{IdleProbe, IdleWatch, until_idle};
 use crate::dispatcher::metrics::{DispatcherMetrics, MetricsSnapshot};
@@ -94,6 +95,7 @@ impl Dispatcher {
             slot_claimed: AtomicBool::new(false),
             wake_forced: AtomicBool::new(false),
             prefetch: Prefetch::default(),
+            prefetch_bound: AtomicUsize::new(options.get_prefetch()),
             detached: Detached::default(),
             idle: IdleWatch::default(),
         });
@@ -215,6 +217,7 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
     let backstop = opts.get_backstop(wakeups.is_some());
     let mut failures = 0u32;
     let mut polled = Instant::now();
+    let mut growth = Growth::new(&opts);
     loop {
         // Checked before joining: a delivery that ends once shutdown began is the drain's
         // to count as finished.
@@ -226,8 +229,10 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         let free = opts
             .get_concurrency()
             .saturating_sub(shared.metrics.in_flight());
-        let room = shared.prefetch.room(&opts, shared.metrics.in_flight());
-        if free == 0 && room == 0 {
+        let room = shared
+            .prefetch
+            .room(&opts, shared.metrics.in_flight(), growth.prefetch());
+        if free == 0 && room.take == 0 {
             // Wake-ups received meanwhile wait in the receiver; a freed slot (or a held
             // lease taken) claims; a hold ending releases.
             let hold_end = shared.prefetch.next_hold_end();
@@ -237,29 +242,33 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
                 () = sleep_until_some(hold_end) => continue,
             }
         }
-        if room == 0 && skip_claim_for_freed_slot(&shared) {
+        if room.take == 0 && skip_claim_for_freed_slot(&shared) {
             // The acknowledgement that freed the slot claimed already and found nothing.
             if !wait_for_claim(&shared, wakeups.as_ref(), polled + backstop).await {
                 break;
             }
             continue;
         }
-        let want = (free + room).min(opts.get_claim_batch());
-        let mut got = 0;
-        let sent = Instant::now();
-        let seq = shared.idle.claim_sending();
-        match claim(&shared, want).await {
-            Ok(batch) => {
-                got = batch.claimed.len();
+        let want = (free + room.take).min(growth.batch());
+        let got = match claim_once(&shared, &mut deliveries, want).await {
+            Some(got) => {
                 failures = 0;
-                take_claims(&shared, &mut deliveries, batch, (want, seq), sent);
+                growth.claimed(ClaimSize {
+                    want,
+                    got,
+                    prefetch_bound: room.bound_limited && free + room.take <= growth.batch(),
+                    released: shared.metrics.prefetch_released_count(),
+                });
+                shared
+                    .prefetch_bound
+                    .store(growth.prefetch(), Ordering::SeqCst);
+                got
             }
-            Err(e) => {
+            None => {
                 failures = failures.saturating_add(1);
-                shared.metrics.backend_error();
-                tracing::warn!(error = %e, "claim_due failed");
+                0
             }
-        }
+        };
         if got == want && got > 0 {
             // Everything asked for was due: more may be. Claim again without waiting.
             continue;
@@ -276,6 +285,29 @@ async fn claim_loop(shared: Arc<Shared>) -> ShutdownReport {
         }
     }
     drain(&shared, deliveries).await
+}
+
+/// Claims up to `want` leases and takes them (started or held): how many it got, or `None`
+/// when the claim failed (counted and logged).
+async fn claim_once(
+    shared: &Arc<Shared>,
+    deliveries: &mut JoinSet<()>,
+    want: usize,
+) -> Option<usize> {
+    let sent = Instant::now();
+    let seq = shared.idle.claim_sending();
+    match claim(shared, want).await {
+        Ok(batch) => {
+            let got = batch.claimed.len();
+            take_claims(shared, deliveries, batch, (want, seq), sent);
+            Some(got)
+        }
+        Err(e) => {
+            shared.metrics.backend_error();
+            tracing::warn!(error = %e, "claim_due failed");
+            None
+        }
+    }
 }
 
 /// Books one claim's batch of `want` (the idle watch's claim number `seq`, sent at `sent`):

@@ -49,6 +49,10 @@ pub(crate) struct Shared {
     pub(super) wake_forced: AtomicBool,
     /// Leases claimed beyond the free slots, waiting for one (prefetch).
     pub(crate) prefetch: Prefetch,
+    /// The prefetch bound the claim loop uses now (it adapts unless fixed,
+    /// [`crate::dispatcher::growth`]); a finished delivery reads it to decide whether to wake
+    /// the claim loop.
+    pub(crate) prefetch_bound: AtomicUsize,
     /// Acknowledgements sent in the background (their deliveries' slots moved on to a held
     /// lease); the drain waits for them.
     pub(crate) detached: Detached,
