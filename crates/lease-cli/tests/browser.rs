@@ -7,8 +7,10 @@
 //! holder's late write is `Lost`. The executions page filters (submitted from the keyboard)
 //! and pages by cursor; a selection of two is cancelled after a confirmation step, and the
 //! page of a cancelled execution offers no cancel; the dead-letter page lists dead executions
-//! with their last error and retries a selection of them; no page requests anything from
-//! another origin. A missing browser or driver fails every test.
+//! with their last error and retries a selection of them; the cancelled execution's delivery
+//! timeline shows the expired first delivery, the takeover and the cancelled second one; the
+//! activity page charts the store's counts by status and follows new admissions live; no
+//! page requests anything from another origin. A missing browser or driver fails every test.
 //!
 //! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR; the
 //! README's come from `LEASE_UI_SCREENSHOTS=docs/ui`.
@@ -175,7 +177,7 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
         .admit(&Admission::new(id(MARKUP_ID)))
         .await
         .expect("admit");
-    let console = common::console(&url, &["--allow-writes"], &[]).await;
+    let console = common::console(&url, &["--allow-writes", "--sample-every", "1s"], &[]).await;
     let browser = browser().await;
     let c = &browser.client;
     open_with_token(c, &console).await;
@@ -184,6 +186,7 @@ async fn check_console(url: String, backend: Arc<dyn LeaseBackend>, shots: bool)
     live_lease_and_cancel(c, &console.base, &*backend, shots).await;
     dead_letters(c, &console.base, &*backend, shots).await;
     executions_page(c, &console.base, &*backend, shots).await;
+    activity_page(c, &console.base, &*backend, shots).await;
     browser.client.close().await.expect("close the browser");
 }
 
@@ -348,6 +351,115 @@ async fn live_lease_and_cancel(c: &Client, base: &str, b: &dyn LeaseBackend, sho
         .await
         .expect("open live-1 again");
     text_when(c, "#record", |t| t.contains("cancelled")).await;
+    timeline_after_takeover(c, &first, &second, shots).await;
+}
+
+/// The cancelled execution's timeline: the first delivery expired and was taken over (one
+/// takeover mark), the second ended by the cancel.
+async fn timeline_after_takeover(
+    c: &Client,
+    first: &ExecutionLease,
+    second: &ExecutionLease,
+    shots: bool,
+) {
+    let drawn = c
+        .execute(
+            "return Array.from(document.querySelectorAll('#timeline g.delivery'))\
+             .map(g => g.getAttribute('class') + ' ' + g.getAttribute('data-token'))",
+            vec![],
+        )
+        .await
+        .expect("read the timeline");
+    assert_eq!(
+        drawn,
+        serde_json::json!([
+            format!("delivery d-expired {}", first.token),
+            format!("delivery d-cancelled {}", second.token),
+        ]),
+        "one bar per delivery, oldest first, each by how it ended"
+    );
+    let takeovers = c
+        .execute(
+            "return document.querySelectorAll('#timeline g.takeover').length",
+            vec![],
+        )
+        .await
+        .expect("count the takeovers");
+    assert_eq!(takeovers, serde_json::json!(1), "the takeover is marked");
+    c.execute(
+        "document.getElementById('timeline').scrollIntoView()",
+        vec![],
+    )
+    .await
+    .expect("scroll to the timeline");
+    screenshot(c, "timeline", shots).await;
+}
+
+/// The statuses the activity page draws a line for, as `StatusCounts` reads them.
+const DRAWN: [(&str, fn(&lease::StatusCounts) -> u64); 4] = [
+    ("admitted", |s| s.admitted),
+    ("running", |s| s.running),
+    ("suspended", |s| s.suspended),
+    ("dead", |s| s.dead),
+];
+
+/// The values the activity page's status chart shows now, in [`DRAWN`]'s order.
+async fn charted(c: &Client) -> Vec<u64> {
+    let mut values = Vec::new();
+    for (status, _) in DRAWN {
+        let css = format!("#chart-statuses polyline[data-status='{status}']");
+        let value = match c.find(Locator::Css(&css)).await {
+            Ok(line) => line.attr("data-value").await.ok().flatten(),
+            Err(_) => None,
+        };
+        values.push(value.and_then(|v| v.parse().ok()).unwrap_or(u64::MAX));
+    }
+    values
+}
+
+/// Polls until the chart shows what `want` reads from the store at that moment.
+async fn charted_when(c: &Client, b: &dyn LeaseBackend, want: impl Fn(&[u64]) -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let counts = b.status_counts().await.expect("status counts");
+        let stored: Vec<u64> = DRAWN.iter().map(|(_, read)| read(&counts)).collect();
+        let shown = charted(c).await;
+        if shown == stored && want(&shown) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the chart shows {shown:?}, the store holds {stored:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The activity page draws the store's counts by status, and follows two new admissions
+/// without a reload (the console samples every second here).
+async fn activity_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
+    c.goto(&format!("{base}/activity"))
+        .await
+        .expect("open the activity page");
+    charted_when(c, b, |_| true).await;
+    // Admitted and running together: a lease that expires meanwhile moves an execution from
+    // one to the other, never out of both.
+    let counts = b.status_counts().await.expect("status counts");
+    let before = counts.admitted + counts.running;
+    c.execute("window.stayed = true", vec![])
+        .await
+        .expect("mark the page");
+    for name in ["act-1", "act-2"] {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    charted_when(c, b, |shown| shown[0] + shown[1] == before + 2).await;
+    let stayed = c.execute("return window.stayed === true", vec![]).await;
+    assert_eq!(
+        stayed.expect("read the mark"),
+        serde_json::json!(true),
+        "updated without a reload"
+    );
+    screenshot(c, "activity", shots).await;
 }
 
 /// The workflow of the executions the executions page pages through.

@@ -143,8 +143,25 @@ pub fn record_fields(r: &ExecutionRecord) -> [(&'static str, String); 16] {
         ("outcome value", value),
         ("trace context", opt(r.trace_context.as_ref())),
         ("attempt limit", opt(r.attempt_limit.as_ref())),
-        ("last error", opt(r.last_error.as_ref())),
+        ("last error", last_error(r.last_error.as_ref())),
     ]
+}
+
+/// The last error with its instant as the other instants are shown (not milliseconds
+/// since the epoch); `-` for none.
+fn last_error(last: Option<&lease::LastError>) -> String {
+    last.map_or_else(
+        || "-".to_owned(),
+        |e| {
+            format!(
+                "attempt {} at {}: {}: {}",
+                e.attempt,
+                instant(Some(e.at)),
+                e.kind,
+                e.message
+            )
+        },
+    )
 }
 
 /// The step records, by step key then attempt.

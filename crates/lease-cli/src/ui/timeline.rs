@@ -16,6 +16,9 @@ use crate::output::instant;
 const WIDTH: i64 = 760;
 const GUTTER: i64 = 90;
 const ROW: i64 = 24;
+/// Room right of the latest end for its label ("acknowledged" at 11 px), so a label never
+/// overlaps its bar.
+const LABEL: i64 = 80;
 
 /// The fill of a bar by how the delivery ended (`None`: live).
 fn colour(end: Option<DeliveryEnd>) -> &'static str {
@@ -40,7 +43,7 @@ pub fn svg(history: &DeliveryHistory, now: Timestamp) -> String {
     let end_of = |i: usize| ds[i].ended_at.unwrap_or(now).as_millis().max(start);
     let last = (0..ds.len()).map(end_of).max().unwrap_or(start);
     let span = (last - start).max(1);
-    let x = |ms: i64| GUTTER + (ms - start).clamp(0, span) * (WIDTH - GUTTER - 10) / span;
+    let x = |ms: i64| GUTTER + (ms - start).clamp(0, span) * (WIDTH - GUTTER - LABEL) / span;
     let height = ROW * i64::try_from(ds.len()).unwrap_or(0) + 20;
     let mut out = format!(
         "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" \
@@ -64,7 +67,7 @@ pub fn svg(history: &DeliveryHistory, now: Timestamp) -> String {
             w = (x1 - x0).max(2),
             h = ROW - 8,
             fill = colour(e.end),
-            lx = (x1 + 4).min(WIDTH - 60),
+            lx = x1 + 4,
         );
         if is_takeover(ds, i) {
             let lost = x(end_of(i - 1));
