@@ -78,6 +78,39 @@ impl<'a> AdmissionArgs<'a> {
     }
 }
 
+/// Admissions as the application's admitting scripts take them ([`crate::AdmitScript`] and
+/// the admitting variants of [`crate::FencedScript`]), after the script's own arguments:
+/// the publish command, their number, their admission sequences, then seven arguments each.
+pub(crate) struct ScriptAdmissions<'a> {
+    items: &'a [Admission],
+    encoded: Vec<AdmissionArgs<'a>>,
+    count: String,
+}
+
+impl<'a> ScriptAdmissions<'a> {
+    /// The arguments of `items` (already checked).
+    pub(crate) fn new(items: &'a [Admission]) -> Self {
+        ScriptAdmissions {
+            items,
+            encoded: items.iter().map(AdmissionArgs::new).collect(),
+            count: items.len().to_string(),
+        }
+    }
+
+    /// The admissions.
+    pub(crate) fn items(&self) -> &'a [Admission] {
+        self.items
+    }
+
+    /// The script arguments, with admission sequences `seqs` (see
+    /// [`RedisBackend::reserve_sequences`]).
+    pub(crate) fn args<'s>(&'s self, backend: &RedisBackend, seqs: &'s str) -> Vec<&'s [u8]> {
+        let mut all = backend.admission_args(&self.encoded, seqs);
+        all.insert(1, self.count.as_bytes());
+        all
+    }
+}
+
 /// Refuses, on a namespace split into partitions, admissions with a concurrency key
 /// (`InvalidInput`, nothing admitted): a key's live leases are counted inside one claim
 /// script, which touches one partition (see DESIGN.md "How each backend gates its claims").

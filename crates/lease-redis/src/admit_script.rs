@@ -9,7 +9,7 @@ use lease_core::execution::check_admit_batch;
 use lease_core::{Admission, ExecutionRecord, LeaseError, Result};
 use redis::{Script, Value};
 
-use crate::admit::{ADMIT_BATCH_BODY, AdmissionArgs, decode_admitted, refuse_split_keys};
+use crate::admit::{ADMIT_BATCH_BODY, ScriptAdmissions, decode_admitted, refuse_split_keys};
 use crate::backend::RedisBackend;
 use crate::error::{Access, BACKEND};
 use crate::fenced::{ScriptBodyError, compile_error};
@@ -108,11 +108,9 @@ impl RedisBackend {
         for key in keys {
             self.keys().check_app_key(key, &admissions[0].id)?;
         }
-        let encoded: Vec<_> = admissions.iter().map(AdmissionArgs::new).collect();
-        let count = admissions.len().to_string();
+        let batch = ScriptAdmissions::new(admissions);
         let seqs = self.reserve_sequences(admissions.len()).await?;
-        let mut all = self.admission_args(&encoded, &seqs);
-        all.insert(1, count.as_bytes());
+        let mut all = batch.args(self, &seqs);
         all.extend(args.iter().map(|a| a.as_bytes()));
         let anchor = Keys::anchor(prefix);
         let mut declared = vec![prefix, anchor.as_str()];
@@ -164,14 +162,26 @@ fn decode(v: Value, admissions: &[Admission]) -> Result<ScriptAdmitted> {
     }
     let admitted = reply.next(&mut rest, "admissions")?;
     let value = rest.next().unwrap_or(Value::Nil);
+    let records = admitted_records(reply, admissions, admitted)?;
+    Ok(ScriptAdmitted { value, records })
+}
+
+/// The records of `admit_batch`'s reply inside an application's script (`admitted`), in
+/// the admissions' order; an existing record that cannot be read is `OutcomeUnknown`, since
+/// the script ran.
+pub(crate) fn admitted_records(
+    reply: Reply,
+    admissions: &[Admission],
+    admitted: Value,
+) -> Result<Vec<ExecutionRecord>> {
     let items: Vec<&Admission> = admissions.iter().collect();
-    let records = decode_admitted(reply, &items, admitted)?
+    decode_admitted(reply, &items, admitted)?
         .into_iter()
         .enumerate()
         .map(|(i, (_, record))| {
             record.map_err(|e| LeaseError::OutcomeUnknown {
                 backend: BACKEND,
-                operation: OP,
+                operation: reply.op,
                 source: format!(
                     "the script ran (body and admissions), but item {i}'s existing record \
                      cannot be read: {e}"
@@ -179,6 +189,5 @@ fn decode(v: Value, admissions: &[Admission]) -> Result<ScriptAdmitted> {
                 .into(),
             })
         })
-        .collect::<Result<_>>()?;
-    Ok(ScriptAdmitted { value, records })
+        .collect()
 }

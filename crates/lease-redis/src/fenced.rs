@@ -1,10 +1,11 @@
 //! Fencing the application's own Redis writes (issue 13): a [`FencedScript`] is the
 //! application's Lua, run by [`RedisBackend::fenced_script`] only while a lease is held, and
 //! by [`RedisBackend::step_in_script`] as a step whose record is written in the same script
-//! as the application's writes.
+//! as the application's writes. Their admitting variants (`crate::fenced_admit`) run the
+//! same calls ([`Call`]) with admissions.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use lease_core::dispatcher::next_step_attempt;
 use lease_core::limits::MAX_PAYLOAD_BYTES;
@@ -14,11 +15,13 @@ use lease_core::{
 };
 use redis::{Script, Value};
 
+use crate::admit::{ADMIT_BATCH_BODY, ScriptAdmissions};
 use crate::backend::RedisBackend;
 use crate::error::{Access, BACKEND, protocol};
+use crate::keys::Keys;
 use crate::refusal::refusal;
 use crate::reply::Reply;
-use crate::scripts::fenced_source;
+use crate::scripts::{fenced_admit_source, fenced_source};
 use crate::wire::{parse_step_value, step_field, step_value_prefix, token_arg};
 
 const OP_SCRIPT: &str = "fenced_script";
@@ -29,7 +32,10 @@ static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_st
 
 /// An application's Lua script that runs only while a lease is held (RFC 002 fencing,
 /// issue 13: the check and the write will be atomic): built once, run with
-/// [`RedisBackend::fenced_script`] or [`RedisBackend::step_in_script`].
+/// [`RedisBackend::fenced_script`] or [`RedisBackend::step_in_script`], or, to admit
+/// executions in the same script, [`RedisBackend::fenced_script_admitting`] or
+/// [`RedisBackend::step_in_script_admitting`] (another combined script of the same body,
+/// built at their first use).
 ///
 /// [`FencedScript::new`] builds one Lua script from the caller's body and the library's
 /// prelude, which checks the lease exactly as `write_step` does (the execution's stored
@@ -61,6 +67,9 @@ static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_st
 pub struct FencedScript {
     body: Arc<str>,
     script: Script,
+    /// The admitting variant's script (`fenced_admit_source`), built at its first use, so
+    /// the plain script stays as small as it was (its helpers are created on every call).
+    admitting: Arc<OnceLock<Script>>,
 }
 
 impl FencedScript {
@@ -72,6 +81,7 @@ impl FencedScript {
         FencedScript {
             body: body.into(),
             script,
+            admitting: Arc::default(),
         }
     }
 
@@ -83,6 +93,19 @@ impl FencedScript {
     /// The SHA-1 of the combined script (`EVALSHA`, `SCRIPT EXISTS`).
     pub fn hash(&self) -> &str {
         self.script.get_hash()
+    }
+
+    /// The SHA-1 of the admitting variant's combined script, which
+    /// [`RedisBackend::fenced_script_admitting`] and [`RedisBackend::step_in_script_admitting`]
+    /// run: another script than [`Self::hash`]'s, made of the same body.
+    pub fn admitting_hash(&self) -> &str {
+        self.admitting_script().get_hash()
+    }
+
+    /// The admitting variant's script, built at its first use.
+    fn admitting_script(&self) -> &Script {
+        self.admitting
+            .get_or_init(|| Script::new(&fenced_admit_source(ADMIT_BATCH_BODY, &self.body)))
     }
 }
 
@@ -133,17 +156,31 @@ impl std::error::Error for ScriptBodyError {}
 
 /// What one run of a fenced script reported.
 #[derive(Debug)]
-enum Ran {
+pub(crate) enum Ran {
     /// The lease was not held: nothing of the body ran.
     Lost,
-    /// The body returned this (no step).
-    Returned(Value),
-    /// The body returned this response and the step record was written with it.
+    /// The body returned this (no step), and (the admitting variant) the admissions'
+    /// `admit_batch` reply.
+    Returned(Value, Option<Value>),
+    /// The body returned this response and the step record was written with it (the
+    /// admitting variant: after the admissions).
     New(String),
     /// A record existed at the attempt (its stored value); the body did not run.
     Existing(String),
     /// The body failed, or its step response was refused; no record was written.
     Failed(ScriptBodyError),
+}
+
+/// One call of a fenced script as its caller made it.
+pub(crate) struct Call<'a> {
+    /// The operation, for errors.
+    pub(crate) op: &'static str,
+    pub(crate) script: &'a FencedScript,
+    pub(crate) keys: &'a [&'a str],
+    pub(crate) args: &'a [&'a str],
+    /// The admissions the admitting variant makes after the body (already checked against
+    /// the lease's partition); `None` runs the plain script.
+    pub(crate) admissions: Option<&'a ScriptAdmissions<'a>>,
 }
 
 /// The step record a fenced step would write: its field and its value before the response.
@@ -177,18 +214,34 @@ impl RedisBackend {
         keys: &[&str],
         args: &[&str],
     ) -> Result<Fenced<Value>> {
-        match self
-            .run_fenced(OP_SCRIPT, lease, script, None, keys, args)
-            .await?
-        {
+        let call = Call {
+            op: OP_SCRIPT,
+            script,
+            keys,
+            args,
+            admissions: None,
+        };
+        self.fenced_call(&call, lease)
+            .await
+            .map(|ran| ran.map(|(value, _)| value))
+    }
+
+    /// [`RedisBackend::fenced_script`]'s run of `call`: `Accepted` with the body's value and
+    /// (the admitting variant) the admissions' reply.
+    pub(crate) async fn fenced_call(
+        &self,
+        call: &Call<'_>,
+        lease: &ExecutionLease,
+    ) -> Result<Fenced<(Value, Option<Value>)>> {
+        match self.run_fenced(call, lease, None).await? {
             Ran::Lost => Ok(Fenced::Lost),
-            Ran::Returned(value) => Ok(Fenced::Accepted(value)),
+            Ran::Returned(value, admitted) => Ok(Fenced::Accepted((value, admitted))),
             Ran::Failed(e) => Err(LeaseError::Backend {
                 backend: BACKEND,
-                operation: OP_SCRIPT,
+                operation: call.op,
                 source: Box::new(e),
             }),
-            other => Err(protocol(OP_SCRIPT, format!("unexpected reply {other:?}"))),
+            other => Err(protocol(call.op, format!("unexpected reply {other:?}"))),
         }
     }
 
@@ -223,10 +276,28 @@ impl RedisBackend {
         args: &[&str],
     ) -> std::result::Result<Json, DeliveryError> {
         let key = StepKey::new(step_key)?;
-        let mut attempt = match delivery.step_slot(&key).await? {
+        let attempt = match delivery.step_slot(&key).await? {
             StepSlot::Recorded(record) => return Ok(record.response),
             StepSlot::Free { attempt } => attempt,
         };
+        let call = Call {
+            op: OP_STEP,
+            script,
+            keys,
+            args,
+            admissions: None,
+        };
+        self.step_call(&call, delivery, key, attempt).await
+    }
+
+    /// [`RedisBackend::step_in_script`] from the first free `attempt` of step `key` on.
+    pub(crate) async fn step_call(
+        &self,
+        call: &Call<'_>,
+        delivery: &Delivery,
+        key: StepKey,
+        mut attempt: u32,
+    ) -> std::result::Result<Json, DeliveryError> {
         let lease = delivery.claimed_lease();
         loop {
             delivery.ensure_live()?;
@@ -234,9 +305,7 @@ impl RedisBackend {
                 field: step_field(&key, attempt),
                 value_prefix: step_value_prefix(lease.token, true),
             };
-            let ran = self
-                .run_fenced(OP_STEP, lease, script, Some(&step), keys, args)
-                .await?;
+            let ran = self.run_fenced(call, lease, Some(&step)).await?;
             let record = |done, response| HeapRecord {
                 execution_id: lease.execution_id.clone(),
                 step_key: key.clone(),
@@ -259,7 +328,7 @@ impl RedisBackend {
                     return Ok(response);
                 }
                 Ran::Existing(stored) => {
-                    let (token, done, response) = parse_step_value(OP_STEP, &stored)?;
+                    let (token, done, response) = parse_step_value(call.op, &stored)?;
                     let found = HeapRecord {
                         token,
                         ..record(done, response)
@@ -276,50 +345,69 @@ impl RedisBackend {
                         source: Box::new(e),
                     });
                 }
-                Ran::Returned(_) => return Err(protocol(OP_STEP, "a reply without a step").into()),
+                Ran::Returned(..) => {
+                    return Err(protocol(call.op, "a reply without a step").into());
+                }
             }
         }
     }
 
     /// One run of a fenced script: the keys and the token are checked here, before
-    /// anything is sent; the script checks the lease before the body runs.
+    /// anything is sent (and, for the admitting variant, before its admission sequences are
+    /// reserved); the script checks the lease before the body runs.
     async fn run_fenced(
         &self,
-        op: &'static str,
+        call: &Call<'_>,
         lease: &ExecutionLease,
-        script: &FencedScript,
         step: Option<&StepArgs>,
-        keys: &[&str],
-        args: &[&str],
     ) -> Result<Ran> {
-        for key in keys {
+        for key in call.keys {
             self.keys().check_app_key(key, &lease.execution_id)?;
         }
         let token = token_arg(lease.token)?;
-        let mut all: Vec<&[u8]> = Vec::with_capacity(5 + args.len());
+        let seqs = match call.admissions {
+            Some(batch) => self.reserve_sequences(batch.items().len()).await?,
+            None => String::new(),
+        };
+        let mut all: Vec<&[u8]> = Vec::with_capacity(5 + call.args.len());
         all.push(lease.execution_id.as_str().as_bytes());
         all.push(token.as_bytes());
         all.push(step.map_or(b"", |s| s.field.as_bytes()));
         all.push(step.map_or(b"", |s| s.value_prefix.as_bytes()));
         all.push(MAX_RESPONSE.as_bytes());
-        all.extend(args.iter().map(|a| a.as_bytes()));
-        // KEYS: the execution's partition prefix, then the caller's keys.
-        let mut declared = Vec::with_capacity(1 + keys.len());
-        declared.push(self.keys().of(&lease.execution_id));
-        declared.extend_from_slice(keys);
+        if let Some(batch) = call.admissions {
+            all.extend(batch.args(self, &seqs));
+        }
+        all.extend(call.args.iter().map(|a| a.as_bytes()));
+        // KEYS: the execution's partition prefix (and, to admit, its anchor), then the
+        // caller's keys.
+        let prefix = self.keys().of(&lease.execution_id);
+        let anchor: String;
+        let mut declared = Vec::with_capacity(2 + call.keys.len());
+        declared.push(prefix);
+        let script = match call.admissions {
+            Some(_) => {
+                anchor = Keys::anchor(prefix);
+                declared.push(anchor.as_str());
+                call.script.admitting_script()
+            }
+            None => &call.script.script,
+        };
+        declared.extend_from_slice(call.keys);
         let v = self
-            .invoke(op, Access::Write, &script.script, &declared, &all)
+            .invoke(call.op, Access::Write, script, &declared, &all)
             .await?
             .map_err(|e| match compile_error(&e) {
                 Some(reason) => LeaseError::invalid("fenced script", reason),
-                None => self.script_error(op, Access::Write, e),
+                None => self.script_error(call.op, Access::Write, e),
             })?;
-        decode(Reply::new(op), lease, v)
+        decode(Reply::new(call.op), lease, v, call.admissions.is_some())
     }
 }
 
-/// The reply of a fenced script.
-fn decode(reply: Reply, lease: &ExecutionLease, v: Value) -> Result<Ran> {
+/// The reply of a fenced script; `admitting`: the admitting variant's, whose `ok` and `new`
+/// carry the admissions' reply after the status word.
+fn decode(reply: Reply, lease: &ExecutionLease, v: Value, admitting: bool) -> Result<Ran> {
     let (status, mut rest) = reply.status(v)?;
     if let Some(e) = refusal(&status, lease) {
         return Err(e);
@@ -327,11 +415,24 @@ fn decode(reply: Reply, lease: &ExecutionLease, v: Value) -> Result<Ran> {
     let text = |rest: &mut std::vec::IntoIter<Value>, what| {
         reply.next(rest, what).and_then(|v| reply.string(v))
     };
+    let admitted = |rest: &mut std::vec::IntoIter<Value>| match admitting {
+        true => reply.next(rest, "admissions").map(Some),
+        false => Ok(None),
+    };
     Ok(match status.as_str() {
         "lost" => Ran::Lost,
-        // A body that returns nothing leaves the reply at its status word.
-        "ok" => Ran::Returned(rest.next().unwrap_or(Value::Nil)),
-        "new" => Ran::New(text(&mut rest, "step response")?),
+        "ok" => {
+            let admitted = admitted(&mut rest)?;
+            // A body that returns nothing leaves the reply at its status word (or, to
+            // admit, at the admissions).
+            Ran::Returned(rest.next().unwrap_or(Value::Nil), admitted)
+        }
+        "new" => {
+            // A step's caller reads its children back itself; the admissions' reply is only
+            // checked to be there.
+            admitted(&mut rest)?;
+            Ran::New(text(&mut rest, "step response")?)
+        }
         "existing" => Ran::Existing(text(&mut rest, "step record")?),
         "failed" | "bad_response" => Ran::Failed(ScriptBodyError {
             message: text(&mut rest, "error message")?,

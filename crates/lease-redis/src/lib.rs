@@ -173,7 +173,11 @@
 //! - **Admission in the application's script.** [`AdmitScript`] wraps the application's Lua
 //!   body as [`FencedScript`] does, without a lease: [`RedisBackend::admit_script`] runs it
 //!   and then, only if it returned without error, admits as `admit_batch` does and publishes
-//!   the wake-up, in the same script.
+//!   the wake-up, in the same script. From a delivery, [`RedisBackend::fenced_script_admitting`]
+//!   and [`RedisBackend::step_in_script_admitting`] take a [`FencedScript`] and the
+//!   admissions: the lease check, the body, the admissions with their wake-up and (for the
+//!   step) the step record are one script, so a step and the children it admits exist
+//!   together, and a stale holder or a failing body admits nothing and wakes nobody.
 //! - **Time.** Scripts read Redis `TIME` (one clock for every process; allowed in scripts
 //!   because Redis >= 5 replicates a script's effects, not the script) unless a clock is
 //!   injected with [`RedisConfig::clock`]. Fenced writes never consult a clock.
@@ -240,6 +244,7 @@ mod effect;
 mod error;
 mod execution;
 mod fenced;
+mod fenced_admit;
 mod guard;
 mod heap;
 mod history;

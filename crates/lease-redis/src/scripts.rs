@@ -87,16 +87,42 @@ pub(crate) fn step_script(body: &str) -> Script {
 /// chunk in order, so whatever the body's text does (even close its wrapper with `end`
 /// and go on at the top level) runs after the check passed.
 pub(crate) fn fenced_source(body: &str) -> String {
-    let fenced = FENCED.replace(
-        "__MAX_JSON_DEPTH__",
-        &lease_core::limits::MAX_JSON_DEPTH.to_string(),
-    );
+    let fenced = fenced_lua();
     format!(
         "local __fence, __finish = (function()\n{BASE}\n{STEP}\n-- operation\n{fenced}\nend)()\n\
-         local __stop, __keys, __argv = __fence()\n\
+         local __stop, __keys, __argv = __fence(2, 8)\n\
          if __stop then return __stop end\n\
          local __fenced_body = function(KEYS, ARGV) {body}\nend\n\
          return __finish(pcall(__fenced_body, __keys, __argv))\n"
+    )
+}
+
+/// The source of an application's fenced script that also admits (the admitting variants
+/// of [`fenced_source`]: `fenced_script_admitting`, `step_in_script_admitting`): one
+/// function holding the base, step and operation helpers, which returns the lease check and
+/// what follows the body (`scripts/fenced.lua`) and `admit_batch`'s body `admit` as a
+/// function of its own arguments (as in [`admit_source`]); the check, run, returning when
+/// the lease is not held; the admissions' arguments picked out; then the caller's `body`
+/// and its call, as in [`fenced_source`], with the admissions handed to what follows it,
+/// which makes them only when the body returned without error (and, for a step, before its
+/// record). `KEYS[2]` is the prefix's anchor; `ARGV[8]` the publish command, `ARGV[9]` the
+/// number of admissions, `ARGV[10]` their admission sequences, their seven arguments each
+/// follow it, then the caller's.
+pub(crate) fn fenced_admit_source(admit: &str, body: &str) -> String {
+    let admit = admit.replace("ARGV", "A");
+    format!(
+        "local __fence, __finish, __admit = (function()\n{BASE}\n{STEP}\n{OPS}\n-- operation\n\
+         local pre, finish = (function()\n{fenced}\nend)()\n\
+         return pre, finish, function(A)\n{admit}\nend\nend)()\n\
+         local __last = 10 + 7 * tonumber(ARGV[9])\n\
+         local __stop, __keys, __argv = __fence(3, __last + 1)\n\
+         if __stop then return __stop end\n\
+         local __items = {{ARGV[1], ARGV[2], ARGV[8], ARGV[10]}}\n\
+         for i = 11, __last do __items[i - 6] = ARGV[i] end\n\
+         local __fenced_body = function(KEYS, ARGV) {body}\nend\n\
+         local __ok, __result = pcall(__fenced_body, __keys, __argv)\n\
+         return __finish(__ok, __result, function() return __admit(__items) end)\n",
+        fenced = fenced_lua(),
     )
 }
 
@@ -125,6 +151,14 @@ pub(crate) fn admit_source(admit: &str, body: &str) -> String {
          if not __ok then return {{'failed', tostring(__result)}} end\n\
          redis.set_repl(redis.REPL_ALL)\n\
          return {{'ok', __admit(__items), __result}}\n"
+    )
+}
+
+/// `scripts/fenced.lua` with its JSON depth limit filled in.
+fn fenced_lua() -> String {
+    FENCED.replace(
+        "__MAX_JSON_DEPTH__",
+        &lease_core::limits::MAX_JSON_DEPTH.to_string(),
     )
 }
 

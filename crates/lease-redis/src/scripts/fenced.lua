@@ -6,19 +6,27 @@
 -- helper, so it sees none of them; it is called with its own keys and arguments only.
 -- This file is the inside of that function: it returns the check (`pre`) and what follows
 -- the body (`finish`).
--- KEYS[1] the namespace prefix, KEYS[2..] the caller's keys (checked by the client: each
--- carries the namespace's hash tag and lies outside the prefix).
+-- KEYS[1] the namespace prefix, then (the admitting variants) KEYS[2] its anchor, then the
+-- caller's keys (checked by the client: each carries the namespace's hash tag and lies
+-- outside the prefix).
 -- ARGV[3] id, ARGV[4] token, ARGV[5] step field ('' = no step record: fenced_script),
 -- ARGV[6] the record's value before its response ('<token>|1|'), ARGV[7] the largest
--- response in bytes, ARGV[8..] the caller's arguments.
+-- response in bytes; then (the admitting variants, fenced_script_admitting and
+-- step_in_script_admitting) ARGV[8] the wake publish command, ARGV[9] the number n of
+-- admissions, ARGV[10] their admission sequences and seven arguments per admission, as
+-- admit_batch takes them; then the caller's arguments.
 -- Reply: {'ok', result} (fenced_script) | {'new', response} | {'existing', value}
 --   (step_in_script) | {'failed', message} (the body raised an error) |
---   {'bad_response', why} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
+--   {'bad_response', why} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}. The admitting
+--   variants answer {'ok', admitted, result} and {'new', admitted, response}, `admitted`
+--   being admit_batch's reply, placed before `result` because a nil result ends the reply.
 -- Order: the fence, then (for a step) the record's absence, both before the body runs, so
--- a refused call runs none of it; the step record is written only after the body returned.
+-- a refused call runs none of it; the admissions only after the body returned without
+-- error (and, for a step, its response passed the checks), and the step record after the
+-- admissions, so a step is never recorded without the children it admits.
 -- The fence and, for a step, the record's absence: a reply when the body must not run,
--- else nil and the body's keys and arguments.
-local function pre()
+-- else nil and the body's keys (KEYS[first_key..]) and arguments (ARGV[first_arg..]).
+local function pre(first_key, first_arg)
   local id, field = ARGV[3], ARGV[5]
   local held = fence(id, ARGV[4])
   if held ~= 'held' then return {held} end
@@ -29,13 +37,29 @@ local function pre()
   end
 
   local keys, argv = {}, {}
-  for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
-  for i = 8, #ARGV do argv[i - 7] = ARGV[i] end
+  for i = first_key, #KEYS do keys[i - first_key + 1] = KEYS[i] end
+  for i = first_arg, #ARGV do argv[i - first_arg + 1] = ARGV[i] end
   return nil, keys, argv
 end
 
--- What follows the body: its result checked and, for a step, recorded.
-local function finish(ok, result)
+-- The admitting variants' admissions (`admit`, nil for the plain scripts), made with
+-- replication back on (the body could have switched it off): admit_batch's reply, or nil.
+local function admitted(admit)
+  if not admit then return nil end
+  redis.set_repl(redis.REPL_ALL)
+  return admit()
+end
+
+-- The reply of a call that went through, with the admissions' reply (if any) after the
+-- status word.
+local function went_through(status, result, admissions)
+  if admissions then return {status, admissions, result} end
+  return {status, result}
+end
+
+-- What follows the body: its result checked, then the admissions (`admit`, nil for the
+-- plain scripts) and, for a step, the record.
+local function finish(ok, result, admit)
   local id, field = ARGV[3], ARGV[5]
   -- A raised error, or an error reply the body returned (redis.error_reply): either way the
   -- writes the body made before it stay (a Lua error does not roll back).
@@ -43,7 +67,7 @@ local function finish(ok, result)
     if type(result) == 'table' and result.err then result = result.err end
     return {'failed', tostring(result)}
   end
-  if field == '' then return {'ok', result} end
+  if field == '' then return went_through('ok', result, admitted(admit)) end
 
   -- The step's response: JSON text the client can store (checked before the record exists).
   if type(result) ~= 'string' then
@@ -63,10 +87,11 @@ local function finish(ok, result)
   if depth(doc, 0) > __MAX_JSON_DEPTH__ then
     return {'bad_response', 'the response nests deeper than __MAX_JSON_DEPTH__'}
   end
+  local admissions = admitted(admit)
   -- The body could have switched replication off; the record must reach the replicas.
   redis.set_repl(redis.REPL_ALL)
   insert_step(id, field, ARGV[6] .. result)
-  return {'new', result}
+  return went_through('new', result, admissions)
 end
 
 return pre, finish
