@@ -395,8 +395,11 @@ async fn timeline_after_takeover(
     screenshot(c, "timeline", shots).await;
 }
 
+/// How one status is read from the store's counts.
+type ReadCount = fn(&lease::StatusCounts) -> u64;
+
 /// The statuses the activity page draws a line for, as `StatusCounts` reads them.
-const DRAWN: [(&str, fn(&lease::StatusCounts) -> u64); 4] = [
+const DRAWN: [(&str, ReadCount); 4] = [
     ("admitted", |s| s.admitted),
     ("running", |s| s.running),
     ("suspended", |s| s.suspended),
