@@ -9,9 +9,9 @@
 //!   neither.
 //! - `lease_postgres_nonatomic_fencing_experiment` swaps in a non-atomic step write and
 //!   acknowledgement, for running `tests/race.rs` by hand to see it fail. It replaces the
-//!   fencing itself, so no environment variable turns it on (issue 25 item 6): only an
-//!   explicit compiler flag, `RUSTFLAGS="--cfg lease_postgres_nonatomic_fencing_experiment"`,
-//!   and this script refuses it in a release build.
+//!   fencing itself, so no environment variable turns it on: only an explicit compiler
+//!   flag, `RUSTFLAGS="--cfg lease_postgres_nonatomic_fencing_experiment"`, and this script
+//!   refuses it in a release build.
 
 /// The cfgs set from an environment variable of this name equal to `1`.
 pub(crate) const SWITCHES: [(&str, &str); 1] = [(

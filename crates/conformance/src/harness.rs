@@ -14,8 +14,9 @@ pub trait Harness: Sized + Send + Sync + 'static {
     type Backend: LeaseBackend + Clone;
 
     /// The backend sends wake-ups ([`lease_core::ExecutionClient::wakeups`]) and reports
-    /// the next claimable instant with each claim (issue 10). The pickup cases assert both
-    /// when `true`; with `false` they check only what polling guarantees.
+    /// the next claimable instant with each claim, so work is picked up at once rather than
+    /// at the next poll. The pickup cases assert both when `true`; with `false` they check
+    /// only what polling guarantees.
     const WAKEUPS: bool = false;
 
     /// Wake-ups travel over a connection that [`Harness::kill_listeners`] can kill on the
@@ -27,27 +28,27 @@ pub trait Harness: Sized + Send + Sync + 'static {
     const RETENTION: bool = false;
 
     /// The backend counts executions by status
-    /// ([`lease_core::ExecutionClient::status_counts`], issue 15); with `false` the count
-    /// cases check only that it reports `Unsupported`.
+    /// ([`lease_core::ExecutionClient::status_counts`]); with `false` the count cases check
+    /// only that it reports `Unsupported`.
     const STATUS_COUNTS: bool = false;
-    /// The backend lists the live leases ([`lease_core::ExecutionClient::list_live_leases`],
-    /// issue 23 item 1); with `false` the live-lease cases check only that it reports
-    /// `Unsupported` (a bad limit is `InvalidInput` either way).
+    /// The backend lists the live leases
+    /// ([`lease_core::ExecutionClient::list_live_leases`]); with `false` the live-lease
+    /// cases check only that it reports `Unsupported` (a bad limit is `InvalidInput` either
+    /// way).
     const LIVE_LEASES: bool = false;
     /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
-    /// waiters ([`lease_core::StoreClient::watch_entry`]) (issue 16); with `false` the
-    /// effect cases check only that it reports neither.
+    /// waiters ([`lease_core::StoreClient::watch_entry`]); with `false` the effect cases
+    /// check only that it reports neither.
     const EFFECTS: bool = false;
-    /// The backend cancels executions ([`lease_core::ExecutionClient::cancel`], issue 21
-    /// item 1); with `false` the cancel cases check only that it reports `Unsupported`.
+    /// The backend cancels executions ([`lease_core::ExecutionClient::cancel`]); with
+    /// `false` the cancel cases check only that it reports `Unsupported`.
     const CANCEL: bool = false;
-    /// The backend pauses and resumes scopes ([`lease_core::ExecutionClient::pause`],
-    /// issue 21 item 2); with `false` the pause cases check only `Unsupported`.
+    /// The backend pauses and resumes scopes ([`lease_core::ExecutionClient::pause`]); with
+    /// `false` the pause cases check only `Unsupported`.
     const PAUSE: bool = false;
     /// The backend claims by priority and enforces per-key concurrency limits
-    /// ([`lease_core::Admission::priority`], [`lease_core::Admission::concurrency_key`],
-    /// issue 21 items 3 and 4); with `false` an admission using either must be
-    /// `Unsupported` and admit nothing.
+    /// ([`lease_core::Admission::priority`], [`lease_core::Admission::concurrency_key`]);
+    /// with `false` an admission using either must be `Unsupported` and admit nothing.
     const PRIORITIES_AND_LIMITS: bool = false;
     /// The backend keeps attempt limits and dead letters
     /// ([`lease_core::ExecutionClient::set_attempt_limit`], `release_with`, `list_dead`,
@@ -75,10 +76,10 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// only the typed `Unsupported` answer.
     const DELIVERY_HISTORY: bool = false;
 
-    /// Whether this run's store takes concurrency keys and limits (issue 22 item 2): by
-    /// default [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at
-    /// run time and cannot count a key's live leases in some modes (a Redis namespace split
-    /// into partitions) returns `false` for them; the limit cases then check that a keyed
+    /// Whether this run's store takes concurrency keys and limits: by default
+    /// [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at run time
+    /// and cannot count a key's live leases in some modes (a Redis namespace split into
+    /// partitions) returns `false` for them; the limit cases then check that a keyed
     /// admission and `set_concurrency_limit` are refused (`Unsupported` or `InvalidInput`)
     /// and admit nothing, while the priority cases still run.
     fn concurrency_limits() -> bool {
@@ -93,8 +94,8 @@ pub trait Harness: Sized + Send + Sync + 'static {
 
     /// The counter value a fresh store of this harness issues its first token after (0, so
     /// token 1, unless the backend's tokens start higher: lease-redis on a Redis Cluster,
-    /// where tokens carry the node's config epoch, issue 22). The differential case starts
-    /// the reference's counter there.
+    /// where tokens carry the node's config epoch so a failover never reissues one). The
+    /// differential case starts the reference's counter there.
     async fn token_base(&self) -> Result<u64> {
         Ok(0)
     }

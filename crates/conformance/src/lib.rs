@@ -6,8 +6,9 @@
 //! lease_conformance::conformance_tests!(my_crate::MyHarness);
 //! ```
 //!
-//! It expands to one `#[test]` per row of the RFC's tables and per rule of design.md
-//! section 2, each named after its row, each on a fresh store.
+//! It expands to one `#[test]` per row of the RFC's tables and per rule of the execution
+//! model the tables leave out (`cases::semantics`), each named after its row, each on a
+//! fresh store.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod cases;

@@ -23,7 +23,8 @@ pub struct Minimal(MemoryBackend);
 #[async_trait]
 impl ExecutionClient for Minimal {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
-        // Without priorities and concurrency keys, an adapter refuses them (issue 21).
+        // Without priorities and concurrency keys, an adapter refuses them: admitting them
+        // and then ignoring them would break what the caller asked for.
         Admission::refuse_controls("minimal", std::slice::from_ref(admission))?;
         self.0.admit(admission).await
     }

@@ -1168,7 +1168,7 @@ caught_by!(
     differential seed 1
 );
 
-// Issue 16: effects and store waiters.
+// Effects and store waiters.
 caught_by!(
     settle_overwrites,
     SETTLE_OVERWRITES,
@@ -1211,7 +1211,7 @@ caught_by!(
     ]
 );
 
-// The live leases (issue 23 item 1).
+// The live leases.
 caught_by!(
     live_includes_expired,
     LIVE_INCLUDES_EXPIRED,

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     /// The backend: sqlite:PATH, postgres://..., redis://... or memory:; `?namespace=NAME`
     /// picks the namespace (SQLite, Redis) or schema (PostgreSQL). `--help` never shows
-    /// `LEASE_URL`'s value (it may carry a password; issue 25 item 1).
+    /// `LEASE_URL`'s value (it may carry a password).
     #[arg(
         long,
         short = 'u',
@@ -278,7 +278,8 @@ pub struct LiveArgs {
     pub limit: usize,
 }
 
-/// `show`: the record and one page of its step records (issue 25 item 11).
+/// `show`: the record and one page of its step records, so an execution with many steps
+/// never prints (or loads) them all at once.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The execution id.

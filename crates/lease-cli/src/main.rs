@@ -1,7 +1,6 @@
-//! `lease`, the operator command of execution leases (issue 15; retention of issue 12):
-//! `status`, `failing`, `live`, `show ID`, `corrupt`, `purge --older-than DURATION` and
-//! `schedules` on any backend URL ([`lease::open()`]), as a table or `--json`; `ui`, the same
-//! in a browser.
+//! `lease`, the operator command of execution leases: `status`, `failing`, `live`,
+//! `show ID`, `corrupt`, `purge --older-than DURATION` and `schedules` on any backend URL
+//! ([`lease::open()`]), as a table or `--json`; `ui`, the same in a browser.
 //!
 //! Every failure is one line on standard error, `lease: error: ...`, with exit status 1
 //! (the operation failed: unreachable server, unknown id, backend error) or 2 (bad usage:

@@ -21,7 +21,8 @@ async fn bad_urls_are_usage_errors() {
     lease(&["status"]).await.assert_error(2, "LEASE_URL");
 }
 
-/// Issue 25 item 1: no `--help` shows `LEASE_URL`'s value (only that the variable is read).
+/// No `--help` shows `LEASE_URL`'s value (only that the variable is read): the URL may
+/// carry a password, and help text ends up in terminals, logs and bug reports.
 #[tokio::test]
 async fn help_does_not_show_the_url_from_the_environment() {
     let url = "postgres://admin:hunter2@db.example/leases";
@@ -42,7 +43,7 @@ async fn help_does_not_show_the_url_from_the_environment() {
     }
 }
 
-/// Issue 25 item 2: an error about a URL does not repeat its password.
+/// An error about a URL does not repeat its password: errors end up in logs.
 #[tokio::test]
 async fn errors_do_not_repeat_the_password() {
     on("postgres://u:hunter2@h/db?namespace=", &["status"])

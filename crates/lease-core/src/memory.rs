@@ -61,9 +61,9 @@ struct State {
     /// Effects whose owner waits for their settle (only the owner may wait).
     effect_waits: BTreeSet<EffectId>,
     store_waiters: HashMap<(StoreId, StoreKey), BTreeSet<ExecutionId>>,
-    /// Paused scopes (issue 21 item 2).
+    /// Paused scopes: no claim takes an execution one of them covers.
     paused: BTreeSet<PauseScope>,
-    /// Concurrency limits (issue 21 item 4).
+    /// Concurrency limits: the most live leases one concurrency key may hold at once.
     limits: ConcurrencyLimits,
     /// Attempt limits ([`crate::attempts`]).
     attempt_limits: AttemptLimits,
@@ -133,7 +133,8 @@ impl State {
 }
 
 /// The in-memory reference backend. Peers share one [`WakeHub`], signalled after every
-/// operation that makes something claimable (issue 10).
+/// operation that makes something claimable, so a waiting dispatcher of any peer learns of
+/// the work at once rather than at its next poll.
 #[derive(Debug, Clone)]
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
@@ -175,7 +176,7 @@ impl MemoryBackend {
 
     /// Signals the hub with the instant `record` becomes claimable, if it ever does; a
     /// record with a concurrency key that is not running freed a place of its key, so the
-    /// hub hears "now" (issue 21 item 4: a waiting execution of that key may be claimable).
+    /// hub hears "now" (a waiting execution of that key may be claimable now).
     fn signal(&self, record: &ExecutionRecord) {
         if let Some(at) = record.claimable_at(&self.policy) {
             self.hub.signal(at);
@@ -279,10 +280,10 @@ impl MemoryBackend {
         self
     }
 
-    /// Starts the token counter at `last`: the next claim issues `last + 1` (RFC: tokens only
-    /// have to rise). The reference for a backend whose fresh store issues its first token
-    /// above 1 (lease-redis on a Redis Cluster, whose tokens carry the node's config epoch,
-    /// issue 22).
+    /// Starts the token counter at `last`: the next claim issues `last + 1` (RFC: tokens
+    /// only have to rise). The reference for a backend whose fresh store issues its first
+    /// token above 1 (lease-redis on a Redis Cluster, whose tokens carry the node's config
+    /// epoch so that a failover never issues a token twice).
     pub fn with_last_token(self, last: u64) -> Self {
         self.lock().last_token = last;
         self

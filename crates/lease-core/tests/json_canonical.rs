@@ -1,6 +1,6 @@
-//! Canonical JSON keeps what it was given (issue 11, findings 11-14): key order by UTF-8
-//! bytes whatever serde_json's map type, numbers kept exactly, nothing stored that cannot be
-//! read back, and the size limit measured on the canonical text.
+//! Canonical JSON keeps what it was given: key order by UTF-8 bytes whatever serde_json's
+//! map type, numbers kept exactly, nothing stored that cannot be read back, and the size
+//! limit measured on the canonical text.
 
 use lease_core::limits::{MAX_JSON_DEPTH, MAX_JSON_INPUT_BYTES, MAX_PAYLOAD_BYTES};
 use lease_core::{Json, LeaseError};

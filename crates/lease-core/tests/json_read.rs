@@ -1,5 +1,5 @@
-//! Reading a payload never silently yields something else (issue 11, finding 13): `to_value`
-//! and `Serialize` return the payload's exact meaning or an error, never `null`.
+//! Reading a payload never silently yields something else: `to_value` and `Serialize`
+//! return the payload's exact meaning or an error, never `null`.
 
 use lease_core::{Json, LeaseError};
 use serde_json::Value;

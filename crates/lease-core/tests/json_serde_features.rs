@@ -1,6 +1,6 @@
-//! Canonical JSON does not depend on serde_json's features (issue 11, finding 11). Cargo
-//! unifies features, so any crate in a build can turn on `preserve_order` (insertion-ordered
-//! maps) or `arbitrary_precision` (numbers kept as text in `Value`) for everyone. Run with
+//! Canonical JSON does not depend on serde_json's features. Cargo unifies features, so any
+//! crate in a build can turn on `preserve_order` (insertion-ordered maps) or
+//! `arbitrary_precision` (numbers kept as text in `Value`) for everyone. Run with
 //! `cargo test -p lease-core --features test-preserve-order,test-arbitrary-precision`.
 #![cfg(any(feature = "test-preserve-order", feature = "test-arbitrary-precision"))]
 

@@ -1,5 +1,5 @@
-//! `acknowledge_and_claim`'s two prepared statements (issue 12) and the parameters they are
-//! executed with; `execution.rs` runs them.
+//! `acknowledge_and_claim`'s two prepared statements and the parameters they are executed
+//! with; `execution.rs` runs them.
 
 use std::sync::Arc;
 
@@ -33,17 +33,17 @@ pub(crate) struct AckThenClaim<'a> {
     pub(crate) delays: &'a [i64],
 }
 
-/// `acknowledge_and_claim`'s statements (issue 12): the acknowledgement and the claim (with
-/// its summary row, limited by `execution/ack_and_claim_limit.sql`) as SQL-level prepared statements, run
-/// as `EXECUTE a(...); EXECUTE c(...)` in ONE simple-query message. The server runs the
-/// statements of one message as one implicit transaction: one round trip, one commit, and
-/// an error in either rolls both back. Each statement takes its own snapshot, so the claim
-/// sees the acknowledgement (an acknowledged row that is due again is claimed again); the
-/// acknowledgement's row lock is held until the commit.
+/// `acknowledge_and_claim`'s statements: the acknowledgement and the claim (with its
+/// summary row, limited by `execution/ack_and_claim_limit.sql`) as SQL-level prepared
+/// statements, run as `EXECUTE a(...); EXECUTE c(...)` in ONE simple-query message. The
+/// server runs the statements of one message as one implicit transaction: one round trip,
+/// one commit, and an error in either rolls both back. Each statement takes its own
+/// snapshot, so the claim sees the acknowledgement (an acknowledged row that is due again
+/// is claimed again); the acknowledgement's row lock is held until the commit.
 ///
-/// Why prepared (measured, issue 12): sent with their values inlined, both statements were
-/// parsed and planned on every call (about 1.2 ms of planning for the claim alone on the
-/// test machine), which made the one round trip slower than `acknowledge` +
+/// Why prepared (measured): sent with their values inlined, both statements were parsed and
+/// planned on every call (about 1.2 ms of planning for the claim alone on the test
+/// machine), which made the one round trip slower than `acknowledge` +
 /// `claim_due_with_horizon` with sqlx's cached plans. A prepared statement lives in its
 /// session, so each pooled connection prepares them on first use (an `EXECUTE` of a name
 /// the connection lacks fails before anything ran, see `execution.rs`). The names carry a

@@ -25,7 +25,8 @@ use crate::wakeup::{self, ListenState, ListenerTask};
 /// Every operation is one atomic step: one statement (claim, fenced writes, admit, start,
 /// ...) or, for store updates, one short transaction. Fenced writes lock the execution row
 /// in a mode that conflicts with the claim's `FOR UPDATE SKIP LOCKED` and compare the token
-/// of the row version current after the lock (design.md section 3).
+/// of the row version current after the lock, so no claim can commit between the check and
+/// the write.
 #[derive(Clone)]
 pub struct PostgresBackend {
     pub(crate) inner: Arc<Inner>,
@@ -38,7 +39,7 @@ pub(crate) struct Inner {
     /// `RedeliveryPolicy::table_ms()` as bigint parameters (clamped far beyond any real
     /// delay so that `ended + delay` cannot overflow a bigint).
     pub(crate) delays: Vec<i64>,
-    /// Fans this handle's wake-up notifications out to its receivers (issue 10).
+    /// Fans this handle's wake-up notifications out to its receivers.
     pub(crate) hub: WakeHub,
     /// The listener task feeding `hub`, started by the first `wakeups()` call.
     listener: Mutex<Option<ListenerTask>>,
@@ -246,12 +247,13 @@ impl PostgresBackend {
         Self::connect(self.inner.config.clone()).await
     }
 
-    /// Drops the schema with every table, the token sequence and all data (tests and
-    /// tenant removal), but only what the library created (issue 25 item 8): an object in
-    /// the schema the migrations did not create (an application table such as `charges`),
-    /// an object elsewhere that depends on a lease object (a view, a foreign key), or the
-    /// schema `public` make it fail with [`LeaseError::Schema`] naming them, and nothing is
-    /// dropped. Other handles on the schema fail afterwards with `LeaseError::Schema`.
+    /// Drops the schema with every table, the token sequence and all data (tests and tenant
+    /// removal), but only what the library created, so it never destroys the application's
+    /// own data: an object in the schema the migrations did not create (an application
+    /// table such as `charges`), an object elsewhere that depends on a lease object (a
+    /// view, a foreign key), or the schema `public` make it fail with
+    /// [`LeaseError::Schema`] naming them, and nothing is dropped. Other handles on the
+    /// schema fail afterwards with `LeaseError::Schema`.
     pub async fn drop_schema(&self) -> Result<()> {
         let sql = self.backend_sql().drop_schema.clone();
         self.drop_with("drop_schema", sql).await

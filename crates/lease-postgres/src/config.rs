@@ -23,9 +23,9 @@ const MAX_SCHEMA_BYTES: usize = 63;
 /// Configuration of a [`crate::PostgresBackend`]: an owned-self builder.
 ///
 /// Every table, the token sequence and the helper functions live in one schema, chosen per
-/// instance (design.md section 3: "every table lives in a configurable schema so tests and
-/// tenants are isolated"). All processes sharing a schema share one fencing-token counter
-/// and, unless a clock is injected, one clock: the database's `clock_timestamp()`.
+/// instance, so tests and tenants are isolated. All processes sharing a schema share one
+/// fencing-token counter and, unless a clock is injected, one clock: the database's
+/// `clock_timestamp()`.
 #[derive(Clone)]
 pub struct PostgresConfig {
     pub(crate) url: String,
@@ -64,8 +64,9 @@ impl PostgresConfig {
     }
 
     /// Replaces the database clock (`clock_timestamp()`) by `clock`, for tests with a
-    /// [`lease_core::ManualClock`]. Every process sharing the schema must use the same clock
-    /// (design.md section 2: one clock for every runtime process).
+    /// [`lease_core::ManualClock`]. Every process sharing the schema must use the same
+    /// clock (one clock for every runtime process, so a process whose own clock runs fast
+    /// cannot take live leases early).
     pub fn clock(mut self, clock: SharedClock) -> Self {
         self.clock = Some(clock);
         self

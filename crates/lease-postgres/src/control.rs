@@ -1,7 +1,7 @@
-//! Issue 21's operator controls for [`PostgresBackend`]: cancel, pause/resume and the
-//! concurrency limits, one statement each (`control/*.sql`). The `ExecutionClient` methods
-//! in `execution.rs` delegate here; the claim's gates live in `execution/claim.sql` and
-//! the keyed claim (`execution/claim_keyed.sql`, `gate.rs`).
+//! The operator controls for [`PostgresBackend`]: cancel, pause/resume and the concurrency
+//! limits, one statement each (`control/*.sql`). The `ExecutionClient` methods in
+//! `execution.rs` delegate here; the claim's gates live in `execution/claim.sql` and the
+//! keyed claim (`execution/claim_keyed.sql`, `gate.rs`).
 //!
 //! Storage (schema v9): a cancelled execution has status `cancelled` and its reason as
 //! outcome; paused scopes are rows of `paused_scopes` (`workflow` NULL for the namespace);
@@ -62,7 +62,7 @@ impl PostgresBackend {
         sql.control.get(&sql.renderer, statements)
     }
 
-    /// `cancel` (issue 21 item 1): one statement (`control/cancel.sql`).
+    /// `cancel`: one statement (`control/cancel.sql`).
     pub(crate) async fn cancel_execution(
         &self,
         id: &ExecutionId,
@@ -99,7 +99,7 @@ impl PostgresBackend {
         }
     }
 
-    /// `pause` (issue 21 item 2): true when newly paused.
+    /// `pause`: true when newly paused.
     pub(crate) async fn pause_scope(&self, scope: &PauseScope) -> Result<bool> {
         let sql = &self.control_sql().pause;
         let workflow = scope_param(scope);
@@ -109,7 +109,7 @@ impl PostgresBackend {
         Ok(row.is_some())
     }
 
-    /// `resume` (issue 21 item 2): true when it was paused; then it notifies "now".
+    /// `resume`: true when it was paused; then it notifies "now".
     pub(crate) async fn resume_scope(&self, scope: &PauseScope) -> Result<bool> {
         const OP: &str = "resume";
         let sql = &self.control_sql().resume;
@@ -122,7 +122,7 @@ impl PostgresBackend {
         col(&row, 0, OP)
     }
 
-    /// `list_paused` (issue 21 item 2): the namespace first, then workflows by name.
+    /// `list_paused`: the namespace first, then workflows by name.
     pub(crate) async fn paused_scopes(&self) -> Result<Vec<PauseScope>> {
         const OP: &str = "list_paused";
         let sql = &self.control_sql().list_paused;
@@ -139,8 +139,8 @@ impl PostgresBackend {
             .collect()
     }
 
-    /// `set_concurrency_limit` (issue 21 item 4): upserts (`Some`) or deletes (`None`) the
-    /// scope's row of `concurrency_limits`; a change notifies "now".
+    /// `set_concurrency_limit`: upserts (`Some`) or deletes (`None`) the scope's row of
+    /// `concurrency_limits`; a change notifies "now".
     pub(crate) async fn set_limit(
         &self,
         scope: &LimitScope,
@@ -167,7 +167,7 @@ impl PostgresBackend {
         Ok(())
     }
 
-    /// `concurrency_limits` (issue 21 item 4): the default and the keys, by key.
+    /// `concurrency_limits`: the default and the keys, by key.
     pub(crate) async fn limits(&self) -> Result<ConcurrencyLimits> {
         const OP: &str = "concurrency_limits";
         let sql = &self.control_sql().limits;

@@ -1,5 +1,5 @@
-//! `status_counts` (issue 15): executions by effective status in one statement
-//! (`counts/status_counts.sql`).
+//! `status_counts` (the operator command's `status`): executions by effective status in one
+//! statement (`counts/status_counts.sql`).
 
 use std::sync::Arc;
 

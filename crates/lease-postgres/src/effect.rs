@@ -1,5 +1,5 @@
-//! [`EffectClient`] for [`PostgresBackend`] (RFC 004, reduced; issue 16): each call one
-//! statement (`effect/*.sql`).
+//! [`EffectClient`] for [`PostgresBackend`] (RFC 004, reduced): each call one statement
+//! (`effect/*.sql`).
 //!
 //! The rules are lease-core's ([`lease_core::effect`]): the settle statement records a result
 //! exactly when [`EffectRecord::settle`] says `Recorded` for the row it locked, and the

@@ -1,6 +1,6 @@
 //! [`ExecutionClient`] for [`PostgresBackend`]: admission, the effective record, wakes,
 //! claims (with the claimed records from the claim's own statement) and the fenced lease
-//! operations, single and batched (RFC 002 "Leases", design.md section 2).
+//! operations, single and batched (RFC 002 "Leases").
 
 use std::time::Duration;
 
@@ -476,8 +476,8 @@ fn ack_params(outcome: &WorkflowRunOutcome) -> (&'static str, Option<&str>, Ackn
 #[async_trait]
 impl ExecutionClient for PostgresBackend {
     /// Admits one execution, due at `admission.due_at(now)`; a created row notifies its due
-    /// time in the same statement (issue 10). A scheduled instant out of range is
-    /// `InvalidInput` before any statement.
+    /// time in the same statement, so a waiting dispatcher learns of it at once. A
+    /// scheduled instant out of range is `InvalidInput` before any statement.
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
@@ -548,8 +548,8 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
-    /// Issue 23 item 1: one statement, a walk of `executions_live` (schema v14) from the
-    /// database clock (`execution/list_live_leases.sql`).
+    /// One statement, a walk of `executions_live` (schema v14) from the database clock
+    /// (`execution/list_live_leases.sql`).
     #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         const OP: &str = "list_live_leases";
@@ -572,8 +572,8 @@ impl ExecutionClient for PostgresBackend {
 
     /// Rows no claim takes because they cannot be decoded (`record_problem`, migrations v5,
     /// v9 and v11: an id, workflow name or concurrency key no `ExecutionId`/`WorkflowName`/
-    /// `ConcurrencyKey` can hold, an unknown status, a negative token, an unacknowledged count
-    /// beyond `u32`, a terminal row without an outcome), by id (issue 11). A full scan, for
+    /// `ConcurrencyKey` can hold, an unknown status, a negative token, an unacknowledged
+    /// count beyond `u32`, a terminal row without an outcome), by id. A full scan, for
     /// operators.
     #[tracing::instrument(level = "debug", name = "list_corrupt", skip_all)]
     async fn list_corrupt(&self, limit: usize) -> Result<Vec<CorruptRecord>> {
@@ -619,8 +619,8 @@ impl ExecutionClient for PostgresBackend {
     /// the schema's non-terminal executions (an index seek), in one round trip. The claim
     /// notifies its new leases' earliest `claimable_at` (expiry + redelivery delay).
     ///
-    /// Issue 11: a token not above an execution's stored token (the sequence was reset or
-    /// restored behind the tokens issued) and a used-up sequence are
+    /// A token not above an execution's stored token (the sequence was reset or restored
+    /// behind the tokens issued) and a used-up sequence are
     /// [`lease_core::LeaseError::TokenCounter`], with nothing claimed.
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
@@ -650,15 +650,15 @@ impl ExecutionClient for PostgresBackend {
         }
     }
 
-    /// The acknowledgement and the claim in one round trip and one commit (issue 12): the
+    /// The acknowledgement and the claim in one round trip and one commit: the
     /// `acknowledge` statement, then the claim statement, prepared once per connection and
     /// run as `EXECUTE ...; EXECUTE ...` in one simple-query message (one implicit
-    /// transaction; see `ack_and_claim.rs`). The acknowledgement is
-    /// fenced exactly as `acknowledge` (same statement, same row lock, held to the commit);
-    /// the claim is `claim_due_with_horizon`'s statement, evaluated after it in its own
-    /// snapshot (so it sees the acknowledgement), limited to 0 when the acknowledgement is
-    /// refused (unknown execution, token 0, foreign token): then nothing is written and the
-    /// error is returned. The claim request is validated before any statement.
+    /// transaction; see `ack_and_claim.rs`). The acknowledgement is fenced exactly as
+    /// `acknowledge` (same statement, same row lock, held to the commit); the claim is
+    /// `claim_due_with_horizon`'s statement, evaluated after it in its own snapshot (so it
+    /// sees the acknowledgement), limited to 0 when the acknowledgement is refused (unknown
+    /// execution, token 0, foreign token): then nothing is written and the error is
+    /// returned. The claim request is validated before any statement.
     ///
     /// A token-counter failure of the claim rolls the acknowledgement back with it; the
     /// acknowledgement is then made alone, as the trait's default does, and the failed claim
@@ -711,7 +711,7 @@ impl ExecutionClient for PostgresBackend {
         self.count_statuses().await
     }
 
-    /// Retention (issue 12): one statement (`execution/purge_terminal.sql`) deletes up to `limit`
+    /// Retention: one statement (`execution/purge_terminal.sql`) deletes up to `limit`
     /// terminal executions acknowledged before `before`, oldest first, with their step
     /// records, store receipts and start records, skipping rows other statements hold
     /// locked; the ids come back in id order. A limit outside 1..=1000 is `InvalidInput`
@@ -903,7 +903,8 @@ impl ExecutionClient for PostgresBackend {
             })
             .await?;
         // The statement committed: from here on, a reply this code cannot interpret is
-        // `OutcomeUnknown` (items may have been applied), never `Protocol` (issue 11).
+        // `OutcomeUnknown` (items may have been applied), never `Protocol`: the contract
+        // says every error but `OutcomeUnknown` means nothing was applied.
         let verdicts = batch_verdicts(&found, acks.len()).map_err(after_commit)?;
         // The first item `acknowledge` would refuse with an error decides the reply; the
         // statement then wrote nothing.
@@ -934,8 +935,8 @@ impl ExecutionClient for PostgresBackend {
             .collect()
     }
 
-    /// Issue 21 item 1: one statement (`control/cancel.sql`) locks the row, ends a live
-    /// lease and stores status `cancelled` with the reason; a keyed one notifies "now".
+    /// One statement (`control/cancel.sql`) locks the row, ends a live lease and stores
+    /// status `cancelled` with the reason; a keyed one notifies "now".
     #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
     async fn cancel(
         &self,
@@ -945,26 +946,26 @@ impl ExecutionClient for PostgresBackend {
         self.cancel_execution(id, reason).await
     }
 
-    /// Issue 21 item 2: a row of `paused_scopes`; claims skip what it covers.
+    /// A row of `paused_scopes`; claims skip what it covers.
     #[tracing::instrument(level = "debug", name = "pause", skip_all)]
     async fn pause(&self, scope: &lease_core::PauseScope) -> Result<bool> {
         self.pause_scope(scope).await
     }
 
-    /// Issue 21 item 2: deletes the scope's row and notifies "now" like admit.
+    /// Deletes the scope's row and notifies "now" like admit.
     #[tracing::instrument(level = "debug", name = "resume", skip_all)]
     async fn resume(&self, scope: &lease_core::PauseScope) -> Result<bool> {
         self.resume_scope(scope).await
     }
 
-    /// Issue 21 item 2: the namespace first, then workflows by name.
+    /// The namespace first, then workflows by name.
     #[tracing::instrument(level = "debug", name = "list_paused", skip_all)]
     async fn list_paused(&self) -> Result<Vec<lease_core::PauseScope>> {
         self.paused_scopes().await
     }
 
-    /// Issue 21 item 4: one statement upserts or deletes the scope's row of
-    /// `concurrency_limits` and notifies "now" when it changed.
+    /// One statement upserts or deletes the scope's row of `concurrency_limits` and
+    /// notifies "now" when it changed.
     #[tracing::instrument(level = "debug", name = "set_concurrency_limit", skip_all)]
     async fn set_concurrency_limit(
         &self,
@@ -974,7 +975,7 @@ impl ExecutionClient for PostgresBackend {
         self.set_limit(scope, limit).await
     }
 
-    /// Issue 21 item 4: the default first, then keys by name.
+    /// The default first, then keys by name.
     #[tracing::instrument(level = "debug", name = "concurrency_limits", skip_all)]
     async fn concurrency_limits(&self) -> Result<lease_core::ConcurrencyLimits> {
         self.limits().await

@@ -1,5 +1,5 @@
-//! Fenced application transactions (issue 13): the application's own writes, in its own
-//! tables of the lease's database, committed only while the lease's token is current.
+//! Fenced application transactions: the application's own writes, in its own tables of the
+//! lease's database, committed only while the lease's token is current.
 //!
 //! RFC 002 fencing: "the check and the write will be atomic". Here the write is a whole
 //! application transaction and the check is made at its end, in the message that commits
@@ -79,11 +79,11 @@ pub fn stall_bound_ms(lease: &ExecutionLease, now: lease_core::Timestamp) -> i64
         .clamp(MIN_STALL_BOUND_MS, MAX_SETTING_MS)
 }
 
-/// An application transaction fenced by a lease (issue 13). Run the application's
-/// statements on it (it derefs to [`PgConnection`]; `as_mut()` and [`FencedTx::conn`] give
-/// `&mut PgConnection`), then [`FencedTx::commit`]: it commits only if the lease's token
-/// is still current, checked atomically with the commit (RFC 002: "the check and the write
-/// will be atomic"), and otherwise applies nothing and returns [`Fenced::Lost`].
+/// An application transaction fenced by a lease. Run the application's statements on it (it
+/// derefs to [`PgConnection`]; `as_mut()` and [`FencedTx::conn`] give `&mut PgConnection`),
+/// then [`FencedTx::commit`]: it commits only if the lease's token is still current,
+/// checked atomically with the commit (RFC 002: "the check and the write will be atomic"),
+/// and otherwise applies nothing and returns [`Fenced::Lost`].
 ///
 /// Both ways out consume the transaction, so it cannot be used after a commit or after
 /// `Lost`. Dropping it rolls back (sqlx's guard). Never send `COMMIT`, `ROLLBACK` or `SET
@@ -125,10 +125,11 @@ impl AsMut<PgConnection> for FencedTx {
 }
 
 impl PostgresBackend {
-    /// Opens an application transaction fenced by `lease` (issue 13): see [`FencedTx`].
-    /// One round trip: a READ COMMITTED `BEGIN` and the two limits of [`stall_bound_ms`]
-    /// (a failure leaves the connection outside any transaction). The lease is checked against the execution row at commit, where
-    /// the check holds until the commit; nothing is locked before.
+    /// Opens an application transaction fenced by `lease`: see [`FencedTx`]. One round
+    /// trip: a READ COMMITTED `BEGIN` and the two limits of [`stall_bound_ms`] (a failure
+    /// leaves the connection outside any transaction). The lease is checked against the
+    /// execution row at commit, where the check holds until the commit; nothing is locked
+    /// before.
     ///
     /// Errors (nothing is sent): token 0 is [`LeaseError::InvalidInput`], a token above
     /// `i64::MAX` is [`LeaseError::ForeignToken`]; [`LeaseError::Unavailable`] when no
@@ -168,8 +169,8 @@ impl PostgresBackend {
     }
 
     /// A step whose effect is the application's own writes, recorded in the same fenced
-    /// transaction as those writes (issue 13): the effect and its step record exist
-    /// together or not at all.
+    /// transaction as those writes: the effect and its step record exist together or not at
+    /// all.
     ///
     /// - A done record for `step_key` exists ([`Delivery::step_slot`]): its value is
     ///   returned and `body` does not run (the replay rule).
@@ -253,14 +254,14 @@ impl PostgresBackend {
         )
         .ok_or_else(|| error::protocol(OP, "the begin statement has no text parameter"))?;
         // The BEGIN runs in a task of its own, so a caller cancelled while it is in flight
-        // (a delivery stopped at its deadline while the reply is delayed) cannot abandon
-        // it half-way: sqlx 0.9 counts the transaction only once the server's reply has
+        // (a delivery stopped at its deadline while the reply is delayed) cannot abandon it
+        // half-way: sqlx 0.9 counts the transaction only once the server's reply has
         // arrived, so a `begin` dropped after sending BEGIN returns the connection to the
         // pool inside a transaction nobody rolls back. Its next user's statements then ran
         // in that transaction, and the session's idle timeout rolled them back after their
         // replies had reported success (a claim the torture run's packet loss showed
-        // accepted, then granted again: issue 14 item 3). Detached, the task finishes the
-        // BEGIN and drops the transaction, which rolls it back.
+        // accepted, then granted again). Detached, the task finishes the BEGIN and drops
+        // the transaction, which rolls it back.
         let pool = self.inner.pool.clone();
         tokio::spawn(async move { pool.begin_with(AssertSqlSafe(sql)).await })
             .await

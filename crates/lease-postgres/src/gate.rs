@@ -1,9 +1,9 @@
-//! The key gate (issue 21 item 4; DESIGN "How each backend gates its claims"): claims that
-//! count concurrency limits. `claim.sql` cannot count a key's live leases race-free (its
-//! snapshot predates the commit of a concurrent claim of the same key), so when its picked
-//! rows include a key some limit applies to it claims nothing and says so, and the claim
-//! runs `execution/claim_keyed.sql` instead: one statement that locks the candidates, takes
-//! the advisory lock of each limited key's bucket (one of 64, so a claim holds at most 64
+//! The key gate (DESIGN "How each backend gates its claims"): claims that count concurrency
+//! limits. `claim.sql` cannot count a key's live leases race-free (its snapshot predates
+//! the commit of a concurrent claim of the same key), so when its picked rows include a key
+//! some limit applies to it claims nothing and says so, and the claim runs
+//! `execution/claim_keyed.sql` instead: one statement that locks the candidates, takes the
+//! advisory lock of each limited key's bucket (one of 64, so a claim holds at most 64
 //! entries of the server's shared lock table whatever its limit), counts the key's live
 //! leases in a snapshot taken after the lock (`live_leases`, schema v12) and claims within
 //! the room left. One round trip, one implicit transaction; the locks never outlive the

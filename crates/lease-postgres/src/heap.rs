@@ -130,7 +130,8 @@ impl HeapClient for PostgresBackend {
             .collect()
     }
 
-    /// One indexed range read of `limit + 1` rows (issue 25 item 11).
+    /// One indexed range read of `limit + 1` rows, so a long execution's steps are never
+    /// read all at once.
     #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
     async fn list_steps_page(
         &self,

@@ -1,4 +1,5 @@
-//! Multi-host URLs and `target_session_attrs` (issue 14 item 2): libpq's
+//! Multi-host URLs and `target_session_attrs`, so a client follows a PostgreSQL failover to
+//! the new primary: libpq's
 //! `postgres://user@h1:p1,h2:p2/db?target_session_attrs=read-write`, which sqlx does not
 //! parse (it takes one host and ignores the attribute).
 //!
@@ -154,7 +155,7 @@ pub(crate) struct Hosts {
 
 impl Hosts {
     /// Parses every host's URL, checks its TLS settings against libpq's meaning
-    /// ([`crate::tls`], issue 25 item 3) and applies `tweak` (application name, options).
+    /// ([`crate::tls`]) and applies `tweak` (application name, options).
     pub(crate) fn new(
         split: &SplitUrl,
         listen_name: &str,
@@ -277,7 +278,8 @@ mod tests {
         assert!(split("postgres://a,b/db?target_session_attrs=read-only").is_err());
     }
 
-    /// Every host's options go through the sslmode check (issue 25 item 3).
+    /// Every host's options go through the sslmode check, so no host of a multi-host URL is
+    /// reached with a mode sqlx would honour differently from libpq.
     #[test]
     fn sslmodes_libpq_means_otherwise_are_refused_for_every_host() {
         for url in [

@@ -52,12 +52,12 @@
 //!   If any item names an unknown execution, token 0 or a foreign token, the statement
 //!   writes nothing and the first such item's error is returned. Like every write it is
 //!   retried after a serialization failure or deadlock and never after a lost connection.
-//! - **Wake-ups** (issue 10): every statement that makes an execution claimable (admit,
-//!   `admit_batch`, start, a wake on a row not running, release, a suspended acknowledgement
-//!   with a wake, and the claim for its leases' expiry) calls `pg_notify` on the schema's
-//!   channel with the row's `claimable_at` after the write, so it is delivered at commit and
-//!   never before. [`lease_core::ExecutionClient::wakeups`] starts one listener connection
-//!   per handle (outside the pool, `application_name` `lease-listen:<schema>`), reconnected
+//! - **Wake-ups**: every statement that makes an execution claimable (admit, `admit_batch`,
+//!   start, a wake on a row not running, release, a suspended acknowledgement with a wake,
+//!   and the claim for its leases' expiry) calls `pg_notify` on the schema's channel with
+//!   the row's `claimable_at` after the write, so it is delivered at commit and never
+//!   before. [`lease_core::ExecutionClient::wakeups`] starts one listener connection per
+//!   handle (outside the pool, `application_name` `lease-listen:<schema>`), reconnected
 //!   with backoff and signalling "now" after every reconnect.
 //! - **Admission in the application's transaction**: [`PostgresBackend::admit_in_tx`] and
 //!   [`PostgresBackend::admit_batch_in_tx`] run admit's statements, `pg_notify` included, on
@@ -66,18 +66,18 @@
 //! - **Claim horizon**: the claim statement also returns the clock it ran at and the
 //!   earliest `claimable_at` after the claim (its new leases and one index seek over the
 //!   rest), so `claim_due_with_horizon` costs the same single round trip.
-//! - **Acknowledge-and-claim** (issue 12): the `acknowledge` statement and the claim
-//!   statement sent as one simple-query message, which the server runs as one implicit
-//!   transaction: one round trip, one commit. The claim runs in its own snapshot after the
-//!   acknowledgement (so an acknowledged execution that is due again is claimed again), with
-//!   its limit forced to 0 when the acknowledgement is refused (unknown execution, token 0,
-//!   foreign token), so a refused acknowledgement writes nothing. Both run as `EXECUTE`s of
-//!   statements prepared once per connection (sqlx cannot pipeline bound statements), so
-//!   nothing is planned per call.
-//! - **Retention** (issue 12): `purge_terminal` is one statement: `FOR UPDATE SKIP LOCKED` on
-//!   up to `limit` terminal rows acknowledged before the cutoff, oldest first, from the
-//!   partial index `executions_terminal` (schema v6), then deletes of those executions and
-//!   of their steps, store receipts and start records (indexed by execution id and target).
+//! - **Acknowledge-and-claim**: the `acknowledge` statement and the claim statement sent as
+//!   one simple-query message, which the server runs as one implicit transaction: one round
+//!   trip, one commit. The claim runs in its own snapshot after the acknowledgement (so an
+//!   acknowledged execution that is due again is claimed again), with its limit forced to 0
+//!   when the acknowledgement is refused (unknown execution, token 0, foreign token), so a
+//!   refused acknowledgement writes nothing. Both run as `EXECUTE`s of statements prepared
+//!   once per connection (sqlx cannot pipeline bound statements), so nothing is planned per
+//!   call.
+//! - **Retention**: `purge_terminal` is one statement: `FOR UPDATE SKIP LOCKED` on up to
+//!   `limit` terminal rows acknowledged before the cutoff, oldest first, from the partial
+//!   index `executions_terminal` (schema v6), then deletes of those executions and of their
+//!   steps, store receipts and start records (indexed by execution id and target).
 //! - **Attempt limits** (schema v15): the claim copies the limit that applies onto each row
 //!   it takes; the release that uses the last attempt stores status `dead` in the same
 //!   statement; an expiry that uses it is read as dead at once and stored by the next claim,

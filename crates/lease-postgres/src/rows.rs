@@ -29,9 +29,9 @@ pub(crate) fn token(value: i64, operation: &'static str) -> Result<FencingToken>
 
 /// A lease's token as a bigint parameter. Tokens come from a bigint sequence, so one above
 /// `i64::MAX` was never issued to any execution: [`LeaseError::ForeignToken`] for the
-/// execution the lease names, before any statement (issue 11; saturating it to `i64::MAX`
-/// would make it equal the latest token once the sequence reaches its top). The lease names
-/// its execution, so this holds even when that execution does not exist (where a statement
+/// execution the lease names, before any statement (saturating it to `i64::MAX` would make
+/// it equal the latest token once the sequence reaches its top). The lease names its
+/// execution, so this holds even when that execution does not exist (where a statement
 /// would have said `UnknownExecution`): both are bad input and nothing changed.
 pub(crate) fn token_param(lease: &ExecutionLease) -> Result<i64> {
     i64::try_from(lease.token.get()).map_err(|_| LeaseError::ForeignToken {

@@ -1,6 +1,6 @@
 //! [`StoreClient`] for [`PostgresBackend`]: the unfenced store writes, idempotent by
 //! identity or by receipt (RFC 002 fencing table; RFC 003 reduced), and the store waiter
-//! registration (issue 16).
+//! registration.
 
 use std::collections::BTreeMap;
 
@@ -134,8 +134,8 @@ impl PostgresBackend {
             .map(|_| ())
     }
 
-    /// Store waiter registration (issue 16): see [`lease_core::StoreClient::watch_entry`].
-    /// One short transaction: the store row locked `FOR SHARE`, then the registration.
+    /// Store waiter registration: see [`lease_core::StoreClient::watch_entry`]. One short
+    /// transaction: the store row locked `FOR SHARE`, then the registration.
     async fn watch(
         &self,
         store: &StoreId,

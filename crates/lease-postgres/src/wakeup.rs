@@ -1,4 +1,5 @@
-//! Wake-ups over LISTEN/NOTIFY (issue 10).
+//! Wake-ups over LISTEN/NOTIFY, so dispatchers learn of new work at once instead of at
+//! their next poll.
 //!
 //! Every statement that makes an execution claimable (admit, admit_batch, start,
 //! request_wake on a row not running, release, a suspended acknowledgement with a wake, and

@@ -1,7 +1,7 @@
-//! `acknowledge_and_claim` runs two per-connection prepared statements (issue 12): a
-//! connection that lacks one of them (first use, or deallocated behind the backend's back)
-//! prepares what is missing and sends the message again, and the failed first send changed
-//! nothing: the acknowledgement is applied once and the claim issues exactly one token.
+//! `acknowledge_and_claim` runs two per-connection prepared statements: a connection that
+//! lacks one of them (first use, or deallocated behind the backend's back) prepares what is
+//! missing and sends the message again, and the failed first send changed nothing: the
+//! acknowledgement is applied once and the claim issues exactly one token.
 
 mod common;
 

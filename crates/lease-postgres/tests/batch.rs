@@ -1,4 +1,5 @@
-//! Batched acknowledgements under concurrency, on separate connections (design.md section 4).
+//! Batched acknowledgements under concurrency, on separate connections, as several runtime
+//! processes share one store.
 //!
 //! - `batch_acks_race_peer_reclaims`: round after round, holder A claims a set of executions,
 //!   the shared manual clock passes the leases' expiry and the redelivery delay, then A's

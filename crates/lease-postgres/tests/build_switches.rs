@@ -1,5 +1,5 @@
-//! The build script's switches (issue 25 item 6): no environment variable swaps the
-//! fencing for the non-atomic experiment, and a release build refuses its `--cfg`.
+//! The build script's switches: no environment variable swaps the fencing for the
+//! non-atomic experiment, and a release build refuses its `--cfg`.
 
 #[allow(dead_code)]
 #[path = "../build.rs"]

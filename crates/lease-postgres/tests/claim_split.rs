@@ -1,6 +1,6 @@
-//! The claim's split indexes (schema v7, issue 12): a claim reads only rows it can take (no
-//! walk past live leases or terminal rows), and still takes waiting executions and expired
-//! leases together in (due, id) order.
+//! The claim's split indexes (schema v7): a claim reads only rows it can take (no walk past
+//! live leases or terminal rows), and still takes waiting executions and expired leases
+//! together in (due, id) order.
 
 mod common;
 
@@ -252,13 +252,13 @@ fn a_batch_acknowledgement_planned_over_an_empty_table_reads_by_key() {
     }));
 }
 
-/// Priorities and the key gate at scale (schema v10, issue 21): 3,000 live leases, 3,000
-/// terminal rows, 5,000 due rows at priority 0, 2,000 rows at priority 7 due later, and 5
-/// due rows of key "hot" at priority 3 (limit 2, one live lease). The generic plans of the
-/// claim statement and the keyed claim read by index ranges that stop where the claim
-/// does: no sequential scan of executions, no level's rows due later read. Then a claim of
-/// 10 takes the key's one free place and the first 9 due rows, in claim order (a second
-/// round walks on past the key's rows it could not take).
+/// Priorities and the key gate at scale (schema v10): 3,000 live leases, 3,000 terminal
+/// rows, 5,000 due rows at priority 0, 2,000 rows at priority 7 due later, and 5 due rows
+/// of key "hot" at priority 3 (limit 2, one live lease). The generic plans of the claim
+/// statement and the keyed claim read by index ranges that stop where the claim does: no
+/// sequential scan of executions, no level's rows due later read. Then a claim of 10 takes
+/// the key's one free place and the first 9 due rows, in claim order (a second round walks
+/// on past the key's rows it could not take).
 #[test]
 fn a_prioritized_keyed_claim_reads_by_index() {
     let schema = common::fresh_schema();

@@ -1,5 +1,6 @@
 //! Without an injected clock, time is the database's `clock_timestamp()`: one clock for
-//! every process sharing the schema (design.md section 2).
+//! every process sharing the schema, so a process whose own clock runs fast cannot take
+//! live leases early.
 
 mod common;
 

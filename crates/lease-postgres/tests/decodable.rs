@@ -1,7 +1,7 @@
-//! The claim's decodability test (`statements/decodable.sql`, written out inline for speed, issue 12)
-//! agrees with `record_problem` (migrations v5, v9, v11, v15: what `list_corrupt` reports) on rows at and
-//! just beyond every rule's edge, for due rows (the pick) and for rows not yet due (the
-//! horizon).
+//! The claim's decodability test (`statements/decodable.sql`, written out inline for speed)
+//! agrees with `record_problem` (migrations v5, v9, v11, v15: what `list_corrupt` reports)
+//! on rows at and just beyond every rule's edge, for due rows (the pick) and for rows not
+//! yet due (the horizon).
 
 mod common;
 

@@ -1,8 +1,9 @@
-//! `drop_schema` drops only what the library created (issue 25 item 8): an application
-//! table in the lease schema, an object elsewhere that depends on a lease table, or the
-//! schema `public` (a unit test in `backend.rs`: connecting would migrate into `public`)
-//! make it refuse with `LeaseError::Schema`, changing nothing;
-//! `drop_schema_forced` keeps `CASCADE` for callers that own everything in the schema.
+//! `drop_schema` drops only what the library created, so it never destroys the
+//! application's own data: an application table in the lease schema, an object elsewhere
+//! that depends on a lease table, or the schema `public` (a unit test in `backend.rs`:
+//! connecting would migrate into `public`) make it refuse with `LeaseError::Schema`,
+//! changing nothing; `drop_schema_forced` keeps `CASCADE` for callers that own everything
+//! in the schema.
 
 mod common;
 

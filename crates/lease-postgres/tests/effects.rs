@@ -1,6 +1,6 @@
-//! Issue 16: effect rows this library never writes (a result without a settle time, an
-//! invalid id) are a typed `Protocol` error for every call that reads them, never a panic,
-//! and change nothing; the other effects stay usable.
+//! Effect rows this library never writes (a result without a settle time, an invalid id)
+//! are a typed `Protocol` error for every call that reads them, never a panic, and change
+//! nothing; the other effects stay usable.
 
 mod common;
 

@@ -1,4 +1,6 @@
-//! Failures are typed errors, retried only where retry is safe (issue 3 item 7).
+//! Failures are typed errors, retried only where retry is safe: an operation whose commit
+//! outcome is unknown is reported as unknown (never as `Lost`, never as success by guess),
+//! and a retried claim never issues two tokens.
 //!
 //! Faults are real: a refused port, a pool of one connection held by a blocked statement,
 //! `pg_terminate_backend` on the backend's own connection, `statement_timeout`, a real

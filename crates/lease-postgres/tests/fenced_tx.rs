@@ -1,6 +1,6 @@
-//! Fenced application transactions and `step_in_tx` (issue 13 items 1 and 4): the
-//! application's own rows, in its own schema, commit only while the lease's token is current,
-//! checked atomically with the commit.
+//! Fenced application transactions and `step_in_tx`: the application's own rows, in its own
+//! schema, commit only while the lease's token is current, checked atomically with the
+//! commit.
 //!
 //! The race test runs a stale holder A and a current holder B on separate pools (separate
 //! connections, as two processes would have), both writing the application's `charges`

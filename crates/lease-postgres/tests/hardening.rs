@@ -1,7 +1,7 @@
-//! Issue 11 hardening, PostgreSQL findings. Each test damages its own schema the way an
-//! operational fault would (the token sequence reset or used up, rows written by hand, a
-//! constraint dropped), then checks the backend refuses with a typed error and changes
-//! nothing, or reports honestly what it committed.
+//! Hardening of the PostgreSQL backend against what an outside review broke. Each test
+//! damages its own schema the way an operational fault would (the token sequence reset or
+//! used up, rows written by hand, a constraint dropped), then checks the backend refuses
+//! with a typed error and changes nothing, or reports honestly what it committed.
 //!
 //! - (3) a claim never issues a token that is not above the execution's stored token;
 //! - (4) lease tokens above `i64::MAX` are refused before any statement, and an exhausted
@@ -340,9 +340,9 @@ fn an_undecodable_batch_reply_after_commit_is_outcome_unknown() {
     });
 }
 
-/// (issue 12 item 3) The single `acknowledge`, `renew` and `release` never report an error
-/// other than `OutcomeUnknown` once their statement committed a change. A row written by
-/// hand as running with token 0 (no claim issues 0) accepts a lease with token 0: the
+/// The single `acknowledge`, `renew` and `release` never report an error other than
+/// `OutcomeUnknown` once their statement committed a change. A row written by hand as
+/// running with token 0 (no claim ever issues token 0) accepts a lease with token 0: the
 /// statement applies, and the reply ("token 0 was accepted") cannot be honoured. Before,
 /// that was `Protocol`, which tells the caller nothing was applied.
 #[test]
@@ -389,10 +389,10 @@ fn a_committed_fenced_write_with_an_unusable_reply_is_outcome_unknown() {
     });
 }
 
-/// (issue 12) A token-counter failure of `acknowledge_and_claim`'s claim rolls its
-/// acknowledgement back with it (one transaction); the acknowledgement is then applied
-/// alone, as `acknowledge` would, and the claim reported empty (as the trait's default
-/// does), so a broken counter does not also block acknowledgements.
+/// A token-counter failure of `acknowledge_and_claim`'s claim rolls its acknowledgement
+/// back with it (one transaction); the acknowledgement is then applied alone, as
+/// `acknowledge` would, and the claim reported empty (as the trait's default does), so a
+/// broken counter does not also block acknowledgements.
 #[test]
 fn ack_and_claim_acknowledges_alone_when_the_claim_meets_a_broken_counter() {
     scenario(|mut w| async move {

@@ -1,7 +1,6 @@
-//! Concurrency limits on PostgreSQL beyond the conformance suite (issue 21 item 4): the
-//! keyed claim under many pools at once (each pool a process's view), its use by
-//! `acknowledge_and_claim` and by the horizon, and the "now" wake-ups of the writes that
-//! free a place.
+//! Concurrency limits on PostgreSQL beyond the conformance suite: the keyed claim under
+//! many pools at once (each pool a process's view), its use by `acknowledge_and_claim` and
+//! by the horizon, and the "now" wake-ups of the writes that free a place.
 
 mod common;
 

@@ -1,7 +1,8 @@
-//! Multi-host URLs (issue 14 item 2): `postgres://u@h1:p1,h2:p2/db?target_session_attrs=...`,
-//! which sqlx alone does not parse. The failover itself (a primary stopped, its standby
-//! promoted) is measured by the torture row (`crates/torture/tests/failover.rs`); here a
-//! dead first host and the attribute checks run against the one test server.
+//! Multi-host URLs, so a client follows a failover to the new primary:
+//! `postgres://u@h1:p1,h2:p2/db?target_session_attrs=...`, which sqlx alone does not parse.
+//! The failover itself (a primary stopped, its standby promoted) is measured by the torture
+//! row (`crates/torture/tests/failover.rs`); here a dead first host and the attribute
+//! checks run against the one test server.
 
 mod common;
 

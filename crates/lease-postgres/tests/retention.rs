@@ -1,5 +1,5 @@
-//! Retention (issue 12 item 3), PostgreSQL specifics: the purge walks the terminal index,
-//! and skips rows another transaction holds locked instead of waiting for them.
+//! Retention, PostgreSQL specifics: the purge walks the terminal index, and skips rows
+//! another transaction holds locked instead of waiting for them.
 
 mod common;
 

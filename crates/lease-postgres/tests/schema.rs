@@ -182,10 +182,10 @@ fn claim_uses_the_claimable_index() {
     }));
 }
 
-/// `list_live_leases` (issue 23 item 1) at 10^5 executions (10,000 running, half of them
-/// expired; 90,000 completed), with the library's session settings and its generic plan:
-/// a walk of `executions_live` (schema v14) from the clock that stops after the limit's
-/// rows, with no sort and no other rows read.
+/// `list_live_leases` at 10^5 executions (10,000 running, half of them expired; 90,000
+/// completed), with the library's session settings and its generic plan: a walk of
+/// `executions_live` (schema v14) from the clock that stops after the limit's rows, with no
+/// sort and no other rows read.
 #[test]
 fn live_leases_walk_their_index() {
     let schema = common::fresh_schema();

@@ -1,4 +1,4 @@
-//! LISTEN/NOTIFY wake-ups (issue 10), beyond what the conformance pickup cases check.
+//! LISTEN/NOTIFY wake-ups, beyond what the conformance pickup cases check.
 //!
 //! - Every write that makes an execution claimable notifies the row's `claimable_at` after
 //!   the write (`ExecutionRecord::claimable_at`); renew, write_step and a terminal

@@ -1,4 +1,4 @@
-//! The application's own writes, fenced (issue 13): [`SqliteBackend::fenced`] and
+//! The application's own writes, fenced: [`SqliteBackend::fenced`] and
 //! [`SqliteBackend::step_in_tx`].
 
 use std::fmt;
@@ -152,11 +152,11 @@ fn record_done(
 }
 
 impl SqliteBackend {
-    /// Runs the application's own SQL as a **fenced transaction** (issue 13; RFC 002
-    /// fencing: "the check and the write will be atomic"): one `BEGIN IMMEDIATE`
-    /// transaction on this handle's connection (or a savepoint of a group commit) that
-    /// first checks `lease` exactly as `write_step` does (its token is the execution's
-    /// current one and its delivery has not ended), then runs `f`, then commits.
+    /// Runs the application's own SQL as a **fenced transaction** (RFC 002 fencing: "the
+    /// check and the write will be atomic"): one `BEGIN IMMEDIATE` transaction on this
+    /// handle's connection (or a savepoint of a group commit) that first checks `lease`
+    /// exactly as `write_step` does (its token is the execution's current one and its
+    /// delivery has not ended), then runs `f`, then commits.
     ///
     /// - The lease holds: `f`'s statements commit, `Ok(Fenced::Accepted(value))`.
     /// - The lease is lost (a newer claim, or the delivery ended): `f` does not run, nothing
@@ -252,8 +252,8 @@ impl SqliteBackend {
     }
 
     /// Runs one workflow step whose effect is the application's own SQL, with the effect
-    /// and the step's record in **one fenced transaction** (issue 13; RFC 002 fencing:
-    /// "the check and the write will be atomic"): they exist together or not at all.
+    /// and the step's record in **one fenced transaction** (RFC 002 fencing: "the check and
+    /// the write will be atomic"): they exist together or not at all.
     ///
     /// The replay rule first, exactly as [`Delivery::step`] ([`Delivery::step_slot`]): a
     /// done record of `step_key` exists -> its value is decoded and returned, `f` does not

@@ -1,5 +1,5 @@
-//! The authorizer that fences the application's SQL in (issue 13): while a fenced
-//! closure ([`crate::fenced`]) runs on a thread, the statements it prepares may not end the
+//! The authorizer that fences the application's SQL in: while a fenced closure
+//! ([`crate::fenced`]) runs on a thread, the statements it prepares may not end the
 //! transaction or write the library's `lease_` tables.
 
 use std::cell::Cell;

@@ -28,8 +28,8 @@ use crate::{migrate, tx};
 /// sharing the file (RFC 002 "Fencing").
 ///
 /// Every handle of this process on one database and namespace shares one wake-up hub
-/// ([`lease_core::ExecutionClient::wakeups`], issue 10), signalled right after each commit that made an
-/// execution claimable; other processes' such writes reach it through a wake log watched
+/// ([`lease_core::ExecutionClient::wakeups`]), signalled right after each commit that made
+/// an execution claimable; other processes' such writes reach it through a wake log watched
 /// with `PRAGMA data_version` (see docs/DESIGN.md, "SQLite backend").
 #[derive(Clone)]
 pub struct SqliteBackend {
@@ -140,8 +140,8 @@ impl SqliteBackend {
     }
 
     /// Test support, not a stable API: whole-transaction retries on lock contention that
-    /// this handle's connection made so far (issue 11 finding 15: all attempts of one
-    /// operation share one `busy_timeout`; a test counts them instead of timing them).
+    /// this handle's connection made so far (all attempts of one operation share one
+    /// `busy_timeout`; a test counts them instead of timing them).
     #[doc(hidden)]
     pub fn busy_retries_for_tests(&self) -> u64 {
         self.conn.busy_retries()

@@ -1,6 +1,5 @@
-//! Claim candidates in (priority DESC, due, id) order, from two partial indexes merged
-//! (issue 12 item 2: a claim's cost must not grow with the leases running; issue 21 item 3:
-//! nor with the executions stored).
+//! Claim candidates in (priority DESC, due, id) order, from two partial indexes merged (a
+//! claim's cost must not grow with the leases running, nor with the executions stored).
 //!
 //! * **Waiting** rows (not running: admitted, suspended, released) come from
 //!   `lease_executions_claim_waiting (namespace, priority, claim_due_at, id, claimable_at)`,

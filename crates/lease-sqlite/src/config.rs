@@ -15,10 +15,10 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// processes' wake-ups (one `PRAGMA data_version` on an idle connection).
 pub const DEFAULT_WAKE_POLL: Duration = Duration::from_millis(5);
 
-/// How a database file's commits reach the disk (SQLite `PRAGMA synchronous`, in WAL mode;
-/// issue 25 item 10). RFC 002 fencing needs a token, once a caller heard of it, never to be
-/// issued again; a claim that a power loss rolled back is issued again by the next claim.
-/// The default stays `NORMAL` for its measured cost (docs/DESIGN.md, "SQLite durability").
+/// How a database file's commits reach the disk (SQLite `PRAGMA synchronous`, in WAL mode).
+/// RFC 002 fencing needs a token, once a caller heard of it, never to be issued again; a
+/// claim that a power loss rolled back is issued again by the next claim. The default stays
+/// `NORMAL` for its measured cost (docs/DESIGN.md, "SQLite durability").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Synchronous {
@@ -146,8 +146,8 @@ impl SqliteConfig {
     }
 
     /// How long one operation waits in total on another connection's lock (SQLite
-    /// `busy_timeout`, default 5 s), its own short bounded retries included (issue 11:
-    /// each retry waits only for what is left); after that the operation fails with
+    /// `busy_timeout`, default 5 s), its own short bounded retries included (each retry
+    /// waits only for what is left); after that the operation fails with
     /// [`lease_core::LeaseError::Unavailable`] and changed nothing.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;

@@ -102,12 +102,12 @@ struct Shared {
     contended: AtomicBool,
     /// The connection's configured `busy_timeout`: one write's whole busy-wait budget.
     busy_timeout: Duration,
-    /// Light writes may run on an async worker: their COMMIT does not wait for the disk
-    /// (in memory, or `synchronous = NORMAL`; with `FULL` every COMMIT syncs the WAL, so
-    /// they run in `block_in_place` like other jobs; issue 25 item 10).
+    /// Light writes may run on an async worker: their COMMIT does not wait for the disk (in
+    /// memory, or `synchronous = NORMAL`; with `FULL` every COMMIT syncs the WAL, so they
+    /// run in `block_in_place` like other jobs).
     worker_writes: bool,
     /// Whole-group retries on contention so far (test support: the busy-wait bound is
-    /// checked by counting them, not by timing; issue 25 item 14).
+    /// checked by counting them, since a timed check fails on a slow machine).
     busy_retries: AtomicU64,
     /// How jobs ran, for tests.
     #[cfg(test)]
@@ -204,9 +204,9 @@ fn guarded(f: impl FnOnce()) {
 }
 
 thread_local! {
-    /// `block_in_place` refused this thread once (issue 11 finding 17): a current_thread
-    /// runtime or `LocalSet` under an entered multi-thread handle, which reports the
-    /// multi-thread flavour. Its jobs queue from then on.
+    /// `block_in_place` refused this thread once: a current_thread runtime or `LocalSet`
+    /// under an entered multi-thread handle, which reports the multi-thread flavour. Its
+    /// jobs queue from then on.
     static REFUSED_BLOCK_IN_PLACE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 

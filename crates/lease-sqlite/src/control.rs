@@ -1,10 +1,10 @@
-//! Issue 21 controls for SQLite, each run inside the caller's one write transaction (one
-//! writer at a time, so every check and write here is atomic): cancel through lease-core's
-//! [`ExecutionRecord::cancel`] transition; pause and resume of scopes stored per namespace
-//! in `lease_paused`, which every claim reads in its own transaction (when its opening read
-//! found any row there); concurrency limits per namespace in `lease_limits`, which a claim
-//! reads (with each gated key's live-lease count) only once it meets a keyed candidate and
-//! only when the opening read found any limit row.
+//! The operator controls for SQLite, each run inside the caller's one write transaction
+//! (one writer at a time, so every check and write here is atomic): cancel through
+//! lease-core's [`ExecutionRecord::cancel`] transition; pause and resume of scopes stored
+//! per namespace in `lease_paused`, which every claim reads in its own transaction (when
+//! its opening read found any row there); concurrency limits per namespace in
+//! `lease_limits`, which a claim reads (with each gated key's live-lease count) only once
+//! it meets a keyed candidate and only when the opening read found any limit row.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -19,10 +19,10 @@ use crate::group::Woken;
 use crate::rows;
 use crate::scope::Scope;
 
-/// `cancel` (issue 21 item 1): a terminal record is left as stored and says why; otherwise
-/// the effective record (an expired delivery ends unacknowledged first) is cancelled and
-/// written back, which clears its claim columns, so no claim or horizon sees it again. A
-/// keyed execution frees a place of its key: the wake-up path hears "now".
+/// `cancel`: a terminal record is left as stored and says why; otherwise the effective
+/// record (an expired delivery ends unacknowledged first) is cancelled and written back,
+/// which clears its claim columns, so no claim or horizon sees it again. A keyed execution
+/// frees a place of its key: the wake-up path hears "now".
 pub(crate) fn cancel(
     conn: &Connection,
     scope: &Scope,
@@ -75,7 +75,7 @@ fn scope_row(scope: &PauseScope) -> (&'static str, &str) {
     }
 }
 
-/// `pause` (issue 21 item 2): `true` when this call paused the scope.
+/// `pause`: `true` when this call paused the scope.
 pub(crate) fn pause(conn: &Connection, scope: &Scope, paused: &PauseScope) -> OpResult<bool> {
     let (kind, workflow) = scope_row(paused);
     let changed = conn
@@ -84,8 +84,8 @@ pub(crate) fn pause(conn: &Connection, scope: &Scope, paused: &PauseScope) -> Op
     Ok(changed == 1)
 }
 
-/// `resume` (issue 21 item 2): `true` when the scope was paused; then the wake-up path
-/// hears "now" (what it held back may be claimable).
+/// `resume`: `true` when the scope was paused; then the wake-up path hears "now" (what it
+/// held back may be claimable).
 pub(crate) fn resume(
     conn: &Connection,
     scope: &Scope,
@@ -180,9 +180,9 @@ fn limit_row(scope: &LimitScope) -> (&'static str, &str) {
     }
 }
 
-/// `set_concurrency_limit` (issue 21 item 4): upserts (`Some`) or deletes (`None`) the
-/// scope's row. Any change may free places, so the wake-up path hears "now" (a lowered limit
-/// wakes a dispatcher that then claims nothing more, which is harmless).
+/// `set_concurrency_limit`: upserts (`Some`) or deletes (`None`) the scope's row. Any
+/// change may free places, so the wake-up path hears "now" (a lowered limit wakes a
+/// dispatcher that then claims nothing more, which is harmless).
 pub(crate) fn set_concurrency_limit(
     conn: &Connection,
     scope: &Scope,
@@ -204,7 +204,7 @@ pub(crate) fn set_concurrency_limit(
     Ok(Woken::at((), (changed > 0).then(|| scope.now())))
 }
 
-/// `concurrency_limits` (issue 21 item 4): the stored default and keys, by key.
+/// `concurrency_limits`: the stored default and keys, by key.
 pub(crate) fn concurrency_limits(
     conn: &Connection,
     namespace: &str,

@@ -1,5 +1,5 @@
-//! `status_counts` (issue 15): executions by effective status, in the caller's one read
-//! transaction.
+//! `status_counts` (the operator command's `status`): executions by effective status, in
+//! the caller's one read transaction.
 
 use lease_core::StatusCounts;
 use rusqlite::{Connection, params};

@@ -1,4 +1,4 @@
-//! Effects (RFC 004, reduced; issue 16) and store waiters, each call one transaction.
+//! Effects (RFC 004, reduced) and store waiters, each call one transaction.
 //!
 //! The rules are lease-core's ([`lease_core::effect`]): the settle rule is
 //! [`EffectRecord::settle`], applied here to the row loaded under the transaction's write

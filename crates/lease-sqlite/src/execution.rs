@@ -63,7 +63,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// Issue 23 item 1: one range read of `lease_executions_running` in a read transaction.
+    /// One range read of `lease_executions_running` in a read transaction.
     #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
@@ -90,8 +90,8 @@ impl ExecutionClient for SqliteBackend {
             .await
     }
 
-    /// Retention (issue 12) in one transaction: see `retention::purge_terminal`. A limit
-    /// outside 1..=1000 is `InvalidInput` and deletes nothing.
+    /// Retention in one transaction: see `retention::purge_terminal`. A limit outside
+    /// 1..=1000 is `InvalidInput` and deletes nothing.
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
@@ -101,7 +101,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// Issue 21 item 1 in one write transaction: see `control::cancel`.
+    /// Cancel in one write transaction: see `control::cancel`.
     #[tracing::instrument(level = "debug", name = "cancel", skip_all)]
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         let (id, reason) = (id.clone(), reason.clone());
@@ -111,7 +111,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// Issue 21 item 2: one row in `lease_paused`, in one write transaction.
+    /// Pause: one row in `lease_paused`, in one write transaction.
     #[tracing::instrument(level = "debug", name = "pause", skip_all)]
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         let scope = scope.clone();
@@ -121,7 +121,7 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// Issue 21 item 2: deletes the scope's row; signals "now" when there was one.
+    /// Resume: deletes the scope's row; signals "now" when there was one.
     #[tracing::instrument(level = "debug", name = "resume", skip_all)]
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
         let scope = scope.clone();
@@ -139,8 +139,8 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// Issue 21 item 4: one row of `lease_limits` set or removed in one write transaction;
-    /// signals "now" when a row changed.
+    /// One row of `lease_limits` set or removed in one write transaction; signals "now"
+    /// when a row changed.
     #[tracing::instrument(level = "debug", name = "set_concurrency_limit", skip_all)]
     async fn set_concurrency_limit(
         &self,
@@ -376,8 +376,8 @@ impl ExecutionClient for SqliteBackend {
         .await
     }
 
-    /// One operation in one transaction (issue 12), grouped like every write: the
-    /// acknowledgement exactly as [`ExecutionClient::acknowledge`], then the claim exactly as
+    /// One operation in one transaction, grouped like every write: the acknowledgement
+    /// exactly as [`ExecutionClient::acknowledge`], then the claim exactly as
     /// [`ExecutionClient::claim_due_with_horizon`] after it. The claim request is validated
     /// first; bad input in either part is a typed error with nothing applied. Both parts'
     /// wake-ups are signalled after the COMMIT.

@@ -1,6 +1,6 @@
-//! Fenced application transactions (issue 13): the application's own SQL, run on the
-//! backend's connection inside the same `BEGIN IMMEDIATE` transaction as the fencing check
-//! (RFC 002: "the check and the write will be atomic").
+//! Fenced application transactions: the application's own SQL, run on the backend's
+//! connection inside the same `BEGIN IMMEDIATE` transaction as the fencing check (RFC 002:
+//! "the check and the write will be atomic").
 //!
 //! A fenced transaction is one more group-commit member ([`crate::group`]): alone it is its
 //! own transaction, queued with others it is a savepoint of theirs. In order, inside the

@@ -14,9 +14,9 @@
 //! that failed on its own keeps its error only when no member before it succeeded; after
 //! one did, its error may rest on a change the rollback undid, so it gets `Unavailable`.
 //!
-//! Wake-ups (issue 10): a member that made something claimable reports the instant; the group
-//! appends one wake-log row per hub (the earliest instant) inside its transaction, and
-//! signals the hub right after COMMIT succeeded, before any member is answered.
+//! Wake-ups: a member that made something claimable reports the instant; the group appends
+//! one wake-log row per hub (the earliest instant) inside its transaction, and signals the
+//! hub right after COMMIT succeeded, before any member is answered.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,18 +83,18 @@ pub(crate) trait Member: Send {
     fn complete(self: Box<Self>);
     /// The kept result is a success (its changes are in the group's transaction).
     fn succeeded(&self) -> bool;
-    /// Replies after the group failed (issue 11 finding 16: no answer the rollback makes
-    /// false). One that had succeeded gets `error(operation)`. One that failed on its own
-    /// keeps its error only if no member before it succeeded (then it saw only committed
-    /// state); otherwise its error may rest on changes that were rolled back, and it gets
-    /// `Unavailable`: nothing of it was applied, a retry decides afresh.
+    /// Replies after the group failed (no answer the rollback makes false). One that had
+    /// succeeded gets `error(operation)`. One that failed on its own keeps its error only
+    /// if no member before it succeeded (then it saw only committed state); otherwise its
+    /// error may rest on changes that were rolled back, and it gets `Unavailable`: nothing
+    /// of it was applied, a retry decides afresh.
     fn abort(self: Box<Self>, after_success: bool, error: &dyn Fn(&'static str) -> LeaseError);
 }
 
 /// A submitted mutating operation and the instant its caller's busy-wait budget ends: its
-/// submission plus `busy_timeout`, so time queued behind other jobs counts (issue 25 item
-/// 22: a renew queued behind a group that waited out the lock used to wait a second
-/// `busy_timeout` of its own).
+/// submission plus `busy_timeout`, so time queued behind other jobs counts (otherwise a
+/// renew queued behind a group that waited out the lock would wait a second `busy_timeout`
+/// of its own).
 pub(crate) struct Pending {
     /// The operation.
     pub(crate) member: Box<dyn Member>,

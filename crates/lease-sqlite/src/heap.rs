@@ -205,7 +205,7 @@ fn list_steps(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Ve
 }
 
 /// `list_steps_page`: `limit + 1` records after `after` in `list_steps`'s order, one range
-/// read of the primary key (issue 25 item 11); the caller checked `limit`.
+/// read of the primary key; the caller checked `limit`.
 fn list_steps_page(
     conn: &Connection,
     scope: &Scope,

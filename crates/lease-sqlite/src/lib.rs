@@ -38,14 +38,14 @@
 //!   are read (a claim's cost does not grow with live leases). It re-checks each row with the
 //!   state machine and claims a whole batch in one transaction with the namespace's one
 //!   token counter. `acknowledge_and_claim` is one such transaction (ack, then claim).
-//! * **The application's own writes, fenced** (issue 13).
-//!   [`SqliteBackend::fenced`] runs a synchronous closure with the application's SQL on
-//!   the backend's connection, in the same `BEGIN IMMEDIATE` transaction (or group-commit
-//!   savepoint) as write_step's token check, so a stale holder's rows never commit after a
-//!   newer claim; [`SqliteBackend::step_in_tx`] adds the step's done record to that
-//!   transaction (the effect and its record exist together or not at all, and a replay
-//!   skips the closure). An authorizer keeps the closure from ending the transaction or
-//!   writing `lease_` tables.
+//! * **The application's own writes, fenced.** [`SqliteBackend::fenced`] runs a synchronous
+//!   closure with the application's SQL on the backend's connection, in the same
+//!   `BEGIN IMMEDIATE` transaction (or group-commit savepoint) as write_step's token check,
+//!   so a stale holder's rows never commit after a newer claim;
+//!   [`SqliteBackend::step_in_tx`] adds the step's done record to that transaction (the
+//!   effect and its record exist together or not at all, and a replay skips the closure).
+//!   An authorizer keeps the closure from ending the transaction or writing `lease_`
+//!   tables.
 //! * **Admission in the application's transaction.** [`SqliteBackend::admit_in_tx`] and
 //!   [`SqliteBackend::admit_batch_in_tx`] admit inside a rusqlite transaction of the same
 //!   file (the application's own, or a fenced closure's), in a savepoint; a commit wakes
@@ -80,8 +80,8 @@
 //! holder of that token, since SQLite's locking confines sharing to one machine; a system
 //! off the machine that saw the token can still remember it. For that case
 //! [`SqliteConfig::synchronous`] with [`Synchronous::Full`] syncs every COMMIT before it
-//! returns (issue 25 item 10; its measured cost is in docs/DESIGN.md).
-//! In-memory databases are not durable at all.
+//! returns (its measured cost is in docs/DESIGN.md). In-memory databases are not durable at
+//! all.
 //!
 //! # Example
 //!
@@ -196,7 +196,7 @@ pub mod raw {
     /// `$1 namespace, $2 now, $3 page size, $4 priority` -> claim candidates that are not
     /// running, of one priority level, in (due, id) order (columns of
     /// [`EXECUTION_COLUMNS`], then rowid, due, id). A claim walks the levels in use from
-    /// the highest (issue 21 item 3); admissions without a priority are at level 0.
+    /// the highest; admissions without a priority are at level 0.
     pub const CLAIM_FIRST: &str = crate::candidates::WAITING_FIRST;
     /// `$1 namespace, $2 now, $3 page size` -> running executions whose lease expired
     /// (and redelivery delay passed), in (priority DESC, due, id) order; a claim merges

@@ -44,37 +44,38 @@ const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12,
 
 const V1: &str = include_str!("migrate/v1.sql");
 
-/// Version 2 (issue 10): the wake log other processes watch, and the index a claim's
-/// horizon (earliest `claimable_at` of a namespace) seeks.
+/// Version 2: the wake log other processes watch, and the index a claim's horizon (earliest
+/// `claimable_at` of a namespace) seeks.
 const V2: &str = include_str!("migrate/v2.sql");
 
-/// Version 3 (issue 11): quarantine of records a claim could not decode. `corrupt` holds
-/// the problem; a quarantined row has no claim columns, so claims and the horizon skip it.
+/// Version 3: quarantine of records a claim could not decode, so one bad record never stops
+/// every claim. `corrupt` holds the problem; a quarantined row has no claim columns, so
+/// claims and the horizon skip it.
 const V3: &str = include_str!("migrate/v3.sql");
 
-/// Version 4 (issue 12, retention): `purge_terminal` walks terminal rows in id order with
-/// their end time (partial index; only completed and failed rows that are not quarantined),
-/// and deletes the store receipts and start records naming an execution through indexes.
+/// Version 4 (retention): `purge_terminal` walks terminal rows in id order with their end
+/// time (partial index; only completed and failed rows that are not quarantined), and
+/// deletes the store receipts and start records naming an execution through indexes.
 const V4: &str = include_str!("migrate/v4.sql");
 
-/// Version 5 (issue 12, cost flat in stored work): the claim index splits in two, so a
-/// claim never walks past live leases. Rows that are not running keep (due, id) order;
-/// running rows are keyed by `claimable_at` first, so only expired leases are read (see
-/// `candidates.rs`).
+/// Version 5 (a claim's cost stays flat as stored work grows): the claim index splits in
+/// two, so a claim never walks past live leases. Rows that are not running keep (due, id)
+/// order; running rows are keyed by `claimable_at` first, so only expired leases are read
+/// (see `candidates.rs`).
 const V5: &str = include_str!("migrate/v5.sql");
 
-/// Version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
+/// Version 6: effects (RFC 004, reduced) and store waiters.
 const V6: &str = include_str!("migrate/v6.sql");
 
-/// Version 7 (issue 21): cancelled rows join the retention index; paused scopes per
+/// Version 7 (cancel and pause): cancelled rows join the retention index; paused scopes per
 /// namespace (`lease_paused`).
 const V7: &str = include_str!("migrate/v7.sql");
 
-/// Version 8 (issue 21): each execution's priority and concurrency key.
+/// Version 8: each execution's priority and concurrency key.
 const V8: &str = include_str!("migrate/v8.sql");
 
-/// Version 9 (issue 21): the waiting claim index ordered by priority first, the keyed
-/// live-lease index, and the concurrency limits per namespace (`lease_limits`).
+/// Version 9: the waiting claim index ordered by priority first, the keyed live-lease
+/// index, and the concurrency limits per namespace (`lease_limits`).
 const V9: &str = include_str!("migrate/v9.sql");
 
 /// Version 10: each execution's W3C trace context (`trace_context`, written at admission).
@@ -126,9 +127,9 @@ fn open_error(location: &Location, e: rusqlite::Error) -> LeaseError {
 }
 
 /// Creates a missing database file readable by its owner only (0600; SQLite gives its
-/// `-wal` and `-shm` files the same mode), refusing a symlink in its place: `create_new`
-/// is `O_CREAT | O_EXCL`, which never follows one (issue 25 item 10). An existing file is
-/// left as it is; SQLite's `SQLITE_OPEN_NOFOLLOW` then refuses a symlinked path.
+/// `-wal` and `-shm` files the same mode), refusing a symlink in its place: `create_new` is
+/// `O_CREAT | O_EXCL`, which never follows one. An existing file is left as it is; SQLite's
+/// `SQLITE_OPEN_NOFOLLOW` then refuses a symlinked path.
 fn create_private(path: &std::path::Path) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -400,9 +401,8 @@ mod tests {
             .expect("synchronous")
     }
 
-    /// Issue 25 item 10: a file runs `NORMAL` (1) by default and syncs every commit
-    /// (`FULL` = 2, so a power loss cannot roll back a claim whose token a caller saw)
-    /// when configured so.
+    /// A file runs `NORMAL` (1) by default and syncs every commit (`FULL` = 2, so a power
+    /// loss cannot roll back a claim whose token a caller saw) when configured so.
     #[tokio::test]
     async fn files_sync_every_commit_when_configured_so() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -1,5 +1,5 @@
-//! Retention (issue 12 item 3): `purge_terminal` deletes old terminal executions with
-//! everything that names them, in the caller's one transaction.
+//! Retention: `purge_terminal` deletes old terminal executions with everything that names
+//! them, in the caller's one transaction.
 
 use lease_core::{ExecutionId, Purged, Timestamp};
 use rusqlite::{Connection, params};

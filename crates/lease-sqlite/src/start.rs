@@ -24,7 +24,7 @@ const RECORD: &str = include_str!("start/record.sql");
 /// workflow and input) and records the mapping in the same transaction. A target id that
 /// already exists is rejected with `InvalidInput`, changing nothing.
 ///
-/// Wakes (issue 10) at the new target's claimable instant.
+/// Wakes dispatchers at the new target's claimable instant.
 pub(crate) fn start_in(
     conn: &Connection,
     scope: &Scope,

@@ -1,6 +1,6 @@
 //! Stores (RFC 005, reduced): idempotent by identity (`get_or_create`) and by receipt
-//! (`update`), unfenced; store waiters (issue 16), woken by an applied update; and
-//! [`StoreClient`] for [`SqliteBackend`].
+//! (`update`), unfenced; store waiters, woken by an applied update; and [`StoreClient`] for
+//! [`SqliteBackend`].
 
 use std::collections::BTreeMap;
 
@@ -274,7 +274,7 @@ impl StoreClient for SqliteBackend {
         .await
     }
 
-    /// Store waiter registration (issue 16), one transaction: see `watch_entry`.
+    /// Store waiter registration, one transaction: see `watch_entry`.
     #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
     async fn watch_entry(
         &self,

@@ -165,9 +165,9 @@ pub(crate) fn list_failing(
 /// (expiry, id), through `lease_executions_running` (one seek and a range walk).
 pub(crate) const LIST_LIVE_LEASES: &str = include_str!("transitions/list_live_leases.sql");
 
-/// `list_live_leases` (issue 23 item 1): the first `limit` live leases by (expiry, id), as
-/// stored (a live lease's stored record is its effective one). Quarantined records are
-/// skipped, as `list_failing` skips them.
+/// `list_live_leases`: the first `limit` live leases by (expiry, id), as stored (a live
+/// lease's stored record is its effective one). Quarantined records are skipped, as
+/// `list_failing` skips them.
 pub(crate) fn list_live_leases(
     conn: &Connection,
     scope: &Scope,
@@ -257,9 +257,9 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
-/// The token after `last` for claiming `stored`: it must be above every token stored, or
-/// a stale holder's token would be issued again (issue 11). A counter that is behind the
-/// record (deleted, or restored from an older copy) or used up fails the claim with
+/// The token after `last` for claiming `stored`: it must be above every token stored, or a
+/// stale holder's token would be issued again. A counter that is behind the record
+/// (deleted, or restored from an older copy) or used up fails the claim with
 /// `TokenCounter`; the caller's transaction (or savepoint) rolls back, so nothing changes.
 fn next_token(
     scope: &Scope,
@@ -294,8 +294,9 @@ pub(crate) const HORIZON: &str = include_str!("transitions/horizon.sql");
 /// `$1 rowid, $2 problem`: takes a record out of the claim and horizon indexes.
 const QUARANTINE: &str = include_str!("transitions/quarantine.sql");
 
-/// Quarantines a record the claim cannot decode (issue 11), in the claim's transaction:
-/// later claims do not walk it again and `list_corrupt` names it. Logged once, here.
+/// Quarantines a record the claim cannot decode, in the claim's transaction, so one bad
+/// record never stops every claim: later claims do not walk it again and `list_corrupt`
+/// names it. Logged once, here.
 fn quarantine(conn: &Connection, scope: &Scope, rowid: i64, problem: &str) -> OpResult<()> {
     tracing::warn!(
         namespace = %scope.namespace,
@@ -333,7 +334,7 @@ pub(crate) fn list_corrupt(
 const PAGE_MIN: usize = 16;
 
 /// The earliest instant anything in the namespace becomes claimable, read after the claim
-/// in its own transaction (issue 10: the dispatcher sleeps until then).
+/// in its own transaction (the dispatcher sleeps until then).
 fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
     let at: Option<i64> = conn
         .prepare_cached(HORIZON)?
@@ -587,8 +588,8 @@ pub(crate) fn release(
     ))
 }
 
-/// A keyed lease that ended at `now` freed a place of its key (issue 21 item 4): the
-/// wake-up path hears "now", since a candidate of that key may be claimable again.
+/// A keyed lease that ended at `now` freed a place of its key: the wake-up path hears
+/// "now", since a candidate of that key may be claimable again.
 fn freed_place(record: &ExecutionRecord, now: Timestamp) -> Option<Timestamp> {
     record.concurrency_key.is_some().then_some(now)
 }
@@ -677,11 +678,11 @@ fn run_cached(conn: &Connection, sql: &str) -> OpResult<()> {
     Ok(())
 }
 
-/// `acknowledge_and_claim` (issue 12), inside the caller's one transaction and with one
-/// clock reading: the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an
-/// unknown execution, token 0 or a foreign token fails the whole call before anything is
-/// written, so no claim is made either), then the claim exactly as [`claim_due`], evaluated
-/// after it at `min(requested_now, now)`. The caller validated the claim request.
+/// `acknowledge_and_claim`, inside the caller's one transaction and with one clock reading:
+/// the acknowledgement exactly as [`acknowledge`] (`Lost` changes nothing; an unknown
+/// execution, token 0 or a foreign token fails the whole call before anything is written,
+/// so no claim is made either), then the claim exactly as [`claim_due`], evaluated after it
+/// at `min(requested_now, now)`. The caller validated the claim request.
 ///
 /// A claim the store refuses after the acknowledgement applied (`TokenCounter`, an
 /// unreadable counter row) rolls back to its own savepoint: the acknowledgement stays, the

@@ -1,9 +1,9 @@
 //! Transactions with a bounded retry on SQLITE_BUSY / SQLITE_LOCKED.
 //!
-//! Every mutating operation is ONE `BEGIN IMMEDIATE` transaction (design.md section 3): the
-//! write lock is taken up front, so the token check and the write it guards can never be
-//! interleaved with another connection's claim. Reads run in one deferred (read)
-//! transaction, so a read made of several statements sees one snapshot.
+//! Every mutating operation is ONE `BEGIN IMMEDIATE` transaction: the write lock is taken
+//! up front, so the token check and the write it guards can never be interleaved with
+//! another connection's claim. Reads run in one deferred (read) transaction, so a read made
+//! of several statements sees one snapshot.
 
 use std::time::{Duration, Instant};
 
@@ -17,10 +17,10 @@ use crate::error::{BACKEND, OpError, OpResult, is_busy, sqlite_error};
 /// wait at most one `busy_timeout` ([`BusyBudget`]).
 pub(crate) const BUSY_RETRIES: u32 = 4;
 
-/// One operation's busy-wait budget (issue 11 finding 15, issue 25 item 22): every attempt,
-/// retries included, waits only for what is left of one `busy_timeout` counted from the
-/// caller's submission (time queued behind other jobs counts), so a caller waits at most
-/// `busy_timeout` (plus a statement's slack) in total, as documented.
+/// One operation's busy-wait budget: every attempt, retries included, waits only for what
+/// is left of one `busy_timeout` counted from the caller's submission (time queued behind
+/// other jobs counts), so a caller waits at most `busy_timeout` (plus a statement's slack)
+/// in total, as documented.
 pub(crate) struct BusyBudget {
     full: Duration,
     deadline: Instant,
@@ -219,8 +219,8 @@ mod tests {
             .expect("busy_timeout")
     }
 
-    /// Issue 25 item 22: an operation submitted earlier (queued meanwhile) waits only for
-    /// what is left of its `busy_timeout`, and none when nothing is.
+    /// An operation submitted earlier (queued meanwhile) waits only for what is left of its
+    /// `busy_timeout`, and none when nothing is.
     #[test]
     fn a_budget_counted_from_an_earlier_submission_waits_only_for_what_is_left() {
         let full = Duration::from_secs(1);

@@ -1,4 +1,4 @@
-//! Wake-ups (issue 10): telling dispatchers at once that something became claimable.
+//! Wake-ups: telling dispatchers at once that something became claimable.
 //!
 //! * **One hub per database and namespace in a process.** Every handle on one file (by
 //!   canonical path) or one in-memory database (by its memdb name) and namespace shares one

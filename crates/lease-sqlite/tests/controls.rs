@@ -1,7 +1,7 @@
-//! Issue 21 items 3 and 4 on SQLite beyond the conformance cases: the claim order holds
-//! across the waiting and running indexes (an expired lease of a higher priority level comes
-//! before waiting rows of lower levels), and a candidate skipped for its key is left out of
-//! the horizon (lease_core::selection rule 4).
+//! Priorities and concurrency limits on SQLite beyond the conformance cases: the claim
+//! order holds across the waiting and running indexes (an expired lease of a higher
+//! priority level comes before waiting rows of lower levels), and a candidate skipped for
+//! its key is left out of the horizon (lease_core::selection rule 4).
 
 use std::sync::Arc;
 use std::time::Duration;

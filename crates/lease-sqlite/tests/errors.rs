@@ -107,7 +107,8 @@ async fn rows_this_library_did_not_write_are_protocol_errors() {
         .await
         .expect_err("empty step key");
     assert!(matches!(err, LeaseError::Protocol { .. }), "{err:?}");
-    // A claim skips corrupt rows (issue 11) and quarantines them for list_corrupt.
+    // A claim skips corrupt rows (one bad record must not stop every claim) and quarantines
+    // them for list_corrupt.
     let now = b.now().await.expect("now");
     let leases = b
         .claim_due(lease_core::ClaimRequest {

@@ -1,6 +1,6 @@
-//! Fenced application transactions and `step_in_tx` (issue 13 items 2 and 4): the
-//! application's own rows are written in the same transaction as the fencing check, so a
-//! stale holder's writes never commit once a higher token exists.
+//! Fenced application transactions and `step_in_tx`: the application's own rows are written
+//! in the same transaction as the fencing check, so a stale holder's writes never commit
+//! once a higher token exists.
 
 use lease_core::ExecutionClientExt;
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
-//! Issue 11 hardening of the SQLite backend: a token counter that went backwards, corrupt
-//! records, and the busy-wait bound. Each test failed on the code before its fix.
+//! Hardening of the SQLite backend against what an outside review broke: a token counter
+//! that went backwards, corrupt records, and the busy-wait bound. Each test failed on the
+//! code before its fix.
 
 use lease_core::ExecutionClientExt;
 use std::sync::Arc;
@@ -142,8 +143,8 @@ async fn corrupt_records_are_skipped_quarantined_and_listed() {
 /// Finding 15: each whole-transaction retry used to wait a full `busy_timeout` again (five
 /// attempts: 25 s with the 5 s default). A write behind another connection's long
 /// transaction now gives up after one `busy_timeout` in total: the first attempt's busy
-/// handler waits it out and no retry is made (counted, not timed: issue 25 item 14; with
-/// every retry waiting a full `busy_timeout` again, all four are made).
+/// handler waits it out and no retry is made (counted, not timed, so a slow machine cannot
+/// fail it; with every retry waiting a full `busy_timeout` again, all four are made).
 async fn busy_wait_is_bounded_by_one_busy_timeout() {
     const BUSY: Duration = Duration::from_millis(400);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -186,12 +187,12 @@ async fn busy_wait_is_bounded_inline() {
     busy_wait_is_bounded_by_one_busy_timeout().await;
 }
 
-/// Issue 25 item 22: a write's busy-wait budget runs from its submission, not from when the
-/// connection thread reaches it. A renew queued behind a job that kept the connection for
-/// longer than `busy_timeout` (here a held connection; in the field a group waiting out
-/// another process's lock) is refused `Unavailable` without an attempt, even though the
-/// lock is free by the time it is reached. It used to start a budget of its own there and
-/// wait for the lock, so its caller waited up to twice the configured bound.
+/// A write's busy-wait budget runs from its submission, not from when the connection thread
+/// reaches it. A renew queued behind a job that kept the connection for longer than
+/// `busy_timeout` (here a held connection; in the field a group waiting out another
+/// process's lock) is refused `Unavailable` without an attempt, even though the lock is
+/// free by the time it is reached. It used to start a budget of its own there and wait for
+/// the lock, so its caller waited up to twice the configured bound.
 async fn a_write_queued_past_its_busy_timeout_is_refused_unattempted() {
     const BUSY: Duration = Duration::from_millis(300);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -247,9 +248,9 @@ async fn a_write_queued_past_its_busy_timeout_is_refused_inline() {
     a_write_queued_past_its_busy_timeout_is_refused_unattempted().await;
 }
 
-/// Issue 12: `acknowledge_and_claim` whose claim meets a counter behind a stored token keeps
-/// the acknowledgement (applied exactly as `acknowledge`), claims nothing, and issues no
-/// token again; a plain claim still reports `TokenCounter`.
+/// `acknowledge_and_claim` whose claim meets a counter behind a stored token keeps the
+/// acknowledgement (applied exactly as `acknowledge`), claims nothing, and issues no token
+/// again; a plain claim still reports `TokenCounter`.
 #[tokio::test]
 async fn a_counter_refusal_after_an_acknowledgement_keeps_it_and_claims_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -350,8 +351,9 @@ async fn list_failing_skips_quarantined_records_and_get_names_them() {
     }
 }
 
-/// Issue 12 item 2: a claim merges two indexes (rows not running; expired running leases)
-/// and must still return (due, id) order across both, as one index did.
+/// A claim merges two indexes (rows not running; expired running leases), so its cost does
+/// not grow with the leases running, and must still return (due, id) order across both, as
+/// one index did.
 #[tokio::test]
 async fn claims_merge_expired_leases_and_waiting_rows_in_due_order() {
     let clock = ManualClock::starting_now();

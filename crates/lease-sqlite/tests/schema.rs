@@ -345,8 +345,8 @@ async fn a_version_3_file_migrates_and_purges() {
     assert_eq!(claimed[0].execution_id, id("waiting"));
 }
 
-/// Issue 25 item 10: a new database file (and its WAL) is its owner's only, and a symlink
-/// in the file's place is refused, its target untouched.
+/// A new database file (and its WAL) is its owner's only, and a symlink in the file's place
+/// is refused, its target untouched.
 #[cfg(unix)]
 #[tokio::test]
 async fn a_new_file_is_private_and_a_symlink_is_refused() {

@@ -1,6 +1,6 @@
-//! Wake-ups across processes (issue 10): a write in another OS process reaches this
-//! process's receivers through the wake log and the data_version watcher, with its instant;
-//! this process's own writes are signalled once, in process.
+//! Wake-ups across processes: a write in another OS process reaches this process's
+//! receivers through the wake log and the data_version watcher, with its instant; this
+//! process's own writes are signalled once, in process.
 
 use std::time::Duration;
 

@@ -596,8 +596,9 @@ pub async fn batch_payloads_over_the_byte_cap_rejected<H: Harness>(ctx: Arc<Ctx<
     assert_eq!(lost, 0, "acknowledgements lost");
 }
 
-/// `list_steps_page` limits: 0 and over [`MAX_STEP_PAGE`] are `InvalidInput` (issue 25 item
-/// 11); the bounds themselves are accepted.
+/// `list_steps_page` limits: 0 and over [`MAX_STEP_PAGE`] are `InvalidInput` (a page is
+/// bounded, so one call never loads every step of a long execution); the bounds themselves
+/// are accepted.
 pub async fn list_steps_page_limit_out_of_range_rejected<H: Harness>(ctx: Arc<Ctx<H>>) {
     let b = ctx.backend();
     let id = ctx.id("order-42");

@@ -1,7 +1,7 @@
-//! Issue 21 item 1, cancel: one atomic step ends the execution for good and its live
-//! lease with it; from that commit on every fenced write of the holder is `Lost`, nothing
-//! claims it and nothing a stale holder does undoes it. A harness without cancel
-//! ([`Harness::CANCEL`] `false`) checks only that it says so and changes nothing.
+//! Cancel: one atomic step ends the execution for good and its live lease with it; from
+//! that commit on every fenced write of the holder is `Lost`, nothing claims it and nothing
+//! a stale holder does undoes it. A harness without cancel ([`Harness::CANCEL`] `false`)
+//! checks only that it says so and changes nothing.
 
 use std::sync::Arc;
 

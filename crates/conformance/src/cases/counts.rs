@@ -1,6 +1,6 @@
-//! Issue 15, the operator command's `status`: `status_counts` counts a namespace's
-//! executions by effective status at the backend clock, in one atomic step, exactly as
-//! `get` of each would report them. A harness whose backend does not implement it
+//! The operator command's `status`: `status_counts` counts a namespace's executions by
+//! effective status at the backend clock, in one atomic step, exactly as `get` of each
+//! would report them. A harness whose backend does not implement it
 //! ([`Harness::STATUS_COUNTS`] `false`) checks only that it says so.
 
 use std::sync::Arc;

@@ -475,10 +475,10 @@ pub async fn dispatcher_ack_after_retries_resets_and_wakes_undelayed<H: Harness>
     dispatcher.shutdown(DEADLINE).await;
 }
 
-/// Issue 21 item 1: an execution cancelled while a dispatcher runs it is `Lost` at the
-/// next renewal, and the dispatcher cancels its worker (which sees [`Delivery::cancelled`]);
-/// nothing is acknowledged and the record stays cancelled. Without cancel
-/// ([`Harness::CANCEL`] `false`) it checks the refusal instead.
+/// Cancel while running: an execution cancelled while a dispatcher runs it is `Lost` at the
+/// next renewal, and the dispatcher cancels its worker (which sees
+/// [`Delivery::cancelled`]); nothing is acknowledged and the record stays cancelled.
+/// Without cancel ([`Harness::CANCEL`] `false`) it checks the refusal instead.
 pub async fn dispatcher_stops_a_cancelled_worker_at_its_next_renewal<H: Harness>(ctx: Arc<Ctx<H>>) {
     ctx.admit("order-42").await;
     let reason = lease_core::CancelReason::new("customer withdrew").expect("reason");
@@ -819,8 +819,9 @@ pub async fn dispatcher_paused_holder_every_fenced_write_lost<H: Harness>(ctx: A
     current_holder_completes(&ctx, &current_holder, &current).await;
 }
 
-/// Issue 24, prefetch: a lease held for a busy slot is a live lease that is either run by
-/// this dispatcher or released unrun, never both, and never run after its hold ended. At
+/// Prefetch (a dispatcher claims ahead for a slot still busy, so a drain does not wait for
+/// a claim between runs): a lease held for a busy slot is a live lease that is either run
+/// by this dispatcher or released unrun, never both, and never run after its hold ended. At
 /// concurrency 1 the first delivery answers at once (so the dispatcher knows a run time and
 /// prefetches), the second blocks; the leases held meanwhile pass their hold bound (the
 /// renewal interval, 100 ms of real time here) and are released: each then has one

@@ -1,6 +1,6 @@
-//! Issue 16: the rest of RFC 002's write table. `EffectClient.begin` and `settle`
-//! (idempotent by receipt), `EffectClient.wait` and store waiter registration (unfenced: a
-//! stale one causes at most one extra delivery). A harness without effects
+//! Effects and store waiters, the rest of RFC 002's write table. `EffectClient.begin` and
+//! `settle` (idempotent by receipt), `EffectClient.wait` and store waiter registration
+//! (unfenced: a stale one causes at most one extra delivery). A harness without effects
 //! ([`Harness::EFFECTS`] `false`) checks only that the backend says so.
 
 use std::sync::Arc;

@@ -1,8 +1,8 @@
-//! Issue 21 item 4, concurrency limits per key: never more live leases for one key than
-//! its limit, across every connection, counted in the claim's own atomic step; an ended or
-//! expired lease frees its place. A harness without them checks `Unsupported` (see
-//! [`crate::cases::priority`]); a run without keys ([`Harness::concurrency_limits`] `false`)
-//! checks that they are refused.
+//! Concurrency limits per key: never more live leases for one key than its limit, across
+//! every connection, counted in the claim's own atomic step; an ended or expired lease
+//! frees its place. A harness without them checks `Unsupported` (see
+//! [`crate::cases::priority`]); a run without keys ([`Harness::concurrency_limits`]
+//! `false`) checks that they are refused.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
-//! Issue 23 item 1, the console's live leases: `list_live_leases` lists exactly the
-//! executions holding a live lease at the backend clock (stored status running, lease not
-//! expired), soonest expiry first, then by id, at most `limit`, each as `get` returns it. A
-//! harness without it ([`Harness::LIVE_LEASES`] `false`) checks only that it says so; a bad
-//! limit is `InvalidInput` on every harness and changes nothing.
+//! The console's live leases: `list_live_leases` lists exactly the executions holding a
+//! live lease at the backend clock (stored status running, lease not expired), soonest
+//! expiry first, then by id, at most `limit`, each as `get` returns it. A harness without
+//! it ([`Harness::LIVE_LEASES`] `false`) checks only that it says so; a bad limit is
+//! `InvalidInput` on every harness and changes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! Issue 21 item 2, pause and resume: while a scope is paused no connection claims what it
-//! covers; live leases go on; resume wakes idle dispatchers. A harness without pause
-//! ([`Harness::PAUSE`] `false`) checks only that it says so.
+//! Pause and resume: while a scope is paused no connection claims what it covers; live
+//! leases go on; resume wakes idle dispatchers. A harness without pause ([`Harness::PAUSE`]
+//! `false`) checks only that it says so.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! Issue 10: work is picked up at once (wake-ups across connections, timers from the claim's
-//! next claimable instant), scheduled admission and batch admission.
+//! Work is picked up at once (wake-ups across connections, timers from the claim's next
+//! claimable instant), scheduled admission and batch admission.
 //!
 //! No case asserts a latency. The pickup cases run a dispatcher whose backstop poll is one
 //! hour, so it can only claim in time through a wake-up or its timer, and poll with a
@@ -146,9 +146,9 @@ pub async fn pickup_wake_by_peer_is_claimed<H: Harness>(ctx: Arc<Ctx<H>>) {
 /// redelivery delay passed, though nothing else happens.
 pub async fn pickup_expired_lease_is_reclaimed<H: Harness>(ctx: Arc<Ctx<H>>) {
     ctx.admit("order-42").await;
-    // The dispatcher would claim it at once: the peer holds it before the dispatcher starts,
-    // so every run exercises the reclaim (issue 25 item 13: the dispatcher used to start
-    // first and, winning the claim on most PostgreSQL and Redis runs, ended the case early).
+    // The dispatcher would claim it at once: the peer holds it before the dispatcher
+    // starts, so every run exercises the reclaim (had the dispatcher started first, it
+    // would win the claim on most PostgreSQL and Redis runs and the case would end early).
     let peer = ctx.peer().await;
     let now = ctx.now();
     let short = peer
@@ -344,9 +344,8 @@ pub async fn admit_batch_admits_each_like_admit<H: Harness>(ctx: Arc<Ctx<H>>) {
 }
 
 /// A batch retried after a call that admitted only some of its items (as a batch spread
-/// over partitions can fail half-way, issue 22) admits the rest, returns the earlier ones
-/// as stored, and a second retry changes nothing: every item is admitted once and claimed
-/// once.
+/// over partitions can fail half-way) admits the rest, returns the earlier ones as stored,
+/// and a second retry changes nothing: every item is admitted once and claimed once.
 pub async fn admit_batch_retry_after_a_partial_one_is_idempotent<H: Harness>(ctx: Arc<Ctx<H>>) {
     let b = ctx.backend();
     let batch: Vec<Admission> = (0..30)
@@ -447,7 +446,7 @@ pub async fn pickup_idle_dispatchers_claim_once_per_admission<H: Harness>(ctx: A
     ctx.admit("order-42").await;
     assert_eq!(next_run(&mut runs, "order-42").await, "order-42");
     // Count once every dispatcher reacted to the wake-up and the run was acknowledged
-    // (issue 25 item 14: events, not a fixed 300 ms that a slow machine outlasts).
+    // (events, not a fixed 300 ms wait that a slow machine outlasts).
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         let snapshots: Vec<_> = dispatchers.iter().map(Dispatcher::snapshot).collect();

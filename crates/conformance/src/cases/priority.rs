@@ -1,7 +1,6 @@
-//! Issue 21 item 3, priorities: a claim takes higher priorities first, then the earliest
-//! due time, then the smallest id. A harness without priorities and limits
-//! ([`Harness::PRIORITIES_AND_LIMITS`] `false`) checks that an admission using one is
-//! `Unsupported` and admits nothing.
+//! Priorities: a claim takes higher priorities first, then the earliest due time, then the
+//! smallest id. A harness without priorities and limits ([`Harness::PRIORITIES_AND_LIMITS`]
+//! `false`) checks that an admission using one is `Unsupported` and admits nothing.
 
 use std::sync::Arc;
 use std::time::Duration;

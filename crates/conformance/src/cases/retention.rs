@@ -1,6 +1,6 @@
-//! Issue 12, retention: `purge_terminal` removes terminal executions older than a cutoff
-//! with everything that names them, in one atomic step per call, and never touches a live
-//! or suspended execution. A harness whose backend does not implement it
+//! Retention: `purge_terminal` removes terminal executions older than a cutoff with
+//! everything that names them, in one atomic step per call, and never touches a live or
+//! suspended execution. A harness whose backend does not implement it
 //! ([`Harness::RETENTION`] `false`) checks only that it says so and changes nothing.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! The rules of design.md section 2 (RFC 001 as the design fixes it) that the RFC's tables
-//! do not spell out.
+//! The rules of the execution model (what each operation does to the stored record, which
+//! RFC 002 leaves to RFC 001) that the RFC's tables do not spell out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -948,9 +948,9 @@ async fn read_in_pages<H: Harness>(ctx: &Ctx<H>, id: &str, limit: u32) -> Vec<He
     panic!("paging did not end");
 }
 
-/// `list_steps_page` (issue 25 item 11): pages of any size return every step record of the
-/// execution exactly once, in `list_steps`'s order (step key byte order, then attempt), and
-/// nothing of another execution.
+/// `list_steps_page`: pages of any size return every step record of the execution exactly
+/// once, in `list_steps`'s order (step key byte order, then attempt), and nothing of
+/// another execution.
 pub async fn list_steps_page_returns_every_step_once_in_order<H: Harness>(ctx: Arc<Ctx<H>>) {
     ctx.admit("order-42").await;
     ctx.admit("order-43").await;

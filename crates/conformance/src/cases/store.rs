@@ -1,5 +1,5 @@
 //! Stores (RFC 005, reduced: idempotent by identity and by receipt) and starts (RFC 003,
-//! reduced: idempotent by request id), design.md section 2.
+//! reduced: idempotent by request id), as the execution model fixes them for every backend.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! `lease live`: the executions holding a live lease now
-//! ([`lease::ExecutionClient::list_live_leases`], issue 23 item 1), soonest expiry first.
+//! ([`lease::ExecutionClient::list_live_leases`]), soonest expiry first.
 
 use lease::{ExecutionRecord, LeaseBackend, Timestamp};
 

@@ -203,7 +203,7 @@ async fn check_failing(url: &str) {
         .assert_error(2, "--limit");
 }
 
-/// `live` lists the one live lease (`busy`) with its token (issue 23 item 1).
+/// `live` lists the one live lease (`busy`) with its token.
 async fn check_live(url: &str, backend: &Arc<dyn LeaseBackend>) {
     let busy = backend.get(&id("busy")).await.expect("get").expect("busy");
     let live = on(url, &["live", "--json"]).await.json();
@@ -245,7 +245,8 @@ async fn check_show(url: &str) {
     on(url, &["show", ""]).await.assert_error(2, "execution id");
 }
 
-/// `show` prints one bounded page of steps and how to get the next (issue 25 item 11).
+/// `show` prints one bounded page of steps and how to get the next, so an execution with
+/// many steps never floods the terminal.
 async fn check_show_pages(url: &str) {
     let first = on(url, &["show", "done-1", "--limit", "2", "--json"])
         .await

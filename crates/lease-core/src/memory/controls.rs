@@ -1,5 +1,5 @@
-//! The memory backend's controls (issue 21): cancel and the concurrency limits, each under
-//! the one lock like every other operation.
+//! The memory backend's controls: cancel and the concurrency limits, each under the one
+//! lock like every other operation.
 
 use crate::control::{CancelReason, ConcurrencyLimit, LimitScope};
 use crate::error::Result;

@@ -1,12 +1,12 @@
 -- `$1 id, $2 reason, $3 clock` -> (stored status, stored outcome, ended a live lease?,
--- notification count) (issue 21 item 1), or no row for an unknown id. The row is locked
--- `FOR NO KEY UPDATE` like acknowledge's, so a claim or fenced write is either before it
--- or sees the cancelled row (and is `Lost`). A terminal row is left as it is; otherwise
--- the effective record (an expired running lease ends unacknowledged: unacked + 1, with the
--- expiry's last error; a dead one, stored or by expiry, is cancellable too) becomes
--- cancelled with the reason as outcome, no lease, nothing due, ended now; token unchanged. The
--- history's open entry ends cancelled (a live lease) or expired at its expiry (schema v17).
--- A keyed execution freed a place for its key: the wake-up says "claimable now".
+-- notification count), or no row for an unknown id. The row is locked `FOR NO KEY UPDATE`
+-- like acknowledge's, so a claim or fenced write is either before it or sees the cancelled
+-- row (and is `Lost`). A terminal row is left as it is; otherwise the effective record (an
+-- expired running lease ends unacknowledged: unacked + 1, with the expiry's last error; a
+-- dead one, stored or by expiry, is cancellable too) becomes cancelled with the reason as
+-- outcome, no lease, nothing due, ended now; token unchanged. The history's open entry ends
+-- cancelled (a live lease) or expired at its expiry (schema v17). A keyed execution freed a
+-- place for its key: the wake-up says "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT e.id, e.status, e.outcome, e.lease_expires_at, e.concurrency_key

@@ -1,5 +1,5 @@
--- `$1 key (NULL: the namespace default), $2 clock` -> (removed?, notification count)
--- (issue 21 item 4). Deletes the scope's row; a removed limit notifies "claimable now".
+-- `$1 key (NULL: the namespace default), $2 clock` -> (removed?, notification count).
+-- Deletes the scope's row; a removed limit notifies "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($2::bigint, {now}) AS now),
 gone AS (
     DELETE FROM {s}.concurrency_limits l WHERE l.key IS NOT DISTINCT FROM $1

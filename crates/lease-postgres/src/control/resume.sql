@@ -1,5 +1,5 @@
--- `$1 workflow (NULL: the namespace), $2 clock` -> (was paused?, notification count)
--- (issue 21 item 2). A resumed scope wakes dispatchers "claimable now", like admit.
+-- `$1 workflow (NULL: the namespace), $2 clock` -> (was paused?, notification count).
+-- A resumed scope wakes dispatchers "claimable now", like admit.
 WITH clk AS MATERIALIZED (SELECT COALESCE($2::bigint, {now}) AS now),
 gone AS (
     DELETE FROM {s}.paused_scopes p WHERE p.workflow IS NOT DISTINCT FROM $1

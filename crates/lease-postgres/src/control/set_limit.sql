@@ -1,8 +1,7 @@
 -- `$1 key (NULL: the namespace default), $2 limit, $3 clock` -> (changed?, notification
--- count) (issue 21 item 4). Upserts the scope's row of `concurrency_limits`; a changed
--- limit notifies "claimable now" (a raised one frees places; a lowered one wakes
--- dispatchers that then claim nothing more, which is harmless). Claims read the table in
--- their own statements.
+-- count). Upserts the scope's row of `concurrency_limits`; a changed limit notifies
+-- "claimable now" (a raised one frees places; a lowered one wakes dispatchers that then
+-- claim nothing more, which is harmless). Claims read the table in their own statements.
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 up AS (
     INSERT INTO {s}.concurrency_limits AS l (key, max_leases) VALUES ($1, $2)

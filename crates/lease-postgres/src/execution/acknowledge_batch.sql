@@ -1,9 +1,9 @@
 -- `$1 ids text[], $2 tokens bigint[], $3 new statuses text[], $4 outcomes text[] (NULL for
 -- suspended), $5 clock` -> one row per item in item order: (item number from 1, current
 -- token, status; both NULL for an unknown execution, acknowledged?, notification count).
--- The ids must be distinct (`check_ack_batch`). One notification: the earliest wake of
--- the items acknowledged as suspended with one, or now when an item held a keyed lease
--- (it frees a place of its key, issue 21 item 4).
+-- The ids must be distinct (`check_ack_batch`). One notification: the earliest wake of the
+-- items acknowledged as suspended with one, or now when an item held a keyed lease (it
+-- frees a place of its key).
 --
 -- Each item is the single `acknowledge.sql` applied independently, in one statement: the
 -- items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their

@@ -25,13 +25,13 @@
 -- due at once, so its dispatcher claims again immediately; concurrent claims skip them
 -- meanwhile.
 --
--- Concurrency limits (issue 21 item 4): this statement cannot count a key's live leases
--- race-free (its snapshot predates a concurrent claim's commit). When limits exist and a
--- picked row has a key some limit applies to (its own or the namespace default), `gated`
--- is true: it claims nothing and says so in the summary row, and the caller runs the key
--- gate's transaction (`gate.rs`). The same for an ordered or rate-limited key (schema v16,
--- `key_policies`). With no limit or policy stored (one probe of each empty table) or no
--- keyed row among the first n, it claims as before limits existed.
+-- Concurrency limits: this statement cannot count a key's live leases race-free (its
+-- snapshot predates a concurrent claim's commit). When limits exist and a picked row has a
+-- key some limit applies to (its own or the namespace default), `gated` is true: it claims
+-- nothing and says so in the summary row, and the caller runs the key gate's transaction
+-- (`gate.rs`). The same for an ordered or rate-limited key (schema v16, `key_policies`).
+-- With no limit or policy stored (one probe of each empty table) or no keyed row among the
+-- first n, it claims as before limits existed.
 --
 -- `claim_take.sql` then claims the picked rows (the transition, written once).
 WITH RECURSIVE clk AS MATERIALIZED (

@@ -1,8 +1,8 @@
--- The keyed claim (issue 21 item 4; DESIGN "How each backend gates its claims"): `claim.sql`
--- with every concurrency limit checked, in ONE statement. `$1 request now, $2 clock, $3
--- limit, $4 lease ms, $5 delays` (`claim.sql`'s) -> `claim.sql`'s rows (leases in claim
--- order, then the summary row, `gated` false). Run instead of `claim.sql` once a claim met
--- a limited key (`gate.rs`).
+-- The keyed claim (DESIGN "How each backend gates its claims"): `claim.sql` with every
+-- concurrency limit checked, in ONE statement. `$1 request now, $2 clock, $3 limit, $4
+-- lease ms, $5 delays` (`claim.sql`'s) -> `claim.sql`'s rows (leases in claim order, then
+-- the summary row, `gated` false). Run instead of `claim.sql` once a claim met a limited
+-- key (`gate.rs`).
 --
 -- 1. `{candidates}` as in `claim.sql`, leaving out rows whose key is at its limit, or that
 --    its ordering or rate holds back, in this statement's snapshot (`{open}`), so a

@@ -10,12 +10,12 @@
 -- instead of issuing a token twice. `{unblocked}` is the horizon's test that a row due now
 -- is not held back by its key (`true` in `claim.sql`), applied after a short claim only
 -- (`due_unlocked`): after a full one, `unpicked` reports the next claimable row whatever
--- its key (counting that key's live leases there cost the keyed claim ~0.09 ms, issue 21);
--- a row held back by a full key then costs a dispatcher one short claim, whose horizon
--- leaves it out. The claim copies the workflow's own redelivery policy onto the row (schema
--- v17, like the attempt limit; the delay after this delivery follows it) and appends the
--- delivery to the row's history (`history_claim`), closing a taken-over lease's entry as
--- expired at its expiry; a death by expiry closes it the same way.
+-- its key (counting that key's live leases there cost the keyed claim ~0.09 ms); a row held
+-- back by a full key then costs a dispatcher one short claim, whose horizon leaves it out.
+-- The claim copies the workflow's own redelivery policy onto the row (schema v17, like the
+-- attempt limit; the delay after this delivery follows it) and appends the delivery to the
+-- row's history (`history_claim`), closing a taken-over lease's entry as expired at its
+-- expiry; a death by expiry closes it the same way.
 attempt_rules AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit,
         EXISTS (SELECT 1 FROM {s}.redelivery_policies) AS any_policy

@@ -1,4 +1,4 @@
--- lease-postgres schema version 10: the claim's priority order (issue 21 items 3 and 4).
+-- lease-postgres schema version 10: the claim's priority order.
 --
 -- Claims take higher priorities first, then (due, id). Version 7's waiting index listed
 -- rows by (sort_due, id) only, so a claim in priority order would have read every due row

@@ -1,10 +1,10 @@
 -- lease-postgres schema version 11: a stored concurrency key no `ConcurrencyKey` can hold
--- makes a row undecodable (issue 21). Version 9 added the `concurrency_key` column without
--- teaching `record_problem` the key's rules, so a key written by something else (empty,
--- over 255 bytes, a control character) passed the claim's decodability test and failed the
--- decoder after the claim committed: a lease issued to nobody, on every claim that picked the
--- row. The key follows every name's rules (lease-core's `check_name`); NULL is no key.
--- Version 9's function is kept under a new name, as version 9 kept version 5's.
+-- makes a row undecodable. Version 9 added the `concurrency_key` column without teaching
+-- `record_problem` the key's rules, so a key written by something else (empty, over 255
+-- bytes, a control character) passed the claim's decodability test and failed the decoder
+-- after the claim committed: a lease issued to nobody, on every claim that picked the row.
+-- The key follows every name's rules (lease-core's `check_name`); NULL is no key. Version
+-- 9's function is kept under a new name, as version 9 kept version 5's.
 ALTER FUNCTION {s}.record_problem RENAME TO record_problem_v9;
 
 CREATE FUNCTION {s}.record_problem(

@@ -1,12 +1,11 @@
 -- lease-postgres schema version 12: the live leases of a concurrency key counted in a
--- snapshot of their own, so a claim counts, in one statement, the leases committed after
--- it started (issue 21). The key gate's claim (`execution/claim_keyed.sql`) takes a key's
--- advisory lock and then calls this: a VOLATILE PL/pgSQL function's query takes a fresh
--- snapshot under READ COMMITTED, so it sees every lease the lock's previous holder
--- committed before releasing the lock (a SQL function could be inlined into the calling
--- statement and count in that statement's older snapshot). Under REPEATABLE READ or
--- SERIALIZABLE the snapshot would be the transaction's: refused (SQLSTATE LT002) rather
--- than counted stale.
+-- snapshot of their own, so a claim counts, in one statement, the leases committed after it
+-- started. The key gate's claim (`execution/claim_keyed.sql`) takes a key's advisory lock
+-- and then calls this: a VOLATILE PL/pgSQL function's query takes a fresh snapshot under
+-- READ COMMITTED, so it sees every lease the lock's previous holder committed before
+-- releasing the lock (a SQL function could be inlined into the calling statement and count
+-- in that statement's older snapshot). Under REPEATABLE READ or SERIALIZABLE the snapshot
+-- would be the transaction's: refused (SQLSTATE LT002) rather than counted stale.
 CREATE FUNCTION {s}.live_leases(key text, now bigint)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE

@@ -1,4 +1,4 @@
--- lease-postgres schema version 14: the live leases by expiry (issue 23 item 1).
+-- lease-postgres schema version 14: the live leases by expiry.
 --
 -- `list_live_leases` lists the running rows whose lease has not expired, soonest expiry
 -- first, then by id, at most `limit`: the console's namespace page shows the first 50. No

@@ -1,4 +1,4 @@
--- lease-postgres schema version 3: the claim reports the next claimable instant (issue 10).
+-- lease-postgres schema version 3: the claim reports the next claimable instant.
 --
 -- The claim statement returns, with its leases, the earliest claimable_at over the schema's
 -- non-terminal executions after the claim, so an idle dispatcher sleeps until exactly then.

@@ -1,12 +1,12 @@
--- lease-postgres schema version 5: rows the library cannot decode are never claimed
--- (issue 11). Such rows can only be written by something else (the column types allow what
--- lease-core's types refuse). A claim decodes its rows after the statement committed, so a
--- claimed undecodable row would be a lease issued to nobody; instead the claim (and its
--- horizon) skip every row for which this returns a problem, and `list_corrupt` lists them.
--- The rules are exactly the decoder's (rows.rs, lease-core's name and count types):
--- names 1..=255 bytes without control characters (Unicode Cc: U+0001-U+001F, U+007F-U+009F;
--- text cannot hold U+0000), a known status, a non-negative token, an unacknowledged count
--- that fits a u32, and an outcome on every terminal row.
+-- lease-postgres schema version 5: rows the library cannot decode are never claimed (one
+-- bad row must not stop every claim). Such rows can only be written by something else (the
+-- column types allow what lease-core's types refuse). A claim decodes its rows after the
+-- statement committed, so a claimed undecodable row would be a lease issued to nobody;
+-- instead the claim (and its horizon) skip every row for which this returns a problem, and
+-- `list_corrupt` lists them. The rules are exactly the decoder's (rows.rs, lease-core's
+-- name and count types): names 1..=255 bytes without control characters (Unicode Cc:
+-- U+0001-U+001F, U+007F-U+009F; text cannot hold U+0000), a known status, a non-negative
+-- token, an unacknowledged count that fits a u32, and an outcome on every terminal row.
 
 CREATE FUNCTION {s}.record_problem(
     id text, workflow text, status text, token bigint, unacked bigint, outcome text

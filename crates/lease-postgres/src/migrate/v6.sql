@@ -1,4 +1,4 @@
--- lease-postgres schema version 6: retention (issue 12, `purge_terminal`).
+-- lease-postgres schema version 6: retention (`purge_terminal`).
 --
 -- A purge takes the terminal executions acknowledged before a cutoff, oldest first: this
 -- partial index holds only terminal rows, by the instant of their terminal acknowledgement

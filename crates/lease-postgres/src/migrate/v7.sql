@@ -1,5 +1,5 @@
--- lease-postgres schema version 7: split claim indexes, so a claim's cost does not grow with
--- the leases running (issue 12).
+-- lease-postgres schema version 7: split claim indexes, so a claim's cost does not grow
+-- with the leases running.
 --
 -- Version 2's one index listed every row with a claimable_at by (sort_due, id), running rows
 -- included: a running row keeps the due time it was claimed at, so every claim walked past

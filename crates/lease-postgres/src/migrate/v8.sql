@@ -1,4 +1,4 @@
--- lease-postgres schema version 8: effects (RFC 004, reduced) and store waiters (issue 16).
+-- lease-postgres schema version 8: effects (RFC 004, reduced) and store waiters.
 --
 -- effects: one row per effect id. `result` is NULL while the effect is pending and the first
 -- settled result (canonical JSON text) afterwards, set together with `settled_at`; `waiting`

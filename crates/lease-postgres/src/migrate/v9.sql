@@ -1,4 +1,4 @@
--- lease-postgres schema version 9: operator controls (issue 21).
+-- lease-postgres schema version 9: operator controls.
 --
 -- Cancel: a terminal status 'cancelled' whose outcome is the reason (the status check,
 -- `record_problem` and the retention index learn it). Priorities and

@@ -1,10 +1,10 @@
 -- RFC 001's wake (`ExecutionRecord::request_wake`) of the executions in the statement's
 -- `wake_targets` CTE (columns id, at, delays: the execution, the wake instant and the
 -- redelivery delays parameter), spliced as `{wake}` after it: two CTEs, `woken` (the rows
--- changed) and `note` (their wake-up). Terminal (dead included): no-op; stored status running: folded into
--- wake_after_claim (no notification: the acknowledgement or the lease's end decides);
--- otherwise into due_at, notifying the row's new `claimable_at`. Written once, for
--- `request_wake` and for the wakes of effect settles and store updates (issue 16).
+-- changed) and `note` (their wake-up). Terminal (dead included): no-op; stored status
+-- running: folded into wake_after_claim (no notification: the acknowledgement or the
+-- lease's end decides); otherwise into due_at, notifying the row's new `claimable_at`.
+-- Written once, for `request_wake` and for the wakes of effect settles and store updates.
 woken AS (
     UPDATE {s}.executions e SET
         wake_after_claim = CASE WHEN e.status = 'running'

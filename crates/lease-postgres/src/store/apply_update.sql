@@ -1,7 +1,7 @@
--- Statement 3: `$1 store, $2 entry key, $3 new value (NULL: absent), $4 applied,
--- $5 execution, $6 step key, $7 previous, $8 clock, $9 delays` -> (notification count):
--- writes the entry when applied and records the receipt. An applied op also takes the
--- entry's store waiters (one-shot, issue 16) and wakes them (`statements/wake.sql` at the backend's now).
+-- Statement 3: `$1 store, $2 entry key, $3 new value (NULL: absent), $4 applied, $5
+-- execution, $6 step key, $7 previous, $8 clock, $9 delays` -> (notification count): writes
+-- the entry when applied and records the receipt. An applied op also takes the entry's
+-- store waiters (one-shot) and wakes them (`statements/wake.sql` at the backend's now).
 WITH clk AS MATERIALIZED (SELECT COALESCE($8::bigint, {now}) AS now),
 del AS (
     DELETE FROM {s}.store_entries

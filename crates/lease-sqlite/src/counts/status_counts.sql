@@ -1,9 +1,9 @@
--- status_counts (issue 15): ?1 namespace, ?2 the backend clock (ms) -> (effective status or
--- 'corrupt', count). A running row whose lease has expired (or has no expiry) counts as its
--- delivery ended: dead if that expiry used its last attempt, else suspended if a delivery
--- was ever acknowledged as suspended, else admitted (ExecutionRecord::effective).
--- Quarantined rows and rows of an unknown status are 'corrupt'. One read of the namespace's
--- rows in the caller's transaction (one snapshot).
+-- status_counts (the operator command's `status`): ?1 namespace, ?2 the backend clock (ms)
+-- -> (effective status or 'corrupt', count). A running row whose lease has expired (or has
+-- no expiry) counts as its delivery ended: dead if that expiry used its last attempt, else
+-- suspended if a delivery was ever acknowledged as suspended, else admitted
+-- (ExecutionRecord::effective). Quarantined rows and rows of an unknown status are
+-- 'corrupt'. One read of the namespace's rows in the caller's transaction (one snapshot).
 SELECT CASE
         WHEN corrupt IS NOT NULL
             OR status NOT IN ('admitted', 'running', 'suspended', 'completed', 'failed',

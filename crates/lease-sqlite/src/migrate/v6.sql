@@ -1,4 +1,4 @@
--- lease-sqlite schema version 6 (issue 16): effects (RFC 004, reduced) and store waiters.
+-- lease-sqlite schema version 6: effects (RFC 004, reduced) and store waiters.
 --
 -- lease_effects: one row per effect id and namespace. `result` is NULL while the effect is
 -- pending and the first settled result (canonical JSON text) afterwards, with `settled_at`

@@ -1,4 +1,4 @@
--- lease-sqlite schema version 7 (issue 21, cancel and pause).
+-- lease-sqlite schema version 7 (cancel and pause).
 --
 -- Cancelled executions are terminal: the retention walk's partial index now holds them too
 -- (their end instant is last_delivery_ended_at, written by the cancel).

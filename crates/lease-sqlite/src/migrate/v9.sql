@@ -1,4 +1,4 @@
--- lease-sqlite schema version 9 (issue 21, priorities and concurrency limits).
+-- lease-sqlite schema version 9 (priorities and concurrency limits).
 --
 -- lease_executions_claim_waiting now leads with priority: a claim walks one priority level
 -- at a time (highest first), in (claim_due_at, id) order within the level, so it stays a
