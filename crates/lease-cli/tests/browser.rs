@@ -217,7 +217,7 @@ async fn open_with_token(c: &Client, console: &common::Console) {
 
 /// The namespace page shows the counts, the live leases, the failing execution and no
 /// corrupt records; a lease claimed while it is open joins its live-lease list without a
-/// reload (issue 23 item 1).
+/// reload (an operator watching the page sees new claims as they happen).
 async fn namespace_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool) {
     c.goto(&format!("{base}/")).await.expect("open /");
     let counts = text_when(c, "#counts", |t| t.contains("admitted 3")).await;
