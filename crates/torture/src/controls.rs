@@ -342,6 +342,11 @@ pub struct ControlFigures {
     pub rate_peak: u64,
     /// Keys marked ordered (`--ordered-keys`, when the backend took them).
     pub ordered_keys: u32,
+    /// Claims of an ordered key at which another execution of the key was waiting (history
+    /// rule 13's figure: above 0, the ordering held executions back).
+    pub ordered_waits: u64,
+    /// The most executions of an ordered key waiting at one of its claims.
+    pub ordered_backlog: u64,
     /// The rules this backend left unjudged, each with why.
     pub not_judged: Vec<String>,
 }
@@ -392,6 +397,9 @@ impl ControlFigures {
         }
         f.dead = dead.len() as u64;
         f.attempt_peak = history::peak_attempts(ops);
+        let (waits, backlog) = history::ordered_backlog(ops);
+        f.ordered_waits = waits;
+        f.ordered_backlog = backlog as u64;
         f
     }
 }
@@ -423,12 +431,14 @@ impl std::fmt::Display for ControlFigures {
         writeln!(
             f,
             "  attempts: limit {limit}{own}, peak {} in a row, dead {}; rate {}, peak {} in a \
-             window; ordered keys {}",
+             window; ordered keys {}, {} claims with others of the key waiting (most {})",
             self.attempt_peak,
             self.dead,
             self.rate.as_deref().unwrap_or("unlimited"),
             self.rate_peak,
-            self.ordered_keys
+            self.ordered_keys,
+            self.ordered_waits,
+            self.ordered_backlog
         )?;
         for note in &self.not_judged {
             writeln!(f, "  NOT JUDGED: {note}")?;

@@ -264,3 +264,23 @@ fn rule_13_leaves_other_keys_alone() {
     ];
     assert!(order(&h).is_empty(), "{h:?}");
 }
+
+#[test]
+fn the_ordered_backlog_counts_claims_with_an_admitted_one_waiting() {
+    // e2 was admitted before e1's claim and first claimed after e1 completed: held back once.
+    let h = ordered(vec![
+        claim("e1", 1, 0),
+        completed("e1", 1, 5),
+        claim("e2", 2, 10),
+    ]);
+    assert_eq!(super::ordered_backlog(&h), (1, 1));
+    // The same line on a key that is not ordered holds nothing back by ordering.
+    let unordered: Vec<Op> = h
+        .into_iter()
+        .filter(|op| !matches!(op.kind, OpKind::SetKeyOrdering { .. }))
+        .collect();
+    assert_eq!(super::ordered_backlog(&unordered), (0, 0));
+    // Claimed in one call (e2 not waiting after e1's claim returned): no wait counted.
+    let together = ordered(vec![claim("e1", 1, 0), claim("e2", 2, 0)]);
+    assert_eq!(super::ordered_backlog(&together), (0, 0));
+}

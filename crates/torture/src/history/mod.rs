@@ -43,5 +43,6 @@ pub use check::check;
 pub use keys::peak_live_leases;
 pub use op::{Op, OpKind, OpResult, Rate, error_result};
 pub use options::CheckOptions;
+pub use ordering::ordered_backlog;
 pub use rate::peak_rate_window;
 pub use violation::Violation;

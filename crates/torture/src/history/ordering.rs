@@ -83,6 +83,66 @@ fn claims_in_admission_order(ops: &[Op], sets: &[Set<'_, bool>], out: &mut Vec<V
     }
 }
 
+/// How often an ordered key held executions back: the claims of a certainly ordered key's
+/// execution at which another execution of the key was waiting (its admission had returned
+/// accepted before the claim was invoked, its first claim was invoked after the claim
+/// returned), and the most waiting at one claim. With rule 13 passing, each waiting one was
+/// neither run beside the claimed one nor let past it, so a count above 0 shows the ordering
+/// bound (a rate on the key can hold them back as well).
+pub fn ordered_backlog(ops: &[Op]) -> (u64, usize) {
+    let sets = ordering_sets(ops);
+    if sets.is_empty() {
+        return (0, 0);
+    }
+    let keys = admitted_keys(ops);
+    let admitted = admission_spans(ops);
+    let claims: Vec<&Op> = ops
+        .iter()
+        .filter(|op| matches!(op.kind, OpKind::Claim { .. }) && op.result == OpResult::Accepted)
+        .collect();
+    let mut first_claim: BTreeMap<&str, i64> = BTreeMap::new();
+    for c in &claims {
+        let at = first_claim
+            .entry(c.execution.as_str())
+            .or_insert(c.start_us);
+        *at = (*at).min(c.start_us);
+    }
+    let mut by_key: BTreeMap<&str, Vec<(&str, i64, i64)>> = BTreeMap::new();
+    for (execution, first) in &first_claim {
+        let (Some(key), Some((_, Some(returned)))) = (keys.get(execution), admitted.get(execution))
+        else {
+            continue;
+        };
+        by_key
+            .entry(key)
+            .or_default()
+            .push((execution, *returned, *first));
+    }
+    let (mut waits, mut peak) = (0, 0);
+    for claim in &claims {
+        let execution = claim.execution.as_str();
+        let Some(key) = keys.get(execution) else {
+            continue;
+        };
+        if !certainly_ordered(&sets, key, claim) {
+            continue;
+        }
+        let waiting = by_key.get(key).map_or(0, |others| {
+            others
+                .iter()
+                .filter(|(x, returned, first)| {
+                    *x != execution && *returned < claim.start_us && *first > claim.end_us
+                })
+                .count()
+        });
+        if waiting > 0 {
+            waits += 1;
+            peak = peak.max(waiting);
+        }
+    }
+    (waits, peak)
+}
+
 /// Each execution's earliest admission that may have committed (invocation µs), and the
 /// earliest return of an accepted one (`None`: none accepted).
 fn admission_spans(ops: &[Op]) -> BTreeMap<&str, (i64, Option<i64>)> {
