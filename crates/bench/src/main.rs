@@ -38,6 +38,7 @@ mod fenced;
 mod fill;
 mod fixture;
 mod footprint;
+mod list;
 mod load;
 mod measure;
 mod ops;

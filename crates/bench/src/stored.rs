@@ -6,13 +6,15 @@
 //! * `scheduled`: all admitted (`admit_batch`) with `Admission::not_before` a day ahead;
 //! * `running`: `min(n, 10,000)` admitted and claimed with leases of one hour, the rest
 //!   completed;
-//! * `terminal`: all completed.
+//! * `terminal`: all completed;
+//! * `list`: the list API's store ([`crate::list`]), where `list_executions` pages are
+//!   measured instead of the four operations.
 //!
 //! Completed executions are copies of one the library completed, written server-side
 //! ([`crate::raw::Raw::clone_terminal`]). The operations' own working set (a few thousand
 //! due executions admitted as the measurement goes) comes on top. Afterwards, per backend,
 //! shape and operation: the cost ratio (time per call at the largest `n` over that at
-//! 10^3), against the target of 1.5.
+//! 10^3), against the target of 1.5 (the list's pages: 1.2).
 
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use crate::client::{Baseline, Library};
 use crate::error::{BenchError, Result};
 use crate::fill::{self, TEMPLATE};
 use crate::fixture::Fixture;
+use crate::list;
 use crate::measure::Sample;
 use crate::ops::{self, Op};
 use crate::raw::Raw;
@@ -37,11 +40,18 @@ pub enum Shape {
     Running,
     /// Completed.
     Terminal,
+    /// The list API's store ([`crate::list`]).
+    List,
 }
 
 impl Shape {
     /// Every shape, in report order.
-    pub const ALL: [Shape; 3] = [Shape::Scheduled, Shape::Running, Shape::Terminal];
+    pub const ALL: [Shape; 4] = [
+        Shape::Scheduled,
+        Shape::Running,
+        Shape::Terminal,
+        Shape::List,
+    ];
 
     /// Name in the report.
     pub fn name(self) -> &'static str {
@@ -49,6 +59,23 @@ impl Shape {
             Shape::Scheduled => "scheduled",
             Shape::Running => "running",
             Shape::Terminal => "terminal",
+            Shape::List => "list",
+        }
+    }
+
+    /// The names of the rows measured on this shape (after the group's name).
+    pub fn op_names(self) -> Vec<String> {
+        match self {
+            Shape::List => list::OPS.iter().map(|o| o.name()).collect(),
+            _ => OPS.iter().map(|o| o.name()).collect(),
+        }
+    }
+
+    /// The target of the cost ratio on this shape.
+    pub fn target(self) -> f64 {
+        match self {
+            Shape::List => list::TARGET,
+            _ => TARGET,
         }
     }
 }
@@ -85,6 +112,7 @@ pub async fn fill(fx: &Fixture, raw: &dyn Raw, shape: Shape, n: u64) -> Result<(
             let day_ahead = lease_core::Timestamp::from_millis(fill::unix_ms() + 86_400_000);
             fill::admit(&fx.lib, "s", 0, n, Some(day_ahead)).await?;
         }
+        Shape::List => return list::fill(fx, raw, n).await,
         Shape::Running | Shape::Terminal => {
             let running = if shape == Shape::Running {
                 n.min(RUNNING)
@@ -110,8 +138,8 @@ pub async fn fill(fx: &Fixture, raw: &dyn Raw, shape: Shape, n: u64) -> Result<(
     raw.settle().await
 }
 
-/// Measures the four operations on one fresh store holding `n` executions of `shape`:
-/// one row per operation.
+/// Measures the four operations (the list's pages on [`Shape::List`]) on one fresh store
+/// holding `n` executions of `shape`: one row per operation.
 pub async fn rows(
     kind: Kind,
     shape: Shape,
@@ -120,16 +148,23 @@ pub async fn rows(
     duration: Duration,
 ) -> Vec<Row> {
     let load = crate::load::one_minute();
-    let name = |op: Op| format!("{} {}", group(shape, n), op.name());
-    let made = measure(kind, shape, n, options, duration).await;
-    match made {
-        Ok(samples) => OPS
+    let unit = |name: &str| match shape {
+        Shape::List => "pages/s",
+        _ => OPS
             .iter()
+            .find(|op| op.name() == name)
+            .map_or("ops/s", |op| op.unit()),
+    };
+    match measure(kind, shape, n, options, duration).await {
+        Ok(samples) => shape
+            .op_names()
+            .into_iter()
             .zip(samples)
-            .map(|(&op, (l, r))| {
-                let mut row = Row::new(kind, name(op), op.unit(), Some(l), Some(r), load, None);
+            .map(|(op, (l, r))| {
+                let name = format!("{} {op}", group(shape, n));
+                let mut row = Row::new(kind, name, unit(&op), Some(l), r, load, None);
                 row.library_rounds = vec![l.rate()];
-                row.raw_rounds = vec![r.rate()];
+                row.raw_rounds = r.iter().map(Sample::rate).collect();
                 crate::progress::print(&row);
                 row
             })
@@ -156,7 +191,7 @@ async fn measure(
     n: u64,
     options: &Options,
     duration: Duration,
-) -> Result<Vec<(Sample, Sample)>> {
+) -> Result<Vec<(Sample, Option<Sample>)>> {
     let mut fx = Fixture::new(kind, options).await?;
     let result = async {
         let raw = fx
@@ -170,6 +205,10 @@ async fn measure(
             group(shape, n),
             started.elapsed().as_secs_f64()
         );
+        if shape == Shape::List {
+            let pages = list::measure(&fx, n, duration).await?;
+            return Ok(pages.into_iter().map(|p| (p, None)).collect());
+        }
         let lib = Library::new(fx.lib.clone())?;
         let baseline = Baseline(raw.clone());
         let mut out = Vec::new();
@@ -179,7 +218,7 @@ async fn measure(
             raw.settle().await?;
             let (l, r) = ops::measure(&lib, Some(&baseline), &mut fx, op, duration).await?;
             let r = r.ok_or_else(|| BenchError::Setup("no raw sample".into()))?;
-            out.push((l, r));
+            out.push((l, Some(r)));
         }
         Ok(out)
     }
@@ -219,12 +258,12 @@ pub fn ratios(rows: &[Row]) -> Vec<CostRatio> {
     let mut out = Vec::new();
     for kind in Kind::ALL {
         for shape in Shape::ALL {
-            for op in OPS {
+            for op in shape.op_names() {
                 let found: Vec<(u64, &Row)> = SIZES
                     .iter()
                     .chain(&[10_000])
                     .filter_map(|&n| {
-                        let name = format!("{} {}", group(shape, n), op.name());
+                        let name = format!("{} {op}", group(shape, n));
                         rows.iter()
                             .find(|r| r.backend == kind.name() && r.name == name)
                             .map(|r| (n, r))
@@ -248,13 +287,13 @@ pub fn ratios(rows: &[Row]) -> Vec<CostRatio> {
                 out.push(CostRatio {
                     backend: kind.name(),
                     shape: shape.name(),
-                    op: op.name(),
+                    op,
                     small: small.0,
                     large: large.0,
                     library,
                     raw: ratio(small.1.raw, large.1.raw),
-                    target: TARGET,
-                    met: library.map(|r| r <= TARGET),
+                    target: shape.target(),
+                    met: library.map(|r| r <= shape.target()),
                 });
             }
         }

@@ -1,11 +1,14 @@
 //! The operator console's cost: `lease ui` as its own process over a store of
-//! [`STORED`] executions ([`stored::fill`]'s `running` shape: 10,000 live leases, the rest
-//! completed), measured from outside over loopback HTTP:
+//! [`STORED`] executions, and of [`LARGE`] (each [`stored::fill`]'s `running` shape: 10,000
+//! live leases, the rest completed), measured from outside over loopback HTTP:
 //!
-//! * `ui namespace page` / `ui execution page`: pages served per second, one request at a
-//!   time, each a fresh connection (`Connection: close`), for one round; the target is a
-//!   page in under 200 ms, i.e. more than [`crate::row::UI_PAGES_PER_SEC`];
-//! * `ui idle cpu` / `ui idle io`: the console with nobody watching, over one round: its CPU
+//! * `ui namespace page` / `ui execution page` / `ui executions page` (the newest page of
+//!   the executions list), and the same pages at [`LARGE`] (`ui 10^6 namespace page`, ...):
+//!   pages served per second, one request at a time, each a fresh connection
+//!   (`Connection: close`), for one round; the target is a page in under 200 ms, i.e. more
+//!   than [`crate::row::UI_PAGES_PER_SEC`];
+//! * `ui idle cpu` / `ui idle io` (at [`STORED`] only): the console with nobody watching,
+//!   over one round: its CPU
 //!   time (ms of CPU per second, `/proc/PID/stat`) and the bytes it read and wrote per
 //!   second (`/proc/PID/io`, sockets included: a query to the store would show there). Both
 //!   should be 0: without a watcher the console reads nothing.
@@ -29,27 +32,60 @@ use crate::raw::clone_id;
 use crate::row::Row;
 use crate::stored::{self, Shape};
 
-/// The rows, in report order.
-pub const NAMES: [&str; 4] = [
-    "ui namespace page",
-    "ui execution page",
-    "ui idle cpu",
-    "ui idle io",
+/// The pages measured: (name after `ui ` and the size, path).
+const PAGES: [(&str, &str); 3] = [
+    ("namespace page", "/"),
+    ("execution page", "/execution?id="),
+    ("executions page", "/executions"),
 ];
+
+/// The idle rows (at [`STORED`] only).
+const IDLE: [&str; 2] = ["ui idle cpu", "ui idle io"];
 
 /// Executions in the measured store.
 pub const STORED: u64 = 100_000;
 
-/// Appends the console rows of `kind` (none when no row is selected).
-pub async fn rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
-    if !NAMES.iter().any(|n| options.selected(n)) {
-        return;
+/// Executions in the larger store (when `--stored-max` allows it).
+pub const LARGE: u64 = 1_000_000;
+
+/// The rows measured on a store of `n` executions, in report order (the idle rows only at
+/// the first size).
+pub fn names(n: u64) -> Vec<String> {
+    let first = n < LARGE;
+    let mut out: Vec<String> = PAGES
+        .iter()
+        .map(|(page, _)| match first {
+            true => format!("ui {page}"),
+            false => format!("ui {} {page}", stored::size_name(n)),
+        })
+        .collect();
+    if first {
+        out.extend(IDLE.iter().map(|n| (*n).to_owned()));
     }
+    out
+}
+
+/// Appends the console rows of `kind` (none when no row is selected): at [`STORED`] (or
+/// `--stored-max` when smaller), then at [`LARGE`] when `--stored-max` allows it.
+pub async fn rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
+    let mut sizes = vec![STORED.min(options.stored_max)];
+    if options.stored_max >= LARGE {
+        sizes.push(LARGE);
+    }
+    for n in sizes {
+        if names(n).iter().any(|name| options.selected(name)) {
+            size_rows(kind, options, n, rows).await;
+        }
+    }
+}
+
+/// The selected rows of one store of `n` executions.
+async fn size_rows(kind: Kind, options: &Options, n: u64, rows: &mut Vec<Row>) {
     let load = crate::load::one_minute();
-    match measure(kind, options).await {
+    match measure(kind, options, n).await {
         Ok(samples) => {
             for (name, unit, sample) in samples {
-                let row = Row::new(kind, name.into(), unit, Some(sample), None, load, None);
+                let row = Row::new(kind, name, unit, Some(sample), None, load, None);
                 crate::progress::print(&row);
                 rows.push(row);
             }
@@ -57,7 +93,7 @@ pub async fn rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
         Err(e) => {
             let row = Row::new(
                 kind,
-                "ui".into(),
+                format!("ui ({})", stored::size_name(n)),
                 "-",
                 None,
                 None,
@@ -70,21 +106,27 @@ pub async fn rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
     }
 }
 
-/// (row name, unit, sample) of every selected row, on one filled store.
+/// (row name, unit, sample) of every selected row, on one store filled with `n`.
 async fn measure(
     kind: Kind,
     options: &Options,
-) -> Result<Vec<(&'static str, &'static str, Sample)>> {
+    n: u64,
+) -> Result<Vec<(String, &'static str, Sample)>> {
     let fx = Fixture::new(kind, options).await?;
     let result = async {
         let raw = fx.raw_client().await?;
-        let n = STORED.min(options.stored_max);
+        let started = Instant::now();
         stored::fill(&fx, raw.as_ref(), Shape::Running, n).await?;
+        eprintln!(
+            "lease-bench: {kind:?} console store of {} filled in {:.1}s",
+            stored::size_name(n),
+            started.elapsed().as_secs_f64()
+        );
         let spec = fx
             .spec()
             .ok_or_else(|| BenchError::Setup("no store another process can open".into()))?;
         let mut console = Console::start(&spec).await?;
-        let measured = console.rows(options).await;
+        let measured = console.rows(options, &names(n)).await;
         console.stop().await;
         measured
     }
@@ -161,23 +203,28 @@ impl Console {
         })
     }
 
-    /// Every selected row: the two pages, then the idle window.
+    /// Every selected row of `names` ([`names`]): the pages, then the idle window.
     async fn rows(
         &mut self,
         options: &Options,
-    ) -> Result<Vec<(&'static str, &'static str, Sample)>> {
-        let execution = format!("/execution?id={}", clone_id("r", 0));
+        names: &[String],
+    ) -> Result<Vec<(String, &'static str, Sample)>> {
         let mut out = Vec::new();
-        for (name, path) in [(NAMES[0], "/"), (NAMES[1], execution.as_str())] {
+        for (name, (_, path)) in names.iter().zip(PAGES) {
             if options.selected(name) {
-                let sample = pages(&self.addr, path, options.round()).await?;
-                out.push((name, "pages/s", sample));
+                let path = match path.ends_with('=') {
+                    true => format!("{path}{}", clone_id("r", 0)),
+                    false => path.to_owned(),
+                };
+                let sample = pages(&self.addr, &path, options.round()).await?;
+                out.push((name.clone(), "pages/s", sample));
             }
         }
-        if options.selected(NAMES[2]) || options.selected(NAMES[3]) {
+        let idle = &names[PAGES.len()..];
+        if idle.iter().any(|n| options.selected(n)) {
             let (cpu, io) = self.idle(options.round()).await?;
-            out.push((NAMES[2], "CPU ms/s", cpu));
-            out.push((NAMES[3], "bytes/s", io));
+            out.push((IDLE[0].to_owned(), "CPU ms/s", cpu));
+            out.push((IDLE[1].to_owned(), "bytes/s", io));
         }
         Ok(out)
     }
@@ -310,6 +357,28 @@ mod tests {
         assert_eq!(
             console_url(&spec),
             "redis://127.0.0.1:6379?namespace=bench-y"
+        );
+    }
+
+    #[test]
+    fn the_larger_store_has_its_own_page_rows_and_no_idle_rows() {
+        assert_eq!(
+            names(STORED),
+            [
+                "ui namespace page",
+                "ui execution page",
+                "ui executions page",
+                "ui idle cpu",
+                "ui idle io"
+            ]
+        );
+        assert_eq!(
+            names(LARGE),
+            [
+                "ui 10^6 namespace page",
+                "ui 10^6 execution page",
+                "ui 10^6 executions page"
+            ]
         );
     }
 

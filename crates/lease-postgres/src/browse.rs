@@ -1,11 +1,12 @@
 //! `list_executions` for [`PostgresBackend`] ([`lease_core::browse`]): one statement per
-//! filter shape (`browse/page.sql`), each walking one index in admission order (schema
-//! v16) backwards from the cursor, so a page costs the same however many rows are stored.
+//! filter shape, each reading an index of every field the filter names, in admission order
+//! backwards from the cursor (schema v18), so a page costs the same however many rows are
+//! stored and reads no row it skips: with a status (or no field), one walk of that index
+//! (`browse/page.sql`); with a workflow and/or a key but no status, one walk per status,
+//! merged (`browse/merged.sql`).
 //!
 //! The cursor is `a<n>`: the admission number of the last record of the previous page
-//! (the next page starts below it). Which index a page walks is fixed per shape, the most
-//! selective field set first (key, then workflow, then status): the sessions' generic plans
-//! would otherwise choose once per connection from the statistics of that moment.
+//! (the next page starts below it).
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use crate::rows::{self, EXECUTION_COLUMNS, col};
 use crate::statements::{BrowseSql, Renderer};
 
 const PAGE: &str = include_str!("browse/page.sql");
+const MERGED: &str = include_str!("browse/merged.sql");
 
 /// The filter fields, as (parameter, column): status, workflow, key.
 const FIELDS: [(&str, &str); 3] = [
@@ -30,30 +32,32 @@ const FIELDS: [(&str, &str); 3] = [
 /// The page statement for one filter shape: bit `i` of `mask` set when field `i` of
 /// [`FIELDS`] is filtered on.
 fn page_statement(r: &Renderer, mask: usize) -> Arc<str> {
-    let lead = (0..FIELDS.len()).rev().find(|i| mask & (1 << i) != 0);
-    let mut rest = Vec::new();
+    let by_status = mask & 1 != 0;
+    // Without a status, the names are matched inside the per-status walks (on `i`).
+    let table = if by_status || mask == 0 { "e" } else { "i" };
+    let mut matched = Vec::new();
+    let mut unused = Vec::new();
     for (i, (param, column)) in FIELDS.iter().enumerate() {
-        if Some(i) == lead {
-            continue;
-        }
-        rest.push(if mask & (1 << i) != 0 {
-            format!("(e.{column} || '') = {param}")
+        if mask & (1 << i) == 0 {
+            unused.push(format!("{param} IS NULL"));
+        } else if i == 0 {
+            matched.push(format!("e.{column} = {param}"));
         } else {
-            format!("{param} IS NULL")
-        });
-    }
-    let lead = match lead {
-        Some(i) => {
-            let (param, column) = FIELDS[i];
-            format!("e.{column} = {param} AND e.{column} IS NOT NULL")
+            matched.push(format!(
+                "{table}.{column} = {param} AND {table}.{column} IS NOT NULL"
+            ));
         }
+    }
+    let template = match (by_status, mask) {
         // `executions_admitted`'s predicate: only this shape can walk that index.
-        None => "e.admission_seq > 0".to_owned(),
+        (false, 0) => PAGE.replace("{match}", "e.admission_seq > 0"),
+        (true, _) => PAGE.replace("{match}", &matched.join(" AND ")),
+        (false, _) => MERGED.replace("{match}", &matched.join(" AND ")),
     };
-    let template = PAGE
-        .replace("{lead}", &lead)
-        .replace("{rest}", &rest.join(" AND "));
-    r.render(&template)
+    if unused.is_empty() {
+        unused.push("true".to_owned());
+    }
+    r.render(&template.replace("{unused}", &unused.join(" AND ")))
 }
 
 /// This module's statements, rendered for one schema.
@@ -138,7 +142,7 @@ mod tests {
     }
 
     #[test]
-    fn every_shape_walks_its_lead_field_and_binds_every_parameter() {
+    fn every_shape_matches_each_field_it_filters_on_and_binds_every_parameter() {
         let r = Renderer::new("\"t\"", "lease_wake_t");
         let shapes = statements(&r);
         for (mask, sql) in shapes.pages.iter().enumerate() {
@@ -146,10 +150,25 @@ mod tests {
                 assert!(sql.contains(&format!("${n}")), "{mask}: ${n} in {sql}");
             }
             assert!(!sql.contains('{'), "{sql}");
+            // No field is tested in a form an index cannot match.
+            assert!(!sql.contains("|| ''"), "{mask}: {sql}");
         }
         assert!(shapes.pages[0].contains("WHERE e.admission_seq > 0"));
-        assert!(shapes.pages[7].contains("e.concurrency_key = $3::text AND"));
-        assert!(shapes.pages[3].contains("e.workflow = $2::text AND"));
-        assert!(shapes.pages[1].contains("e.status = $1::text AND"));
+        assert!(shapes.pages[1].contains("e.status = $1::text"));
+        assert!(shapes.pages[7].contains(
+            "e.status = $1::text AND e.workflow = $2::text AND e.workflow IS NOT NULL AND \
+             e.concurrency_key = $3::text"
+        ));
+        for merged in [2, 4, 6] {
+            assert!(
+                shapes.pages[merged].contains("CROSS JOIN LATERAL"),
+                "{merged}"
+            );
+            assert!(
+                shapes.pages[merged].contains("$1::text IS NULL"),
+                "{merged}"
+            );
+        }
+        assert!(shapes.pages[6].contains("i.workflow = $2::text AND i.workflow IS NOT NULL"));
     }
 }

@@ -250,10 +250,10 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 17 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 18 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
-        // version 16's indexes and sequence).
+        // version 16's and 18's indexes and the sequence).
         let mut conn = admin().await;
         exec(
             &mut conn,
@@ -437,18 +437,18 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 17,
-/// workflows' redelivery policies and delivery histories), so connecting runs exactly one
-/// migration again, one that alters `executions`.
+/// SQL that turns a current schema back into the version before it (undoes version 18,
+/// the browse indexes of every filtered field), so connecting runs exactly one migration
+/// again, one that builds indexes on `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 17, "undo the new latest version here");
+    assert_eq!(SCHEMA_VERSION, 18, "undo the new latest version here");
     format!(
-        "DROP TABLE \"{schema}\".redelivery_policies; \
-         DROP FUNCTION \"{schema}\".history_claim, \"{schema}\".history_end, \
-             \"{schema}\".claimable_after, \"{schema}\".policy_delay; \
-         ALTER TABLE \"{schema}\".executions DROP COLUMN redelivery_base_ms, \
-             DROP COLUMN redelivery_factor, DROP COLUMN redelivery_cap_ms, \
-             DROP COLUMN deliveries; \
+        "DROP INDEX \"{schema}\".executions_browse_workflow, \
+             \"{schema}\".executions_browse_key, \"{schema}\".executions_browse_key_workflow; \
+         CREATE INDEX executions_admitted_by_workflow ON \"{schema}\".executions \
+             (workflow, admission_seq) WHERE workflow IS NOT NULL; \
+         CREATE INDEX executions_admitted_by_key ON \"{schema}\".executions \
+             (concurrency_key, admission_seq) WHERE concurrency_key IS NOT NULL; \
          UPDATE \"{schema}\".lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )

@@ -5,10 +5,11 @@
 //! grow with what is stored: `lease_executions_admitted` for no filter,
 //! `lease_executions_by_status` for a status alone, and for a workflow or a key
 //! `lease_executions_by_workflow` / `lease_executions_by_key`, which lead with the name and
-//! the status. Without a status those are walked once per status (seven short ranges) and
-//! merged. A filter on both a workflow and a key walks the key's index and tests the
-//! workflow on each row, so that page grows with the key's executions of other workflows.
-//! The walks read only (admitted_seq, rowid) from the index; the page's rows are then
+//! the status, and for a workflow and a key together `lease_executions_by_key_workflow`
+//! (key, workflow, status: schema v14). Without a status those are walked once per status
+//! (seven short ranges) and merged. Every filtered field is in the walked index, so a page
+//! reads the entries it lists (plus one per range, for the next cursor) and nothing it
+//! skips. The walks read only (admitted_seq, rowid) from the index; the page's rows are then
 //! loaded by rowid, in the same transaction.
 //!
 //! The cursor is `s<admitted_seq>` of the page's last record: the next page starts below it.
@@ -31,7 +32,7 @@ pub(crate) const BY_STATUS: &str = include_str!("browse/by_status.sql");
 pub(crate) const BY_WORKFLOW: &str = include_str!("browse/by_workflow.sql");
 /// [`BY_STATUS`] and `$5 key`.
 pub(crate) const BY_KEY: &str = include_str!("browse/by_key.sql");
-/// [`BY_KEY`] and `$6 workflow`.
+/// [`BY_KEY`] and `$6 workflow`, through the index of both.
 pub(crate) const BY_KEY_WORKFLOW: &str = include_str!("browse/by_key_workflow.sql");
 /// `$1 rowid` -> the row in `execution_columns!` order.
 const LOAD_ROW: &str = include_str!("browse/load_row.sql");
@@ -208,7 +209,7 @@ mod tests {
             (
                 super::BY_KEY_WORKFLOW,
                 6,
-                "lease_executions_by_key (namespace=? AND concurrency_key=? AND status=? AND admitted_seq<?)",
+                "lease_executions_by_key_workflow (namespace=? AND concurrency_key=? AND workflow=? AND status=? AND admitted_seq<?)",
             ),
         ] {
             let plan = plan(sql, params);

@@ -1,5 +1,7 @@
 //! `status_counts` (the operator command's `status`): executions by effective status, in
-//! the caller's one read transaction.
+//! the caller's one read transaction, from indexes only (`counts/status_counts.sql`): one entry per stored row
+//! of the status index, and the rows of the running and quarantined ones. Still a walk of
+//! one index entry per stored execution, but no read of every row.
 
 use lease_core::StatusCounts;
 use rusqlite::{Connection, params};
@@ -7,7 +9,7 @@ use rusqlite::{Connection, params};
 use crate::error::{OpError, OpResult};
 use crate::scope::Scope;
 
-/// `?1 namespace, ?2 now` -> (effective status or `corrupt`, count).
+/// `?1 namespace, ?2 now` -> (effective status or `corrupt`, count), to be summed by name.
 const STATUS_COUNTS: &str = include_str!("counts/status_counts.sql");
 
 /// Counts the namespace's executions by effective status at the scope's clock.
@@ -26,4 +28,22 @@ pub(crate) fn status_counts(conn: &Connection, scope: &Scope) -> OpResult<Status
         counts.add_named(&status, n);
     }
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::transitions::tests::plan;
+
+    #[test]
+    fn counting_reads_indexes_and_never_scans_the_rows() {
+        let plan = plan(super::STATUS_COUNTS, 2);
+        for index in [
+            "COVERING INDEX lease_executions_by_status (namespace=?)",
+            "INDEX lease_executions_corrupt (namespace=?)",
+            "INDEX lease_executions_running (namespace=?)",
+        ] {
+            assert!(plan.contains(index), "{index}: {plan}");
+        }
+        assert!(!plan.contains("SCAN lease_executions"), "{plan}");
+    }
 }

@@ -117,6 +117,13 @@ async fn corrupt_records_are_skipped_quarantined_and_listed() {
     assert_eq!(ids, ["a-bad-status", "c-bad-type"]);
     assert!(corrupt[0].problem.contains("status"), "{:?}", corrupt[0]);
     assert!(corrupt.iter().all(|c| !c.problem.is_empty()), "{corrupt:?}");
+    // Counted as corrupt, whatever status they hold (one an unknown one), and nowhere else.
+    let counts = b.status_counts().await.expect("status_counts");
+    assert_eq!(
+        (counts.running, counts.corrupt, counts.admitted),
+        (2, 2, 0),
+        "{counts:?}"
+    );
     // Quarantined: out of the claim index, so later claims (and the horizon) skip it.
     b.admit(&Admission::new(id("e-later")))
         .await

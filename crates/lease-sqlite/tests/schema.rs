@@ -273,7 +273,8 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP TABLE lease_redelivery_policies;
+            "DROP INDEX lease_executions_by_key_workflow;
+             DROP TABLE lease_redelivery_policies;
              ALTER TABLE lease_executions DROP COLUMN redelivery_policy;
              ALTER TABLE lease_executions DROP COLUMN deliveries;
              DROP INDEX lease_executions_admitted;

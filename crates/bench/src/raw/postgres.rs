@@ -237,6 +237,15 @@ impl Raw for RawPostgres {
         .collect()
     }
 
+    async fn settle(&self) -> Result<()> {
+        let s = quoted(&self.schema);
+        sqlx::raw_sql(AssertSqlSafe(format!("ANALYZE {s}.executions, {s}.steps")))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", "analyze", e))?;
+        Ok(())
+    }
+
     async fn purge(&self, limit: usize) -> Result<usize> {
         let rows = sqlx::query(AssertSqlSafe(self.purge.as_str()))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
@@ -250,9 +259,14 @@ impl Raw for RawPostgres {
         const OP: &str = "clone_terminal";
         let s = quoted(&self.schema);
         for (table, id_column) in [("executions", "id"), ("steps", "execution_id")] {
+            // Every column but the admission number: its default takes the next one from
+            // the schema's sequence, as an admission does, so each copy has its own place
+            // in the admission order (its index is unique) and `list_executions` pages
+            // through the copies.
             let cols: Vec<String> = sqlx::query_scalar(
                 "SELECT column_name::text FROM information_schema.columns
                  WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER'
+                   AND column_name <> 'admission_seq'
                  ORDER BY ordinal_position",
             )
             .bind(&self.schema)

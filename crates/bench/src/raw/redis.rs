@@ -51,18 +51,38 @@ return #ids
 /// its `done` entry) as ids `ARGV[2] .. %09d` of `ARGV[3]` up to `ARGV[4]` (excluded),
 /// counted in the namespace's status counters as the library counts a record (issue 23:
 /// each copy carries the template's counting generation `cg`, so the counters add them).
+/// Each copy takes the next admission sequence `sq` and is listed in the browse sets of
+/// its status, workflow and key, as an admission and the transitions list a record
+/// (`ls:<status>`, `\31w\31<workflow>`, `\31k\31<key>`, `\31wk\31<workflow>\31<key>`),
+/// so `list_executions` pages through the copies.
 const CLONE: &str = r"
 local P = KEYS[1]
 local rec = redis.call('HGETALL', P .. 'exec:' .. ARGV[1])
 local steps = redis.call('HGETALL', P .. 'steps:' .. ARGV[1])
 local score = redis.call('ZSCORE', P .. 'done', ARGV[1])
 if #rec == 0 or not score then return redis.error_reply('template is not terminal') end
+local field = {}
+for i = 1, #rec, 2 do field[rec[i]] = i + 1 end
+if not field['sq'] then
+  rec[#rec + 1] = 'sq'
+  rec[#rec + 1] = '0'
+  field['sq'] = #rec
+end
+local st, wf, ck = rec[field['st']], field['wf'] and rec[field['wf']], field['ck'] and rec[field['ck']]
+local base = P .. 'ls:' .. st
+local sets = {base}
+if wf then sets[#sets + 1] = base .. '\31w\31' .. wf end
+if ck then sets[#sets + 1] = base .. '\31k\31' .. ck end
+if wf and ck then sets[#sets + 1] = base .. '\31wk\31' .. wf .. '\31' .. ck end
 local from, to = tonumber(ARGV[3]), tonumber(ARGV[4])
 for i = from, to - 1 do
   local id = ARGV[2] .. string.format('%09d', i)
+  local sq = string.format('%.0f', redis.call('INCR', P .. 'seq'))
+  rec[field['sq']] = sq
   redis.call('HSET', P .. 'exec:' .. id, unpack(rec))
   if #steps > 0 then redis.call('HSET', P .. 'steps:' .. id, unpack(steps)) end
   redis.call('ZADD', P .. 'done', score, id)
+  for _, key in ipairs(sets) do redis.call('ZADD', key, sq, id) end
 end
 local v = redis.call('HMGET', P .. 'exec:' .. ARGV[1], 'st', 'cg')
 if v[2] and v[2] == redis.call('HGET', P .. 'counts', 'g') then

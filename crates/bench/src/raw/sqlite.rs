@@ -417,7 +417,9 @@ impl RawSqlite {
     }
 
     /// [`Raw::clone_terminal`] (sync): `INSERT .. SELECT` over a recursive series, every
-    /// column copied from the template but the id, 100,000 rows per transaction.
+    /// column copied from the template but the id and the admission position (each copy
+    /// takes the next one, as an admission would, so `list_executions` pages through the
+    /// copies), 100,000 rows per transaction.
     pub fn clone_terminal_sync(
         &self,
         template: &str,
@@ -445,6 +447,8 @@ impl RawSqlite {
                 .map(|c| {
                     if c == id_column {
                         "printf('%s%09d', ?4, g.i)".to_owned()
+                    } else if c == "admitted_seq" {
+                        "?6 + g.i".to_owned()
                     } else {
                         format!("t.\"{c}\"")
                     }
@@ -469,8 +473,21 @@ impl RawSqlite {
                     i64::try_from(at).unwrap_or(0),
                     i64::try_from(end).unwrap_or(0),
                 );
+                // The copies follow every stored execution in admission order.
+                let last: i64 = tx
+                    .query_row(
+                        "SELECT COALESCE((SELECT admitted_seq FROM lease_executions
+                         WHERE namespace = ?1 ORDER BY admitted_seq DESC LIMIT 1), 0)",
+                        params![self.namespace],
+                        |r| r.get(0),
+                    )
+                    .map_err(err(OP))?;
+                let base = last + 1 - a;
                 let made = tx
-                    .execute(&executions, params![self.namespace, a, b, prefix, template])
+                    .execute(
+                        &executions,
+                        params![self.namespace, a, b, prefix, template, base],
+                    )
                     .map_err(err(OP))?;
                 if made != usize::try_from(end - at).unwrap_or(0) {
                     return Err(raw("sqlite", OP, format!("cloned {made} of {}", end - at)));
