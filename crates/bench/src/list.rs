@@ -6,7 +6,7 @@
 //! no raw counterpart. The cost ratio (time per page at the largest `n` over that at 10^3)
 //! is held against [`TARGET`].
 //!
-//! The store ([`fill`]) is built so that a page which walks one field's index and tests the
+//! The store ([`fill()`]) is built so that a page which walks one field's index and tests the
 //! others on each row (rather than walking an index of every field it filters on) grows with
 //! `n`: [`RARE`] admitted executions of workflow [`W_RARE`] and key [`K_RARE`], a fixed
 //! number, spread over ten blocks of admission order among three populations that grow with
