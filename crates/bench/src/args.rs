@@ -14,7 +14,8 @@ executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 
 admit_batch x1000, for each backend, next to the same SQL statements / Lua scripts issued
 without the library (the raw baseline). Then the wake-up rows (issue 10), with dispatchers
 in child processes of this binary where the store can be shared: pickup latency (cross-process
-and in-process) beside the bare change signal, timer lateness (not_before, request_wake),
+and in-process) beside the bare change signal, the same with admissions made inside the
+application's transaction beside plain admits (pickup in-tx), timer lateness (not_before, request_wake),
 redelivery delay after a SIGKILL or an abandoned claim, idle claim calls beside the server's
 own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the issue 13
 rows (not on memory): a fenced application transaction (one row into an application table of the
@@ -32,7 +33,8 @@ PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Th
 rows (not on memory): controls claim (claim_due x1 at 10^3, 10^5, 10^6 stored executions with
 4 priority levels and 100 concurrency keys, 20 limited, interleaved with the same claim on a
 plain store and the raw claim there; the cost ratio mixed/plain), controls drain c1, c8 (the
-drain with priorities, keys and limits beside the plain drain and the raw pipeline) and
+drain with priorities, keys and limits beside the plain drain and the raw pipeline), controls
+drain configured c1, c8, c64 (every control set, none binding, beside the plain drain) and
 controls cancel (p50/p99 of cancel -> the dispatcher's worker cancelled, against the renewal
 interval). Then, with redis, the shard rows: one namespace of 20,000 jobs drained at C = 64
 by a worker process on a standalone redis-server (1 and 6 partitions) and on Redis Clusters of

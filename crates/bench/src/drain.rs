@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::anchors::{Cost, Probe};
 use crate::args::{Kind, Options};
-use crate::controls::mix::Mix;
+use crate::controls::setup::Setup;
 use crate::e2e::Engine;
 use crate::error::{BenchError, Context, Result};
 use crate::fill;
@@ -62,23 +62,23 @@ pub async fn sample(
     place: Place,
     options: &Options,
 ) -> Result<Sample> {
-    sample_mixed(kind, side, c, jobs, place, options, None).await
+    sample_controlled(kind, side, c, jobs, place, options, None).await
 }
 
-/// One run as [`sample`], the jobs admitted with `mix`'s priorities and concurrency keys
-/// and its limits set first when given (issue 21: the drain with controls in use).
-pub async fn sample_mixed(
+/// One run as [`sample`], with `setup`'s controls set first and the jobs admitted as it
+/// says when given (the drain with controls in use).
+pub async fn sample_controlled(
     kind: Kind,
     side: Side,
     c: usize,
     jobs: u64,
     place: Place,
     options: &Options,
-    mix: Option<&Mix>,
+    setup: Option<&Setup>,
 ) -> Result<Sample> {
     let mut fx = Fixture::new(kind, options).await?;
     let drainer = Drainer { c, tuned: false };
-    let result = run(&mut fx, side, drainer, jobs, place, &Probe::None, mix).await;
+    let result = run(&mut fx, side, drainer, jobs, place, &Probe::None, setup).await;
     let (sample, _) = fx.remove_after(result).await?;
     Ok(sample)
 }
@@ -136,10 +136,10 @@ async fn run(
     jobs: u64,
     place: Place,
     probe: &Probe,
-    mix: Option<&Mix>,
+    setup: Option<&Setup>,
 ) -> Result<(Sample, Cost)> {
     let c = drainer.c;
-    admit_jobs(fx, jobs, mix).await?;
+    admit_jobs(fx, jobs, setup).await?;
     // PostgreSQL: ANALYZE after the bulk admission, as autovacuum would soon after (on a
     // fresh table without statistics its planner walks the whole backlog per claim). Not on
     // Redis, which has nothing to settle (and whose raw client opens no cluster URL).
@@ -207,13 +207,13 @@ async fn run(
     Ok((sample, cost))
 }
 
-/// Admits the `jobs` to drain, due now: plain, or with `mix`'s priorities and keys after
-/// setting its limits.
-async fn admit_jobs(fx: &Fixture, jobs: u64, mix: Option<&Mix>) -> Result<()> {
-    match mix {
-        Some(mix) => {
-            mix.set_limits(&fx.lib).await?;
-            fill::admit_each(&fx.lib, "d", 0, jobs, |i, a| mix.apply(i, a)).await
+/// Admits the `jobs` to drain, due now: plain, or as `setup` says after setting its
+/// controls.
+async fn admit_jobs(fx: &Fixture, jobs: u64, setup: Option<&Setup>) -> Result<()> {
+    match setup {
+        Some(setup) => {
+            setup.set(&fx.lib).await?;
+            fill::admit_each(&fx.lib, "d", 0, jobs, |i, a| setup.apply(i, a)).await
         }
         None => fill::admit(&fx.lib, "d", 0, jobs, None).await,
     }

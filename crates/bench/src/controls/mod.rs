@@ -10,7 +10,8 @@
 //!   gate), which separates what the limit check costs.
 //! * `controls drain c1`, `c8` ([`drain`]): 20,000 admitted with the mix, drained by a worker
 //!   process, beside the plain drain and the raw pipeline on a plain store, runs alternating;
-//!   `controls drain unlimited c1`, `c8` without limits.
+//!   `controls drain unlimited c1`, `c8` without limits; `controls drain configured c1`,
+//!   `c8`, `c64` with every control set and none binding ([`setup::CONFIGURED`]).
 //! * `controls cancel` ([`cancel`]): `cancel()` -> the dispatcher's worker sees its delivery
 //!   cancelled, against the renewal interval.
 
@@ -19,11 +20,12 @@ mod cells;
 pub mod claim;
 pub mod drain;
 pub mod mix;
+pub mod setup;
 
 use serde::Serialize;
 
 use crate::args::{Kind, Options};
-use mix::{CLAIM_MIX, DRAIN_MIX, DRAIN_UNLIMITED_MIX, UNLIMITED_MIX};
+use mix::{CLAIM_MIX, UNLIMITED_MIX};
 
 /// The issue 21 rows of one run.
 #[derive(Debug, Default, Serialize)]
@@ -86,11 +88,11 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut ControlRows) {
             }
         }
     }
-    for mix in [DRAIN_MIX, DRAIN_UNLIMITED_MIX] {
-        for c in drain::CONCURRENCY {
-            if options.selected(&drain::name(&mix, c)) {
+    for setup in drain::setups() {
+        for &c in drain::concurrency(&setup) {
+            if options.selected(&drain::name(&setup, c)) {
                 rows.drain
-                    .push(drain::row(kind, &mix, c, options, crate::drain::JOBS).await);
+                    .push(drain::row(kind, &setup, c, options, crate::drain::JOBS).await);
             }
         }
     }

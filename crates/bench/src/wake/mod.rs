@@ -8,6 +8,11 @@
 //!   default options, empty handler); this process admits one execution every
 //!   [`PICKUP_EVERY`]; latency = the worker's start minus the admit call's start, both on the
 //!   system clock in µs. Raw bound: the backend's bare change signal ([`signal`]).
+//! - `pickup in-tx cross-process` / `pickup in-tx in-process` (SQLite): the same idle
+//!   dispatcher, admissions made inside the application's own transaction ([`tx_admit`])
+//!   alternating with plain admits; latency = the worker's start minus the start of the
+//!   admit call in the transaction. Beside it, in the raw column, the plain admits of the
+//!   same series; target: p50 and p99 at most [`TX_PICKUP_RATIO`] times theirs.
 //! - `timer not_before +500ms`: admissions scheduled 500 ms ahead; lateness = the worker's
 //!   start minus the scheduled instant. `timer request_wake +500ms`: an execution whose
 //!   first delivery acknowledged suspended (no wake), then woken 500 ms ahead with
@@ -27,6 +32,7 @@
 mod series;
 pub mod servers;
 pub mod signal;
+mod tx_admit;
 pub mod worker;
 
 pub use series::{PICKUP_EVERY, WARMUP};
@@ -56,6 +62,11 @@ const RECLAIM_SAMPLES: usize = 5;
 pub const HERD: usize = 4;
 /// The longest wait for one delivery to start.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pickup of a transactional admission: its p50 and p99 at most this times the plain
+/// admit's, measured in the same series ("unchanged" within the series' own jitter).
+pub const TX_PICKUP_RATIO: f64 = 1.2;
+/// The names of the transactional-admission pickup rows start so.
+const TX_PICKUP: &str = "pickup in-tx";
 
 /// A latency distribution in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -103,6 +114,8 @@ pub struct LatencyTarget {
     pub p99: Option<f64>,
     /// max at most this.
     pub max: Option<f64>,
+    /// p50 and p99 at most this times those of the series beside (the raw column).
+    pub beside: Option<f64>,
 }
 
 impl LatencyTarget {
@@ -112,9 +125,15 @@ impl LatencyTarget {
             Some(LatencyTarget {
                 p50,
                 p99,
-                max: None,
+                ..LatencyTarget::default()
             })
         };
+        if name.starts_with(TX_PICKUP) {
+            return (kind != Kind::Memory).then_some(LatencyTarget {
+                beside: Some(TX_PICKUP_RATIO),
+                ..LatencyTarget::default()
+            });
+        }
         if name.starts_with("pickup") {
             return match (kind, name.ends_with("in-process")) {
                 (Kind::Redis, _) => t(Some(1.5), Some(4.0)),
@@ -136,10 +155,21 @@ impl LatencyTarget {
         None
     }
 
-    fn met(&self, d: &Dist) -> bool {
-        self.p50.is_none_or(|t| d.p50 <= t)
-            && self.p99.is_none_or(|t| d.p99 <= t)
-            && self.max.is_none_or(|t| d.max <= t)
+    /// Whether `d` meets the target; `None` when it is relative and `beside` is missing.
+    fn met(&self, d: &Dist, beside: Option<&Dist>) -> Option<bool> {
+        let relative = match self.beside {
+            Some(x) => {
+                let b = beside?;
+                d.p50 <= x * b.p50 && d.p99 <= x * b.p99
+            }
+            None => true,
+        };
+        Some(
+            relative
+                && self.p50.is_none_or(|t| d.p50 <= t)
+                && self.p99.is_none_or(|t| d.p99 <= t)
+                && self.max.is_none_or(|t| d.max <= t),
+        )
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -152,6 +182,9 @@ impl LatencyTarget {
         }
         if let Some(v) = self.max {
             parts.push(format!("max <= {v}"));
+        }
+        if let Some(v) = self.beside {
+            parts.push(format!("p50, p99 <= {v}x the plain admit's"));
         }
         parts.join(", ")
     }
@@ -166,9 +199,10 @@ pub struct LatencyRow {
     pub name: String,
     /// The library's latencies (ms).
     pub library: Option<Dist>,
-    /// The raw bound's latencies (ms).
+    /// The raw bound's latencies (ms); for the `pickup in-tx` rows, the plain admits of the
+    /// same series.
     pub raw: Option<Dist>,
-    /// What the raw bound is.
+    /// What the raw bound is (or the plain admits).
     pub raw_is: &'static str,
     /// Cross-process pickup rows: also a raw admit + raw claim in this process (the
     /// statements' own cost, which the bare signal leaves out), ms.
@@ -230,6 +264,12 @@ pub fn latency_names(kind: Kind) -> Vec<&'static str> {
     if matches!(kind, Kind::Sqlite | Kind::Memory) {
         names.push("pickup in-process");
     }
+    if kind != Kind::Memory {
+        names.push("pickup in-tx cross-process");
+    }
+    if kind == Kind::Sqlite {
+        names.push("pickup in-tx in-process");
+    }
     names.extend([
         "timer not_before +500ms",
         "timer request_wake +500ms",
@@ -260,7 +300,9 @@ pub async fn run(kind: Kind, options: &Options, rows: &mut WakeRows) {
             Ok((library, raw, raw_is, raw_statements, counters)) => LatencyRow {
                 backend: kind.name(),
                 name: name.to_owned(),
-                met: target.zip(library).map(|(t, d)| t.met(&d)),
+                met: target
+                    .zip(library)
+                    .and_then(|(t, d)| t.met(&d, raw.as_ref())),
                 library,
                 raw,
                 raw_is,
@@ -387,6 +429,18 @@ async fn latency_on(fx: &mut Fixture, name: &str, options: &Options) -> Result<L
             };
             let (lib, c) = pickup(fx, cross, n).await?;
             Ok((Dist::of(lib), Dist::of(raw), raw_is, statements, c))
+        }
+        "pickup in-tx cross-process" | "pickup in-tx in-process" => {
+            let n = samples(duration, PICKUP_EVERY);
+            let cross = name.ends_with("cross-process");
+            let ((in_tx, plain), c) = pickup_in_tx(fx, cross, n).await?;
+            Ok((
+                Dist::of(in_tx),
+                Dist::of(plain),
+                "plain admit, alternating in the same series",
+                None,
+                c,
+            ))
         }
         "timer not_before +500ms" | "timer request_wake +500ms" => {
             let every = Duration::from_millis(100);
@@ -518,6 +572,27 @@ async fn raw_pickup(fx: &Fixture, n: usize) -> Result<(Vec<f64>, &'static str)> 
     Ok((out, "raw admit + raw claim"))
 }
 
+/// Admits `id` through the library, due now; the instant (µs) just before the call.
+async fn plain_admit(fx: &Fixture, id: &ExecutionId) -> Result<i64> {
+    let t0 = unix_us();
+    fx.lib
+        .admit(&Admission::new(id.clone()))
+        .await
+        .context(|| "admit".into())?;
+    Ok(t0)
+}
+
+/// The latency (ms) of each of `sent` (id, admission instant in µs): its delivery's start
+/// minus that instant.
+async fn latencies(events: &Events, sent: &[(ExecutionId, i64)]) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(sent.len());
+    for (id, t0) in sent {
+        let e = wait_start(events, id, 0).await?;
+        out.push((e.at_us - t0) as f64 / 1000.0);
+    }
+    Ok(out)
+}
+
 /// Pickup latencies (ms) of `n` admissions, one every [`PICKUP_EVERY`].
 async fn pickup(fx: &Fixture, cross: bool, n: usize) -> Result<(Vec<f64>, Counters)> {
     let events = Arc::new(Events::default());
@@ -528,23 +603,59 @@ async fn pickup(fx: &Fixture, cross: bool, n: usize) -> Result<(Vec<f64>, Counte
         for i in 0..n + WARMUP {
             tick.tick().await;
             let id = id("p", i)?;
-            let t0 = unix_us();
-            fx.lib
-                .admit(&Admission::new(id.clone()))
-                .await
-                .context(|| "admit".into())?;
+            let t0 = plain_admit(fx, &id).await?;
             sent.push((id, t0));
         }
-        let mut out = Vec::with_capacity(n);
-        for (i, (id, t0)) in sent.iter().enumerate() {
-            let e = wait_start(&events, id, 0).await?;
-            if i >= WARMUP {
-                out.push((e.at_us - t0) as f64 / 1000.0);
-            }
-        }
-        Ok(out)
+        let all = latencies(&events, &sent).await?;
+        Ok(all.into_iter().skip(WARMUP).collect())
     })
     .await
+}
+
+/// Pickup latencies (ms) of `n` admissions inside the application's transaction and `n`
+/// plain admits, alternating one every [`PICKUP_EVERY`] to the same idle dispatcher (in a
+/// child process when `cross`): (in the transaction, plain).
+async fn pickup_in_tx(
+    fx: &Fixture,
+    cross: bool,
+    n: usize,
+) -> Result<((Vec<f64>, Vec<f64>), Counters)> {
+    let admitter = tx_admit::TxAdmitter::new(fx).await?;
+    let events = Arc::new(Events::default());
+    let measured = async {
+        let w = worker(fx, WorkerSpec::idle(), &events, cross).await?;
+        with_workers(vec![w], async |_| {
+            let mut tick = ticker(PICKUP_EVERY);
+            let mut sent = Vec::with_capacity(2 * (n + WARMUP));
+            for i in 0..2 * (n + WARMUP) {
+                tick.tick().await;
+                let in_tx = i.is_multiple_of(2);
+                let id = id(if in_tx { "x" } else { "p" }, i)?;
+                let t0 = if in_tx {
+                    admitter.admit(&id).await?
+                } else {
+                    plain_admit(fx, &id).await?
+                };
+                sent.push((id, t0));
+            }
+            let all = latencies(&events, &sent).await?;
+            let mut series = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for (i, l) in all.into_iter().enumerate().skip(2 * WARMUP) {
+                if i.is_multiple_of(2) {
+                    series.0.push(l);
+                } else {
+                    series.1.push(l);
+                }
+            }
+            Ok(series)
+        })
+        .await
+    }
+    .await;
+    let removed = admitter.remove().await;
+    let out = measured?;
+    removed?;
+    Ok(out)
 }
 
 /// The timer floor: one execution admitted due now, a tokio sleep until an instant 30 ms
@@ -965,11 +1076,76 @@ mod tests {
         let r = LatencyTarget::of(Kind::Postgres, "redelivery after kill").expect("reclaim");
         assert_eq!(r.max, Some(10.0));
         let d = Dist::of(vec![1.0, 2.0, 3.0]).expect("d");
-        assert!(
+        assert_eq!(
             LatencyTarget::of(Kind::Memory, "timer not_before +500ms")
                 .expect("timer")
-                .met(&d)
+                .met(&d, None),
+            Some(true)
         );
+    }
+
+    #[test]
+    fn the_in_tx_pickup_target_is_relative_to_the_plain_admits() {
+        let t = LatencyTarget::of(Kind::Postgres, "pickup in-tx cross-process").expect("pg");
+        assert_eq!(
+            (t.p50, t.p99, t.beside),
+            (None, None, Some(TX_PICKUP_RATIO))
+        );
+        assert!(
+            t.describe().contains("1.2x the plain admit's"),
+            "{}",
+            t.describe()
+        );
+        assert!(LatencyTarget::of(Kind::Memory, "pickup in-tx cross-process").is_none());
+        let plain = Dist::of(vec![1.0, 2.0, 10.0]).expect("plain");
+        let same = Dist::of(vec![1.1, 2.2, 11.0]).expect("same");
+        let slower = Dist::of(vec![1.1, 3.0, 11.0]).expect("slower");
+        assert_eq!(t.met(&same, Some(&plain)), Some(true));
+        assert_eq!(t.met(&slower, Some(&plain)), Some(false));
+        assert_eq!(t.met(&same, None), None);
+        assert!(latency_names(Kind::Redis).contains(&"pickup in-tx cross-process"));
+        assert!(!latency_names(Kind::Redis).contains(&"pickup in-tx in-process"));
+        assert!(
+            !latency_names(Kind::Memory)
+                .iter()
+                .any(|n| n.starts_with(TX_PICKUP))
+        );
+    }
+
+    /// The in-tx pickup row end to end on SQLite, its dispatcher in this process (the test
+    /// binary cannot be the worker): selected by its name alone, both series complete, the
+    /// plain admits beside it in the table with the relative target.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_tx_pickup_row_runs_on_sqlite() {
+        let options = crate::args::parse(&[
+            "--only".into(),
+            "pickup in-tx in-process".into(),
+            "--duration".into(),
+            "200ms".into(),
+        ])
+        .expect("options");
+        let mut rows = WakeRows::default();
+        run(Kind::Sqlite, &options, &mut rows).await;
+        let [row] = rows.latency.as_slice() else {
+            panic!("one row expected: {:?}", rows.latency);
+        };
+        assert_eq!(row.error, None);
+        assert_eq!(row.name, "pickup in-tx in-process");
+        assert_eq!(
+            (row.library.map(|d| d.n), row.raw.map(|d| d.n)),
+            (Some(10), Some(10))
+        );
+        assert!(row.met.is_some());
+        let counters = row.counters.expect("counters");
+        assert!(counters.acknowledgements >= 30, "{counters:?}");
+        let table = crate::report::latency_markdown(&rows.latency);
+        assert!(
+            table.contains("| sqlite | pickup in-tx in-process | 10 |")
+                && table.contains("plain admit, alternating in the same series")
+                && table.contains("p50, p99 <= 1.2x the plain admit's"),
+            "{table}"
+        );
+        assert!(rows.cost.is_empty());
     }
 
     /// The measurements themselves, on the memory backend in this process: each must see
