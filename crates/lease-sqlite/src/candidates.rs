@@ -323,7 +323,7 @@ mod tests {
         let plan = plan(crate::control::KEY_LIVE, 3);
         assert!(
             plan.contains(
-                "COVERING INDEX lease_executions_keyed_live (namespace=? AND concurrency_key=? AND lease_expires_at>?)"
+                "COVERING INDEX lease_executions_by_key (namespace=? AND concurrency_key=? AND status=?)"
             ),
             "{plan}"
         );

@@ -169,7 +169,7 @@ const SET_LIMIT: &str = include_str!("control/set_limit.sql");
 const REMOVE_LIMIT: &str = include_str!("control/remove_limit.sql");
 
 /// `$1 namespace, $2 key, $3 now` -> the key's live leases (running, expiring after now):
-/// one range of `lease_executions_keyed_live`.
+/// the key's `running` range of `lease_executions_by_key`, the expiry tested in the index.
 pub(crate) const KEY_LIVE: &str = include_str!("control/key_live.sql");
 
 /// A limit scope's stored form in `lease_limits`: (kind, key; `''` for the default).

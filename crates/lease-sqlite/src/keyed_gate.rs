@@ -3,9 +3,10 @@
 //! and the writes here.
 //!
 //! * **Ordered keys**: the first time a claim meets a key that is ordered it reads the key's
-//!   line (`lease_executions_key_line`, its executions that are not terminal in admission
-//!   order: one seek, then the first row is nearly always the head) and the key's live
-//!   leases (one range of `lease_executions_keyed_live`). Only the head may be taken, and
+//!   line (its executions that are not terminal in admission order: the key's `admitted`,
+//!   `running` and `suspended` ranges of `lease_executions_by_key` merged, three seeks, then
+//!   the first row is nearly always the head) and the key's live leases (its `running`
+//!   range of the same index, filtered on the expiry it holds). Only the head may be taken, and
 //!   only while no execution of the key holds a live lease; once taken, the key is closed for
 //!   the rest of the claim.
 //! * **Rates**: the first time a claim meets a rate-limited key it reads the key's claim
@@ -284,12 +285,12 @@ mod tests {
             (
                 super::KEY_LINE,
                 2,
-                "INDEX lease_executions_key_line (namespace=? AND concurrency_key=?)",
+                "INDEX lease_executions_by_key (namespace=? AND concurrency_key=? AND status=?)",
             ),
             (
                 super::KEY_LIVE_UNTIL,
                 3,
-                "COVERING INDEX lease_executions_keyed_live (namespace=? AND concurrency_key=? AND lease_expires_at>?)",
+                "COVERING INDEX lease_executions_by_key (namespace=? AND concurrency_key=? AND status=?)",
             ),
             (
                 super::STARTS,

@@ -31,7 +31,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -40,7 +40,9 @@ pub const APPLICATION_ID: i32 = 0x4C53_4531;
 const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
+const MIGRATIONS: &[&str] = &[
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+];
 
 const V1: &str = include_str!("migrate/v1.sql");
 
@@ -98,6 +100,11 @@ const V13: &str = include_str!("migrate/v13.sql");
 /// Version 14: browsing by a workflow and a key together walks an index of both
 /// (`lease_executions_by_key_workflow`), so its page does not grow with what is stored.
 const V14: &str = include_str!("migrate/v14.sql");
+
+/// Version 15: a keyed execution's writes keep one key-led index up to date instead of
+/// three (`lease_executions_by_key` with the lease expiry serves the concurrency limit's
+/// live-lease count and the ordered key's line).
+const V15: &str = include_str!("migrate/v15.sql");
 
 /// `$1 name` -> 1 when the table exists.
 const HAS_TABLE: &str = include_str!("migrate/has_table.sql");

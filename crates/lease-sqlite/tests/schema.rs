@@ -281,7 +281,6 @@ async fn a_version_3_file_migrates_and_purges() {
              DROP INDEX lease_executions_by_status;
              DROP INDEX lease_executions_by_workflow;
              DROP INDEX lease_executions_by_key;
-             DROP INDEX lease_executions_key_line;
              DROP TABLE lease_rate_limits;
              DROP TABLE lease_ordered_keys;
              DROP TABLE lease_rate_starts;
@@ -291,7 +290,6 @@ async fn a_version_3_file_migrates_and_purges() {
              ALTER TABLE lease_executions DROP COLUMN attempt_limit;
              ALTER TABLE lease_executions DROP COLUMN last_error;
              ALTER TABLE lease_executions DROP COLUMN trace_context;
-             DROP INDEX lease_executions_keyed_live;
              DROP INDEX lease_executions_claim_waiting;
              DROP TABLE lease_limits;
              ALTER TABLE lease_executions DROP COLUMN priority;
@@ -380,4 +378,37 @@ async fn open_and_admit(path: &std::path::Path) -> SqliteBackend {
         .await
         .expect("admit");
     backend
+}
+
+/// A write of a keyed execution (claim, renew, acknowledge) rewrites every index whose
+/// columns or condition name a column it sets, and each key-led one dirties a page per key
+/// a commit touches. Since v15 the concurrency limit's count and the ordered key's line walk
+/// the browse index by key, so only the two browse indexes lead with the key.
+#[tokio::test]
+async fn keyed_writes_keep_two_key_led_indexes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("keyed.db");
+    let b = SqliteBackend::open(SqliteConfig::file(&path))
+        .await
+        .expect("open");
+    drop(b);
+    let conn = Connection::open(&path).expect("raw open");
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'lease_executions' \
+             AND sql LIKE '%(namespace, concurrency_key%' ORDER BY name",
+        )
+        .expect("prepare");
+    let names: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("names");
+    assert_eq!(
+        names,
+        [
+            "lease_executions_by_key",
+            "lease_executions_by_key_workflow"
+        ]
+    );
 }
