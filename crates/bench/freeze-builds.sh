@@ -1,6 +1,7 @@
 #!/bin/sh
-# Runs a benchmark command with every other build on this machine paused (issue 24: a
-# shared 2-core box): SIGSTOP to each cargo, rustc, cc1*, ld*, clippy-driver, rustdoc and
+# Runs a benchmark command with every other build on this machine paused (on a shared
+# 2-core machine a build beside the run would skew its figures): SIGSTOP to each cargo,
+# rustc, cc1*, ld*, clippy-driver, rustdoc and
 # cargo-nextest process that exists when it starts, SIGCONT to the same processes when the
 # command ends (or this script is interrupted). Processes started later are not touched.
 #   crates/bench/freeze-builds.sh target/release/lease-bench --only anchors

@@ -1,4 +1,4 @@
-//! `admit_batch` throughput (issue 10): executions/s admitted in batches of [`BATCH`]
+//! `admit_batch` throughput: executions/s admitted in batches of [`BATCH`]
 //! through the library, beside the raw bound of one bare multi-row statement / script per
 //! batch ([`crate::raw::Raw::admit_batch`]). Each side on its own fresh store.
 

@@ -1,4 +1,4 @@
-//! The PostgreSQL database of one `--only anchors` row (issue 24 item 1): created at the
+//! The PostgreSQL database of one `--only anchors` row: created at the
 //! start, dropped at the end, so every system's state (apalis keeps a fixed `apalis` schema)
 //! lives apart from everything else on the shared server.
 

@@ -1,4 +1,5 @@
-//! The job queues measured beside this library in the same run (issue 24 items 1 and 3):
+//! The job queues measured beside this library in the same run, with what each costs the
+//! server per job:
 //! the pieces that need no anchor installed - the line an anchor's runner prints, the
 //! servers' cost counters (`INFO commandstats`, `INFO cpu`, `pg_stat_database`,
 //! `pg_current_wal_lsn`) turned into cost per job, the rotation of the starting system per
@@ -238,7 +239,7 @@ pub fn check_outcome(outcome: Outcome, expected: u64) -> Result<Outcome> {
     })
 }
 
-/// The Redis server's counters (issue 24 item 3): commands called, CPU microseconds.
+/// The Redis server's counters (for the cost per job): commands called, CPU microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RedisCounters {
     /// Sum of `calls` over `INFO commandstats`.
@@ -290,7 +291,7 @@ pub fn parse_lsn(lsn: &str) -> Result<u64> {
     Ok((hi << 32) | lo)
 }
 
-/// The PostgreSQL server's counters (issue 24 item 3).
+/// The PostgreSQL server's counters (for the cost per job).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PgCounters {
     /// Write transactions: transaction ids assigned so far
@@ -653,7 +654,7 @@ pub async fn wipe_pg_schema(pool: &sqlx::PgPool, schema: &str) -> Result<()> {
     Ok(())
 }
 
-/// Where a run's cost counters are read (issue 24 item 3): the Redis server, the PostgreSQL
+/// Where a run's cost counters are read: the Redis server, the PostgreSQL
 /// cluster, or nothing (SQLite).
 pub enum Probe {
     /// No counters.

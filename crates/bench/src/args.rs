@@ -12,24 +12,24 @@ const ABOUT: &str = "\
 Measures ops/s of claim_due (batch 1 and 32), renew, write_step and acknowledge,
 executions/s through the dispatcher (0 and 3 fenced steps, concurrency 1, 8 and 64) and
 admit_batch x1000, for each backend, next to the same SQL statements / Lua scripts issued
-without the library (the raw baseline). Then the wake-up rows (issue 10), with dispatchers
+without the library (the raw baseline). Then the wake-up rows, with dispatchers
 in child processes of this binary where the store can be shared: pickup latency (cross-process
 and in-process) beside the bare change signal, the same with admissions made inside the
 application's transaction beside plain admits (pickup in-tx), timer lateness (not_before, request_wake),
 redelivery delay after a SIGKILL or an abandoned claim, idle claim calls beside the server's
-own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the issue 13
+own counters, and claim calls per admission with a herd of 4 dispatcher processes. Then the fenced-write
 rows (not on memory): a fenced application transaction (one row into an application table of the
 lease's database; Redis: fenced_script) against the same transaction unfenced, and step_in_tx
 (Redis: step_in_script) against the unfenced transaction + write_step, interleaved call by call,
-one call in flight. Then the issue 12 rows
+one call in flight. Then the drain and storage rows
 (not on memory): drain (20,000 admitted, a worker process at concurrency 1, 8, 64 drains
-them; median of 2 runs beside the issue's best job queue), ack_and_claim (acknowledge_and_claim
+them; median of 2 runs; the job queues run beside it with --only anchors), ack_and_claim (acknowledge_and_claim
 against acknowledge + claim_due_with_horizon, one call in flight), stored (claim, renew,
 write_step, acknowledge at 10^3, 10^5, 10^6 stored executions, scheduled / running /
 terminal, and the cost ratio largest/10^3), purge (purge_terminal x1000 over 100,000
 completed executions with 3 steps each), footprint (bytes per completed execution and per step
 record as the server counts them, PostgreSQL table and index sizes at 10^6 completed, and
-PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Then the issue 21
+PostgreSQL dead tuples and autovacuum runs under admit/complete/purge churn). Then the control
 rows (not on memory): controls claim (claim_due x1 at 10^3, 10^5, 10^6 stored executions with
 4 priority levels and 100 concurrency keys, 20 limited, interleaved with the same claim on a
 plain store and the raw claim there; the cost ratio mixed/plain), controls drain c1, c8 (the

@@ -1,8 +1,8 @@
-//! `acknowledge_and_claim` against `acknowledge` + `claim_due_with_horizon` (issue 12 item
-//! 1's measurement): one delivery after another, one call in flight, each call acknowledging
-//! the lease it holds and claiming the next due execution (limit 1), as a dispatcher at
-//! concurrency 1 does. Counted in deliveries/s. Library and raw interleaved on one store,
-//! each call timed on its own (as [`crate::ops`]).
+//! `acknowledge_and_claim` against `acknowledge` + `claim_due_with_horizon` (does one round
+//! trip per delivery pay off?): one delivery after another, one call in flight, each call
+//! acknowledging the lease it holds and claiming the next due execution (limit 1), as a
+//! dispatcher at concurrency 1 does. Counted in deliveries/s. Library and raw interleaved
+//! on one store, each call timed on its own (as [`crate::ops`]).
 //!
 //! Raw bound of the combined call: SQLite, the acknowledgement's and the claim's statements
 //! in one `BEGIN IMMEDIATE` transaction; PostgreSQL, the acknowledge and claim statements as

@@ -1,11 +1,11 @@
-//! The workload of issue 12's comparison with job queues: [`JOBS`] executions admitted up
+//! The workload of the comparison with job queues: [`JOBS`] executions admitted up
 //! front (`admit_batch`), then a separate worker process (a dispatcher of this binary,
 //! `--child`, concurrency C, the empty handler, default options) drains them; timed from
 //! the process's spawn to the moment its dispatcher has recorded the last acknowledgement.
 //! Jobs/s, median of [`RUNS`] runs (the mean of the two). The job queues are measured
-//! beside it in the same run by `--only anchors` ([`crate::anchor_runs`], issue 24 item 1):
-//! figures copied from an earlier run are no comparison (issue 25 item 19), so this row
-//! carries none.
+//! beside it in the same run by `--only anchors` ([`crate::anchor_runs`]): figures copied
+//! from an earlier run are no comparison (another day's load and build differ), so this
+//! row carries none.
 //!
 //! The raw bound is the raw end-to-end pipeline of 0 steps ([`crate::e2e`]) at the same C on
 //! the same kind of store, holding the same [`JOBS`] admitted up front, in this process (no
@@ -32,10 +32,10 @@ use crate::wake::worker;
 /// Executions per run.
 pub const JOBS: u64 = 20_000;
 
-/// Runs per row (the issue's "median of 2 runs").
+/// Runs per row (their median is the row's figure).
 pub const RUNS: usize = 2;
 
-/// The concurrencies of the issue's table.
+/// The concurrencies of the job-queue comparison's table.
 pub const CONCURRENCY: [usize; 3] = [1, 8, 64];
 
 /// The row's name.

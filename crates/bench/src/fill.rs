@@ -1,4 +1,4 @@
-//! Filling a store for the issue 12 rows (setup, never timed): executions admitted in
+//! Filling a store for the drain and storage rows (setup, never timed): executions admitted in
 //! batches through the library's `admit_batch`, leases claimed in batches, and terminal
 //! executions copied server-side from one the library completed ([`crate::raw::Raw::
 //! clone_terminal`]), so 10^6 stored executions take seconds, not an hour of acknowledgements.
@@ -47,7 +47,7 @@ pub async fn admit(
 }
 
 /// Admits ids `{prefix}{i:09}` for `i` in `from..from + n`, 1000 per `admit_batch` call,
-/// each admission as `make(i, Admission::new(id))` returns it (issue 21: priorities and
+/// each admission as `make(i, Admission::new(id))` returns it (the control rows' priorities and
 /// concurrency keys, [`crate::controls::mix::Mix`]).
 pub async fn admit_each(
     lib: &SharedBackend,

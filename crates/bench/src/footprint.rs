@@ -1,4 +1,4 @@
-//! What stored work costs in space (issue 12 item 2): bytes per completed execution and per
+//! What stored work costs in space: bytes per completed execution and per
 //! step record on each backend, PostgreSQL's table and index sizes at the largest stored
 //! count, and PostgreSQL under churn (dead tuples and autovacuum while executions are
 //! admitted, completed and purged round after round).

@@ -41,7 +41,7 @@ use crate::raw::Raw;
 /// Records per page: the console's page (`lease ui`'s `/executions`).
 pub const LIMIT: usize = 50;
 
-/// The target of the cost ratio (largest stored count over 10^3).
+/// The target of the cost ratio (largest stored count over 10^3).
 pub const TARGET: f64 = 1.2;
 
 /// The rare executions: admitted, [`W_RARE`], [`K_RARE`]; a fixed number at every `n`.

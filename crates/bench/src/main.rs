@@ -1,5 +1,5 @@
 //! `lease-bench`: throughput of every lease backend next to the raw baseline of its own
-//! statements (issue 6 items 3-4; run it with `cargo xtask bench`).
+//! statements (run it with `cargo xtask bench`).
 //!
 //! For each backend it measures, on the system clock, each in a fresh isolated store that
 //! is removed afterwards:
@@ -16,7 +16,7 @@
 //!
 //! Each measurement runs `--rounds` times (alternating library and raw for end-to-end
 //! rows) and the median round of each side is reported: a markdown table on stdout with
-//! library/raw per row and the issue's target, and JSON (every round, the load average)
+//! library/raw per row and the target, and JSON (every round, the load average)
 //! in `--json-dir`. Targets are shown, never enforced: the exit status only says whether
 //! every measurement ran.
 
@@ -234,7 +234,7 @@ async fn run(options: &Options) -> Measured {
         }
         if kind != args::Kind::Memory {
             fenced_rows(kind, options, &mut rows).await;
-            issue12(kind, options, &mut rows).await;
+            drain_and_storage_rows(kind, options, &mut rows).await;
             footprint_rows.extend(footprint::rows(kind, options).await);
             ui::rows(kind, options, &mut rows).await;
         }
@@ -253,7 +253,7 @@ async fn run(options: &Options) -> Measured {
     }
 }
 
-/// The issue 13 rows of one backend: the fenced application transaction beside the same
+/// The fenced-write rows of one backend: the fenced application transaction beside the same
 /// transaction unfenced, and `step_in_tx` beside `write_step` + a separate transaction.
 async fn fenced_rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
     for (i, name) in fenced::NAMES.into_iter().enumerate() {
@@ -270,10 +270,10 @@ async fn fenced_rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
     }
 }
 
-/// The issue 12 rows of one backend (none for the memory backend: no raw bound, no store
+/// The drain and storage rows of one backend (none for the memory backend: no raw bound, no store
 /// another process can open): the job-queue drain, acknowledge_and_claim, stored work,
 /// purge.
-async fn issue12(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
+async fn drain_and_storage_rows(kind: Kind, options: &Options, rows: &mut Vec<Row>) {
     for c in drain::CONCURRENCY {
         let name = drain::name(c);
         if !options.selected(&name) {

@@ -1,4 +1,4 @@
-//! Retention throughput (issue 12 item 3): `purge_terminal(before, 1000)` called until it
+//! Retention throughput: `purge_terminal(before, 1000)` called until it
 //! returns fewer than 1000, over [`EXECUTIONS`] completed executions with [`STEPS`] step
 //! records each; executions removed per second. The raw bound on its own fresh store of the
 //! same content: a bare delete of the same rows / keys, 1000 executions per statement /
@@ -30,7 +30,7 @@ pub const BATCH: usize = 1000;
 /// The row's name.
 pub const NAME: &str = "purge_terminal x1000 (100k, 3 steps each)";
 
-/// The issue's target (executions/s).
+/// The target (executions/s).
 pub const TARGET: f64 = 20_000.0;
 
 /// One side on a fresh store holding `n` completed executions.
@@ -79,11 +79,11 @@ mod tests {
     use crate::stored::{self, Shape};
     use crate::{chain, drain};
 
-    /// Every issue 12 row's code on SQLite (no server needed), small: the drain (in this
+    /// Every drain and storage row's code on SQLite (no server needed), small: the drain (in this
     /// process: the test binary cannot be the worker), both acknowledge_and_claim rows,
     /// every stored shape with the cost ratios, purge on both sides.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn issue12_rows_run_on_sqlite() {
+    async fn drain_and_storage_rows_run_on_sqlite() {
         let options = crate::args::parse(&[]).expect("options");
         let kind = Kind::Sqlite;
         for side in [Side::Library, Side::Raw] {

@@ -65,11 +65,11 @@ pub struct Report<'a> {
     pub rows: &'a [Row],
     /// The wake-up rows (latency and cost).
     pub wake: &'a crate::wake::WakeRows,
-    /// The stored-work cost ratios (issue 12).
+    /// The stored-work cost ratios.
     pub stored: &'a [crate::stored::CostRatio],
-    /// The space rows (issue 12 item 2).
+    /// The space rows.
     pub footprint: &'a [crate::footprint::Row],
-    /// The controls rows (issue 21).
+    /// The controls rows.
     pub controls: &'a crate::controls::ControlRows,
     /// Throughput across shards.
     pub shards: &'a [crate::shards::ShardRow],
@@ -178,7 +178,7 @@ mod tests {
     }
 
     #[test]
-    fn targets_follow_the_issue() {
+    fn each_row_gets_its_target() {
         assert_eq!(
             Target::of(Kind::Redis, "e2e 0 steps c8"),
             Some(Target::Above(20_000.0))
@@ -211,7 +211,7 @@ mod tests {
         );
         assert_eq!(
             beat.met, None,
-            "no job-queue figure from another run (issue 25 item 19)"
+            "no job-queue figure from another run: it is no comparison"
         );
         assert!(markdown(&[beat]).contains("in the same run, `--only anchors`"));
     }

@@ -1,5 +1,5 @@
 //! One row of the report per (backend, measurement): the library's rate, the raw
-//! baseline's, their ratio and the issue's target ([`Target`]).
+//! baseline's, their ratio and the target ([`Target`]).
 
 use serde::Serialize;
 
@@ -10,7 +10,7 @@ use crate::measure::Sample;
 /// under 200 ms.
 pub const UI_PAGES_PER_SEC: f64 = 5.0;
 
-/// The issue's target for a row (informational: a benchmark never fails on it).
+/// The target for a row (informational: a benchmark never fails on it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Target {
@@ -18,13 +18,13 @@ pub enum Target {
     Ratio(f64),
     /// library rate above this.
     Above(f64),
-    /// Compared with the job queues only in the same run, by `--only anchors` (issue 24
-    /// item 1, issue 25 item 19: no job-queue figure copied from another day).
+    /// Compared with the job queues only in the same run, by `--only anchors` (no job-queue
+    /// figure copied from another day: its load and build differ).
     Anchors,
 }
 
 impl Target {
-    /// The target of measurement `name` on `kind` (issue 6, item 4).
+    /// The target of measurement `name` on `kind`.
     pub fn of(kind: Kind, name: &str) -> Option<Target> {
         if kind == Kind::Memory {
             return None;
@@ -36,11 +36,12 @@ impl Target {
             return None;
         }
         if name == crate::fenced::NAMES[1] {
-            // Issue 13: step_in_tx faster than write_step + a separate transaction.
+            // The step's record written in the application's transaction must beat
+            // write_step + a separate transaction, or it buys nothing.
             return Some(Target::Ratio(1.0));
         }
         if name.starts_with("ui ") && name.ends_with(" page") {
-            // Issue 23: a console page in under 200 ms at 10^5 stored executions.
+            // A console page in under 200 ms at 10^5 stored executions.
             return Some(Target::Above(UI_PAGES_PER_SEC));
         }
         if name.starts_with("ui idle") {

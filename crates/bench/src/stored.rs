@@ -1,4 +1,4 @@
-//! Per-operation cost against the amount of stored work (issue 12 item 2): `claim_due` x1,
+//! Per-operation cost against the amount of stored work: `claim_due` x1,
 //! `renew`, `write_step` and `acknowledge`, one call in flight, library and raw interleaved
 //! ([`crate::ops::measure`]), on a store already holding `n` executions (10^3, 10^5, 10^6)
 //! in one of three shapes:
@@ -14,7 +14,7 @@
 //! ([`crate::raw::Raw::clone_terminal`]). The operations' own working set (a few thousand
 //! due executions admitted as the measurement goes) comes on top. Afterwards, per backend,
 //! shape and operation: the cost ratio (time per call at the largest `n` over that at
-//! 10^3), against the issue's target of 1.5 (the list's pages: 1.2).
+//! 10^3), against the target of 1.5 (the list's pages: 1.2).
 
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ impl Shape {
         }
     }
 
-    /// The issue's target of the cost ratio on this shape.
+    /// The target of the cost ratio on this shape.
     pub fn target(self) -> f64 {
         match self {
             Shape::List => list::TARGET,
@@ -244,13 +244,13 @@ pub struct CostRatio {
     pub library: Option<f64>,
     /// The same for the raw bound.
     pub raw: Option<f64>,
-    /// The issue's target (at most this).
+    /// The target (at most this).
     pub target: f64,
     /// library <= target.
     pub met: Option<bool>,
 }
 
-/// The issue's target of the cost ratio.
+/// The target of the cost ratio.
 pub const TARGET: f64 = 1.5;
 
 /// The cost ratios of the stored rows among `rows`.

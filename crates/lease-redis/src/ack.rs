@@ -1,5 +1,5 @@
 //! `acknowledge_batch`: every item checked, then applied, in one script (RFC 002
-//! `acknowledge`, fenced per item; design.md section 4), and the outcome encoding it shares
+//! `acknowledge`, fenced per item), and the outcome encoding it shares
 //! with `acknowledge`.
 
 use lease_core::execution::check_ack_batch;

@@ -1,4 +1,5 @@
-//! `admit_batch`: every admission of a batch in one script (issue 10), each exactly as
+//! `admit_batch`: every admission of a batch in one script (one round trip, and one
+//! wake-up for the batch instead of one per admission), each exactly as
 //! `admit` would (created unless its id exists, due now or at its `not_before`).
 
 use lease_core::execution::check_admit_batch;
@@ -113,7 +114,8 @@ impl<'a> ScriptAdmissions<'a> {
 
 /// Refuses, on a namespace split into partitions, admissions with a concurrency key
 /// (`InvalidInput`, nothing admitted): a key's live leases are counted inside one claim
-/// script, which touches one partition (see DESIGN.md "How each backend gates its claims").
+/// script, which touches one partition (see docs/DESIGN.md "How each backend gates its
+/// claims").
 pub(crate) fn refuse_split_keys(split: bool, admissions: &[Admission]) -> Result<()> {
     if split && admissions.iter().any(|a| a.concurrency_key.is_some()) {
         return Err(LeaseError::invalid(
@@ -135,7 +137,8 @@ impl RedisBackend {
     /// and `OutcomeUnknown` (saying which items were created) when it did, so that an error
     /// other than `OutcomeUnknown` always means nothing was admitted.
     ///
-    /// With partitions (issue 22), each partition's admissions are one script (in the order
+    /// With partitions (each in its own cluster slot, so no script can touch two), each
+    /// partition's admissions are one script (in the order
     /// of each partition's first item), each atomic, after the whole batch was validated: a
     /// failure after an earlier partition's script ran is `OutcomeUnknown` naming the ids
     /// that batch created (the failed partition's items and any later ones may or may not

@@ -1,6 +1,6 @@
 //! `claim_due_with_horizon`: one claim script whose reply carries each claimed execution's
 //! record and the horizon (the script's clock and the earliest claimable instant it left)
-//! (RFC 002 `claimDue`; design.md section 4).
+//! (RFC 002 `claimDue`).
 
 use lease_core::{
     ClaimBatch, ClaimRequest, Claimed, ExecutionLease, ExecutionRecord, ExecutionStatus,
@@ -191,7 +191,7 @@ pub(crate) fn decode_claim(reply: Reply, v: Value, limit: usize) -> Result<Claim
         return Err(reply.unexpected(&format!("{} elements", items.len())));
     }
     // The script has committed: from here on a bad item is logged and left out, never an
-    // error that would hide the leases it issued (issue 11). The script validates what
+    // error that would hide the leases it issued. The script validates what
     // the client decodes, so this is a last line of defence.
     let mut items = items.into_iter();
     while let Some(id) = items.next() {

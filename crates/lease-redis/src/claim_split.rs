@@ -1,4 +1,4 @@
-//! Claiming from a namespace split into partitions (issue 14), keeping the rules of one
+//! Claiming from a namespace split into partitions, keeping the rules of one
 //! namespace: leases in claim order (priority descending, then `(due_at, id)`) over every
 //! partition, and tokens from the one
 //! counter of the namespace (unique across executions, each claim's above every earlier one).

@@ -1,4 +1,4 @@
-//! `acknowledge_and_claim`: one acknowledgement and the next claim in one script (issue 12:
+//! `acknowledge_and_claim`: one acknowledgement and the next claim in one script (so
 //! one round trip per delivery at low concurrency).
 
 use lease_core::{

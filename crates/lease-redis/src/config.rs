@@ -33,7 +33,7 @@ pub struct RedisConfig {
 impl RedisConfig {
     /// A configuration for the server at `url` (`redis://host:port/db`, `rediss://` for TLS
     /// when redis-rs is built with TLS) or the Redis Cluster at
-    /// `redis+cluster://host:port,host:port` (issue 14; either may end in `?partitions=N`,
+    /// `redis+cluster://host:port,host:port` (either may end in `?partitions=N`,
     /// see [`RedisConfig::partitions`]), namespace [`DEFAULT_NAMESPACE`], Redis `TIME` as the
     /// clock, the default redelivery policy and the eviction guard on.
     pub fn new(url: impl Into<String>) -> Self {
@@ -61,8 +61,9 @@ impl RedisConfig {
         self
     }
 
-    /// Replaces the backend clock (design.md section 2). By default every script reads Redis
-    /// `TIME`, one clock for every process; tests inject a [`lease_core::ManualClock`].
+    /// Replaces the backend clock. By default every script reads Redis `TIME`, one clock
+    /// for every process, so a process whose own clock runs fast cannot take live leases
+    /// early; tests inject a [`lease_core::ManualClock`].
     pub fn clock(mut self, clock: SharedClock) -> Self {
         self.clock = Some(clock);
         self
@@ -131,9 +132,9 @@ impl RedisConfig {
         self
     }
 
-    /// Answer only what `replicas` replicas have (issue 14 item 2, issue 22): every call,
-    /// read or write, is sent as one pipeline `<command>; INCR <prefix>barrier; WAIT
-    /// replicas timeout` on its slot's primary, so a success means a replica of the node
+    /// Answer only what `replicas` replicas have, so a failover cannot take back an answer:
+    /// every call, read or write, is sent as one pipeline `<command>; INCR <prefix>barrier;
+    /// WAIT replicas timeout` on its slot's primary, so a success means a replica of the node
     /// that ran the command has everything the answer rests on, the caller's writes and
     /// anyone else's it read. Fewer acknowledging replicas within `timeout` fail a write
     /// with [`lease_core::LeaseError::OutcomeUnknown`] (it is on the primary and may or may

@@ -1,5 +1,5 @@
 //! [`Conn`]: the backend's command connection, to one server (a [`ConnectionManager`]) or to a
-//! Redis Cluster (redis-rs's async [`ClusterConnection`], issue 14), behind one
+//! Redis Cluster (redis-rs's async [`ClusterConnection`]), behind one
 //! [`ConnectionLike`] so every operation runs unchanged on either.
 //!
 //! The cluster client routes each command by its first key's slot, follows `MOVED` (and
@@ -52,7 +52,7 @@ impl Opener {
     ///
     /// TLS to a Redis Cluster is not supported: a cluster with
     /// [`RedisConfig::tls_root_certificates`] is `InvalidInput` rather than a plain-text
-    /// connection (issue 25 item 4).
+    /// connection that would drop the TLS the caller asked for.
     pub(crate) fn new(endpoint: &Endpoint, config: &RedisConfig) -> Result<Self> {
         let bad = |e: redis::RedisError| LeaseError::invalid("redis url", e.to_string());
         if !endpoint.cluster {
@@ -242,7 +242,7 @@ pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
 mod tests {
     use super::*;
 
-    /// Issue 25 item 4: a CA with a cluster URL is refused, not ignored (the cluster client
+    /// A CA with a cluster URL is refused, not ignored (the cluster client
     /// would connect in plain text).
     #[test]
     fn tls_to_a_cluster_is_refused() {

@@ -1,4 +1,4 @@
-//! Issue 21's operator controls on Redis: cancel (`control/cancel.lua`, one script on the
+//! The operator controls on Redis: cancel (`control/cancel.lua`, one script on the
 //! execution's partition) and pause/resume (`control/pause.lua`): the paused scopes are a
 //! set `paused` in every partition (each claim script reads its own partition's), written
 //! partition by partition (each write atomic; a split namespace's partitions see a pause
@@ -38,7 +38,7 @@ fn scope_member(scope: &PauseScope) -> &str {
 }
 
 impl RedisBackend {
-    /// `ExecutionClient::cancel` (issue 21 item 1): `ExecutionRecord::cancel` on the
+    /// `ExecutionClient::cancel`: `ExecutionRecord::cancel` on the
     /// effective record, in one script on the execution's partition.
     pub(crate) async fn cancel_execution(
         &self,
@@ -119,7 +119,7 @@ impl RedisBackend {
         first.ok_or_else(|| Reply::new(op).unexpected("no partition"))
     }
 
-    /// `ExecutionClient::pause` / `resume` (issue 21 item 2): `true` when the scope was
+    /// `ExecutionClient::pause` / `resume`: `true` when the scope was
     /// newly paused / was paused (as the first partition saw it).
     pub(crate) async fn set_paused(&self, scope: &PauseScope, pause: bool) -> Result<bool> {
         let (op, verb) = if pause {

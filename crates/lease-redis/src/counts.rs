@@ -1,9 +1,10 @@
-//! `status_counts` (issue 15): executions by effective status, read from each partition's
-//! counters (issue 23: `counts/status_counts.lua`, O(1) per partition; the transition
+//! `status_counts` (the operator command's `status` and the console): executions by
+//! effective status, read from each partition's counters (`counts/status_counts.lua`, O(1)
+//! per partition rather than a walk of every record; the transition
 //! scripts keep them, `scripts/ops.lua` `count_move`). A partition whose counters are not
 //! complete (written before them, or after a claim set aside a record whose counted status
 //! it could not read back) is recounted first (`counts/recount.rs`: SCAN pages between
-//! scripts; no script walks the key space, issue 25 item 7).
+//! scripts; no script walks the key space, which would block every other client).
 
 mod recount;
 
@@ -108,7 +109,7 @@ fn sum(total: &mut StatusCounts, part: &StatusCounts) {
 
 #[cfg(test)]
 mod tests {
-    /// Issue 25 item 7: no script of the backend walks the key space (`KEYS` in a script
+    /// No script of the backend walks the key space (`KEYS` in a script
     /// blocks the server for O(keys) and past the busy-script limit every client gets BUSY).
     #[test]
     fn no_script_calls_keys() {

@@ -1,10 +1,10 @@
 //! [`EffectClient`] and store waiter registration ([`lease_core::StoreClient::watch_entry`])
-//! for [`RedisBackend`] (RFC 004 reduced, issue 16): one Lua script per call
+//! for [`RedisBackend`] (RFC 004 reduced): one Lua script per call
 //! (`scripts/effect_*.lua`, `effect/store_watch.lua`, helpers in `scripts/effect.lua`). The wakes on a
 //! settle and on an applied store update run inside the writing script with request_wake's
 //! transition (`scripts/wake.lua`, shared with `request_wake`). Keys: see `scripts/effect.lua`.
 //!
-//! On a namespace split into partitions (issue 22) the effects and registrations live under
+//! On a namespace split into partitions the effects and registrations live under
 //! the home prefix, beside the stores, and the executions in their partitions: `begin` and
 //! `watch_entry` first check the execution exists (`EXISTS` on its record), and a settle or
 //! store update queues its wakes at home, which this module then delivers partition by

@@ -11,7 +11,8 @@ pub(crate) const BACKEND: &str = "redis";
 pub(crate) const CORRUPT_CODE: &str = "LEASECORRUPT";
 
 /// The code the claim script raises, before any write, when the token counter cannot issue
-/// a token above every candidate's stored token within 2^53 - 1 (issue 11).
+/// a token above every candidate's stored token within 2^53 - 1 (the largest integer a
+/// Lua double holds exactly).
 pub(crate) const TOKEN_COUNTER_CODE: &str = "LEASETOKEN";
 
 /// [`LeaseError::TokenCounter`] for a `LEASETOKEN` script error of the namespace at

@@ -131,7 +131,7 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
-    /// Issue 23 item 1: one range read of each partition's `running` index (`live.rs`).
+    /// One range read of each partition's `running` index (`live.rs`), never a key scan.
     #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
@@ -150,7 +150,7 @@ impl ExecutionClient for RedisBackend {
         Ok(out)
     }
 
-    /// Each partition's status counters, one script each (`counts.rs`, issue 23); counters
+    /// Each partition's status counters, one script each (`counts.rs`); counters
     /// that are not complete are recounted first.
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<lease_core::StatusCounts> {

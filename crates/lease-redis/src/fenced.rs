@@ -1,4 +1,4 @@
-//! Fencing the application's own Redis writes (issue 13): a [`FencedScript`] is the
+//! Fencing the application's own Redis writes: a [`FencedScript`] is the
 //! application's Lua, run by [`RedisBackend::fenced_script`] only while a lease is held, and
 //! by [`RedisBackend::step_in_script`] as a step whose record is written in the same script
 //! as the application's writes. Their admitting variants (`crate::fenced_admit`) run the
@@ -30,8 +30,8 @@ const OP_STEP: &str = "step_in_script";
 /// The largest step response the script records, as its argument.
 static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_string());
 
-/// An application's Lua script that runs only while a lease is held (RFC 002 fencing,
-/// issue 13: the check and the write will be atomic): built once, run with
+/// An application's Lua script that runs only while a lease is held (RFC 002 fencing:
+/// "the check and the write will be atomic"): built once, run with
 /// [`RedisBackend::fenced_script`] or [`RedisBackend::step_in_script`], or, to admit
 /// executions in the same script, [`RedisBackend::fenced_script_admitting`] or
 /// [`RedisBackend::step_in_script_admitting`] (another combined script of the same body,
@@ -60,7 +60,7 @@ static MAX_RESPONSE: LazyLock<String> = LazyLock::new(|| MAX_PAYLOAD_BYTES.to_st
 ///   ([`ScriptBodyError`]) rather than an unknown outcome; validate inputs and read what you
 ///   need first, then write.
 /// - No shebang (`#!lua`): the body is wrapped in a function placed after the lease check
-///   (issue 25 item 9: text that closes the wrapper still runs only after the check). Line
+///   (so text that closes the wrapper still runs only after the check). Line
 ///   numbers in its error messages are the combined script's. A body that does not compile is `LeaseError::InvalidInput` and
 ///   nothing runs.
 #[derive(Clone)]
@@ -190,8 +190,8 @@ struct StepArgs {
 }
 
 impl RedisBackend {
-    /// Runs `script`'s body only while `lease` holds its execution (RFC 002 fencing, issue
-    /// 13: the check and the write will be atomic), in one script: the lease is checked
+    /// Runs `script`'s body only while `lease` holds its execution (RFC 002 fencing: "the
+    /// check and the write will be atomic"), in one script: the lease is checked
     /// exactly as `write_step` checks it, then the body runs with `keys` as its `KEYS` and
     /// `args` as its `ARGV`, and its return value is the result.
     ///
@@ -245,7 +245,7 @@ impl RedisBackend {
         }
     }
 
-    /// A step whose effect is the application's Redis writes (issue 13): under the replay
+    /// A step whose effect is the application's Redis writes: under the replay
     /// rule ([`Delivery::step_slot`]) a done record of `step_key` is returned and nothing
     /// runs; otherwise one script checks the lease (as `write_step` does), checks that no
     /// record exists at the attempt, runs `script`'s body, and records its return value as

@@ -1,4 +1,4 @@
-//! The eviction and version guard run at connect (issue 4, item 2).
+//! The eviction and version guard run at connect.
 //!
 //! Fencing is only as durable as the token counter and the execution records: a key that
 //! Redis evicts under memory pressure resets a token or forgets an acknowledgement, and a

@@ -122,7 +122,7 @@ impl HeapClient for RedisBackend {
     }
 
     /// `HKEYS` (the fields only), then `HMGET` of the page's `limit + 1` fields: the values,
-    /// which are what grows, are read for one page only (issue 25 item 11). A hash keeps no
+    /// which are what grows, are read for one page only. A hash keeps no
     /// order, so the fields are sorted here. A record purged between the two commands is
     /// left out.
     #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]

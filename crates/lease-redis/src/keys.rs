@@ -1,4 +1,5 @@
-//! Key layout. With one partition (the default, and the layout before issue 14) every key of
+//! Key layout. With one partition (the default, and the layout before partitions existed)
+//! every key of
 //! a namespace starts with `lease:{<namespace>}:`; the braces make the namespace the cluster
 //! hash tag, so every script touches one slot. With `P > 1` partitions, the execution keys
 //! (`token`, `exec:`, `steps:`, the indexes, `counts`, `start_of` and the `wake` channel, plus
@@ -33,7 +34,8 @@
 //! | `dead` | zset | stored-dead executions, by id (score 0) |
 //! | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry |
 //!
-//! `running_es` and `counts` (issue 23: `status_counts` in O(1)) are kept by the scripts
+//! `running_es` and `counts` (so `status_counts` is O(1), not a walk of every record) are
+//! kept by the scripts
 //! that change records; each record also stores the counting generation it is counted in
 //! (`cg`, or `x` once set aside as corrupt). A namespace written before them is recounted by
 //! its first `status_counts` (`crate::counts`), and so is one whose `counts` an operator
@@ -42,10 +44,11 @@
 //! partitions the wake queue `wakes`/`wake_seq`) are listed in `scripts/effect.lua`; with
 //! partitions they stay under the home prefix.
 //!
-//! Layout 2 added the last three (retention, issue 12); connecting to a layout-1 namespace
+//! Layout 2 added the last three (so retention finds what to purge without a scan);
+//! connecting to a layout-1 namespace
 //! builds them (`crate::migrate`) and then stores layout 2.
 //!
-//! The wake-up channel `wake` (issue 10) shares the prefix, so it has the namespace's slot.
+//! The wake-up channel `wake` shares the prefix, so it has the namespace's slot.
 
 use lease_core::{ExecutionId, LeaseError, Result, StoreId};
 
@@ -168,7 +171,7 @@ impl Keys {
         &prefix["lease:{".len()..prefix.len() - "}:".len()]
     }
 
-    /// Checks a key an application's fenced script for execution `id` declares (issue 13):
+    /// Checks a key an application's fenced script for execution `id` declares:
     /// it must hash to the execution's cluster slot (its hash tag is [`Keys::tag_of`]), so
     /// the script touches one slot, and it must lie outside the library's prefixes, which
     /// only this library writes. `InvalidInput` naming the key otherwise.

@@ -64,7 +64,7 @@
 //!   | `rated` | set | the keys that have a `starts:<key>` (forgotten when no rate applies any more) |
 //!   | `ls:<status>`, `ls:<status>\x1fw\x1f<workflow>`, `ls:<status>\x1fk\x1f<key>`, `ls:<status>\x1fwk\x1f<workflow>\x1f<key>` | zset | records by stored status (and workflow, key, both), scored by `sq` (`list_executions`) |
 //!   | `barrier` | string | a counter every call increments with [`RedisConfig::wait_for_replicas`] (its value means nothing; see `replication.rs`) |
-//! - **Redis Cluster and partitions (issue 14).** A `redis+cluster://host:port,host:port`
+//! - **Redis Cluster and partitions.** A `redis+cluster://host:port,host:port`
 //!   URL connects through redis-rs's async cluster client. [`RedisConfig::partitions`] (or
 //!   `?partitions=N`) splits a namespace into `P` partitions `lease:{<namespace>#<i>}:`, an
 //!   execution placed by a stable hash of its id (FNV-1a 64 mod `P`), so one namespace
@@ -81,7 +81,7 @@
 //! - **Claims.** Due executions live in two kinds of sorted sets: one ready set per
 //!   priority level in use (`ready` for 0, `ready:<p>` listed in `levels`; scored by due
 //!   time, so a claim walks the levels highest first, each with `ZRANGEBYSCORE` in
-//!   design.md's `(due_at, id)` order) and `waiting`
+//!   `(due_at, id)` order) and `waiting`
 //!   (executions whose claimable instant, `max(due_at, redelivery gate)` or for running ones
 //!   lease expiry plus the delay then owed, lies after their due time, scored by that
 //!   instant). A claim first moves the `waiting` members whose instant has passed into
@@ -100,7 +100,7 @@
 //!   token and at most [`MAX_TOKEN`] (2^53 - 1, exact in a Lua double); otherwise it fails
 //!   with `LeaseError::TokenCounter` and changes nothing. Lease tokens above [`MAX_TOKEN`]
 //!   are `InvalidInput` before any script.
-//! - **Tokens across a Redis Cluster failover** (issue 22). On a cluster node the claim
+//! - **Tokens across a Redis Cluster failover.** On a cluster node the claim
 //!   reads the node's config epoch `E` (`cluster_my_epoch` of `CLUSTER INFO`, server-side)
 //!   and issues tokens at or above `E * 2^36 + 1`, each within the 2^36-token range of its
 //!   epoch (a claim that would pass it is `TokenCounter`): a promoted replica has a higher
@@ -123,7 +123,7 @@
 //!   `acknowledge` does (the two scripts share `scripts/ack.lua`), at one clock reading; a
 //!   stale item is `Lost` and unchanged. Redis runs the script with no other command in
 //!   between, so a concurrent claim sees either none or all of a batch.
-//! - **Acknowledge and claim (issue 12).** `acknowledge_and_claim` is one script built from
+//! - **Acknowledge and claim.** `acknowledge_and_claim` is one script built from
 //!   the acknowledgement helpers (`scripts/ack.lua`, shared with `acknowledge` and
 //!   `acknowledge_batch`) and the claim helpers (`scripts/claim.lua`, shared with `claim_due`):
 //!   the lease is checked first (unknown execution, token 0, foreign token: the typed error,
@@ -134,7 +134,7 @@
 //!   an empty claim and logs the refusal; after a lost one it is `TokenCounter`. One wake-up
 //!   message: the earliest of the acknowledged record's claimable instant (unless the same
 //!   script claimed it) and the new leases'.
-//! - **Retention (issue 12).** `purge_terminal(before, limit)` is one script (per partition,
+//! - **Retention.** `purge_terminal(before, limit)` is one script (per partition,
 //!   then a home step, on a split namespace): it reads up to
 //!   `limit` members of `done` scored before `before` (the earliest ended first), re-checks
 //!   each record (only a completed or failed one whose end lies before `before` goes; a
@@ -149,7 +149,7 @@
 //!   nothing); an older library refuses layout 2. A purged id is unknown:
 //!   `get` is `None`, a stale lease is `UnknownExecution`, and a new admission starts from
 //!   nothing, with tokens above the old ones (the counter is the namespace's).
-//! - **Wake-ups (issue 10).** The scripts that make work claimable (admit, admit_batch,
+//! - **Wake-ups.** The scripts that make work claimable (admit, admit_batch,
 //!   start, request_wake without a live lease, release, a suspended acknowledgement with a
 //!   wake, claim) publish, in the same script as the write, the record's
 //!   `ExecutionRecord::claimable_at` in ms on the channel `lease:{<namespace>}:wake` (one
@@ -159,7 +159,7 @@
 //!   started by the first `wakeups()` call and reconnected with backoff, signalling "now"
 //!   after every (re)subscribe. `claim_due_with_horizon` returns the script's clock and the
 //!   first score of `ready` and `waiting`, a lower bound of the earliest claimable instant.
-//! - **The application's own writes (issue 13).** [`FencedScript`] wraps the application's
+//! - **The application's own writes.** [`FencedScript`] wraps the application's
 //!   Lua body behind the `write_step` fence (`scripts/step.lua`, shared with `write_step`):
 //!   [`RedisBackend::fenced_script`] runs the body only while the lease's token is current
 //!   and its delivery has not ended, in the same script as the check, so a stale holder's
@@ -213,7 +213,7 @@
 //!   outcome and effect records are redone. [`RedisConfig::wait_for_replicas`] makes every
 //!   call, read or write, wait for replicas under a barrier write (one pipeline on the
 //!   slot's primary, see `replication.rs`), so with one replica per primary a success is
-//!   something the promoted replica has (issue 22; docs/DESIGN.md, "Redis Cluster
+//!   something the promoted replica has (docs/DESIGN.md, "Redis Cluster
 //!   failover"). A single Redis without replicas, with AOF `appendfsync always`, loses
 //!   nothing it acknowledged.
 //!

@@ -1,4 +1,4 @@
-//! The live leases of a namespace (issue 23 item 1: the console lists them): one range read
+//! The live leases of a namespace (the console lists them): one range read
 //! of each partition's `running` index, which holds every running execution scored by its
 //! lease expiry, so the list never scans the key space.
 

@@ -1,4 +1,5 @@
-//! Key layout 1 -> 2 (retention, issue 12): layout 2 adds three indexes, `done` (terminal
+//! Key layout 1 -> 2 (retention: `purge_terminal` finds what to remove without a scan):
+//! layout 2 adds three indexes, `done` (terminal
 //! executions by end time), `rcpt:<id>` (the receipts each execution made) and `start_of`
 //! (target -> start request). A namespace written by an older version has none of them, so
 //! the first handle of this version to connect builds them: `SCAN` over the execution

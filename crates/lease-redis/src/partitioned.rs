@@ -1,4 +1,4 @@
-//! The operations that read or sweep every partition of a namespace (issue 14): listing
+//! The operations that read or sweep every partition of a namespace: listing
 //! failing and corrupt records, retention, and the grouping of batches by partition. With
 //! one partition each runs exactly one script, as before partitions.
 

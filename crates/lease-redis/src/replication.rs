@@ -1,5 +1,6 @@
-//! The replication barrier of [`crate::RedisConfig::wait_for_replicas`] (issue 22, "Redis
-//! Cluster failover" in docs/DESIGN.md): every operation's command is sent as one pipeline
+//! The replication barrier of [`crate::RedisConfig::wait_for_replicas`] ("Redis Cluster
+//! failover" in docs/DESIGN.md: a failover must not take back an answer a caller already
+//! acted on): every operation's command is sent as one pipeline
 //! `<command>; INCR <prefix>barrier; WAIT <replicas> <timeout>` on the slot of its prefix.
 //!
 //! Why one pipeline: redis-rs's cluster client sends a pipeline on one connection to one
@@ -39,7 +40,8 @@ pub(crate) fn prefix_of(key: &[u8]) -> Option<&str> {
     key.starts_with("lease:{").then(|| &key[..end + 2])
 }
 
-/// `WAIT replicas timeout` after every operation (issue 14 item 2, issue 22).
+/// `WAIT replicas timeout` after every operation, so a success survives the failover of
+/// the primary that gave it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Barrier {
     replicas: u32,

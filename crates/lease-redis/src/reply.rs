@@ -188,7 +188,7 @@ impl Reply {
         self.build(id, f).map(Some)
     }
 
-    /// The priority (absent: the default) and concurrency key fields (issue 21).
+    /// The priority (absent: the default) and concurrency key fields.
     fn controls(
         self,
         id: &ExecutionId,

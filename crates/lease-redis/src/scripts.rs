@@ -4,7 +4,7 @@
 //! `scripts/base.lua`; `scripts/ops.lua` for all but the step writers; `scripts/record.lua`
 //! for scripts that change execution records, `scripts/wake.lua` for those that wake one
 //! (request_wake's transition, shared), `scripts/effect.lua` for the effect and store-waiter
-//! scripts (issue 16), `scripts/ack.lua` for the acknowledging ones, `scripts/claim.lua` for
+//! scripts, `scripts/ack.lua` for the acknowledging ones, `scripts/claim.lua` for
 //! the claiming ones and `scripts/step.lua` for the step writers. Each transition is
 //! written once, in a helper. The application's fenced scripts ([`fenced_source`]) are the
 //! base and step helpers and `scripts/fenced.lua` inside a function, the lease check, then
@@ -53,7 +53,7 @@ pub(crate) fn wake_script(body: &str) -> Script {
     ))
 }
 
-/// purge_terminal: the base, effect (`scripts/effect.lua`, issue 16) and retention
+/// purge_terminal: the base, effect (`scripts/effect.lua`) and retention
 /// (`scripts/forget.lua`) helpers and `body`.
 pub(crate) fn purge_script(body: &str) -> Script {
     Script::new(&format!(
@@ -79,7 +79,8 @@ pub(crate) fn step_script(body: &str) -> Script {
     Script::new(&format!("{BASE}\n{STEP}\n-- operation\n{body}"))
 }
 
-/// The source of an application's fenced script (issue 25 item 9): first a function
+/// The source of an application's fenced script, built so that no body can run anything
+/// before the lease check: first a function
 /// holding the base and step helpers and `scripts/fenced.lua`, which returns the lease check
 /// and what follows the body (so the body, outside that function, sees none of the
 /// helpers); then the check, run, returning when the lease is not held; only then the

@@ -57,7 +57,7 @@ fn taken(target: &ExecutionId) -> LeaseError {
 }
 
 impl RedisBackend {
-    /// `start` with partitions (issue 14), where the request record (home prefix) and the
+    /// `start` with partitions, where the request record (home prefix) and the
     /// target (its partition) lie in different slots: three idempotent steps instead of
     /// one script. 1. Record request id -> target unless the request id is known
     /// (`start/start_home.lua`). 2. Admit the recorded target unless it exists, marked as the

@@ -1,4 +1,4 @@
-//! Wake-ups over pub/sub (issue 10): scripts that make work claimable publish the instant it
+//! Wake-ups over pub/sub: scripts that make work claimable publish the instant it
 //! becomes claimable on the namespace's channel; each backend handle (with its clones) keeps
 //! one subscriber connection that feeds a [`WakeHub`].
 //!

@@ -59,7 +59,7 @@ fn completed(lease: &ExecutionLease) -> Acknowledgement {
 }
 
 /// The snapshot without the keys an acknowledgement of `a` changes (its record, the
-/// indexes it leaves and enters and the status counters, issue 23).
+/// indexes it leaves and enters and the status counters).
 fn without_ack_of_a(
     snapshot: &std::collections::BTreeMap<String, String>,
     prefix: &str,

@@ -223,7 +223,7 @@ fn corrupt_records_are_protocol_errors_that_change_nothing() {
             );
             assert_eq!(common::snapshot(&b).await, before, "{corruption:?}");
             // "a" (released, first in (due, id) order) is claimed; the corrupt "b" is
-            // skipped, moved out of the indexes and listed (issue 11), so the next claim
+            // skipped, moved out of the indexes and listed, so the next claim
             // claims nothing and fails nothing.
             let leases = claim(&b, &clock).await.expect("claim");
             let ids: Vec<_> = leases.iter().map(|l| l.execution_id.as_str()).collect();
@@ -288,7 +288,7 @@ fn corrupt_records_in_a_batch_or_a_claim_with_records_change_nothing_else() {
         let r = b.acknowledge_batch(&acks).await.expect("repaired batch");
         assert!(r.iter().all(|r| !r.is_lost()), "{r:?}");
 
-        // A claim with records skips a corrupt record (listed, issue 11): the valid lease
+        // A claim with records skips a corrupt record (listed): the valid lease
         // comes with its record, and the next claim meets the corrupt one no more.
         clock.advance(Duration::from_secs(1));
         for name in ["d", "e"] {

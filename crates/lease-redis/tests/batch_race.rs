@@ -12,7 +12,7 @@
 //! - A renewed lease stays live: B never claims it and A's item is `Accepted`.
 //! - An expired item B did not claim was acknowledged by A before B's claim: `Accepted`.
 //! - A batch is atomic against the claim: its expired items are all `Lost` or all
-//!   `Accepted`. On a namespace split into partitions (issue 14; the cluster row) a batch is
+//!   `Accepted`. On a namespace split into partitions (the cluster row) a batch is
 //!   one script per partition, so this holds for each partition's items of the batch.
 //! - B's records are what the claim made (running, B's token, one unacknowledged delivery)
 //!   and B's acknowledgements are all `Accepted`; the final record is B's outcome under B's

@@ -1,4 +1,4 @@
-//! lease-redis on a Redis Cluster (issue 14): a partitioned namespace spreads over the
+//! lease-redis on a Redis Cluster: a partitioned namespace spreads over the
 //! primaries, and a partition's slot migrated to another primary while deliveries run
 //! (`CLUSTER SETSLOT IMPORTING/MIGRATING`, `MIGRATE` key by key, the target's scripts
 //! flushed, `SETSLOT NODE`) loses nothing and keeps fencing: every execution completes,

@@ -1,4 +1,4 @@
-//! Priorities and concurrency limits on Redis (issue 21 items 3 and 4), beyond the
+//! Priorities and concurrency limits on Redis, beyond the
 //! conformance rows: the wake-ups a freed key place and a raised limit publish, the horizon
 //! leaving work held back by its key out, the index keys a priority level and a key use
 //! (gone again once their executions are), and a namespace split into partitions (priorities

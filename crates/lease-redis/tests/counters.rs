@@ -1,4 +1,4 @@
-//! Issue 23: `status_counts` reads each partition's counters (`counts`, `running_es`), which
+//! `status_counts` reads each partition's counters (`counts`, `running_es`), which
 //! the transition scripts keep. After every step of a mix of operations (admission, claim,
 //! each acknowledgement outcome, release, renewal, wake, cancel, lease expiry, purge, two
 //! records set aside as corrupt) the counters must equal both a full recount (every

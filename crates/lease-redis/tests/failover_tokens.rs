@@ -1,4 +1,4 @@
-//! Tokens a Redis Cluster failover cannot issue twice (issue 22): the shard holding a
+//! Tokens a Redis Cluster failover cannot issue twice: the shard holding a
 //! namespace's token counter fails over (`CLUSTER FAILOVER` on its replica), and the new
 //! primary has lost the counter's latest write (the counter is set back, on the new primary,
 //! to its value before the last claim: what a replica that had not received that claim's

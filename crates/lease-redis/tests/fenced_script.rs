@@ -1,4 +1,4 @@
-//! Fencing the application's own Redis writes (issue 13): `fenced_script` and
+//! Fencing the application's own Redis writes: `fenced_script` and
 //! `step_in_script`.
 //!
 //! The race: each round A claims an execution (token t1); the shared manual clock passes the
@@ -872,7 +872,7 @@ async fn a_failed_step_body_records_nothing_and_runs_again() {
     assert_eq!(v.as_str(), r#"{"a":[1,2],"b":1}"#);
 }
 
-/// Issue 25 item 9: a body that closes its function wrapper with `end` and goes on at the
+/// A body that closes its function wrapper with `end` and goes on at the
 /// top level still runs nothing before the lease check: a stale holder's escaped write is
 /// not applied; a live holder's is (it comes after the check).
 #[tokio::test]

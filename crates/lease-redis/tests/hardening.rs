@@ -1,4 +1,4 @@
-//! Issue 11 hardening of the claim script, against real Redis: the token counter is checked
+//! Hardening of the claim script, against real Redis: the token counter is checked
 //! against the stored tokens and its exact range before anything is written, corrupt records
 //! are skipped and listed instead of stopping every claim, a claim that issued leases is
 //! never reported as an error, and the waiting->ready move is bounded per call.
@@ -386,8 +386,9 @@ async fn the_waiting_move_is_bounded_per_call() {
     assert!(after.next_claimable_at.is_some_and(|t| t > clock.now()));
 }
 
-/// Issue 25 item 7: a recount of the status counters (issue 23: a namespace without them)
-/// walks the namespace with SCAN pages (no KEYS inside a script), each record counted once
+/// A recount of the status counters (for a namespace without them) walks the namespace
+/// with SCAN pages (no KEYS inside a script, which would block the server), each record
+/// counted once
 /// across pages, claimed ones as running: the counts the counters kept.
 #[tokio::test]
 async fn status_counts_spans_scan_pages() {

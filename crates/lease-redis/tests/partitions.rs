@@ -1,4 +1,4 @@
-//! A namespace split into partitions (issue 22 item 2), beyond the conformance rows (which
+//! A namespace split into partitions, beyond the conformance rows (which
 //! run on `LEASE_REDIS_PARTITIONS` partitions): a wake queued at home by a settle or store
 //! update whose writer died is delivered by the next one; `admit_batch` and
 //! `purge_terminal` failing half-way (a partition's script refused: a foreign key of the

@@ -46,7 +46,7 @@ struct Conns {
     b: RedisBackend,
 }
 
-/// The peer's head start in a round. On a namespace split into partitions (issue 14, the
+/// The peer's head start in a round. On a namespace split into partitions (the
 /// cluster row) a claim is three round trips (peek every partition, reserve tokens, claim)
 /// to the holder's one, so started together the holder would always win; there the
 /// holder's operations wait a random number (0-1999) of scheduler yields after the barrier,

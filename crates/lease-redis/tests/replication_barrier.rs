@@ -1,4 +1,4 @@
-//! The replication barrier of `RedisConfig::wait_for_replicas` (issue 22): an answer is a
+//! The replication barrier of `RedisConfig::wait_for_replicas`: an answer is a
 //! success only once a replica has every write it could rest on, the caller's own and
 //! anyone else's. The replica of the namespace's shard is held back (`CLIENT PAUSE ALL` on
 //! it: it stays connected and counted by its primary, but applies and acknowledges nothing),

@@ -1,4 +1,4 @@
-//! Retention (issue 12) against real Redis, beyond the conformance rows: a namespace of key
+//! Retention against real Redis, beyond the conformance rows: a namespace of key
 //! layout 1 (no retention indexes) is migrated at connect to exactly the indexes layout 2
 //! maintains, and stale `done` entries never make a purge remove a live execution.
 

@@ -1,4 +1,4 @@
-//! Wake-ups over pub/sub (issue 10) against real Redis: which operations publish and with
+//! Wake-ups over pub/sub against real Redis: which operations publish and with
 //! which instant (the record's `claimable_at` after the write), one subscriber connection per
 //! handle family, reconnection after the subscriber is killed, the classic pub/sub path, and
 //! `admit_batch` publishing once.

@@ -1,4 +1,4 @@
-//! The application-row checker (issue 13 item 6): after a run, the committed application
+//! The application-row checker: after a run, the committed application
 //! rows ([`crate::app`]) are checked against the merged op log. Each row names the
 //! operation that wrote it (process, sequence number), whose invocation interval bounds
 //! when the row committed.
@@ -330,7 +330,8 @@ mod tests {
     /// The negative control's history, as a unit test of the checker: the stale holder
     /// wrote its row outside the fence after token 2 was issued (its record write then
     /// returned Lost), and the new holder wrote the row again. The real run is
-    /// `tests/negative_controls.rs` (issue 25 item 16).
+    /// `tests/negative_controls.rs`, so the checker is seen to catch a real broken fence,
+    /// not only this made-up log.
     #[test]
     fn detects_a_stale_holders_unfenced_row() {
         let ops = vec![

@@ -1,4 +1,4 @@
-//! The torture workflow's application steps (issue 13 item 6): a step whose effect is one
+//! The torture workflow's application steps: a step whose effect is one
 //! application row ([`crate::app`]), written through the backend's fenced path together
 //! with the step's record, and logged like a step write: an invoke line before the call
 //! (so a process killed inside the transaction leaves an `Unknown` op behind), the result

@@ -202,8 +202,9 @@ mod tests {
         }
     }
 
-    /// Issue 25 item 2: a runtime reads its URL from the environment the controller sets,
-    /// and its help never prints that variable's value.
+    /// A runtime reads its URL from the environment the controller sets, and its help never
+    /// prints that variable's value: the URL may carry a password, which `ps` and a help
+    /// text would show.
     #[test]
     fn a_runtime_takes_its_url_from_the_environment() {
         let cmd = <Cli as clap::CommandFactory>::command();

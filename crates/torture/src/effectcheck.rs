@@ -1,4 +1,4 @@
-//! The effect checker (issue 16): after a run, the effect logs of every process
+//! The effect checker: after a run, the effect logs of every process
 //! ([`crate::effects`]: `begin`, `settle` and provider calls as they happened) and the
 //! controller's final reads (each execution's effect and its effect step's record) are
 //! checked per effect id. Every broken rule is reported, not just the first:

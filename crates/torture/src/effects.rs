@@ -1,4 +1,4 @@
-//! The torture workflow's effect step (issue 16): step [`EFFECT_STEP`] calls a simulated
+//! The torture workflow's effect step: step [`EFFECT_STEP`] calls a simulated
 //! external system (the provider) through `Delivery::effect`, and every effect operation is
 //! logged to the process's effect log for [`crate::effectcheck`]:
 //!

@@ -37,9 +37,9 @@ pub enum FaultKind {
     SlowRenew,
     /// Restart the database server.
     Restart,
-    /// Kill the primary, promote its replica (issue 14).
+    /// Kill the primary, promote its replica.
     Failover,
-    /// Drop every packet between one runtime and the database, then heal (issue 14 item 3).
+    /// Drop every packet between one runtime and the database, then heal.
     Partition,
     /// Drop a share of one runtime's packets.
     Loss,

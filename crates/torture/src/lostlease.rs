@@ -1,4 +1,4 @@
-//! What runtimes did after losing a lease (issue 14 item 3), from the merged op log and the
+//! What runtimes did after losing a lease, from the merged op log and the
 //! effect logs:
 //!
 //! - **late side effects**: fenced writes (step writes, acknowledgements) and provider calls

@@ -1,10 +1,10 @@
-//! `lease-torture`: nemesis runs of the lease backends (issue 6). The controller
+//! `lease-torture`: nemesis runs of the lease backends. The controller
 //! (`lease-torture run`) starts N runtime processes of this same binary
 //! (`lease-torture runtime`), each running a dispatcher over a shared backend and logging
 //! every claim, renewal, step write, acknowledgement and release; it injects a seeded
 //! schedule of faults (SIGSTOP, SIGKILL, dropped connections, late renewals, server
 //! restarts), then checks the merged history with `crate::history` and the
-//! workflow's application rows (issue 13) with [`appcheck`].
+//! workflow's application rows with [`appcheck`].
 //! Usually run through `cargo xtask torture`.
 
 mod app;

@@ -1,4 +1,4 @@
-//! The namespace mode (`lease-torture run --netns`, issue 14 item 3): every runtime slot
+//! The namespace mode (`lease-torture run --netns`): every runtime slot
 //! runs in its own network namespace, joined to the host by a veth pair, so the nemesis can
 //! cut one runtime off the database (`partition`), drop a share of its packets (`loss`) or
 //! slow its link (`latency`), and heal.

@@ -73,7 +73,7 @@ pub struct Recorder {
     log: Arc<OpLog>,
     process: u32,
     slow_renew_ms: Arc<AtomicU64>,
-    /// The effect client, logging to the effect log (issue 16; `crate::effects`).
+    /// The effect client, logging to the effect log (`crate::effects`).
     effects: Option<RecordedEffects>,
 }
 
@@ -437,7 +437,7 @@ impl lease_core::ForwardExecution for Recorder {
         self.control("", OpKind::Resume, call, |_, _| {}).await
     }
 
-    /// Logs the cancel (issue 21 item 1; history rule 6) with token 0 and what it found.
+    /// Logs the cancel (for history rule 6) with token 0 and what it found.
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         let seq = self.log.next_seq();
         let op = self.op(

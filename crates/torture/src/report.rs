@@ -61,7 +61,7 @@ pub struct Report {
     pub torn_lines: usize,
     /// How the application rows were written (`fenced`; `unfenced` is the negative control).
     pub app_write: String,
-    /// Application rows committed (issue 13: one per application step).
+    /// Application rows committed (one per application step).
     pub app_rows: u64,
     /// Violations found, history and application rows (must be 0).
     pub violations: usize,
@@ -75,7 +75,7 @@ pub struct Report {
     pub first_app_violations: Vec<AppViolation>,
     /// How the effect step called its provider (`helper`; `unfenced` is the negative control).
     pub effect_mode: String,
-    /// What the run did with effects (issue 16).
+    /// What the run did with effects.
     pub effects: EffectFigures,
     /// Violations of the effect checker.
     pub effect_violations: usize,
@@ -84,7 +84,7 @@ pub struct Report {
     /// The runtimes' clock skews, drawn and observed (`--clock-skew`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_skew: Option<SkewFigures>,
-    /// Side effects started after their lease was lost (issue 14 item 3).
+    /// Side effects started after their lease was lost.
     pub late_side_effects: LateFigures,
     /// The namespace mode's figures (`--netns`); `None` without it.
     pub network: Option<NetworkFigures>,

@@ -27,7 +27,7 @@ use crate::values;
 use crate::workflow;
 
 /// The environment variable the controller passes the backend URL in: never on the command
-/// line, where `ps` shows it with its password (issue 25 item 2).
+/// line, where `ps` shows it with its password.
 pub const RUNTIME_URL_ENV: &str = "LEASE_TORTURE_URL";
 
 /// Options of a runtime process (set by the controller).

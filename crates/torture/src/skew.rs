@@ -1,4 +1,4 @@
-//! Clock skew (issue 14 item 4, `--clock-skew`): every runtime incarnation runs under
+//! Clock skew (`--clock-skew`): every runtime incarnation runs under
 //! libfaketime (`LD_PRELOAD` of `libfaketimeMT.so.1` with `FAKETIME="<offset> x<rate>"`),
 //! its clock offset by up to an hour either way and running between half and twice as fast,
 //! drawn from the seed, the slot and the incarnation (a respawned incarnation draws anew;

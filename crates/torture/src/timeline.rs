@@ -1,4 +1,4 @@
-//! The run's picture (issue 14 item 5): an SVG timeline of a few sampled executions, one
+//! The run's picture: an SVG timeline of a few sampled executions, one
 //! band per execution and one lane per runtime slot inside it: each lease as a bar from its
 //! claim to its end (acknowledgement, release, or expiry), accepted step writes as ticks,
 //! refused writes (`Lost`) as red crosses, every claim after an execution's first (the

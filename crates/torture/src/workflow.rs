@@ -4,10 +4,10 @@
 //! outcome). Per execution, derived from its id: how many steps, an optional slow step
 //! longer than the lease (only renewals keep it), an optional durable nap (suspend with a
 //! wake, then replay), an optional retry reply (release, then replay), and whether the
-//! execution ends completed or failed. The even steps `s0, s2, ..` are application steps
-//! (issue 13 item 6): their effect is an application row written with their record through
-//! the backend's fenced path ([`AppSteps`]); `s1` is an effect step (issue 16,
-//! [`EffectSteps`]: a provider call through `Delivery::effect`); the other odd ones are
+//! execution ends completed or failed. The even steps `s0, s2, ..` are application steps:
+//! their effect is an application row written with their record through the backend's
+//! fenced path ([`AppSteps`]); `s1` is an effect step ([`EffectSteps`]: a provider call
+//! through `Delivery::effect`); the other odd ones are
 //! plain `Delivery::step`s.
 
 use std::convert::Infallible;

@@ -1,6 +1,7 @@
-//! The short torture run of CI (issue 6 item 2): each backend for 20 seconds of faults
+//! The short torture run of CI: each backend for 20 seconds of faults
 //! (pause, kill, drop, slow-renew; SQLite skips drop) with 3 runtime processes, then the
-//! history checker, which must find no violation; its liveness deadline bounds it (no wall-clock budget: issue 25 item 14).
+//! history checker, which must find no violation; its liveness deadline bounds it (no
+//! wall-clock budget, which a loaded machine would break without anything being wrong).
 //! Each run also cancels every 7th execution (history rule 6), pauses the namespace for
 //! 1.5 s of every 3 (rule 8), ticks a schedule firing every second in every runtime (rule
 //! 10) and, on a backend with priorities and limits, admits half of them under 4

@@ -1,4 +1,4 @@
-//! The short failover runs of CI (issue 14 item 2), on the throwaway PostgreSQL primary
+//! The short failover runs of CI, on the throwaway PostgreSQL primary
 //! with a streaming standby that `cargo xtask test-all` starts for the torture row
 //! (`LEASE_POSTGRES_STANDBY_URL`, a multi-host URL, and `LEASE_POSTGRES_STANDBY_FAILOVER`,
 //! its failover script: stop the primary with `-m immediate`, promote the standby, build a
@@ -14,7 +14,7 @@
 //!   replica promoted without the writes of the lag, and the checker must see it. Tokens
 //!   carry the cluster's config epoch, so none is issued twice, but asynchronous replication
 //!   keeps no step, outcome or effect record written in the lag;
-//! - Redis Cluster with `--replication wait` (issue 22: `wait_for_replicas` as a replication
+//! - Redis Cluster with `--replication wait` (`wait_for_replicas` as a replication
 //!   barrier, docs/DESIGN.md "Redis Cluster failover"): lagged failovers of the namespace's
 //!   shard (seed 14031, 20 s: 4 failovers), and the checker must find 0 violations. This
 //!   run does not guard the barrier: without it the run found 1 violation once (an effect

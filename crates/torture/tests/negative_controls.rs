@@ -1,4 +1,5 @@
-//! Negative controls run for real (issue 16 item 5, issue 25 item 16): short SQLite runs
+//! Negative controls run for real (a checker that never saw a real violation may miss
+//! one): short SQLite runs
 //! with one fence deliberately broken must fail, with the right checker reporting it.
 //!
 //! - `--effects unfenced`: the effect step bypasses the effect helper (the provider called

@@ -1,4 +1,4 @@
-//! The short network-fault run of CI (issue 14 item 3): PostgreSQL and Redis for 20 seconds
+//! The short network-fault run of CI: PostgreSQL and Redis for 20 seconds
 //! each with every runtime in its own network namespace (`--netns`) under partitions,
 //! packet loss and added latency, then the checkers. Each run must find no violation,
 //! complete every execution, inject every kind, and show that a partition cost the cut-off
@@ -6,7 +6,7 @@
 //!
 //! Needs root, `ip` (iproute2) and `nft` (nftables; `cargo xtask test-all` installs them as
 //! root with apt). A missing tool or permission fails the test, naming it, wherever it runs
-//! (issue 25 item 15: the test never passes without having run).
+//! (the test never passes without having run).
 
 mod common;
 

@@ -10,8 +10,7 @@
 //! - wrappers forward every method: only backends implement the client traits, a wrapper
 //!   implements their `Forward*` twins, whose defaults forward each method ([`forwarding`]);
 //! - no tracker ticket numbers and no outside design notes in crates/, xtask/, examples/,
-//!   docs/ and README.md (but the entries still pending their cleanup): the reason is
-//!   written out instead ([`references`]).
+//!   docs/ and README.md: the reason is written out instead ([`references`]).
 
 mod circles;
 mod forwarding;
@@ -63,7 +62,7 @@ fn wrappers_forward_every_method() {
 #[test]
 fn no_ticket_references() {
     assert_none(
-        "checked or pending places that do not exist",
+        "checked places that do not exist",
         references::missing_places(&root()),
     );
     assert_none("ticket references", references::violations(&root()));

@@ -2,8 +2,7 @@
 //! words, because a reader of the repository has neither the tracker behind "issue N" /
 //! "Issue N item M" / "issues N and M" nor the `design.md` that lived outside it (the
 //! repository's own notes are `docs/DESIGN.md`, upper case). Checked in every file below
-//! [`CHECKED`] (source, docs, SQL, Lua, manifests alike), except the entries of
-//! [`PENDING_CLEANUP`].
+//! [`CHECKED`] (source, docs, SQL, Lua, manifests alike), with no exceptions but this file.
 
 use std::path::{Path, PathBuf};
 
@@ -11,33 +10,15 @@ use std::path::{Path, PathBuf};
 /// it) or a single file.
 pub const CHECKED: &[&str] = &["crates", "xtask", "examples", "docs", "README.md"];
 
-/// Pending: not yet cleaned of ticket references, because other changes were rewriting
-/// them while the rest of the tree was cleaned; they get their own pass next, after which
-/// this list is emptied. A directory here leaves out every file below it. Nothing new
-/// belongs here.
-pub const PENDING_CLEANUP: &[&str] = &[
-    "crates/lease-redis",
-    "crates/bench",
-    "crates/torture",
-    "docs/BENCHMARKS.md",
-];
-
 /// This file: it has to spell out what it looks for.
 const THIS_FILE: &str = "xtask/tests/tidy/references.rs";
 
-/// Every reference below `root` in [`CHECKED`] outside [`PENDING_CLEANUP`], as
-/// `path:line: text`.
+/// Every reference below `root` in [`CHECKED`], as `path:line: text`.
 pub fn violations(root: &Path) -> Vec<String> {
-    violations_except(root, PENDING_CLEANUP)
-}
-
-/// Every reference below `root` in [`CHECKED`] outside `pending`, as `path:line: text`.
-fn violations_except(root: &Path, pending: &[&str]) -> Vec<String> {
-    let mut skipped: Vec<PathBuf> = pending.iter().map(|p| root.join(p)).collect();
-    skipped.push(root.join(THIS_FILE));
+    let this_file = root.join(THIS_FILE);
     let mut found = Vec::new();
     for checked in CHECKED {
-        for path in files(&root.join(checked), &skipped) {
+        for path in files(&root.join(checked), &this_file) {
             // Not UTF-8: not text anyone reads as a comment.
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
@@ -51,20 +32,20 @@ fn violations_except(root: &Path, pending: &[&str]) -> Vec<String> {
     found
 }
 
-/// The entries of [`CHECKED`] and [`PENDING_CLEANUP`] that do not exist below `root`: a
-/// renamed directory would otherwise be checked, or left out, without a word.
+/// The entries of [`CHECKED`] that do not exist below `root`: a renamed directory would
+/// otherwise go unchecked without a word.
 pub fn missing_places(root: &Path) -> Vec<String> {
     CHECKED
         .iter()
-        .chain(PENDING_CLEANUP)
         .filter(|place| !root.join(place).exists())
         .map(|place| format!("{place}: no such file or directory"))
         .collect()
 }
 
 /// (line, text) of every ticket or outside-design reference in `text`: `issue` or `issues`
-/// (any case, starting a word) followed by a number, spaces, `#` or comment markers
-/// allowed between them, even across a line break; and `design.md` in lower case.
+/// (any case, starting a word) followed by a number, spaces, `#` or comment markers (Rust's
+/// `//`, `///`, `//!`, `*`; SQL's and Lua's `--`) allowed between them, even across a line
+/// break; and `design.md` in lower case.
 pub fn references_in(text: &str) -> Vec<(usize, String)> {
     let lower = text.to_ascii_lowercase();
     let mut found = Vec::new();
@@ -76,7 +57,7 @@ pub fn references_in(text: &str) -> Vec<(usize, String)> {
         let rest = &lower[at + "issue".len()..];
         let rest = rest.strip_prefix('s').unwrap_or(rest);
         let number = rest
-            .trim_start_matches([' ', '\t', '\r', '\n', '/', '!', '#', '*'])
+            .trim_start_matches([' ', '\t', '\r', '\n', '/', '!', '#', '*', '-'])
             .starts_with(|c: char| c.is_ascii_digit());
         if word_start && number {
             found.push((line_of(text, at), excerpt(text, at)));
@@ -100,11 +81,10 @@ fn excerpt(text: &str, at: usize) -> String {
     line.chars().take(60).collect()
 }
 
-/// `place` itself when it is a file, else every file below it, leaving out `skipped`
-/// entries (a file, or a directory and everything in it), build output, hidden entries and
-/// symbolic links (crates/lease/README.md is the root README's).
-fn files(place: &Path, skipped: &[PathBuf]) -> Vec<PathBuf> {
-    if skipped.iter().any(|s| s == place) {
+/// `place` itself when it is a file, else every file below it, leaving out `skipped`, build
+/// output, hidden entries and symbolic links (crates/lease/README.md is the root README's).
+fn files(place: &Path, skipped: &Path) -> Vec<PathBuf> {
+    if place == skipped {
         return Vec::new();
     }
     if place.is_file() {
@@ -125,7 +105,7 @@ fn files(place: &Path, skipped: &[PathBuf]) -> Vec<PathBuf> {
             if name == "target" || name.starts_with('.') || kind.is_symlink() {
                 continue;
             }
-            if skipped.contains(&path) {
+            if path == skipped {
                 continue;
             }
             if kind.is_dir() {
@@ -149,9 +129,11 @@ fn a() {} // see issue 12
 /// a wrapped reference (issue
 /// 24) still counts
 //! design.md section 4
+-- a wrapped SQL or Lua reference (issue
+-- 16) counts too
 ";
     let lines: Vec<usize> = references_in(text).iter().map(|(line, _)| *line).collect();
-    assert_eq!(lines, [1, 2, 3, 4, 4, 5, 7]);
+    assert_eq!(lines, [1, 2, 3, 4, 4, 5, 7, 8]);
 }
 
 #[test]
@@ -164,11 +146,11 @@ fn words_are_not_references() {
     assert_eq!(references_in(text), Vec::<(usize, String)>::new());
 }
 
-/// The rule fails on a planted reference in every checked place (a crate's source, docs,
-/// the root README), and passes over the same reference in a pending entry, a file or a
-/// directory.
+/// The rule fails on a planted reference in every checked place (a crate's source, SQL and
+/// Lua, docs, the root README), the places last cleaned included, and passes over this
+/// file, which has to spell out what it looks for.
 #[test]
-fn a_planted_reference_fails_the_rule_outside_the_pending_entries() {
+fn a_planted_reference_fails_the_rule_everywhere() {
     let root = std::env::temp_dir().join(format!("tidy-references-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let write = |rel: &str, text: &str| {
@@ -181,41 +163,33 @@ fn a_planted_reference_fails_the_rule_outside_the_pending_entries() {
         "crates/lease-sqlite/src/claim.sql",
         "-- the claim (Issue 21 item 4)\n",
     );
-    write("crates/lease-redis/src/lib.rs", "//! issue 3 (pending)\n");
-    write(
-        "crates/lease-cli/tests/browser.rs",
-        "// issue 5 (pending file)\n",
-    );
+    write("crates/lease-redis/src/scripts/claim.lua", "-- issue 3\n");
+    write("crates/bench/src/row.rs", "// issue 24 item 1\n");
+    write("crates/torture/src/main.rs", "//! (issue 6)\n");
     write("docs/DESIGN.md", "ok\n\nsee issue 12's comparison\n");
-    write("docs/BENCHMARKS.md", "issue 12 (pending file)\n");
+    write("docs/BENCHMARKS.md", "(issue 23 item 1)\n");
     write("README.md", "# ok\nissues 3 and 4\n");
     write("xtask/src/main.rs", "fn main() {}\n");
+    write(THIS_FILE, "// issue 1, skipped\n");
     write(
         "examples/redb-adapter/src/lib.rs",
         "//! ../shared/design.md\n",
     );
-    let pending = [
-        "crates/lease-redis",
-        "crates/lease-cli/tests/browser.rs",
-        "docs/BENCHMARKS.md",
-    ];
-    let mut found = violations_except(&root, &pending);
-    let everywhere = violations_except(&root, &[]).len();
+    let mut found = violations(&root);
     std::fs::remove_dir_all(&root).expect("remove the temp tree");
     found.sort();
     assert_eq!(
         found,
         [
             "README.md:2: issues 3 and 4",
+            "crates/bench/src/row.rs:1: issue 24 item 1",
             "crates/lease-core/src/clock.rs:2: issue 9)",
+            "crates/lease-redis/src/scripts/claim.lua:1: issue 3",
             "crates/lease-sqlite/src/claim.sql:1: Issue 21 item 4)",
+            "crates/torture/src/main.rs:1: issue 6)",
+            "docs/BENCHMARKS.md:1: issue 23 item 1)",
             "docs/DESIGN.md:3: issue 12's comparison",
             "examples/redb-adapter/src/lib.rs:1: design.md",
         ]
-    );
-    assert_eq!(
-        everywhere,
-        found.len() + 3,
-        "the pending entries hold three"
     );
 }

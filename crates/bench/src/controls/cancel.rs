@@ -1,4 +1,4 @@
-//! `controls cancel` (issue 21 item 1, Targets): how long after `cancel(id, reason)` the
+//! `controls cancel`: how long after `cancel(id, reason)` the
 //! dispatcher running the execution cancels its worker, against the renewal interval.
 //!
 //! A dispatcher in this process (its own client of the store, concurrency [`BATCH`], leases

@@ -1,4 +1,4 @@
-//! Table cells shared by the issue 21 tables.
+//! Table cells shared by the control tables.
 
 /// `x` with two decimals, `-` for none.
 pub fn two(x: Option<f64>) -> String {

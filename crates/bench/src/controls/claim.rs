@@ -29,7 +29,7 @@ use crate::fixture::Fixture;
 use crate::measure::{PROBE, Sample, plan};
 use crate::stored::size_name;
 
-/// The target: the mixed claim costs at most this times today's at 10^6.
+/// The target: the mixed claim costs at most this times today's at 10^6.
 pub const TARGET: f64 = 1.2;
 
 /// The working set admitted before the probe, per side.

@@ -1,4 +1,4 @@
-//! The priorities, concurrency keys and limits the issue 21 rows put in the stored work.
+//! The priorities, concurrency keys and limits the control rows put in the stored work.
 
 use lease_core::{
     Admission, ConcurrencyKey, ConcurrencyLimit, LimitScope, Priority, SharedBackend,

@@ -1,4 +1,4 @@
-//! The issue 21 rows (controls in use): what a claim, a drain and a cancel cost once
+//! The control rows (controls in use): what a claim, a drain and a cancel cost once
 //! priorities, concurrency keys and limits are in the stored work.
 //!
 //! * `controls claim 10^k` ([`claim`]): `claim_due` x1 on a store of `n` executions with
@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::args::{Kind, Options};
 use mix::{CLAIM_MIX, UNLIMITED_MIX};
 
-/// The issue 21 rows of one run.
+/// The control rows of one run.
 #[derive(Debug, Default, Serialize)]
 pub struct ControlRows {
     /// Claim cost with the mix.
@@ -71,7 +71,7 @@ impl ControlRows {
     }
 }
 
-/// Runs the selected issue 21 rows of `kind` (none on the memory backend: no raw bound, no
+/// Runs the selected control rows of `kind` (none on the memory backend: no raw bound, no
 /// store another process can open).
 pub async fn run(kind: Kind, options: &Options, rows: &mut ControlRows) {
     if kind == Kind::Memory {

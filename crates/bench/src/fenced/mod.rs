@@ -1,4 +1,4 @@
-//! Issue 13 item 7: what fencing the application's own writes costs, per backend, one call
+//! What fencing the application's own writes costs, per backend, one call
 //! in flight. Two rows, each pairing the fenced path (the "library" column) with the same
 //! work unfenced (the "raw" column), interleaved call by call on one store and timed one by
 //! one (as [`crate::ops`]), so both sides see the same load:

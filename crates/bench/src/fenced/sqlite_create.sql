@@ -1,2 +1,2 @@
--- The application's table of the fenced rows (issue 13 item 7), in the lease's own file.
+-- The application's table of the fenced rows, in the lease's own file.
 CREATE TABLE IF NOT EXISTS bench_charges (order_id TEXT NOT NULL, amount INTEGER NOT NULL)

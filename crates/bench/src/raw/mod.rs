@@ -38,10 +38,10 @@ pub trait Raw: Send + Sync + 'static {
     /// Acknowledges completed with `outcome` (JSON text); an error unless accepted.
     async fn acknowledge(&self, lease: &RawLease, outcome: &str) -> Result<()>;
     /// Admits `ids` (new, due now) in one statement / script / transaction, skipping ids
-    /// that exist: the bare bound of `admit_batch` (issue 10). An error unless it ran.
+    /// that exist: the bare bound of `admit_batch`. An error unless it ran.
     async fn admit_batch(&self, ids: &[String]) -> Result<()>;
     /// Acknowledges `lease` completed with `outcome`, then claims up to `limit` due
-    /// executions, in one round trip and one atomic step (issue 12: the bound of
+    /// executions, in one round trip and one atomic step (the bound of
     /// `acknowledge_and_claim`). An error unless the acknowledgement was accepted.
     async fn ack_and_claim(
         &self,

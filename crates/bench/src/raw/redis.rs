@@ -49,8 +49,8 @@ return #ids
 
 /// Setup only: copies of the terminal execution `ARGV[1]` (its record, its step records,
 /// its `done` entry) as ids `ARGV[2] .. %09d` of `ARGV[3]` up to `ARGV[4]` (excluded),
-/// counted in the namespace's status counters as the library counts a record (issue 23:
-/// each copy carries the template's counting generation `cg`, so the counters add them).
+/// counted in the namespace's status counters as the library counts a record (each copy
+/// carries the template's counting generation `cg`, so the counters add them).
 /// Each copy takes the next admission sequence `sq` and is listed in the browse sets of
 /// its status, workflow and key, as an admission and the transitions list a record
 /// (`ls:<status>`, `\31w\31<workflow>`, `\31k\31<key>`, `\31wk\31<workflow>\31<key>`),

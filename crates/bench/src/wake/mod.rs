@@ -1,4 +1,4 @@
-//! Wake-up benchmarks (issue 10 item 7): how soon an idle dispatcher starts what becomes
+//! Wake-up benchmarks: how soon an idle dispatcher starts what becomes
 //! claimable, and what being idle costs. Every row runs on a fresh store that is removed
 //! afterwards; dispatchers run in child processes of this binary ([`mod@worker`]) wherever the
 //! backend can be shared between processes (SQLite file, PostgreSQL, Redis), in this
@@ -119,7 +119,7 @@ pub struct LatencyTarget {
 }
 
 impl LatencyTarget {
-    /// The issue's target of latency row `name` on `kind`.
+    /// The target of latency row `name` on `kind`.
     pub fn of(kind: Kind, name: &str) -> Option<LatencyTarget> {
         let t = |p50, p99| {
             Some(LatencyTarget {
@@ -1067,7 +1067,7 @@ mod tests {
     }
 
     #[test]
-    fn targets_follow_the_issue() {
+    fn each_row_gets_its_target() {
         let t = LatencyTarget::of(Kind::Redis, "pickup cross-process").expect("redis");
         assert_eq!((t.p50, t.p99), (Some(1.5), Some(4.0)));
         let s = LatencyTarget::of(Kind::Sqlite, "pickup in-process").expect("sqlite");

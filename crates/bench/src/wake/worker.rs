@@ -414,7 +414,7 @@ fn parse_start(line: &str) -> Option<Event> {
 struct ChildConfig {
     store: StoreSpec,
     worker: WorkerSpec,
-    /// Drain mode (issue 12): no per-delivery lines; print `drained <started us> <done us>`
+    /// Drain mode: no per-delivery lines; print `drained <started us> <done us>`
     /// once this many acknowledgements are recorded.
     #[serde(default)]
     drain: Option<u64>,

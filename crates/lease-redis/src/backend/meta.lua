@@ -6,7 +6,7 @@
 local key = P .. 'meta'
 if redis.call('HSETNX', key, 'layout', ARGV[3]) == 1 then
   if ARGV[4] ~= '1' then redis.call('HSET', key, 'partitions', ARGV[4]) end
-  -- A fresh prefix holds no record: its status counters (issue 23, `counts`: see
+  -- A fresh prefix holds no record: its status counters (`counts`: see
   -- scripts/ops.lua) start complete, in generation 1. A prefix from before the counters has
   -- none; its first status_counts recounts it (counts.rs).
   if redis.call('EXISTS', P .. 'counts') == 0 then

@@ -4,7 +4,7 @@
 -- ARGV[3] the caller's now ('' = the clock's), ARGV[4] limit, ARGV[5] lease ms,
 -- ARGV[6] (optional) '1' to return each claimed record, ARGV[7] (optional) wake publish
 -- command (see publish_wake), ARGV[8] (optional) '1' to return the horizon, ARGV[9]
--- (optional, a partition of a split namespace, issue 14) 'peek' to claim nothing and reply
+-- (optional, a partition of a split namespace) 'peek' to claim nothing and reply
 -- as peek_claim in scripts/claim.lua, or the tokens reserved for this claim, comma separated
 -- and ascending (limit = their number), used instead of the counter.
 -- Reply: {id1, token1, expires_at1, id2, ...}; with records

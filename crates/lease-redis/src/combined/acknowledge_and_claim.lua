@@ -1,6 +1,6 @@
 -- acknowledge_and_claim(ack, next): acknowledge (fenced, exactly as acknowledge.lua), then
 -- claim_due_with_horizon evaluated after it (exactly as claim_due.lua with records and the
--- horizon), in one script: one round trip per delivery (issue 12).
+-- horizon), in one script: one round trip per delivery instead of two.
 -- ARGV[3] id, ARGV[4] token, ARGV[5] 'suspended' | 'completed' | 'failed', ARGV[6] value
 -- JSON, ARGV[7] wake publish command (see publish_wake), ARGV[8] the claim's caller now
 -- ('' = the clock's), ARGV[9] claim limit, ARGV[10] lease ms.

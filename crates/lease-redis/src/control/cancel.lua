@@ -1,4 +1,4 @@
--- cancel(id, reason) (issue 21 item 1): ExecutionRecord::cancel on the effective record at
+-- cancel(id, reason): ExecutionRecord::cancel on the effective record at
 -- now, in one step that ends a live lease (every fenced write of its holder is then Lost:
 -- the status is no longer running).
 -- ARGV[3] id, ARGV[4] reason, ARGV[5] wake publish command (see publish_wake): ending a

@@ -1,4 +1,4 @@
--- set_concurrency_limit / concurrency_limits (issue 21 item 4) on the hash `limits`: field
+-- set_concurrency_limit / concurrency_limits on the hash `limits`: field
 -- a concurrency key, or '\31default' for the namespace default (DEFAULT_LIMIT in
 -- scripts/claim.lua, which every claim reads), value the limit (1 to 100,000, checked by
 -- the client).

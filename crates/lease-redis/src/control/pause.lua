@@ -1,4 +1,4 @@
--- pause / resume / list_paused (issue 21 item 2) on one partition's set `paused` of paused
+-- pause / resume / list_paused on one partition's set `paused` of paused
 -- scopes (a workflow name, or '\31namespace' for the namespace: see NS_SCOPE in
 -- scripts/claim.lua, which every claim reads).
 -- ARGV[3] 'pause' | 'resume' | 'list', ARGV[4] the scope member, ARGV[5] wake publish

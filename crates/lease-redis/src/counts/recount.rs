@@ -1,4 +1,4 @@
-//! The recount of one partition's status counters (issue 23): `counts/recount_begin.lua`
+//! The recount of one partition's status counters: `counts/recount_begin.lua`
 //! names the generation, the partition's `exec:*` keys are walked with `SCAN` between
 //! scripts, each page counted and marked by `counts/recount_page.lua`, and
 //! `counts/recount_end.lua` marks the counters complete. The transition scripts keep

@@ -1,4 +1,4 @@
--- recount_begin() (issue 23): the generation a recount of the partition's status counters
+-- recount_begin(): the generation a recount of the partition's status counters
 -- counts in, or '' when they are complete. A partition without counters (written before
 -- them, or whose `counts` an operator deleted to force a recount) gets a new generation
 -- now, the server's TIME in microseconds (above any generation its records may carry): from

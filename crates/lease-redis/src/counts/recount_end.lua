@@ -1,4 +1,4 @@
--- recount_end(g) (issue 23): after a recount's SCAN passed every key, marks the counters
+-- recount_end(g): after a recount's SCAN passed every key, marks the counters
 -- complete, unless the generation moved on meanwhile (ARGV[3] the recount's generation).
 -- Reply: 1 when complete, 0 when another recount is needed.
 local K = P .. 'counts'

@@ -1,8 +1,8 @@
--- recount_page(g, id...) (issue 23): counts the given executions (ARGV[4..], one page of
+-- recount_page(g, id...): counts the given executions (ARGV[4..], one page of
 -- the client's SCAN of the partition's `exec:*` keys) that are not yet counted in
 -- generation g (ARGV[3]), and marks each counted (`cg`). Idempotent: a page read twice, or
 -- by two recounts at once, counts each record once. No script walks the key space (a KEYS
--- inside a script blocks the server, issue 25 item 7): one page per script, O(page).
+-- inside a script blocks every client for O(keys)): one page per script, O(page).
 -- Reply: the number of records counted, or -1 when the generation moved on meanwhile (a
 -- claim ordered another recount): the client starts again.
 --

@@ -1,5 +1,5 @@
 -- status_counts(): the partition's executions by effective status at the script's clock
--- (issue 15, the operator command's `status`), from its counters (issue 23: O(1), where a
+-- (the operator command's `status` and the console), from its counters (O(1), where a
 -- walk of every record took 411 ms per console page at 10^5 executions).
 -- Reply: {'recount'} when the counters are not complete (a namespace from before them, or
 -- one whose claim set aside a record of unknown counted status: counts.rs recounts), else

@@ -1,4 +1,4 @@
--- wake_waiters(ids) on a split namespace (issue 22): delivers, in one partition, the wakes
+-- wake_waiters(ids) on a split namespace: delivers, in one partition, the wakes
 -- a settle or store update queued at home (scripts/effect.lua): each execution of `ids`
 -- that loads is woken at now (`wake`, request_wake's transition, as the one-partition
 -- scripts do inside their write); a missing one is skipped, and so is a corrupt one

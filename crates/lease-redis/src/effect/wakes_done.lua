@@ -1,4 +1,4 @@
--- wakes_done(pairs) on a split namespace (issue 22): removes from the home queue `wakes`
+-- wakes_done(pairs) on a split namespace: removes from the home queue `wakes`
 -- (scripts/effect.lua) each delivered entry whose sequence number is still the one
 -- delivered; an entry queued again meanwhile has a higher one and stays.
 -- ARGV[3..] execution id, sequence number pairs. Reply: 'ok'.

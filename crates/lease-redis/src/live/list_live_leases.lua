@@ -1,5 +1,5 @@
--- list_live_leases(limit): the live leases of this prefix, soonest expiry first (issue 23
--- item 1). ARGV[3] limit. Reply: {now, id1, HGETALL1, id2, HGETALL2, ...}.
+-- list_live_leases(limit): the live leases of this prefix, soonest expiry first (the
+-- console lists them). ARGV[3] limit. Reply: {now, id1, HGETALL1, id2, HGETALL2, ...}.
 --
 -- One range read of the `running` index (scored by lease expiry): its members scored above
 -- now are the live leases, at most `limit` of them, members of one score in id (byte)

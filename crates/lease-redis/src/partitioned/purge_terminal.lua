@@ -1,12 +1,12 @@
 -- purge_terminal(before, limit): removes up to `limit` terminal executions whose last
 -- delivery ended before `before`, each with its step records, the store receipts it made
 -- (found through `rcpt:<id>`), the start record naming it (through `start_of`) and its
--- effects and store-waiter registrations (forget_effects in scripts/effect.lua, issue 16).
+-- effects and store-waiter registrations (forget_effects in scripts/effect.lua).
 -- ARGV[3] before ms, ARGV[4] limit, ARGV[5] split ('1': a partition of a split namespace,
 -- whose home prefix holds the receipts, start records and effects: each removed id is
 -- also added to the set `purged`, which the client empties once forget_at_home.lua has
 -- removed what the home prefix holds about it; so a purge interrupted in between is
--- finished by the next one, issue 22).
+-- finished by the next one).
 -- Reply: {id1, id2, ...} the executions removed (the client sorts them by id).
 --
 -- Which ones: the earliest ended first (`done` is scored by last_delivery_ended_at), so

@@ -4,12 +4,13 @@
 -- (counter_problem), then writes (apply_claim): a Lua error does not roll back, so every
 -- refusal happens before the first write.
 local MAX_TOKEN = 9007199254740991 -- 2^53 - 1: doubles are exact up to here
--- Tokens per cluster config epoch (issue 22): on a cluster a token is epoch * 2^36 + n, so
+-- Tokens per cluster config epoch (a promoted replica issues above every token the old
+-- primary issued, whatever replication lost): on a cluster a token is epoch * 2^36 + n, so
 -- the 2^53 exact range holds epochs 0 ..= 2^17 - 1 of 2^36 - 1 tokens each.
 local EPOCH_SPAN = 68719476736 -- 2^36
 local MAX_EPOCH = 131071 -- 2^17 - 1
 
--- ---- validation of what the client decodes (issue 11: a claim that issued a lease must
+-- ---- validation of what the client decodes (a claim that issued a lease must
 -- never fail afterwards, so the script refuses, as corrupt, a candidate the client could not
 -- decode) ----
 
@@ -117,7 +118,7 @@ local function plan_moves(plan, now, moved)
   end
 end
 
--- ---- pauses (issue 21 item 2): the set `paused` holds the paused scopes: workflow names,
+-- ---- pauses: the set `paused` holds the paused scopes: workflow names,
 -- and NS_SCOPE for the whole namespace (a control character no workflow name holds) ----
 local NS_SCOPE = '\31namespace'
 
@@ -176,7 +177,7 @@ local function ready_members(plan, now, pr)
   return peek, take
 end
 
--- ---- concurrency limits (issue 21 item 4): the hash `limits` maps a key to its limit and
+-- ---- concurrency limits: the hash `limits` maps a key to its limit and
 -- DEFAULT_LIMIT (a control character first: no key holds one) to the namespace default ----
 local DEFAULT_LIMIT = '\31default'
 
@@ -602,14 +603,14 @@ end
 -- The config epoch of this cluster node (`cluster_my_epoch` of `CLUSTER INFO`: the primary's
 -- configEpoch, which every promotion raises above the old primary's), or nil on a server
 -- without cluster support (`CLUSTER INFO` is an error there). Read here, never taken from a
--- client (issue 22).
+-- client (a client's view of the cluster can be stale after a failover).
 local function config_epoch()
   local info = redis.pcall('CLUSTER', 'INFO')
   if type(info) ~= 'string' then return nil end
   return tonumber(string.match(info, 'cluster_my_epoch:(%d+)'))
 end
 
--- The next `n` tokens of the counter under prefix `P` (issue 22): `base` such that they are
+-- The next `n` tokens of the counter under prefix `P`: `base` such that they are
 -- base + 1 ..= base + n, or nil and why none can be issued. On a cluster node of config
 -- epoch E the tokens lie at or above E * 2^36 + 1 (a counter behind jumps there) and within
 -- the epoch range of their first one, so a promoted replica (a higher E) issues above every
@@ -647,10 +648,11 @@ local function token_problem(t, c)
   return nil
 end
 
--- The token counter check (issue 11), before any write: nil when the counter can issue the
+-- The token counter check, before any write (so a refusal changes nothing): nil when the
+-- counter can issue the
 -- plan's tokens (next_tokens: base + 1 ..= base + n, each above its candidate's stored
 -- token; sets plan.base), else the reason it cannot (LeaseError::TokenCounter).
--- With `tokens` (a partition of a split namespace, issue 14: the namespace's counter lies
+-- With `tokens` (a partition of a split namespace: the namespace's counter lies
 -- under the home prefix, in another slot, so the client reserved them there with
 -- claim_split/reserve_tokens.lua) the i-th candidate gets tokens[i] instead (plan.tokens).
 local function counter_problem(plan, tokens)
@@ -673,7 +675,7 @@ local function counter_problem(plan, tokens)
   return nil
 end
 
--- Takes record `id`, set aside as corrupt, out of the status counters (issue 23): counted
+-- Takes record `id`, set aside as corrupt, out of the status counters: counted
 -- in the current generation under a stored status, that count goes; when the status it was
 -- counted under cannot be read back (another program rewrote `st`, or the key is no longer
 -- a hash) a recount is ordered (count_invalidate). The record is marked `cg` = 'x': the
@@ -865,8 +867,8 @@ local function claim(now, limit, lease_ms, records, horizon, tokens)
   return out, earliest, nil
 end
 
--- What a claim at `now` of up to `limit` leases would take, claiming nothing (issue 14:
--- the client merges the partitions' candidates in claim order first): the plan's index
+-- What a claim at `now` of up to `limit` leases would take, claiming nothing (on a split
+-- namespace the client merges the partitions' candidates in claim order first): the plan's index
 -- changes are written (waiting->ready moves, corrupt records out, repairs: what any claim
 -- writes first), then the reply {now, next, due1, id1, priority1, due2, ...} as the horizon
 -- reply of `claim`, each candidate with its due time and priority, and the corrupt report.

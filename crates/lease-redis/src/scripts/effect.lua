@@ -1,4 +1,4 @@
--- lease-redis: effect and store-waiter keys (RFC 004 reduced, issue 16), after base.lua.
+-- lease-redis: effect and store-waiter keys (RFC 004 reduced), after base.lua.
 --
 --   effect:<id>            hash  x owner execution, b begun_at ms, s settled_at ms and
 --                                r result JSON (both absent while pending), w '1' while the
@@ -6,7 +6,7 @@
 --   effects:<execution>    set   the effects the execution began (purge_terminal)
 --   watch:<store>\31<key>  set   executions waiting for the next applied update of the entry
 --   watching:<execution>   set   the entries the execution waits on, as <store>\31<key>
---   wakes                  zset  with partitions (issue 22): wakes not yet delivered, execution
+--   wakes                  zset  with partitions: wakes not yet delivered, execution
 --                                id scored by a sequence number from `wake_seq` (a string)
 --
 -- With partitions these keys live under the home prefix, and the executions in their own

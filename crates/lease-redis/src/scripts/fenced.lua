@@ -1,7 +1,7 @@
--- fenced_script / step_in_script (issue 13): the application's own script, run only while
+-- fenced_script / step_in_script: the application's own script, run only while
 -- the lease is held (RFC 002 fencing: the check and the write will be atomic). The caller's
 -- body is the function __fenced_body, defined after this file's two functions have run the
--- fence (issue 25 item 9: text after the check, so a body that closes its wrapper with
+-- fence (text after the check, so a body that closes its wrapper with
 -- `end ...` still runs nothing before the check), and outside the function holding every
 -- helper, so it sees none of them; it is called with its own keys and arguments only.
 -- This file is the inside of that function: it returns the check (`pre`) and what follows

@@ -23,7 +23,7 @@ local function check_key_types()
   for name, kind in pairs(want) do check_key_type(P .. name, kind) end
 end
 
--- Wake-ups (issue 10): tells every listening dispatcher that an execution is claimable from
+-- Wake-ups: tells every listening dispatcher that an execution is claimable from
 -- backend-clock instant `at` (ExecutionRecord::claimable_at of the record the script just
 -- wrote), on the channel `<prefix>wake`, which carries the namespace's hash tag. `cmd` is
 -- the publish command chosen at connect from the server version: 'SPUBLISH' (Redis >= 7:
@@ -35,7 +35,7 @@ local function publish_wake(cmd, at)
   redis.pcall(cmd, P .. 'wake', fmt(at))
 end
 
--- ---- priority levels and keys (issue 21 items 3 and 4) ----
+-- ---- priority levels and concurrency keys ----
 -- Level 0 (the default) is `ready`, as before priorities existed; level p ~= 0 is the zset
 -- `ready:<p>`, listed in the zset `levels` (member and score p) while it holds members, so a
 -- claim walks the levels highest first and each level in (due, id) order. A running keyed
@@ -119,7 +119,7 @@ local function unpark_entry(pk)
   if redis.call('ZCARD', set) == 0 then redis.call('ZREM', K_PARKED, scope) end
 end
 
--- ---- status counters (issue 23: the console's counts in O(1)) ----
+-- ---- status counters (the console's counts in O(1), without walking the records) ----
 -- The hash `counts` holds, per stored status, how many records of the partition are counted
 -- under it, plus `g`, the counting generation, and `ok` ('1' once every record is counted in
 -- generation g). A record stores the generation it is counted in as its field `cg`

@@ -6,9 +6,10 @@ local K_RUNNING = P .. 'running'
 -- status_counts tells an expired one's effective status (suspended, not admitted) by ZCOUNT.
 local K_RUNNING_ES = P .. 'running_es'
 local K_FAILING = P .. 'failing'
--- Terminal executions scored by the end of their last delivery (retention, issue 12).
+-- Terminal executions scored by the end of their last delivery (what retention purges).
 local K_DONE = P .. 'done'
--- Records a claim found it cannot use (issue 11): ids by id (score 0), and their problems.
+-- Records a claim found it cannot use (set aside, so one bad record cannot stop every
+-- claim): ids by id (score 0), and their problems.
 local K_CORRUPT = P .. 'corrupt'
 local K_CORRUPT_WHY = P .. 'corrupt_why'
 -- Attempt limits and dead letters: stored-dead executions by id (score 0), and the members
@@ -366,7 +367,8 @@ local function reindex(r)
 end
 
 -- The instant a delivery of `r` ending at `now` frees a place of its concurrency key (the
--- wake-up path hears "now", issue 21 item 4), or nil for an unkeyed execution.
+-- wake-up path hears "now": a claimer held back by the key's limit may go on), or nil
+-- for an unkeyed execution.
 local function key_freed(r, now)
   if r.ck then return now end
   return nil

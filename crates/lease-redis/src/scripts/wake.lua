@@ -1,6 +1,6 @@
 -- lease-redis: request_wake's transition, shared by request_wake.lua and the scripts that
--- wake in the same atomic step as their write (effect_settle.lua, store_update.lua; issue
--- 16). Needs record.lua.
+-- wake in the same atomic step as their write (effect_settle.lua, store_update.lua).
+-- Needs record.lua.
 
 -- ExecutionRecord::request_wake(at) on the stored record of `id`: terminal -> no change;
 -- stored status running -> wake_after_claim = min(wake_after_claim, at) (remembered for the

@@ -11,7 +11,7 @@
 -- last two are followed by the queued wakes (with_queued_wakes).
 -- A new receipt is also indexed under its execution: `rcpt:<execution>` holds
 -- `<store>\31<step key>`, so purge_terminal drops an execution's receipts without a scan.
--- An applied op wakes the entry's store waiters (watch_entry, issue 16) in this script:
+-- An applied op wakes the entry's store waiters (watch_entry) in this script:
 -- `wake` at now for each, and the registrations are gone (one-shot).
 local split = ARGV[11] == '1'
 local key = P .. 'store:' .. ARGV[3]

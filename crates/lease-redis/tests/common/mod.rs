@@ -10,7 +10,7 @@ use lease_redis::{RedisBackend, RedisConfig};
 use redis::Value;
 
 /// `LEASE_REDIS_CLUSTER_URL` (a `redis+cluster://` URL: the tests then run on a Redis
-/// Cluster, issue 14), else `LEASE_REDIS_URL`, else the local default. An unreachable
+/// Cluster), else `LEASE_REDIS_URL`, else the local default. An unreachable
 /// server fails the tests.
 pub fn redis_url() -> String {
     cluster_url().unwrap_or_else(lease_testserver::redis_url)
@@ -23,7 +23,8 @@ pub fn cluster_url() -> Option<String> {
 
 /// The partition count of the tests' namespaces on a cluster unless
 /// `LEASE_REDIS_PARTITIONS` says otherwise: one per primary of the throwaway cluster
-/// (issue 22 item 2), each on its own primary ([`random_namespace`]).
+/// (so the partitions spread over the cluster), each on its own primary
+/// ([`random_namespace`]).
 pub const CLUSTER_PARTITIONS: u16 = 3;
 
 /// The partition count of the tests' namespaces: `LEASE_REDIS_PARTITIONS`, else
@@ -492,7 +493,7 @@ pub async fn connections_named(name: &str) -> usize {
     connection_ids_named(&list, name).len()
 }
 
-/// What a fresh namespace of `backend` issues its first token after (issue 22): 0 on one
+/// What a fresh namespace of `backend` issues its first token after: 0 on one
 /// server; on a cluster the config epoch of the primary holding the namespace's counter
 /// times 2^36 (`cluster_my_epoch`, read there by a script on the counter's slot, as the
 /// claim reads it).

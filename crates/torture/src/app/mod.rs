@@ -1,4 +1,4 @@
-//! The application's own rows (issue 13 item 6). Every value step `s{i}` of the torture
+//! The application's own rows. Every value step `s{i}` of the torture
 //! workflow has an effect besides its step record: one row in an application table of the
 //! lease's own database, written through the backend's fenced path, so that the row and the
 //! step's done record commit together and only while the holder's token is current (RFC 002

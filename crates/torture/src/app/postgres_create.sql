@@ -1,4 +1,4 @@
--- The torture workflow's application table (issue 13 item 6), in the run's schema of the
+-- The torture workflow's application table, in the run's schema of the
 -- lease database. No unique key on (execution, step): a step written twice must show up as
 -- two rows.
 CREATE TABLE IF NOT EXISTS {table} (

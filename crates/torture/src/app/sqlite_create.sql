@@ -1,4 +1,4 @@
--- The torture workflow's application table (issue 13 item 6), in the lease database's own
+-- The torture workflow's application table, in the lease database's own
 -- file. No unique key on (execution, step): a step written twice must show up as two rows.
 CREATE TABLE IF NOT EXISTS torture_app_rows (
     execution TEXT NOT NULL,

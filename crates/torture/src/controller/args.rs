@@ -91,8 +91,8 @@ pub struct RunArgs {
     /// report violations).
     #[arg(long, value_name = "MODE", default_value = "helper", value_parser = EffectMode::parse)]
     pub effects: EffectMode,
-    /// Cancel every Nth admitted execution during the faults (issue 21 item 1; history rule
-    /// 6), through the controller's recorder (default: no cancels).
+    /// Cancel every Nth admitted execution during the faults (checked by history rule 6),
+    /// through the controller's recorder (default: no cancels).
     #[arg(long, value_name = "N")]
     pub cancel_every: Option<NonZeroU64>,
     /// Concurrency keys, their limits and priorities (history rule 7).

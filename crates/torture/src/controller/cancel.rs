@@ -1,4 +1,4 @@
-//! `--cancel-every N` (issue 21 item 1; history rule 6): the controller cancels every Nth
+//! `--cancel-every N` (checked by history rule 6): the controller cancels every Nth
 //! admitted execution while the faults run, through a recorder logging to the controller
 //! log, so the checker sees each cancel next to the deliveries it ends.
 

@@ -343,7 +343,7 @@ async fn interrupted() -> &'static str {
 }
 
 /// The URL without a password (userinfo or libpq's `password=`), for messages: the one
-/// redaction of [`lease_core::redact_url`] (issue 25 item 2).
+/// redaction of [`lease_core::redact_url`], so no message of the run shows a password.
 pub(super) fn redact(url: &str) -> String {
     lease_core::redact_url(url)
 }

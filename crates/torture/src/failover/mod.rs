@@ -1,4 +1,4 @@
-//! The `failover` fault (issue 14 item 2): the server's primary dies and its replica takes
+//! The `failover` fault: the server's primary dies and its replica takes
 //! over, while the runtimes keep claiming and writing through a URL that names every node
 //! (PostgreSQL `h1,h2?target_session_attrs=read-write`, a `redis+cluster://` URL).
 //!

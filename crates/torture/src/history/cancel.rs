@@ -1,4 +1,4 @@
-//! Rule 6 (issue 21 item 1, cancel): once a cancel that returned `cancelled` has returned,
+//! Rule 6 (cancel): once a cancel that returned `cancelled` has returned,
 //! nothing of the execution's old or new deliveries is accepted, it is never claimed again,
 //! and it reads back cancelled; a cancel that found it `already_terminal` saw a real
 //! terminal acknowledgement.

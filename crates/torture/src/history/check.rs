@@ -83,7 +83,7 @@ fn not_completed(
     }
 }
 
-/// Every per-execution rule, in the order of design.md section 5 (the order of the report).
+/// Every per-execution rule, in the rules' order (the order of the report).
 fn check_execution(
     execution: &str,
     ops: &[&Op],

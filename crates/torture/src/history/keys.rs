@@ -1,4 +1,4 @@
-//! Rule 7 (issue 21 item 4, concurrency limits): at no instant more live leases of one
+//! Rule 7 (concurrency limits): at no instant more live leases of one
 //! concurrency key than its limit (its own, else the namespace default).
 //!
 //! The count only grows at a claim, so the rule checks every claim call that took leases of

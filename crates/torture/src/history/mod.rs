@@ -1,4 +1,4 @@
-//! The history checker (design.md section 5): reads a log of every claim, renewal, fenced
+//! The history checker: reads a log of every claim, renewal, fenced
 //! write, acknowledgement and release, and reports every violation of the lease invariants.
 //!
 //! [`op`] holds the log's record, [`violation`] what the checker reports, [`check`](mod@check) the

@@ -65,13 +65,13 @@ pub enum OpKind {
         /// terminal.
         outcome: Option<String>,
     },
-    /// `cancel` (issue 21 item 1); token 0. On acceptance what it found: `cancelled`,
+    /// `cancel`; token 0. On acceptance what it found: `cancelled`,
     /// `already_cancelled` or `already_terminal`.
     Cancel {
         /// `cancelled` / `already_cancelled` / `already_terminal`; empty when not accepted.
         result: String,
     },
-    /// An admission (issue 21 items 3 and 4; history rule 7), logged by the controller with
+    /// An admission (for history rule 7), logged by the controller with
     /// token 0: the execution's concurrency key and priority as admitted.
     Admit {
         /// The concurrency key, if any.

@@ -3,7 +3,8 @@
 use std::process::Command;
 
 /// Runs a prepared `lease-torture run` command, prints its output, requires success; returns
-/// its standard output. No wall-clock budget (issue 25 item 14): the run's own `--liveness`
+/// its standard output. No wall-clock budget (a loaded machine would break it without
+/// anything being wrong): the run's own `--liveness`
 /// deadline ends it.
 pub fn run_passing(backend: &str, cmd: &mut Command) -> String {
     let out = cmd.output().expect("run lease-torture");
