@@ -11,12 +11,11 @@ use lease_core::limits::check_limit;
 use lease_core::selection::{Gates, horizon, select};
 use lease_core::time::lease_millis;
 use lease_core::{
-    Capabilities,
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
-    AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, Claimed, ConcurrencyLimit,
-    ConcurrencyLimits, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    ExecutionStatus, Fenced, FencingToken, Json, LimitScope, PauseScope, Purged, Release, Result,
-    StatusCounts, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AttemptScope, CancelOutcome, CancelReason, Capabilities, ClaimBatch, ClaimRequest, Claimed,
+    ConcurrencyLimit, ConcurrencyLimits, EffectClient, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, Json, LimitScope,
+    PauseScope, Purged, Release, Result, StatusCounts, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::tx::{
