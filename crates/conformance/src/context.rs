@@ -5,9 +5,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use lease_core::{
-    Acknowledged, Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease,
-    ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock,
-    RedeliveryPolicy, Result, StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
+    Acknowledged, Admission, Capabilities, ClaimRequest, Clock, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json, LeaseBackend,
+    LeaseError, ManualClock, RedeliveryPolicy, Result, StepKey, StepWrite, Timestamp,
+    WorkflowRunOutcome,
 };
 
 use crate::harness::Harness;
@@ -88,6 +89,8 @@ pub struct Ctx<H: Harness> {
     probe: tokio::sync::OnceCell<H::Backend>,
     /// The libtest name of the running case (its thread's name), for [`Ctx::refusal_only`].
     test: String,
+    /// What the backend declares it can do, read once at setup.
+    caps: Capabilities,
 }
 
 impl<H: Harness> Ctx<H> {
@@ -98,6 +101,28 @@ impl<H: Harness> Ctx<H> {
     pub fn refusal_only(&self) -> bool {
         crate::refusals::record(std::any::type_name::<H>(), &self.test);
         true
+    }
+
+    /// What the backend under test declares it can do
+    /// ([`lease_core::ExecutionClient::capabilities`]): the cases check the rules of what it
+    /// declares, and the refusals of what it does not.
+    pub fn caps(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// Asserts `err` is the refusal of a capability the backend declared absent:
+    /// [`LeaseError::Unsupported`] naming the backend as its declaration does.
+    pub fn assert_unsupported(&self, err: &LeaseError) {
+        match err {
+            LeaseError::Unsupported { backend, .. } => assert_eq!(
+                *backend, self.caps.backend,
+                "the refusal names the backend its declaration names: {err}"
+            ),
+            other => panic!(
+                "expected Unsupported from {}, got {other}",
+                self.caps.backend
+            ),
+        }
     }
 
     /// The first connection.
@@ -300,8 +325,10 @@ where
         let harness = H::setup(clock.clone(), policy)
             .await
             .expect("harness setup");
+        let caps = harness.backend().capabilities();
         let ctx = std::sync::Arc::new(Ctx {
             harness,
+            caps,
             clock,
             policy,
             probe: tokio::sync::OnceCell::new(),

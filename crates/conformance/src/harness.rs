@@ -13,78 +13,13 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// The backend type.
     type Backend: LeaseBackend + Clone;
 
-    /// The backend sends wake-ups ([`lease_core::ExecutionClient::wakeups`]) and reports
-    /// the next claimable instant with each claim, so work is picked up at once rather than
-    /// at the next poll. The pickup cases assert both when `true`; with `false` they check
-    /// only what polling guarantees.
-    const WAKEUPS: bool = false;
-
     /// Wake-ups travel over a connection that [`Harness::kill_listeners`] can kill on the
-    /// server (PostgreSQL LISTEN, Redis SUBSCRIBE).
+    /// server (PostgreSQL LISTEN, Redis SUBSCRIBE). A property of this harness, not of the
+    /// backend: what the backend can do it declares itself
+    /// ([`lease_core::ExecutionClient::capabilities`]), and the cases read that declaration,
+    /// checking the rules of each capability it declares and the typed `Unsupported`
+    /// refusal of each it does not.
     const KILLABLE_LISTENER: bool = false;
-
-    /// The backend implements retention ([`lease_core::ExecutionClient::purge_terminal`]);
-    /// with `false` the retention cases check only that it reports `Unsupported`.
-    const RETENTION: bool = false;
-
-    /// The backend counts executions by status
-    /// ([`lease_core::ExecutionClient::status_counts`]); with `false` the count cases check
-    /// only that it reports `Unsupported`.
-    const STATUS_COUNTS: bool = false;
-    /// The backend lists the live leases
-    /// ([`lease_core::ExecutionClient::list_live_leases`]); with `false` the live-lease
-    /// cases check only that it reports `Unsupported` (a bad limit is `InvalidInput` either
-    /// way).
-    const LIVE_LEASES: bool = false;
-    /// The backend implements effects ([`lease_core::ExecutionClient::effects`]) and store
-    /// waiters ([`lease_core::StoreClient::watch_entry`]); with `false` the effect cases
-    /// check only that it reports neither.
-    const EFFECTS: bool = false;
-    /// The backend cancels executions ([`lease_core::ExecutionClient::cancel`]); with
-    /// `false` the cancel cases check only that it reports `Unsupported`.
-    const CANCEL: bool = false;
-    /// The backend pauses and resumes scopes ([`lease_core::ExecutionClient::pause`]); with
-    /// `false` the pause cases check only `Unsupported`.
-    const PAUSE: bool = false;
-    /// The backend claims by priority and enforces per-key concurrency limits
-    /// ([`lease_core::Admission::priority`], [`lease_core::Admission::concurrency_key`]);
-    /// with `false` an admission using either must be `Unsupported` and admit nothing.
-    const PRIORITIES_AND_LIMITS: bool = false;
-    /// The backend keeps attempt limits and dead letters
-    /// ([`lease_core::ExecutionClient::set_attempt_limit`], `release_with`, `list_dead`,
-    /// `retry_dead`); with `false` the attempt cases check only the typed `Unsupported`
-    /// answers, and that `release_with` still ends a lease.
-    const ATTEMPTS: bool = false;
-    /// The backend enforces start rates per key ([`lease_core::ExecutionClient::set_rate_limit`],
-    /// [`lease_core::keyed`]); with `false` the rate cases check only the typed
-    /// `Unsupported` answers.
-    const RATE_LIMITS: bool = false;
-    /// The backend runs ordered keys one at a time in admission order
-    /// ([`lease_core::ExecutionClient::set_key_ordering`]); with `false` the ordering cases
-    /// check only the typed `Unsupported` answers.
-    const ORDERED_KEYS: bool = false;
-    /// The backend lists executions by filter a page at a time
-    /// ([`lease_core::ExecutionClient::list_executions`]); with `false` the browse cases check
-    /// only that a bad limit is `InvalidInput` and the rest `Unsupported`.
-    const BROWSE: bool = false;
-    /// The backend keeps workflows' own redelivery policies
-    /// ([`lease_core::ExecutionClient::set_redelivery_policy`]); with `false` the cases check
-    /// only the typed `Unsupported` answers.
-    const WORKFLOW_REDELIVERY: bool = false;
-    /// The backend keeps each execution's delivery history
-    /// ([`lease_core::ExecutionClient::deliveries`]); with `false` the history cases check
-    /// only the typed `Unsupported` answer.
-    const DELIVERY_HISTORY: bool = false;
-
-    /// Whether this run's store takes concurrency keys and limits: by default
-    /// [`Harness::PRIORITIES_AND_LIMITS`]. A harness whose store mode is chosen at run time
-    /// and cannot count a key's live leases in some modes (a Redis namespace split into
-    /// partitions) returns `false` for them; the limit cases then check that a keyed
-    /// admission and `set_concurrency_limit` are refused (`Unsupported` or `InvalidInput`)
-    /// and admit nothing, while the priority cases still run.
-    fn concurrency_limits() -> bool {
-        Self::PRIORITIES_AND_LIMITS
-    }
 
     /// Kills, on the server, every connection this store's backends listen for wake-ups on
     /// (`pg_terminate_backend`, `CLIENT KILL`); `true` when it killed at least one.

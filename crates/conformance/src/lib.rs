@@ -59,6 +59,7 @@ macro_rules! conformance_tests {
         $crate::__browse_cases!($harness);
         $crate::__workflow_redelivery_cases!($harness);
         $crate::__history_cases!($harness);
+        $crate::__declared_cases!($harness);
     };
 }
 
@@ -138,6 +139,7 @@ mod tests {
                 include_str!("cases/workflow_redelivery.rs"),
             ),
             ("history", include_str!("cases/history.rs")),
+            ("declared", include_str!("cases/declared.rs")),
         ];
         let mut count = 0;
         for (module, source) in modules {

@@ -25,7 +25,7 @@ impl ExecutionClient for Minimal {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         // Without priorities and concurrency keys, an adapter refuses them: admitting them
         // and then ignoring them would break what the caller asked for.
-        Admission::refuse_controls("minimal", std::slice::from_ref(admission))?;
+        Admission::refuse_controls(self.backend_name(), std::slice::from_ref(admission))?;
         self.0.admit(admission).await
     }
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {

@@ -522,6 +522,14 @@ impl<const F: u8> ExecutionClient for Lab<F> {
         Some(self)
     }
 
+    /// Effects and the live-lease list; the rest keeps the refusing defaults.
+    fn capabilities(&self) -> lease_core::Capabilities {
+        let mut caps = lease_core::Capabilities::none("lab");
+        caps.effects = true;
+        caps.live_leases = true;
+        caps
+    }
+
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.now_ms())
     }
@@ -862,8 +870,6 @@ struct LabHarness<const F: u8>(Lab<F>);
 #[async_trait]
 impl<const F: u8> Harness for LabHarness<F> {
     type Backend = Lab<F>;
-    const EFFECTS: bool = true;
-    const LIVE_LEASES: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         Ok(LabHarness(Lab {

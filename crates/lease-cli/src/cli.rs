@@ -54,6 +54,9 @@ pub enum Command {
     /// Counts of executions by status, as `get` reads them at the backend clock (an expired
     /// lease counts as ended), plus the records the backend cannot decode.
     Status,
+    /// What the backend declares it can do (cancel, pause, retention, rate limits...): a
+    /// command needing a capability it lacks is refused before it calls anything.
+    Caps,
     /// Executions that keep failing: at least `--min` consecutive deliveries ended without an
     /// acknowledgement, most failing first.
     Failing(FailingArgs),

@@ -1,4 +1,4 @@
-//! `lease`, the operator command of execution leases: `status`, `failing`, `live`,
+//! `lease`, the operator command of execution leases: `status`, `caps`, `failing`, `live`,
 //! `show ID`, `corrupt`, `purge --older-than DURATION` and `schedules` on any backend URL
 //! ([`lease::open()`]), as a table or `--json`; `ui`, the same in a browser.
 //!

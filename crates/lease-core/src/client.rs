@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
+use crate::capabilities::Capabilities;
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
 use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
@@ -30,12 +31,6 @@ use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 use crate::time::Timestamp;
 use crate::wakeup::WakeReceiver;
-
-/// The answer of a default method for a capability the backend does not have, naming the
-/// backend ([`ExecutionClient::backend_name`]) so an operator sees which one refused.
-fn unsupported(backend: &'static str, operation: &'static str) -> crate::LeaseError {
-    crate::LeaseError::Unsupported { backend, operation }
-}
 
 /// Executions and their leases (RFC 001 + RFC 002 `ExecutionClient`).
 #[async_trait]
@@ -106,7 +101,7 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported(self.backend_name(), "list_live_leases"))
+        Err(self.capabilities().unsupported("list_live_leases"))
     }
 
     /// Stored execution records this backend found it cannot decode, at most `limit`
@@ -127,7 +122,7 @@ pub trait ExecutionClient: Send + Sync {
     /// There is no correct default (the traits cannot enumerate executions), so the default
     /// is [`crate::LeaseError::Unsupported`].
     async fn status_counts(&self) -> Result<StatusCounts> {
-        Err(unsupported(self.backend_name(), "status_counts"))
+        Err(self.capabilities().unsupported("status_counts"))
     }
 
     /// Retention: removes up to `limit` (1..=1000) executions whose terminal
@@ -146,7 +141,7 @@ pub trait ExecutionClient: Send + Sync {
     /// The default is [`crate::LeaseError::Unsupported`].
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         let _ = (before, limit);
-        Err(unsupported(self.backend_name(), "purge_terminal"))
+        Err(self.capabilities().unsupported("purge_terminal"))
     }
 
     /// Cancels an execution for good, in one atomic step that also ends
@@ -161,7 +156,7 @@ pub trait ExecutionClient: Send + Sync {
     /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
         let _ = (id, reason);
-        Err(unsupported(self.backend_name(), "cancel"))
+        Err(self.capabilities().unsupported("cancel"))
     }
 
     /// Pauses a scope: from this commit on no claim by any process takes
@@ -171,7 +166,7 @@ pub trait ExecutionClient: Send + Sync {
     /// default is [`crate::LeaseError::Unsupported`].
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported(self.backend_name(), "pause"))
+        Err(self.capabilities().unsupported("pause"))
     }
 
     /// Resumes a paused scope and signals idle dispatchers through the
@@ -180,13 +175,13 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
         let _ = scope;
-        Err(unsupported(self.backend_name(), "resume"))
+        Err(self.capabilities().unsupported("resume"))
     }
 
     /// The paused scopes: the namespace first, then workflows by name. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
-        Err(unsupported(self.backend_name(), "list_paused"))
+        Err(self.capabilities().unsupported("list_paused"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the concurrency limit of one key or the
@@ -201,13 +196,13 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported(self.backend_name(), "set_concurrency_limit"))
+        Err(self.capabilities().unsupported("set_concurrency_limit"))
     }
 
     /// The namespace's concurrency limits. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
-        Err(unsupported(self.backend_name(), "concurrency_limits"))
+        Err(self.capabilities().unsupported("concurrency_limits"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the attempt limit of one workflow name
@@ -222,12 +217,12 @@ pub trait ExecutionClient: Send + Sync {
         limit: Option<AttemptLimit>,
     ) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported(self.backend_name(), "set_attempt_limit"))
+        Err(self.capabilities().unsupported("set_attempt_limit"))
     }
 
     /// The namespace's attempt limits. The default is [`crate::LeaseError::Unsupported`].
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
-        Err(unsupported(self.backend_name(), "attempt_limits"))
+        Err(self.capabilities().unsupported("attempt_limits"))
     }
 
     /// The dead executions ([`crate::ExecutionStatus::Dead`], as `get` reads them: a lease
@@ -241,7 +236,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = after;
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported(self.backend_name(), "list_dead"))
+        Err(self.capabilities().unsupported("list_dead"))
     }
 
     /// Re-admits dead executions in one atomic step ([`ExecutionRecord::retry_dead`]): each
@@ -256,7 +251,7 @@ pub trait ExecutionClient: Send + Sync {
         input: Option<&Json>,
     ) -> Result<Vec<ExecutionRecord>> {
         let _ = (ids, input);
-        Err(unsupported(self.backend_name(), "retry_dead"))
+        Err(self.capabilities().unsupported("retry_dead"))
     }
 
     /// Sets (`Some`) or removes (`None`: unlimited) the start rate of one key or the
@@ -268,12 +263,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
         let _ = (scope, limit);
-        Err(unsupported(self.backend_name(), "set_rate_limit"))
+        Err(self.capabilities().unsupported("set_rate_limit"))
     }
 
     /// The namespace's rate limits. The default is [`crate::LeaseError::Unsupported`].
     async fn rate_limits(&self) -> Result<RateLimits> {
-        Err(unsupported(self.backend_name(), "rate_limits"))
+        Err(self.capabilities().unsupported("rate_limits"))
     }
 
     /// Marks (`true`) or unmarks one key, or every key ([`LimitScope::Default`]), as ordered
@@ -282,12 +277,12 @@ pub trait ExecutionClient: Send + Sync {
     /// [`crate::LeaseError::Unsupported`].
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
         let _ = (scope, ordered);
-        Err(unsupported(self.backend_name(), "set_key_ordering"))
+        Err(self.capabilities().unsupported("set_key_ordering"))
     }
 
     /// Which keys are ordered. The default is [`crate::LeaseError::Unsupported`].
     async fn key_ordering(&self) -> Result<KeyOrdering> {
-        Err(unsupported(self.backend_name(), "key_ordering"))
+        Err(self.capabilities().unsupported("key_ordering"))
     }
 
     /// The executions `filter` matches, newest admitted first, at most `limit` (1..=1000),
@@ -303,7 +298,7 @@ pub trait ExecutionClient: Send + Sync {
     ) -> Result<ExecutionPage> {
         let _ = (filter, after);
         crate::limits::check_limit("list limit", limit)?;
-        Err(unsupported(self.backend_name(), "list_executions"))
+        Err(self.capabilities().unsupported("list_executions"))
     }
 
     /// Sets (`Some`) or removes (`None`) one workflow's own redelivery policy
@@ -320,13 +315,13 @@ pub trait ExecutionClient: Send + Sync {
         policy: Option<RedeliveryPolicy>,
     ) -> Result<()> {
         let _ = (workflow, policy);
-        Err(unsupported(self.backend_name(), "set_redelivery_policy"))
+        Err(self.capabilities().unsupported("set_redelivery_policy"))
     }
 
     /// The workflows' own redelivery policies. The default is
     /// [`crate::LeaseError::Unsupported`].
     async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
-        Err(unsupported(self.backend_name(), "redelivery_policies"))
+        Err(self.capabilities().unsupported("redelivery_policies"))
     }
 
     /// The execution's last deliveries, oldest first ([`crate::history`]): each lease's
@@ -337,7 +332,7 @@ pub trait ExecutionClient: Send + Sync {
     /// `UnknownExecution`. The default is [`crate::LeaseError::Unsupported`].
     async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         let _ = id;
-        Err(unsupported(self.backend_name(), "deliveries"))
+        Err(self.capabilities().unsupported("deliveries"))
     }
 
     /// Requests a wake at `at` (unfenced). Terminal executions ignore it; during a delivery
@@ -381,10 +376,22 @@ pub trait ExecutionClient: Send + Sync {
         None
     }
 
+    /// What this backend can do, and its name ([`crate::capabilities`]): the one place a
+    /// backend says which optional operations it has. The default methods of the operations
+    /// it lacks refuse them as [`crate::LeaseError::Unsupported`] naming
+    /// [`Capabilities::backend`]; the conformance suite checks the declaration both ways.
+    ///
+    /// The default declares none, under the name `"adapter"`: an adapter that overrides an
+    /// optional method declares it here too, with its own name.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::none("adapter")
+    }
+
     /// The kind of backend (`"memory"`, `"sqlite"`, `"postgres"`, `"redis"`), the `backend`
-    /// label of the dispatcher's metrics (feature `metrics`). The default is `"adapter"`.
+    /// label of the dispatcher's metrics (feature `metrics`). The default reads it from
+    /// [`ExecutionClient::capabilities`], which is where a backend declares it.
     fn backend_name(&self) -> &'static str {
-        "adapter"
+        self.capabilities().backend
     }
 
     /// The namespace (SQLite, Redis) or schema (PostgreSQL) this client works in, the
@@ -595,7 +602,10 @@ pub trait StoreClient: Send + Sync {
     /// registration causes at most one extra delivery. `UnknownStore`, `UnknownExecution`
     /// for bad names; nothing registered.
     ///
-    /// The default is [`crate::LeaseError::Unsupported`].
+    /// The default is [`crate::LeaseError::Unsupported`]. This trait does not see the
+    /// backend's declaration ([`ExecutionClient::capabilities`]), so the default's refusal
+    /// names `"adapter"`; [`crate::Delivery::watch_entry`] refuses up front, naming the
+    /// backend, when the declaration has no [`Capabilities::effects`].
     async fn watch_entry(
         &self,
         store: &StoreId,

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
+use crate::capabilities::Capabilities;
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -132,6 +133,7 @@ forward! {
     sync {
         fn wakeups(&self) -> Option<WakeReceiver>;
         fn effects(&self) -> Option<&dyn EffectClient>;
+        fn capabilities(&self) -> Capabilities;
         fn backend_name(&self) -> &'static str;
         fn namespace_name(&self) -> Option<String>;
     }

@@ -15,6 +15,7 @@
 
 pub mod attempts;
 pub mod browse;
+pub mod capabilities;
 pub mod client;
 pub mod control;
 pub mod counts;
@@ -44,6 +45,7 @@ pub mod wakeup;
 
 pub use attempts::{AttemptLimit, AttemptLimits, AttemptScope, ErrorNote, LastError, Release};
 pub use browse::{ExecutionFilter, ExecutionPage, ListCursor};
+pub use capabilities::Capabilities;
 pub use client::{
     EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
 };

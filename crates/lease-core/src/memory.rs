@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
 use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
+use crate::capabilities::Capabilities;
 use crate::client::{EffectClient, ExecutionClient, HeapClient, StartClient, StoreClient};
 use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
 use crate::counts::StatusCounts;
@@ -571,8 +572,11 @@ impl ExecutionClient for MemoryBackend {
         self.wakeups_enabled.then(|| self.hub.subscribe())
     }
 
-    fn backend_name(&self) -> &'static str {
-        "memory"
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::all("memory");
+        // A handle built without wake-ups sends none, and its dispatcher polls.
+        caps.wakeups = self.wakeups_enabled;
+        caps
     }
 
     fn effects(&self) -> Option<&dyn EffectClient> {

@@ -744,8 +744,8 @@ impl ExecutionClient for PostgresBackend {
         self.subscribe_wakeups()
     }
 
-    fn backend_name(&self) -> &'static str {
-        crate::error::BACKEND
+    fn capabilities(&self) -> lease_core::Capabilities {
+        lease_core::Capabilities::all(crate::error::BACKEND)
     }
 
     fn namespace_name(&self) -> Option<String> {

@@ -206,8 +206,17 @@ impl ExecutionClient for RedisBackend {
         self.wake_receiver()
     }
 
-    fn backend_name(&self) -> &'static str {
-        crate::error::BACKEND
+    /// Everything, except on a namespace split into partitions: a key's live leases, starts
+    /// and order are counted inside one partition's claim script, so a split namespace
+    /// refuses concurrency keys and the per-key settings built on them.
+    fn capabilities(&self) -> lease_core::Capabilities {
+        let mut caps = lease_core::Capabilities::all(crate::error::BACKEND);
+        if self.keys().split() {
+            caps.concurrency_limits = false;
+            caps.rate_limits = false;
+            caps.ordered_keys = false;
+        }
+        caps
     }
 
     fn namespace_name(&self) -> Option<String> {

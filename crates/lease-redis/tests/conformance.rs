@@ -18,28 +18,7 @@ pub struct RedisHarness(RedisBackend);
 impl lease_conformance::Harness for RedisHarness {
     type Backend = RedisBackend;
 
-    const WAKEUPS: bool = true;
-    const RETENTION: bool = true;
-    const STATUS_COUNTS: bool = true;
-    const LIVE_LEASES: bool = true;
-    const EFFECTS: bool = true;
     const KILLABLE_LISTENER: bool = true;
-    const CANCEL: bool = true;
-    const PAUSE: bool = true;
-    const PRIORITIES_AND_LIMITS: bool = true;
-    const ATTEMPTS: bool = true;
-    const RATE_LIMITS: bool = true;
-    const ORDERED_KEYS: bool = true;
-    const BROWSE: bool = true;
-    const WORKFLOW_REDELIVERY: bool = true;
-    const DELIVERY_HISTORY: bool = true;
-
-    /// A namespace split into partitions (`LEASE_REDIS_PARTITIONS` > 1, or a cluster's
-    /// default) refuses concurrency keys and limits: a key's live leases are counted inside
-    /// one partition's claim script (docs/DESIGN.md, "How each backend gates its claims").
-    fn concurrency_limits() -> bool {
-        common::partitions() == 1
-    }
 
     async fn kill_listeners(&self) -> Result<bool> {
         common::kill_connections_named(&self.0.listener_name())

@@ -13,20 +13,6 @@ pub struct InMemoryHarness(SqliteBackend);
 #[async_trait]
 impl lease_conformance::Harness for InMemoryHarness {
     type Backend = SqliteBackend;
-    const WAKEUPS: bool = true;
-    const RETENTION: bool = true;
-    const STATUS_COUNTS: bool = true;
-    const LIVE_LEASES: bool = true;
-    const EFFECTS: bool = true;
-    const CANCEL: bool = true;
-    const PAUSE: bool = true;
-    const PRIORITIES_AND_LIMITS: bool = true;
-    const ATTEMPTS: bool = true;
-    const RATE_LIMITS: bool = true;
-    const ORDERED_KEYS: bool = true;
-    const BROWSE: bool = true;
-    const WORKFLOW_REDELIVERY: bool = true;
-    const DELIVERY_HISTORY: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let config = SqliteConfig::in_memory()

@@ -12,10 +12,10 @@ use lease_core::selection::{Gates, horizon, select};
 use lease_core::time::lease_millis;
 use lease_core::{
     AckAndClaim, Acknowledged, Acknowledgement, Admission, AttemptLimit, AttemptLimits,
-    AttemptScope, CancelOutcome, CancelReason, ClaimBatch, ClaimRequest, Claimed, ConcurrencyLimit,
-    ConcurrencyLimits, EffectClient, ExecutionClient, ExecutionId, ExecutionLease, ExecutionRecord,
-    ExecutionStatus, Fenced, FencingToken, Json, LimitScope, PauseScope, Purged, Release, Result,
-    StatusCounts, Timestamp, WakeReceiver, WorkflowRunOutcome,
+    AttemptScope, CancelOutcome, CancelReason, Capabilities, ClaimBatch, ClaimRequest, Claimed,
+    ConcurrencyLimit, ConcurrencyLimits, EffectClient, ExecutionClient, ExecutionId,
+    ExecutionLease, ExecutionRecord, ExecutionStatus, Fenced, FencingToken, Json, LimitScope,
+    PauseScope, Purged, Release, Result, StatusCounts, Timestamp, WakeReceiver, WorkflowRunOutcome,
 };
 
 use crate::tx::{
@@ -381,8 +381,17 @@ impl ExecutionClient for RedbBackend {
         Some(self)
     }
 
-    fn backend_name(&self) -> &'static str {
-        "redb"
+    /// What this adapter implements; the rest (start rates, ordered keys, browsing,
+    /// workflows' own redelivery policies, delivery history) keeps the traits' refusing
+    /// defaults, which name `"redb"` from here.
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::all("redb");
+        caps.rate_limits = false;
+        caps.ordered_keys = false;
+        caps.browse = false;
+        caps.workflow_redelivery = false;
+        caps.delivery_history = false;
+        caps
     }
 
     async fn renew(

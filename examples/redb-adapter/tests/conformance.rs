@@ -16,15 +16,6 @@ pub struct RedbHarness {
 #[async_trait]
 impl lease_conformance::Harness for RedbHarness {
     type Backend = RedbBackend;
-    const WAKEUPS: bool = true;
-    const RETENTION: bool = true;
-    const STATUS_COUNTS: bool = true;
-    const LIVE_LEASES: bool = true;
-    const EFFECTS: bool = true;
-    const CANCEL: bool = true;
-    const PAUSE: bool = true;
-    const PRIORITIES_AND_LIMITS: bool = true;
-    const ATTEMPTS: bool = true;
 
     async fn setup(clock: ManualClock, policy: RedeliveryPolicy) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| LeaseError::Backend {

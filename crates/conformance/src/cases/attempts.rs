@@ -2,7 +2,7 @@
 //! ends it as `Dead` in the same atomic step as the release or expiry that used it, after
 //! which every write of any holder is `Lost`; a lease no worker started is no attempt; the
 //! last error is kept, bounded; operators list dead executions and re-admit them. A
-//! harness without them ([`Harness::ATTEMPTS`] `false`) checks only the typed
+//! harness without them ([`lease_core::Capabilities::attempts`] `false`) checks only the typed
 //! `Unsupported` answers, and that a release still ends the lease.
 
 use std::sync::Arc;
@@ -58,12 +58,11 @@ fn failed(message: &str) -> Release {
 /// nothing, and that a release with a reason still ends the lease) when the harness has no
 /// attempt limits: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::ATTEMPTS {
+    if ctx.caps().attempts {
         return false;
     }
     let b = ctx.backend();
-    let is_unsupported =
-        |e: LeaseError| assert!(matches!(e, LeaseError::Unsupported { .. }), "{e}");
+    let is_unsupported = |e: LeaseError| ctx.assert_unsupported(&e);
     is_unsupported(
         b.set_attempt_limit(&AttemptScope::Default, limit(3))
             .await
@@ -226,7 +225,7 @@ pub async fn attempts_exhausted_by_expiry_end_dead_at_the_expiry<H: Harness>(ctx
         b.list_dead(None, 10).await.expect("list_dead"),
         vec![ctx.get("job").await]
     );
-    if H::STATUS_COUNTS {
+    if ctx.caps().status_counts {
         let counts = b.status_counts().await.expect("counts");
         assert_eq!((counts.dead, counts.running, counts.admitted), (1, 0, 0));
     }
@@ -519,7 +518,7 @@ pub async fn attempts_dead_is_cancellable_and_kept_by_retention<H: Harness>(ctx:
         released(&b, &lease, &failed("x")).await;
     }
     ctx.advance(Duration::from_secs(60));
-    if H::RETENTION {
+    if ctx.caps().retention {
         let purged = b
             .purge_terminal(plus(ctx.now(), Duration::from_secs(1)), 100)
             .await
@@ -529,7 +528,7 @@ pub async fn attempts_dead_is_cancellable_and_kept_by_retention<H: Harness>(ctx:
             "dead executions wait for an operator"
         );
     }
-    if H::CANCEL {
+    if ctx.caps().cancel {
         let reason = CancelReason::new("given up").expect("reason");
         let got = b
             .cancel(&ctx.id("cancelled"), &reason)

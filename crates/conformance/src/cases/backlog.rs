@@ -69,7 +69,7 @@ async fn assert_backlog_left_out_of_the_horizon<H: Harness>(ctx: &Ctx<H>) {
     };
     let batch = peer.claim_due_with_horizon(request).await.expect("claim");
     assert!(batch.claimed.is_empty(), "nothing is claimable now");
-    if H::WAKEUPS
+    if ctx.caps().wakeups
         && let Some(next) = batch.next_claimable_at
     {
         assert!(next > now, "the held-back backlog is not pending: {next:?}");
@@ -127,7 +127,7 @@ pub async fn a_key_backlog_past_every_claim_budget_holds_back_no_other_key<H: Ha
         .expect("raise");
     assert_eq!(ids_of(&ctx.claim(&b, 4).await), [hot(3), hot(4)]);
     let mut next = 5;
-    if H::CANCEL {
+    if ctx.caps().cancel {
         let reason = CancelReason::new("stop").expect("reason");
         b.cancel(&ctx.id(&hot(3)), &reason).await.expect("cancel");
         ctx.claim_only(&b, &hot(5)).await;
@@ -147,7 +147,7 @@ pub async fn a_key_backlog_past_every_claim_budget_holds_back_no_other_key<H: Ha
 pub async fn a_paused_backlog_past_every_claim_budget_holds_back_no_other_work<H: Harness>(
     ctx: Arc<Ctx<H>>,
 ) {
-    if !H::PAUSE {
+    if !ctx.caps().pause {
         return;
     }
     let b = ctx.backend();
@@ -157,7 +157,7 @@ pub async fn a_paused_backlog_past_every_claim_budget_holds_back_no_other_work<H
         .map(|i| {
             let admission = Admission::new(ctx.id(&format!("bulk-{i:03}")))
                 .workflow(WorkflowName::new("bulk").expect("workflow"));
-            if H::PRIORITIES_AND_LIMITS && i == BACKLOG - 1 {
+            if ctx.caps().priorities && i == BACKLOG - 1 {
                 admission.priority(Priority::new(5).expect("priority"))
             } else {
                 admission
@@ -182,7 +182,7 @@ pub async fn a_paused_backlog_past_every_claim_budget_holds_back_no_other_work<H
 
     assert!(b.resume(&bulk).await.expect("resume"));
     let mut want = vec!["bulk-000", "bulk-001", "bulk-002", "bulk-003"];
-    if H::PRIORITIES_AND_LIMITS {
+    if ctx.caps().priorities {
         want = vec![&last, "bulk-000", "bulk-001", "bulk-002"];
     }
     assert_eq!(ids_of(&ctx.claim(&ctx.peer().await, 4).await), want);

@@ -1,7 +1,7 @@
 //! Browsing ([`lease_core::browse`]): executions by stored status, workflow name and
 //! concurrency key, newest admitted first, a page at a time behind an opaque cursor that
 //! neither repeats nor skips an execution, each record as `get` returns it. A harness
-//! without it ([`Harness::BROWSE`] `false`) checks only that a bad limit is `InvalidInput`
+//! without it ([`lease_core::Capabilities::browse`] `false`) checks only that a bad limit is `InvalidInput`
 //! and the rest `Unsupported`.
 
 use std::sync::Arc;
@@ -34,7 +34,7 @@ macro_rules! __browse_cases {
 /// Returns `true` when the harness cannot browse, after checking a bad limit is
 /// `InvalidInput` and a good one `Unsupported`: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::BROWSE {
+    if ctx.caps().browse {
         return false;
     }
     let b = ctx.backend();
@@ -45,7 +45,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .list_executions(&all, None, 10)
         .await
         .expect_err("no browse");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     ctx.refusal_only()
 }
 
@@ -144,7 +144,7 @@ async fn four_statuses<H: Harness>(ctx: &Ctx<H>) -> bool {
         Admission::new(ctx.id("a3")).workflow(workflow("bill")),
         Admission::new(ctx.id("a4")),
     ];
-    let keyed = H::concurrency_limits();
+    let keyed = ctx.caps().concurrency_limits;
     if keyed {
         admissions[0] = admissions[0].clone().concurrency_key(key("acme"));
         admissions[2] = admissions[2].clone().concurrency_key(key("acme"));

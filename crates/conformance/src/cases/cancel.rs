@@ -1,6 +1,6 @@
 //! Cancel: one atomic step ends the execution for good and its live lease with it; from
 //! that commit on every fenced write of the holder is `Lost`, nothing claims it and nothing
-//! a stale holder does undoes it. A harness without cancel ([`Harness::CANCEL`] `false`)
+//! a stale holder does undoes it. A harness without cancel ([`lease_core::Capabilities::cancel`] `false`)
 //! checks only that it says so and changes nothing.
 
 use std::sync::Arc;
@@ -36,7 +36,7 @@ fn reason(text: &str) -> CancelReason {
 /// Returns `true` (after checking the refusal changed nothing) when the harness has no
 /// cancel: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::CANCEL {
+    if ctx.caps().cancel {
         return false;
     }
     let before = ctx.admit("plain").await;
@@ -45,7 +45,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .cancel(&ctx.id("plain"), &reason("no"))
         .await
         .expect_err("no cancel");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     assert_eq!(
         ctx.get("plain").await,
         before,
@@ -238,11 +238,11 @@ pub async fn cancelled_counts_and_purges_as_terminal<H: Harness>(ctx: Arc<Ctx<H>
     b.cancel(&ctx.id("job"), &reason("gone"))
         .await
         .expect("cancel");
-    if H::STATUS_COUNTS {
+    if ctx.caps().status_counts {
         let counts = b.status_counts().await.expect("counts");
         assert_eq!((counts.cancelled, counts.admitted), (1, 0), "{counts:?}");
     }
-    if H::RETENTION {
+    if ctx.caps().retention {
         ctx.advance(std::time::Duration::from_secs(1));
         let purged = b.purge_terminal(Timestamp::MAX, 10).await.expect("purge");
         assert_eq!(purged.ids, vec![ctx.id("job")]);

@@ -1,11 +1,11 @@
 //! The operator command's `status`: `status_counts` counts a namespace's executions by
 //! effective status at the backend clock, in one atomic step, exactly as `get` of each
 //! would report them. A harness whose backend does not implement it
-//! ([`Harness::STATUS_COUNTS`] `false`) checks only that it says so.
+//! ([`lease_core::Capabilities::status_counts`] `false`) checks only that it says so.
 
 use std::sync::Arc;
 
-use lease_core::{ExecutionClient, ExecutionRecord, LeaseError, StatusCounts, WorkflowRunOutcome};
+use lease_core::{ExecutionClient, ExecutionRecord, StatusCounts, WorkflowRunOutcome};
 
 use crate::context::{Ctx, LEASE, json, plus};
 use crate::harness::Harness;
@@ -24,11 +24,11 @@ macro_rules! __counts_cases {
 
 /// Returns `true` (after checking the refusal) when the harness has no status counts.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::STATUS_COUNTS {
+    if ctx.caps().status_counts {
         return false;
     }
     let err = ctx.backend().status_counts().await.expect_err("no counts");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     ctx.refusal_only()
 }
 
@@ -137,7 +137,7 @@ pub async fn status_counts_change_nothing_and_follow_purge<H: Harness>(ctx: Arc<
         (ctx.snapshot("kept").await, ctx.snapshot("old").await),
         before
     );
-    if !H::RETENTION {
+    if !ctx.caps().retention {
         return;
     }
     let cutoff = plus(ctx.now(), std::time::Duration::from_millis(1));

@@ -82,7 +82,7 @@ struct World {
     rng: StdRng,
     clock: ManualClock,
     leases: Vec<ExecutionLease>,
-    /// The backend lists live leases ([`Harness::LIVE_LEASES`]): compared after every
+    /// The backend lists live leases ([`lease_core::Capabilities::live_leases`]): compared after every
     /// operation too.
     live_leases: bool,
 }
@@ -629,7 +629,7 @@ async fn run_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
         rng: StdRng::seed_from_u64(seed + env("LEASE_DIFF_SEED_BASE", 0) as u64),
         clock: ctx.clock.clone(),
         leases: Vec::new(),
-        live_leases: H::LIVE_LEASES,
+        live_leases: ctx.caps().live_leases,
     };
     for n in 0..env("LEASE_DIFF_OPS", 250) {
         step(&mut world, &mem, &backend, n).await;

@@ -478,16 +478,13 @@ pub async fn dispatcher_ack_after_retries_resets_and_wakes_undelayed<H: Harness>
 /// Cancel while running: an execution cancelled while a dispatcher runs it is `Lost` at the
 /// next renewal, and the dispatcher cancels its worker (which sees
 /// [`Delivery::cancelled`]); nothing is acknowledged and the record stays cancelled.
-/// Without cancel ([`Harness::CANCEL`] `false`) it checks the refusal instead.
+/// Without cancel ([`lease_core::Capabilities::cancel`] `false`) it checks the refusal instead.
 pub async fn dispatcher_stops_a_cancelled_worker_at_its_next_renewal<H: Harness>(ctx: Arc<Ctx<H>>) {
     ctx.admit("order-42").await;
     let reason = lease_core::CancelReason::new("customer withdrew").expect("reason");
-    if !H::CANCEL {
+    if !ctx.caps().cancel {
         let err = ctx.backend().cancel(&ctx.id("order-42"), &reason).await;
-        assert!(matches!(
-            err,
-            Err(lease_core::LeaseError::Unsupported { .. })
-        ));
+        ctx.assert_unsupported(&err.expect_err("no cancel"));
         ctx.refusal_only();
         return;
     }
@@ -904,10 +901,10 @@ async fn until_held_leases_released_unrun<H: Harness>(
             "only the quick and the blocked delivery ran: {seen:?}"
         );
         let released = count_released_unrun(ctx, &seen, n).await;
-        // With attempts ([`Harness::ATTEMPTS`]) a lease released unrun is due again at once
+        // With attempts ([`lease_core::Capabilities::attempts`]) a lease released unrun is due again at once
         // and may be claimed (and held, and released) again meanwhile: the store then shows
         // at least one, never more than the dispatcher released.
-        let store_agrees = if H::ATTEMPTS {
+        let store_agrees = if ctx.caps().attempts {
             released > 0 && released <= s.prefetch_released
         } else {
             released == s.prefetch_released
@@ -1068,7 +1065,7 @@ async fn count_released_unrun<H: Harness>(ctx: &Ctx<H>, seen: &[String], n: usiz
         if ran_or_held || r.token == FencingToken::NONE {
             continue;
         }
-        if H::ATTEMPTS {
+        if ctx.caps().attempts {
             assert_eq!(
                 r.unacknowledged_deliveries, 0,
                 "{id}: unrun is no attempt, {r:?}"

@@ -1,7 +1,7 @@
 //! Effects and store waiters, the rest of RFC 002's write table. `EffectClient.begin` and
 //! `settle` (idempotent by receipt), `EffectClient.wait` and store waiter registration
 //! (unfenced: a stale one causes at most one extra delivery). A harness without effects
-//! ([`Harness::EFFECTS`] `false`) checks only that the backend says so.
+//! ([`lease_core::Capabilities::effects`] `false`) checks only that the backend says so.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,17 +41,20 @@ fn effect(s: &str) -> EffectId {
 /// The backend's effect client (asserted present: the harness says it has effects).
 fn effects(b: &impl LeaseBackend) -> &dyn EffectClient {
     b.effects()
-        .expect("Harness::EFFECTS: the backend has an effect client")
+        .expect("declared effects: the backend has an effect client")
 }
 
 /// Returns `true` (after checking the backend reports it) when the harness has no effects:
 /// the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::EFFECTS {
+    if ctx.caps().effects {
         return false;
     }
     let b = ctx.backend();
-    assert!(b.effects().is_none(), "no effect client without EFFECTS");
+    assert!(
+        b.effects().is_none(),
+        "no effect client without the effects capability"
+    );
     let store = StoreId::new("s").expect("store");
     b.get_or_create(&store, &[]).await.expect("store");
     ctx.admit("w").await;
@@ -59,6 +62,8 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .watch_entry(&store, &StoreKey::new("k").expect("key"), &ctx.id("w"))
         .await
         .expect_err("no store waiters");
+    // The store trait's default cannot see the declaration, so its refusal may name
+    // "adapter" rather than the backend; the kind is what a caller matches on.
     assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
     ctx.refusal_only()
 }
@@ -458,7 +463,7 @@ pub async fn stale_store_waiter_causes_at_most_one_extra_delivery<H: Harness>(ct
 /// Retention and effects (both capabilities): a purged execution's effects and its waiter
 /// registrations go with it; a live execution's stay.
 pub async fn purge_removes_effects_and_waiters<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || (!H::RETENTION && ctx.refusal_only()) {
+    if unsupported(&*ctx).await || (!ctx.caps().retention && ctx.refusal_only()) {
         return;
     }
     let b = ctx.backend();

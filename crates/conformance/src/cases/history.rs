@@ -3,7 +3,7 @@
 //! takeover closes the expired lease's entry at its expiry; an expiry nobody acted on
 //! reads as expired; a stale holder writes nothing; only the last
 //! [`lease_core::MAX_DELIVERY_HISTORY`] entries are kept. A harness without it
-//! ([`Harness::DELIVERY_HISTORY`] `false`) checks only the typed `Unsupported` answer.
+//! ([`lease_core::Capabilities::delivery_history`] `false`) checks only the typed `Unsupported` answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,15 +40,12 @@ macro_rules! __history_cases {
 /// Returns `true` when the harness keeps no history, after checking `deliveries` answers
 /// `Unsupported`: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::DELIVERY_HISTORY {
+    if ctx.caps().delivery_history {
         return false;
     }
     ctx.admit("plain").await;
     let got = ctx.backend().deliveries(&ctx.id("plain")).await;
-    assert!(
-        matches!(got, Err(LeaseError::Unsupported { .. })),
-        "{got:?}"
-    );
+    ctx.assert_unsupported(&got.expect_err("no history"));
     ctx.refusal_only()
 }
 
@@ -234,7 +231,7 @@ pub async fn history_stale_holder_writes_nothing<H: Harness>(ctx: Arc<Ctx<H>>) {
 /// A cancel while the lease is live ends the entry as `Cancelled` at the cancel; a cancel
 /// after the lease expired leaves it `Expired` at the expiry.
 pub async fn history_cancel_ends_a_live_delivery_only<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || !H::CANCEL {
+    if unsupported(&*ctx).await || !ctx.caps().cancel {
         return;
     }
     let b = ctx.backend();
@@ -331,7 +328,7 @@ pub async fn history_kept_by_retry_dead_and_removed_by_purge<H: Harness>(ctx: Ar
     }
     let b = ctx.backend();
     ctx.admit("x").await;
-    if H::ATTEMPTS {
+    if ctx.caps().attempts {
         let one = AttemptLimit::new(1).expect("limit");
         b.set_attempt_limit(&AttemptScope::Default, Some(one))
             .await
@@ -354,7 +351,7 @@ pub async fn history_kept_by_retry_dead_and_removed_by_purge<H: Harness>(ctx: Ar
         let done = WorkflowRunOutcome::Completed(json("1"));
         assert!(!b.acknowledge(&lease, &done).await.expect("ack").is_lost());
     }
-    if !H::RETENTION {
+    if !ctx.caps().retention {
         return;
     }
     ctx.advance(Duration::from_millis(10));

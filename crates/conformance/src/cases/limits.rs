@@ -1,7 +1,7 @@
 //! Concurrency limits per key: never more live leases for one key than its limit, across
 //! every connection, counted in the claim's own atomic step; an ended or expired lease
 //! frees its place. A harness without them checks `Unsupported` (see
-//! [`crate::cases::priority`]); a run without keys ([`Harness::concurrency_limits`]
+//! [`crate::cases::priority`]); a run without keys ([`lease_core::Capabilities::concurrency_limits`]
 //! `false`) checks that they are refused.
 
 use std::collections::HashSet;
@@ -108,7 +108,7 @@ pub async fn expired_or_cancelled_lease_frees_its_place<H: Harness>(ctx: Arc<Ctx
     ctx.set_clock(plus(held.expires_at, Duration::from_millis(0)));
     // Expired: the place is free; the redelivery delay keeps acme-0 itself back.
     let next = ctx.claim_only(&b, "acme-1").await;
-    if H::CANCEL {
+    if ctx.caps().cancel {
         let reason = CancelReason::new("stop").expect("reason");
         b.cancel(&next.execution_id, &reason).await.expect("cancel");
         ctx.claim_only(&b, "acme-2").await;

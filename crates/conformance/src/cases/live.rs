@@ -1,7 +1,7 @@
 //! The console's live leases: `list_live_leases` lists exactly the executions holding a
 //! live lease at the backend clock (stored status running, lease not expired), soonest
 //! expiry first, then by id, at most `limit`, each as `get` returns it. A harness without
-//! it ([`Harness::LIVE_LEASES`] `false`) checks only that it says so; a bad limit is
+//! it ([`lease_core::Capabilities::live_leases`] `false`) checks only that it says so; a bad limit is
 //! `InvalidInput` on every harness and changes nothing.
 
 use std::sync::Arc;
@@ -31,7 +31,7 @@ macro_rules! __live_cases {
 
 /// Returns `true` (after checking the refusal) when the harness does not list live leases.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::LIVE_LEASES {
+    if ctx.caps().live_leases {
         return false;
     }
     let err = ctx
@@ -39,7 +39,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .list_live_leases(10)
         .await
         .expect_err("no live-lease list");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     ctx.refusal_only()
 }
 
@@ -90,7 +90,7 @@ pub async fn live_leases_are_exactly_the_unexpired_running_ones<H: Harness>(ctx:
     let parked = claim_for(&*ctx, "parked", LEASE).await;
     let acked = b.acknowledge(&parked, &WorkflowRunOutcome::Suspended);
     assert!(!acked.await.expect("ack").is_lost(), "parked");
-    if H::CANCEL {
+    if ctx.caps().cancel {
         claim_for(&*ctx, "cancelled", LEASE).await;
         let reason = CancelReason::new("by the suite").expect("reason");
         b.cancel(&ctx.id("cancelled"), &reason)
@@ -169,7 +169,7 @@ pub async fn live_leases_bad_limit_rejected_and_nothing_changes<H: Harness>(ctx:
         before,
         "a refused list changes nothing"
     );
-    if H::LIVE_LEASES {
+    if ctx.caps().live_leases {
         let got = b
             .list_live_leases(MAX_CLAIM_LIMIT)
             .await

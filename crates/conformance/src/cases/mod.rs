@@ -12,6 +12,7 @@ pub mod browse;
 pub mod cancel;
 pub mod combined;
 pub mod counts;
+pub mod declared;
 pub mod differential;
 pub mod dispatcher;
 pub mod effects;

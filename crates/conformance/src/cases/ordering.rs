@@ -4,7 +4,7 @@
 //! released, expired or suspended head keeps its place; an ended head lets the next go; a
 //! dead head re-admitted takes its place back after the key's live lease. Checked in the
 //! claim's own atomic step over every process; a held ordered key holds back nothing else.
-//! A harness without them ([`Harness::ORDERED_KEYS`] `false`) checks only the typed
+//! A harness without them ([`lease_core::Capabilities::ordered_keys`] `false`) checks only the typed
 //! `Unsupported` answers.
 
 use std::sync::Arc;
@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, AttemptLimit, AttemptScope, CancelReason, ErrorNote, ExecutionClient,
-    ExecutionLease, KeyOrdering, LeaseError, LimitScope, PauseScope, Priority, Release,
-    WorkflowName, WorkflowRunOutcome,
+    ExecutionLease, KeyOrdering, LimitScope, PauseScope, Priority, Release, WorkflowName,
+    WorkflowRunOutcome,
 };
 use tokio::sync::Barrier;
 
+use crate::cases::priority::key_refusal;
 use crate::cases::rates::{
     admit_keyed, assert_horizon, claim_batch, expect_signal_now, ids_of, key, names,
 };
@@ -44,23 +45,22 @@ macro_rules! __ordering_cases {
     };
 }
 
-/// Returns `true` when the harness has no ordered keys, after checking both operations
-/// answer `Unsupported` (or, for a run whose store takes no concurrency keys, that there is
-/// nothing to order): the case then ends.
+/// Returns `true` when the backend declares no ordered keys, after checking that setting one
+/// is refused ([`key_refusal`]) and that reading says `Unsupported` or that nothing is
+/// ordered: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::ORDERED_KEYS && H::concurrency_limits() {
+    if ctx.caps().ordered_keys {
         return false;
     }
-    if !H::ORDERED_KEYS {
-        let b = ctx.backend();
-        let is_unsupported =
-            |e: LeaseError| assert!(matches!(e, LeaseError::Unsupported { .. }), "{e}");
-        is_unsupported(
-            b.set_key_ordering(&LimitScope::Default, true)
-                .await
-                .expect_err("no ordered keys"),
-        );
-        is_unsupported(b.key_ordering().await.expect_err("no ordered keys"));
+    let b = ctx.backend();
+    let err = b
+        .set_key_ordering(&LimitScope::Default, true)
+        .await
+        .expect_err("no ordered keys");
+    assert!(key_refusal(ctx, &err), "{err}");
+    match b.key_ordering().await {
+        Ok(read) => assert_eq!(read, KeyOrdering::default(), "nothing was ordered"),
+        Err(e) => ctx.assert_unsupported(&e),
     }
     ctx.refusal_only()
 }
@@ -162,7 +162,7 @@ pub async fn ordered_key_runs_one_at_a_time_in_admission_order<H: Harness>(ctx: 
 
     let y = ctx.claim_only(&b, "y").await;
     let held = claim_batch(&ctx.peer().await, 10).await;
-    assert_horizon::<H>(&held, t, plus_ms(t, 500));
+    assert_horizon(&*ctx, &held, t, plus_ms(t, 500));
     complete(&*ctx, &y).await;
     let x = ctx.claim_only(&b, "x").await;
     ctx.set_clock(plus_ms(t, 500));
@@ -191,13 +191,13 @@ pub async fn ordered_released_or_expired_head_keeps_its_place<H: Harness>(ctx: A
     assert!(!b.release(&first).await.expect("release").is_lost());
     let held = claim_batch(&ctx.peer().await, 10).await;
     let gate = plus_ms(t, ctx.policy.delay(1).as_millis() as i64);
-    assert_horizon::<H>(&held, t, gate);
+    assert_horizon(&*ctx, &held, t, gate);
     ctx.set_clock(gate);
     let second = ctx.claim_only(&b, "2-head").await;
     ctx.set_clock(second.expires_at);
     let gate = plus_ms(second.expires_at, ctx.policy.delay(2).as_millis() as i64);
     let held = claim_batch(&ctx.peer().await, 10).await;
-    assert_horizon::<H>(&held, ctx.now(), gate);
+    assert_horizon(&*ctx, &held, ctx.now(), gate);
     ctx.set_clock(gate);
     let third = ctx.claim_only(&b, "2-head").await;
     complete(&*ctx, &third).await;
@@ -232,7 +232,7 @@ pub async fn ordered_suspended_head_blocks_the_key_until_woken<H: Harness>(ctx: 
 /// A head a pause covers holds its key: the next one, of a workflow nobody paused, does not
 /// overtake it; after resume the head runs first.
 pub async fn ordered_paused_head_blocks_the_key_until_resumed<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || !H::PAUSE {
+    if unsupported(&*ctx).await || !ctx.caps().pause {
         return;
     }
     order(&*ctx, "k", true).await;
@@ -260,10 +260,10 @@ pub async fn ordered_ended_heads_let_the_next_go<H: Harness>(ctx: Arc<Ctx<H>>) {
     }
     order(&*ctx, "k", true).await;
     let mut line = vec!["5-completed", "4-failed"];
-    if H::CANCEL {
+    if ctx.caps().cancel {
         line.push("3-cancelled");
     }
-    if H::ATTEMPTS {
+    if ctx.caps().attempts {
         line.push("2-dead");
         ctx.backend()
             .set_attempt_limit(&AttemptScope::Default, AttemptLimit::new(1).ok())
@@ -283,14 +283,14 @@ pub async fn ordered_ended_heads_let_the_next_go<H: Harness>(ctx: Arc<Ctx<H>>) {
         .await
         .expect("ack");
     assert!(!ack.is_lost());
-    if H::CANCEL {
+    if ctx.caps().cancel {
         ctx.claim_only(&b, "3-cancelled").await;
         let reason = CancelReason::new("stop").expect("reason");
         b.cancel(&ctx.id("3-cancelled"), &reason)
             .await
             .expect("cancel");
     }
-    if H::ATTEMPTS {
+    if ctx.caps().attempts {
         let lease = ctx.claim_only(&b, "2-dead").await;
         let failed = Release::Failed(ErrorNote::new("error", "boom"));
         let released = b.release_with(&lease, &failed).await.expect("release");
@@ -303,7 +303,7 @@ pub async fn ordered_ended_heads_let_the_next_go<H: Harness>(ctx: Arc<Ctx<H>>) {
 /// its place back, but is claimed only once the key's live lease ends (never two live
 /// leases), and before the rest of the line.
 pub async fn ordered_dead_head_readmitted_waits_for_the_live_lease<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if unsupported(&*ctx).await || !H::ATTEMPTS {
+    if unsupported(&*ctx).await || !ctx.caps().attempts {
         return;
     }
     order(&*ctx, "k", true).await;
@@ -322,7 +322,7 @@ pub async fn ordered_dead_head_readmitted_waits_for_the_live_lease<H: Harness>(c
         .await
         .expect("retry");
     let held = claim_batch(&ctx.peer().await, 10).await;
-    assert_horizon::<H>(&held, ctx.now(), next.expires_at);
+    assert_horizon(&*ctx, &held, ctx.now(), next.expires_at);
     complete(&*ctx, &next).await;
     let again = ctx.claim_only(&b, "3-dead").await;
     complete(&*ctx, &again).await;
@@ -352,7 +352,7 @@ pub async fn ordered_backlog_holds_back_no_other_work<H: Harness>(ctx: Arc<Ctx<H
     assert_eq!(got, ["cold", "free", "hot-000", "warm-000"]);
     let held = claim_batch(&ctx.probe_peer().await, 4).await;
     let redelivery = ctx.policy.delay(1).as_millis() as i64;
-    assert_horizon::<H>(&held, t, plus_ms(first[0].expires_at, redelivery));
+    assert_horizon(&*ctx, &held, t, plus_ms(first[0].expires_at, redelivery));
     let lease_of = |id: &str| {
         first
             .iter()
@@ -430,7 +430,7 @@ pub async fn ordered_default_marks_every_key_and_unmarking_signals<H: Harness>(c
     let wakeups = listener.wakeups();
     assert_eq!(
         wakeups.is_some(),
-        H::WAKEUPS,
+        ctx.caps().wakeups,
         "WAKEUPS says whether they come"
     );
     // A claim on the listening connection (nothing claimable) returns once its listener

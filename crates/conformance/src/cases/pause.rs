@@ -1,13 +1,12 @@
 //! Pause and resume: while a scope is paused no connection claims what it covers; live
-//! leases go on; resume wakes idle dispatchers. A harness without pause ([`Harness::PAUSE`]
+//! leases go on; resume wakes idle dispatchers. A harness without pause ([`lease_core::Capabilities::pause`]
 //! `false`) checks only that it says so.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, ExecutionClient, LeaseError, PauseScope, WorkflowName,
-    WorkflowRunOutcome,
+    Admission, ClaimRequest, ExecutionClient, PauseScope, WorkflowName, WorkflowRunOutcome,
 };
 
 use crate::context::{Ctx, LEASE, json};
@@ -34,12 +33,12 @@ fn workflow(name: &str) -> WorkflowName {
 
 /// Returns `true` (after checking the refusal) when the harness has no pause.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::PAUSE {
+    if ctx.caps().pause {
         return false;
     }
     let b = ctx.backend();
     let err = b.pause(&PauseScope::Namespace).await.expect_err("no pause");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     ctx.admit("free").await;
     ctx.claim_one("free").await;
     ctx.refusal_only()
@@ -182,7 +181,7 @@ pub async fn resume_signals_the_wakeup_path<H: Harness>(ctx: Arc<Ctx<H>>) {
     }
     let b = ctx.backend();
     let listener = ctx.peer().await;
-    if !H::WAKEUPS {
+    if !ctx.caps().wakeups {
         assert!(
             listener.wakeups().is_none(),
             "WAKEUPS must say the backend sends them"

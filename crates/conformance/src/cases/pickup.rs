@@ -4,7 +4,7 @@
 //! No case asserts a latency. The pickup cases run a dispatcher whose backstop poll is one
 //! hour, so it can only claim in time through a wake-up or its timer, and poll with a
 //! deadline for the outcome. On a harness that declares no wake-ups
-//! ([`Harness::WAKEUPS`] `false`) they run with a 5 ms poll instead and check only what
+//! ([`lease_core::Capabilities::wakeups`] `false`) they run with a 5 ms poll instead and check only what
 //! polling guarantees.
 
 use lease_core::ExecutionClientExt;
@@ -48,12 +48,13 @@ const DEADLINE: Duration = Duration::from_secs(20);
 fn reporting_dispatcher<H: Harness>(
     backend: H::Backend,
 ) -> (Dispatcher, mpsc::UnboundedReceiver<String>) {
+    let wakeups = backend.capabilities().wakeups;
     assert_eq!(
         backend.wakeups().is_some(),
-        H::WAKEUPS,
-        "the harness's WAKEUPS must say whether the backend sends wake-ups"
+        wakeups,
+        "the declared wake-ups must say whether the backend sends them"
     );
-    let poll = if H::WAKEUPS {
+    let poll = if wakeups {
         Duration::from_secs(3600)
     } else {
         Duration::from_millis(5)
@@ -213,7 +214,7 @@ pub async fn scheduled_admission_claimable_from_its_time<H: Harness>(ctx: Arc<Ct
         .await
         .expect("claim");
     assert!(batch.claimed.is_empty(), "claimed before its time");
-    if H::WAKEUPS {
+    if ctx.caps().wakeups {
         assert_eq!(batch.next_claimable_at, Some(at), "the claim's horizon");
         assert_eq!(batch.now, Some(ctx.now()), "the claim's clock");
     }
@@ -268,7 +269,7 @@ pub async fn scheduled_admission_out_of_range_rejected<H: Harness>(ctx: Arc<Ctx<
 /// The claim's horizon is never later than the truth: it reports the earliest of a
 /// scheduled admission, the end of a redelivery delay and a live lease's expiry.
 pub async fn claim_horizon_is_the_earliest_claimable_instant<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if !H::WAKEUPS {
+    if !ctx.caps().wakeups {
         ctx.refusal_only();
         return;
     }
@@ -422,7 +423,7 @@ pub async fn admit_batch_bad_input_admits_nothing<H: Harness>(ctx: Arc<Ctx<H>>) 
 /// Several idle dispatchers and one admission: each claims at most once for it (no herd of
 /// repeated claims), and exactly one runs it.
 pub async fn pickup_idle_dispatchers_claim_once_per_admission<H: Harness>(ctx: Arc<Ctx<H>>) {
-    if !H::WAKEUPS {
+    if !ctx.caps().wakeups {
         ctx.refusal_only();
         return;
     }

@@ -1,5 +1,5 @@
 //! Priorities: a claim takes higher priorities first, then the earliest due time, then the
-//! smallest id. A harness without priorities and limits ([`Harness::PRIORITIES_AND_LIMITS`]
+//! smallest id. A harness without priorities and limits ([`lease_core::Capabilities::priorities`]
 //! `false`) checks that an admission using one is `Unsupported` and admits nothing.
 
 use std::sync::Arc;
@@ -39,42 +39,52 @@ pub(crate) async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
 
 /// The check of [`unsupported`], for a case that goes on to check what needs no capability.
 async fn check_refused<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::PRIORITIES_AND_LIMITS {
+    if ctx.caps().priorities {
         return false;
     }
     let b = ctx.backend();
     let keyed = Admission::new(ctx.id("keyed"))
         .concurrency_key(ConcurrencyKey::new("tenant").expect("key"));
-    for admission in [prioritized(ctx, "urgent", 5), keyed] {
+    let mut refused = vec![prioritized(ctx, "urgent", 5)];
+    if !ctx.caps().concurrency_limits {
+        refused.push(keyed);
+    }
+    for admission in refused {
         let err = b.admit(&admission).await.expect_err("unsupported");
-        assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+        ctx.assert_unsupported(&err);
         let err = b
             .admit_batch(std::slice::from_ref(&admission))
             .await
             .expect_err("unsupported");
-        assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+        ctx.assert_unsupported(&err);
         assert!(b.get(&admission.id).await.expect("get").is_none());
     }
     true
 }
 
+/// Whether `e` refuses a per-key setting or a keyed admission on a backend that declares no
+/// concurrency keys: `Unsupported` naming the backend, or `InvalidInput` (a Redis namespace
+/// split into partitions refuses the keys it is given as input it cannot take).
+pub(crate) fn key_refusal<H: Harness>(ctx: &Ctx<H>, e: &LeaseError) -> bool {
+    match e {
+        LeaseError::Unsupported { backend, .. } => *backend == ctx.caps().backend,
+        LeaseError::InvalidInput { .. } => true,
+        _ => false,
+    }
+}
+
 /// Returns `true` (after checking the refusals admitted and set nothing) when this run's
-/// store has no concurrency keys and limits ([`Harness::concurrency_limits`]); also when it
+/// store has no concurrency keys and limits ([`lease_core::Capabilities::concurrency_limits`]); also when it
 /// has no priorities either ([`unsupported`]).
 pub(crate) async fn limits_unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     if unsupported(ctx).await {
         return true;
     }
-    if H::concurrency_limits() {
+    if ctx.caps().concurrency_limits {
         return false;
     }
     let b = ctx.backend();
-    let refused = |e: &LeaseError| {
-        matches!(
-            e,
-            LeaseError::Unsupported { .. } | LeaseError::InvalidInput { .. }
-        )
-    };
+    let refused = |e: &LeaseError| key_refusal(ctx, e);
     let keyed = Admission::new(ctx.id("keyed"))
         .concurrency_key(ConcurrencyKey::new("tenant").expect("key"));
     let err = b.admit(&keyed).await.expect_err("keys refused");
@@ -157,8 +167,11 @@ pub async fn priority_and_key_are_stored<H: Harness>(ctx: Arc<Ctx<H>>) {
         return;
     }
     let b = ctx.backend();
-    // Without keys in this run (`Harness::concurrency_limits`), the priority alone.
-    let key = H::concurrency_limits().then(|| ConcurrencyKey::new("tenant-7").expect("key"));
+    // Without keys in this run (no `Capabilities::concurrency_limits`), the priority alone.
+    let key = ctx
+        .caps()
+        .concurrency_limits
+        .then(|| ConcurrencyKey::new("tenant-7").expect("key"));
     let mut admission = prioritized(&*ctx, "job", -3);
     admission.concurrency_key = key.clone();
     let admitted = b.admit(&admission).await.expect("admit");

@@ -2,7 +2,7 @@
 //! executions in any sliding window of `period`, counted in the claim's own atomic step over
 //! every process; a claim is a start whether or not a worker runs it (redeliveries count);
 //! a key held back by its rate holds back nothing else, and the claim's horizon says when
-//! it may start again. A harness without them ([`Harness::RATE_LIMITS`] `false`) checks
+//! it may start again. A harness without them ([`lease_core::Capabilities::rate_limits`] `false`) checks
 //! only the typed `Unsupported` answers.
 
 use std::collections::HashSet;
@@ -17,6 +17,7 @@ use lease_core::{
 };
 use tokio::sync::Barrier;
 
+use crate::cases::priority::key_refusal;
 use crate::context::{Ctx, LEASE, json, plus_ms};
 use crate::harness::Harness;
 
@@ -88,9 +89,14 @@ pub(crate) async fn claim_batch(b: &impl LeaseBackend, limit: usize) -> ClaimBat
 /// Asserts what a batch that claimed nothing says of when to look again: with wake-ups the
 /// horizon is after `now` (no spinning on held-back work) and never after `truth`, the
 /// instant something becomes claimable; any reported horizon is never after `truth`.
-pub(crate) fn assert_horizon<H: Harness>(batch: &ClaimBatch, now: Timestamp, truth: Timestamp) {
+pub(crate) fn assert_horizon<H: Harness>(
+    ctx: &Ctx<H>,
+    batch: &ClaimBatch,
+    now: Timestamp,
+    truth: Timestamp,
+) {
     assert!(batch.claimed.is_empty(), "nothing claimable: {batch:?}");
-    if H::WAKEUPS {
+    if ctx.caps().wakeups {
         let next = batch.next_claimable_at.expect("a horizon");
         assert!(next > now, "held-back work is not claimable now: {next:?}");
     }
@@ -102,23 +108,22 @@ pub(crate) fn assert_horizon<H: Harness>(batch: &ClaimBatch, now: Timestamp, tru
     }
 }
 
-/// Returns `true` when the harness has no rate limits, after checking both operations
-/// answer `Unsupported` and change nothing (or, for a run whose store takes no concurrency
-/// keys, that there is nothing to limit): the case then ends.
+/// Returns `true` when the backend declares no rate limits, after checking that setting one
+/// is refused ([`key_refusal`]) and that reading says `Unsupported` or that nothing is
+/// limited: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::RATE_LIMITS && H::concurrency_limits() {
+    if ctx.caps().rate_limits {
         return false;
     }
-    if !H::RATE_LIMITS {
-        let b = ctx.backend();
-        let is_unsupported =
-            |e: LeaseError| assert!(matches!(e, LeaseError::Unsupported { .. }), "{e}");
-        is_unsupported(
-            b.set_rate_limit(&LimitScope::Default, Some(rate(1, 1000)))
-                .await
-                .expect_err("no rate limits"),
-        );
-        is_unsupported(b.rate_limits().await.expect_err("no rate limits"));
+    let b = ctx.backend();
+    let err = b
+        .set_rate_limit(&LimitScope::Default, Some(rate(1, 1000)))
+        .await
+        .expect_err("no rate limits");
+    assert!(key_refusal(ctx, &err), "{err}");
+    match b.rate_limits().await {
+        Ok(read) => assert_eq!(read, RateLimits::default(), "nothing was limited"),
+        Err(e) => ctx.assert_unsupported(&e),
     }
     ctx.refusal_only()
 }
@@ -210,12 +215,12 @@ pub async fn rates_allow_exactly_n_per_sliding_window<H: Harness>(ctx: Arc<Ctx<H
     assert_eq!(ids_of(&ctx.claim(&b, 10).await), ["tick-001", "tick-002"]);
     ctx.set_clock(plus_ms(t, 999));
     let held = claim_batch(&ctx.peer().await, 10).await;
-    assert_horizon::<H>(&held, ctx.now(), plus_ms(t, 1000));
+    assert_horizon(&*ctx, &held, ctx.now(), plus_ms(t, 1000));
     ctx.set_clock(plus_ms(t, 1000));
     assert_eq!(ids_of(&ctx.claim(&b, 10).await), ["tick-003"]);
     ctx.set_clock(plus_ms(t, 1399));
     let held = claim_batch(&b, 10).await;
-    assert_horizon::<H>(&held, ctx.now(), plus_ms(t, 1400));
+    assert_horizon(&*ctx, &held, ctx.now(), plus_ms(t, 1400));
     ctx.set_clock(plus_ms(t, 1400));
     assert_eq!(ids_of(&ctx.claim(&b, 10).await), ["tick-004", "tick-005"]);
     assert!(
@@ -279,7 +284,7 @@ pub async fn rates_held_key_backlog_holds_back_no_other_work<H: Harness>(ctx: Ar
     got.sort();
     assert_eq!(got, ["cold", "free", "hot-000"], "the late ones at once");
     let held = claim_batch(&ctx.probe_peer().await, 4).await;
-    assert_horizon::<H>(&held, t, plus_ms(t, 60_000));
+    assert_horizon(&*ctx, &held, t, plus_ms(t, 60_000));
     for lease in &first {
         let ack = b
             .acknowledge(lease, &WorkflowRunOutcome::Completed(json("1")))
@@ -288,7 +293,7 @@ pub async fn rates_held_key_backlog_holds_back_no_other_work<H: Harness>(ctx: Ar
         assert!(!ack.is_lost());
     }
     let held = claim_batch(&b, 4).await;
-    assert_horizon::<H>(&held, t, plus_ms(t, 60_000));
+    assert_horizon(&*ctx, &held, t, plus_ms(t, 60_000));
     ctx.set_clock(plus_ms(t, 59_999));
     assert!(ctx.claim(&b, 4).await.is_empty(), "a minute has not passed");
     ctx.set_clock(plus_ms(t, 60_000));
@@ -351,7 +356,7 @@ pub async fn rates_redeliveries_count_as_starts<H: Harness>(ctx: Arc<Ctx<H>>) {
     // Past the redelivery delay, k-000 is due again, but the window holds two starts.
     ctx.set_clock(plus_ms(t, 500));
     let held = claim_batch(&b, 10).await;
-    assert_horizon::<H>(&held, ctx.now(), plus_ms(t, 1000));
+    assert_horizon(&*ctx, &held, ctx.now(), plus_ms(t, 1000));
     let next = ClaimRequest {
         now: ctx.now(),
         limit: 10,
@@ -412,7 +417,7 @@ pub async fn rates_raised_or_removed_let_claims_proceed<H: Harness>(ctx: Arc<Ctx
     let wakeups = listener.wakeups();
     assert_eq!(
         wakeups.is_some(),
-        H::WAKEUPS,
+        ctx.caps().wakeups,
         "WAKEUPS says whether they come"
     );
     // A claim on the listening connection (nothing claimable) returns once its listener

@@ -1,7 +1,7 @@
 //! Retention: `purge_terminal` removes terminal executions older than a cutoff with
 //! everything that names them, in one atomic step per call, and never touches a live or
 //! suspended execution. A harness whose backend does not implement it
-//! ([`Harness::RETENTION`] `false`) checks only that it says so and changes nothing.
+//! ([`lease_core::Capabilities::retention`] `false`) checks only that it says so and changes nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +47,7 @@ fn done() -> WorkflowRunOutcome {
 /// Returns `true` (and checks the refusal changed nothing) when the harness has no
 /// retention: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::RETENTION {
+    if ctx.caps().retention {
         return false;
     }
     let err = ctx
@@ -55,7 +55,7 @@ async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
         .purge_terminal(Timestamp::MAX, 10)
         .await
         .expect_err("no retention");
-    assert!(matches!(err, LeaseError::Unsupported { .. }), "{err}");
+    ctx.assert_unsupported(&err);
     ctx.refusal_only()
 }
 

@@ -335,7 +335,7 @@ pub async fn schedules_purged_occurrence_is_not_admitted_again<H: Harness>(ctx: 
     let acked = ctx.backend().acknowledge(&lease, &done).await.expect("ack");
     assert!(!acked.is_lost());
     ctx.advance(MINUTE);
-    if H::RETENTION {
+    if ctx.caps().retention {
         let purged = ctx
             .backend()
             .purge_terminal(ctx.now(), 10)
@@ -346,7 +346,7 @@ pub async fn schedules_purged_occurrence_is_not_admitted_again<H: Harness>(ctx: 
     let next = sched.tick().await.expect("tick");
     assert_eq!(admitted(&next, "purged"), vec![plus(t0, MINUTE)]);
     let record = ctx.backend().get(&id).await.expect("get");
-    if H::RETENTION {
+    if ctx.caps().retention {
         assert!(record.is_none(), "the purged occurrence was admitted again");
     } else {
         assert!(record.is_some_and(|r| r.status.is_terminal()));

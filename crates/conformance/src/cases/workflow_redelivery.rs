@@ -2,7 +2,7 @@
 //! namespace, kept on the record by each claim, and the delay after that delivery is the
 //! one the claim kept, so a change applies from each execution's next claim; executions of
 //! other workflows (or of none) keep the handle's policy. A harness without them
-//! ([`Harness::WORKFLOW_REDELIVERY`] `false`) checks only the typed `Unsupported` answers.
+//! ([`lease_core::Capabilities::workflow_redelivery`] `false`) checks only the typed `Unsupported` answers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,12 +50,11 @@ fn slow() -> RedeliveryPolicy {
 /// Returns `true` when the harness keeps no workflow policies, after checking both
 /// operations answer `Unsupported`: the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
-    if H::WORKFLOW_REDELIVERY {
+    if ctx.caps().workflow_redelivery {
         return false;
     }
     let b = ctx.backend();
-    let is_unsupported =
-        |e: LeaseError| assert!(matches!(e, LeaseError::Unsupported { .. }), "{e}");
+    let is_unsupported = |e: LeaseError| ctx.assert_unsupported(&e);
     is_unsupported(
         b.set_redelivery_policy(&workflow("w"), Some(slow()))
             .await
@@ -285,7 +284,7 @@ pub async fn workflow_redelivery_horizon_reflects_the_workflows_delay<H: Harness
     // would say "now".
     ctx.set_clock(plus(ended, ctx.policy.delay(1)));
     let batch = claim_batch(&ctx.backend(), 10).await;
-    assert_horizon::<H>(&batch, ctx.now(), truth);
+    assert_horizon(&*ctx, &batch, ctx.now(), truth);
     ctx.set_clock(truth);
     ctx.claim_only(&ctx.backend(), "a-slow").await;
 }
@@ -301,7 +300,7 @@ pub async fn workflow_redelivery_shorter_or_removed_signals_wakeups<H: Harness>(
     let wakeups = listener.wakeups();
     assert_eq!(
         wakeups.is_some(),
-        H::WAKEUPS,
+        ctx.caps().wakeups,
         "WAKEUPS says whether they come"
     );
     // A claim on the listening connection (nothing claimable) returns once its listener

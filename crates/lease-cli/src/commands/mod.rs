@@ -2,6 +2,7 @@
 //! [`Output`].
 
 pub mod cancel;
+pub mod caps;
 pub mod corrupt;
 pub mod dead;
 pub mod failing;
@@ -31,14 +32,17 @@ fn migrated() -> Output {
     }
 }
 
-/// Runs `command` on `backend`.
+/// Runs `command` on `backend`, after refusing it, naming the backend, when the backend's
+/// declaration lacks a capability it needs ([`caps::refuse_early`]).
 pub async fn run(
     backend: &dyn LeaseBackend,
     command: &Command,
     limits: &Limits,
 ) -> Result<Output, Failure> {
+    caps::refuse_early(backend, command)?;
     match command {
         Command::Status => status::run(backend, limits).await,
+        Command::Caps => Ok(caps::run(backend)),
         Command::Failing(args) => failing::run(backend, args, limits).await,
         Command::Live(args) => live::run(backend, args, limits).await,
         Command::Show(args) => show::run(backend, args, limits).await,

@@ -255,7 +255,7 @@ fn selection_cell(ui: &Ui, r: &ExecutionRecord) -> Vec<String> {
     if !ui.allow_writes {
         return Vec::new();
     }
-    if !cancellable(r.status) {
+    if !any_action(ui, r) {
         return vec![String::new()];
     }
     let id = escape(r.id.as_str());
@@ -264,21 +264,29 @@ fn selection_cell(ui: &Ui, r: &ExecutionRecord) -> Vec<String> {
     )]
 }
 
+/// Whether an action the backend declares applies to `r`: cancel to any not ended for good,
+/// retry to a dead one.
+fn any_action(ui: &Ui, r: &ExecutionRecord) -> bool {
+    let caps = ui.backend.capabilities();
+    (caps.cancel && cancellable(r.status)) || (caps.attempts && r.status == ExecutionStatus::Dead)
+}
+
 /// The table inside the selection form, with the buttons of the actions that apply to some
-/// row (cancel: any not ended for good; retry: any dead). Without `--allow-writes`, the
-/// table alone.
+/// row and that the backend declares (cancel: any not ended for good; retry: any dead).
+/// Without `--allow-writes`, the table alone.
 fn selection_form(ui: &Ui, records: &[ExecutionRecord], listed: &str, back: &str) -> String {
     if !ui.allow_writes {
         return listed.to_owned();
     }
+    let caps = ui.backend.capabilities();
     let mut buttons = String::new();
-    if records.iter().any(|r| r.status == ExecutionStatus::Dead) {
+    if caps.attempts && records.iter().any(|r| r.status == ExecutionStatus::Dead) {
         buttons.push_str(
             "<button type=\"submit\" name=\"action\" value=\"retry\" id=\"retry-selected\">\
              Retry selected</button> ",
         );
     }
-    if records.iter().any(|r| cancellable(r.status)) {
+    if caps.cancel && records.iter().any(|r| cancellable(r.status)) {
         buttons.push_str(
             "<button type=\"submit\" name=\"action\" value=\"cancel\" id=\"cancel-selected\">\
              Cancel selected</button> <label>reason <input name=\"reason\" size=\"30\" \

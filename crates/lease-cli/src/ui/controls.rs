@@ -56,7 +56,8 @@ pub fn cancellable(status: ExecutionStatus) -> bool {
 /// it ended for good; retry of a dead execution, with an optional new input, unless it ended
 /// for good. Each form names the statuses it applies to (`data-applies`) and is hidden while
 /// the status is another: the page's script shows or hides it as pushes change the status.
-/// The server refuses what no longer applies anyway, changing nothing.
+/// The server refuses what no longer applies anyway, changing nothing. A control the
+/// backend's declaration lacks is left out ([`lease::ExecutionClient::capabilities`]).
 pub fn execution_forms(ui: &Ui, id: &str, status: ExecutionStatus) -> String {
     if !ui.allow_writes {
         return read_only();
@@ -64,30 +65,60 @@ pub fn execution_forms(ui: &Ui, id: &str, status: ExecutionStatus) -> String {
     if !cancellable(status) {
         return para("note", &format!("{status}: no control applies"));
     }
+    let caps = ui.backend.capabilities();
+    if !caps.cancel && !caps.attempts {
+        return unsupported_controls(caps.backend, "cancel or retry");
+    }
     let (csrf, id) = (csrf_field(ui), escape(id));
     let names: Vec<&str> = CANCELLABLE.iter().map(|s| s.as_str()).collect();
     let hidden = |applies: bool| if applies { "" } else { " hidden" };
-    let mut out = format!(
-        "<h2>Controls</h2>\n<form id=\"cancel\" method=\"post\" action=\"/cancel\" \
+    let mut out = String::from("<h2>Controls</h2>\n");
+    if caps.cancel {
+        out.push_str(&cancel_form(&csrf, &id, &names.join(" ")));
+    }
+    if caps.attempts {
+        out.push_str(&retry_form(
+            &csrf,
+            &id,
+            hidden(status == ExecutionStatus::Dead),
+        ));
+    }
+    out
+}
+
+/// The note that replaces controls the backend cannot perform (`what`), naming it.
+fn unsupported_controls(backend: &str, what: &str) -> String {
+    para(
+        "note",
+        &format!("the {backend} backend does not support {what}: no control here"),
+    )
+}
+
+/// The cancel form of execution `id` (escaped), shown while the status is one of `applies`.
+fn cancel_form(csrf: &str, id: &str, applies: &str) -> String {
+    format!(
+        "<form id=\"cancel\" method=\"post\" action=\"/cancel\" \
          data-applies=\"{applies}\">{csrf}\
          <input type=\"hidden\" name=\"id\" value=\"{id}\">\
          <input name=\"reason\" size=\"40\" aria-label=\"reason\" \
          value=\"cancelled from the console\"> \
-         <button type=\"submit\">Cancel this execution</button></form>\n",
-        applies = names.join(" "),
-    );
-    out.push_str(&format!(
-        "<form id=\"retry\" method=\"post\" action=\"/retry\" data-applies=\"dead\"{}>{csrf}\
+         <button type=\"submit\">Cancel this execution</button></form>\n"
+    )
+}
+
+/// The retry form of dead execution `id` (escaped); `hidden` hides it while not dead.
+fn retry_form(csrf: &str, id: &str, hidden: &str) -> String {
+    format!(
+        "<form id=\"retry\" method=\"post\" action=\"/retry\" data-applies=\"dead\"{hidden}>{csrf}\
          <input type=\"hidden\" name=\"id\" value=\"{id}\">\
          <input name=\"input\" size=\"40\" aria-label=\"new input\" \
          placeholder=\"new input (JSON; empty: keep)\"> \
-         <button type=\"submit\">Retry this dead execution</button></form>\n",
-        hidden(status == ExecutionStatus::Dead)
-    ));
-    out
+         <button type=\"submit\">Retry this dead execution</button></form>\n"
+    )
 }
 
-/// The namespace page's controls: open by id; pause, resume, retention's dry run.
+/// The namespace page's controls: open by id; pause, resume, retention's dry run (each only
+/// when the backend declares it).
 pub fn namespace_forms(ui: &Ui) -> String {
     let mut out = String::from(
         "<h2>Open an execution</h2>\n<form id=\"open\" method=\"get\" action=\"/execution\">\
@@ -98,16 +129,28 @@ pub fn namespace_forms(ui: &Ui) -> String {
         out.push_str(&read_only());
         return out;
     }
+    let caps = ui.backend.capabilities();
+    if !caps.pause && !caps.retention {
+        out.push_str(&unsupported_controls(caps.backend, "pause or retention"));
+        return out;
+    }
     let csrf = csrf_field(ui);
-    out.push_str(&format!(
-        "<h2>Controls</h2>\n<form id=\"pause\" method=\"post\" action=\"/pause\">{csrf}\
-         <input name=\"workflow\" placeholder=\"workflow (empty: the namespace)\"> \
-         <button type=\"submit\">Pause</button> \
-         <button type=\"submit\" formaction=\"/resume\">Resume</button></form>\n\
-         <form id=\"purge\" method=\"post\" action=\"/purge-dry-run\">{csrf}\
-         purge executions that ended more than <input name=\"older_than\" value=\"30d\" \
-         size=\"6\"> ago: <button type=\"submit\">Dry run</button></form>\n"
-    ));
+    out.push_str("<h2>Controls</h2>\n");
+    if caps.pause {
+        out.push_str(&format!(
+            "<form id=\"pause\" method=\"post\" action=\"/pause\">{csrf}\
+             <input name=\"workflow\" placeholder=\"workflow (empty: the namespace)\"> \
+             <button type=\"submit\">Pause</button> \
+             <button type=\"submit\" formaction=\"/resume\">Resume</button></form>\n"
+        ));
+    }
+    if caps.retention {
+        out.push_str(&format!(
+            "<form id=\"purge\" method=\"post\" action=\"/purge-dry-run\">{csrf}\
+             purge executions that ended more than <input name=\"older_than\" value=\"30d\" \
+             size=\"6\"> ago: <button type=\"submit\">Dry run</button></form>\n"
+        ));
+    }
     out
 }
 

@@ -74,7 +74,24 @@ pub async fn namespace(State(ui): State<Arc<Ui>>) -> Html<String> {
     let (live, _) = namespace_fragment(&ui).await;
     let mut body = live_div("/events/namespace", &live);
     body.push_str(&controls::namespace_forms(&ui));
+    body.push_str(&about_section(&ui));
     Html(page("Namespace", &ui.shown, &body))
+}
+
+/// "About this store": the backend's name and what it declares it can do
+/// ([`lease::ExecutionClient::capabilities`]); controls it lacks are not offered.
+fn about_section(ui: &Ui) -> String {
+    let caps = ui.backend.capabilities();
+    let rows: Vec<Vec<String>> = caps
+        .list()
+        .into_iter()
+        .map(|(name, has)| vec![escape(name), if has { "yes" } else { "no" }.to_owned()])
+        .collect();
+    format!(
+        "<h2>About this store</h2>\n{}{}",
+        para("note", &format!("backend: {}", caps.backend)),
+        table("capabilities", &["capability", "supported"], &rows)
+    )
 }
 
 /// `GET /execution?id=ID`: one execution's page (404 when there is none).

@@ -151,6 +151,11 @@ impl Delivery {
         self.inner.backend.effects()
     }
 
+    /// The backend's declaration of what it can do.
+    pub(crate) fn backend_capabilities(&self) -> crate::Capabilities {
+        self.inner.backend.capabilities()
+    }
+
     /// The start client (RFC 003, reduced; idempotent by request id).
     pub fn starts(&self) -> &dyn StartClient {
         &*self.inner.backend

@@ -18,11 +18,9 @@ use crate::json::Json;
 impl Delivery {
     /// The backend's effect client; `Unsupported` when it has none.
     pub fn effects(&self) -> Result<&dyn EffectClient, DeliveryError> {
-        self.backend_effects()
-            .ok_or(DeliveryError::Backend(LeaseError::Unsupported {
-                backend: "this backend",
-                operation: "effects",
-            }))
+        self.backend_effects().ok_or_else(|| {
+            DeliveryError::Backend(self.backend_capabilities().unsupported("effects"))
+        })
     }
 
     /// An effect step (RFC 004, reduced): the replay rule around one external call that
@@ -130,6 +128,10 @@ impl Delivery {
         key: &StoreKey,
     ) -> Result<Option<Json>, DeliveryError> {
         self.ensure_live()?;
+        // Refused here rather than by the store's default, which cannot name the backend
+        // (the store trait does not see the declaration).
+        self.backend_capabilities()
+            .require(self.backend_capabilities().effects, "watch_entry")?;
         Ok(self
             .store()
             .watch_entry(store, key, self.execution_id())

@@ -117,21 +117,7 @@ pub async fn wait_until_listening(backend: &PostgresBackend) {
 impl lease_conformance::Harness for PostgresHarness {
     type Backend = PostgresBackend;
 
-    const WAKEUPS: bool = true;
     const KILLABLE_LISTENER: bool = true;
-    const RETENTION: bool = true;
-    const EFFECTS: bool = true;
-    const STATUS_COUNTS: bool = true;
-    const LIVE_LEASES: bool = true;
-    const CANCEL: bool = true;
-    const PAUSE: bool = true;
-    const PRIORITIES_AND_LIMITS: bool = true;
-    const ATTEMPTS: bool = true;
-    const RATE_LIMITS: bool = true;
-    const ORDERED_KEYS: bool = true;
-    const BROWSE: bool = true;
-    const WORKFLOW_REDELIVERY: bool = true;
-    const DELIVERY_HISTORY: bool = true;
 
     async fn kill_listeners(&self) -> Result<bool> {
         Ok(kill_listeners_when_connected(&self.backend).await > 0)
