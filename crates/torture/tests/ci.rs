@@ -30,7 +30,7 @@ use serde_json::Value;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Which controls a backend's run drives besides the faults (the torture side of the
-/// conformance harness's `CANCEL` and `PRIORITIES_AND_LIMITS` consts).
+/// capabilities each backend declares: cancel, pause, priorities and concurrency limits).
 struct Controls {
     /// `--cancel-every 7`: cancels during the faults (history rule 6).
     cancel: bool,
