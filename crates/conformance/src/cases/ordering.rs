@@ -17,9 +17,8 @@ use lease_core::{
 };
 use tokio::sync::Barrier;
 
-use crate::cases::priority::key_refusal;
 use crate::cases::rates::{
-    admit_keyed, assert_horizon, claim_batch, expect_signal_now, ids_of, key, names,
+    admit_keyed, assert_horizon, claim_batch, expect_signal_now, ids_of, key, names, policy_refused,
 };
 use crate::context::{Ctx, json, plus_ms};
 use crate::harness::Harness;
@@ -45,23 +44,18 @@ macro_rules! __ordering_cases {
     };
 }
 
-/// Returns `true` when the backend declares no ordered keys, after checking that setting one
-/// is refused ([`key_refusal`]) and that reading says `Unsupported` or that nothing is
-/// ordered: the case then ends.
+/// Returns `true` when the backend declares no ordered keys, after checking the refusal
+/// ([`policy_refused`]): the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     if ctx.caps().ordered_keys {
         return false;
     }
     let b = ctx.backend();
-    let err = b
-        .set_key_ordering(&LimitScope::Default, true)
-        .await
-        .expect_err("no ordered keys");
-    assert!(key_refusal(ctx, &err), "{err}");
-    match b.key_ordering().await {
-        Ok(read) => assert_eq!(read, KeyOrdering::default(), "nothing was ordered"),
-        Err(e) => ctx.assert_unsupported(&e),
-    }
+    policy_refused(
+        ctx,
+        b.set_key_ordering(&LimitScope::Default, true).await,
+        b.key_ordering().await,
+    );
     ctx.refusal_only()
 }
 

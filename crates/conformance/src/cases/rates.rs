@@ -108,24 +108,35 @@ pub(crate) fn assert_horizon<H: Harness>(
     }
 }
 
-/// Returns `true` when the backend declares no rate limits, after checking that setting one
-/// is refused ([`key_refusal`]) and that reading says `Unsupported` or that nothing is
-/// limited: the case then ends.
+/// Returns `true` when the backend declares no rate limits, after checking the refusal
+/// ([`policy_refused`]): the case then ends.
 async fn unsupported<H: Harness>(ctx: &Ctx<H>) -> bool {
     if ctx.caps().rate_limits {
         return false;
     }
     let b = ctx.backend();
-    let err = b
-        .set_rate_limit(&LimitScope::Default, Some(rate(1, 1000)))
-        .await
-        .expect_err("no rate limits");
+    policy_refused(
+        ctx,
+        b.set_rate_limit(&LimitScope::Default, Some(rate(1, 1000)))
+            .await,
+        b.rate_limits().await,
+    );
+    ctx.refusal_only()
+}
+
+/// A per-key policy the backend does not declare (rates, ordering): setting one is refused
+/// ([`key_refusal`]), and reading says `Unsupported` or that nothing is set.
+pub(crate) fn policy_refused<H: Harness, T: PartialEq + Default + std::fmt::Debug>(
+    ctx: &Ctx<H>,
+    set: lease_core::Result<()>,
+    read: lease_core::Result<T>,
+) {
+    let err = set.expect_err("declared absent, so refused");
     assert!(key_refusal(ctx, &err), "{err}");
-    match b.rate_limits().await {
-        Ok(read) => assert_eq!(read, RateLimits::default(), "nothing was limited"),
+    match read {
+        Ok(read) => assert_eq!(read, T::default(), "nothing was set"),
         Err(e) => ctx.assert_unsupported(&e),
     }
-    ctx.refusal_only()
 }
 
 /// Waits (at most 10 s) for a wake-up saying "claimable at `now` or before", passing over
