@@ -14,7 +14,7 @@ use crate::ids::WorkflowName;
 /// The RFC requires the delay to be non-zero and never to decrease while
 /// `unacknowledged_deliveries` grows; [`RedeliveryPolicy::new`] rejects any policy that
 /// could break either rule (zero base, factor below 1, cap below base). There is no random
-/// jitter, because jitter that can shrink the next delay breaks the RFC (docs/DESIGN.md).
+/// jitter, because jitter that can shrink the next delay breaks the RFC (docs/decisions/0017-redelivery-delays.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RedeliveryPolicy {
     base_ms: u64,

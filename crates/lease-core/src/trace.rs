@@ -1,6 +1,6 @@
 //! The W3C trace context an admission carries, stored with its execution so a delivery in
 //! another process, days later, continues the admitting request's trace
-//! (docs/DESIGN.md "Traces across processes").
+//! (docs/decisions/0041-traces-metrics-and-logs.md).
 //!
 //! [`TraceContext`] is plain data (a validated `traceparent` and optional `tracestate`
 //! header value) and needs no tracing library. With feature `otel`, it converts to and from

@@ -1,7 +1,7 @@
 //! What fencing the application's own writes costs: a fenced application transaction
 //! against the same transaction unfenced, and `step_in_tx` against `write_step` plus a
-//! separate application transaction. A measurement, not a usage example (docs/DESIGN.md
-//! quotes its figures; `cargo xtask bench --only fenced` is the maintained benchmark).
+//! separate application transaction. A measurement, not a usage example (docs/BENCHMARKS.md
+//! quotes such figures; `cargo xtask bench --only fenced` is the maintained benchmark).
 //!
 //! `cargo run --release -p lease-postgres --example fenced_costs -- [URL] [n]`
 //! (default `postgres://postgres@127.0.0.1:5432/test`, n = 2000 per variant). Sequential

@@ -1,5 +1,5 @@
-//! Attempt limits and dead letters for [`PostgresBackend`] (lease-core `attempts`; DESIGN
-//! "Attempt limits and dead letters"), one statement each (`attempts/*.sql`). The
+//! Attempt limits and dead letters for [`PostgresBackend`] (lease-core `attempts`; docs/decisions/
+//! 0016-attempt-limits-and-dead-letters.md), one statement each (`attempts/*.sql`). The
 //! `ExecutionClient` methods in `execution.rs` delegate here.
 //!
 //! Storage (schema v15): limits are rows of `attempt_limits` (`workflow` NULL for the

@@ -1,4 +1,4 @@
-//! The key gate (DESIGN "How each backend gates its claims"): claims that count concurrency
+//! The key gate (docs/decisions/0021-concurrency-limits.md): claims that count concurrency
 //! limits. `claim.sql` cannot count a key's live leases race-free (its snapshot predates
 //! the commit of a concurrent claim of the same key), so when its picked rows include a key
 //! some limit applies to it claims nothing and says so, and the claim runs

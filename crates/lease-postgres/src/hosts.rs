@@ -11,7 +11,7 @@
 //! hosts are probed in URL order and the first that qualifies becomes current; the pool's
 //! own connect loop picks the new options up on its next try. A fenced write is therefore
 //! only ever sent to a writable server; whether that server holds every earlier commit is
-//! the replication's business (DESIGN.md, "PostgreSQL failover").
+//! the replication's business (docs/decisions/0031-postgresql-failover.md).
 
 use std::str::FromStr;
 use std::sync::RwLock;

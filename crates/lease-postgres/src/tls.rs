@@ -1,7 +1,7 @@
 //! libpq's `sslmode` and `sslrootcert`, as far as sqlx 0.9 can honour them: a mode is used
 //! as libpq means it, or refused with a typed error that names it and says what to use
 //! instead. Checked on the *parsed* options, so what sqlx took from `PGSSLMODE` /
-//! `PGSSLROOTCERT` is checked as well as the URL (DESIGN.md, "TLS").
+//! `PGSSLROOTCERT` is checked as well as the URL (docs/decisions/0044-tls-and-secrets.md).
 //!
 //! | mode | libpq | here |
 //! |---|---|---|

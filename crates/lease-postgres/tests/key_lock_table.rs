@@ -2,7 +2,7 @@
 //! takes an entry of one table sized for the whole server (`max_locks_per_transaction`
 //! per connection); when it is full, every session on the server fails with "out of shared
 //! memory". A keyed claim takes a bounded number of advisory locks however many distinct
-//! limited keys its candidates hold (DESIGN "How each backend gates its claims"), and keys
+//! limited keys its candidates hold (docs/decisions/0021-concurrency-limits.md), and keys
 //! that share a lock still keep their limits.
 
 mod common;

@@ -1,4 +1,4 @@
-//! What an effect record costs in Redis memory (a measurement docs/DESIGN.md quotes, not a
+//! What an effect record costs in Redis memory (a measurement docs/BENCHMARKS.md quotes, not a
 //! usage example): `n` executions each begin one effect and settle it with a 32-byte
 //! result; prints the mean `MEMORY USAGE` of the `effect:<id>` hash and of the execution's
 //! `effects:<execution>` index set, pending and settled.

@@ -114,8 +114,8 @@ impl<'a> ScriptAdmissions<'a> {
 
 /// Refuses, on a namespace split into partitions, admissions with a concurrency key
 /// (`InvalidInput`, nothing admitted): a key's live leases are counted inside one claim
-/// script, which touches one partition (see docs/DESIGN.md "How each backend gates its
-/// claims").
+/// script, which touches one partition (see
+/// docs/decisions/0021-concurrency-limits.md).
 pub(crate) fn refuse_split_keys(split: bool, admissions: &[Admission]) -> Result<()> {
     if split && admissions.iter().any(|a| a.concurrency_key.is_some()) {
         return Err(LeaseError::invalid(

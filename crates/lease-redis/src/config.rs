@@ -115,7 +115,7 @@ impl RedisConfig {
     /// namespace spreads over every shard of a cluster while each script still touches one
     /// slot; an execution lives in the partition its id hashes to, and a claim takes the
     /// earliest due work over every partition, with tokens from the namespace's one counter
-    /// (a few more round trips per claim: see `docs/DESIGN.md`). One partition is the layout
+    /// (a few more round trips per claim: see docs/decisions/0033). One partition is the layout
     /// without partitions (`{<namespace>}`). Every handle on a namespace must use the same count: it
     /// is stored at connect, and a different count is [`lease_core::LeaseError::Schema`].
     pub fn partitions(mut self, partitions: u16) -> Self {
@@ -141,7 +141,7 @@ impl RedisConfig {
     /// not survive a failover) and a read with [`lease_core::LeaseError::Unavailable`]. Off
     /// by default; it costs a write and a replication round trip per call. With one replica
     /// per primary and `replicas = 1`, a failover that promotes that replica takes back no
-    /// success (the torture's `wait` runs: docs/DESIGN.md, "Redis Cluster failover"); with
+    /// success (the torture's `wait` runs: docs/decisions/0034); with
     /// more replicas per primary wait for all of them, or the promoted one may lack it.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.wait_replicas = Some((replicas, timeout));

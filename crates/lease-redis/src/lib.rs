@@ -1,6 +1,6 @@
 //! The Redis backend for RFC 002 execution leases: one Lua script per operation on a
 //! namespace of one partition (with more, some operations are one script per slot: see
-//! "Redis Cluster and partitions" below and docs/DESIGN.md).
+//! "Redis Cluster and partitions" below and docs/decisions/0033-redis-partitions-and-cluster.md).
 //!
 //! ```no_run
 //! # async fn demo() -> lease_core::Result<()> {
@@ -75,7 +75,7 @@
 //!   namespace keeps every rule of one (the conformance suite runs on it). Every script
 //!   also declares its prefix's `meta` as a second key, so that during a slot migration
 //!   Redis answers `TRYAGAIN` (retried) instead of running it on a node holding only part
-//!   of the slot. Details and what cluster mode does not promise: `docs/DESIGN.md`.
+//!   of the slot. Details and what cluster mode does not promise: docs/decisions/0033 and 0034.
 //! - **Tokens.** One counter key per namespace (`INCR`, no TTL); every claim takes the next
 //!   value, so tokens rise per execution and never repeat across executions.
 //! - **Claims.** Due executions live in two kinds of sorted sets: one ready set per
@@ -106,7 +106,7 @@
 //!   epoch (a claim that would pass it is `TokenCounter`): a promoted replica has a higher
 //!   config epoch than the primary it replaces, so its tokens lie above every token that
 //!   primary issued, whatever replication lost. Without cluster support the counter counts
-//!   up to [`MAX_TOKEN`] (one primary, no automatic failover; see docs/DESIGN.md).
+//!   up to [`MAX_TOKEN`] (one primary, no automatic failover; see docs/decisions/0034).
 //! - **Corrupt records.** A candidate the claim cannot use (a state field that does not
 //!   parse, a wrong key type, an id or workflow name that is not a valid name, input or
 //!   outcome that is not UTF-8) is skipped: moved out of `ready`, `waiting`, `running` and
@@ -213,8 +213,8 @@
 //!   outcome and effect records are redone. [`RedisConfig::wait_for_replicas`] makes every
 //!   call, read or write, wait for replicas under a barrier write (one pipeline on the
 //!   slot's primary, see `replication.rs`), so with one replica per primary a success is
-//!   something the promoted replica has (docs/DESIGN.md, "Redis Cluster
-//!   failover"). A single Redis without replicas, with AOF `appendfsync always`, loses
+//!   something the promoted replica has (decision record 0034 in
+//!   docs/decisions/). A single Redis without replicas, with AOF `appendfsync always`, loses
 //!   nothing it acknowledged.
 //!
 //! [`LeaseError::Unavailable`]: lease_core::LeaseError::Unavailable

@@ -1,5 +1,5 @@
-//! The replication barrier of [`crate::RedisConfig::wait_for_replicas`] ("Redis Cluster
-//! failover" in docs/DESIGN.md: a failover must not take back an answer a caller already
+//! The replication barrier of [`crate::RedisConfig::wait_for_replicas`] (decision
+//! record 0034 in docs/decisions/: a failover must not take back an answer a caller already
 //! acted on): every operation's command is sent as one pipeline
 //! `<command>; INCR <prefix>barrier; WAIT <replicas> <timeout>` on the slot of its prefix.
 //!

@@ -1,4 +1,4 @@
-//! Typed errors of recurring admissions (docs/DESIGN.md "Schedules": bad input is a typed error
+//! Typed errors of recurring admissions (docs/decisions/0035-schedules.md: bad input is a typed error
 //! and changes nothing).
 
 use lease_core::LeaseError;

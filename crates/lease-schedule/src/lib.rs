@@ -1,4 +1,4 @@
-//! Recurring admissions for execution leases (docs/DESIGN.md "Schedules").
+//! Recurring admissions for execution leases (docs/decisions/0035-schedules.md).
 //!
 //! A [`Schedule`] is a cron expression (parsed by `croner`) read in an explicit IANA time
 //! zone (`chrono-tz`). Each occurrence admits one execution whose id is derived from the

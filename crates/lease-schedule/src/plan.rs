@@ -1,5 +1,5 @@
 //! What one tick admits for one schedule: the catch-up policy applied to the occurrences
-//! after the stored cursor (docs/DESIGN.md "Schedules": catch-up semantics).
+//! after the stored cursor (docs/decisions/0035-schedules.md: catch-up).
 //!
 //! An occurrence `o` is *due* at `now` when `o <= now`, and *missed* when it is more than
 //! the grace window old: `o < now - grace`. Due occurrences that are not missed are always

@@ -1,4 +1,4 @@
-//! A schedule's definition, its validation and its occurrences (docs/DESIGN.md "Schedules").
+//! A schedule's definition, its validation and its occurrences (docs/decisions/0035-schedules.md).
 //!
 //! Occurrences are computed by `croner` in the schedule's IANA time zone (`chrono-tz`), on
 //! the absolute time line: across a DST gap a fixed-time job fires at the first valid time
@@ -61,7 +61,7 @@ impl CatchUp {
 }
 
 /// What is stored and compared for a schedule: two registrations under one name conflict
-/// unless their definitions are equal (docs/DESIGN.md "Schedules": conflicting definitions).
+/// unless their definitions are equal (docs/decisions/0035-schedules.md: definitions).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Definition {
     /// The cron expression as given (5 to 7 fields, croner's syntax).

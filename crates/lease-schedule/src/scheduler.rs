@@ -1,5 +1,5 @@
 //! The scheduler: ticks every stored schedule at the backend clock, admitting each due
-//! occurrence under its derived id, with no leader (docs/DESIGN.md "Schedules").
+//! occurrence under its derived id, with no leader (docs/decisions/0035-schedules.md).
 //!
 //! Any number of processes may run a [`Scheduler`] on one backend namespace. Each tick
 //! reads every schedule, plans its due occurrences ([`crate::plan`]), admits them (idempotent

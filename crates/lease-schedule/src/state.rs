@@ -1,5 +1,5 @@
 //! The persisted schedules: one entry per schedule in the store [`STORE`], keyed by name,
-//! holding its definition and its cursor (docs/DESIGN.md "Schedules": persisted state).
+//! holding its definition and its cursor (docs/decisions/0035-schedules.md: state).
 //!
 //! Every write is a compare-and-set against the entry as read, and rises the entry's
 //! `revision`; the cursor only moves forward (a scheduler with a stale view never moves it

@@ -30,7 +30,7 @@ use crate::{migrate, tx};
 /// Every handle of this process on one database and namespace shares one wake-up hub
 /// ([`lease_core::ExecutionClient::wakeups`]), signalled right after each commit that made
 /// an execution claimable; other processes' such writes reach it through a wake log watched
-/// with `PRAGMA data_version` (see docs/DESIGN.md, "SQLite backend").
+/// with `PRAGMA data_version` (see docs/decisions/0025-wake-ups.md).
 #[derive(Clone)]
 pub struct SqliteBackend {
     conn: ConnHandle,

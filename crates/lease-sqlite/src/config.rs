@@ -18,7 +18,7 @@ pub const DEFAULT_WAKE_POLL: Duration = Duration::from_millis(5);
 /// How a database file's commits reach the disk (SQLite `PRAGMA synchronous`, in WAL mode).
 /// RFC 002 fencing needs a token, once a caller heard of it, never to be issued again; a
 /// claim that a power loss rolled back is issued again by the next claim. The default stays
-/// `NORMAL` for its measured cost (docs/DESIGN.md, "SQLite durability").
+/// `NORMAL` for its measured cost (docs/decisions/0028-sqlite-write-transactions.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Synchronous {

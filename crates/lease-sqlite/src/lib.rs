@@ -80,7 +80,7 @@
 //! holder of that token, since SQLite's locking confines sharing to one machine; a system
 //! off the machine that saw the token can still remember it. For that case
 //! [`SqliteConfig::synchronous`] with [`Synchronous::Full`] syncs every COMMIT before it
-//! returns (its measured cost is in docs/DESIGN.md). In-memory databases are not durable at
+//! returns (its measured cost is in docs/BENCHMARKS.md). In-memory databases are not durable at
 //! all.
 //!
 //! # Example

@@ -1,8 +1,8 @@
 //! Where this workspace's tests find their servers: the one place naming the environment
 //! variables and the default URLs (every test crate, example and the xtask read them from
 //! here), and, with the feature `containers`, throwaway PostgreSQL and Redis servers started
-//! through testcontainers from images built locally ([`containers`]; docs/DESIGN.md, "Test
-//! servers and containers").
+//! through testcontainers from images built locally ([`containers`]; decision record 0047 in
+//! docs/decisions/).
 //!
 //! A URL is taken from its variable when set and not blank, else the local default; an
 //! unreachable server fails the tests, it never skips them.

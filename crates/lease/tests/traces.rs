@@ -1,4 +1,4 @@
-//! Traces across processes (feature `otel`, docs/DESIGN.md "Traces across processes").
+//! Traces across processes (feature `otel`, docs/decisions/0041-traces-metrics-and-logs.md).
 //!
 //! A child process (this test binary, run again with [`CHILD_DB`] set) admits an execution
 //! under its `request` span into a SQLite file, with `Admission::with_current_trace`, and

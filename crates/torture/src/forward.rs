@@ -5,7 +5,7 @@
 //!
 //! - **latency**: every chunk read from either side is written to the other side `delay`
 //!   after it was read (order preserved; one queue per direction), so each round trip takes
-//!   at least twice the delay (the kernel here has no `sch_netem`; see docs/DESIGN.md);
+//!   at least twice the delay (the kernel here has no `sch_netem`; see docs/decisions/0045-torture-and-history-checker.md);
 //! - **drop**: every connection of the slot is closed at once, as `pg_terminate_backend` or
 //!   `CLIENT KILL` close them without the namespace mode.
 

@@ -6,7 +6,7 @@
 //!   or after another holder's claim with a higher token had returned. Only what the logs
 //!   prove counts: the expiry is the latest one any accepted renewal invoked before the start
 //!   could have set (an unknown renewal could have extended it by a lease from its return).
-//!   Expiry alone does not fence a write (docs/DESIGN.md, "Clocks"), so one accepted after
+//!   Expiry alone does not fence a write (docs/decisions/0002-one-clock-per-backend.md), so one accepted after
 //!   expiry with no new holder is legal; one accepted after a takeover is a violation (the
 //!   history checker reports it as `stale_accepted`). The dispatcher's local deadline is what
 //!   keeps these rare: it stops a delivery a tenth of the lease before its expiry.

@@ -15,13 +15,13 @@
 //!   carry the cluster's config epoch, so none is issued twice, but asynchronous replication
 //!   keeps no step, outcome or effect record written in the lag;
 //! - Redis Cluster with `--replication wait` (`wait_for_replicas` as a replication
-//!   barrier, docs/DESIGN.md "Redis Cluster failover"): lagged failovers of the namespace's
+//!   barrier, docs/decisions/0034): lagged failovers of the namespace's
 //!   shard (seed 14031, 20 s: 4 failovers), and the checker must find 0 violations. This
 //!   run does not guard the barrier: without it the run found 1 violation once (an effect
 //!   record a failover took back) and 0 in other runs, so it passes without the barrier
 //!   too. The barrier's guard is lease-redis's `tests/replication_barrier.rs`, which fails
-//!   without it (a read of a record no replica has answers success; docs/DESIGN.md "Redis
-//!   Cluster failover" records the check). Its write
+//!   without it (a read of a record no replica has answers success; docs/decisions/0034
+//!   records the check). Its write
 //!   side cannot be made deterministic there on Redis 7.0: a connection's `WAIT` offset
 //!   follows every command it ran, reads included (checked by hand: after another client's
 //!   unreplicated write, `GET; WAIT 1 300` blocks and answers 0), so a `WAIT` sent right

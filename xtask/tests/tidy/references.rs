@@ -1,7 +1,7 @@
 //! No ticket numbers and no outside design notes: a comment, doc or message says why in
 //! words, because a reader of the repository has neither the tracker behind "issue N" /
 //! "Issue N item M" / "issues N and M" nor the `design.md` that lived outside it (the
-//! repository's own notes are `docs/DESIGN.md`, upper case). Checked in every file below
+//! repository's own notes are `docs/decisions/` and `docs/DESIGN.md`, upper case). Checked in every file below
 //! [`CHECKED`] (source, docs, SQL, Lua, manifests alike), with no exceptions but this file.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The adapter skeleton (docs/DESIGN.md, "Adapter skeleton"): every adapter crate has the
+//! The adapter skeleton (docs/decisions/0039-adapter-skeleton.md): every adapter crate has the
 //! same file for the same concern, implements each client trait in its own file, and keeps
 //! its statements in `.sql` / `.lua` files in the directory named after the one module that
 //! `include_str!`s them, never in a Rust string literal.

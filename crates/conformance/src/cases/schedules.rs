@@ -1,4 +1,4 @@
-//! Recurring admissions (`lease-schedule`, DESIGN.md "Schedules"): schedulers on several
+//! Recurring admissions (`lease-schedule`, docs/decisions/0035-schedules.md): schedulers on several
 //! peers admit each occurrence once under its derived id, catch-up follows each schedule's
 //! policy after a gap, occurrences follow the zone's DST changes, bad input and a
 //! conflicting registration change nothing. All through the four client traits, so every

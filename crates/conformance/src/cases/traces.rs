@@ -1,4 +1,4 @@
-//! The admitting request's W3C trace context (DESIGN.md "Traces across processes"): stored
+//! The admitting request's W3C trace context (docs/decisions/0041-traces-metrics-and-logs.md): stored
 //! with the execution by `admit` and `admit_batch`, returned by `get`, by the claim's
 //! records and by a peer's reads; an existing execution keeps the context it was first
 //! admitted with, as it keeps the rest of its admission.

@@ -1,4 +1,4 @@
-//! One line on stderr per control submitted (DESIGN "Console (`lease ui`)", "Control log"):
+//! One line on stderr per control submitted (docs/decisions/0043-console.md):
 //! when, the client's address, the action, what it named and the answer's status. Values a
 //! client chose are quoted with escapes, so one line stays one line.
 

@@ -1,4 +1,4 @@
-//! Who may use the console (DESIGN "Console (`lease ui`)", "Access and sessions"), checked in
+//! Who may use the console (docs/decisions/0043-console.md, "Access and transport"), checked in
 //! front of every route: no request of another site (`Sec-Fetch-Site`, else `Origin`); on a
 //! loopback address, a `Host` naming this server (a page that rebinds its own name to
 //! 127.0.0.1 is refused); then the access token, as a bearer header, or exchanged once from

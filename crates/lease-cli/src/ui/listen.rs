@@ -1,4 +1,4 @@
-//! The console's accept loop (DESIGN "Console (`lease ui`)", "Transport"), in place of
+//! The console's accept loop (docs/decisions/0043-console.md, "Access and transport"), in place of
 //! `axum::serve`, which bounds neither how long a client may take to send its headers nor how
 //! many connections it holds: each connection takes one of `--max-connections` slots (one
 //! more is answered 503 and closed), finishes its TLS handshake and sends each request's

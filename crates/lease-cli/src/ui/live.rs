@@ -2,7 +2,7 @@
 //! page's live part again when the backend signals a wake-up (the dispatcher's
 //! `wakeups()`), when the page's own record changes by the clock (its lease expires, it
 //! falls due; on the namespace page, the first listed live lease expires), or, without wake-ups, every `--refresh`; and pushes it only when it
-//! changed. No open page, no stream, no receiver and no reads (DESIGN "Console").
+//! changed. No open page, no stream, no receiver and no reads (docs/decisions/0043-console.md).
 
 use std::convert::Infallible;
 use std::sync::Arc;

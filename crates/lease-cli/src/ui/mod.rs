@@ -1,4 +1,4 @@
-//! `lease ui`: the operator console in a browser (DESIGN "Console (`lease ui`)"). An axum
+//! `lease ui`: the operator console in a browser (docs/decisions/0043-console.md). An axum
 //! router, served by its own accept loop ([`listen`]: TLS, header timeout, connection cap),
 //! renders the namespace and each execution as HTML from the same data functions the other
 //! commands print ([`crate::commands`]); an open page gets its live part pushed as server-sent

@@ -423,7 +423,7 @@ fn next_change(record: &ExecutionRecord, now: Timestamp) -> Option<Duration> {
     .min()
 }
 
-/// The lease now, and the history the stored fields tell (DESIGN: no backend keeps more).
+/// The lease now, and the history the stored fields tell (docs/decisions/0018-delivery-history.md).
 fn lease_section(r: &ExecutionRecord, steps: &[HeapRecord], now: Timestamp) -> String {
     let lease = match r.lease_expires_at {
         Some(at) if r.status == ExecutionStatus::Running && at > now => format!(

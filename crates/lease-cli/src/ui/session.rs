@@ -1,4 +1,4 @@
-//! The console's secrets (DESIGN "Console (`lease ui`)", "Access and sessions"): the access
+//! The console's secrets (docs/decisions/0043-console.md, "Access and transport"): the access
 //! token, given or drawn at start, is exchanged once for a random session id that the browser
 //! keeps in a cookie; sessions expire. The token itself never sits in a cookie.
 

@@ -1,6 +1,6 @@
 //! The execution page's delivery timeline: the delivery history
 //! ([`lease::ExecutionClient::deliveries`]) drawn as server-rendered SVG with no external
-//! asset (DESIGN "Console"). One bar per delivery, oldest on top, from its claim to its end
+//! asset (docs/decisions/0043-console.md). One bar per delivery, oldest on top, from its claim to its end
 //! (a live one to the backend's now), coloured by how it ended and labelled with its token;
 //! a claim that took over an expired lease gets a dashed mark from the lost lease's expiry
 //! to the takeover. The colour is never the only cue: each bar's label names its end.

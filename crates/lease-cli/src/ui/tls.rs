@@ -1,4 +1,4 @@
-//! The console's own TLS (DESIGN "Console (`lease ui`)", "Transport"): rustls with the ring
+//! The console's own TLS (docs/decisions/0043-console.md, "Access and transport"): rustls with the ring
 //! provider the backends' TLS already uses, a certificate chain and key read from PEM files
 //! at start (a file that does not read is bad usage, before the backend is opened).
 

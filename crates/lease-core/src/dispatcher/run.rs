@@ -84,7 +84,7 @@ pub(crate) async fn run_delivery(
 
 /// The span of one delivery: every event of it carries the execution, the token and the
 /// workflow. With feature `otel` it continues the trace stored at admission (its parent,
-/// and a link; docs/DESIGN.md "Traces across processes").
+/// and a link; docs/decisions/0041-traces-metrics-and-logs.md).
 ///
 /// At level `error`, so that a subscriber showing only warnings and errors still enables it:
 /// an `info` span would be filtered out there, and a worker failure's `warn` line would not

@@ -456,7 +456,7 @@ async fn claim(shared: &Shared, limit: usize) -> Result<ClaimBatch> {
         duration: shared.options.get_lease_duration(),
     };
     // A trace of its own: one claim serves many executions, each delivery continues its
-    // own admission's trace (docs/DESIGN.md "Traces across processes").
+    // own admission's trace (docs/decisions/0041-traces-metrics-and-logs.md).
     let span = tracing::info_span!(parent: None, "claim", limit, claimed = tracing::field::Empty);
     let batch = guarded(
         shared,

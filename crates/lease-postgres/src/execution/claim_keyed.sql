@@ -1,4 +1,4 @@
--- The keyed claim (DESIGN "How each backend gates its claims"): `claim.sql` with every
+-- The keyed claim (docs/decisions/0021-concurrency-limits.md): `claim.sql` with every
 -- concurrency limit checked, in ONE statement. `$1 request now, $2 clock, $3 limit, $4
 -- lease ms, $5 delays` (`claim.sql`'s) -> `claim.sql`'s rows (leases in claim order, then
 -- the summary row, `gated` false). Run instead of `claim.sql` once a claim met a limited

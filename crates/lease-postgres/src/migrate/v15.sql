@@ -1,5 +1,5 @@
--- lease-postgres schema version 15: attempt limits and dead letters (DESIGN "Attempt limits
--- and dead letters").
+-- lease-postgres schema version 15: attempt limits and dead letters
+-- (docs/decisions/0016-attempt-limits-and-dead-letters.md).
 --
 -- Status 'dead': out of attempts, waiting for an operator (`retry_dead` or `cancel`). No
 -- outcome, no claimable_at (so it leaves both claim indexes), not in `executions_terminal`

@@ -1,5 +1,5 @@
 -- lease-postgres schema version 16: ordered keys, start rates per key and browsing
--- (DESIGN "PostgreSQL ordered keys, rates and browsing").
+-- (docs/decisions/0023-ordered-keys.md).
 --
 -- `admission_seq`: the admission order, from one sequence per schema, set when a row is
 -- inserted (every admission path inserts, and a re-admission of a known id inserts

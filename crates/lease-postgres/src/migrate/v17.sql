@@ -1,5 +1,5 @@
 -- lease-postgres schema version 17: workflows' own redelivery policies and each execution's
--- delivery history (DESIGN "PostgreSQL adapter", "Redelivery policies and delivery history").
+-- delivery history (docs/decisions/0017 and 0018).
 --
 -- `redelivery_policies`: one row per workflow with a policy of its own (base and cap in ms,
 -- the factor). The claim copies the row of the execution's workflow onto the row it takes

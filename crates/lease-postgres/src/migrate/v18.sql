@@ -1,5 +1,5 @@
 -- lease-postgres schema version 18: every browse filter walks an index of all the fields it
--- filters on (DESIGN "PostgreSQL ordered keys, rates and browsing").
+-- filters on (docs/decisions/0024-browse-and-counts.md).
 --
 -- Before, a page filtered on a workflow or a key walked that name's index in admission
 -- order and tested the status (and the other name) on each row: a page of the few admitted

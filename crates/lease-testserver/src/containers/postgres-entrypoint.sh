@@ -1,6 +1,6 @@
 #!/bin/sh
 # Entrypoint of the locally built PostgreSQL test image (lease-testserver, see
-# docs/DESIGN.md "Test servers and containers"). It follows the official image's contract as
+# docs/decisions/0047-workspace-tests-and-release.md). It follows the official image's contract as
 # far as testcontainers-modules' `Postgres` relies on it:
 #   POSTGRES_USER (default postgres), POSTGRES_PASSWORD, POSTGRES_DB (default: the user),
 #   POSTGRES_HOST_AUTH_METHOD (trust, or password auth with POSTGRES_PASSWORD);

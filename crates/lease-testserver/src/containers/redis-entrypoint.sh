@@ -1,5 +1,5 @@
 #!/bin/sh
-# Entrypoint of the locally built Redis test image (lease-testserver, see docs/DESIGN.md
+# Entrypoint of the locally built Redis test image (lease-testserver, see docs/decisions/0047-workspace-tests-and-release.md
 # "Test servers and containers"). Arguments starting with `-` are options of redis-server,
 # as in the official image. The server binds 127.0.0.1 unless the arguments say otherwise
 # (the tests pass `--port PORT --bind 127.0.0.1`); it logs to stdout, where
