@@ -10,9 +10,12 @@
 //! - wrappers forward every method: only backends implement the client traits, a wrapper
 //!   implements their `Forward*` twins, whose defaults forward each method ([`forwarding`]);
 //! - no tracker ticket numbers and no outside design notes in crates/, xtask/, examples/,
-//!   docs/ and README.md: the reason is written out instead ([`references`]).
+//!   docs/ and README.md: the reason is written out instead ([`references`]);
+//! - decision records: one `NNNN-name.md` per decision in docs/decisions/, each listed in its
+//!   index, none dated or carrying work-log notes ([`decisions`]).
 
 mod circles;
+mod decisions;
 mod forwarding;
 mod lengths;
 mod references;
@@ -66,4 +69,9 @@ fn no_ticket_references() {
         references::missing_places(&root()),
     );
     assert_none("ticket references", references::violations(&root()));
+}
+
+#[test]
+fn decision_records_are_indexed_and_undated() {
+    assert_none("decision records", decisions::violations(&root()));
 }
