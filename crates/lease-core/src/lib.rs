@@ -21,6 +21,8 @@ pub mod control;
 pub mod counts;
 pub mod dispatcher;
 pub mod effect;
+#[cfg(feature = "engine")]
+pub mod engine;
 pub mod error;
 pub mod execution;
 pub mod ext;

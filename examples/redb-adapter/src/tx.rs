@@ -1,19 +1,23 @@
 //! The storage layer: the tables and one write transaction with typed, JSON-encoded reads
-//! and writes, so the trait methods never see a redb error type.
+//! and writes, so the store never sees a redb error type.
 
-use std::collections::BTreeSet;
-
-use lease_core::{
-    AttemptLimits, ConcurrencyLimits, ExecutionId, HeapRecord, LeaseError, PauseScope, Result,
-};
+use lease_core::engine::Namespace;
+use lease_core::{ExecutionId, LeaseError, Result};
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::{Serialize, de::DeserializeOwned};
 
 /// A table of JSON values under string keys.
 pub(crate) type Table = TableDefinition<'static, &'static str, &'static [u8]>;
 
 /// Execution records by id.
 pub(crate) const EXECUTIONS: Table = TableDefinition::new("executions");
+/// Each execution's place in admission order, by id.
+pub(crate) const PLACES: Table = TableDefinition::new("places");
+/// Execution ids by place in admission order.
+pub(crate) const ADMISSION: TableDefinition<'static, u64, &'static str> =
+    TableDefinition::new("admission");
+/// Delivery histories by execution id.
+pub(crate) const HISTORIES: Table = TableDefinition::new("histories");
 /// Stores: each one's entries as one JSON map, by store id.
 pub(crate) const STORES: Table = TableDefinition::new("stores");
 /// Store receipts' outcomes, by the JSON triple (store, execution, step key).
@@ -26,19 +30,10 @@ pub(crate) const EFFECTS: Table = TableDefinition::new("effects");
 pub(crate) const EFFECT_WAITS: Table = TableDefinition::new("effect_waits");
 /// Executions waiting for a store entry to change, by the JSON pair (store, key).
 pub(crate) const STORE_WAITERS: Table = TableDefinition::new("store_waiters");
-/// The one [`Meta`] row.
-const META: Table = TableDefinition::new("meta");
 /// Step records under [`step_key`], whose byte order is `list_steps`'s order.
 pub(crate) const STEPS: Table = TableDefinition::new("steps");
-
-/// The namespace-wide values: the last fencing token issued and the operator controls.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct Meta {
-    pub last_token: u64,
-    pub paused: BTreeSet<PauseScope>,
-    pub limits: ConcurrencyLimits,
-    pub attempt_limits: AttemptLimits,
-}
+/// The [`Namespace`] row and the last place in admission order.
+const META: Table = TableDefinition::new("meta");
 
 /// A redb failure as the contract's typed backend error.
 pub(crate) fn db_error(e: impl Into<redb::Error>) -> LeaseError {
@@ -62,10 +57,6 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(json_error)
 }
 
-fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value).map_err(json_error)
-}
-
 /// A composite key as JSON text: unambiguous whatever the parts hold.
 pub(crate) fn key_of<T: Serialize>(parts: &T) -> Result<String> {
     serde_json::to_string(parts).map_err(json_error)
@@ -76,21 +67,36 @@ pub(crate) fn step_key(id: &ExecutionId, key: &str, attempt: u32) -> String {
     format!("{id}\0{key}\0{attempt:010}")
 }
 
-/// One write transaction: one trait method's atomic step. Dropped uncommitted, it aborts.
-pub(crate) struct Tx(WriteTransaction);
+/// One write transaction, with the namespace row read at its start and written back at
+/// commit when it changed. Dropped uncommitted, it aborts.
+pub struct RedbTx {
+    tx: WriteTransaction,
+    pub(crate) namespace: Namespace,
+    pub(crate) namespace_changed: bool,
+}
 
-impl Tx {
+impl RedbTx {
     pub(crate) fn begin(db: &Database) -> Result<Self> {
-        db.begin_write().map(Tx).map_err(db_error)
+        let tx = db.begin_write().map_err(db_error)?;
+        let mut this = RedbTx {
+            tx,
+            namespace: Namespace::default(),
+            namespace_changed: false,
+        };
+        this.namespace = this.get(META, "namespace")?.unwrap_or_default();
+        Ok(this)
     }
 
     pub(crate) fn commit(self) -> Result<()> {
-        self.0.commit().map_err(db_error)
+        if self.namespace_changed {
+            self.put(META, "namespace", &self.namespace)?;
+        }
+        self.tx.commit().map_err(db_error)
     }
 
     /// The value under `key`, if any.
     pub(crate) fn get<T: DeserializeOwned>(&self, table: Table, key: &str) -> Result<Option<T>> {
-        let table = self.0.open_table(table).map_err(db_error)?;
+        let table = self.tx.open_table(table).map_err(db_error)?;
         let found = table.get(key).map_err(db_error)?;
         found.map(|v| decode(v.value())).transpose()
     }
@@ -102,21 +108,16 @@ impl Tx {
         key: &str,
         value: &T,
     ) -> Result<()> {
-        let bytes = encode(value)?;
-        let mut table = self.0.open_table(table).map_err(db_error)?;
+        let bytes = serde_json::to_vec(value).map_err(json_error)?;
+        let mut table = self.tx.open_table(table).map_err(db_error)?;
         table.insert(key, bytes.as_slice()).map_err(db_error)?;
         Ok(())
     }
 
     /// Removes `key`; `true` when it was there.
     pub(crate) fn remove(&self, table: Table, key: &str) -> Result<bool> {
-        let mut table = self.0.open_table(table).map_err(db_error)?;
+        let mut table = self.tx.open_table(table).map_err(db_error)?;
         Ok(table.remove(key).map_err(db_error)?.is_some())
-    }
-
-    /// Every row of `table`, by key.
-    pub(crate) fn all<T: DeserializeOwned>(&self, table: Table) -> Result<Vec<(String, T)>> {
-        self.rows_from(table, "", usize::MAX, |_| true)
     }
 
     /// Up to `take` rows from key `start` on, by key, up to the first one `keep` refuses.
@@ -127,7 +128,7 @@ impl Tx {
         take: usize,
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<(String, T)>> {
-        let table = self.0.open_table(table).map_err(db_error)?;
+        let table = self.tx.open_table(table).map_err(db_error)?;
         let mut rows = Vec::new();
         for row in table.range(start..).map_err(db_error)? {
             let (k, v) = row.map_err(db_error)?;
@@ -138,6 +139,11 @@ impl Tx {
             rows.push((k.value().to_owned(), value));
         }
         Ok(rows)
+    }
+
+    /// Every row of `table`, by key.
+    pub(crate) fn all<T: DeserializeOwned>(&self, table: Table) -> Result<Vec<(String, T)>> {
+        self.rows_from(table, "", usize::MAX, |_| true)
     }
 
     /// Removes every row of `table` whose value `gone` picks.
@@ -154,23 +160,43 @@ impl Tx {
         Ok(())
     }
 
-    pub(crate) fn meta(&self) -> Result<Meta> {
-        Ok(self.get(META, "meta")?.unwrap_or_default())
+    /// Gives `id` the next place in admission order.
+    pub(crate) fn place(&self, id: &ExecutionId) -> Result<()> {
+        let place = self.get::<u64>(META, "last_admitted")?.unwrap_or(0) + 1;
+        self.put(META, "last_admitted", &place)?;
+        self.put(PLACES, id.as_str(), &place)?;
+        let mut table = self.tx.open_table(ADMISSION).map_err(db_error)?;
+        table.insert(place, id.as_str()).map_err(db_error)?;
+        Ok(())
     }
 
-    pub(crate) fn put_meta(&self, meta: &Meta) -> Result<()> {
-        self.put(META, "meta", meta)
+    /// Removes `id`'s place in admission order.
+    pub(crate) fn unplace(&self, id: &ExecutionId) -> Result<()> {
+        if let Some(place) = self.get::<u64>(PLACES, id.as_str())? {
+            self.remove(PLACES, id.as_str())?;
+            let mut table = self.tx.open_table(ADMISSION).map_err(db_error)?;
+            table.remove(place).map_err(db_error)?;
+        }
+        Ok(())
     }
 
-    /// Up to `take` step records of `id` from (`key`, `attempt`) on, with their keys.
-    pub(crate) fn steps_from(
+    /// The execution ids strictly before place `before`, newest first, until `visit` says stop.
+    pub(crate) fn newest_first(
         &self,
-        id: &ExecutionId,
-        key: &str,
-        attempt: u32,
-        take: usize,
-    ) -> Result<Vec<(String, HeapRecord)>> {
-        let start = step_key(id, key, attempt);
-        self.rows_from(STEPS, &start, take, |r: &HeapRecord| &r.execution_id == id)
+        before: Option<u64>,
+        mut visit: impl FnMut(u64, &str) -> Result<bool>,
+    ) -> Result<()> {
+        let table = self.tx.open_table(ADMISSION).map_err(db_error)?;
+        for row in table
+            .range(..before.unwrap_or(u64::MAX))
+            .map_err(db_error)?
+            .rev()
+        {
+            let (place, id) = row.map_err(db_error)?;
+            if !visit(place.value(), id.value())? {
+                break;
+            }
+        }
+        Ok(())
     }
 }

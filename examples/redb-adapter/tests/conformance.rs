@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lease_core::{LeaseError, ManualClock, RedeliveryPolicy, Result};
-use lease_redb_example::RedbBackend;
+use lease_redb_example::{RedbBackend, open};
 
 /// Harness: one temp dir and database file per case, removed at teardown.
 pub struct RedbHarness {
@@ -23,7 +23,7 @@ impl lease_conformance::Harness for RedbHarness {
             operation: "test setup",
             source: Box::new(e),
         })?;
-        let backend = RedbBackend::open(dir.path().join("leases.redb"), Arc::new(clock), policy)?;
+        let backend = open(dir.path().join("leases.redb"), Arc::new(clock), policy)?;
         Ok(RedbHarness { backend, dir })
     }
 

@@ -9,15 +9,14 @@ use std::path::Path;
 use crate::skeleton::{ADAPTERS, TRAIT_FILES, client_trait};
 use crate::source::{self, SourceFile};
 
-/// Files that are backends, beside the adapters' own trait files: the in-memory reference
-/// backend, the effect client of a backend without effects (`NoEffects`), and the
-/// conformance suite's minimal out-of-tree adapter and flawed lab backends, and the redb
-/// example adapter (a walk-through kept small, so not on the adapters' file-per-concern
-/// skeleton: executions in one file, the other four traits in another).
+/// Files that are backends, beside the adapters' own trait files: lease-core's engine for
+/// stores with transactions (executions in one file, the other four traits in another; the
+/// memory reference and the redb example are stores under it), the effect client of a
+/// backend without effects (`NoEffects`), and the conformance suite's minimal out-of-tree
+/// adapter and flawed lab backends.
 const BACKEND_FILES: &[&str] = &[
-    "examples/redb-adapter/src/execution.rs",
-    "examples/redb-adapter/src/data.rs",
-    "crates/lease-core/src/memory.rs",
+    "crates/lease-core/src/engine.rs",
+    "crates/lease-core/src/engine/rows.rs",
     "crates/lease-core/src/forward.rs",
     "crates/conformance/tests/minimal.rs",
     "crates/conformance/tests/mutants.rs",

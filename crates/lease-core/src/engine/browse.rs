@@ -1,15 +1,13 @@
-//! The memory backend's browsing ([`crate::browse`]): a walk back through admission order
-//! under the one lock. The cursor is `m` and the place in admission order of the last
-//! execution a page returned.
-
-use std::ops::Bound;
+//! The engine's browsing ([`crate::browse`]): a walk back through admission order in one
+//! transaction. The cursor is `m` and the place in admission order of the last execution a
+//! page returned.
 
 use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
 use crate::error::Result;
 use crate::execution::ExecutionRecord;
 use crate::limits::check_limit;
 
-use super::MemoryBackend;
+use super::{Engine, Tx, TxStore};
 
 /// The cursor naming place `place`.
 fn cursor_at(place: u64) -> Result<ListCursor> {
@@ -39,7 +37,7 @@ fn matches(filter: &ExecutionFilter, record: &ExecutionRecord) -> bool {
             .is_none_or(|k| record.concurrency_key.as_ref() == Some(k))
 }
 
-impl MemoryBackend {
+impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::list_executions`]: newest admitted first, strictly older
     /// than the cursor's place; each record effective at the backend clock.
     pub(super) fn browse(
@@ -49,24 +47,27 @@ impl MemoryBackend {
         limit: usize,
     ) -> Result<ExecutionPage> {
         check_limit("list limit", limit)?;
-        let upper = match after {
-            Some(cursor) => Bound::Excluded(place_of(cursor)?),
-            None => Bound::Unbounded,
-        };
+        let before = after.map(place_of).transpose()?;
         let now = self.clock.now();
-        let s = self.lock();
         let mut page = ExecutionPage::default();
         let mut last = None;
-        for (place, id) in s.by_admission.range((Bound::Unbounded, upper)).rev() {
-            let Some(record) = s.executions.get(id).filter(|r| matches(filter, r)) else {
-                continue;
-            };
-            if page.records.len() == limit {
-                page.next = last.map(cursor_at).transpose()?;
-                break;
-            }
-            page.records.push(record.effective(now));
-            last = Some(*place);
+        let mut more = false;
+        self.read(|tx| {
+            tx.newest_admitted(before, &mut |place, record| {
+                if !matches(filter, record) {
+                    return true;
+                }
+                if page.records.len() == limit {
+                    more = true;
+                    return false;
+                }
+                page.records.push(record.effective(now));
+                last = Some(place);
+                true
+            })
+        })?;
+        if more {
+            page.next = last.map(cursor_at).transpose()?;
         }
         Ok(page)
     }

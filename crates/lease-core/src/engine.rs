@@ -1,0 +1,639 @@
+//! One engine for stores with transactions (feature `engine`): the lease rules written
+//! once, over any store that can run a closure as one atomic transaction.
+//!
+//! A store implements [`TxStore`] (begin, commit) and [`Tx`] (its rows, read and written by
+//! key); [`Engine`] implements every client trait over it by applying lease-core's public
+//! transitions ([`ExecutionRecord::claim`], [`ExecutionRecord::acknowledge`], ...) and
+//! [`select`] inside one transaction per call. The in-memory reference
+//! ([`crate::MemoryBackend`]) is the engine over a mutex around maps; the redb example is
+//! the engine over redb's write transactions. The invariant: every call is one
+//! transaction, and the engine checks everything it may refuse before its first write, so
+//! a refused call changes nothing even on a store that cannot roll back.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::attempts::{AttemptLimit, AttemptLimits, AttemptScope, Release};
+use crate::browse::{ExecutionFilter, ExecutionPage, ListCursor};
+use crate::capabilities::Capabilities;
+use crate::client::{EffectClient, ExecutionClient};
+use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope};
+use crate::counts::StatusCounts;
+use crate::error::{LeaseError, Result};
+use crate::execution::{
+    AckAndClaim, Acknowledged, Acknowledgement, Admission, CancelOutcome, ClaimBatch, ClaimRequest,
+    Claimed, ExecutionRecord, ExecutionStatus, Purged, WorkflowRunOutcome, check_ack_batch,
+    check_admit_batch,
+};
+use crate::history::DeliveryHistory;
+use crate::ids::{ExecutionId, WorkflowName};
+use crate::json::Json;
+use crate::key_rules::KeyRules;
+use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
+use crate::lease::{ExecutionLease, Fenced, FencingToken};
+use crate::limits::check_limit;
+use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
+use crate::selection::{Gates, horizon, select};
+use crate::time::{SharedClock, Timestamp, lease_millis};
+use crate::wakeup::{WakeHub, WakeReceiver};
+
+mod attempts;
+mod browse;
+mod controls;
+mod history;
+mod keyed;
+mod rows;
+mod store;
+
+pub use store::{Namespace, ReceiptKey, Scan, Tx, TxStore};
+
+/// The instants the wake-up hub hears once a transaction has committed.
+type Wakes = Vec<Timestamp>;
+
+/// The client traits over a [`TxStore`]: one transaction per call. Clones share the store
+/// and one [`WakeHub`], signalled after every commit that makes something claimable, so a
+/// waiting dispatcher of any clone learns of the work at once rather than at its next poll.
+#[derive(Debug, Clone)]
+pub struct Engine<S> {
+    store: S,
+    clock: SharedClock,
+    policy: RedeliveryPolicy,
+    hub: WakeHub,
+    wakeups_enabled: bool,
+}
+
+impl<S: TxStore> Engine<S> {
+    /// The engine over `store`, on `clock`, with the default redelivery policy.
+    pub fn over(store: S, clock: SharedClock) -> Self {
+        Engine {
+            store,
+            clock,
+            policy: RedeliveryPolicy::default(),
+            hub: WakeHub::new(),
+            wakeups_enabled: true,
+        }
+    }
+
+    /// Replaces the redelivery policy.
+    pub fn with_policy(mut self, policy: RedeliveryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// This handle without the wake-up capability ([`ExecutionClient::wakeups`] is `None`),
+    /// as an adapter that only polls: for tests of the dispatcher's polling path.
+    pub fn without_wakeups(mut self) -> Self {
+        self.wakeups_enabled = false;
+        self
+    }
+
+    /// Starts the token counter at `last`: the next claim issues `last + 1` (RFC: tokens
+    /// only have to rise). The reference for a backend whose fresh store issues its first
+    /// token above 1 (lease-redis on a Redis Cluster, whose tokens carry the node's config
+    /// epoch so that a failover never issues a token twice).
+    pub fn with_last_token(self, last: u64) -> Self {
+        // The counter only rises, so a store that refuses this write keeps a valid counter.
+        let _ = self.store.transact(|tx| {
+            tx.namespace_mut().last_token = last;
+            Ok(())
+        });
+        self
+    }
+
+    /// Another handle on the same store (the createPeer model).
+    pub fn peer(&self) -> Self {
+        self.clone()
+    }
+
+    /// The store this engine runs on.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Runs `step` in one transaction, then signals the hub with the instants it noted.
+    fn write<T>(&self, step: impl FnOnce(&mut S::Tx, &mut Wakes) -> Result<T>) -> Result<T> {
+        let mut wakes = Wakes::new();
+        let out = self.store.transact(|tx| step(tx, &mut wakes))?;
+        for at in wakes {
+            self.hub.signal(at);
+        }
+        Ok(out)
+    }
+
+    /// Runs `read` in one transaction that writes nothing.
+    fn read<T>(&self, read: impl FnOnce(&S::Tx) -> Result<T>) -> Result<T> {
+        self.store.transact(|tx| read(tx))
+    }
+
+    /// Runs `change` on the namespace's values in one transaction; any change may free
+    /// places, so the hub hears "now" (a spare signal only makes a dispatcher look again).
+    fn change_namespace(&self, change: impl FnOnce(&mut Namespace)) -> Result<()> {
+        self.write(|tx, wakes| {
+            change(tx.namespace_mut());
+            wakes.push(self.clock.now());
+            Ok(())
+        })
+    }
+
+    /// Notes the instant `record` becomes claimable, if it ever does; a record with a
+    /// concurrency key that is not running freed a place of its key, so the hub hears
+    /// "now" (a waiting execution of that key may be claimable now).
+    fn note(&self, wakes: &mut Wakes, record: &ExecutionRecord) {
+        if let Some(at) = record.claimable_at(&self.policy) {
+            wakes.push(at);
+        }
+        if record.concurrency_key.is_some() && record.status != ExecutionStatus::Running {
+            wakes.push(self.clock.now());
+        }
+    }
+
+    /// A wake of `id` at `now` in the caller's transaction (a settle's or a store update's
+    /// waiter); a purged waiter is skipped.
+    fn wake_in(
+        &self,
+        tx: &mut S::Tx,
+        wakes: &mut Wakes,
+        id: &ExecutionId,
+        now: Timestamp,
+    ) -> Result<()> {
+        tx.update_execution(id, |record| {
+            record.request_wake(now);
+            self.note(wakes, record);
+        })?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` claimable executions at `now` in the caller's transaction and
+    /// reports the horizon after the claim.
+    fn claim_in(
+        &self,
+        tx: &mut S::Tx,
+        wakes: &mut Wakes,
+        now: Timestamp,
+        lease_ms: i64,
+        limit: usize,
+    ) -> Result<ClaimBatch> {
+        let selection = tx.scan(|scan| {
+            let Scan {
+                records,
+                admitted,
+                namespace,
+            } = scan;
+            let (gates, rules) = rules_of(namespace, admitted);
+            select(records, now, &self.policy, gates, rules, limit)
+        })?;
+        let mut claimed = Vec::with_capacity(selection.take.len());
+        for id in &selection.take {
+            claimed.push(self.claim_one(tx, id, now, lease_ms)?);
+        }
+        keyed::prune_starts(tx, now);
+        let next_claimable_at = tx.scan(|scan| {
+            let Scan {
+                records,
+                admitted,
+                namespace,
+            } = scan;
+            let (gates, rules) = rules_of(namespace, admitted);
+            horizon(records, now, &self.policy, gates, rules, &selection.blocked)
+        })?;
+        // Other processes learn when the new leases would expire.
+        if let Some(at) = claimed
+            .iter()
+            .filter_map(|c| c.record.claimable_at(&self.policy))
+            .min()
+        {
+            wakes.push(at);
+        }
+        Ok(ClaimBatch {
+            claimed,
+            now: Some(now),
+            next_claimable_at,
+        })
+    }
+
+    /// Claims the selected execution `id` with the next token, stamping the workflow's
+    /// attempt limit and redelivery policy on it, and opens its history entry.
+    fn claim_one(
+        &self,
+        tx: &mut S::Tx,
+        id: &ExecutionId,
+        now: Timestamp,
+        lease_ms: i64,
+    ) -> Result<Claimed> {
+        let namespace = tx.namespace_mut();
+        namespace.last_token += 1;
+        let token = FencingToken::new(namespace.last_token);
+        let workflow = tx
+            .read_execution(id, |r| r.workflow.clone())?
+            .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+        let attempt_limit = tx.namespace().attempt_limits.of(workflow.as_ref());
+        let redelivery_policy = tx.namespace().redelivery.of(workflow.as_ref());
+        history::close_expired(tx, id, now)?;
+        let (lease, record) = tx
+            .update_execution(id, |record| {
+                *record = record.effective(now);
+                record.attempt_limit = attempt_limit;
+                record.redelivery_policy = redelivery_policy;
+                (record.claim(now, lease_ms, token), record.clone())
+            })?
+            .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
+        tx.update_history(id, |h| h.claim(token, now, None))?;
+        keyed::record_start(tx, &record, now);
+        Ok(Claimed { lease, record })
+    }
+
+    /// Admits one execution unless its id exists (then its effective record).
+    fn admit_in(
+        &self,
+        tx: &mut S::Tx,
+        wakes: &mut Wakes,
+        admission: &Admission,
+        now: Timestamp,
+    ) -> Result<ExecutionRecord> {
+        if let Some(record) = tx.read_execution(&admission.id, |r| r.effective(now))? {
+            return Ok(record);
+        }
+        let record = ExecutionRecord::admitted(admission, now);
+        self.note(wakes, &record);
+        tx.insert_admitted(record.clone())?;
+        Ok(record)
+    }
+
+    /// Acknowledges `lease`'s delivery in the caller's transaction, closing its history entry.
+    fn acknowledge_in(
+        &self,
+        tx: &mut S::Tx,
+        wakes: &mut Wakes,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+        now: Timestamp,
+    ) -> Result<Fenced<Acknowledged>> {
+        let acked = with_held(tx, lease, now, |record| {
+            let acked = record.acknowledge(now, outcome);
+            self.note(wakes, record);
+            acked
+        })?;
+        Ok(match acked {
+            Some(acked) => {
+                history::acknowledged(tx, &lease.execution_id, &acked, now)?;
+                Fenced::Accepted(acked)
+            }
+            None => Fenced::Lost,
+        })
+    }
+}
+
+/// The gates and key rules a claim checks, from the namespace's values.
+fn rules_of<'a>(
+    namespace: &'a Namespace,
+    admitted: &'a std::collections::HashMap<ExecutionId, u64>,
+) -> (Gates<'a>, KeyRules<'a>) {
+    let gates = Gates {
+        paused: &namespace.paused,
+        limits: &namespace.limits,
+    };
+    let rules = KeyRules {
+        ordering: &namespace.ordering,
+        rates: &namespace.rates,
+        starts: &namespace.rate_starts,
+        admitted,
+    };
+    (gates, rules)
+}
+
+/// Applies `change` to the record `lease` holds at `now`; `None` (nothing changed) if the
+/// lease is lost, `UnknownExecution` if there is no record.
+fn with_held<R>(
+    tx: &mut impl Tx,
+    lease: &ExecutionLease,
+    now: Timestamp,
+    change: impl FnOnce(&mut ExecutionRecord) -> R,
+) -> Result<Option<R>> {
+    tx.update_execution(&lease.execution_id, |record| {
+        Ok(if record.holds_at(lease, now)? {
+            Some(change(record))
+        } else {
+            None
+        })
+    })?
+    .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?
+}
+
+/// The records `keep` maps from every stored one, sorted by `order`, at most `limit`.
+fn listed<S: TxStore>(
+    engine: &Engine<S>,
+    limit: usize,
+    keep: impl Fn(&ExecutionRecord) -> Option<ExecutionRecord>,
+    order: impl Fn(&ExecutionRecord, &ExecutionRecord) -> std::cmp::Ordering,
+) -> Result<Vec<ExecutionRecord>> {
+    check_limit("list limit", limit)?;
+    let mut out =
+        engine.read(|tx| tx.scan(|scan| scan.records.filter_map(&keep).collect::<Vec<_>>()))?;
+    out.sort_by(|a, b| order(a, b));
+    out.truncate(limit);
+    Ok(out)
+}
+
+#[async_trait]
+impl<S: TxStore> ExecutionClient for Engine<S> {
+    #[tracing::instrument(level = "debug", name = "admit", skip_all)]
+    async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
+        admission.validate()?;
+        let now = self.clock.now();
+        self.write(|tx, wakes| self.admit_in(tx, wakes, admission, now))
+    }
+
+    #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
+    async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
+        check_admit_batch(admissions)?;
+        let now = self.clock.now();
+        self.write(|tx, wakes| {
+            admissions
+                .iter()
+                .map(|a| self.admit_in(tx, wakes, a, now))
+                .collect()
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "get", skip_all)]
+    async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
+        let now = self.clock.now();
+        self.read(|tx| tx.read_execution(id, |r| r.effective(now)))
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
+    async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        let now = self.clock.now();
+        listed(
+            self,
+            limit,
+            |r| Some(r.effective(now)).filter(|r| r.unacknowledged_deliveries >= min.max(1)),
+            |a, b| {
+                b.unacknowledged_deliveries
+                    .cmp(&a.unacknowledged_deliveries)
+                    .then_with(|| a.id.cmp(&b.id))
+            },
+        )
+    }
+
+    /// One pass in one transaction over every record (the reference, not a fast path).
+    #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
+    async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        let now = self.clock.now();
+        listed(
+            self,
+            limit,
+            |r| r.lease_live(now).then(|| r.clone()),
+            |a, b| a.live_lease_order().cmp(&b.live_lease_order()),
+        )
+    }
+
+    async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
+        self.cancel_execution(id, reason)
+    }
+
+    async fn pause(&self, scope: &PauseScope) -> Result<bool> {
+        self.write(|tx, _| Ok(tx.namespace_mut().paused.insert(scope.clone())))
+    }
+
+    async fn resume(&self, scope: &PauseScope) -> Result<bool> {
+        self.write(|tx, wakes| {
+            wakes.push(self.clock.now());
+            Ok(tx.namespace_mut().paused.remove(scope))
+        })
+    }
+
+    async fn list_paused(&self) -> Result<Vec<PauseScope>> {
+        self.read(|tx| Ok(tx.namespace().paused.iter().cloned().collect()))
+    }
+
+    async fn set_concurrency_limit(
+        &self,
+        scope: &LimitScope,
+        limit: Option<ConcurrencyLimit>,
+    ) -> Result<()> {
+        self.change_namespace(|ns| controls::set_limit(&mut ns.limits, scope, limit))
+    }
+
+    async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
+        self.read(|tx| Ok(tx.namespace().limits.clone()))
+    }
+
+    async fn set_attempt_limit(
+        &self,
+        scope: &AttemptScope,
+        limit: Option<AttemptLimit>,
+    ) -> Result<()> {
+        // Only later claims read the limit, so nothing waiting changes: no wake-up.
+        self.write(|tx, _| {
+            tx.namespace_mut().attempt_limits.set(scope, limit);
+            Ok(())
+        })
+    }
+
+    async fn attempt_limits(&self) -> Result<AttemptLimits> {
+        self.read(|tx| Ok(tx.namespace().attempt_limits.clone()))
+    }
+
+    async fn list_dead(
+        &self,
+        after: Option<&ExecutionId>,
+        limit: usize,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.dead_page(after, limit)
+    }
+
+    async fn retry_dead(
+        &self,
+        ids: &[ExecutionId],
+        input: Option<&Json>,
+    ) -> Result<Vec<ExecutionRecord>> {
+        self.retry(ids, input)
+    }
+
+    async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
+        self.change_namespace(|ns| keyed::set_rate(ns, scope, limit))
+    }
+
+    async fn rate_limits(&self) -> Result<RateLimits> {
+        self.read(|tx| Ok(tx.namespace().rates.clone()))
+    }
+
+    /// Unmarking may let claims proceed, so the hub hears "now" (marking signals too:
+    /// harmless, and simpler).
+    async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
+        self.change_namespace(|ns| ns.ordering.set(scope, ordered))
+    }
+
+    async fn key_ordering(&self) -> Result<KeyOrdering> {
+        self.read(|tx| Ok(tx.namespace().ordering.clone()))
+    }
+
+    async fn list_executions(
+        &self,
+        filter: &ExecutionFilter,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<ExecutionPage> {
+        self.browse(filter, after, limit)
+    }
+
+    /// Any change may shorten a wait, so the hub hears "now".
+    async fn set_redelivery_policy(
+        &self,
+        workflow: &WorkflowName,
+        policy: Option<RedeliveryPolicy>,
+    ) -> Result<()> {
+        self.change_namespace(|ns| ns.redelivery.set(workflow, policy))
+    }
+
+    async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
+        self.read(|tx| Ok(tx.namespace().redelivery.clone()))
+    }
+
+    async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        self.history_of(id)
+    }
+
+    #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
+    async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
+        self.write(|tx, wakes| {
+            // A live delivery only arms timers (its claimable instant is its expiry); an
+            // expired one may be claimable at once.
+            tx.update_execution(id, |record| {
+                record.request_wake(at);
+                self.note(wakes, record);
+            })?
+            .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
+    async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
+        let lease_ms = request.validate()?;
+        let now = request.now.min(self.clock.now());
+        self.write(|tx, wakes| self.claim_in(tx, wakes, now, lease_ms, request.limit))
+    }
+
+    #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
+    async fn acknowledge_and_claim(
+        &self,
+        ack: &Acknowledgement,
+        next: ClaimRequest,
+    ) -> Result<AckAndClaim> {
+        let lease_ms = next.validate()?;
+        let now = self.clock.now();
+        let claim_now = next.now.min(now);
+        self.write(|tx, wakes| {
+            let acknowledged = self.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now)?;
+            let next = self.claim_in(tx, wakes, claim_now, lease_ms, next.limit)?;
+            Ok(AckAndClaim { acknowledged, next })
+        })
+    }
+
+    /// One pass over the records in one transaction (nothing can change in between).
+    #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
+    async fn status_counts(&self) -> Result<StatusCounts> {
+        let now = self.clock.now();
+        self.read(|tx| tx.scan(|scan| StatusCounts::of_records(scan.records, now)))
+    }
+
+    #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
+    async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
+        check_limit("purge limit", limit)?;
+        self.write(|tx, _| {
+            let mut ids: Vec<ExecutionId> = tx.scan(|scan| {
+                scan.records
+                    // A dead execution waits for an operator (retry or cancel), not for retention.
+                    .filter(|r| r.status.is_terminal() && r.status != ExecutionStatus::Dead)
+                    .filter(|r| r.last_delivery_ended_at.is_some_and(|t| t < before))
+                    .map(|r| r.id.clone())
+                    .collect()
+            })?;
+            // The first `limit` by id, whatever order the store scans in.
+            ids.sort();
+            ids.truncate(limit);
+            tx.purge(&ids)?;
+            Ok(Purged { ids })
+        })
+    }
+
+    fn wakeups(&self) -> Option<WakeReceiver> {
+        self.wakeups_enabled.then(|| self.hub.subscribe())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = Capabilities::all(S::NAME);
+        // A handle built without wake-ups sends none, and its dispatcher polls.
+        caps.wakeups = self.wakeups_enabled;
+        caps
+    }
+
+    fn effects(&self) -> Option<&dyn EffectClient> {
+        Some(self)
+    }
+
+    #[tracing::instrument(level = "debug", name = "renew", skip_all)]
+    async fn renew(
+        &self,
+        lease: &ExecutionLease,
+        duration: Duration,
+    ) -> Result<Fenced<ExecutionLease>> {
+        let lease_ms = lease_millis("renewal duration", duration)?;
+        let now = self.clock.now();
+        self.write(|tx, _| {
+            Ok(
+                match with_held(tx, lease, now, |r| r.renew(now, lease_ms))? {
+                    Some(renewed) => Fenced::Accepted(renewed),
+                    None => Fenced::Lost,
+                },
+            )
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "release", skip_all)]
+    async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
+        self.release_held(lease, &Release::Retry)
+    }
+
+    #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
+    async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
+        self.release_held(lease, release)
+    }
+
+    #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
+    async fn acknowledge(
+        &self,
+        lease: &ExecutionLease,
+        outcome: &WorkflowRunOutcome,
+    ) -> Result<Fenced<Acknowledged>> {
+        let now = self.clock.now();
+        self.write(|tx, wakes| self.acknowledge_in(tx, wakes, lease, outcome, now))
+    }
+
+    #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
+    async fn acknowledge_batch(
+        &self,
+        acks: &[Acknowledgement],
+    ) -> Result<Vec<Fenced<Acknowledged>>> {
+        check_ack_batch(acks)?;
+        let now = self.clock.now();
+        self.write(|tx, wakes| {
+            // Check every item before the first write: an error changes nothing.
+            for ack in acks {
+                let id = &ack.lease.execution_id;
+                tx.read_execution(id, |r| r.holds_at(&ack.lease, now))?
+                    .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))??;
+            }
+            acks.iter()
+                .map(|ack| self.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now))
+                .collect()
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "now", skip_all)]
+    async fn now(&self) -> Result<Timestamp> {
+        Ok(self.clock.now())
+    }
+}

@@ -1,0 +1,64 @@
+//! The engine's controls: cancel and the concurrency limits.
+
+use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope};
+use crate::error::{LeaseError, Result};
+use crate::execution::CancelOutcome;
+use crate::history::DeliveryEnd;
+use crate::ids::ExecutionId;
+
+use super::{Engine, Tx, TxStore, history};
+
+impl<S: TxStore> Engine<S> {
+    /// [`crate::ExecutionClient::cancel`]: the effective record is cancelled in place (a
+    /// delivery whose lease expired ends unacknowledged first, as `get` reads it).
+    pub(super) fn cancel_execution(
+        &self,
+        id: &ExecutionId,
+        reason: &CancelReason,
+    ) -> Result<CancelOutcome> {
+        let now = self.clock.now();
+        let unknown = || LeaseError::UnknownExecution(id.clone());
+        self.write(|tx, wakes| {
+            if tx
+                .read_execution(id, |r| r.lease_live(now))?
+                .ok_or_else(unknown)?
+            {
+                tx.update_history(id, |h| h.end(DeliveryEnd::Cancelled, now, None))?;
+            } else {
+                history::close_expired(tx, id, now)?;
+            }
+            // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
+            if let Some(mut finished) = tx
+                .read_execution(id, |r| r.outcome.is_some().then(|| r.clone()))?
+                .flatten()
+            {
+                return Ok(finished.cancel(now, reason));
+            }
+            tx.update_execution(id, |record| {
+                *record = record.effective(now);
+                let outcome = record.cancel(now, reason);
+                self.note(wakes, record);
+                outcome
+            })?
+            .ok_or_else(unknown)
+        })
+    }
+}
+
+/// [`crate::ExecutionClient::set_concurrency_limit`]: the key's limit, kept in key order.
+pub(super) fn set_limit(
+    limits: &mut ConcurrencyLimits,
+    scope: &LimitScope,
+    limit: Option<ConcurrencyLimit>,
+) {
+    match scope {
+        LimitScope::Default => limits.default = limit,
+        LimitScope::Key(key) => {
+            limits.keys.retain(|(k, _)| k != key);
+            if let Some(limit) = limit {
+                let at = limits.keys.partition_point(|(k, _)| k < key);
+                limits.keys.insert(at, (key.clone(), limit));
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The engine's delivery histories ([`crate::history`]): each is written in the same
+//! transaction as the transition it records.
+
+use crate::attempts::Release;
+use crate::error::{LeaseError, Result};
+use crate::execution::{Acknowledged, ExecutionStatus};
+use crate::history::{DeliveryEnd, DeliveryHistory};
+use crate::ids::ExecutionId;
+use crate::time::Timestamp;
+
+use super::{Engine, Tx, TxStore};
+
+/// Closes `id`'s open entry when its stored delivery's lease has expired by `now`: the step
+/// about to apply the effective record (a claim, a cancel, a retry) writes down the expiry
+/// that `get` reads, so the history agrees with the record it keeps.
+pub(super) fn close_expired(tx: &mut impl Tx, id: &ExecutionId, now: Timestamp) -> Result<()> {
+    let expired = tx
+        .read_execution(id, |r| {
+            (r.status == ExecutionStatus::Running && !r.lease_live(now)).then(|| r.clone())
+        })?
+        .flatten();
+    if let Some(expired) = expired {
+        tx.update_history(id, |h| *h = std::mem::take(h).effective(&expired, now))?;
+    }
+    Ok(())
+}
+
+/// Closes `id`'s open entry as its acknowledgement `acked` says.
+pub(super) fn acknowledged(
+    tx: &mut impl Tx,
+    id: &ExecutionId,
+    acked: &Acknowledged,
+    now: Timestamp,
+) -> Result<()> {
+    let end = match acked {
+        Acknowledged::Suspended => DeliveryEnd::Suspended,
+        Acknowledged::Terminal(_) => DeliveryEnd::Acknowledged,
+    };
+    tx.update_history(id, |h| h.end(end, now, None))
+}
+
+/// Closes `id`'s open entry as `release` ends it: an attempt is `Released` (with the
+/// worker's error when it reported one; a retry reply is no error), an unstarted lease
+/// `NotStarted`.
+pub(super) fn released(
+    tx: &mut impl Tx,
+    id: &ExecutionId,
+    release: &Release,
+    now: Timestamp,
+) -> Result<()> {
+    let (end, error) = match release {
+        Release::NotStarted => (DeliveryEnd::NotStarted, None),
+        Release::Failed(note) => (DeliveryEnd::Released, Some(note.clone())),
+        Release::Retry => (DeliveryEnd::Released, None),
+    };
+    tx.update_history(id, |h| h.end(end, now, error))
+}
+
+impl<S: TxStore> Engine<S> {
+    /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader at now sees
+    /// it beside the stored record.
+    pub(super) fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        let now = self.clock.now();
+        self.read(|tx| {
+            let history = tx.history(id)?.unwrap_or_default();
+            tx.read_execution(id, |record| history.effective(record, now))?
+                .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
+        })
+    }
+}

@@ -1,0 +1,272 @@
+//! The engine's step records, stores, effects and start requests
+//! ([`crate::HeapClient`], [`crate::StoreClient`], [`crate::EffectClient`],
+//! [`crate::StartClient`]), each call one transaction.
+
+use async_trait::async_trait;
+
+use crate::client::{EffectClient, HeapClient, StartClient, StoreClient};
+use crate::effect::{Begun, EffectRecord, EffectWait, Settlement};
+use crate::error::{LeaseError, Result};
+use crate::execution::{Admission, ExecutionRecord};
+use crate::heap::{HeapRecord, StepCursor, StepPage, StepWrite};
+use crate::ids::{EffectId, ExecutionId, StepKey, StoreId, StoreKey};
+use crate::json::Json;
+use crate::lease::{ExecutionLease, Fenced};
+use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
+
+use super::{Engine, Tx, TxStore, with_held};
+
+/// `UnknownExecution` unless `id` is stored.
+fn known(tx: &impl Tx, id: &ExecutionId) -> Result<()> {
+    tx.read_execution(id, |_| ())?
+        .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
+}
+
+/// The effect `id`, checked to belong to `caller`.
+fn owned_effect(tx: &impl Tx, id: &EffectId, caller: &ExecutionId) -> Result<EffectRecord> {
+    let record = tx
+        .effect(id)?
+        .ok_or_else(|| LeaseError::UnknownEffect(id.clone()))?;
+    record.check_owner(caller)?;
+    Ok(record)
+}
+
+#[async_trait]
+impl<S: TxStore> HeapClient for Engine<S> {
+    /// The first write of a step key wins; a later one gets the stored record back.
+    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
+    async fn write_step(
+        &self,
+        lease: &ExecutionLease,
+        write: &StepWrite,
+    ) -> Result<Fenced<HeapRecord>> {
+        let now = self.clock.now();
+        self.write(|tx, _| {
+            if with_held(tx, lease, now, |_| ())?.is_none() {
+                return Ok(Fenced::Lost);
+            }
+            let id = &lease.execution_id;
+            if let Some(stored) = tx.step(id, &write.step_key, write.step_attempt)? {
+                return Ok(Fenced::Accepted(stored));
+            }
+            let record = HeapRecord::from_write(id, lease.token, write);
+            tx.insert_step(&record)?;
+            Ok(Fenced::Accepted(record))
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
+    async fn read_step(
+        &self,
+        id: &ExecutionId,
+        step_key: &StepKey,
+        step_attempt: u32,
+    ) -> Result<Option<HeapRecord>> {
+        self.read(|tx| tx.step(id, step_key, step_attempt))
+    }
+
+    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
+    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
+        self.read(|tx| tx.steps(id, None, usize::MAX))
+    }
+
+    /// Only the page (and one more record) is read.
+    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
+    async fn list_steps_page(
+        &self,
+        id: &ExecutionId,
+        after: Option<&StepCursor>,
+        limit: u32,
+    ) -> Result<StepPage> {
+        StepPage::check_limit(limit)?;
+        let take = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1);
+        let rows = self.read(|tx| tx.steps(id, after, take))?;
+        Ok(StepPage::from_rows(rows, limit))
+    }
+}
+
+#[async_trait]
+impl<S: TxStore> StoreClient for Engine<S> {
+    #[tracing::instrument(level = "debug", name = "get_or_create", skip_all)]
+    async fn get_or_create(
+        &self,
+        store: &StoreId,
+        initial: &[(StoreKey, Json)],
+    ) -> Result<StoreSnapshot> {
+        self.write(|tx, _| {
+            let (entries, created) = match tx.store_entries(store)? {
+                Some(entries) => (entries, false),
+                None => {
+                    let entries: std::collections::BTreeMap<StoreKey, Json> =
+                        initial.iter().cloned().collect();
+                    tx.create_store(store, entries.clone())?;
+                    (entries, true)
+                }
+            };
+            Ok(StoreSnapshot {
+                store: store.clone(),
+                entries,
+                created,
+            })
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
+    async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
+        self.read(|tx| {
+            tx.entry(store, key)?
+                .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))
+        })
+    }
+
+    /// A receipt seen before replays its outcome; an applied change wakes the entry's
+    /// waiters.
+    #[tracing::instrument(level = "debug", name = "update", skip_all)]
+    async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
+        self.write(|tx, wakes| {
+            let current = tx
+                .entry(&receipt.store, op.key())?
+                .ok_or_else(|| LeaseError::UnknownStore(receipt.store.to_string()))?;
+            let rkey = (
+                receipt.store.clone(),
+                receipt.execution_id.clone(),
+                receipt.step_key.clone(),
+            );
+            if let Some(outcome) = tx.receipt(&rkey)? {
+                return Ok(StoreUpdate {
+                    outcome,
+                    replayed: true,
+                });
+            }
+            let (next, outcome) = op.apply(current.as_ref());
+            tx.set_entry(&receipt.store, op.key(), next)?;
+            tx.put_receipt(rkey, &outcome)?;
+            if outcome.applied {
+                let now = self.clock.now();
+                for waiter in tx.take_store_waiters(&receipt.store, op.key())? {
+                    self.wake_in(tx, wakes, &waiter, now)?;
+                }
+            }
+            Ok(StoreUpdate {
+                outcome,
+                replayed: false,
+            })
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
+    async fn watch_entry(
+        &self,
+        store: &StoreId,
+        key: &StoreKey,
+        waiter: &ExecutionId,
+    ) -> Result<Option<Json>> {
+        self.write(|tx, _| {
+            known(tx, waiter)?;
+            let current = tx
+                .entry(store, key)?
+                .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?;
+            tx.add_store_waiter(store, key, waiter)?;
+            Ok(current)
+        })
+    }
+}
+
+#[async_trait]
+impl<S: TxStore> EffectClient for Engine<S> {
+    #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
+    async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
+        let now = self.clock.now();
+        self.write(|tx, _| {
+            known(tx, execution)?;
+            if let Some(record) = tx.effect(id)? {
+                record.check_owner(execution)?;
+                return Ok(Begun {
+                    record,
+                    created: false,
+                });
+            }
+            let record = EffectRecord::pending(id.clone(), execution.clone(), now);
+            tx.put_effect(&record)?;
+            Ok(Begun {
+                record,
+                created: true,
+            })
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
+    async fn settle_effect(
+        &self,
+        id: &EffectId,
+        execution: &ExecutionId,
+        result: &Json,
+    ) -> Result<Settlement> {
+        let now = self.clock.now();
+        self.write(|tx, wakes| {
+            let settlement = owned_effect(tx, id, execution)?.settle(result, now);
+            if let Settlement::Recorded(record) = &settlement {
+                tx.put_effect(record)?;
+                if tx.set_effect_wait(id, false)? {
+                    self.wake_in(tx, wakes, execution, now)?;
+                }
+            }
+            Ok(settlement)
+        })
+    }
+
+    #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
+    async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
+        self.read(|tx| tx.effect(id))
+    }
+
+    /// Only the owner may wait; a settled effect answers at once.
+    #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
+    async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
+        self.write(|tx, _| {
+            let record = owned_effect(tx, id, execution)?;
+            if record.result().is_some() {
+                return Ok(EffectWait::Settled(record));
+            }
+            tx.set_effect_wait(id, true)?;
+            Ok(EffectWait::Registered)
+        })
+    }
+}
+
+#[async_trait]
+impl<S: TxStore> StartClient for Engine<S> {
+    /// A request id seen before answers with its target; a new one admits the target,
+    /// which must not exist yet.
+    #[tracing::instrument(level = "debug", name = "start", skip_all)]
+    async fn start(&self, request: &StartRequest) -> Result<Started> {
+        let now = self.clock.now();
+        self.write(|tx, wakes| {
+            if let Some(target) = tx.start_target(&request.request_id)? {
+                return Ok(Started {
+                    target,
+                    created: false,
+                });
+            }
+            if tx.read_execution(&request.target, |_| ())?.is_some() {
+                return Err(LeaseError::invalid(
+                    "start target",
+                    format!("execution {} already exists", request.target),
+                ));
+            }
+            let admission = Admission::new(request.target.clone())
+                .workflow(request.workflow.clone())
+                .input(request.input.clone());
+            let record = ExecutionRecord::admitted(&admission, now);
+            self.note(wakes, &record);
+            tx.insert_admitted(record)?;
+            tx.put_start(&request.request_id, &request.target)?;
+            Ok(Started {
+                target: request.target.clone(),
+                created: true,
+            })
+        })
+    }
+}
