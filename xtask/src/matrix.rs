@@ -32,13 +32,15 @@ impl Backend {
 
 /// Every backend `cargo xtask test-all` runs, in order.
 pub const MATRIX: &[Backend] = &[
-    // lease-core's and lease-schedule's unit tests and the conformance suite on the
-    // in-memory reference backend.
+    // lease-core's, lease-runtime's and lease-schedule's unit tests and the conformance
+    // suite on the in-memory reference backend.
     Backend::new(
         "memory",
         &[
             "-p",
             "lease-core",
+            "-p",
+            "lease-runtime",
             "-p",
             "lease-schedule",
             "-p",
@@ -58,8 +60,10 @@ pub const MATRIX: &[Backend] = &[
         &[
             "-p",
             "lease-core",
+            "-p",
+            "lease-runtime",
             "--features",
-            "memory,metrics,otel,test-preserve-order,test-arbitrary-precision",
+            "lease-core/memory,lease-core/test-preserve-order,lease-core/test-arbitrary-precision,lease-runtime/metrics,lease-runtime/otel",
         ],
         &[],
     ),

@@ -45,6 +45,7 @@ pub struct Options {
 /// The crates published to a registry; every other member has `publish = false`.
 pub const PUBLISHABLE: &[&str] = &[
     "lease-core",
+    "lease-runtime",
     "lease-schedule",
     "lease-sqlite",
     "lease-postgres",

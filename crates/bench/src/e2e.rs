@@ -13,9 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lease_core::{
-    Delivery, DeliveryError, Dispatcher, DispatcherOptions, Json, Reply, WorkflowRunOutcome,
-};
+use lease_core::{Json, WorkflowRunOutcome};
+use lease_runtime::{Delivery, DeliveryError, Dispatcher, DispatcherOptions, Reply};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 

@@ -370,7 +370,7 @@ pub trait ExecutionClient: Send + Sync {
     }
 
     /// The backend's effect client (RFC 004, reduced), an optional capability: the
-    /// default `None` means effects are not supported, and [`crate::Delivery::effect`]
+    /// default `None` means effects are not supported, and `Delivery::effect` (lease-runtime)
     /// reports `Unsupported`. A backend that has one returns `Some(self)`.
     fn effects(&self) -> Option<&dyn EffectClient> {
         None
@@ -577,9 +577,11 @@ pub trait HeapClient: Send + Sync {
     }
 }
 
-/// Stores (RFC 005, reduced): idempotent by identity and by receipt, unfenced.
+/// Stores (RFC 005, reduced): idempotent by identity and by receipt, unfenced. A store
+/// client is also an execution client: waiters are executions, and its refusals name the
+/// backend that [`ExecutionClient::capabilities`] declares.
 #[async_trait]
-pub trait StoreClient: Send + Sync {
+pub trait StoreClient: ExecutionClient {
     /// Creates the store with `initial` entries unless it exists; returns what it holds.
     async fn get_or_create(
         &self,
@@ -602,10 +604,9 @@ pub trait StoreClient: Send + Sync {
     /// registration causes at most one extra delivery. `UnknownStore`, `UnknownExecution`
     /// for bad names; nothing registered.
     ///
-    /// The default is [`crate::LeaseError::Unsupported`]. This trait does not see the
-    /// backend's declaration ([`ExecutionClient::capabilities`]), so the default's refusal
-    /// names `"adapter"`; [`crate::Delivery::watch_entry`] refuses up front, naming the
-    /// backend, when the declaration has no [`Capabilities::effects`].
+    /// The default is [`crate::LeaseError::Unsupported`] naming the backend its
+    /// [`ExecutionClient::capabilities`] declares; a backend that overrides it declares
+    /// [`Capabilities::effects`].
     async fn watch_entry(
         &self,
         store: &StoreId,
@@ -613,10 +614,7 @@ pub trait StoreClient: Send + Sync {
         waiter: &ExecutionId,
     ) -> Result<Option<Json>> {
         let _ = (store, key, waiter);
-        Err(crate::LeaseError::Unsupported {
-            backend: "adapter",
-            operation: "watch_entry",
-        })
+        Err(self.capabilities().unsupported("watch_entry"))
     }
 }
 
@@ -664,3 +662,6 @@ impl<T> LeaseBackend for T where
     T: ExecutionClient + HeapClient + StoreClient + StartClient + 'static
 {
 }
+
+/// A backend shared by a dispatcher, its deliveries and any other task of the process.
+pub type SharedBackend = std::sync::Arc<dyn LeaseBackend>;

@@ -15,7 +15,7 @@
 //!
 //! None of these is fenced: the effect id already makes each take effect once, whichever
 //! holder commits it. The step that returns the effect's result to workflow code is a
-//! fenced step write ([`crate::Delivery::effect`]).
+//! fenced step write (lease-runtime's `Delivery::effect`).
 
 use serde::{Deserialize, Serialize};
 

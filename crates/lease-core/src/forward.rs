@@ -38,13 +38,13 @@ use crate::wakeup::WakeReceiver;
 macro_rules! forward {
     (
         $(#[$meta:meta])*
-        $client:ident => $forward:ident, $inner:ident;
+        $client:ident => $forward:ident $(: $super:ident)?, $inner:ident;
         async { $( fn $am:ident(&self $(, $aa:ident: $at:ty)* ) -> $ar:ty; )* }
         sync { $( fn $sm:ident(&self) -> $sr:ty; )* }
     ) => {
         $(#[$meta])*
         #[async_trait]
-        pub trait $forward: Send + Sync {
+        pub trait $forward: $($super +)? Send + Sync {
             /// The backend every method not overridden forwards to.
             fn $inner(&self) -> &dyn $client;
             $(
@@ -156,7 +156,7 @@ forward! {
 
 forward! {
     /// The forwarding twin of [`StoreClient`].
-    StoreClient => ForwardStore, inner_store;
+    StoreClient => ForwardStore: ExecutionClient, inner_store;
     async {
         fn get_or_create(&self, store: &StoreId, initial: &[(StoreKey, Json)])
             -> Result<StoreSnapshot>;
@@ -191,7 +191,7 @@ forward! {
 }
 
 /// The effect client of a backend without effects (RFC 004 is optional): every call is
-/// [`crate::LeaseError::Unsupported`], as [`crate::Delivery::effect`] reports. For a wrapper
+/// [`crate::LeaseError::Unsupported`], as lease-runtime's `Delivery::effect` reports. For a wrapper
 /// whose wrapped backend may have no effect client to forward to.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoEffects;

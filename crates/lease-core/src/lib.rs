@@ -19,7 +19,6 @@ pub mod capabilities;
 pub mod client;
 pub mod control;
 pub mod counts;
-pub mod dispatcher;
 pub mod effect;
 #[cfg(feature = "engine")]
 pub mod engine;
@@ -49,17 +48,13 @@ pub use attempts::{AttemptLimit, AttemptLimits, AttemptScope, ErrorNote, LastErr
 pub use browse::{ExecutionFilter, ExecutionPage, ListCursor};
 pub use capabilities::Capabilities;
 pub use client::{
-    EffectClient, ExecutionClient, HeapClient, LeaseBackend, StartClient, StoreClient,
+    EffectClient, ExecutionClient, HeapClient, LeaseBackend, SharedBackend, StartClient,
+    StoreClient,
 };
 pub use control::{
     CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope, PauseScope, Priority,
 };
 pub use counts::StatusCounts;
-pub use dispatcher::{
-    Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, MetricsSnapshot,
-    RegisterError, Reply, SharedBackend, ShutdownReport, StepSlot, TypedAdmission, Worker,
-    Workflows,
-};
 pub use effect::{Begun, EffectRecord, EffectState, EffectWait, Settlement};
 pub use error::{BoxError, LeaseError, Result};
 pub use execution::{

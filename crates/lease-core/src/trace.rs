@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{LeaseError, Result};
 
 #[cfg(feature = "otel")]
-pub(crate) mod otel;
+pub mod otel;
 
 /// Longest `tracestate` accepted, in bytes (W3C Trace Context: a vendor must propagate at
 /// least 512 bytes; longer values may be cut, so none longer is stored).

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lease_core::{
-    Admission, ClaimRequest, Delivery, ExecutionClient, ExecutionId, ExecutionLease, HeapClient,
-    Json, StepKey, StepWrite,
+    Admission, ClaimRequest, ExecutionClient, ExecutionId, ExecutionLease, HeapClient, Json,
+    StepKey, StepWrite,
 };
 use lease_postgres::{PostgresBackend, PostgresConfig};
+use lease_runtime::Delivery;
 use sqlx::PgConnection;
 use tokio_util::sync::CancellationToken;
 

@@ -26,11 +26,11 @@
 
 use std::ops::{Deref, DerefMut};
 
-use lease_core::dispatcher::next_step_attempt;
 use lease_core::{
-    BoxError, Delivery, DeliveryError, ExecutionLease, Fenced, FencingToken, HeapRecord, Json,
-    LeaseError, Result, StepKey, StepSlot,
+    BoxError, ExecutionLease, Fenced, FencingToken, HeapRecord, Json, LeaseError, Result, StepKey,
 };
+use lease_runtime::next_step_attempt;
+use lease_runtime::{Delivery, DeliveryError, StepSlot};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::postgres::PgRow;

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, DeliveryError, ExecutionClient, ExecutionClientExt,
-    ExecutionId, ExecutionLease, Fenced, LeaseError, ManualClock, RedeliveryPolicy, Timestamp,
-    WakeReceiver, WorkflowName,
+    Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionClientExt, ExecutionId,
+    ExecutionLease, Fenced, LeaseError, ManualClock, RedeliveryPolicy, Timestamp, WakeReceiver,
+    WorkflowName,
 };
 use lease_postgres::PostgresBackend;
+use lease_runtime::{Delivery, DeliveryError};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 

@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, DeliveryError, ExecutionClient, ExecutionId,
-    ExecutionLease, Fenced, FencingToken, HeapClient, Json, LeaseError, ManualClock,
-    RedeliveryPolicy, StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
+    Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId, ExecutionLease, Fenced,
+    FencingToken, HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
+    Timestamp, WorkflowRunOutcome,
 };
 use lease_postgres::{FencedTx, MIN_STALL_BOUND_MS, PostgresBackend, stall_bound_ms};
+use lease_runtime::{Delivery, DeliveryError};
 use sqlx::PgConnection;
 use tokio::sync::Barrier;
 use tokio_util::sync::CancellationToken;

@@ -7,12 +7,10 @@
 use std::fmt;
 use std::sync::{Arc, LazyLock, OnceLock};
 
-use lease_core::dispatcher::next_step_attempt;
 use lease_core::limits::MAX_PAYLOAD_BYTES;
-use lease_core::{
-    Delivery, DeliveryError, ExecutionLease, Fenced, HeapRecord, Json, LeaseError, Result, StepKey,
-    StepSlot,
-};
+use lease_core::{ExecutionLease, Fenced, HeapRecord, Json, LeaseError, Result, StepKey};
+use lease_runtime::next_step_attempt;
+use lease_runtime::{Delivery, DeliveryError, StepSlot};
 use redis::{Script, Value};
 
 use crate::admit::{ADMIT_BATCH_BODY, ScriptAdmissions};

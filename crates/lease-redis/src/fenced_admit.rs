@@ -13,10 +13,8 @@
 //! time; a separate script type would make the application write its body twice.
 
 use lease_core::execution::check_admit_batch;
-use lease_core::{
-    Admission, Delivery, DeliveryError, ExecutionLease, Fenced, Json, LeaseError, Result, StepKey,
-    StepSlot,
-};
+use lease_core::{Admission, ExecutionLease, Fenced, Json, LeaseError, Result, StepKey};
+use lease_runtime::{Delivery, DeliveryError, StepSlot};
 
 use crate::admit::{ScriptAdmissions, refuse_split_keys};
 use crate::admit_script::{ScriptAdmitted, admitted_records};

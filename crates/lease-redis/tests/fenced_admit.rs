@@ -20,11 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, ConcurrencyKey, Delivery, DeliveryError, ExecutionClient,
-    ExecutionClientExt, ExecutionId, ExecutionLease, FencingToken, HeapClient, Json, LeaseError,
-    ManualClock, RedeliveryPolicy, SharedBackend, StepKey, Timestamp, WakeReceiver,
+    Admission, ClaimRequest, Clock, ConcurrencyKey, ExecutionClient, ExecutionClientExt,
+    ExecutionId, ExecutionLease, FencingToken, HeapClient, Json, LeaseError, ManualClock,
+    RedeliveryPolicy, SharedBackend, StepKey, Timestamp, WakeReceiver,
 };
 use lease_redis::{FencedScript, RedisBackend, ScriptBodyError};
+use lease_runtime::{Delivery, DeliveryError};
 use redis::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -30,11 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Clock, Delivery, DeliveryError, ExecutionClient, ExecutionId,
-    ExecutionLease, Fenced, FencingToken, HeapClient, Json, LeaseError, ManualClock,
-    RedeliveryPolicy, SharedBackend, StepKey, Timestamp, WorkflowRunOutcome,
+    Admission, ClaimRequest, Clock, ExecutionClient, ExecutionId, ExecutionLease, Fenced,
+    FencingToken, HeapClient, Json, LeaseError, ManualClock, RedeliveryPolicy, SharedBackend,
+    StepKey, Timestamp, WorkflowRunOutcome,
 };
 use lease_redis::{FencedScript, MAX_TOKEN, RedisBackend, ScriptBodyError};
+use lease_runtime::{Delivery, DeliveryError};
 use redis::Value;
 use tokio::sync::Barrier;
 use tokio_util::sync::CancellationToken;

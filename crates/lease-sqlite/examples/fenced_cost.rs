@@ -18,9 +18,8 @@ use lease_core::ExecutionClientExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, ExecutionClient, ExecutionId, Timestamp,
-};
+use lease_core::{Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId, Timestamp};
+use lease_runtime::Delivery;
 use lease_sqlite::{SqliteBackend, SqliteConfig};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio_util::sync::CancellationToken;

@@ -4,11 +4,11 @@
 use std::fmt;
 use std::panic::resume_unwind;
 
-use lease_core::dispatcher::MAX_STEP_ATTEMPTS;
 use lease_core::{
-    BoxError, Delivery, DeliveryError, ExecutionLease, Fenced, HeapRecord, Json, LeaseError,
-    StepKey, StepSlot, StepWrite,
+    BoxError, ExecutionLease, Fenced, HeapRecord, Json, LeaseError, StepKey, StepWrite,
 };
+use lease_runtime::MAX_STEP_ATTEMPTS;
+use lease_runtime::{Delivery, DeliveryError, StepSlot};
 use rusqlite::Transaction;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

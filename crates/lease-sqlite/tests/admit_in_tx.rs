@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, DeliveryError, ExecutionClient, ExecutionClientExt,
-    ExecutionId, Fenced, LeaseError, ManualClock, Timestamp, WakeReceiver, WorkflowName,
+    Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionClientExt, ExecutionId, Fenced,
+    LeaseError, ManualClock, Timestamp, WakeReceiver, WorkflowName,
 };
+use lease_runtime::{Delivery, DeliveryError};
 use lease_sqlite::{FencedError, SqliteBackend, SqliteConfig};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio_util::sync::CancellationToken;

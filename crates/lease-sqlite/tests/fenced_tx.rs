@@ -12,10 +12,11 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, DeliveryError, ExecutionClient, ExecutionId,
-    ExecutionLease, Fenced, FencingToken, HeapClient, Json, LeaseError, ManualClock, StepKey,
-    StepWrite, WorkflowRunOutcome,
+    Admission, ClaimRequest, Claimed, ExecutionClient, ExecutionId, ExecutionLease, Fenced,
+    FencingToken, HeapClient, Json, LeaseError, ManualClock, StepKey, StepWrite,
+    WorkflowRunOutcome,
 };
+use lease_runtime::{Delivery, DeliveryError};
 use lease_sqlite::{FencedError, SqliteBackend, SqliteConfig};
 use rusqlite::{Connection, Transaction, params};
 use tokio_util::sync::CancellationToken;

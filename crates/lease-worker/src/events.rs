@@ -114,7 +114,7 @@ where
 pub fn install(worker: &str) {
     let filter = Targets::new()
         .with_default(Level::WARN)
-        .with_target("lease_core::dispatcher", Level::DEBUG)
+        .with_target("lease_runtime", Level::DEBUG)
         .with_target(TARGET, Level::INFO);
     let layer = JsonLines {
         worker: worker.to_owned(),

@@ -8,8 +8,9 @@
 //! execution to a newer claim, gets [`Fenced::Lost`] for its writes and changes nothing:
 //! the current holder's saves win, not the first ones to arrive.
 //!
-//! This facade re-exports [`lease_core`] (types, the four client traits, the redelivery
-//! policy, clocks, the [`Dispatcher`] and its [`Delivery::step`]) and each backend compiled
+//! This facade re-exports [`lease_core`] (types, the client traits, the redelivery policy,
+//! clocks), [`lease_runtime`] (the [`Dispatcher`] and its [`Delivery::step`], also as the
+//! module `dispatcher`) and each backend compiled
 //! in by cargo feature, as a module: `sqlite`, `postgres`, `redis` (the in-memory reference
 //! backend, feature `memory`, is `MemoryBackend` when on). [`open()`] picks the backend by
 //! URL and returns it as `Arc<dyn LeaseBackend>`.
@@ -32,6 +33,11 @@ pub mod options;
 pub mod url;
 
 pub use lease_core::*;
+pub use lease_runtime::*;
+
+/// The runtime ([`lease_runtime`]) under the module name it had inside lease-core, so
+/// `dispatcher::metric_names` and other module paths keep working.
+pub use lease_runtime as dispatcher;
 
 pub use crate::error::OpenError;
 pub use crate::open::{destroy, destroy_with, open, open_with};

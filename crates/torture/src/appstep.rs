@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::history::{Op, OpKind, OpResult};
-use lease_core::{Delivery, DeliveryError, StepKey, StepSlot};
+use lease_core::StepKey;
+use lease_runtime::{Delivery, DeliveryError, StepSlot};
 
 use crate::app::{AppRow, AppStore, AppWrite};
 use crate::history::error_result;

@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lease_core::{
-    Begun, Delivery, DeliveryError, EffectClient, EffectId, EffectRecord, EffectWait, ExecutionId,
-    Json, LeaseBackend, LeaseError, Result, Settlement,
+    Begun, EffectClient, EffectId, EffectRecord, EffectWait, ExecutionId, Json, LeaseBackend,
+    LeaseError, Result, Settlement,
 };
+use lease_runtime::{Delivery, DeliveryError};
 use serde::{Deserialize, Serialize};
 
 use crate::hash::fnv;

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
-use lease_core::{Delivery, Dispatcher, DispatcherOptions, LeaseBackend};
+use lease_core::LeaseBackend;
+use lease_runtime::{Delivery, Dispatcher, DispatcherOptions};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::app::AppWrite;

@@ -14,7 +14,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease_core::{Delivery, DeliveryError, Json, LeaseBackend, Reply, WorkflowRunOutcome};
+use lease_core::{Json, LeaseBackend, WorkflowRunOutcome};
+use lease_runtime::{Delivery, DeliveryError, Reply};
 
 use crate::appstep::AppSteps;
 use crate::effects::{self, EffectSteps};
@@ -107,7 +108,7 @@ fn json_text(value: &impl serde::Serialize) -> Option<String> {
 /// The recorded JSON text step `key` must hold (attempt 1), or `None` for steps whose
 /// value is not derived (the nap's wake time).
 pub fn expected_step(execution: &str, key: &str, attempt: u32) -> Option<String> {
-    if attempt != lease_core::dispatcher::STEP_ATTEMPT {
+    if attempt != lease_runtime::STEP_ATTEMPT {
         return Some("<no such attempt>".to_owned());
     }
     if key == "retry" {

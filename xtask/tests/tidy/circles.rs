@@ -18,9 +18,9 @@ type Module = Vec<String>;
 /// circle that changes shape or is gone is reported too, so this list only shrinks.
 ///
 /// Empty: lease-core's two (the vocabulary's, `LeaseError` naming the ids and tokens that
-/// validate into it; the dispatcher's, every module taking `&Shared` from runtime.rs) were
-/// broken by giving the named data its own leaf modules (`ids::names`, `lease::token`,
-/// `time::timestamp`, `dispatcher::shared`, `dispatcher::ack_queue`).
+/// validate into it; the dispatcher's, every module taking `&Shared` from runtime.rs, now in
+/// lease-runtime) were broken by giving the named data its own leaf modules (`ids::names`,
+/// `lease::token`, `time::timestamp`, and lease-runtime's `shared` and `ack_queue`).
 const KNOWN: &[(&str, &[&str])] = &[];
 
 /// Every circle, as `crate: a -> b (via path), b -> a (via path)`, but the [`KNOWN`] ones;

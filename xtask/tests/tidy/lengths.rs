@@ -13,6 +13,7 @@ use crate::source::{self, SourceFile};
 const LIBRARY_CRATES: &[&str] = &[
     "lease",
     "lease-core",
+    "lease-runtime",
     "lease-schedule",
     "lease-sqlite",
     "lease-postgres",

@@ -8,7 +8,7 @@ pub struct SourceFile {
     /// The file, relative to the workspace root.
     pub path: PathBuf,
     /// Its module path inside its target (`[]` for lib.rs / main.rs, `["dispatcher",
-    /// "runtime"]` for src/dispatcher/runtime.rs).
+    /// "runtime"]` for src/dispatcher/runtime.rs, were there one).
     pub module: Vec<String>,
     /// Test code: under tests/, or declared behind `#[cfg(test)]`.
     pub test: bool,

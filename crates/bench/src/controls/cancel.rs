@@ -16,10 +16,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use lease_core::{
-    CancelOutcome, CancelReason, Delivery, DeliveryError, Dispatcher, DispatcherOptions,
-    ExecutionId, Reply, SharedBackend,
-};
+use lease_core::{CancelOutcome, CancelReason, ExecutionId, SharedBackend};
+use lease_runtime::{Delivery, DeliveryError, Dispatcher, DispatcherOptions, Reply};
 use serde::Serialize;
 use tokio::sync::mpsc;
 

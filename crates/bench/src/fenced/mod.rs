@@ -24,9 +24,8 @@ mod sqlite;
 use lease_core::ExecutionClientExt;
 use std::time::{Duration, Instant};
 
-use lease_core::{
-    Admission, ClaimRequest, Claimed, Delivery, ExecutionId, Json, StepKey, StepWrite,
-};
+use lease_core::{Admission, ClaimRequest, Claimed, ExecutionId, Json, StepKey, StepWrite};
+use lease_runtime::Delivery;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{Kind, Options};

@@ -1,8 +1,9 @@
 //! PostgreSQL's side of the fenced rows: `begin_fenced` + `commit` and `step_in_tx` in the
 //! run's schema, against the same statements in a plain pool transaction.
 
-use lease_core::{Delivery, ExecutionLease, Fenced};
+use lease_core::{ExecutionLease, Fenced};
 use lease_postgres::PostgresBackend;
+use lease_runtime::Delivery;
 use sqlx::{AssertSqlSafe, PgConnection};
 
 use crate::error::{BenchError, Result, raw};

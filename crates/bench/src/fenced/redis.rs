@@ -2,8 +2,9 @@
 //! body (`redis_body.lua`) on keys in the namespace's slot, against the bare body by
 //! `EVALSHA` on the same connection.
 
-use lease_core::{Delivery, ExecutionLease, Fenced};
+use lease_core::{ExecutionLease, Fenced};
 use lease_redis::{FencedScript, RedisBackend};
+use lease_runtime::Delivery;
 use redis::{Script, Value};
 
 use super::receipt;

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use lease_core::{Delivery, ExecutionLease, Fenced};
+use lease_core::{ExecutionLease, Fenced};
+use lease_runtime::Delivery;
 use lease_sqlite::SqliteBackend;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 

@@ -951,7 +951,7 @@ async fn idle(kind: Kind, options: &Options) -> Result<CostRow> {
     };
     let ((delta, s0, s1, secs), _) = result?;
     dropped?;
-    let backstop = lease_core::DispatcherOptions::new().get_backstop(true);
+    let backstop = lease_runtime::DispatcherOptions::new().get_backstop(true);
     let allowed = (secs / backstop.as_secs_f64()).ceil();
     let library = delta.claim_calls as f64 / secs;
     let server_delta = s0

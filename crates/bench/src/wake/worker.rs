@@ -14,9 +14,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lease_core::{
-    Delivery, DeliveryError, Dispatcher, DispatcherOptions, Json, MetricsSnapshot, Reply,
-    SharedBackend, WorkflowRunOutcome,
+use lease_core::{Json, SharedBackend, WorkflowRunOutcome};
+use lease_runtime::{
+    Delivery, DeliveryError, Dispatcher, DispatcherOptions, MetricsSnapshot, Reply,
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -15,7 +15,7 @@ use lease_core::{
     WorkflowRunOutcome,
 };
 
-use lease_core::{DeliveryError, Dispatcher, DispatcherOptions};
+use lease_runtime::{DeliveryError, Dispatcher, DispatcherOptions};
 
 use crate::context::{Ctx, LEASE, json, plus};
 use crate::harness::Harness;
@@ -555,11 +555,11 @@ pub async fn attempts_dispatcher_keeps_the_worker_error_until_dead<H: Harness>(c
         .expect("set");
     ctx.admit("fails").await;
     ctx.admit("panics").await;
-    let worker = |d: lease_core::Delivery| async move {
+    let worker = |d: lease_runtime::Delivery| async move {
         if d.execution_id().as_str() == "panics" {
             panic!("boom");
         }
-        Err::<lease_core::Reply, _>(DeliveryError::worker("card declined"))
+        Err::<lease_runtime::Reply, _>(DeliveryError::worker("card declined"))
     };
     let options = DispatcherOptions::new()
         .concurrency(2)

@@ -1,6 +1,6 @@
 //! RFC 002 "Dispatcher tests" table, and the runtime rows that need a running dispatcher
 //! (renewal, a worker crash, a dying runtime process, a paused holder), driven through
-//! [`lease_core::Dispatcher`] on the backend under test.
+//! [`lease_runtime::Dispatcher`] on the backend under test.
 //!
 //! Leases and redelivery delays follow the harness's manual clock, which only the case
 //! moves; renewals and polls run on real tokio time. Dispatchers here renew every 15 s of
@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease_core::{
-    Clock, Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions,
-    ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionRecord, ExecutionStatus, Fenced,
-    FencingToken, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock, Reply, SharedBackend,
+    Clock, ExecutionClient, ExecutionLease, ExecutionOutcome, ExecutionRecord, ExecutionStatus,
+    Fenced, FencingToken, HeapClient, HeapRecord, Json, LeaseBackend, ManualClock, SharedBackend,
     StepKey, StepWrite, Timestamp, WorkflowRunOutcome,
+};
+use lease_runtime::{
+    Delivery, DeliveryError, Dispatcher, DispatcherMetrics, DispatcherOptions, Reply,
 };
 use tokio::sync::{Barrier, Notify, mpsc};
 
@@ -75,7 +77,7 @@ fn completed(value: serde_json::Value) -> Reply {
 fn step_write(key: &str, value: &str) -> StepWrite {
     StepWrite {
         step_key: StepKey::new(key).expect("valid key"),
-        step_attempt: lease_core::dispatcher::STEP_ATTEMPT,
+        step_attempt: lease_runtime::STEP_ATTEMPT,
         done: true,
         response: Json::parse("test", value).expect("valid JSON"),
     }

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease_core::{
-    Admission, ClaimRequest, Delivery, Dispatcher, DispatcherOptions, ExecutionClient,
-    ExecutionStatus, Json, LeaseError, Reply, Timestamp, WorkflowRunOutcome,
-    limits::MAX_ADMIT_BATCH,
+    Admission, ClaimRequest, ExecutionClient, ExecutionStatus, Json, LeaseError, Timestamp,
+    WorkflowRunOutcome, limits::MAX_ADMIT_BATCH,
 };
+use lease_runtime::{Delivery, Dispatcher, DispatcherOptions, Reply};
 use tokio::sync::mpsc;
 
 use crate::context::{Ctx, LEASE, plus_ms};

@@ -59,7 +59,7 @@ impl TraceContext {
 
 /// Makes `span` (created, not yet entered) a child of `context`, with a link to it as the
 /// messaging conventions ask of a consumer's span.
-pub(crate) fn continue_trace(span: &tracing::Span, context: &TraceContext) {
+pub fn continue_trace(span: &tracing::Span, context: &TraceContext) {
     let remote = context.span_context();
     if span.set_parent(context.to_otel()).is_ok() {
         span.add_link(remote);

@@ -24,7 +24,7 @@ pub use row::AppRow;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use lease_core::{Delivery, DeliveryError};
+use lease_runtime::{Delivery, DeliveryError};
 
 /// How the workflow writes its application rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

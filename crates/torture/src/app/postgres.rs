@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use lease::postgres::PostgresBackend;
-use lease_core::{Delivery, DeliveryError};
+use lease_runtime::{Delivery, DeliveryError};
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 use super::row::{AppRow, loaded, stored_token};

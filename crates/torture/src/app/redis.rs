@@ -5,7 +5,8 @@
 //! `RedisBackend::step_in_script` (fenced) or a plain `RPUSH` (the negative control).
 
 use lease::redis::{FencedScript, RedisBackend};
-use lease_core::{Delivery, DeliveryError, ExecutionId, Json};
+use lease_core::{ExecutionId, Json};
+use lease_runtime::{Delivery, DeliveryError};
 use redis::AsyncCommands;
 
 use super::row::AppRow;

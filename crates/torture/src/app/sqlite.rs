@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lease::sqlite::SqliteBackend;
-use lease_core::{Delivery, DeliveryError};
+use lease_runtime::{Delivery, DeliveryError};
 use rusqlite::{Transaction, params};
 
 use super::row::{AppRow, loaded, stored_token};

@@ -389,7 +389,7 @@ async fn final_reads(backend: Arc<dyn LeaseBackend>, id: String) -> Vec<Op> {
             out.push(op(
                 OpKind::ReadStep {
                     step_key: key,
-                    step_attempt: lease_core::dispatcher::STEP_ATTEMPT,
+                    step_attempt: lease_runtime::STEP_ATTEMPT,
                     value: None,
                 },
                 0,
