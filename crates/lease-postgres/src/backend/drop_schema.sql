@@ -8,6 +8,6 @@
 DROP TABLE IF EXISTS {s}.redelivery_policies, {s}.key_starts, {s}.key_policies, {s}.attempt_limits, {s}.concurrency_limits, {s}.paused_scopes, {s}.store_waiters, {s}.effects, {s}.start_requests, {s}.store_receipts,
     {s}.store_entries, {s}.stores, {s}.steps, {s}.executions, {s}.lease_schema RESTRICT;
 DROP SEQUENCE IF EXISTS {s}.fencing_tokens, {s}.admission_order RESTRICT;
-DROP FUNCTION IF EXISTS {s}.history_claim, {s}.history_end, {s}.claimable_after, {s}.policy_delay, {s}.key_room, {s}.record_problem, {s}.record_problem_v5, {s}.record_problem_v9, {s}.record_problem_v11, {s}.token_counter_behind, {s}.live_leases, {s}.claimable_from,
+DROP FUNCTION IF EXISTS {s}.history_fold, {s}.history_claim, {s}.history_end, {s}.claimable_after, {s}.policy_delay, {s}.key_room, {s}.record_problem, {s}.record_problem_v5, {s}.record_problem_v9, {s}.record_problem_v11, {s}.token_counter_behind, {s}.live_leases, {s}.claimable_from,
     {s}.redelivery_delay RESTRICT;
 DROP SCHEMA IF EXISTS {s} RESTRICT;
