@@ -54,6 +54,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrate/v16.sql"),
     include_str!("migrate/v17.sql"),
     include_str!("migrate/v18.sql"),
+    include_str!("migrate/v19.sql"),
 ];
 
 const LOCK_TIMEOUT: &str = include_str!("migrate/lock_timeout.sql");
@@ -67,7 +68,7 @@ const INSERT_VERSION: &str = include_str!("migrate/insert_version.sql");
 const READ_VERSION: &str = include_str!("migrate/read_version.sql");
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 18;
+pub const SCHEMA_VERSION: i32 = 19;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

@@ -6,9 +6,12 @@
 //! Storage (schema v17): policies are rows of `redelivery_policies`, copied by the claim
 //! onto the row it takes (`redelivery_base_ms`, `_factor`, `_cap_ms`), which every delay
 //! after that delivery reads (`claimable_after`). The history is the row's `deliveries`
-//! jsonb, rewritten by the statements that start and end deliveries in the UPDATE they
-//! already run (`execution/claim_take.sql`, `acknowledge*.sql`, `release.sql`,
-//! `control/cancel.sql`, `attempts/retry_dead.sql`).
+//! jsonb plus the latest delivery, which the row's own columns describe while they can
+//! (schema v19: its token, `delivery_claimed_at`, and the status and end instant of a
+//! terminal acknowledgement). The statements that start and end deliveries fold a delivery
+//! into the jsonb, in the UPDATE they already run, only once the columns stop describing it
+//! (`execution/claim_take.sql`, `acknowledge*.sql`, `release.sql`, `control/cancel.sql`,
+//! `attempts/retry_dead.sql`), so the drain's claim and terminal acknowledgement write none.
 
 use lease_core::{
     DeliveryEnd, DeliveryEntry, DeliveryHistory, ErrorNote, ExecutionId, LeaseError,

@@ -5,9 +5,14 @@ mod common;
 use lease_core::ExecutionClientExt;
 use std::time::Duration;
 
-use lease_core::{Admission, ClaimRequest, ExecutionClient, ExecutionId, LeaseError};
+use lease_core::{
+    Admission, ClaimRequest, Clock, DeliveryEnd, DeliveryEntry, DeliveryHistory, ExecutionClient,
+    ExecutionId, ExecutionLease, Json, LastError, LeaseError, ManualClock, Timestamp,
+    WorkflowRunOutcome,
+};
 use lease_postgres::{PostgresBackend, PostgresConfig, SCHEMA_VERSION};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use std::sync::Arc;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -250,7 +255,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 18 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 19 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
         // version 16's and 18's indexes and the sequence).
@@ -259,7 +264,8 @@ fn a_version_1_schema_is_upgraded_in_place() {
             &mut conn,
             format!(
                 "DROP TABLE \"{schema}\".redelivery_policies; \
-                 DROP FUNCTION \"{schema}\".history_claim, \"{schema}\".history_end, \
+                 ALTER TABLE \"{schema}\".executions DROP COLUMN delivery_claimed_at; \
+                 DROP FUNCTION \"{schema}\".history_fold, \"{schema}\".history_end, \
                      \"{schema}\".claimable_after, \"{schema}\".policy_delay; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN redelivery_base_ms, \
                      DROP COLUMN redelivery_factor, DROP COLUMN redelivery_cap_ms, \
@@ -319,6 +325,98 @@ fn a_version_1_schema_is_upgraded_in_place() {
         assert_eq!(leases.len(), 1);
         upgraded.close().await;
     }));
+}
+
+/// Histories stored by version 18 (every entry in the `deliveries` jsonb, the latest open
+/// while its lease runs) read the same after the upgrade to 19, and the deliveries they left
+/// open end as before: an acknowledgement closes the jsonb's entry, a takeover after the
+/// expiry closes it as expired, and the delivery that takes over is kept beside it.
+#[test]
+fn version_18_histories_read_the_same_after_the_upgrade() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::starting_now();
+        let connect = || {
+            let config = config(&schema).clock(Arc::new(clock.clone()));
+            async move { PostgresBackend::connect(config).await.expect("connect") }
+        };
+        let id = |name: &str| ExecutionId::new(name).expect("id");
+        let done = WorkflowRunOutcome::Completed(Json::parse("outcome", "1").expect("json"));
+        let names = ["done", "live", "lapsed"];
+        let backend = connect().await;
+        for name in names {
+            backend
+                .admit(&Admission::new(id(name)))
+                .await
+                .expect("admit");
+        }
+        let lease = Duration::from_secs(30);
+        let claimed_at = clock.now();
+        let leases = claim(&backend, claimed_at, lease).await;
+        let lease_of = |name: &str| {
+            leases
+                .iter()
+                .find(|l| l.execution_id.as_str() == name)
+                .expect("claimed")
+                .clone()
+        };
+        clock.advance(Duration::from_millis(5));
+        let acked = backend.acknowledge(&lease_of("done"), &done).await;
+        assert!(!acked.expect("ack").is_lost());
+        let before = histories(&backend, &names.map(id)).await;
+        backend.close().await;
+        exec(&mut admin().await, undo_latest_version(&schema)).await;
+
+        let upgraded = connect().await;
+        assert_eq!(histories(&upgraded, &names.map(id)).await, before);
+        clock.advance(Duration::from_millis(5));
+        let acked = upgraded.acknowledge(&lease_of("live"), &done).await;
+        assert!(!acked.expect("ack").is_lost());
+        let live = upgraded.deliveries(&id("live")).await.expect("history");
+        let mut want = DeliveryEntry::claimed(lease_of("live").token, claimed_at);
+        want.end = Some(DeliveryEnd::Acknowledged);
+        want.ended_at = Some(clock.now());
+        assert_eq!(live.deliveries, vec![want]);
+
+        let lapsed = lease_of("lapsed");
+        // Past the expiry and the default policy's first redelivery delay (1 s).
+        clock.set(Timestamp::from_millis(
+            lapsed.expires_at.as_millis() + 1_000,
+        ));
+        let taken = claim(&upgraded, clock.now(), lease).await;
+        assert_eq!(taken.len(), 1, "the lapsed lease alone: {taken:?}");
+        let acked = upgraded.acknowledge(&taken[0], &done).await;
+        assert!(!acked.expect("ack").is_lost());
+        let mut expired = DeliveryEntry::claimed(lapsed.token, claimed_at);
+        expired.end = Some(DeliveryEnd::Expired);
+        expired.ended_at = Some(lapsed.expires_at);
+        expired.error = Some(LastError::expiry_note());
+        let mut completed = DeliveryEntry::claimed(taken[0].token, clock.now());
+        completed.end = Some(DeliveryEnd::Acknowledged);
+        completed.ended_at = Some(clock.now());
+        let got = upgraded.deliveries(&id("lapsed")).await.expect("history");
+        assert_eq!(got.deliveries, vec![expired, completed]);
+        upgraded.close().await;
+    }));
+}
+
+async fn claim(backend: &PostgresBackend, now: Timestamp, lease: Duration) -> Vec<ExecutionLease> {
+    backend
+        .claim_due(ClaimRequest {
+            now,
+            limit: 10,
+            duration: lease,
+        })
+        .await
+        .expect("claim")
+}
+
+async fn histories(backend: &PostgresBackend, ids: &[ExecutionId]) -> Vec<DeliveryHistory> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(backend.deliveries(id).await.expect("history"));
+    }
+    out
 }
 
 async fn schema_exists(conn: &mut PgConnection, schema: &str) -> bool {
@@ -437,19 +535,33 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 18,
-/// the browse indexes of every filtered field), so connecting runs exactly one migration
-/// again, one that builds indexes on `executions`.
+/// SQL that turns a current schema back into the version before it (undoes version 19,
+/// the latest delivery kept in the row's columns): each delivery the columns describe goes
+/// back into the `deliveries` jsonb as version 18 stored it (open on a running row,
+/// acknowledged on a terminal one), then the column and the fold go and version 17's
+/// `history_claim` comes back. Connecting then runs exactly one migration again, one that
+/// alters `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 18, "undo the new latest version here");
+    assert_eq!(SCHEMA_VERSION, 19, "undo the new latest version here");
+    let s = format!("\"{schema}\"");
+    let v17 = include_str!("../src/migrate/v17.sql");
+    let from = v17
+        .find("CREATE FUNCTION {s}.history_claim(")
+        .expect("version 17 creates history_claim");
+    let to = from + v17[from..].find("$$;").expect("its body ends") + "$$;".len();
+    let history_claim = v17[from..to].replace("{s}", &s);
     format!(
-        "DROP INDEX \"{schema}\".executions_browse_workflow, \
-             \"{schema}\".executions_browse_key, \"{schema}\".executions_browse_key_workflow; \
-         CREATE INDEX executions_admitted_by_workflow ON \"{schema}\".executions \
-             (workflow, admission_seq) WHERE workflow IS NOT NULL; \
-         CREATE INDEX executions_admitted_by_key ON \"{schema}\".executions \
-             (concurrency_key, admission_seq) WHERE concurrency_key IS NOT NULL; \
-         UPDATE \"{schema}\".lease_schema SET version = {}",
+        "UPDATE {s}.executions SET deliveries = jsonb_build_object( \
+             'e', COALESCE((deliveries ->> 'e')::bigint, 0), \
+             'd', COALESCE(deliveries -> 'd', '[]'::jsonb) || jsonb_build_array( \
+                 CASE WHEN status = 'running' THEN jsonb_build_array(token, delivery_claimed_at) \
+                 ELSE jsonb_build_array(token, delivery_claimed_at, last_delivery_ended_at, \
+                     'acknowledged', NULL, NULL) END)) \
+             WHERE delivery_claimed_at IS NOT NULL; \
+         ALTER TABLE {s}.executions DROP COLUMN delivery_claimed_at; \
+         DROP FUNCTION {s}.history_fold; \
+         {history_claim} \
+         UPDATE {s}.lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )
 }

@@ -33,6 +33,8 @@ macro_rules! __history_cases {
             history_acknowledge_and_claim_writes_both,
             history_keeps_the_last_deliveries_and_counts_the_rest,
             history_kept_by_retry_dead_and_removed_by_purge,
+            history_takeover_then_completion_keeps_both,
+            history_bound_counts_the_live_and_the_completed_delivery,
         ] }
     };
 }
@@ -362,4 +364,77 @@ pub async fn history_kept_by_retry_dead_and_removed_by_purge<H: Harness>(ctx: Ar
         matches!(got, Err(LeaseError::UnknownExecution(_))),
         "{got:?}"
     );
+}
+
+/// A takeover after an expiry followed by a terminal acknowledgement (here in a batch) keeps
+/// both deliveries: the expired one at its expiry, then the acknowledged one.
+pub async fn history_takeover_then_completion_keeps_both<H: Harness>(ctx: Arc<Ctx<H>>) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    ctx.admit("x").await;
+    let (stale, c1) = deliver(&*ctx, "x").await;
+    let (peer, current) = ctx.reclaim(&stale).await;
+    let c2 = ctx.now();
+    ctx.advance(Duration::from_millis(7));
+    let ack = Acknowledgement {
+        lease: current.clone(),
+        outcome: WorkflowRunOutcome::Failed(json("2")),
+    };
+    let got = peer.acknowledge_batch(&[ack]).await.expect("ack batch");
+    assert!(!got[0].is_lost(), "the current lease");
+    let done = closed(&current, c2, DeliveryEnd::Acknowledged, ctx.now(), None);
+    assert_eq!(
+        history(&*ctx, "x").await,
+        only(vec![expired(&stale, c1), done])
+    );
+}
+
+/// The bound counts every delivery, the one still running and the last one acknowledged
+/// included: past [`MAX_DELIVERY_HISTORY`], a claim and a takeover drop the oldest entries
+/// so that exactly that many are kept, the latest last, whether it is open, expired or
+/// acknowledged.
+pub async fn history_bound_counts_the_live_and_the_completed_delivery<H: Harness>(
+    ctx: Arc<Ctx<H>>,
+) {
+    if unsupported(&*ctx).await {
+        return;
+    }
+    ctx.admit("x").await;
+    let released = MAX_DELIVERY_HISTORY + 4;
+    for _ in 0..released {
+        // Unstarted leases: no attempt, no redelivery delay, no attempt limit reached.
+        let (lease, _) = deliver(&*ctx, "x").await;
+        release_after(&*ctx, &lease, 1, Some(&Release::NotStarted)).await;
+    }
+    let (stale, c1) = deliver(&*ctx, "x").await;
+    let got = history(&*ctx, "x").await;
+    assert_eq!(
+        (got.deliveries.len(), got.earlier),
+        (MAX_DELIVERY_HISTORY, 5)
+    );
+    assert_eq!(got.deliveries.last(), Some(&open(&stale, c1)));
+
+    let (_, current) = ctx.reclaim(&stale).await;
+    let c2 = ctx.now();
+    let got = history(&*ctx, "x").await;
+    assert_eq!(
+        (got.deliveries.len(), got.earlier),
+        (MAX_DELIVERY_HISTORY, 6)
+    );
+    let tail = &got.deliveries[MAX_DELIVERY_HISTORY - 2..];
+    assert_eq!(tail, [expired(&stale, c1), open(&current, c2)]);
+
+    ctx.advance(Duration::from_millis(3));
+    let done = WorkflowRunOutcome::Completed(json("1"));
+    let b = ctx.backend();
+    assert!(!b.acknowledge(&current, &done).await.expect("ack").is_lost());
+    let got = history(&*ctx, "x").await;
+    assert_eq!(
+        (got.deliveries.len(), got.earlier),
+        (MAX_DELIVERY_HISTORY, 6)
+    );
+    let last = closed(&current, c2, DeliveryEnd::Acknowledged, ctx.now(), None);
+    assert_eq!(got.deliveries.last(), Some(&last));
+    assert_eq!(got.total(), released as u64 + 2);
 }

@@ -8,7 +8,7 @@
 -- (`ExecutionRecord::retry_dead`): waiting again, due now, counter 0, no lease, no wake
 -- pending, the new input if given, claimable now; the last error stays. A running row whose
 -- lease expired on its last attempt is first ended as `get` reads it (at its expiry, with
--- the expiry's last error). Otherwise nothing is written and the caller reports the first
+-- the expiry's last error), its delivery folded into the history's jsonb as expired. Otherwise nothing is written and the caller reports the first
 -- item that is unknown or not dead. One wake-up, "now", as an admission's.
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 items AS MATERIALIZED (
@@ -35,9 +35,11 @@ upd AS (
         wake_after_claim = NULL,
         input = COALESCE($2::text, e.input),
         claimable_at = clk.now,
-        deliveries = CASE WHEN e.status = 'running' THEN {s}.history_end(e.deliveries,
-            'expired', COALESCE(e.lease_expires_at, clk.now), 'lease_expired',
-            'the lease expired before the delivery was acknowledged') ELSE e.deliveries END
+        deliveries = CASE WHEN e.status = 'running' THEN {s}.history_fold(e.deliveries,
+            e.token, e.delivery_claimed_at, COALESCE(e.lease_expires_at, clk.now), 'expired',
+            'lease_expired', 'the lease expired before the delivery was acknowledged', 20)
+            ELSE e.deliveries END,
+        delivery_claimed_at = NULL
     FROM verdict v, clk
     WHERE e.id = v.id
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.status IS DISTINCT FROM 'dead')

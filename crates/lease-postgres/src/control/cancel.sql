@@ -4,8 +4,9 @@
 -- row (and is `Lost`). A terminal row is left as it is; otherwise the effective record (an
 -- expired running lease ends unacknowledged: unacked + 1, with the expiry's last error; a
 -- dead one, stored or by expiry, is cancellable too) becomes cancelled with the reason as
--- outcome, no lease, nothing due, ended now; token unchanged. The history's open entry ends
--- cancelled (a live lease) or expired at its expiry (schema v17). A keyed execution freed a
+-- outcome, no lease, nothing due, ended now; token unchanged. A running row's delivery is
+-- folded into the history's jsonb as cancelled (a live lease) or expired at its expiry,
+-- and the row describes no delivery any more (schema v19). A keyed execution freed a
 -- place for its key: the wake-up says "claimable now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
@@ -29,10 +30,13 @@ upd AS (
         deliveries = CASE
             WHEN e.status <> 'running' THEN e.deliveries
             WHEN e.lease_expires_at > clk.now
-            THEN {s}.history_end(e.deliveries, 'cancelled', clk.now, NULL, NULL)
-            ELSE {s}.history_end(e.deliveries, 'expired', COALESCE(e.lease_expires_at, clk.now),
-                'lease_expired', 'the lease expired before the delivery was acknowledged')
-            END
+            THEN {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at, clk.now,
+                'cancelled', NULL, NULL, 20)
+            ELSE {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at,
+                COALESCE(e.lease_expires_at, clk.now), 'expired', 'lease_expired',
+                'the lease expired before the delivery was acknowledged', 20)
+            END,
+        delivery_claimed_at = NULL
     FROM cur, clk
     WHERE e.id = cur.id AND cur.status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING COALESCE(cur.status = 'running' AND cur.lease_expires_at > clk.now, false)

@@ -1,9 +1,12 @@
 -- `$1 id, $2 token, $3 clock, $4 new status, $5 outcome` -> (current token, status,
 -- acknowledged?, notification count). Resets unacked; suspended: due at the earliest wake
 -- requested during the delivery (or never), notified when there is one; completed/failed:
--- terminal with the outcome. The history's open entry ends
--- acknowledged or suspended (schema v17). A keyed lease frees a place of its key (its concurrency limit counts live leases): it
--- notifies "claimable now".
+-- terminal with the outcome. A terminal acknowledgement writes no history: the row's
+-- columns describe its last delivery (schema v19, `delivery_claimed_at`); a suspension
+-- folds the delivery into the `deliveries` jsonb as suspended, as does either end of a
+-- delivery claimed before version 19 (its open entry is in the jsonb). A keyed lease frees
+-- a place of its key (its concurrency limit counts live leases): it notifies "claimable
+-- now".
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
 cur AS MATERIALIZED (
     SELECT e.id, e.token, {held_status} AS status
@@ -20,9 +23,13 @@ upd AS (
         due_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
         outcome = CASE WHEN $4 = 'suspended' THEN e.outcome ELSE $5 END,
         claimable_at = CASE WHEN $4 = 'suspended' THEN e.wake_after_claim ELSE NULL END,
-        deliveries = {s}.history_end(e.deliveries,
-            CASE WHEN $4 = 'suspended' THEN 'suspended' ELSE 'acknowledged' END, clk.now,
-            NULL, NULL)
+        deliveries = CASE WHEN $4 <> 'suspended' AND e.delivery_claimed_at IS NOT NULL
+            THEN e.deliveries
+            ELSE {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at, clk.now,
+                CASE WHEN $4 = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
+                NULL, NULL, 20) END,
+        delivery_claimed_at = CASE WHEN $4 = 'suspended' THEN NULL
+            ELSE e.delivery_claimed_at END
     FROM cur, clk
     WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
     RETURNING true AS acknowledged,

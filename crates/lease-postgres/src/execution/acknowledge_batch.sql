@@ -3,7 +3,8 @@
 -- token, status; both NULL for an unknown execution, acknowledged?, notification count).
 -- The ids must be distinct (`check_ack_batch`). One notification: the earliest wake of the
 -- items acknowledged as suspended with one, or now when an item held a keyed lease (it
--- frees a place of its key).
+-- frees a place of its key). The history is written as `acknowledge.sql` writes it: none
+-- for a terminal outcome, the delivery folded into the jsonb for a suspension.
 --
 -- Each item is the single `acknowledge.sql` applied independently, in one statement: the
 -- items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their
@@ -42,9 +43,13 @@ upd AS (
         outcome = CASE WHEN v.new_status = 'suspended' THEN e.outcome ELSE v.outcome END,
         claimable_at = CASE WHEN v.new_status = 'suspended'
             THEN e.wake_after_claim ELSE NULL END,
-        deliveries = {s}.history_end(e.deliveries,
-            CASE WHEN v.new_status = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
-            clk.now, NULL, NULL)
+        deliveries = CASE WHEN v.new_status <> 'suspended' AND e.delivery_claimed_at IS NOT NULL
+            THEN e.deliveries
+            ELSE {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at, clk.now,
+                CASE WHEN v.new_status = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
+                NULL, NULL, 20) END,
+        delivery_claimed_at = CASE WHEN v.new_status = 'suspended' THEN NULL
+            ELSE e.delivery_claimed_at END
     FROM verdict v, clk
     WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
       AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)

@@ -13,9 +13,12 @@
 -- its key (counting that key's live leases there cost the keyed claim ~0.09 ms); a row held
 -- back by a full key then costs a dispatcher one short claim, whose horizon leaves it out.
 -- The claim copies the workflow's own redelivery policy onto the row (schema v17, like the
--- attempt limit; the delay after this delivery follows it) and appends the delivery to the
--- row's history (`history_claim`), closing a taken-over lease's entry as expired at its
--- expiry; a death by expiry closes it the same way.
+-- attempt limit; the delay after this delivery follows it). The new delivery lives in the
+-- row's columns (token, `delivery_claimed_at`, schema v19); the one before it, if the row
+-- still described it (a takeover), is folded into the `deliveries` jsonb as expired at its
+-- expiry, keeping 19 entries there so that with the row's the history holds 20. A first
+-- claim (no jsonb, no earlier delivery) writes no jsonb. A death by expiry folds the
+-- delivery the same way and leaves the row describing none.
 attempt_rules AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit,
         EXISTS (SELECT 1 FROM {s}.redelivery_policies) AS any_policy
@@ -38,9 +41,10 @@ died AS (
         wake_after_claim = NULL,
         lease_expires_at = NULL,
         claimable_at = NULL,
-        deliveries = {s}.history_end(e.deliveries, 'expired',
-            COALESCE(e.lease_expires_at, (SELECT now FROM clk)), 'lease_expired',
-            'the lease expired before the delivery was acknowledged')
+        deliveries = {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at,
+            COALESCE(e.lease_expires_at, (SELECT now FROM clk)), 'expired', 'lease_expired',
+            'the lease expired before the delivery was acknowledged', 20),
+        delivery_claimed_at = NULL
     FROM dying d
     WHERE e.id = d.id
 ),
@@ -75,8 +79,13 @@ claimed AS (
             (SELECT r.factor FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
         redelivery_cap_ms = CASE WHEN (SELECT any_policy FROM attempt_rules) THEN
             (SELECT r.cap_ms FROM {s}.redelivery_policies r WHERE r.workflow = e.workflow) END,
-        deliveries = {s}.history_claim(e.deliveries, i.token, clk.now,
-            CASE WHEN e.status = 'running' THEN e.lease_expires_at END),
+        deliveries = CASE WHEN e.deliveries IS NULL AND e.delivery_claimed_at IS NULL
+            THEN NULL
+            ELSE {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at,
+                e.lease_expires_at, CASE WHEN e.status = 'running' THEN 'expired' END,
+                'lease_expired', 'the lease expired before the delivery was acknowledged',
+                19) END,
+        delivery_claimed_at = clk.now,
         claimable_at = {s}.claimable_after('running', i.due, NULL, clk.now + $4,
             CASE WHEN e.status = 'running'
                 THEN LEAST(e.unacknowledged_deliveries + 1, 4294967295)

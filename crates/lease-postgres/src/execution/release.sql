@@ -10,7 +10,8 @@
 -- - not started: counter, last_delivery_ended_at and last error unchanged, so no
 --   redelivery delay starts (the old one had passed when the delivery was claimed).
 --
--- The history's open entry ends as released (with the error) or not started (schema v17).
+-- The delivery is folded into the history's jsonb as released (with the error) or not
+-- started, and the row describes no delivery any more (schema v19).
 --
 -- Notifies the row's new `claimable_at`, or now for a keyed lease (it frees a place under
 -- its key's concurrency limit, which a waiting execution of that key may take at once).
@@ -43,9 +44,11 @@ upd AS (
         last_error_message = CASE WHEN f.attempt THEN $6::text ELSE e.last_error_message END,
         last_error_attempt = CASE WHEN f.attempt THEN f.unacked ELSE e.last_error_attempt END,
         last_error_at = CASE WHEN f.attempt THEN clk.now ELSE e.last_error_at END,
-        deliveries = {s}.history_end(e.deliveries,
-            CASE WHEN f.attempt THEN 'released' ELSE 'not_started' END, clk.now,
-            CASE WHEN $7::boolean THEN $5::text END, CASE WHEN $7::boolean THEN $6::text END),
+        deliveries = {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at, clk.now,
+            CASE WHEN f.attempt THEN 'released' ELSE 'not_started' END,
+            CASE WHEN $7::boolean THEN $5::text END, CASE WHEN $7::boolean THEN $6::text END,
+            20),
+        delivery_claimed_at = NULL,
         claimable_at = {s}.claimable_after(f.status, LEAST(e.due_at, e.wake_after_claim), NULL,
             NULL, f.unacked, f.ended, $4, e.redelivery_base_ms, e.redelivery_factor,
             e.redelivery_cap_ms)
