@@ -250,7 +250,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 18 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 20 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
         // version 16's and 18's indexes and the sequence).
@@ -437,18 +437,16 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 18,
-/// the browse indexes of every filtered field), so connecting runs exactly one migration
-/// again, one that builds indexes on `executions`.
+/// SQL that turns a current schema back into the version before it (undoes version 20,
+/// the indexes of the console's reads), so connecting runs exactly one migration again,
+/// one that builds indexes on `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 18, "undo the new latest version here");
+    assert_eq!(SCHEMA_VERSION, 20, "undo the new latest version here");
     format!(
-        "DROP INDEX \"{schema}\".executions_browse_workflow, \
-             \"{schema}\".executions_browse_key, \"{schema}\".executions_browse_key_workflow; \
-         CREATE INDEX executions_admitted_by_workflow ON \"{schema}\".executions \
-             (workflow, admission_seq) WHERE workflow IS NOT NULL; \
-         CREATE INDEX executions_admitted_by_key ON \"{schema}\".executions \
-             (concurrency_key, admission_seq) WHERE concurrency_key IS NOT NULL; \
+        "DROP INDEX \"{schema}\".executions_browse_status, \"{schema}\".executions_corrupt, \
+             \"{schema}\".executions_failing; \
+         CREATE INDEX executions_admitted_by_status ON \"{schema}\".executions \
+             (status, admission_seq); \
          UPDATE \"{schema}\".lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )

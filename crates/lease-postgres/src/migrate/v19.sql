@@ -1,0 +1,2 @@
+-- lease-postgres schema version 19: reserved for the delivery history's change, developed
+-- beside version 20; this placeholder changes nothing and is replaced by it.
