@@ -1,6 +1,7 @@
 //! The operator console's cost: `lease ui` as its own process over a store of
 //! [`STORED`] executions, and of [`LARGE`] (each [`stored::fill`]'s `running` shape: 10,000
-//! live leases, the rest completed), measured from outside over loopback HTTP:
+//! live leases, the rest completed, then [`crate::raw::Raw::vacuum`]ed as autovacuum would
+//! soon after such a fill), measured from outside over loopback HTTP:
 //!
 //! * `ui namespace page` / `ui execution page` / `ui executions page` (the newest page of
 //!   the executions list), and the same pages at [`LARGE`] (`ui 10^6 namespace page`, ...):
@@ -117,6 +118,7 @@ async fn measure(
         let raw = fx.raw_client().await?;
         let started = Instant::now();
         stored::fill(&fx, raw.as_ref(), Shape::Running, n).await?;
+        raw.vacuum().await?;
         eprintln!(
             "lease-bench: {kind:?} console store of {} filled in {:.1}s",
             stored::size_name(n),

@@ -3,7 +3,10 @@
 //! backwards from the cursor (schema v18), so a page costs the same however many rows are
 //! stored and reads no row it skips: with a status (or no field), one walk of that index
 //! (`browse/page.sql`); with a workflow and/or a key but no status, one walk per status,
-//! merged (`browse/merged.sql`).
+//! merged (`browse/merged.sql`). The status alone is tested in the "C" collation, the
+//! collation of `executions_browse_status` only (schema v20): the planner, taking a status
+//! and a name as independent, would otherwise walk the status index for a page that names
+//! both and test the name on each row, reading every row of that status below the cursor.
 //!
 //! The cursor is `a<n>`: the admission number of the last record of the previous page
 //! (the next page starts below it).
@@ -40,6 +43,11 @@ fn page_statement(r: &Renderer, mask: usize) -> Arc<str> {
     for (i, (param, column)) in FIELDS.iter().enumerate() {
         if mask & (1 << i) == 0 {
             unused.push(format!("{param} IS NULL"));
+        } else if i == 0 && mask == 1 {
+            // The status alone: only `executions_browse_status` holds it in this collation
+            // (schema v20), so no page that also names a workflow or key can walk that
+            // index and test the names row by row.
+            matched.push(format!("e.{column} COLLATE \"C\" = {param}"));
         } else if i == 0 {
             matched.push(format!("e.{column} = {param}"));
         } else {
@@ -154,7 +162,14 @@ mod tests {
             assert!(!sql.contains("|| ''"), "{mask}: {sql}");
         }
         assert!(shapes.pages[0].contains("WHERE e.admission_seq > 0"));
-        assert!(shapes.pages[1].contains("e.status = $1::text"));
+        assert!(shapes.pages[1].contains("e.status COLLATE \"C\" = $1::text"));
+        for named in [3, 5, 7] {
+            assert!(
+                shapes.pages[named].contains("e.status = $1::text"),
+                "{named}"
+            );
+            assert!(!shapes.pages[named].contains("COLLATE"), "{named}");
+        }
         assert!(shapes.pages[7].contains(
             "e.status = $1::text AND e.workflow = $2::text AND e.workflow IS NOT NULL AND \
              e.concurrency_key = $3::text"

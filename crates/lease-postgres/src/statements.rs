@@ -36,7 +36,7 @@ const NOW_MS: &str = include_str!("statements/now_ms.sql");
 /// The execution columns (`{cols}`).
 const EXECUTION_COLUMNS: &str = include_str!("statements/execution_columns.sql");
 /// Whether the row `e` can be decoded (`{decodable}`).
-const DECODABLE: &str = include_str!("statements/decodable.sql");
+pub(crate) const DECODABLE: &str = include_str!("statements/decodable.sql");
 /// The head of a statement's wake-up CTE (`{notify}`; its `{chan}` is the channel).
 const NOTIFY: &str = include_str!("statements/notify.sql");
 /// The wake transition of the executions in `wake_targets` (`{wake}`).

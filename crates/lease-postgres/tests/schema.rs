@@ -255,7 +255,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 19 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 20 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
         // version 16's and 18's indexes and the sequence).
@@ -535,33 +535,17 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 19,
-/// the latest delivery kept in the row's columns): each delivery the columns describe goes
-/// back into the `deliveries` jsonb as version 18 stored it (open on a running row,
-/// acknowledged on a terminal one), then the column and the fold go and version 17's
-/// `history_claim` comes back. Connecting then runs exactly one migration again, one that
-/// alters `executions`.
+/// SQL that turns a current schema back into the version before it (undoes version 20,
+/// the indexes of the console's reads), so connecting runs exactly one migration again,
+/// one that builds indexes on `executions`.
 fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 19, "undo the new latest version here");
-    let s = format!("\"{schema}\"");
-    let v17 = include_str!("../src/migrate/v17.sql");
-    let from = v17
-        .find("CREATE FUNCTION {s}.history_claim(")
-        .expect("version 17 creates history_claim");
-    let to = from + v17[from..].find("$$;").expect("its body ends") + "$$;".len();
-    let history_claim = v17[from..to].replace("{s}", &s);
+    assert_eq!(SCHEMA_VERSION, 20, "undo the new latest version here");
     format!(
-        "UPDATE {s}.executions SET deliveries = jsonb_build_object( \
-             'e', COALESCE((deliveries ->> 'e')::bigint, 0), \
-             'd', COALESCE(deliveries -> 'd', '[]'::jsonb) || jsonb_build_array( \
-                 CASE WHEN status = 'running' THEN jsonb_build_array(token, delivery_claimed_at) \
-                 ELSE jsonb_build_array(token, delivery_claimed_at, last_delivery_ended_at, \
-                     'acknowledged', NULL, NULL) END)) \
-             WHERE delivery_claimed_at IS NOT NULL; \
-         ALTER TABLE {s}.executions DROP COLUMN delivery_claimed_at; \
-         DROP FUNCTION {s}.history_fold; \
-         {history_claim} \
-         UPDATE {s}.lease_schema SET version = {}",
+        "DROP INDEX \"{schema}\".executions_browse_status, \"{schema}\".executions_corrupt, \
+             \"{schema}\".executions_failing; \
+         CREATE INDEX executions_admitted_by_status ON \"{schema}\".executions \
+             (status, admission_seq); \
+         UPDATE \"{schema}\".lease_schema SET version = {}",
         SCHEMA_VERSION - 1
     )
 }

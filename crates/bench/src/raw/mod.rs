@@ -64,6 +64,13 @@ pub trait Raw: Send + Sync + 'static {
     async fn settle(&self) -> Result<()> {
         Ok(())
     }
+    /// Setup only, after [`Raw::settle`], for rows that read a whole store (the console's
+    /// counts): what autovacuum does once a table has taken enough inserts (PostgreSQL:
+    /// `VACUUM`, which marks the filled pages all-visible, so an index-only scan reads no
+    /// row; a fresh fill leaves the visibility map empty until autovacuum's next visit).
+    async fn vacuum(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The id of copy `i` of [`Raw::clone_terminal`].

@@ -246,6 +246,15 @@ impl Raw for RawPostgres {
         Ok(())
     }
 
+    async fn vacuum(&self) -> Result<()> {
+        let s = quoted(&self.schema);
+        sqlx::raw_sql(AssertSqlSafe(format!("VACUUM {s}.executions, {s}.steps")))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| raw("postgres", "vacuum", e))?;
+        Ok(())
+    }
+
     async fn purge(&self, limit: usize) -> Result<usize> {
         let rows = sqlx::query(AssertSqlSafe(self.purge.as_str()))
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))

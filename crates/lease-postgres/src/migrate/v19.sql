@@ -1,5 +1,5 @@
 -- lease-postgres schema version 19: the latest delivery lives in the row's columns, not in
--- the `deliveries` jsonb (DESIGN "PostgreSQL redelivery policies and delivery history").
+-- the `deliveries` jsonb (docs/decisions/0018-delivery-history.md).
 --
 -- `delivery_claimed_at`: when the claim issued the row's current lease token; NULL when
 -- the row's latest delivery is in `deliveries` already (or there was none). While it is
