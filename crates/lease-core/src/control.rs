@@ -219,6 +219,21 @@ pub struct ConcurrencyLimits {
 }
 
 impl ConcurrencyLimits {
+    /// Sets (or with `None` removes) the limit of `scope`, keeping the keys' limits in key
+    /// order (RFC 002 controls: `set_concurrency_limit`).
+    pub fn set(&mut self, scope: &LimitScope, limit: Option<ConcurrencyLimit>) {
+        match scope {
+            LimitScope::Default => self.default = limit,
+            LimitScope::Key(key) => {
+                self.keys.retain(|(k, _)| k != key);
+                if let Some(limit) = limit {
+                    let at = self.keys.partition_point(|(k, _)| k < key);
+                    self.keys.insert(at, (key.clone(), limit));
+                }
+            }
+        }
+    }
+
     /// The limit that applies to `key`: its own, else the default; `None` for no key or no
     /// limit (unlimited).
     pub fn of(&self, key: Option<&ConcurrencyKey>) -> Option<ConcurrencyLimit> {

@@ -413,7 +413,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         scope: &LimitScope,
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
-        self.change_namespace(|ns| controls::set_limit(&mut ns.limits, scope, limit))
+        self.change_namespace(|ns| ns.limits.set(scope, limit))
     }
 
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
@@ -635,5 +635,18 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
     async fn now(&self) -> Result<Timestamp> {
         Ok(self.clock.now())
+    }
+}
+
+impl<S: TxStore> Engine<S> {
+    /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader at now sees
+    /// it beside the stored record.
+    fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+        let now = self.clock.now();
+        self.read(|tx| {
+            let history = tx.history(id)?.unwrap_or_default();
+            tx.read_execution(id, |record| history.effective(record, now))?
+                .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
+        })
     }
 }

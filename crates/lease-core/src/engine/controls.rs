@@ -1,6 +1,6 @@
 //! The engine's controls: cancel and the concurrency limits.
 
-use crate::control::{CancelReason, ConcurrencyLimit, ConcurrencyLimits, LimitScope};
+use crate::control::CancelReason;
 use crate::error::{LeaseError, Result};
 use crate::execution::CancelOutcome;
 use crate::history::DeliveryEnd;
@@ -42,23 +42,5 @@ impl<S: TxStore> Engine<S> {
             })?
             .ok_or_else(unknown)
         })
-    }
-}
-
-/// [`crate::ExecutionClient::set_concurrency_limit`]: the key's limit, kept in key order.
-pub(super) fn set_limit(
-    limits: &mut ConcurrencyLimits,
-    scope: &LimitScope,
-    limit: Option<ConcurrencyLimit>,
-) {
-    match scope {
-        LimitScope::Default => limits.default = limit,
-        LimitScope::Key(key) => {
-            limits.keys.retain(|(k, _)| k != key);
-            if let Some(limit) = limit {
-                let at = limits.keys.partition_point(|(k, _)| k < key);
-                limits.keys.insert(at, (key.clone(), limit));
-            }
-        }
     }
 }

@@ -2,13 +2,13 @@
 //! transaction as the transition it records.
 
 use crate::attempts::Release;
-use crate::error::{LeaseError, Result};
+use crate::error::Result;
 use crate::execution::{Acknowledged, ExecutionStatus};
-use crate::history::{DeliveryEnd, DeliveryHistory};
+use crate::history::DeliveryEnd;
 use crate::ids::ExecutionId;
 use crate::time::Timestamp;
 
-use super::{Engine, Tx, TxStore};
+use super::store::Tx;
 
 /// Closes `id`'s open entry when its stored delivery's lease has expired by `now`: the step
 /// about to apply the effective record (a claim, a cancel, a retry) writes down the expiry
@@ -54,17 +54,4 @@ pub(super) fn released(
         Release::Retry => (DeliveryEnd::Released, None),
     };
     tx.update_history(id, |h| h.end(end, now, error))
-}
-
-impl<S: TxStore> Engine<S> {
-    /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader at now sees
-    /// it beside the stored record.
-    pub(super) fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
-        let now = self.clock.now();
-        self.read(|tx| {
-            let history = tx.history(id)?.unwrap_or_default();
-            tx.read_execution(id, |record| history.effective(record, now))?
-                .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
-        })
-    }
 }
