@@ -189,8 +189,9 @@ impl SqliteBackend {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use lease_core::{
-    ///     Admission, ClaimRequest, Delivery, ExecutionClient, ExecutionClientExt, ExecutionId, Fenced,
+    ///     Admission, ClaimRequest, ExecutionClient, ExecutionClientExt, ExecutionId, Fenced,
     /// };
+    /// use lease_runtime::Delivery;
     /// use lease_sqlite::{SqliteBackend, SqliteConfig};
     /// use tokio_util::sync::CancellationToken;
     ///
