@@ -30,7 +30,7 @@ pub fn violations(root: &Path) -> Vec<String> {
     let mut seen = BTreeSet::new();
     for krate in source::crates(root) {
         for (scc, text) in circles_of(&krate) {
-            let names: Vec<String> = scc.iter().map(|m| show(m)).collect();
+            let names: Vec<String> = scc.iter().map(show).collect();
             let known = KNOWN.iter().position(|(k, members)| {
                 *k == krate.name() && members.iter().copied().eq(names.iter().map(String::as_str))
             });
@@ -126,10 +126,11 @@ impl<'a> Graph<'a> {
             let mut uses = Uses::new(module.clone(), &self.files);
             uses.visit_file(&file.ast);
             for (path, shown) in uses.paths {
-                if let Some(target) = self.resolve(&path, 0) {
-                    if target != *module && !self.facades.contains(&target) {
-                        out.entry(target).or_insert(shown);
-                    }
+                if let Some(target) = self.resolve(&path, 0)
+                    && target != *module
+                    && !self.facades.contains(&target)
+                {
+                    out.entry(target).or_insert(shown);
                 }
             }
         }
@@ -152,10 +153,10 @@ impl<'a> Graph<'a> {
                     next.push(name.clone());
                 }
                 next.extend(rest[1..].iter().cloned());
-                if let Some(found) = self.resolve(&next, depth + 1) {
-                    if exported != "*" || found != module {
-                        return Some(found);
-                    }
+                if let Some(found) = self.resolve(&next, depth + 1)
+                    && (exported != "*" || found != module)
+                {
+                    return Some(found);
                 }
             }
         }
@@ -196,12 +197,12 @@ fn reexports_of(
 ) -> Vec<(String, Module)> {
     let mut out = Vec::new();
     for item in &file.items {
-        if let syn::Item::Use(u) = item {
-            if !matches!(u.vis, syn::Visibility::Inherited) {
-                for (name, path) in flatten(&u.tree, Vec::new()) {
-                    if let Some(abs) = absolute(module, &path, files) {
-                        out.push((name, abs));
-                    }
+        if let syn::Item::Use(u) = item
+            && !matches!(u.vis, syn::Visibility::Inherited)
+        {
+            for (name, path) in flatten(&u.tree, Vec::new()) {
+                if let Some(abs) = absolute(module, &path, files) {
+                    out.push((name, abs));
                 }
             }
         }

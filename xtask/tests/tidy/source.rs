@@ -132,12 +132,13 @@ fn mark_test_modules(src: &mut [SourceFile]) {
     let mut test_modules: Vec<Vec<String>> = Vec::new();
     for file in src.iter() {
         for item in &file.ast.items {
-            if let syn::Item::Mod(m) = item {
-                if m.content.is_none() && is_cfg_test(&m.attrs) {
-                    let mut path = file.module.clone();
-                    path.push(m.ident.to_string());
-                    test_modules.push(path);
-                }
+            if let syn::Item::Mod(m) = item
+                && m.content.is_none()
+                && is_cfg_test(&m.attrs)
+            {
+                let mut path = file.module.clone();
+                path.push(m.ident.to_string());
+                test_modules.push(path);
             }
         }
     }
