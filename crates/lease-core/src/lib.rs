@@ -81,4 +81,4 @@ pub use store::{
 };
 pub use time::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 pub use trace::TraceContext;
-pub use wakeup::{WakeHub, WakeReceiver};
+pub use wakeup::{FirstListen, WakeHub, WakeReceiver};

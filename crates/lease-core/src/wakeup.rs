@@ -17,6 +17,9 @@ use tokio::sync::Notify;
 
 use crate::time::Timestamp;
 
+mod first_listen;
+pub use first_listen::{FIRST_LISTEN_WAIT, FirstListen};
+
 /// One receiver's mailbox: the earliest instant signalled since it last looked.
 #[derive(Debug, Default)]
 struct Slot {

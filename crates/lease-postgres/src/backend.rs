@@ -17,7 +17,7 @@ use crate::error::{self, Attempt, Effect, Verdict, settle};
 use crate::hosts::{self, Hosts};
 use crate::migrate;
 use crate::statements::{BackendSql, Renderer, Statements};
-use crate::wakeup::{self, ListenState, ListenerTask};
+use crate::wakeup::{self, ListenerTask};
 
 /// The PostgreSQL lease backend: a `Clone` handle (one shared pool) implementing every
 /// lease-core client trait, so it is a [`lease_core::LeaseBackend`].
@@ -44,7 +44,7 @@ pub(crate) struct Inner {
     /// The listener task feeding `hub`, started by the first `wakeups()` call.
     listener: Mutex<Option<ListenerTask>>,
     /// Whether the listener ever listened (claims wait for its first LISTEN).
-    pub(crate) listen_state: Arc<tokio::sync::watch::Sender<ListenState>>,
+    pub(crate) listen_state: Arc<lease_core::FirstListen>,
     /// The URL's hosts (one, or several with failover between them) and which is current;
     /// also the listener connection's options (its own `application_name`).
     hosts: Arc<Hosts>,
@@ -225,7 +225,7 @@ impl PostgresBackend {
                 delays,
                 hub: WakeHub::new(),
                 listener: Mutex::new(None),
-                listen_state: Arc::new(tokio::sync::watch::Sender::new(ListenState::Idle)),
+                listen_state: Arc::new(lease_core::FirstListen::new()),
                 hosts,
                 channel,
                 closed: std::sync::atomic::AtomicBool::new(false),

@@ -302,7 +302,7 @@ impl PostgresBackend {
                 "contains U+0000, which PostgreSQL text cannot hold",
             ));
         }
-        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
+        self.inner.listen_state.wait().await;
         // Never retried after it may have run: the claim could issue a second token.
         let parts = self
             .run(OP, Effect::Write, |mut conn| {
@@ -625,7 +625,7 @@ impl ExecutionClient for PostgresBackend {
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
-        crate::wakeup::await_first_listen(&self.inner.listen_state).await;
+        self.inner.listen_state.wait().await;
         if self.claims_keyed() {
             return self.claim_keyed(&request, lease_ms).await;
         }

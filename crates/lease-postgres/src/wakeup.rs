@@ -17,11 +17,10 @@
 
 use std::time::Duration;
 
-use lease_core::{Timestamp, WakeHub};
+use lease_core::{FirstListen, Timestamp, WakeHub};
 
 use crate::hosts::Hosts;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Prefix of every wake-up channel.
@@ -76,49 +75,6 @@ pub(crate) fn parse_payload(payload: &str) -> Option<Timestamp> {
         .map(Timestamp::from_millis)
 }
 
-/// Whether a backend handle's listener has ever listened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListenState {
-    /// No listener was started (nobody asked for wake-ups).
-    Idle,
-    /// A listener was started and has not listened yet.
-    Connecting,
-    /// The listener listened at least once (it may be reconnecting now).
-    Listened,
-    /// A claim ran while the listener was connecting (its wait timed out): the first
-    /// LISTEN must signal "now", as every reconnect does.
-    ClaimedBeforeListen,
-}
-
-/// Longest a claim waits for the first LISTEN of its handle's listener.
-pub(crate) const FIRST_LISTEN_WAIT: Duration = Duration::from_secs(2);
-
-/// Waits (at most [`FIRST_LISTEN_WAIT`]) while `state` says a listener was started but never
-/// listened: a claim made then could miss a notification that a claim made after LISTEN
-/// would have been woken by, and the reconnect signal would make it claim again at once.
-/// Returns at once when no listener runs or it listened before; never fails (a listener
-/// that cannot connect only costs this one wait per claim until it gives up).
-pub(crate) async fn await_first_listen(state: &watch::Sender<ListenState>) {
-    if *state.borrow() != ListenState::Connecting {
-        return;
-    }
-    let mut rx = state.subscribe();
-    let waited = tokio::time::timeout(
-        FIRST_LISTEN_WAIT,
-        rx.wait_for(|s| *s != ListenState::Connecting),
-    )
-    .await;
-    if waited.is_err() {
-        state.send_if_modified(|s| {
-            let connecting = *s == ListenState::Connecting;
-            if connecting {
-                *s = ListenState::ClaimedBeforeListen;
-            }
-            connecting
-        });
-    }
-}
-
 /// The running listener task of one backend handle; aborted when dropped.
 pub(crate) struct ListenerTask {
     task: JoinHandle<()>,
@@ -131,16 +87,10 @@ impl ListenerTask {
         hosts: std::sync::Arc<Hosts>,
         channel: String,
         hub: WakeHub,
-        state: std::sync::Arc<watch::Sender<ListenState>>,
+        state: std::sync::Arc<FirstListen>,
     ) -> Option<Self> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        state.send_if_modified(|s| {
-            let idle = *s == ListenState::Idle;
-            if idle {
-                *s = ListenState::Connecting;
-            }
-            idle
-        });
+        state.starting(1);
         let task = runtime.spawn(listen_forever(hosts, channel, hub, state));
         Some(ListenerTask { task })
     }
@@ -168,21 +118,19 @@ async fn listen_forever(
     hosts: std::sync::Arc<Hosts>,
     channel: String,
     hub: WakeHub,
-    state: std::sync::Arc<watch::Sender<ListenState>>,
+    state: std::sync::Arc<FirstListen>,
 ) {
     let mut pause = RECONNECT_BACKOFF.0;
+    let mut first = true;
     loop {
         // The current host of the URL: after a failover, the one a probe found.
         match connect_listener(&hosts.listen_options(), &channel).await {
             Ok(mut listener) => {
                 pause = RECONNECT_BACKOFF.0;
                 // Anything committed before LISTEN took effect sent its notification to
-                // nobody: signal so that a claim now sees it. Not needed at the first LISTEN
-                // if no claim of this handle ran before it (they wait for it): each of them
-                // then already saw everything a lost notification could announce, and the
-                // signal would only cost every dispatcher on the handle a second claim.
-                let before = state.send_replace(ListenState::Listened);
-                if before != ListenState::Connecting {
+                // nobody: signal so that a claim now sees it, unless this is the first
+                // LISTEN and every claim waited for it (`FirstListen`).
+                if state.subscribed(std::mem::take(&mut first)) {
                     hub.signal_now();
                 }
                 forward(&mut listener, &hub).await;

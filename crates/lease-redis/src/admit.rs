@@ -113,16 +113,15 @@ impl<'a> ScriptAdmissions<'a> {
 }
 
 /// Refuses, on a namespace split into partitions, admissions with a concurrency key
-/// (`InvalidInput`, nothing admitted): a key's live leases are counted inside one claim
-/// script, which touches one partition (see
+/// (`Unsupported`, as its capabilities declare; nothing admitted): a key's live leases are
+/// counted inside one claim script, which touches one partition (see
 /// docs/decisions/0021-concurrency-limits.md).
 pub(crate) fn refuse_split_keys(split: bool, admissions: &[Admission]) -> Result<()> {
     if split && admissions.iter().any(|a| a.concurrency_key.is_some()) {
-        return Err(LeaseError::invalid(
-            "concurrency key",
-            "not supported on a namespace split into partitions: a key's live leases are \
-             counted in one partition's claim script",
-        ));
+        return Err(LeaseError::Unsupported {
+            backend: crate::error::BACKEND,
+            operation: "concurrency keys on a namespace split into partitions",
+        });
     }
     Ok(())
 }

@@ -118,6 +118,19 @@ impl RedisBackend {
         self.shared.wake.publish_word().as_bytes()
     }
 
+    /// Waits for the wake-up listener's first subscriptions before a claim (see
+    /// [`lease_core::FirstListen`]); at once when none was started.
+    pub(crate) async fn await_first_subscribe(&self) {
+        self.listener.first_listen().wait().await;
+    }
+
+    /// Completes once this handle's wake-up listener subscribed on every connection (at
+    /// once when `wakeups()` was never called): from then on every wake-up published reaches
+    /// its receivers. No time limit: for tests and start-up checks, under a timeout.
+    pub async fn wakeups_subscribed(&self) {
+        self.listener.first_listen().subscribed_everywhere().await;
+    }
+
     /// The `CLIENT SETNAME` of this namespace's wake-up subscriber connections
     /// (`lease-wake:<namespace>`), for operators and fault-injection tests.
     pub fn listener_name(&self) -> String {

@@ -45,6 +45,7 @@ impl RedisBackend {
     /// `ready` and of `waiting` (the earliest claimable instant left, never later than the
     /// truth: see `slots` in `scripts/record.lua`).
     pub(crate) async fn claim(&self, request: ClaimRequest) -> Result<ClaimOutcome> {
+        self.await_first_subscribe().await;
         let partitions = self.keys().partitions();
         if partitions.len() == 1 {
             return self.claim_in(&partitions[0], request).await;

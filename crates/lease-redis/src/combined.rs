@@ -45,6 +45,7 @@ impl RedisBackend {
         }
         let token = token_arg(ack.lease.token)?;
         let (kind, value) = outcome_args(&ack.outcome);
+        self.await_first_subscribe().await;
         let v = self
             .eval(
                 OP,

@@ -156,23 +156,24 @@ impl RedisBackend {
 
 impl RedisBackend {
     /// How a per-key setting's script (`verb` set / remove / list) runs: a list reads; a
-    /// change writes, and is `InvalidInput` naming `what` on a split namespace, which cannot
-    /// count a key's leases or claims across partitions and so refuses concurrency keys.
+    /// change writes, and is `Unsupported` naming `what` on a split namespace, which cannot
+    /// count a key's leases or claims across partitions and so refuses concurrency keys
+    /// (its capabilities declare none).
     pub(crate) fn key_setting_access(&self, what: &'static str, verb: &str) -> Result<Access> {
         if verb == "list" {
             Ok(Access::Read)
         } else if self.keys().split() {
-            Err(LeaseError::invalid(
-                what,
-                "not supported on a namespace split into partitions (it refuses concurrency keys)",
-            ))
+            Err(LeaseError::Unsupported {
+                backend: crate::error::BACKEND,
+                operation: what,
+            })
         } else {
             Ok(Access::Write)
         }
     }
 
     /// Runs `control/limits.lua` (`verb` set / remove / list) on the namespace's partition;
-    /// a split namespace is `InvalidInput` for set and remove (it refuses keys) and has no
+    /// a split namespace is `Unsupported` for set and remove (it refuses keys) and has no
     /// limits to list.
     async fn limits_op(
         &self,

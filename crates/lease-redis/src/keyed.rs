@@ -1,7 +1,7 @@
 //! Start rates and ordered keys on Redis (lease-core's `keyed`): the hashes `rates` and
 //! `ordered` of the namespace's one partition (`keyed/policy.lua`), which every claim reads
 //! at its first keyed candidate (`scripts/claim.lua`). A split namespace refuses concurrency
-//! keys, so it refuses both (`InvalidInput`) and reads as having none.
+//! keys, so it refuses both (`Unsupported`) and reads as having none.
 
 use lease_core::{ConcurrencyKey, KeyOrdering, LimitScope, RateLimit, RateLimits, Result};
 use redis::Value;

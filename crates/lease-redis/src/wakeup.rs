@@ -17,15 +17,17 @@
 //!   and the next one follows the slot). Each is started lazily on the first
 //!   `wakeups()` call on the caller's tokio runtime, named `lease-wake:<namespace>` (CLIENT
 //!   SETNAME) so operators and tests can find it; reconnected with backoff (10 ms doubling to
-//!   2 s); every (re)subscribe signals "now" because messages may have been missed; a PING
-//!   every 15 s detects a half-open connection.
+//!   2 s); every resubscribe signals "now" because messages may have been missed; a PING
+//!   every 15 s detects a half-open connection. Claims wait (up to 2 s) for the first
+//!   subscription of every connection, so that one needs no signal and an idle dispatcher
+//!   does not claim twice at start ([`FirstListen`]).
 //! - **Payload**: the backend-clock instant in ms from which the execution is claimable;
 //!   anything else is ignored (debug log).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease_core::{Timestamp, WakeHub, WakeReceiver};
+use lease_core::{FirstListen, Timestamp, WakeHub, WakeReceiver};
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -87,6 +89,8 @@ pub(crate) fn parse_payload(payload: &[u8]) -> Option<Timestamp> {
 /// (one per subscriber connection). Dropping it (the last clone of the handle) stops them.
 pub(crate) struct Listener {
     hub: WakeHub,
+    /// Whether every subscriber connection subscribed once: claims wait for it.
+    first_listen: Arc<FirstListen>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     subscribers: Vec<Subscriber>,
 }
@@ -105,6 +109,7 @@ impl Listener {
     pub(crate) fn new(subscribers: Vec<Subscriber>) -> Self {
         Listener {
             hub: WakeHub::new(),
+            first_listen: Arc::new(FirstListen::new()),
             tasks: Mutex::new(Vec::new()),
             subscribers,
         }
@@ -123,12 +128,21 @@ impl Listener {
             for task in tasks.drain(..) {
                 task.abort();
             }
+            self.first_listen.starting(self.subscribers.len());
             for subscriber in &self.subscribers {
                 let (subscriber, hub) = (subscriber.clone(), self.hub.clone());
-                tasks.push(runtime.spawn(subscriber.run(hub)));
+                let first_listen = self.first_listen.clone();
+                tasks.push(runtime.spawn(subscriber.run(hub, first_listen)));
             }
         }
         Some(receiver)
+    }
+
+    /// Whether every subscriber connection subscribed once: claims wait for it
+    /// ([`FirstListen::wait`]), so a claim made then misses no wake-up and needs no "now"
+    /// signal after.
+    pub(crate) fn first_listen(&self) -> &FirstListen {
+        &self.first_listen
     }
 }
 
@@ -225,10 +239,11 @@ impl Subscriber {
     }
 
     /// Runs sessions forever, reconnecting with backoff; aborted with its [`Listener`].
-    async fn run(self, hub: WakeHub) {
+    async fn run(self, hub: WakeHub, first_listen: Arc<FirstListen>) {
         let mut failures: u32 = 0;
+        let mut first = true;
         loop {
-            match self.session(&hub).await {
+            match self.session(&hub, &first_listen, &mut first).await {
                 Ended::Lost(why) => {
                     tracing::debug!(channels = ?self.channels, %why, "wake subscriber lost; reconnecting");
                     failures = 0;
@@ -242,9 +257,9 @@ impl Subscriber {
         }
     }
 
-    /// One connection: name it, subscribe, signal "now", then forward messages until the
+    /// One connection: name it, subscribe, signal "now" when needed, then forward messages until the
     /// connection ends.
-    async fn session(&self, hub: &WakeHub) -> Ended {
+    async fn session(&self, hub: &WakeHub, first_listen: &FirstListen, first: &mut bool) -> Ended {
         let (tx, mut rx) = mpsc::unbounded_channel::<PushInfo>();
         let config = AsyncConnectionConfig::new()
             .set_push_sender(tx)
@@ -264,8 +279,11 @@ impl Subscriber {
         if let Err(e) = self.subscribe(&mut conn).await {
             return Ended::Connecting(e);
         }
-        // Messages published before the subscription took effect were missed.
-        hub.signal_now();
+        // Messages published before the subscription took effect were missed: signal, unless
+        // this is the first subscription and every claim waited for it.
+        if first_listen.subscribed(std::mem::take(first)) {
+            hub.signal_now();
+        }
         loop {
             tokio::select! {
                 push = rx.recv() => match push {

@@ -61,7 +61,9 @@ impl Fixture {
         let clock = ManualClock::starting_now();
         let backend = common::fresh_with(&clock, RedeliveryPolicy::default(), 1).await;
         let rx = backend.wakeups().expect("the redis backend sends wake-ups");
-        assert_eq!(next(&rx, "the subscribe").await, Timestamp::MIN);
+        tokio::time::timeout(DEADLINE, backend.wakeups_subscribed())
+            .await
+            .expect("subscribed");
         let app = format!("app:{}:", backend.hash_tag());
         Fixture {
             clock,

@@ -280,9 +280,9 @@ async fn a_split_namespace_refuses_rates_and_ordering() {
     let _cleanup = common::Cleanup::of(&b);
     let rate = RateLimit::new(1, Duration::from_secs(1)).expect("rate");
     let r = b.set_rate_limit(&LimitScope::Default, Some(rate)).await;
-    assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{r:?}");
+    assert!(matches!(r, Err(LeaseError::Unsupported { .. })), "{r:?}");
     let r = b.set_key_ordering(&LimitScope::Default, true).await;
-    assert!(matches!(r, Err(LeaseError::InvalidInput { .. })), "{r:?}");
+    assert!(matches!(r, Err(LeaseError::Unsupported { .. })), "{r:?}");
     assert_eq!(b.rate_limits().await.expect("read"), Default::default());
     assert_eq!(b.key_ordering().await.expect("read"), Default::default());
 }

@@ -51,8 +51,7 @@ pub async fn declaration_is_the_store_s_and_names_the_backend<H: Harness>(ctx: A
 }
 
 /// One call of each capability the backend declares absent: refused with `Unsupported`
-/// naming it (a per-key setting of a store without keys may say `InvalidInput`), and
-/// nothing admitted.
+/// naming it, and nothing admitted.
 pub async fn every_capability_declared_absent_is_refused<H: Harness>(ctx: Arc<Ctx<H>>) {
     let caps = ctx.caps();
     if caps.list().iter().all(|(_, has)| *has) {

@@ -190,6 +190,12 @@ pub async fn resume_signals_the_wakeup_path<H: Harness>(ctx: Arc<Ctx<H>>) {
         return;
     }
     let wakeups = listener.wakeups().expect("wakeups");
+    // A claim on the listening connection (nothing claimable) returns once its listener
+    // listens, so the admission's signal below cannot be sent before anyone listens.
+    assert!(
+        ctx.claim(&listener, 10).await.is_empty(),
+        "nothing admitted"
+    );
     b.pause(&PauseScope::Namespace).await.expect("pause");
     admit_as(&*ctx, "job", None).await;
     // The admission signals as always (a pause is consulted by claims, not by admit): once

@@ -63,14 +63,9 @@ async fn check_refused<H: Harness>(ctx: &Ctx<H>) -> bool {
 }
 
 /// Whether `e` refuses a per-key setting or a keyed admission on a backend that declares no
-/// concurrency keys: `Unsupported` naming the backend, or `InvalidInput` (a Redis namespace
-/// split into partitions refuses the keys it is given as input it cannot take).
+/// concurrency keys: `Unsupported` naming the backend its declaration names.
 pub(crate) fn key_refusal<H: Harness>(ctx: &Ctx<H>, e: &LeaseError) -> bool {
-    match e {
-        LeaseError::Unsupported { backend, .. } => *backend == ctx.caps().backend,
-        LeaseError::InvalidInput { .. } => true,
-        _ => false,
-    }
+    matches!(e, LeaseError::Unsupported { backend, .. } if *backend == ctx.caps().backend)
 }
 
 /// Returns `true` (after checking the refusals admitted and set nothing) when this run's
