@@ -15,7 +15,8 @@ use crate::summary::{self, Counts, Row};
 
 /// What `cargo xtask test-all --help` prints after the options.
 pub const ABOUT: &str = "\
-Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`,
+Runs `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings` (and
+on the tidy target, which `--all-targets` leaves out),
 `RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --all-features --no-deps`,
 `cargo package` of the publishable crates, then each backend's tests, then prints a summary.
 With --backend (repeatable) only the named backends run. Exits non-zero if anything failed.
@@ -250,6 +251,15 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
             ][..],
             &[][..],
         ),
+        // The tidy target has `test = false` (test-all runs it as its own row), so
+        // `--all-targets` leaves it out: linted by name.
+        (
+            "clippy-tidy",
+            &[
+                "clippy", "-p", "xtask", "--test", "tidy", "--", "-D", "warnings",
+            ][..],
+            &[][..],
+        ),
         // Every public item's docs build without a warning (broken links included).
         (
             "doc",
@@ -296,7 +306,7 @@ pub fn run(root: &Path, options: &Options) -> Result<bool, String> {
     banner("summary");
     for (label, ok, secs) in &checks {
         println!(
-            "{label:<7} {:>6}  {secs:.1}s",
+            "{label:<11} {:>6}  {secs:.1}s",
             if *ok { "ok" } else { "FAILED" }
         );
     }
