@@ -2,10 +2,11 @@
 //! record's own lease (`tk`, and `ca` when its claim issued it); the list `hist:<id>` beside
 //! it holds the ended ones, oldest first, at most `MAX_DELIVERY_HISTORY`, and the record's
 //! field `he` counts the ones dropped. The scripts that start and end deliveries write it
-//! in the same step (`write_history` in `scripts/record.lua`): a claim appends an open entry
-//! (closing a taken-over expired lease's entry as expired at its expiry), an
-//! acknowledgement, a release and a cancel of a live lease close it; a stale holder's
-//! refused write writes nothing. `purge_terminal` deletes the list with the record.
+//! in the same step (`write_history` in `scripts/record.lua`): a takeover claim appends the
+//! expired delivery; a suspension, a release and a cancel of a live lease append the one
+//! they end; a terminal acknowledgement appends nothing (the completed or failed record
+//! still describes its delivery); a stale holder's refused write writes nothing.
+//! `purge_terminal` deletes the list with the record.
 
 use lease_core::{
     DeliveryEnd, DeliveryEntry, DeliveryHistory, ErrorNote, ExecutionId, ExecutionStatus,
@@ -45,16 +46,44 @@ impl RedisBackend {
                 .push(entry_of(reply, &reply.string(entry)?)?);
         }
         history.earlier = reply.number(reply.next(&mut items, "earlier")?, "earlier")?;
-        // The open delivery is the record's own lease, when its claim kept `ca`.
         let claimed_at = reply.string(reply.next(&mut items, "claimed_at")?)?;
-        if record.status == ExecutionStatus::Running && !claimed_at.is_empty() {
-            let at = claimed_at
-                .parse()
-                .map_err(|_| reply.unexpected(&format!("claimed_at {claimed_at:?}")))?;
+        if let Some(at) = record_delivery(&record, &history, &claimed_at) {
+            let at = at.map_err(|_| reply.unexpected(&format!("claimed_at {claimed_at:?}")))?;
             history.claim(record.token, Timestamp::from_millis(at), None);
+            if record.status.is_terminal() {
+                let ended = record.last_delivery_ended_at.ok_or_else(|| {
+                    reply.unexpected("an acknowledged record without its end instant")
+                })?;
+                history.end(DeliveryEnd::Acknowledged, ended, None);
+            }
         }
         Ok(history.effective(&record, Timestamp::from_millis(now)))
     }
+}
+
+/// The claim instant of the delivery the record itself describes, if it describes one the
+/// list does not hold: a running record's lease, or a completed or failed record's
+/// acknowledged delivery (a terminal acknowledgement appends nothing). Records acknowledged
+/// before that rule appended their delivery, so one whose token the list's last entry
+/// already has is not added twice. `None` when its claim kept no `ca`.
+fn record_delivery(
+    record: &lease_core::ExecutionRecord,
+    history: &DeliveryHistory,
+    claimed_at: &str,
+) -> Option<std::result::Result<i64, std::num::ParseIntError>> {
+    if claimed_at.is_empty() {
+        return None;
+    }
+    let listed = history
+        .deliveries
+        .last()
+        .is_some_and(|last| last.token == record.token);
+    let describes = match record.status {
+        ExecutionStatus::Running => true,
+        ExecutionStatus::Completed | ExecutionStatus::Failed => !listed,
+        _ => false,
+    };
+    describes.then(|| claimed_at.parse())
 }
 
 /// One stored entry: `token`, `claimed_at`, its end and `ended_at`, separated by 0x1f, then

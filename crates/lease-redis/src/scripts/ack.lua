@@ -22,7 +22,10 @@ local function acknowledge(r, kind, value, now)
   r.le = nil
   local wake = r.wk
   r.wk = nil
-  r.hend = {kind == 'suspended' and 'suspended' or 'acknowledged', now}
+  -- A terminal acknowledgement leaves its delivery in the record (`tk`, `ca`, `ld`, the
+  -- status), where the reader finds it: nothing is appended to the history, so the plain
+  -- drain writes no list. A suspension appends it, since the next claim reuses the fields.
+  if kind == 'suspended' then r.hend = {'suspended', now} end
   if kind == 'suspended' then
     r.st = 'suspended'
     r.es = true

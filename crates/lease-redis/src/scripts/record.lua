@@ -135,14 +135,17 @@ end
 
 local NUMBERS = {'tk', 'un', 'du', 'le', 'wk', 'ld', 'al', 'ca'}
 
--- Delivery history (lease-core's history): the open delivery is the record itself (a
--- running record's `tk` and `ca`, when its claim issued the lease); the list `hist:<id>`
--- holds the ended ones, oldest first, at most HISTORY_MAX, each
+-- Delivery history (lease-core's history): the latest delivery is the record itself (a
+-- running record's `tk` and `ca`, when its claim issued the lease; a completed or failed
+-- record's `tk`, `ca` and `ld`, acknowledged, when its last entry in the list has an older
+-- token); the list `hist:<id>` holds the other ended ones, oldest first, at most
+-- HISTORY_MAX, each
 -- 'token\31claimed_at\31end\31ended_at' (end: DeliveryEnd::as_str) and, for an attempt,
 -- '\31<bytes of kind>\31<kind><message>'; the record's field `he` counts those dropped.
 -- Written by save() in the script of each transition: `r.hend` ({end, at, kind, message},
 -- set by the transition that ends the delivery) appends the ended entry. A claim writes
--- nothing more than `ca`, in the record's HSET, so a delivery costs one list command.
+-- nothing more than `ca`, in the record's HSET, and a terminal acknowledgement appends
+-- nothing, so the plain drain (claim, complete) writes no list at all.
 local HISTORY_MAX = 20
 local function k_hist(id) return P .. 'hist:' .. id end
 
