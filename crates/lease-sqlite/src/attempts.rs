@@ -108,22 +108,16 @@ pub(crate) fn retry_dead(
     let now = scope.now();
     let mut retried = Vec::with_capacity(ids.len());
     for id in ids {
-        let (stored, mut history) = rows::load_with_history(conn, &scope.namespace, id)?;
+        let (stored, history) = rows::load_with_history(conn, &scope.namespace, id)?;
         // An expiry that made it dead ends its delivery: the history keeps that entry.
-        crate::history::close_expired(&stored, &mut history);
+        let history = history.close_expired(&stored)?;
         let mut record = stored.effective(now);
         record.retry_dead(now, input)?;
         retried.push((record, history));
     }
     let mut records = Vec::with_capacity(retried.len());
     for (record, history) in retried {
-        rows::save_with(
-            conn,
-            &scope.namespace,
-            &record,
-            &scope.policy,
-            Some(&history),
-        )?;
+        rows::save_with(conn, &scope.namespace, &record, &scope.policy, &history)?;
         if let Some(input) = input {
             rows::set_input(conn, &scope.namespace, &record.id, input)?;
         }

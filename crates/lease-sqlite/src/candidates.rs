@@ -23,6 +23,7 @@ use lease_core::{ExecutionRecord, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{OpError, OpResult};
+use crate::history::StoredHistory;
 use crate::rows::read_raw;
 
 /// `$1 namespace, $2 now, $3 page, $4 priority`: one level's waiting candidates, first page.
@@ -105,8 +106,9 @@ pub(crate) struct Candidate {
     pub(crate) rowid: i64,
     /// The stored record, or the problem decoding it.
     pub(crate) record: Result<ExecutionRecord, String>,
-    /// The stored delivery history, decoded only when the claim takes the row.
-    pub(crate) history: Option<String>,
+    /// The stored delivery history, decoded only when the claim takes the row and only
+    /// when an earlier delivery must be folded into it.
+    pub(crate) history: StoredHistory,
     key: Key,
 }
 
@@ -115,7 +117,7 @@ fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     let rowid: i64 = row.get(extra)?;
     let priority: i64 = row.get(12)?;
     let key = (-priority, row.get(extra + 1)?, row.get(extra + 2)?);
-    let history = row.get(extra + 3)?;
+    let history = StoredHistory::new(row.get(extra + 3)?, row.get(extra + 4)?);
     let record = match read_raw(row) {
         Ok(raw) => raw.into_record().map_err(|e| match e {
             OpError::Corrupt(problem) => problem,

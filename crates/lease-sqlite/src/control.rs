@@ -30,26 +30,20 @@ pub(crate) fn cancel(
     reason: &CancelReason,
 ) -> OpResult<Woken<CancelOutcome>> {
     let now = scope.now();
-    let (stored, mut history) = rows::load_with_history(conn, &scope.namespace, id)?;
+    let (stored, history) = rows::load_with_history(conn, &scope.namespace, id)?;
     // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
     if stored.outcome.is_some() {
         return Ok(Woken::quiet(stored.clone().cancel(now, reason)));
     }
     // A live lease ends cancelled; one that ran out ends expired, as readers saw it.
-    if stored.status == ExecutionStatus::Running && stored.lease_live(now) {
-        history.end(DeliveryEnd::Cancelled, now, None);
+    let history = if stored.status == ExecutionStatus::Running && stored.lease_live(now) {
+        history.end(&stored, DeliveryEnd::Cancelled, now, None)?
     } else {
-        crate::history::close_expired(&stored, &mut history);
-    }
+        history.close_expired(&stored)?
+    };
     let mut record = stored.effective(now);
     let outcome = record.cancel(now, reason);
-    rows::save_with(
-        conn,
-        &scope.namespace,
-        &record,
-        &scope.policy,
-        Some(&history),
-    )?;
+    rows::save_with(conn, &scope.namespace, &record, &scope.policy, &history)?;
     let wake = record.concurrency_key.is_some().then_some(now);
     Ok(Woken::at(outcome, wake))
 }

@@ -8,6 +8,7 @@ use lease_core::{
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{OpError, OpResult};
+use crate::history::{HistoryWrite, StoredHistory};
 
 /// The columns [`read_raw`] expects, in order (a macro so SQL can be built with `concat!`).
 macro_rules! execution_columns {
@@ -248,30 +249,27 @@ pub(crate) fn load(
 }
 
 /// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order, then its
-/// delivery history.
+/// delivery history (`deliveries`, `delivery_claimed_at`).
 pub(crate) const LOAD_HISTORY: &str = include_str!("rows/load_history.sql");
 
-/// Loads the stored (not effective) record with its delivery history, or fails with
-/// `UnknownExecution`.
+/// Loads the stored (not effective) record with its stored delivery history (not decoded
+/// yet), or fails with `UnknownExecution`.
 pub(crate) fn load_with_history(
     conn: &Connection,
     namespace: &str,
     id: &ExecutionId,
-) -> OpResult<(ExecutionRecord, DeliveryHistory)> {
+) -> OpResult<(ExecutionRecord, StoredHistory)> {
     let raw = conn
         .prepare_cached(LOAD_HISTORY)?
         .query_row(params![namespace, id.as_str()], |row| {
             Ok((
                 read_raw(row)?,
-                row.get::<_, Option<String>>(EXECUTION_COLUMNS)?,
+                StoredHistory::new(row.get(EXECUTION_COLUMNS)?, row.get(EXECUTION_COLUMNS + 1)?),
             ))
         })
         .optional()?;
     let (raw, history) = raw.ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
-    Ok((
-        raw.into_record()?,
-        crate::history::from_sql(history.as_deref())?,
-    ))
+    Ok((raw.into_record()?, history))
 }
 
 /// `deliveries`: the history as a reader at the backend clock `now` sees it.
@@ -282,7 +280,7 @@ pub(crate) fn read_history(
     now: lease_core::Timestamp,
 ) -> OpResult<DeliveryHistory> {
     let (record, history) = load_with_history(conn, namespace, id)?;
-    Ok(history.effective(&record, now))
+    Ok(history.read(&record)?.effective(&record, now))
 }
 
 /// Loads the stored record or fails with `UnknownExecution`.
@@ -417,6 +415,10 @@ pub(crate) fn set_input(
 /// A successful write also lifts a quarantine (`corrupt`): the row decoded again.
 pub(crate) const SAVE: &str = include_str!("rows/save.sql");
 
+/// [`SAVE`]'s parameters, then `$18 delivery_claimed_at`: also writes the column that
+/// says whether the row describes its latest delivery (the history's claims and folds).
+const SAVE_HISTORY: &str = include_str!("rows/save_history.sql");
+
 /// Writes back every mutable field of a record loaded in the same transaction; its
 /// delivery history is left as stored.
 pub(crate) fn save(
@@ -425,26 +427,34 @@ pub(crate) fn save(
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
 ) -> OpResult<()> {
-    save_with(conn, namespace, r, policy, None)
+    save_with(conn, namespace, r, policy, &HistoryWrite::default())
 }
 
-/// [`save`], also writing the delivery history (`Some`) in the same `UPDATE`: a transition
-/// that starts or ends a delivery records it at no statement of its own.
+/// [`save`], also writing what `history` says of the delivery history in the same
+/// `UPDATE`: a transition that starts or ends a delivery records it at no statement of its
+/// own. One that leaves `delivery_claimed_at` as stored runs the plain [`SAVE`] (the
+/// drain's acknowledgement), so the column costs it nothing.
 pub(crate) fn save_with(
     conn: &Connection,
     namespace: &str,
     r: &ExecutionRecord,
     policy: &RedeliveryPolicy,
-    history: Option<&DeliveryHistory>,
+    history: &HistoryWrite,
 ) -> OpResult<()> {
     let fields = Fields::of(namespace, r, policy)?;
     let own_policy = r.redelivery_policy.as_ref().map(policy_to_sql);
-    let history = history.map(crate::history::to_sql).transpose()?;
-    let changed = fields.bind(
-        &mut conn.prepare_cached(SAVE)?,
-        SAVED_PARAMS,
-        &[&own_policy, &history],
-    )?;
+    let changed = match &history.claimed_at {
+        None => fields.bind(
+            &mut conn.prepare_cached(SAVE)?,
+            SAVED_PARAMS,
+            &[&own_policy, &history.json],
+        )?,
+        Some(claimed_at) => fields.bind(
+            &mut conn.prepare_cached(SAVE_HISTORY)?,
+            SAVED_PARAMS,
+            &[&own_policy, &history.json, claimed_at],
+        )?,
+    };
     if changed != 1 {
         return Err(OpError::Corrupt(format!(
             "execution {} vanished inside its transaction",

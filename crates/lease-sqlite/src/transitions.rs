@@ -12,8 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use lease_core::selection::Gates;
 use lease_core::{
-    AttemptLimits, ConcurrencyLimits, DeliveryEnd, DeliveryHistory, PauseScope, RedeliveryPolicies,
-    Release,
+    AttemptLimits, ConcurrencyLimits, DeliveryEnd, PauseScope, RedeliveryPolicies, Release,
 };
 
 use crate::attempts;
@@ -21,7 +20,7 @@ use crate::candidates::{Candidates, Opening};
 use crate::control::{self, KeyGate};
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
-use crate::history;
+use crate::history::{HistoryWrite, StoredHistory};
 use crate::keyed_gate::KeyedGate;
 use crate::redelivery;
 use crate::rows::{self, RawExecution, read_raw};
@@ -410,8 +409,14 @@ fn claim_at(
         {
             continue;
         }
-        let Some(mut history) =
-            candidate_history(conn, scope, candidate.rowid, candidate.history.as_deref())?
+        let Some(history) = candidate_history(
+            conn,
+            scope,
+            candidate.rowid,
+            &candidate.history,
+            &stored,
+            now,
+        )?
         else {
             continue;
         };
@@ -419,12 +424,7 @@ fn claim_at(
         token = next_token(scope, token, &stored)?;
         settings.stamp(conn, ns, &mut record)?;
         let lease = record.claim(now, lease_ms, token);
-        // A stored running row the claim may take is a lease that ran out: a takeover.
-        let taken_over = (stored.status == ExecutionStatus::Running)
-            .then_some(stored.lease_expires_at)
-            .flatten();
-        history.claim(token, now, taken_over);
-        rows::save_with(conn, ns, &record, &scope.policy, Some(&history))?;
+        rows::save_with(conn, ns, &record, &scope.policy, &history)?;
         leases.push(Claimed { lease, record });
     }
     if token != first_token {
@@ -467,16 +467,19 @@ impl ClaimSettings {
     }
 }
 
-/// The stored delivery history of a claim candidate; `None` after setting aside a row
-/// whose history does not decode (it leaves the claim indexes, like any corrupt row).
+/// What a claim at `now` of a candidate (`stored` its record) writes of its delivery
+/// history; `None` after setting aside a row whose history does not decode (it leaves the
+/// claim indexes, like any corrupt row).
 fn candidate_history(
     conn: &Connection,
     scope: &Scope,
     rowid: i64,
-    stored: Option<&str>,
-) -> OpResult<Option<DeliveryHistory>> {
-    match history::from_sql(stored) {
-        Ok(history) => Ok(Some(history)),
+    history: &StoredHistory,
+    stored: &ExecutionRecord,
+    now: Timestamp,
+) -> OpResult<Option<HistoryWrite>> {
+    match history.claim(stored, now) {
+        Ok(write) => Ok(Some(write)),
         Err(OpError::Corrupt(problem)) => {
             quarantine(conn, scope, rowid, &problem)?;
             Ok(None)
@@ -527,7 +530,7 @@ fn held_with_history(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
-) -> OpResult<Option<(ExecutionRecord, DeliveryHistory)>> {
+) -> OpResult<Option<(ExecutionRecord, StoredHistory)>> {
     let (record, history) = rows::load_with_history(conn, &scope.namespace, &lease.execution_id)?;
     Ok(if record.holds_at(lease, scope.now())? {
         Some((record, history))
@@ -560,25 +563,20 @@ pub(crate) fn release(
     lease: &ExecutionLease,
     how: &Release,
 ) -> OpResult<Woken<Fenced<()>>> {
-    let Some((mut record, mut history)) = held_with_history(conn, scope, lease)? else {
+    let Some((mut record, history)) = held_with_history(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
     let now = scope.now();
-    record.release_with(now, how);
     // Only a reported error is kept with the entry; a retry reply is no error.
     let (end, error) = match how {
         Release::NotStarted => (DeliveryEnd::NotStarted, None),
         Release::Failed(note) => (DeliveryEnd::Released, Some(note.clone())),
         Release::Retry => (DeliveryEnd::Released, None),
     };
-    history.end(end, now, error);
-    rows::save_with(
-        conn,
-        &scope.namespace,
-        &record,
-        &scope.policy,
-        Some(&history),
-    )?;
+    // Read from the stored record: the row describes the delivery until this write.
+    let history = history.end(&record, end, now, error)?;
+    record.release_with(now, how);
+    rows::save_with(conn, &scope.namespace, &record, &scope.policy, &history)?;
     Ok(Woken::at(
         Fenced::Accepted(()),
         earliest(
@@ -615,24 +613,19 @@ fn acknowledge_at(
     outcome: &WorkflowRunOutcome,
     now: Timestamp,
 ) -> OpResult<Woken<Fenced<Acknowledged>>> {
-    let Some((mut record, mut history)) = held_with_history(conn, scope, lease)? else {
+    let Some((mut record, history)) = held_with_history(conn, scope, lease)? else {
         return Ok(Woken::quiet(Fenced::Lost));
     };
-    let acknowledged = record.acknowledge(now, outcome);
     let end = match outcome {
         WorkflowRunOutcome::Suspended => DeliveryEnd::Suspended,
         WorkflowRunOutcome::Completed(_) | WorkflowRunOutcome::Failed(_) => {
             DeliveryEnd::Acknowledged
         }
     };
-    history.end(end, now, None);
-    rows::save_with(
-        conn,
-        &scope.namespace,
-        &record,
-        &scope.policy,
-        Some(&history),
-    )?;
+    // Read from the stored record: the row describes the delivery until this write.
+    let history = history.acknowledge(&record, end, now)?;
+    let acknowledged = record.acknowledge(now, outcome);
+    rows::save_with(conn, &scope.namespace, &record, &scope.policy, &history)?;
     Ok(Woken::at(
         Fenced::Accepted(acknowledged),
         earliest(

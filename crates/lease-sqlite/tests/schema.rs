@@ -273,7 +273,8 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "DROP INDEX lease_executions_by_key_workflow;
+            "ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
+             DROP INDEX lease_executions_by_key_workflow;
              DROP TABLE lease_redelivery_policies;
              ALTER TABLE lease_executions DROP COLUMN redelivery_policy;
              ALTER TABLE lease_executions DROP COLUMN deliveries;
@@ -307,13 +308,7 @@ async fn a_version_3_file_migrates_and_purges() {
              UPDATE lease_meta SET value = '3' WHERE key = 'schema_version';",
         )
         .expect("back to version 3");
-    let b = SqliteBackend::open(SqliteConfig::file(&path))
-        .await
-        .expect("migrate");
-    assert_eq!(
-        meta(&path, "schema_version"),
-        Some(SCHEMA_VERSION.to_string())
-    );
+    let b = reopen_migrated(&path).await;
     // Rows stored before the admission order existed keep the order they were inserted in;
     // an admission after the migration comes after them.
     b.admit(&Admission::new(id("later"))).await.expect("admit");
@@ -411,4 +406,170 @@ async fn keyed_writes_keep_two_key_led_indexes() {
             "lease_executions_by_key_workflow"
         ]
     );
+}
+
+/// Opens the file at `path`, an older version, and checks it migrated to this one.
+async fn reopen_migrated(path: &std::path::Path) -> SqliteBackend {
+    let b = SqliteBackend::open(SqliteConfig::file(path))
+        .await
+        .expect("migrate");
+    assert_eq!(
+        meta(path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
+    b
+}
+
+/// Opens (creating) `path` and admits an execution of each name.
+async fn open_admitting(path: &std::path::Path, names: &[&str]) -> SqliteBackend {
+    let b = SqliteBackend::open(SqliteConfig::file(path))
+        .await
+        .expect("open");
+    for name in names {
+        b.admit(&Admission::new(id(name))).await.expect("admit");
+    }
+    b
+}
+
+/// Claims every due execution at the backend clock with a lease long enough to outlive the
+/// test, in id order.
+async fn claim_all(b: &SqliteBackend) -> Vec<lease_core::ExecutionLease> {
+    let mut leases = b
+        .claim_due(lease_core::ClaimRequest {
+            now: lease_core::Timestamp::MAX,
+            limit: 10,
+            duration: std::time::Duration::from_secs(600),
+        })
+        .await
+        .expect("claim");
+    leases.sort_by(|a, b| a.execution_id.as_str().cmp(b.execution_id.as_str()));
+    leases
+}
+
+/// The raw history columns of `id`: (`deliveries`, `delivery_claimed_at`).
+fn history_columns(path: &std::path::Path, id: &str) -> (Option<String>, Option<i64>) {
+    Connection::open(path)
+        .expect("raw open")
+        .query_row(
+            "SELECT deliveries, delivery_claimed_at FROM lease_executions WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("row")
+}
+
+/// Schema v16: the drain's first claim and terminal acknowledgement leave the JSON alone
+/// (the row's columns describe the delivery), while an end the columns cannot describe (a
+/// release) folds the delivery into it and clears the column.
+#[tokio::test]
+async fn the_drain_leaves_the_history_json_alone() {
+    use lease_core::{DeliveryEnd, Json, Release, WorkflowRunOutcome};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("drain.db");
+    let b = open_admitting(&path, &["done", "released"]).await;
+    let leases = claim_all(&b).await;
+    assert!(history_columns(&path, "done").1.is_some());
+    assert_eq!(history_columns(&path, "done").0, None, "a first claim");
+    let acked = b
+        .acknowledge(&leases[0], &WorkflowRunOutcome::Completed(Json::null()))
+        .await
+        .expect("acknowledge");
+    assert!(!acked.is_lost());
+    assert_eq!(
+        history_columns(&path, "done").0,
+        None,
+        "a terminal acknowledgement"
+    );
+    let done = b.deliveries(&id("done")).await.expect("history");
+    assert_eq!(done.deliveries.len(), 1);
+    assert_eq!(done.deliveries[0].token, leases[0].token);
+    assert_eq!(done.deliveries[0].end, Some(DeliveryEnd::Acknowledged));
+
+    let ended = b
+        .release_with(&leases[1], &Release::NotStarted)
+        .await
+        .expect("release");
+    assert!(!ended.is_lost());
+    let (json, claimed_at) = history_columns(&path, "released");
+    assert!(json.is_some() && claimed_at.is_none(), "a release folds");
+    let released = b.deliveries(&id("released")).await.expect("history");
+    assert_eq!(released.deliveries.len(), 1);
+    assert_eq!(released.deliveries[0].end, Some(DeliveryEnd::NotStarted));
+}
+
+/// A version 15 file keeps each execution's whole history in the `deliveries` JSON, its
+/// latest entry open while the lease runs. After the upgrade every history reads back the
+/// same, and the first transitions that end those deliveries close the JSON's open entry
+/// exactly as version 15 did.
+#[tokio::test]
+async fn a_version_15_history_reads_back_the_same_after_the_upgrade() {
+    use lease_core::{DeliveryEnd, Json, Release, WorkflowRunOutcome};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v15.db");
+    let b = open_admitting(&path, &["again", "done", "live"]).await;
+    let first = claim_all(&b).await;
+    let ended = b
+        .acknowledge(&first[1], &WorkflowRunOutcome::Completed(Json::null()))
+        .await
+        .expect("acknowledge");
+    assert!(!ended.is_lost());
+    let ended = b
+        .release_with(&first[0], &Release::NotStarted)
+        .await
+        .expect("release");
+    assert!(!ended.is_lost());
+    let again = claim_all(&b).await.remove(0);
+    let names = ["again", "done", "live"];
+    let mut before = Vec::new();
+    for name in names {
+        before.push(b.deliveries(&id(name)).await.expect("history"));
+    }
+    drop(b);
+    // What version 15 stored: the whole history (every lease still live) in the JSON.
+    let raw = Connection::open(&path).expect("raw open");
+    for (name, history) in names.iter().zip(&before) {
+        let json = serde_json::to_string(history).expect("json");
+        raw.execute(
+            "UPDATE lease_executions SET deliveries = ?1 WHERE id = ?2",
+            rusqlite::params![json, name],
+        )
+        .expect("v15 history");
+    }
+    raw.execute_batch(
+        "ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
+         UPDATE lease_meta SET value = '15' WHERE key = 'schema_version';",
+    )
+    .expect("back to version 15");
+    drop(raw);
+
+    let b = reopen_migrated(&path).await;
+    for (name, history) in names.iter().zip(&before) {
+        let after = b.deliveries(&id(name)).await.expect("history");
+        assert_eq!(&after, history, "{name}");
+    }
+    assert_eq!(before[0].deliveries.len(), 2);
+    assert!(before[0].deliveries[1].is_open());
+
+    // The deliveries open across the upgrade end in the JSON, as version 15 ended them.
+    let ended = b
+        .acknowledge(&again, &WorkflowRunOutcome::Completed(Json::null()))
+        .await
+        .expect("acknowledge");
+    assert!(!ended.is_lost());
+    b.cancel(
+        &id("live"),
+        &lease_core::CancelReason::new("ends the open entry").expect("reason"),
+    )
+    .await
+    .expect("cancel");
+    let again_after = b.deliveries(&id("again")).await.expect("history");
+    assert_eq!(again_after.deliveries.len(), 2);
+    assert_eq!(again_after.deliveries[0], before[0].deliveries[0]);
+    assert_eq!(
+        again_after.deliveries[1].end,
+        Some(DeliveryEnd::Acknowledged)
+    );
+    let live_after = b.deliveries(&id("live")).await.expect("history");
+    assert_eq!(live_after.deliveries.len(), 1);
+    assert_eq!(live_after.deliveries[0].end, Some(DeliveryEnd::Cancelled));
 }

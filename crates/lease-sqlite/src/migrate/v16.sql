@@ -1,0 +1,14 @@
+-- lease-sqlite schema version 16: the latest delivery lives in the row's columns, not in
+-- the `deliveries` JSON (docs/decisions/0018-delivery-history.md).
+--
+-- `delivery_claimed_at`: when the claim issued the row's current lease token; NULL when
+-- the row's latest delivery is in `deliveries` already (or there was none). While it is
+-- set, the row's columns describe that delivery: its token is `token`; a running row's
+-- delivery is open (or expired, as `get` reads the row); a completed or failed row's was
+-- acknowledged at `last_delivery_ended_at`. A claim folds the delivery before it into the
+-- JSON (a takeover: expired at its expiry) and an end the columns cannot describe later (a
+-- release, a suspension, a cancel, `retry_dead`) folds the delivery it ends, each in the
+-- UPDATE it already runs; the plain drain (a first claim, then a terminal acknowledgement)
+-- neither reads nor writes the JSON. Rows stored before this version keep their latest
+-- entry in the JSON (NULL here), which the first transition that ends it closes as before.
+ALTER TABLE lease_executions ADD COLUMN delivery_claimed_at INTEGER;
