@@ -205,6 +205,16 @@ impl Tx for MemoryState {
         Ok(())
     }
 
+    /// One probe of the ordered map: the step's key is built once.
+    fn step_or_insert(&mut self, record: HeapRecord) -> Result<HeapRecord> {
+        let index = (
+            record.execution_id.clone(),
+            record.step_key.clone(),
+            record.step_attempt,
+        );
+        Ok(self.steps.entry(index).or_insert(record).clone())
+    }
+
     /// A range read of the ordered map: only the rows returned are copied.
     fn steps(
         &self,

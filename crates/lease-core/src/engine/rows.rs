@@ -45,13 +45,8 @@ impl<S: TxStore> HeapClient for Engine<S> {
             if with_held(tx, lease, now, |_| ())?.is_none() {
                 return Ok(Fenced::Lost);
             }
-            let id = &lease.execution_id;
-            if let Some(stored) = tx.step(id, &write.step_key, write.step_attempt)? {
-                return Ok(Fenced::Accepted(stored));
-            }
-            let record = HeapRecord::from_write(id, lease.token, write);
-            tx.insert_step(&record)?;
-            Ok(Fenced::Accepted(record))
+            let record = HeapRecord::from_write(&lease.execution_id, lease.token, write);
+            Ok(Fenced::Accepted(tx.step_or_insert(record)?))
         })
     }
 

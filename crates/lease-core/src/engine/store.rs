@@ -119,6 +119,18 @@ pub trait Tx {
     fn step(&self, id: &ExecutionId, key: &StepKey, attempt: u32) -> Result<Option<HeapRecord>>;
     /// Stores a step record (the engine writes each key once).
     fn insert_step(&mut self, record: &HeapRecord) -> Result<()>;
+    /// The step already stored at `record`'s (execution, key, attempt), or `record` stored
+    /// there: a step is written once, and a repeated write answers with the first. Provided
+    /// as [`Tx::step`] then [`Tx::insert_step`]; a store that can look up and insert in one
+    /// probe (an ordered map's entry) overrides it, since every fenced step write comes here.
+    fn step_or_insert(&mut self, record: HeapRecord) -> Result<HeapRecord> {
+        let stored = self.step(&record.execution_id, &record.step_key, record.step_attempt)?;
+        if let Some(stored) = stored {
+            return Ok(stored);
+        }
+        self.insert_step(&record)?;
+        Ok(record)
+    }
     /// Up to `take` step records of `id` in (step key, attempt) order, after `after`.
     fn steps(
         &self,
