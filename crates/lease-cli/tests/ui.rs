@@ -506,10 +506,12 @@ async fn tls_serves_https_with_a_host_only_secure_cookie() {
 async fn a_client_slow_with_its_headers_is_cut_off() {
     let (_dir, url) = store().await;
     let console = common::console(&url, &["--header-timeout", "300ms"], &[]).await;
+    // Taken before connecting: the console's timer starts when it accepts the connection,
+    // which can be before `connect` returns here.
+    let started = Instant::now();
     let mut slow = TcpStream::connect(authority(&console.base))
         .await
         .expect("connect");
-    let started = Instant::now();
     slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .await
         .expect("send");
