@@ -244,7 +244,9 @@ async fn the_server_version_decides_sharded_pubsub() {
         .and_then(|v| v.split('.').next()?.parse().ok())
         .expect("redis_version");
     assert_eq!(b.sharded_pubsub(), major >= 7);
-    assert!(!connect(&clock, true).await.sharded_pubsub());
+    let classic = connect(&clock, true).await;
+    let _classic_cleanup = common::Cleanup::of(&classic);
+    assert!(!classic.sharded_pubsub());
 }
 
 /// The subscriber connection named `name` holds one subscription of the expected kind
