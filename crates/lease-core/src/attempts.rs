@@ -113,11 +113,7 @@ impl AttemptLimits {
         match scope {
             AttemptScope::Default => self.default = limit,
             AttemptScope::Workflow(name) => {
-                self.workflows.retain(|(w, _)| w != name);
-                if let Some(limit) = limit {
-                    let at = self.workflows.partition_point(|(w, _)| w < name);
-                    self.workflows.insert(at, (name.clone(), limit));
-                }
+                crate::named::set_sorted(&mut self.workflows, name, limit)
             }
         }
     }

@@ -224,13 +224,7 @@ impl ConcurrencyLimits {
     pub fn set(&mut self, scope: &LimitScope, limit: Option<ConcurrencyLimit>) {
         match scope {
             LimitScope::Default => self.default = limit,
-            LimitScope::Key(key) => {
-                self.keys.retain(|(k, _)| k != key);
-                if let Some(limit) = limit {
-                    let at = self.keys.partition_point(|(k, _)| k < key);
-                    self.keys.insert(at, (key.clone(), limit));
-                }
-            }
+            LimitScope::Key(key) => crate::named::set_sorted(&mut self.keys, key, limit),
         }
     }
 

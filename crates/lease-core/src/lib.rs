@@ -36,6 +36,7 @@ pub mod lease;
 pub mod limits;
 #[cfg(feature = "memory")]
 pub mod memory;
+mod named;
 pub mod redact;
 pub mod redelivery;
 pub mod selection;

@@ -150,11 +150,7 @@ impl RedeliveryPolicies {
 
     /// Sets (`Some`) or removes (`None`) one workflow's policy, keeping them sorted by name.
     pub fn set(&mut self, workflow: &WorkflowName, policy: Option<RedeliveryPolicy>) {
-        self.workflows.retain(|(w, _)| w != workflow);
-        if let Some(policy) = policy {
-            let at = self.workflows.partition_point(|(w, _)| w < workflow);
-            self.workflows.insert(at, (workflow.clone(), policy));
-        }
+        crate::named::set_sorted(&mut self.workflows, workflow, policy);
     }
 }
 
