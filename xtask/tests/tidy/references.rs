@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Where the rule applies, relative to the workspace root: a directory (every file below
 /// it) or a single file.
-pub const CHECKED: &[&str] = &[
-    "crates", "xtask", "examples", "docs", ".ci", "README.md",
-];
+pub const CHECKED: &[&str] = &["crates", "xtask", "examples", "docs", ".ci", "README.md"];
 
 /// This file: it has to spell out what it looks for.
 const THIS_FILE: &str = "xtask/tests/tidy/references.rs";
