@@ -99,8 +99,11 @@ pub const MATRIX: &[Backend] = &[
             "failover_tokens",
             "--test",
             "replication_barrier",
-            "--features",
-            "lease-redis/cluster-tests",
+            // The cluster-only tests are `#[ignore]`d, so the plain redis row reports them
+            // as not run; this row runs them. Gating them by a cargo feature instead rebuilt
+            // lease-redis and every test target here, minutes of a cold CI run.
+            "--",
+            "--include-ignored",
         ],
         &[Service::RedisCluster],
     ),
@@ -126,10 +129,11 @@ pub const MATRIX: &[Backend] = &[
         &[
             "-p",
             "lease-cli",
-            "--features",
-            "lease-cli/browser-tests",
             "--test",
             "browser",
+            // Ignored by default (they need the browser), built by the cli row already.
+            "--",
+            "--include-ignored",
         ],
         &[Service::Postgres, Service::Redis],
     ),
@@ -236,6 +240,65 @@ mod tests {
         );
         let suite = include_str!("../../crates/conformance/src/cases/leases.rs");
         assert!(suite.contains(filters[1]));
+    }
+
+    /// The package name of the crate in `dir` (its manifest's first `name = "..."`).
+    fn package_name(dir: &std::path::Path) -> String {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// (package, test target) of every integration test file below `crates/` holding an
+    /// `#[ignore` attribute.
+    fn targets_with_ignored_tests() -> Vec<(String, String)> {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+        let mut found = Vec::new();
+        for krate in std::fs::read_dir(&crates).expect("crates/").flatten() {
+            let Ok(tests) = std::fs::read_dir(krate.path().join("tests")) else {
+                continue;
+            };
+            for file in tests.flatten() {
+                let path = file.path();
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if path.extension().is_some_and(|e| e == "rs") && text.contains("#[ignore") {
+                    let stem = path
+                        .file_stem()
+                        .expect("stem")
+                        .to_string_lossy()
+                        .into_owned();
+                    found.push((package_name(&krate.path()), stem));
+                }
+            }
+        }
+        found
+    }
+
+    /// An ignored test is one some row runs: a row names its target and passes
+    /// `--include-ignored`, or the test would silently never run anywhere.
+    #[test]
+    fn every_ignored_test_target_has_a_row_that_runs_it() {
+        let targets = targets_with_ignored_tests();
+        assert!(targets.iter().any(|(_, t)| t == "browser"), "{targets:?}");
+        for (krate, target) in targets {
+            let runs = MATRIX.iter().any(|row| {
+                let args = row.cargo_test;
+                let names = |flag: &str, value: &str| {
+                    args.windows(2).any(|w| w[0] == flag && w[1] == value)
+                };
+                names("-p", &krate)
+                    && names("--test", &target)
+                    && args.contains(&"--include-ignored")
+            });
+            assert!(
+                runs,
+                "{krate}/tests/{target}.rs has ignored tests no row runs"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `lease ui` in a real browser (feature `browser-tests`, test-all's `browser` row): Debian's
+//! `lease ui` in a real browser (ignored by default; test-all's `browser` row runs it with
+//! `--include-ignored`): Debian's
 //! headless Chromium driven through chromedriver (WebDriver, `fantoccini`) against a console
 //! process on a real SQLite file, PostgreSQL schema and Redis namespace. The pages show what
 //! the store holds (the namespace page's live leases with their tokens, following a new
@@ -724,6 +725,7 @@ async fn checks_on(url: String) -> Result<(), tokio::task::JoinError> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Chromium and chromedriver: run by test-all's browser row"]
 async fn sqlite_file_in_chromium() {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite:{}", dir.path().join("leases.db").display());
@@ -732,6 +734,7 @@ async fn sqlite_file_in_chromium() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Chromium and chromedriver: run by test-all's browser row"]
 async fn postgres_schema_in_chromium() {
     let base = lease_testserver::postgres_url();
     let schema = common::unique("pg");
@@ -744,6 +747,7 @@ async fn postgres_schema_in_chromium() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Chromium and chromedriver: run by test-all's browser row"]
 async fn redis_namespace_in_chromium() {
     let base = lease_testserver::redis_url();
     let namespace = common::unique("redis");

@@ -139,6 +139,7 @@ fn json(text: &str) -> Json {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a Redis Cluster (LEASE_REDIS_CLUSTER_URL): run by test-all's redis-cluster row"]
 async fn a_partitioned_namespace_spreads_over_every_primary() {
     cluster_or_fail();
     let (ns, owners) = spread_namespace().await;
@@ -347,6 +348,7 @@ async fn migrate_slot(slot: u16, from: &Primary, to: &Primary, others: &[Primary
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a Redis Cluster (LEASE_REDIS_CLUSTER_URL): run by test-all's redis-cluster row"]
 async fn a_slot_migrated_during_deliveries_keeps_fencing_and_loses_nothing() {
     cluster_or_fail();
     let (ns, owners) = spread_namespace().await;
