@@ -21,6 +21,7 @@
 mod bench;
 mod cleanup;
 mod disk;
+mod feature_sets;
 mod flags;
 mod matrix;
 mod package;

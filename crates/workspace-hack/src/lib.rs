@@ -1,0 +1,1 @@
+//! Build-time only: see this crate's manifest. Nothing to link against.
