@@ -497,15 +497,8 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     let tools = tokio::task::spawn_blocking(move || anchor_tools::install(&systems))
         .await
         .map_err(|e| setup(format!("install: {e}")))?;
-    let db = if options.backends.contains(&Kind::Postgres) {
-        Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
-    } else {
-        None
-    };
-    let mut row_options = options.clone();
-    if let Some(db) = &db {
-        row_options.postgres_url = db.url().to_owned();
-    }
+    let (db, row_options) =
+        row_database(options, options.backends.contains(&Kind::Postgres)).await?;
     let load_before = load::now();
     let mut cells = Vec::new();
     let mut errors = Vec::new();
@@ -541,22 +534,51 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     })
 }
 
-/// Writes the report to `dir/anchors-<unix>.json` and `dir/anchors-latest.json`.
-pub fn write_json(dir: &Path, report: &Report) -> Result<PathBuf> {
+/// A database of the row's own on the PostgreSQL server when `postgres` (dropped by the
+/// caller at the end), and `options` with its URL.
+pub(crate) async fn row_database(
+    options: &Options,
+    postgres: bool,
+) -> Result<(Option<crate::anchor_db::RunDatabase>, Options)> {
+    let db = if postgres {
+        Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
+    } else {
+        None
+    };
+    let mut row_options = options.clone();
+    if let Some(db) = &db {
+        row_options.postgres_url = db.url().to_owned();
+    }
+    Ok((db, row_options))
+}
+
+/// Writes `report` to `dir/<stem>-<unix>.json` and `dir/<stem>-latest.json`.
+pub(crate) fn write_report(
+    dir: &Path,
+    stem: &str,
+    started_unix: u64,
+    report: &impl Serialize,
+) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| setup(format!("create {}: {e}", dir.display())))?;
     let text = serde_json::to_string_pretty(report).map_err(|e| setup(format!("json: {e}")))?;
-    let path = dir.join(format!("anchors-{}.json", report.started_unix));
-    for p in [&path, &dir.join("anchors-latest.json")] {
+    let path = dir.join(format!("{stem}-{started_unix}.json"));
+    for p in [&path, &dir.join(format!("{stem}-latest.json"))] {
         std::fs::write(p, &text).map_err(|e| setup(format!("write {}: {e}", p.display())))?;
     }
     Ok(path)
 }
 
+/// Writes the report to `dir/anchors-<unix>.json` and `dir/anchors-latest.json`.
+pub fn write_json(dir: &Path, report: &Report) -> Result<PathBuf> {
+    write_report(dir, "anchors", report.started_unix, report)
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sh(script: &str) -> Command {
+    /// `sh -c script`: a runner in a test.
+    pub(crate) fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", script]);
         cmd

@@ -284,15 +284,8 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     let node_dir = tokio::task::spawn_blocking(crate::anchor_tools::install_node_runners)
         .await
         .map_err(|e| setup(format!("install: {e}")))?;
-    let db = if kinds.contains(&Kind::Postgres) {
-        Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
-    } else {
-        None
-    };
-    let mut row_options = options.clone();
-    if let Some(db) = &db {
-        row_options.postgres_url = db.url().to_owned();
-    }
+    let (db, row_options) =
+        crate::anchor_runs::row_database(options, kinds.contains(&Kind::Postgres)).await?;
     let load_before = crate::load::now();
     let mut cells = Vec::new();
     for kind in kinds {
@@ -323,24 +316,13 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
 
 /// Writes the report to `dir/peers-<unix>.json` and `dir/peers-latest.json`.
 pub fn write_json(dir: &Path, report: &Report) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| setup(format!("create {}: {e}", dir.display())))?;
-    let text = serde_json::to_string_pretty(report).map_err(|e| setup(format!("json: {e}")))?;
-    let path = dir.join(format!("peers-{}.json", report.started_unix));
-    for p in [&path, &dir.join("peers-latest.json")] {
-        std::fs::write(p, &text).map_err(|e| setup(format!("write {}: {e}", p.display())))?;
-    }
-    Ok(path)
+    crate::anchor_runs::write_report(dir, "peers", report.started_unix, report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sh(script: &str) -> Command {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", script]);
-        cmd
-    }
+    use crate::anchor_runs::tests::sh;
 
     fn parse(a: &[&str]) -> Options {
         crate::args::parse(&a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).expect("parse")

@@ -395,35 +395,31 @@ mod tests {
         let lost = "PICKUP {\"ms\":[1.5,0.25,3],\"lost\":1}";
         let e = parse_pickup(lost, 3).expect_err("a lost warm-up add");
         assert!(e.to_string().contains("1 adds never picked up"), "{e}");
-        assert!(
-            parse_pickup("PICKUP {\"ms\":[-1],\"lost\":0}", 1).is_err(),
-            "negative"
-        );
-        assert!(
-            parse_pickup("PICKUP {\"ms\":[1]}", 1).is_err(),
-            "no lost count"
-        );
-        assert!(
-            parse_pickup("ANCHOR {\"jobs\":1,\"secs\":1}", 1).is_err(),
-            "no line"
-        );
+        for (bad, why) in [
+            ("PICKUP {\"ms\":[-1],\"lost\":0}", "negative"),
+            ("PICKUP {\"ms\":[1]}", "no lost count"),
+            ("ANCHOR {\"jobs\":1,\"secs\":1}", "no line"),
+        ] {
+            assert!(parse_pickup(bad, 1).is_err(), "{why}");
+        }
     }
 
     #[test]
     fn a_bulk_line_gives_the_rate_of_every_job() {
         let out = "READY\nBULK {\"jobs\":20000,\"secs\":0.5}\n";
         assert_eq!(parse_bulk(out, 20_000).ok(), Some(40_000.0));
-        assert!(parse_bulk(out, 30_000).is_err(), "jobs missing");
-        assert!(
-            parse_bulk("BULK {\"jobs\":10,\"secs\":0}", 10).is_err(),
-            "no time"
-        );
-        let partial = "BULK {\"jobs\":10,\"secs\":1,\"partial\":true}";
-        assert!(parse_bulk(partial, 10).is_err(), "no partial bulk");
-        assert!(
-            parse_bulk("PICKUP {\"ms\":[],\"lost\":0}", 10).is_err(),
-            "no line"
-        );
+        for (bad, expected, why) in [
+            (out, 30_000, "jobs missing"),
+            ("BULK {\"jobs\":10,\"secs\":0}", 10, "no time"),
+            (
+                "BULK {\"jobs\":10,\"secs\":1,\"partial\":true}",
+                10,
+                "no partial bulk",
+            ),
+            ("PICKUP {\"ms\":[],\"lost\":0}", 10, "no line"),
+        ] {
+            assert!(parse_bulk(bad, expected).is_err(), "{why}");
+        }
     }
 
     #[test]

@@ -31,6 +31,8 @@ const { url, namespace, concurrency, jobs, mode, budget, every } = args([
 ]);
 const utils = await makeWorkerUtils({ connectionString: url, schema: namespace });
 await utils.migrate();
+// What every runner of this script shares: the server, the schema, the concurrency.
+const runnerOptions = { connectionString: url, schema: namespace, concurrency, noHandleSignals: true };
 
 async function drain() {
   for (let i = 0; i < jobs; i += 1000) {
@@ -53,10 +55,7 @@ async function drain() {
   const started = process.hrtime.bigint();
   const startedMs = Date.now();
   const runner = await run({
-    connectionString: url,
-    schema: namespace,
-    concurrency,
-    noHandleSignals: true,
+    ...runnerOptions,
     taskList: { noop: async () => {} },
     ...(batching ? { preset: { worker: batching } } : {}),
   });
@@ -73,10 +72,7 @@ async function drain() {
 async function pickup() {
   const series = pickupSeries(jobs);
   const runner = await run({
-    connectionString: url,
-    schema: namespace,
-    concurrency,
-    noHandleSignals: true,
+    ...runnerOptions,
     taskList: { pickup: async (payload) => series.record(payload.i, payload.t) },
   });
   await ready();
