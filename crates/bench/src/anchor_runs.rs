@@ -70,8 +70,15 @@ async fn line_with<R: tokio::io::AsyncBufRead + Unpin>(
     })?
 }
 
-/// Runs one runner process to the end: its result, with the cost per job of its drain.
-async fn drive(mut cmd: Command, probe: &Probe, jobs: u64) -> Result<RunResult> {
+/// A runner process that printed `READY` and waits for the bench's go line.
+pub(crate) struct Started {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+/// Spawns the runner and waits for its `READY` line.
+pub(crate) async fn start(mut cmd: Command) -> Result<Started> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -79,39 +86,67 @@ async fn drive(mut cmd: Command, probe: &Probe, jobs: u64) -> Result<RunResult> 
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| setup(format!("spawn the runner: {e}")))?;
-    let mut stdin = child.stdin.take().ok_or_else(|| setup("runner stdin"))?;
+    let stdin = child.stdin.take().ok_or_else(|| setup("runner stdin"))?;
     let stdout = child.stdout.take().ok_or_else(|| setup("runner stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     line_with(&mut lines, "READY", ENQUEUE_DEADLINE).await?;
-    let before = probe.read().await?;
-    stdin
-        .write_all(b"go\n")
-        .await
-        .map_err(|e| setup(format!("runner stdin: {e}")))?;
-    let line = line_with(&mut lines, anchors::OUTCOME_PREFIX.trim(), DRAIN_DEADLINE).await?;
-    let outcome = anchors::parse_outcome(&line, jobs)?;
-    drop(stdin);
-    // Keep reading what the runner prints while it shuts down (a full pipe would stall it).
-    let rest = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let status = tokio::time::timeout(EXIT_DEADLINE, child.wait())
-        .await
-        .map_err(|_| setup("the runner did not exit after its stdin closed"))?
-        .map_err(|e| setup(format!("runner: {e}")))?;
-    let _ = rest.await;
-    if !status.success() {
-        return Err(setup(format!("the runner failed ({status})")));
+    Ok(Started {
+        child,
+        stdin,
+        lines,
+    })
+}
+
+impl Started {
+    /// Writes the go line and reads until the line that starts with `prefix`; returns it.
+    pub(crate) async fn go(&mut self, prefix: &str) -> Result<String> {
+        self.stdin
+            .write_all(b"go\n")
+            .await
+            .map_err(|e| setup(format!("runner stdin: {e}")))?;
+        line_with(&mut self.lines, prefix, DRAIN_DEADLINE).await
     }
+
+    /// Closes stdin and waits for the runner to exit successfully.
+    pub(crate) async fn finish(self) -> Result<()> {
+        let Started {
+            mut child,
+            stdin,
+            mut lines,
+        } = self;
+        drop(stdin);
+        // Keep reading what the runner prints while it shuts down (a full pipe would stall it).
+        let rest = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let status = tokio::time::timeout(EXIT_DEADLINE, child.wait())
+            .await
+            .map_err(|_| setup("the runner did not exit after its stdin closed"))?
+            .map_err(|e| setup(format!("runner: {e}")))?;
+        let _ = rest.await;
+        if !status.success() {
+            return Err(setup(format!("the runner failed ({status})")));
+        }
+        Ok(())
+    }
+}
+
+/// Runs one runner process to the end: its result, with the cost per job of its drain.
+async fn drive(cmd: Command, probe: &Probe, jobs: u64) -> Result<RunResult> {
+    let mut runner = start(cmd).await?;
+    let before = probe.read().await?;
+    let line = runner.go(anchors::OUTCOME_PREFIX.trim()).await?;
+    let outcome = anchors::parse_outcome(&line, jobs)?;
+    runner.finish().await?;
     RunResult::of(outcome, before, probe.read().await?)
 }
 
 /// Names of one run's state: unique per run so nothing else is touched.
-struct Names {
-    redis_prefix: String,
-    pg_schema: String,
+pub(crate) struct Names {
+    pub(crate) redis_prefix: String,
+    pub(crate) pg_schema: String,
 }
 
 impl Names {
-    fn new() -> Names {
+    pub(crate) fn new() -> Names {
         let id = uuid::Uuid::new_v4().simple().to_string();
         Names {
             redis_prefix: format!("lease-anchors-{}", &id[..12]),
@@ -203,15 +238,16 @@ fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Com
 /// One run of one anchor on `kind` at concurrency `c`, its state wiped before and after.
 async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<RunResult> {
     let (cmd, state) = runner(system, kind, c, at)?;
-    state.remove(at).await?;
+    let redis = &at.options.redis_url;
+    state.remove(redis, at.pg_pool).await?;
     state.create()?;
     let result = drive(cmd, at.probe, at.options.anchors.jobs).await;
-    state.remove(at).await?;
+    state.remove(redis, at.pg_pool).await?;
     result
 }
 
 /// An anchor's state.
-enum Wipe {
+pub(crate) enum Wipe {
     /// Every Redis key under this prefix.
     Redis(String),
     /// This PostgreSQL schema of the row's database.
@@ -221,14 +257,18 @@ enum Wipe {
 }
 
 impl Wipe {
-    /// Removes the state.
-    async fn remove(&self, at: &Servers<'_>) -> Result<()> {
+    /// Removes the state (Redis keys on the server at `redis_url`, a schema through `pg_pool`).
+    pub(crate) async fn remove(
+        &self,
+        redis_url: &str,
+        pg_pool: Option<&sqlx::PgPool>,
+    ) -> Result<()> {
         match self {
             Wipe::Redis(prefix) => {
-                anchors::wipe_redis_prefix(&at.options.redis_url, prefix).await?;
+                anchors::wipe_redis_prefix(redis_url, prefix).await?;
             }
             Wipe::Schema(schema) => {
-                let pool = at.pg_pool.ok_or_else(|| setup("no PostgreSQL pool"))?;
+                let pool = pg_pool.ok_or_else(|| setup("no PostgreSQL pool"))?;
                 anchors::wipe_pg_schema(pool, schema).await?;
             }
             Wipe::Dir(dir) => {
@@ -398,7 +438,10 @@ async fn cell(
 }
 
 /// The probe and pool of `kind`'s server for the row.
-async fn probe_for(kind: Kind, options: &Options) -> Result<(Probe, Option<sqlx::PgPool>)> {
+pub(crate) async fn probe_for(
+    kind: Kind,
+    options: &Options,
+) -> Result<(Probe, Option<sqlx::PgPool>)> {
     match kind {
         Kind::Redis => Ok((
             Probe::Redis(anchors::redis_connect(&options.redis_url).await?),
@@ -454,15 +497,8 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     let tools = tokio::task::spawn_blocking(move || anchor_tools::install(&systems))
         .await
         .map_err(|e| setup(format!("install: {e}")))?;
-    let db = if options.backends.contains(&Kind::Postgres) {
-        Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
-    } else {
-        None
-    };
-    let mut row_options = options.clone();
-    if let Some(db) = &db {
-        row_options.postgres_url = db.url().to_owned();
-    }
+    let (db, row_options) =
+        row_database(options, options.backends.contains(&Kind::Postgres)).await?;
     let load_before = load::now();
     let mut cells = Vec::new();
     let mut errors = Vec::new();
@@ -498,22 +534,51 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     })
 }
 
-/// Writes the report to `dir/anchors-<unix>.json` and `dir/anchors-latest.json`.
-pub fn write_json(dir: &Path, report: &Report) -> Result<PathBuf> {
+/// A database of the row's own on the PostgreSQL server when `postgres` (dropped by the
+/// caller at the end), and `options` with its URL.
+pub(crate) async fn row_database(
+    options: &Options,
+    postgres: bool,
+) -> Result<(Option<crate::anchor_db::RunDatabase>, Options)> {
+    let db = if postgres {
+        Some(crate::anchor_db::RunDatabase::create(&options.postgres_url).await?)
+    } else {
+        None
+    };
+    let mut row_options = options.clone();
+    if let Some(db) = &db {
+        row_options.postgres_url = db.url().to_owned();
+    }
+    Ok((db, row_options))
+}
+
+/// Writes `report` to `dir/<stem>-<unix>.json` and `dir/<stem>-latest.json`.
+pub(crate) fn write_report(
+    dir: &Path,
+    stem: &str,
+    started_unix: u64,
+    report: &impl Serialize,
+) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| setup(format!("create {}: {e}", dir.display())))?;
     let text = serde_json::to_string_pretty(report).map_err(|e| setup(format!("json: {e}")))?;
-    let path = dir.join(format!("anchors-{}.json", report.started_unix));
-    for p in [&path, &dir.join("anchors-latest.json")] {
+    let path = dir.join(format!("{stem}-{started_unix}.json"));
+    for p in [&path, &dir.join(format!("{stem}-latest.json"))] {
         std::fs::write(p, &text).map_err(|e| setup(format!("write {}: {e}", p.display())))?;
     }
     Ok(path)
 }
 
+/// Writes the report to `dir/anchors-<unix>.json` and `dir/anchors-latest.json`.
+pub fn write_json(dir: &Path, report: &Report) -> Result<PathBuf> {
+    write_report(dir, "anchors", report.started_unix, report)
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sh(script: &str) -> Command {
+    /// `sh -c script`: a runner in a test.
+    pub(crate) fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", script]);
         cmd

@@ -165,6 +165,12 @@ fn install_node(root: &Path, anchors: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Installs the Node runners alone (the peers' pickup and bulk rows need nothing else):
+/// their directory, or why they could not be installed.
+pub fn install_node_runners() -> std::result::Result<PathBuf, String> {
+    install_node(&crate::args::workspace_root(), &anchors_dir()).map_err(|e| e.to_string())
+}
+
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }

@@ -53,7 +53,15 @@ documented best configuration beside this library at its defaults and tuned (pre
 claim_batch 500), and the database's own bound of the batched fenced claim/acknowledge
 protocol (batches of 32 and 500), draining --anchor-jobs at C = 1, 8, 64 on the same servers,
 interleaved, with cost per job; a drain past --anchor-budget reports its partial count; a
-missing tool fails its systems' rows; combine with --backend and --anchor-system.\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
+missing tool fails its systems' rows; combine with --backend and --anchor-system.
+`--only peer-pickup` and `--only peer-admit` (`--only peers`: both; never in the default run)
+install the Node runners the same way and measure, on PostgreSQL and Redis, this library's
+pickup cross-process series (200 admissions) beside graphile-worker, pg-boss (2 s and 0.5 s
+polling) and BullMQ picking up 200 jobs added one at a time to an idle worker (concurrency 8),
+and admit_batch of 1000 (20,000 executions into a fresh store) beside their bulk enqueue
+(addJobs, insert, addBulk: 20,000 jobs in batches of 1000 into an empty queue), interleaved,
+--anchor-runs runs each, --anchor-system selecting the systems (lease, graphile, pgboss,
+pgboss-poll500, bullmq).\n\nServers: LEASE_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) and
 LEASE_REDIS_URL (default redis://127.0.0.1:6379). PostgreSQL is measured over plain TCP
 (sslmode=disable added) unless the URL or PGSSLMODE names a mode, as the job queues connect. These are benchmarks: the exit status
 reflects only whether the measurements ran, never whether a target was met.";
@@ -227,7 +235,8 @@ struct Cli {
     /// 100000).
     #[arg(long, value_name = "N", value_parser = count_arg)]
     stored_max: Option<u64>,
-    /// `--only anchors`: runs per system and cell, the median reported (default 2).
+    /// `--only anchors` and the peer rows: runs per system and cell, the median reported
+    /// (default 2).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=20))]
     anchor_runs: Option<u16>,
     /// `--only anchors`: jobs per run, `_` allowed (default 20000).
@@ -237,8 +246,8 @@ struct Cli {
     /// then, marked partial (default 30s).
     #[arg(long, value_name = "D", value_parser = duration_arg)]
     anchor_budget: Option<Duration>,
-    /// `--only anchors`: only the systems whose key contains WORD (repeatable), e.g. lease,
-    /// graphile, pgboss, awa, river, bound.
+    /// `--only anchors` and the peer rows: only the systems whose key contains WORD
+    /// (repeatable), e.g. lease, graphile, pgboss, awa, river, bound.
     #[arg(long, value_name = "WORD")]
     anchor_system: Vec<String>,
 }

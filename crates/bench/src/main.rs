@@ -42,6 +42,8 @@ mod list;
 mod load;
 mod measure;
 mod ops;
+mod peer_runs;
+mod peers;
 mod progress;
 mod purge;
 mod raw;
@@ -443,6 +445,15 @@ fn main_with(options: &Options) -> Result<bool> {
     } else {
         true
     };
+    let peers_ok = if peer_runs::selected(options).is_empty() {
+        true
+    } else {
+        let report = runtime.block_on(peer_runs::run(options, started_unix))?;
+        println!("{}", peers::markdown(&report.cells));
+        let path = peer_runs::write_json(&options.json_dir, &report)?;
+        eprintln!("lease-bench: peers JSON in {}", path.display());
+        report.ok()
+    };
     let load_after = load::now();
     if !rows.is_empty() {
         println!("{}", report::markdown(&rows));
@@ -499,6 +510,7 @@ fn main_with(options: &Options) -> Result<bool> {
     )?;
     eprintln!("lease-bench: JSON report in {}", path.display());
     Ok(anchors_ok
+        && peers_ok
         && controls.ok()
         && shard_rows.iter().all(|r| r.error.is_none())
         && rows.iter().all(|r| r.error.is_none())

@@ -612,6 +612,15 @@ async fn pickup(fx: &Fixture, cross: bool, n: usize) -> Result<(Vec<f64>, Counte
     .await
 }
 
+/// The `pickup cross-process` series of `kind` on a fresh store, as the pickup row measures
+/// it (an idle dispatcher in a child process where the store can be shared, one admission
+/// every [`PICKUP_EVERY`], the first [`WARMUP`] left out): `n` latencies in ms.
+pub async fn pickup_series(kind: Kind, options: &Options, n: usize) -> Result<Vec<f64>> {
+    let fx = Fixture::new(kind, options).await?;
+    let result = pickup(&fx, true, n).await.map(|(latencies, _)| latencies);
+    fx.remove_after(result).await
+}
+
 /// Pickup latencies (ms) of `n` admissions inside the application's transaction and `n`
 /// plain admits, alternating one every [`PICKUP_EVERY`] to the same idle dispatcher (in a
 /// child process when `cross`): (in the transaction, plain).
