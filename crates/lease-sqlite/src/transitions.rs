@@ -256,6 +256,20 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
+/// `$1 namespace, $2 n`: adds a claim's takeovers to the namespace's counter.
+const ADD_TAKEOVERS: &str = include_str!("transitions/add_takeovers.sql");
+
+/// Adds the `n` takeovers of a claim to the namespace's counter, in the claim's
+/// transaction; a claim that took over nothing (the drain's) does not run it.
+fn add_takeovers(conn: &Connection, namespace: &str, n: u64) -> OpResult<()> {
+    if n > 0 {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        conn.prepare_cached(ADD_TAKEOVERS)?
+            .execute(params![namespace, n])?;
+    }
+    Ok(())
+}
+
 /// The token after `last` for claiming `stored`: it must be above every token stored, or a
 /// stale holder's token would be issued again. A counter that is behind the record
 /// (deleted, or restored from an older copy) or used up fails the claim with
@@ -346,7 +360,9 @@ fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
 /// the claim indexes in (priority DESC, due, id) order over rows whose `claimable_at` is at
 /// most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
 /// policy), skips paused rows and rows whose concurrency key is at its limit
-/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come
+/// from the namespace's one counter; a claim that took over expired leases adds their number
+/// to the namespace's takeover counter on the same row, in the same transaction. Each lease comes with the
 /// record exactly as written back, which is what `get` reads right after the claim. The
 /// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
 /// after it; the claim wakes at the earliest instant its new leases would be claimable
@@ -388,6 +404,7 @@ fn claim_at(
     let mut leases = Vec::with_capacity(limit);
     let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
     let mut settings = ClaimSettings::default();
+    let mut takeovers: u64 = 0;
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -425,10 +442,13 @@ fn claim_at(
         settings.stamp(conn, ns, &mut record)?;
         let lease = record.claim(now, lease_ms, token);
         rows::save_with(conn, ns, &record, &scope.policy, &history)?;
+        // A stored running row a claim may take is a lease that ran out: a takeover.
+        takeovers += u64::from(stored.status == ExecutionStatus::Running);
         leases.push(Claimed { lease, record });
     }
     if token != first_token {
         store_last_token(conn, ns, token)?;
+        add_takeovers(conn, ns, takeovers)?;
     }
     let wake = leases
         .iter()
