@@ -259,11 +259,22 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
 /// `$1 namespace, $2 n`: adds a claim's takeovers to the namespace's counter.
 const ADD_TAKEOVERS: &str = include_str!("transitions/add_takeovers.sql");
 
-/// Adds the `n` takeovers of a claim to the namespace's counter, in the claim's
-/// transaction; a claim that took over nothing (the drain's) does not run it.
-fn add_takeovers(conn: &Connection, namespace: &str, n: u64) -> OpResult<()> {
-    if n > 0 {
-        let n = i64::try_from(n).unwrap_or(i64::MAX);
+/// A claim's writes to the namespace's counters row, in its transaction: the last token it
+/// issued, when it issued any (`issued`), then the `takeovers` it made, when it made any
+/// (the drain's claims, which take over nothing, run no more than the token's write).
+fn store_counters(
+    conn: &Connection,
+    namespace: &str,
+    issued: bool,
+    token: FencingToken,
+    takeovers: u64,
+) -> OpResult<()> {
+    if !issued {
+        return Ok(());
+    }
+    store_last_token(conn, namespace, token)?;
+    if takeovers > 0 {
+        let n = i64::try_from(takeovers).unwrap_or(i64::MAX);
         conn.prepare_cached(ADD_TAKEOVERS)?
             .execute(params![namespace, n])?;
     }
@@ -446,10 +457,7 @@ fn claim_at(
         takeovers += u64::from(stored.status == ExecutionStatus::Running);
         leases.push(Claimed { lease, record });
     }
-    if token != first_token {
-        store_last_token(conn, ns, token)?;
-        add_takeovers(conn, ns, takeovers)?;
-    }
+    store_counters(conn, ns, token != first_token, token, takeovers)?;
     let wake = leases
         .iter()
         .filter_map(|c| c.record.claimable_at(&scope.policy))
