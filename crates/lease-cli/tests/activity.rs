@@ -1,6 +1,6 @@
 //! `lease ui`'s activity page over a real socket, on a SQLite file: the charts count what
-//! happened after the console started (known admissions, completions and a failure), from
-//! the status counts it samples.
+//! happened after the console started (known admissions, completions, a failure and two
+//! takeovers), from the status counts it samples.
 
 mod common;
 
@@ -80,6 +80,37 @@ async fn run(b: &Arc<dyn LeaseBackend>, ids: &[&str], outcome: &WorkflowRunOutco
     }
 }
 
+/// Admits `ids`, claims them with a short lease, lets it run out and claims them again (two
+/// takeovers, polled with a deadline: the lease's expiry and the redelivery delay pass on
+/// the real clock), then completes them (nothing else is due meanwhile).
+async fn take_over(b: &Arc<dyn LeaseBackend>, ids: &[&str], outcome: &WorkflowRunOutcome) {
+    for id in ids {
+        let id = ExecutionId::new(*id).expect("id");
+        b.admit(&Admission::new(id)).await.expect("admit");
+    }
+    let claim = |duration| async move {
+        let request = ClaimRequest {
+            now: b.now().await.expect("now"),
+            limit: ids.len(),
+            duration,
+        };
+        b.claim_due(request).await.expect("claim")
+    };
+    let first = claim(Duration::from_millis(100)).await;
+    assert_eq!(first.len(), ids.len(), "{first:?}");
+    let deadline = Instant::now() + DEADLINE;
+    let mut taken = Vec::new();
+    while taken.len() < ids.len() {
+        assert!(Instant::now() < deadline, "never taken over: {taken:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        taken.extend(claim(Duration::from_secs(60)).await);
+    }
+    for lease in &taken {
+        assert!(lease.token > first[0].token, "{lease:?}");
+        assert!(!b.acknowledge(lease, outcome).await.expect("ack").is_lost());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_charts_count_what_happened_since_the_console_started() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -103,15 +134,18 @@ async fn the_charts_count_what_happened_since_the_console_started() {
     let bad = WorkflowRunOutcome::Failed(Json::parse("test", "\"no\"").expect("json"));
     run(&b, &["a-1", "a-2", "a-3"], &ok).await;
     run(&b, &["b-1"], &bad).await;
+    take_over(&b, &["t-1", "t-2"], &ok).await;
+    assert_eq!(b.status_counts().await.expect("counts").takeovers, 2);
     b.admit(&Admission::new(ExecutionId::new("c-1").expect("id")))
         .await
         .expect("admit");
 
     let want = [
-        "Admitted per minute: 5 in the last hour",
-        "Completed per minute: 3 in the last hour",
+        "Admitted per minute: 7 in the last hour",
+        "Completed per minute: 5 in the last hour",
         "Failed per minute: 1 in the last hour",
         "Died (out of attempts) per minute: 0 in the last hour",
+        "Taken over (lease expired) per minute: 2 in the last hour",
     ];
     let deadline = Instant::now() + DEADLINE;
     loop {

@@ -10,8 +10,10 @@
 //! page of a cancelled execution offers no cancel; the dead-letter page lists dead executions
 //! with their last error and retries a selection of them; the cancelled execution's delivery
 //! timeline shows the expired first delivery, the takeover and the cancelled second one; the
-//! activity page charts the store's counts by status and follows new admissions live; no
-//! page requests anything from another origin. A missing browser or driver fails every test.
+//! activity page charts the store's counts by status and follows new admissions live, and
+//! its takeovers per minute add up to the store's takeover counter, following a new takeover
+//! live; no page requests anything from another origin. A missing browser or driver fails
+//! every test.
 //!
 //! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR; the
 //! README's come from `LEASE_UI_SCREENSHOTS=docs/ui`.
@@ -30,8 +32,8 @@ use lease::postgres::{PostgresBackend, PostgresConfig};
 use lease::redis::{RedisBackend, RedisConfig};
 use lease::{
     Admission, AttemptLimit, AttemptScope, ClaimRequest, ErrorNote, ExecutionFilter, ExecutionId,
-    ExecutionLease, ExecutionStatus, Json, LeaseBackend, LeaseError, Release, StepKey, StepWrite,
-    WorkflowName,
+    ExecutionLease, ExecutionStatus, Json, LeaseBackend, LeaseError, Priority, Release, StepKey,
+    StepWrite, WorkflowName,
 };
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -228,6 +230,7 @@ async fn namespace_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: boo
         "failed 1",
         "total 6",
         "corrupt 0",
+        "takeovers 0",
     ] {
         assert!(counts.contains(row), "{row} in {counts:?}");
     }
@@ -463,7 +466,64 @@ async fn activity_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool
         serde_json::json!(true),
         "updated without a reload"
     );
+    activity_takeovers(c, b).await;
     screenshot(c, "activity", shots).await;
+}
+
+/// The takeovers the activity page's chart shows for the sampled hour (the sum of its bars).
+async fn charted_takeovers(c: &Client) -> Option<u64> {
+    let sum = c
+        .execute(
+            "return Array.from(document.querySelectorAll('#chart-takeovers rect.bar'))\
+             .reduce((n, bar) => n + Number(bar.getAttribute('data-value')), 0)",
+            vec![],
+        )
+        .await
+        .ok()?;
+    sum.as_u64()
+}
+
+/// Polls until the takeover chart adds up to the store's takeover counter and `want` holds
+/// for it; that number. The console started on a store that had seen no takeover (`fill`'s
+/// leases outlive the test), so its hour holds every takeover of the store.
+async fn takeovers_charted_when(
+    c: &Client,
+    b: &dyn LeaseBackend,
+    want: impl Fn(u64) -> bool,
+) -> u64 {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let stored = b.status_counts().await.expect("status counts").takeovers;
+        let shown = charted_takeovers(c).await;
+        if shown == Some(stored) && want(stored) {
+            return stored;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the takeover chart shows {shown:?}, the store counts {stored}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The takeovers per minute add up to the store's counter (the live lease's takeover of
+/// [`live_lease_and_cancel`] among them), and a new takeover shows without a reload.
+async fn activity_takeovers(c: &Client, b: &dyn LeaseBackend) {
+    let before = takeovers_charted_when(c, b, |n| n >= 1).await;
+    // First in claim order, so the claims below need not take anything else first.
+    let top = Priority::new(1000).expect("priority");
+    let admission = Admission::new(id("act-takeover")).priority(top);
+    b.admit(&admission).await.expect("admit");
+    let first = claim_lease(b, "act-takeover", SHORT_LEASE).await;
+    let second = claim_lease(b, "act-takeover", Duration::from_secs(60)).await;
+    assert!(second.token > first.token);
+    takeovers_charted_when(c, b, |n| n > before).await;
+    let stayed = c.execute("return window.stayed === true", vec![]).await;
+    assert_eq!(
+        stayed.expect("read the mark"),
+        serde_json::json!(true),
+        "updated without a reload"
+    );
 }
 
 /// The workflow of the executions the executions page pages through.

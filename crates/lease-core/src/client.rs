@@ -117,7 +117,9 @@ pub trait ExecutionClient: Send + Sync {
     /// without blocking others (Redis counts page by page, so a large namespace never holds
     /// the server for one long script). Records the
     /// backend cannot decode are counted in [`StatusCounts::corrupt`] only. Reads every
-    /// execution of the namespace: an operator's call, never on a hot path.
+    /// execution of the namespace: an operator's call, never on a hot path. Also reads the
+    /// namespace's [`StatusCounts::takeovers`], which each claim that takes over an expired
+    /// lease raises in its own atomic step, by one per lease taken over.
     ///
     /// There is no correct default (the traits cannot enumerate executions), so the default
     /// is [`crate::LeaseError::Unsupported`].

@@ -1,7 +1,7 @@
 //! How many executions a namespace holds in each status (for the operator command's
 //! `status`), read by [`crate::ExecutionClient::status_counts`] (one atomic step on SQLite,
 //! PostgreSQL and memory; one per partition on Redis, from counters its scripts keep, so a
-//! count does not read every record).
+//! count does not read every record), beside the namespace's takeover counter.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +10,8 @@ use crate::time::Timestamp;
 
 /// Executions by *effective* status at the backend clock (a running lease whose expiry has
 /// passed counts as admitted or suspended, as `get` reads it), plus the stored records the
-/// backend cannot decode, which are counted apart and under no status.
+/// backend cannot decode, which are counted apart and under no status, and the namespace's
+/// takeovers so far ([`StatusCounts::takeovers`]), read in the same call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusCounts {
     /// Admitted and never acknowledged as suspended.
@@ -32,6 +33,13 @@ pub struct StatusCounts {
     /// Stored records the backend set aside or cannot decode (listed by
     /// [`crate::ExecutionClient::list_corrupt`]); counted under no status.
     pub corrupt: u64,
+    /// Claims that took over an expired lease since the namespace was created; never
+    /// decreases, purges do not lower it. Not a status: a takeover claim leaves its
+    /// execution running like any claim. Each backend adds to it in the atomic step of the
+    /// takeover claim itself, and only there, so first claims and acknowledgements write
+    /// nothing more for it.
+    #[serde(default)]
+    pub takeovers: u64,
 }
 
 impl StatusCounts {
@@ -87,7 +95,8 @@ impl StatusCounts {
         }
     }
 
-    /// Counts `records` by their effective status at `now` (the reference computation).
+    /// Counts `records` by their effective status at `now` (the reference computation);
+    /// records say nothing of past takeovers, so [`StatusCounts::takeovers`] is 0 here.
     pub fn of_records<'a>(
         records: impl IntoIterator<Item = &'a ExecutionRecord>,
         now: Timestamp,

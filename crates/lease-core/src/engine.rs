@@ -213,7 +213,9 @@ impl<S: TxStore> Engine<S> {
     }
 
     /// Claims the selected execution `id` with the next token, stamping the workflow's
-    /// attempt limit and redelivery policy on it, and opens its history entry.
+    /// attempt limit and redelivery policy on it, and opens its history entry. A claim of a
+    /// lease that ran out unacknowledged (a takeover) also raises the namespace's takeover
+    /// counter, in the same transaction.
     fn claim_one(
         &self,
         tx: &mut S::Tx,
@@ -229,7 +231,9 @@ impl<S: TxStore> Engine<S> {
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
         let attempt_limit = tx.namespace().attempt_limits.of(workflow.as_ref());
         let redelivery_policy = tx.namespace().redelivery.of(workflow.as_ref());
-        history::close_expired(tx, id, now)?;
+        if history::close_expired(tx, id, now)? {
+            tx.namespace_mut().takeovers += 1;
+        }
         let (lease, record) = tx
             .update_execution(id, |record| {
                 *record = record.effective(now);
@@ -532,11 +536,17 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         })
     }
 
-    /// One pass over the records in one transaction (nothing can change in between).
+    /// One pass over the records in one transaction (nothing can change in between), with
+    /// the namespace's takeover counter.
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<StatusCounts> {
         let now = self.clock.now();
-        self.read(|tx| tx.scan(|scan| StatusCounts::of_records(scan.records, now)))
+        self.read(|tx| {
+            tx.scan(|scan| StatusCounts {
+                takeovers: scan.namespace.takeovers,
+                ..StatusCounts::of_records(scan.records, now)
+            })
+        })
     }
 
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]

@@ -1,5 +1,5 @@
-//! `status_counts` (the operator command's `status`): executions by effective status in one
-//! statement (`counts/status_counts.sql`).
+//! `status_counts` (the operator command's `status`): executions by effective status and
+//! the schema's takeover counter in one statement (`counts/status_counts.sql`).
 
 use std::sync::Arc;
 
@@ -13,13 +13,17 @@ use crate::statements::Renderer;
 
 const STATUS_COUNTS: &str = include_str!("counts/status_counts.sql");
 
+/// The name of the statement's row that holds the takeover counter, not a status.
+const TAKEOVERS: &str = "takeovers";
+
 /// This module's statement, rendered for one schema.
 pub(crate) fn statements(r: &Renderer) -> Arc<str> {
     r.render(STATUS_COUNTS)
 }
 
 impl PostgresBackend {
-    /// Counts the schema's executions by effective status at the backend clock.
+    /// Counts the schema's executions by effective status at the backend clock, with the
+    /// schema's takeover counter.
     pub(crate) async fn count_statuses(&self) -> Result<StatusCounts> {
         const OP: &str = "status_counts";
         let sql = self
@@ -37,7 +41,11 @@ impl PostgresBackend {
             let n: i64 = col(row, 1, OP)?;
             let n = u64::try_from(n)
                 .map_err(|_| protocol(OP, format!("a negative count {n} of {status}")))?;
-            counts.add_named(&status, n);
+            if status == TAKEOVERS {
+                counts.takeovers = n;
+            } else {
+                counts.add_named(&status, n);
+            }
         }
         Ok(counts)
     }

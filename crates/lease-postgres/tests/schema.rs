@@ -255,7 +255,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
             .await
             .expect("admit");
         backend.close().await;
-        // Turn the schema back into what version 1 created (undoing versions 20 to 2;
+        // Turn the schema back into what version 1 created (undoing versions 21 to 2;
         // dropping the priority column drops version 10's index with it, dropping the
         // attempt columns version 15's index and check, dropping the admission column
         // version 16's and 18's indexes and the sequence).
@@ -263,7 +263,8 @@ fn a_version_1_schema_is_upgraded_in_place() {
         exec(
             &mut conn,
             format!(
-                "DROP TABLE \"{schema}\".redelivery_policies; \
+                "DROP TABLE \"{schema}\".takeovers; \
+                 DROP TABLE \"{schema}\".redelivery_policies; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN delivery_claimed_at; \
                  DROP FUNCTION \"{schema}\".history_fold, \"{schema}\".history_end, \
                      \"{schema}\".claimable_after, \"{schema}\".policy_delay; \
@@ -365,7 +366,7 @@ fn version_18_histories_read_the_same_after_the_upgrade() {
         assert!(!acked.expect("ack").is_lost());
         let before = histories(&backend, &names.map(id)).await;
         backend.close().await;
-        exec(&mut admin().await, undo_latest_version(&schema)).await;
+        exec(&mut admin().await, undo_to_version_19(&schema)).await;
 
         let upgraded = connect().await;
         assert_eq!(histories(&upgraded, &names.map(id)).await, before);
@@ -496,9 +497,9 @@ fn a_migration_waits_for_its_locks_only_briefly() {
         let backend = PostgresBackend::connect(config(&schema))
             .await
             .expect("connect");
-        let older = SCHEMA_VERSION - 1;
+        let older = VERSION_BEFORE_INDEXES;
         let mut conn = admin().await;
-        exec(&mut conn, undo_latest_version(&schema)).await;
+        exec(&mut conn, undo_to_version_19(&schema)).await;
         let mut holder = admin().await;
         let mut tx = holder.begin().await.expect("begin");
         exec(
@@ -535,17 +536,63 @@ fn a_migration_waits_for_its_locks_only_briefly() {
     }));
 }
 
-/// SQL that turns a current schema back into the version before it (undoes version 20,
-/// the indexes of the console's reads), so connecting runs exactly one migration again,
-/// one that builds indexes on `executions`.
-fn undo_latest_version(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 20, "undo the new latest version here");
+/// The version before the indexes of the console's reads (version 20).
+const VERSION_BEFORE_INDEXES: i32 = 19;
+
+/// SQL that turns a current schema back into version 19 (undoes version 21, the takeover
+/// counter, and version 20, the indexes of the console's reads), so connecting runs
+/// version 20 again first, a migration that builds indexes on `executions`.
+fn undo_to_version_19(schema: &str) -> String {
+    assert_eq!(SCHEMA_VERSION, 21, "undo the new latest version here");
     format!(
-        "DROP INDEX \"{schema}\".executions_browse_status, \"{schema}\".executions_corrupt, \
+        "DROP TABLE \"{schema}\".takeovers; \
+         DROP INDEX \"{schema}\".executions_browse_status, \"{schema}\".executions_corrupt, \
              \"{schema}\".executions_failing; \
          CREATE INDEX executions_admitted_by_status ON \"{schema}\".executions \
              (status, admission_seq); \
-         UPDATE \"{schema}\".lease_schema SET version = {}",
-        SCHEMA_VERSION - 1
+         UPDATE \"{schema}\".lease_schema SET version = {VERSION_BEFORE_INDEXES}"
     )
+}
+
+/// A version 20 schema (no takeover counter) upgrades to a counter at 0 that the first
+/// takeover after the upgrade raises to 1; the first claim before it counted nothing.
+#[test]
+fn a_version_20_schema_counts_takeovers_from_its_upgrade() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::starting_now();
+        let connect = || {
+            let config = config(&schema).clock(Arc::new(clock.clone()));
+            async move { PostgresBackend::connect(config).await.expect("connect") }
+        };
+        let backend = connect().await;
+        backend
+            .admit(&Admission::new(ExecutionId::new("lapsed").expect("id")))
+            .await
+            .expect("admit");
+        let lease = Duration::from_secs(1);
+        let first = claim(&backend, clock.now(), lease).await;
+        assert_eq!(first.len(), 1);
+        backend.close().await;
+        exec(
+            &mut admin().await,
+            format!(
+                "DROP TABLE \"{schema}\".takeovers; \
+                 UPDATE \"{schema}\".lease_schema SET version = 20"
+            ),
+        )
+        .await;
+
+        let upgraded = connect().await;
+        let counts = upgraded.status_counts().await.expect("counts");
+        assert_eq!((counts.takeovers, counts.running), (0, 1));
+        // Past the expiry and the default policy's first redelivery delay (1 s).
+        clock.advance(Duration::from_secs(3));
+        let taken = claim(&upgraded, clock.now(), lease).await;
+        assert_eq!(taken.len(), 1, "the lapsed lease: {taken:?}");
+        assert!(taken[0].token > first[0].token);
+        let counts = upgraded.status_counts().await.expect("counts");
+        assert_eq!((counts.takeovers, counts.running), (1, 1));
+        upgraded.close().await;
+    }));
 }

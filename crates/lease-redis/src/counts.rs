@@ -4,7 +4,10 @@
 //! scripts keep them, `scripts/ops.lua` `count_move`). A partition whose counters are not
 //! complete (written before them, or after a claim set aside a record whose counted status
 //! it could not read back) is recounted first (`counts/recount.rs`: SCAN pages between
-//! scripts; no script walks the key space, which would block every other client).
+//! scripts; no script walks the key space, which would block every other client). Each
+//! partition's takeover counter (the key `takeovers`, kept by the claims that take over an
+//! expired lease) is read by the same script and summed like the counts; a recount never
+//! touches it (it cannot be recounted from the records).
 
 mod recount;
 
@@ -84,18 +87,22 @@ impl RedisBackend {
         {
             return Ok(None);
         }
-        if items.len() != ORDER.len() + 1 {
+        if items.len() != ORDER.len() + 2 {
             return Err(reply.unexpected(&format!("{} elements", items.len())));
         }
+        let mut items = items.into_iter().skip(1);
         let mut counts = StatusCounts::default();
-        for (name, n) in ORDER.iter().zip(items.into_iter().skip(1)) {
+        for (name, n) in ORDER.iter().zip(items.by_ref()) {
             counts.add_named(name, reply.number(n, name)?);
+        }
+        if let Some(n) = items.next() {
+            counts.takeovers = reply.number(n, "takeovers")?;
         }
         Ok(Some(counts))
     }
 }
 
-/// Adds `part` to `total`, status by status.
+/// Adds `part` to `total`, status by status, and its takeovers.
 fn sum(total: &mut StatusCounts, part: &StatusCounts) {
     total.admitted += part.admitted;
     total.running += part.running;
@@ -105,6 +112,7 @@ fn sum(total: &mut StatusCounts, part: &StatusCounts) {
     total.cancelled += part.cancelled;
     total.dead += part.dead;
     total.corrupt += part.corrupt;
+    total.takeovers += part.takeovers;
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! every key of
 //! a namespace starts with `lease:{<namespace>}:`; the braces make the namespace the cluster
 //! hash tag, so every script touches one slot. With `P > 1` partitions, the execution keys
-//! (`token`, `exec:`, `steps:`, the indexes, `counts`, `start_of` and the `wake` channel, plus
+//! (`token`, `exec:`, `steps:`, the indexes, `counts`, `takeovers`, `start_of` and the `wake` channel, plus
 //! an own `meta`) live under the partition prefix `lease:{<namespace>#<i>}:` of the execution's
 //! partition `i` = [`partition_of`] its id, so each partition is its own slot; the
 //! namespace-wide keys (`meta` with `partitions`, `starts`, `start_of`, `store:`,
@@ -28,6 +28,7 @@
 //! | `start_of` | hash | target execution id -> the start request id that created it |
 //! | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //! | `counts` | hash | records per stored status, `bad`, generation `g`, `ok` (complete) |
+//! | `takeovers` | string | claims that took over an expired lease (INCRBY by those claims only; never lowered) |
 //! | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit |
 //! | `hist:<id>` | list | one execution's last deliveries, JSON arrays (`history`); `he` in its record counts dropped ones |
 //! | `redelivery` | hash | workflow name -> its own redelivery policy, `base_ms,factor,cap_ms` |

@@ -53,6 +53,7 @@
 //!   | `start_of` | hash | target execution id -> the start request id that created it |
 //!   | `running_es` | zset | the members of `running` once suspended (`es`), scored by lease expiry |
 //!   | `counts` | hash | records per stored status (each record's `cg` says it is counted), `bad`, `g`, `ok` (`status_counts`) |
+//!   | `takeovers` | string | claims that took over an expired lease (INCRBY by those claims only, never lowered; `status_counts`) |
 //!   | `attempts` | hash | workflow name (or `\x1fdefault`) -> attempt limit (each claim copies the one that applies onto the record as `al`) |
 //!   | `dead` | zset | stored-dead executions, by id (score 0; `list_dead`) |
 //!   | `running_last` | zset | the members of `running` on their last attempt, scored by lease expiry (expired: dead) |

@@ -1,16 +1,20 @@
 //! `status_counts` (the operator command's `status`): executions by effective status, in
 //! the caller's one read transaction, from indexes only (`counts/status_counts.sql`): one entry per stored row
 //! of the status index, and the rows of the running and quarantined ones. Still a walk of
-//! one index entry per stored execution, but no read of every row.
+//! one index entry per stored execution, but no read of every row. The namespace's takeover
+//! counter comes from its counters row (`counts/takeovers.sql`), in the same transaction.
 
 use lease_core::StatusCounts;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{OpError, OpResult};
 use crate::scope::Scope;
 
 /// `?1 namespace, ?2 now` -> (effective status or `corrupt`, count), to be summed by name.
 const STATUS_COUNTS: &str = include_str!("counts/status_counts.sql");
+
+/// `?1 namespace` -> the namespace's takeover counter (no row: none yet).
+const TAKEOVERS: &str = include_str!("counts/takeovers.sql");
 
 /// Counts the namespace's executions by effective status at the scope's clock.
 pub(crate) fn status_counts(conn: &Connection, scope: &Scope) -> OpResult<StatusCounts> {
@@ -27,7 +31,18 @@ pub(crate) fn status_counts(conn: &Connection, scope: &Scope) -> OpResult<Status
             .map_err(|_| OpError::Corrupt(format!("a negative count {n} of {status}")))?;
         counts.add_named(&status, n);
     }
+    counts.takeovers = takeovers(conn, &scope.namespace)?;
     Ok(counts)
+}
+
+/// The namespace's takeover counter ([`StatusCounts::takeovers`]).
+fn takeovers(conn: &Connection, namespace: &str) -> OpResult<u64> {
+    let n: Option<i64> = conn
+        .prepare_cached(TAKEOVERS)?
+        .query_row([namespace], |row| row.get(0))
+        .optional()?;
+    let n = n.unwrap_or(0);
+    u64::try_from(n).map_err(|_| OpError::Corrupt(format!("a negative takeover count {n}")))
 }
 
 #[cfg(test)]

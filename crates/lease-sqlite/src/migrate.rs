@@ -31,7 +31,7 @@ use crate::tx;
 pub const PRODUCT: &str = "execution-leases";
 
 /// The schema version this library writes and reads.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// SQLite `application_id` stamped on databases this library created ("LSE1").
 pub const APPLICATION_ID: i32 = 0x4C53_4531;
@@ -41,7 +41,7 @@ const STATEMENT_CACHE: usize = 64;
 
 /// Migrations: entry `i` brings the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
 ];
 
 const V1: &str = include_str!("migrate/v1.sql");
@@ -110,6 +110,10 @@ const V15: &str = include_str!("migrate/v15.sql");
 /// (`delivery_claimed_at` with the token, the status and `last_delivery_ended_at`), so a
 /// claim and an acknowledgement of the drain leave the `deliveries` JSON alone.
 const V16: &str = include_str!("migrate/v16.sql");
+
+/// Version 17: the namespace's takeover counter (`takeovers` on `lease_counters`), added to
+/// only by the claims that take over an expired lease.
+const V17: &str = include_str!("migrate/v17.sql");
 
 /// `$1 name` -> 1 when the table exists.
 const HAS_TABLE: &str = include_str!("migrate/has_table.sql");

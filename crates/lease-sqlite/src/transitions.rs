@@ -256,6 +256,31 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
     Ok(())
 }
 
+/// `$1 namespace, $2 n`: adds a claim's takeovers to the namespace's counter.
+const ADD_TAKEOVERS: &str = include_str!("transitions/add_takeovers.sql");
+
+/// A claim's writes to the namespace's counters row, in its transaction: the last token it
+/// issued, when it issued any (`issued`), then the `takeovers` it made, when it made any
+/// (the drain's claims, which take over nothing, run no more than the token's write).
+fn store_counters(
+    conn: &Connection,
+    namespace: &str,
+    issued: bool,
+    token: FencingToken,
+    takeovers: u64,
+) -> OpResult<()> {
+    if !issued {
+        return Ok(());
+    }
+    store_last_token(conn, namespace, token)?;
+    if takeovers > 0 {
+        let n = i64::try_from(takeovers).unwrap_or(i64::MAX);
+        conn.prepare_cached(ADD_TAKEOVERS)?
+            .execute(params![namespace, n])?;
+    }
+    Ok(())
+}
+
 /// The token after `last` for claiming `stored`: it must be above every token stored, or a
 /// stale holder's token would be issued again. A counter that is behind the record
 /// (deleted, or restored from an older copy) or used up fails the claim with
@@ -346,7 +371,9 @@ fn horizon(conn: &Connection, namespace: &str) -> OpResult<Option<Timestamp>> {
 /// the claim indexes in (priority DESC, due, id) order over rows whose `claimable_at` is at
 /// most `now`, re-checks each with `effective()` + `claimable()` (with this handle's
 /// policy), skips paused rows and rows whose concurrency key is at its limit
-/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come from the namespace's one counter. Each lease comes with the
+/// ([`KeyGate`]; lease_core::selection rules 1-3), and claims until `limit`. Tokens come
+/// from the namespace's one counter; a claim that took over expired leases adds their number
+/// to the namespace's takeover counter on the same row, in the same transaction. Each lease comes with the
 /// record exactly as written back, which is what `get` reads right after the claim. The
 /// batch also carries the clock the claim used and the namespace's earliest `claimable_at`
 /// after it; the claim wakes at the earliest instant its new leases would be claimable
@@ -388,6 +415,7 @@ fn claim_at(
     let mut leases = Vec::with_capacity(limit);
     let mut candidates = Candidates::new(ns, now, limit.max(PAGE_MIN), &opening);
     let mut settings = ClaimSettings::default();
+    let mut takeovers: u64 = 0;
     let everything_paused = paused.contains(&PauseScope::Namespace);
     while leases.len() < limit && !everything_paused {
         let Some(candidate) = candidates.next(conn)? else {
@@ -425,11 +453,11 @@ fn claim_at(
         settings.stamp(conn, ns, &mut record)?;
         let lease = record.claim(now, lease_ms, token);
         rows::save_with(conn, ns, &record, &scope.policy, &history)?;
+        // A stored running row a claim may take is a lease that ran out: a takeover.
+        takeovers += u64::from(stored.status == ExecutionStatus::Running);
         leases.push(Claimed { lease, record });
     }
-    if token != first_token {
-        store_last_token(conn, ns, token)?;
-    }
+    store_counters(conn, ns, token != first_token, token, takeovers)?;
     let wake = leases
         .iter()
         .filter_map(|c| c.record.claimable_at(&scope.policy))

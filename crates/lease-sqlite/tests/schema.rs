@@ -273,7 +273,8 @@ async fn a_version_3_file_migrates_and_purges() {
     Connection::open(&path)
         .expect("raw open")
         .execute_batch(
-            "ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
+            "ALTER TABLE lease_counters DROP COLUMN takeovers;
+             ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
              DROP INDEX lease_executions_by_key_workflow;
              DROP TABLE lease_redelivery_policies;
              ALTER TABLE lease_executions DROP COLUMN redelivery_policy;
@@ -536,7 +537,8 @@ async fn a_version_15_history_reads_back_the_same_after_the_upgrade() {
         .expect("v15 history");
     }
     raw.execute_batch(
-        "ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
+        "ALTER TABLE lease_counters DROP COLUMN takeovers;
+         ALTER TABLE lease_executions DROP COLUMN delivery_claimed_at;
          UPDATE lease_meta SET value = '15' WHERE key = 'schema_version';",
     )
     .expect("back to version 15");
@@ -572,4 +574,48 @@ async fn a_version_15_history_reads_back_the_same_after_the_upgrade() {
     let live_after = b.deliveries(&id("live")).await.expect("history");
     assert_eq!(live_after.deliveries.len(), 1);
     assert_eq!(live_after.deliveries[0].end, Some(DeliveryEnd::Cancelled));
+}
+
+/// A version 16 file (its counters row without `takeovers`) upgrades to a counter at 0 that
+/// the first takeover after the upgrade raises to 1; the claims before it, first claims of a
+/// version 16 library, counted nothing.
+#[tokio::test]
+async fn a_version_16_file_counts_takeovers_from_its_upgrade() {
+    use lease_core::{ClaimRequest, Clock, ManualClock};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v16.db");
+    let clock = ManualClock::starting_now();
+    let config = || SqliteConfig::file(&path).clock(Arc::new(clock.clone()));
+    let b = SqliteBackend::open(config()).await.expect("open");
+    b.admit(&Admission::new(id("lapsed"))).await.expect("admit");
+    let request = |now| ClaimRequest {
+        now,
+        limit: 10,
+        duration: std::time::Duration::from_secs(1),
+    };
+    let first = b.claim_due(request(clock.now())).await.expect("claim");
+    assert_eq!(first.len(), 1);
+    drop(b);
+    let raw = Connection::open(&path).expect("raw open");
+    raw.execute_batch(
+        "ALTER TABLE lease_counters DROP COLUMN takeovers;
+         UPDATE lease_meta SET value = '16' WHERE key = 'schema_version';",
+    )
+    .expect("back to version 16");
+    drop(raw);
+
+    let b = SqliteBackend::open(config()).await.expect("migrate");
+    assert_eq!(
+        meta(&path, "schema_version"),
+        Some(SCHEMA_VERSION.to_string())
+    );
+    assert_eq!(b.status_counts().await.expect("counts").takeovers, 0);
+    // Past the expiry and the default policy's first redelivery delay (1 s).
+    clock.advance(std::time::Duration::from_secs(3));
+    let taken = b.claim_due(request(clock.now())).await.expect("claim");
+    assert_eq!(taken.len(), 1, "the lapsed lease: {taken:?}");
+    assert!(taken[0].token > first[0].token);
+    let counts = b.status_counts().await.expect("counts");
+    assert_eq!((counts.takeovers, counts.running), (1, 1));
 }

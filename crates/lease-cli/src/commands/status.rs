@@ -12,7 +12,8 @@ pub async fn counts(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Statu
     limits.call("status_counts", backend.status_counts()).await
 }
 
-/// Counts by effective status, the total, and the undecodable records.
+/// Counts by effective status, the total, the undecodable records, and the takeovers so far
+/// (claims that took over an expired lease; not a status, so not in the total).
 pub async fn run(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Output, Failure> {
     let counts = counts(backend, limits).await?;
     let mut table = Table::new(&["STATUS", "COUNT"]);
@@ -21,6 +22,7 @@ pub async fn run(backend: &dyn LeaseBackend, limits: &Limits) -> Result<Output, 
     }
     table.row(vec!["total".into(), counts.total().to_string()]);
     table.row(vec!["corrupt".into(), counts.corrupt.to_string()]);
+    table.row(vec!["takeovers".into(), counts.takeovers.to_string()]);
     let mut json = to_json(&counts);
     if let Some(map) = json.as_object_mut() {
         map.insert("total".into(), counts.total().into());

@@ -1,15 +1,26 @@
 //! What the activity page draws: the console samples the namespace's status counts every
 //! `--sample-every` while it runs and keeps the last hour of samples in memory. From them
 //! come the executions by status over time and, per minute, how many were admitted,
-//! completed, failed and died (the growth of each count between two samples).
+//! completed, failed, died and were taken over (the growth of each count between two
+//! samples).
 //!
 //! Why sampling and not counters in the store: a per-minute counter written by every
 //! acknowledgement would be one row (or key) every worker updates, a point of contention on
 //! the hot path of every backend; the counts the console already reads cost one query per
 //! sample whatever the load. What sampling cannot tell: anything before the console
 //! started, and a purge between two samples lowers the counts it removed from (that minute
-//! is marked, and its growth is not trusted). Takeovers are not counted here: each
-//! execution's delivery timeline shows them.
+//! is marked, and its growth is not trusted).
+//!
+//! Takeovers (claims that took over a lease that ran out unacknowledged) leave no status
+//! behind to count, so the store keeps one counter of them per namespace
+//! ([`StatusCounts::takeovers`]), read with the counts and charted from its growth like
+//! them. That one counter is acceptable where a per-minute one is not: only a takeover claim
+//! writes it, in the same atomic step as the claim (a crash loses or repeats neither), and a
+//! takeover already rewrites the expired delivery's history, so the drain's first claims and
+//! acknowledgements write nothing more, and nothing contends on it while leases are
+//! acknowledged in time. It never decreases (purges do not lower it), so its growth is exact
+//! even in a purged minute. Each execution's delivery timeline shows which ones were taken
+//! over.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -42,6 +53,8 @@ pub struct Minute {
     pub completed: u64,
     pub failed: u64,
     pub dead: u64,
+    /// Claims that took over an expired lease.
+    pub takeovers: u64,
     /// Some count fell during the minute (a purge): its growth is a lower bound.
     pub purged: bool,
 }
@@ -108,6 +121,7 @@ pub fn per_minute(samples: &[Sample], now_ms: i64) -> Vec<Minute> {
         minute.completed += grew(before.completed, after.completed);
         minute.failed += grew(before.failed, after.failed);
         minute.dead += grew(before.dead, after.dead);
+        minute.takeovers += grew(before.takeovers, after.takeovers);
         minute.purged |= after.completed < before.completed
             || after.failed < before.failed
             || after.cancelled < before.cancelled
@@ -159,6 +173,13 @@ mod tests {
             failed,
             dead,
             ..StatusCounts::default()
+        }
+    }
+
+    fn taken_over(admitted: u64, takeovers: u64) -> StatusCounts {
+        StatusCounts {
+            takeovers,
+            ..counts(admitted, 0, 0, 0)
         }
     }
 
@@ -220,6 +241,28 @@ mod tests {
         let m = &minutes[MINUTES - 1];
         assert!(m.purged);
         assert_eq!((m.admitted, m.completed), (0, 0));
+    }
+
+    #[test]
+    fn takeovers_count_from_their_counter_even_in_a_purged_minute() {
+        let samples = [
+            Sample {
+                at_ms: at(7, 0),
+                counts: taken_over(9, 4),
+            },
+            Sample {
+                at_ms: at(7, 30),
+                counts: taken_over(9, 6),
+            },
+            Sample {
+                at_ms: at(8, 10),
+                counts: taken_over(2, 9),
+            },
+        ];
+        let minutes = per_minute(&samples, at(8, 20));
+        let (before, last) = (&minutes[MINUTES - 2], &minutes[MINUTES - 1]);
+        assert_eq!((before.takeovers, before.purged), (2, false));
+        assert_eq!((last.takeovers, last.purged), (3, true));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub fn fragment(ui: &Ui) -> String {
         samples.len(),
         escape(&format!(
             "{} samples, one every {:?}, taken by this console since it started (at most the \
-             last hour); takeovers are on each execution's delivery timeline.",
+             last hour); which executions were taken over is on each one's delivery timeline.",
             samples.len(),
             ui.activity.every
         )),

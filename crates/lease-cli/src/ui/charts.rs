@@ -1,5 +1,6 @@
 //! The activity page's pictures, drawn on the server as inline SVG (no script, no external
-//! asset): a bar per minute for admissions, completions, failures and deaths, and a line per
+//! asset): a bar per minute for admissions, completions, failures, deaths and takeovers, and
+//! a line per
 //! waiting status over the sampled hour. Every bar and point carries its number in a
 //! `data-value` attribute and a `<title>` (read aloud, shown on hover), so the picture is
 //! never the only place a number is.
@@ -22,8 +23,8 @@ pub struct Series {
     pub read: fn(&Minute) -> u64,
 }
 
-/// The four per-minute series, in the page's order.
-pub const PER_MINUTE: [Series; 4] = [
+/// The five per-minute series, in the page's order.
+pub const PER_MINUTE: [Series; 5] = [
     Series {
         id: "admitted",
         title: "Admitted per minute",
@@ -47,6 +48,12 @@ pub const PER_MINUTE: [Series; 4] = [
         title: "Died (out of attempts) per minute",
         colour: "#c22",
         read: |m| m.dead,
+    },
+    Series {
+        id: "takeovers",
+        title: "Taken over (lease expired) per minute",
+        colour: "#85c",
+        read: |m| m.takeovers,
     },
 ];
 

@@ -346,6 +346,8 @@ fn counts_table(counts: &StatusCounts) -> String {
         .collect();
     rows.push(vec!["total".into(), counts.total().to_string()]);
     rows.push(vec!["corrupt".into(), counts.corrupt.to_string()]);
+    // Not a status: claims that took over an expired lease, since the namespace began.
+    rows.push(vec!["takeovers".into(), counts.takeovers.to_string()]);
     table("counts", &["status", "count"], &rows)
 }
 

@@ -160,13 +160,15 @@ pub async fn check_commands(url: &str, backend: &Arc<dyn LeaseBackend>) {
     fill(backend).await;
     let status = on(url, &["status", "--json"]).await.json();
     let want = serde_json::json!({"admitted": 2, "running": 1, "suspended": 0,
-        "completed": 1, "failed": 1, "cancelled": 0, "dead": 0, "corrupt": 0, "total": 5});
+        "completed": 1, "failed": 1, "cancelled": 0, "dead": 0, "corrupt": 0, "takeovers": 0,
+        "total": 5});
     assert_eq!(status, want);
     let table = on(url, &["status"]).await;
     let lines = table.words();
     assert_eq!(lines[0], ["STATUS", "COUNT"]);
     assert!(lines.contains(&vec!["admitted", "2"]), "{table:?}");
     assert!(lines.contains(&vec!["total", "5"]), "{table:?}");
+    assert!(lines.contains(&vec!["takeovers", "0"]), "{table:?}");
 
     check_failing(url).await;
     check_live(url, backend).await;

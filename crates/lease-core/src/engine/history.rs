@@ -12,17 +12,19 @@ use super::store::Tx;
 
 /// Closes `id`'s open entry when its stored delivery's lease has expired by `now`: the step
 /// about to apply the effective record (a claim, a cancel, a retry) writes down the expiry
-/// that `get` reads, so the history agrees with the record it keeps.
-pub(super) fn close_expired(tx: &mut impl Tx, id: &ExecutionId, now: Timestamp) -> Result<()> {
+/// that `get` reads, so the history agrees with the record it keeps. True when it did (for
+/// a claim: a takeover).
+pub(super) fn close_expired(tx: &mut impl Tx, id: &ExecutionId, now: Timestamp) -> Result<bool> {
     let expired = tx
         .read_execution(id, |r| {
             (r.status == ExecutionStatus::Running && !r.lease_live(now)).then(|| r.clone())
         })?
         .flatten();
-    if let Some(expired) = expired {
-        tx.update_history(id, |h| *h = std::mem::take(h).effective(&expired, now))?;
-    }
-    Ok(())
+    let Some(expired) = expired else {
+        return Ok(false);
+    };
+    tx.update_history(id, |h| *h = std::mem::take(h).effective(&expired, now))?;
+    Ok(true)
 }
 
 /// Closes `id`'s open entry as its acknowledgement `acked` says.

@@ -34,12 +34,18 @@ pub trait TxStore: Clone + Send + Sync + 'static {
     fn transact<T>(&self, step: impl FnOnce(&mut Self::Tx) -> Result<T>) -> Result<T>;
 }
 
-/// The namespace-wide values: the fencing-token counter, the operator's controls, and the
-/// claim instants the start rates count. Small, read by every claim.
+/// The namespace-wide values: the fencing-token counter, the takeover counter, the
+/// operator's controls, and the claim instants the start rates count. Small, read by every
+/// claim.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Namespace {
     /// The last fencing token issued; the next claim issues the one above (RFC: tokens rise).
     pub last_token: u64,
+    /// Claims that took over an expired lease ([`crate::StatusCounts::takeovers`]), raised
+    /// in the transaction of each such claim. Absent from a row stored before it existed
+    /// (read as 0).
+    #[serde(default)]
+    pub takeovers: u64,
     /// Paused scopes: no claim takes an execution one of them covers.
     pub paused: BTreeSet<PauseScope>,
     /// The most live leases one concurrency key may hold at once.

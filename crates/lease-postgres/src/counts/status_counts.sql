@@ -10,6 +10,9 @@
 -- map says their pages hold no change in flight), the undecodable rows are found through
 -- `executions_corrupt` (and subtracted from their stored status), and the running rows,
 -- whose effective status needs their lease, through `executions_live`.
+--
+-- The last row is ('takeovers', the schema's takeover counter, schema v21), read in the same
+-- snapshot: not a status (the caller sets `StatusCounts::takeovers` from it).
 WITH clk AS MATERIALIZED (SELECT COALESCE($1::bigint, {now}) AS now),
 corrupt AS MATERIALIZED (
     SELECT e.status, count(*) AS n
@@ -36,3 +39,5 @@ SELECT CASE
 FROM {s}.executions e, clk
 WHERE e.status = 'running' AND {decodable}
 GROUP BY 1
+UNION ALL
+SELECT 'takeovers', COALESCE((SELECT t.total FROM {s}.takeovers t), 0)

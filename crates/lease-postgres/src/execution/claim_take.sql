@@ -19,6 +19,14 @@
 -- expiry, keeping 19 entries there so that with the row's the history holds 20. A first
 -- claim (no jsonb, no earlier delivery) writes no jsonb. A death by expiry folds the
 -- delivery the same way and leaves the row describing none.
+--
+-- Takeovers (schema v21): the claimed rows that came from `expired` (running rows whose
+-- lease ran out, locked FOR UPDATE, so PostgreSQL checked their status again on the row
+-- version it locked, the one `claimed` updates) are added to the one-row counter
+-- `takeovers` by `counted`, in this statement. Only when there is at least one: for a claim
+-- of waiting rows alone (the drain's) the update's one-time test is false, so it never
+-- reads the counter row, let alone locks or writes it, and concurrent claims do not queue
+-- on it.
 attempt_rules AS MATERIALIZED (
     SELECT EXISTS (SELECT 1 FROM {s}.attempt_limits) AS any_limit,
         EXISTS (SELECT 1 FROM {s}.redelivery_policies) AS any_policy
@@ -99,6 +107,13 @@ claimed AS (
     FROM issued i, clk
     WHERE e.id = i.id
     RETURNING {cols}, e.claimable_at, i.ord AS claim_order
+),
+took_over AS MATERIALIZED (
+    SELECT count(*) AS n FROM issued i WHERE i.id IN (SELECT x.id FROM expired x)
+),
+counted AS (
+    UPDATE {s}.takeovers t SET total = t.total + (SELECT o.n FROM took_over o)
+    WHERE (SELECT o.n FROM took_over o) > 0
 ),
 note AS MATERIALIZED ({notify} FROM claimed e HAVING count(*) > 0),
 short AS MATERIALIZED (SELECT (SELECT count(*) FROM picked) < $3 AS short),

@@ -3,7 +3,9 @@
 -- walk of every record took 411 ms per console page at 10^5 executions).
 -- Reply: {'recount'} when the counters are not complete (a namespace from before them, or
 -- one whose claim set aside a record of unknown counted status: counts.rs recounts), else
--- {now, admitted, running, suspended, completed, failed, cancelled, dead, corrupt}.
+-- {now, admitted, running, suspended, completed, failed, cancelled, dead, corrupt,
+-- takeovers}, the last the partition's takeover counter (`takeovers`, kept by the claims
+-- that take over an expired lease: scripts/claim.lua apply_claim), read in the same step.
 --
 -- `counts` holds the stored statuses (scripts/ops.lua count_move). A running record whose
 -- lease expired at or before now counts as its delivery ended (ExecutionRecord::effective):
@@ -23,4 +25,4 @@ local expired_last = redis.call('ZCOUNT', P .. 'running_last', '-inf', fmt(now))
 local corrupt = redis.call('ZCARD', P .. 'corrupt') + n(8)
 return {fmt(now), fmt(n(2) + expired - expired_es - expired_last), fmt(n(3) - expired),
   fmt(n(4) + expired_es), fmt(n(5)), fmt(n(6)), fmt(n(7)), fmt(n(9) + expired_last),
-  fmt(corrupt)}
+  fmt(corrupt), fmt(tonumber(redis.call('GET', P .. 'takeovers')) or 0)}

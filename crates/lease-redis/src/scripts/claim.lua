@@ -732,17 +732,27 @@ local function apply_index_changes(plan)
   bury_expired(plan.now, plan.budget)
 end
 
+-- The partition's takeover counter (`takeovers`, a string, INCRBY; status_counts reads it
+-- beside `counts`, summing the partitions): claims that took over a lease that ran out
+-- unacknowledged. A key of its own, not a field of `counts`, so deleting `counts` to force
+-- a recount never lowers it; written only by a claim that took over at least one lease, so
+-- the drain's claims write nothing more.
+local K_TAKEOVERS = P .. 'takeovers'
+
 -- Writes the checked plan: index changes, then a lease of `lease_ms` for each candidate with
 -- tokens plan.base + 1, plan.base + 2, ... Returns the reply items (id, token, expires_at
 -- and, with `with_records`, the HGETALL taken right after the claim, per lease) and the
--- earliest claimable instant of the new leases (what the claim publishes).
+-- earliest claimable instant of the new leases (what the claim publishes). A candidate
+-- stored running is a lease that ran out (a takeover): their number goes to `takeovers`.
 local function apply_claim(plan, lease_ms, with_records)
   apply_index_changes(plan)
   local out = {}
   local earliest = nil
+  local takeovers = 0
   local n = #plan.cands
   if n > 0 and not plan.tokens then take_tokens(plan.base, n) end
   for i, c in ipairs(plan.cands) do
+    if c.r.st == 'running' then takeovers = takeovers + 1 end
     local e = c.e
     if e == c.r then e = copy(c.r) end
     e.tk = plan.tokens and plan.tokens[i] or plan.base + i
@@ -765,6 +775,7 @@ local function apply_claim(plan, lease_ms, with_records)
     if with_records then out[#out + 1] = redis.call('HGETALL', k_exec(c.id)) end
     earliest = min_opt(earliest, (claimable_at(e)))
   end
+  if takeovers > 0 then redis.call('INCRBY', K_TAKEOVERS, takeovers) end
   return out, earliest
 end
 
