@@ -13,12 +13,12 @@
 //! receipt-plane completion batches, the terminal counters and their deltas, the rollups of
 //! pruned segments), so a job it counts has its completion committed.
 //!
-//! Two things held an earlier version of this runner to a few hundred jobs/s, neither of
-//! them awa's: it registered an `on_event` hook to count `Completed` events, and with a hook
-//! awa reloads every completed job (`load_job`, half a dozen queries, some scanning the claim
-//! batches) before the event fires, on the client's pool; and it read the full
-//! `queue_counts`, whose available and running counts anti-join every claim, over a second
-//! per call at 20,000 jobs, one core of two busy with counting.
+//! An earlier version of this runner held awa to a few hundred jobs/s: it registered an
+//! `on_event` hook to count `Completed` events, and with a hook awa reloads every completed
+//! job (`load_job`, half a dozen queries, some scanning the claim batches) on the client's
+//! pool before the event fires. It also read the full `queue_counts`, whose available and
+//! running counts anti-join every claim (a second or more per call at 20,000 jobs), so its
+//! final count came late and its events seemed to run ahead of the terminal count.
 //!
 //! `default` is `QueueConfig::default()` with `max_workers = C`. `tuned` is the queue
 //! configuration of awa's own throughput benchmark for the queue storage
