@@ -37,7 +37,8 @@ pub enum System {
     PgBossBatch,
     /// awa 0.6 (Rust, PostgreSQL), defaults.
     Awa,
-    /// awa, polling every 50 ms.
+    /// awa as its own queue-storage throughput benchmark runs it: polling every 50 ms, no
+    /// per-claim deadline.
     AwaTuned,
     /// River's Rust port, `riverqueue bench -n N --max-workers C` (its own fetch settings).
     River,
@@ -98,7 +99,7 @@ impl System {
             System::PgBoss => "pg-boss 10.4.2, defaults (batchSize 1, 2 s polling)",
             System::PgBossBatch => "pg-boss 10.4.2, batchSize 500 + 0.5 s polling",
             System::Awa => "awa 0.6.9, defaults",
-            System::AwaTuned => "awa 0.6.9, poll_interval 50 ms",
+            System::AwaTuned => "awa 0.6.9, poll_interval 50 ms + deadline_duration 0",
             System::River => "riverqueue-cli 0.5.0 bench (River's Rust port)",
             System::Apalis => "apalis 1.0.0, defaults",
             System::Bound32 => "database bound, batches of 32",

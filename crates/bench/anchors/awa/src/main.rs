@@ -4,26 +4,33 @@
 //! database the bench made for the run, enqueues the jobs into the queue storage in batches
 //! of 1,000, prints `READY`, waits for a line on stdin, starts one client with
 //! `max_workers = C` and an empty handler, and prints `ANCHOR {"jobs":N,"secs":S}` once
-//! awa's own count of terminal jobs for the queue (`QueueStorage::queue_counts`, which
-//! keeps the count when completed rows are pruned away) reached N; a run that passes the
-//! budget prints the jobs done by then with `"partial":true`. Exits when stdin closes.
+//! awa's own count of terminal jobs for the queue reached N; a run that passes the budget
+//! prints the jobs done by then with `"partial":true`. Exits when stdin closes.
 //!
-//! Completion is counted twice: awa's `Completed` events (sent after the completion
-//! committed) and, at the end, the terminal count in its tables; the result is the table's.
-//! `default` is `QueueConfig::default()` with `max_workers = C`; `tuned` also polls every
-//! 50 ms, as awa's own benchmark adapter runs it, with the claim batch left at its default
-//! (512).
+//! Completion is what awa's tables say, read every 2 ms: the terminal count of
+//! `QueueStorage::queue_counts`, the count awa's own benchmarks wait on, computed by the
+//! terminal part of its query alone ([`TERMINAL`]). It sums committed rows only (the
+//! receipt-plane completion batches, the terminal counters and their deltas, the rollups of
+//! pruned segments), so a job it counts has its completion committed.
+//!
+//! An earlier version of this runner held awa to a few hundred jobs/s: it registered an
+//! `on_event` hook to count `Completed` events, and with a hook awa reloads every completed
+//! job (`load_job`, half a dozen queries, some scanning the claim batches) on the client's
+//! pool before the event fires. It also read the full `queue_counts`, whose available and
+//! running counts anti-join every claim (a second or more per call at 20,000 jobs), so its
+//! final count came late and its events seemed to run ahead of the terminal count.
+//!
+//! `default` is `QueueConfig::default()` with `max_workers = C`. `tuned` is the queue
+//! configuration of awa's own throughput benchmark for the queue storage
+//! (`test_throughput_rust_workers_queue_storage` in its `tests/benchmark_test.rs`): a 50 ms
+//! poll interval and `deadline_duration = 0`, so claims stay on the receipt plane instead of
+//! writing a deadline per claim; the claim batch stays at its default (512).
 
 use std::io::BufRead as _;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use awa::{
-    Client, InsertOpts, JobEvent, JobResult, QueueConfig, QueueStorage, QueueStorageConfig,
-};
+use awa::{Client, InsertOpts, JobResult, QueueConfig, QueueStorage, QueueStorageConfig};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 
 type Fail = Box<dyn std::error::Error + Send + Sync>;
 
@@ -89,34 +96,60 @@ async fn enqueue(store: &QueueStorage, pool: &sqlx::PgPool, jobs: u64) -> Result
     Ok(())
 }
 
-fn client(pool: sqlx::PgPool, run: &Run, events: Arc<AtomicU64>, all: Arc<Notify>) -> Result<Client, Fail> {
+fn client(pool: sqlx::PgPool, run: &Run) -> Result<Client, Fail> {
     let mut config = QueueConfig {
         max_workers: run.concurrency,
         ..QueueConfig::default()
     };
     if run.tuned {
         config.poll_interval = Duration::from_millis(50);
+        config.deadline_duration = Duration::ZERO;
     }
-    let jobs = run.jobs;
     Ok(Client::builder(pool)
         .queue(QUEUE, config)
         .register::<Noop, _, _>(|_args, _ctx| async { Ok(JobResult::Completed) })
-        .on_event::<Noop, _, _>(move |event| {
-            let (events, all) = (events.clone(), all.clone());
-            async move {
-                if matches!(event, JobEvent::Completed { .. })
-                    && events.fetch_add(1, Ordering::SeqCst) + 1 == jobs
-                {
-                    all.notify_one();
-                }
-            }
-        })
         .build()?)
 }
 
-async fn terminal(store: &QueueStorage, pool: &sqlx::PgPool) -> Result<u64, Fail> {
-    let counts = store.queue_counts(pool, QUEUE).await?;
-    Ok(u64::try_from(counts.terminal)?)
+/// awa's terminal count for the queue, as `queue_counts_exact` sums it when its terminal
+/// counter is trusted: the rollups of pruned segments plus the live counters, their pending
+/// deltas and the receipt-plane completion batches, less their tombstones. The same sum
+/// without the available and running counts, whose anti-joins over every claim made the
+/// full `queue_counts` take a second or more per call at 20,000 jobs.
+const TERMINAL: &str = r#"
+SELECT (
+    (SELECT COALESCE(sum(GREATEST(COALESCE(lanes.pruned_completed_count, 0),
+                                  COALESCE(rollups.pruned_completed_count, 0))), 0)
+          + COALESCE(sum(COALESCE(rollups.pruned_failed_count, 0)), 0)
+     FROM (SELECT queue, priority, pruned_completed_count
+           FROM awa.queue_lanes WHERE queue = $1) AS lanes
+     FULL OUTER JOIN (SELECT queue, priority, pruned_completed_count, pruned_failed_count
+                      FROM awa.queue_terminal_rollups WHERE queue = $1) AS rollups
+     USING (queue, priority))
+    + GREATEST(0,
+        COALESCE((SELECT sum(live_terminal_count)
+                  FROM awa.queue_terminal_live_counts WHERE queue = $1), 0)
+      + COALESCE((SELECT sum(terminal_delta)
+                  FROM awa.queue_terminal_count_deltas WHERE queue = $1), 0)
+      + COALESCE((SELECT sum(completed_count)
+                  FROM awa.receipt_completion_batches WHERE queue = $1), 0)
+      - COALESCE((SELECT count(*)
+                  FROM awa.receipt_completion_tombstones WHERE queue = $1), 0))
+)::bigint
+"#;
+
+/// The queue's terminal count: [`TERMINAL`] while awa trusts its counter (a fresh install
+/// does), else the full `queue_counts`, which then scans the terminal rows.
+async fn terminal(store: &QueueStorage, pool: &sqlx::PgPool, trusted: bool) -> Result<u64, Fail> {
+    let count: i64 = if trusted {
+        sqlx::query_scalar(TERMINAL)
+            .bind(QUEUE)
+            .fetch_one(pool)
+            .await?
+    } else {
+        store.queue_counts(pool, QUEUE).await?.terminal
+    };
+    Ok(u64::try_from(count)?)
 }
 
 async fn main_with(run: Run) -> Result<(), Fail> {
@@ -129,18 +162,15 @@ async fn main_with(run: Run) -> Result<(), Fail> {
     store.install(&pool).await?;
     store.reset(&pool).await?;
     enqueue(&store, &pool, run.jobs).await?;
+    let trusted = store.terminal_counter_trusted(&pool).await?;
     println!("READY");
     tokio::task::spawn_blocking(wait_for_line).await?;
-    let events = Arc::new(AtomicU64::new(0));
-    let all = Arc::new(Notify::new());
-    let client = client(pool.clone(), &run, events.clone(), all.clone())?;
+    let client = client(pool.clone(), &run)?;
     let started = Instant::now();
     client.start().await?;
     let deadline = started + run.budget;
-    let _ = tokio::time::timeout_at(deadline.into(), all.notified()).await;
-    // The events say the completions committed; the table's count is the one reported.
     let (done, partial) = loop {
-        let done = terminal(&store, &pool).await?;
+        let done = terminal(&store, &pool, trusted).await?;
         if done >= run.jobs {
             break (done, false);
         }
@@ -150,8 +180,7 @@ async fn main_with(run: Run) -> Result<(), Fail> {
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let secs = started.elapsed().as_secs_f64();
-    let seen = events.load(Ordering::SeqCst);
-    println!("ANCHOR {{\"jobs\":{done},\"secs\":{secs},\"partial\":{partial},\"events\":{seen}}}");
+    println!("ANCHOR {{\"jobs\":{done},\"secs\":{secs},\"partial\":{partial}}}");
     tokio::task::spawn_blocking(wait_for_line).await?;
     client.shutdown(Duration::from_secs(5)).await;
     Ok(())
