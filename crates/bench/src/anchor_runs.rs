@@ -201,7 +201,7 @@ fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Com
     let schema = names.pg_schema;
     Ok(match (system, kind) {
         (System::BullMq | System::BullMqTuned, Kind::Redis) => {
-            (node("bullmq.js", redis, &prefix), Wipe::Redis(prefix))
+            (node("bullmq.js", redis, &prefix), Wipe::Redis(vec![prefix]))
         }
         (System::Graphile | System::Graphile32 | System::Graphile500, Kind::Postgres) => {
             (node("graphile.js", postgres, &schema), Wipe::Schema(schema))
@@ -215,7 +215,11 @@ fn runner(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> Result<(Com
             // awa keeps its fixed `awa` schema (canonical tables and queue storage).
             (cmd, Wipe::Schema("awa".into()))
         }
-        (System::Apalis, Kind::Redis) => (apalis(&["redis", redis, &prefix]), Wipe::Redis(prefix)),
+        // apalis-redis also lists every queue in one key of its own outside the prefix.
+        (System::Apalis, Kind::Redis) => (
+            apalis(&["redis", redis, &prefix]),
+            Wipe::Redis(vec![prefix, APALIS_QUEUE_LIST.into()]),
+        ),
         (System::Apalis, Kind::Postgres) => (
             apalis(&["postgres", postgres, "drain"]),
             Wipe::Schema("apalis".into()),
@@ -246,10 +250,13 @@ async fn anchor_run(system: System, kind: Kind, c: usize, at: &Servers<'_>) -> R
     result
 }
 
+/// The key where apalis-redis lists its queues, whatever the run's prefix.
+const APALIS_QUEUE_LIST: &str = "core:apalis:queues:list";
+
 /// An anchor's state.
 pub(crate) enum Wipe {
-    /// Every Redis key under this prefix.
-    Redis(String),
+    /// Every Redis key under these prefixes.
+    Redis(Vec<String>),
     /// This PostgreSQL schema of the row's database.
     Schema(String),
     /// This directory (made empty before the run).
@@ -264,8 +271,10 @@ impl Wipe {
         pg_pool: Option<&sqlx::PgPool>,
     ) -> Result<()> {
         match self {
-            Wipe::Redis(prefix) => {
-                anchors::wipe_redis_prefix(redis_url, prefix).await?;
+            Wipe::Redis(prefixes) => {
+                for prefix in prefixes {
+                    anchors::wipe_redis_prefix(redis_url, prefix).await?;
+                }
             }
             Wipe::Schema(schema) => {
                 let pool = pg_pool.ok_or_else(|| setup("no PostgreSQL pool"))?;

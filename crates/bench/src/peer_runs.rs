@@ -71,7 +71,7 @@ fn runner(peer: Peer, measure: Measure, kind: Kind, at: &Servers<'_>) -> Result<
         Kind::Redis => (
             &at.options.redis_url,
             names.redis_prefix.clone(),
-            Wipe::Redis(names.redis_prefix),
+            Wipe::Redis(vec![names.redis_prefix]),
         ),
         _ => {
             return Err(setup(format!(
