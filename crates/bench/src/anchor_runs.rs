@@ -447,7 +447,7 @@ async fn cell(
 }
 
 /// The probe and pool of `kind`'s server for the row.
-pub(crate) async fn probe_for(
+async fn probe_for(
     kind: Kind,
     options: &Options,
 ) -> Result<(Probe, Option<sqlx::PgPool>)> {
@@ -506,30 +506,34 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     let tools = tokio::task::spawn_blocking(move || anchor_tools::install(&systems))
         .await
         .map_err(|e| setup(format!("install: {e}")))?;
-    let (db, row_options) =
-        row_database(options, options.backends.contains(&Kind::Postgres)).await?;
     let load_before = load::now();
-    let mut cells = Vec::new();
     let mut errors = Vec::new();
-    let kinds = options.backends.iter().filter(|k| **k != Kind::Memory);
-    for (k, &kind) in kinds.enumerate() {
-        let (probe, pool) = probe_for(kind, &row_options).await?;
-        let at = Servers {
-            options: &row_options,
-            probe: &probe,
-            pg_pool: pool.as_ref(),
-            tools: &tools,
-        };
-        for (i, c) in drain::CONCURRENCY.into_iter().enumerate() {
-            cells.push(cell(kind, c, k * drain::CONCURRENCY.len() + i, &at, &mut errors).await);
-        }
-        if let Some(pool) = pool {
-            pool.close().await;
-        }
-    }
-    if let Some(db) = db {
-        db.drop().await?;
-    }
+    let kinds: Vec<Kind> = options
+        .backends
+        .iter()
+        .copied()
+        .filter(|k| *k != Kind::Memory)
+        .collect();
+    let mut k = 0;
+    let cells = on_each_server(
+        options,
+        &kinds,
+        async |kind, row_options, probe, pg_pool| {
+            let at = Servers {
+                options: row_options,
+                probe,
+                pg_pool,
+                tools: &tools,
+            };
+            let mut cells = Vec::new();
+            for (i, c) in drain::CONCURRENCY.into_iter().enumerate() {
+                cells.push(cell(kind, c, k * drain::CONCURRENCY.len() + i, &at, &mut errors).await);
+            }
+            k += 1;
+            cells
+        },
+    )
+    .await?;
     Ok(Report {
         started_unix,
         jobs: options.anchors.jobs,
@@ -543,9 +547,44 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     })
 }
 
+/// Runs `per_server` for each server backend of `kinds` in order, inside the row's own
+/// PostgreSQL database (made first, dropped after), with that backend's probe and pool;
+/// returns what the calls returned, in order. The database is dropped and each pool closed
+/// even when a step fails, so a failed row leaves nothing on the shared server.
+pub(crate) async fn on_each_server<T>(
+    options: &Options,
+    kinds: &[Kind],
+    mut per_server: impl AsyncFnMut(Kind, &Options, &Probe, Option<&sqlx::PgPool>) -> Vec<T>,
+) -> Result<Vec<T>> {
+    let (db, row_options) = row_database(options, kinds.contains(&Kind::Postgres)).await?;
+    let mut out = Vec::new();
+    let mut failed = None;
+    for &kind in kinds {
+        match probe_for(kind, &row_options).await {
+            Ok((probe, pool)) => {
+                out.extend(per_server(kind, &row_options, &probe, pool.as_ref()).await);
+                if let Some(pool) = pool {
+                    pool.close().await;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(db) = db {
+        db.drop().await?;
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
 /// A database of the row's own on the PostgreSQL server when `postgres` (dropped by the
 /// caller at the end), and `options` with its URL.
-pub(crate) async fn row_database(
+async fn row_database(
     options: &Options,
     postgres: bool,
 ) -> Result<(Option<crate::anchor_db::RunDatabase>, Options)> {

@@ -284,27 +284,24 @@ pub async fn run(options: &Options, started_unix: u64) -> Result<Report> {
     let node_dir = tokio::task::spawn_blocking(crate::anchor_tools::install_node_runners)
         .await
         .map_err(|e| setup(format!("install: {e}")))?;
-    let (db, row_options) =
-        crate::anchor_runs::row_database(options, kinds.contains(&Kind::Postgres)).await?;
     let load_before = crate::load::now();
-    let mut cells = Vec::new();
-    for kind in kinds {
-        let (_probe, pool) = crate::anchor_runs::probe_for(kind, &row_options).await?;
-        let at = Servers {
-            options: &row_options,
-            pg_pool: pool.as_ref(),
-            node_dir: &node_dir,
-        };
-        for &measure in &measures {
-            cells.push(cell(kind, measure, &at).await);
-        }
-        if let Some(pool) = pool {
-            pool.close().await;
-        }
-    }
-    if let Some(db) = db {
-        db.drop().await?;
-    }
+    let cells = crate::anchor_runs::on_each_server(
+        options,
+        &kinds,
+        async |kind, row_options, _probe, pg_pool| {
+            let at = Servers {
+                options: row_options,
+                pg_pool,
+                node_dir: &node_dir,
+            };
+            let mut cells = Vec::new();
+            for &measure in &measures {
+                cells.push(cell(kind, measure, &at).await);
+            }
+            cells
+        },
+    )
+    .await?;
     Ok(Report {
         started_unix,
         runs: options.anchors.runs,
