@@ -447,10 +447,7 @@ async fn cell(
 }
 
 /// The probe and pool of `kind`'s server for the row.
-async fn probe_for(
-    kind: Kind,
-    options: &Options,
-) -> Result<(Probe, Option<sqlx::PgPool>)> {
+async fn probe_for(kind: Kind, options: &Options) -> Result<(Probe, Option<sqlx::PgPool>)> {
     match kind {
         Kind::Redis => Ok((
             Probe::Redis(anchors::redis_connect(&options.redis_url).await?),
