@@ -46,7 +46,7 @@ mod keyed;
 mod rows;
 mod store;
 
-pub use store::{Namespace, ReceiptKey, Scan, Tx, TxStore};
+pub use store::{Namespace, ReceiptKey, Scan, Tx, TxStore, Written};
 
 /// The instants the wake-up hub hears once a transaction has committed.
 type Wakes = Vec<Timestamp>;
@@ -92,12 +92,14 @@ impl<S: TxStore> Engine<S> {
     /// only have to rise). The reference for a backend whose fresh store issues its first
     /// token above 1 (lease-redis on a Redis Cluster, whose tokens carry the node's config
     /// epoch so that a failover never issues a token twice).
-    pub fn with_last_token(self, last: u64) -> Self {
+    pub async fn with_last_token(self, last: u64) -> Self {
         // The counter only rises, so a store that refuses this write keeps a valid counter.
-        let _ = self.store.transact(|tx| {
-            tx.namespace_mut().last_token = last;
-            Ok(())
-        });
+        let _ = self
+            .write(move |tx, _| {
+                tx.namespace_mut().last_token = last;
+                Ok(())
+            })
+            .await;
         self
     }
 
@@ -111,29 +113,57 @@ impl<S: TxStore> Engine<S> {
         &self.store
     }
 
-    /// Runs `step` in one transaction, then signals the hub with the instants it noted.
-    fn write<T>(&self, step: impl FnOnce(&mut S::Tx, &mut Wakes) -> Result<T>) -> Result<T> {
-        let mut wakes = Wakes::new();
-        let out = self.store.transact(|tx| step(tx, &mut wakes))?;
-        for at in wakes {
+    /// Runs `step` in one transaction (each run starts with no instants noted), then
+    /// signals the hub with the instants the committed run noted.
+    async fn write<T: Send + 'static>(
+        &self,
+        mut step: impl FnMut(&mut S::Tx, &mut Wakes) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let written = self
+            .store
+            .transact(move |tx| {
+                let mut wakes = Wakes::new();
+                let value = step(tx, &mut wakes)?;
+                Ok(Written { value, wakes })
+            })
+            .await?;
+        for at in written.wakes {
             self.hub.signal(at);
         }
-        Ok(out)
+        Ok(written.value)
     }
 
     /// Runs `read` in one transaction that writes nothing.
-    fn read<T>(&self, read: impl FnOnce(&S::Tx) -> Result<T>) -> Result<T> {
-        self.store.transact(|tx| read(tx))
+    async fn read<T: Send + 'static>(
+        &self,
+        mut read: impl FnMut(&S::Tx) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let written = self
+            .store
+            .transact(move |tx| {
+                let value = read(tx)?;
+                Ok(Written {
+                    value,
+                    wakes: Wakes::new(),
+                })
+            })
+            .await?;
+        Ok(written.value)
     }
 
     /// Runs `change` on the namespace's values in one transaction; any change may free
     /// places, so the hub hears "now" (a spare signal only makes a dispatcher look again).
-    fn change_namespace(&self, change: impl FnOnce(&mut Namespace)) -> Result<()> {
-        self.write(|tx, wakes| {
+    async fn change_namespace(
+        &self,
+        change: impl Fn(&mut Namespace) + Send + 'static,
+    ) -> Result<()> {
+        let clock = self.clock.clone();
+        self.write(move |tx, wakes| {
             change(tx.namespace_mut());
-            wakes.push(self.clock.now());
+            wakes.push(clock.now());
             Ok(())
         })
+        .await
     }
 
     /// Notes the instant `record` becomes claimable, if it ever does; a record with a
@@ -325,15 +355,16 @@ fn with_held<R>(
 }
 
 /// The records `keep` maps from every stored one, sorted by `order`, at most `limit`.
-fn listed<S: TxStore>(
+async fn listed<S: TxStore>(
     engine: &Engine<S>,
     limit: usize,
-    keep: impl Fn(&ExecutionRecord) -> Option<ExecutionRecord>,
+    keep: impl Fn(&ExecutionRecord) -> Option<ExecutionRecord> + Send + 'static,
     order: impl Fn(&ExecutionRecord, &ExecutionRecord) -> std::cmp::Ordering,
 ) -> Result<Vec<ExecutionRecord>> {
     check_limit("list limit", limit)?;
-    let mut out =
-        engine.read(|tx| tx.scan(|scan| scan.records.filter_map(&keep).collect::<Vec<_>>()))?;
+    let mut out = engine
+        .read(move |tx| tx.scan(|scan| scan.records.filter_map(&keep).collect::<Vec<_>>()))
+        .await?;
     out.sort_by(|a, b| order(a, b));
     out.truncate(limit);
     Ok(out)
@@ -345,25 +376,31 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     async fn admit(&self, admission: &Admission) -> Result<ExecutionRecord> {
         admission.validate()?;
         let now = self.clock.now();
-        self.write(|tx, wakes| self.admit_in(tx, wakes, admission, now))
+        let (this, admission) = (self.clone(), admission.clone());
+        self.write(move |tx, wakes| this.admit_in(tx, wakes, &admission, now))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
     async fn admit_batch(&self, admissions: &[Admission]) -> Result<Vec<ExecutionRecord>> {
         check_admit_batch(admissions)?;
         let now = self.clock.now();
-        self.write(|tx, wakes| {
+        let (this, admissions) = (self.clone(), admissions.to_vec());
+        self.write(move |tx, wakes| {
             admissions
                 .iter()
-                .map(|a| self.admit_in(tx, wakes, a, now))
+                .map(|a| this.admit_in(tx, wakes, a, now))
                 .collect()
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "get", skip_all)]
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let now = self.clock.now();
-        self.read(|tx| tx.read_execution(id, |r| r.effective(now)))
+        let id = id.clone();
+        self.read(move |tx| tx.read_execution(&id, |r| r.effective(now)))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
@@ -372,13 +409,14 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         listed(
             self,
             limit,
-            |r| Some(r.effective(now)).filter(|r| r.unacknowledged_deliveries >= min.max(1)),
+            move |r| Some(r.effective(now)).filter(|r| r.unacknowledged_deliveries >= min.max(1)),
             |a, b| {
                 b.unacknowledged_deliveries
                     .cmp(&a.unacknowledged_deliveries)
                     .then_with(|| a.id.cmp(&b.id))
             },
         )
+        .await
     }
 
     /// One pass in one transaction over every record (the reference, not a fast path).
@@ -388,28 +426,34 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         listed(
             self,
             limit,
-            |r| r.lease_live(now).then(|| r.clone()),
+            move |r| r.lease_live(now).then(|| r.clone()),
             |a, b| a.live_lease_order().cmp(&b.live_lease_order()),
         )
+        .await
     }
 
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
-        self.cancel_execution(id, reason)
+        self.cancel_execution(id, reason).await
     }
 
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
-        self.write(|tx, _| Ok(tx.namespace_mut().paused.insert(scope.clone())))
+        let scope = scope.clone();
+        self.write(move |tx, _| Ok(tx.namespace_mut().paused.insert(scope.clone())))
+            .await
     }
 
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
-        self.write(|tx, wakes| {
-            wakes.push(self.clock.now());
-            Ok(tx.namespace_mut().paused.remove(scope))
+        let (clock, scope) = (self.clock.clone(), scope.clone());
+        self.write(move |tx, wakes| {
+            wakes.push(clock.now());
+            Ok(tx.namespace_mut().paused.remove(&scope))
         })
+        .await
     }
 
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
         self.read(|tx| Ok(tx.namespace().paused.iter().cloned().collect()))
+            .await
     }
 
     async fn set_concurrency_limit(
@@ -417,11 +461,13 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         scope: &LimitScope,
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
-        self.change_namespace(|ns| ns.limits.set(scope, limit))
+        let scope = scope.clone();
+        self.change_namespace(move |ns| ns.limits.set(&scope, limit))
+            .await
     }
 
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
-        self.read(|tx| Ok(tx.namespace().limits.clone()))
+        self.read(|tx| Ok(tx.namespace().limits.clone())).await
     }
 
     async fn set_attempt_limit(
@@ -430,14 +476,17 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         limit: Option<AttemptLimit>,
     ) -> Result<()> {
         // Only later claims read the limit, so nothing waiting changes: no wake-up.
-        self.write(|tx, _| {
-            tx.namespace_mut().attempt_limits.set(scope, limit);
+        let scope = scope.clone();
+        self.write(move |tx, _| {
+            tx.namespace_mut().attempt_limits.set(&scope, limit);
             Ok(())
         })
+        .await
     }
 
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
         self.read(|tx| Ok(tx.namespace().attempt_limits.clone()))
+            .await
     }
 
     async fn list_dead(
@@ -445,7 +494,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         after: Option<&ExecutionId>,
         limit: usize,
     ) -> Result<Vec<ExecutionRecord>> {
-        self.dead_page(after, limit)
+        self.dead_page(after, limit).await
     }
 
     async fn retry_dead(
@@ -453,25 +502,29 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         ids: &[ExecutionId],
         input: Option<&Json>,
     ) -> Result<Vec<ExecutionRecord>> {
-        self.retry(ids, input)
+        self.retry(ids, input).await
     }
 
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
-        self.change_namespace(|ns| keyed::set_rate(ns, scope, limit))
+        let scope = scope.clone();
+        self.change_namespace(move |ns| keyed::set_rate(ns, &scope, limit))
+            .await
     }
 
     async fn rate_limits(&self) -> Result<RateLimits> {
-        self.read(|tx| Ok(tx.namespace().rates.clone()))
+        self.read(|tx| Ok(tx.namespace().rates.clone())).await
     }
 
     /// Unmarking may let claims proceed, so the hub hears "now" (marking signals too:
     /// harmless, and simpler).
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
-        self.change_namespace(|ns| ns.ordering.set(scope, ordered))
+        let scope = scope.clone();
+        self.change_namespace(move |ns| ns.ordering.set(&scope, ordered))
+            .await
     }
 
     async fn key_ordering(&self) -> Result<KeyOrdering> {
-        self.read(|tx| Ok(tx.namespace().ordering.clone()))
+        self.read(|tx| Ok(tx.namespace().ordering.clone())).await
     }
 
     async fn list_executions(
@@ -480,7 +533,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         after: Option<&ListCursor>,
         limit: usize,
     ) -> Result<ExecutionPage> {
-        self.browse(filter, after, limit)
+        self.browse(filter, after, limit).await
     }
 
     /// Any change may shorten a wait, so the hub hears "now".
@@ -489,35 +542,41 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         workflow: &WorkflowName,
         policy: Option<RedeliveryPolicy>,
     ) -> Result<()> {
-        self.change_namespace(|ns| ns.redelivery.set(workflow, policy))
+        let workflow = workflow.clone();
+        self.change_namespace(move |ns| ns.redelivery.set(&workflow, policy))
+            .await
     }
 
     async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
-        self.read(|tx| Ok(tx.namespace().redelivery.clone()))
+        self.read(|tx| Ok(tx.namespace().redelivery.clone())).await
     }
 
     async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
-        self.history_of(id)
+        self.history_of(id).await
     }
 
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
-        self.write(|tx, wakes| {
+        let (this, id) = (self.clone(), id.clone());
+        self.write(move |tx, wakes| {
             // A live delivery only arms timers (its claimable instant is its expiry); an
             // expired one may be claimable at once.
-            tx.update_execution(id, |record| {
+            tx.update_execution(&id, |record| {
                 record.request_wake(at);
-                self.note(wakes, record);
+                this.note(wakes, record);
             })?
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "claim_due_with_horizon", skip_all)]
     async fn claim_due_with_horizon(&self, request: ClaimRequest) -> Result<ClaimBatch> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
-        self.write(|tx, wakes| self.claim_in(tx, wakes, now, lease_ms, request.limit))
+        let this = self.clone();
+        self.write(move |tx, wakes| this.claim_in(tx, wakes, now, lease_ms, request.limit))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
@@ -529,11 +588,13 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let lease_ms = next.validate()?;
         let now = self.clock.now();
         let claim_now = next.now.min(now);
-        self.write(|tx, wakes| {
-            let acknowledged = self.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now)?;
-            let next = self.claim_in(tx, wakes, claim_now, lease_ms, next.limit)?;
+        let (this, ack, limit) = (self.clone(), ack.clone(), next.limit);
+        self.write(move |tx, wakes| {
+            let acknowledged = this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now)?;
+            let next = this.claim_in(tx, wakes, claim_now, lease_ms, limit)?;
             Ok(AckAndClaim { acknowledged, next })
         })
+        .await
     }
 
     /// One pass over the records in one transaction (nothing can change in between), with
@@ -541,18 +602,19 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<StatusCounts> {
         let now = self.clock.now();
-        self.read(|tx| {
+        self.read(move |tx| {
             tx.scan(|scan| StatusCounts {
                 takeovers: scan.namespace.takeovers,
                 ..StatusCounts::of_records(scan.records, now)
             })
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
-        self.write(|tx, _| {
+        self.write(move |tx, _| {
             let mut ids: Vec<ExecutionId> = tx.scan(|scan| {
                 scan.records
                     // A dead execution waits for an operator (retry or cancel), not for retention.
@@ -567,6 +629,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
             tx.purge(&ids)?;
             Ok(Purged { ids })
         })
+        .await
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {
@@ -592,24 +655,26 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     ) -> Result<Fenced<ExecutionLease>> {
         let lease_ms = lease_millis("renewal duration", duration)?;
         let now = self.clock.now();
-        self.write(|tx, _| {
+        let lease = lease.clone();
+        self.write(move |tx, _| {
             Ok(
-                match with_held(tx, lease, now, |r| r.renew(now, lease_ms))? {
+                match with_held(tx, &lease, now, |r| r.renew(now, lease_ms))? {
                     Some(renewed) => Fenced::Accepted(renewed),
                     None => Fenced::Lost,
                 },
             )
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "release", skip_all)]
     async fn release(&self, lease: &ExecutionLease) -> Result<Fenced<()>> {
-        self.release_held(lease, &Release::Retry)
+        self.release_held(lease, &Release::Retry).await
     }
 
     #[tracing::instrument(level = "debug", name = "release_with", skip_all)]
     async fn release_with(&self, lease: &ExecutionLease, release: &Release) -> Result<Fenced<()>> {
-        self.release_held(lease, release)
+        self.release_held(lease, release).await
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge", skip_all)]
@@ -619,7 +684,9 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         outcome: &WorkflowRunOutcome,
     ) -> Result<Fenced<Acknowledged>> {
         let now = self.clock.now();
-        self.write(|tx, wakes| self.acknowledge_in(tx, wakes, lease, outcome, now))
+        let (this, lease, outcome) = (self.clone(), lease.clone(), outcome.clone());
+        self.write(move |tx, wakes| this.acknowledge_in(tx, wakes, &lease, &outcome, now))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
@@ -629,17 +696,19 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     ) -> Result<Vec<Fenced<Acknowledged>>> {
         check_ack_batch(acks)?;
         let now = self.clock.now();
-        self.write(|tx, wakes| {
+        let (this, acks) = (self.clone(), acks.to_vec());
+        self.write(move |tx, wakes| {
             // Check every item before the first write: an error changes nothing.
-            for ack in acks {
+            for ack in &acks {
                 let id = &ack.lease.execution_id;
                 tx.read_execution(id, |r| r.holds_at(&ack.lease, now))?
                     .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))??;
             }
             acks.iter()
-                .map(|ack| self.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now))
+                .map(|ack| this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now))
                 .collect()
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "now", skip_all)]
@@ -651,12 +720,14 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
 impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::deliveries`]: the stored history as a reader at now sees
     /// it beside the stored record.
-    fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
+    async fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         let now = self.clock.now();
-        self.read(|tx| {
-            let history = tx.history(id)?.unwrap_or_default();
-            tx.read_execution(id, |record| history.effective(record, now))?
+        let id = id.clone();
+        self.read(move |tx| {
+            let history = tx.history(&id)?.unwrap_or_default();
+            tx.read_execution(&id, |record| history.effective(record, now))?
                 .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
         })
+        .await
     }
 }

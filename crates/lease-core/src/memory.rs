@@ -9,7 +9,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use crate::effect::EffectRecord;
-use crate::engine::{Engine, Namespace, ReceiptKey, Scan, Tx, TxStore};
+use crate::engine::{Engine, Namespace, ReceiptKey, Scan, Tx, TxStore, Written};
 use crate::error::{LeaseError, Result};
 use crate::execution::ExecutionRecord;
 use crate::heap::{HeapRecord, StepCursor};
@@ -59,11 +59,15 @@ impl TxStore for MemoryStore {
 
     /// Holds the mutex for the whole of `step`. There is no rollback: the engine checks
     /// before it writes.
-    fn transact<T>(&self, step: impl FnOnce(&mut MemoryState) -> Result<T>) -> Result<T> {
+    /// The step runs once, at the call (it never waits on anything), so the future is ready.
+    fn transact<T: Send + 'static>(
+        &self,
+        mut step: impl FnMut(&mut MemoryState) -> Result<Written<T>> + Send + 'static,
+    ) -> impl Future<Output = Result<Written<T>>> + Send {
         // A panic while holding the lock cannot leave a half-applied operation: every
         // operation computes before it mutates. So a poisoned lock is still consistent.
         let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        step(&mut state)
+        std::future::ready(step(&mut state))
     }
 }
 

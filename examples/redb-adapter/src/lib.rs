@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use lease_core::engine::{Engine, TxStore};
+use lease_core::engine::{Engine, TxStore, Written};
 use lease_core::{RedeliveryPolicy, Result, SharedClock};
 use redb::Database;
 
@@ -45,11 +45,19 @@ impl TxStore for RedbStore {
     type Tx = RedbTx;
 
     /// One redb write transaction: committed on `Ok`; dropped uncommitted (aborted) on `Err`.
-    fn transact<T>(&self, step: impl FnOnce(&mut RedbTx) -> Result<T>) -> Result<T> {
-        let mut tx = RedbTx::begin(&self.db)?;
-        let out = step(&mut tx)?;
-        tx.commit()?;
-        Ok(out)
+    /// redb commits on the caller's thread, so the step runs at the call and the future is
+    /// ready.
+    fn transact<T: Send + 'static>(
+        &self,
+        mut step: impl FnMut(&mut RedbTx) -> Result<Written<T>> + Send + 'static,
+    ) -> impl Future<Output = Result<Written<T>>> + Send {
+        let mut run = || {
+            let mut tx = RedbTx::begin(&self.db)?;
+            let out = step(&mut tx)?;
+            tx.commit()?;
+            Ok(out)
+        };
+        std::future::ready(run())
     }
 }
 

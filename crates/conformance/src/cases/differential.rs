@@ -623,7 +623,8 @@ async fn run_seed<H: Harness>(ctx: Arc<Ctx<H>>, seed: u64) {
     let base = ctx.harness.token_base().await.expect("token base");
     let mem = MemoryBackend::with_clock(Arc::new(ctx.clock.clone()))
         .with_policy(ctx.policy)
-        .with_last_token(base);
+        .with_last_token(base)
+        .await;
     let backend = ctx.backend();
     let mut world = World {
         rng: StdRng::seed_from_u64(seed + env("LEASE_DIFF_SEED_BASE", 0) as u64),

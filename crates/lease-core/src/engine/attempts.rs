@@ -13,42 +13,47 @@ use super::{Engine, Tx, TxStore, history, with_held};
 impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::release_with`]: the held record ends as `release` says; a
     /// record still waiting afterwards signals when it is claimable.
-    pub(super) fn release_held(
+    pub(super) async fn release_held(
         &self,
         lease: &ExecutionLease,
         release: &Release,
     ) -> Result<Fenced<()>> {
         let now = self.clock.now();
-        self.write(|tx, wakes| {
-            let released = with_held(tx, lease, now, |record| {
-                record.release_with(now, release);
-                self.note(wakes, record);
+        let (this, lease, release) = (self.clone(), lease.clone(), release.clone());
+        self.write(move |tx, wakes| {
+            let released = with_held(tx, &lease, now, |record| {
+                record.release_with(now, &release);
+                this.note(wakes, record);
             })?;
             if released.is_none() {
                 return Ok(Fenced::Lost);
             }
-            history::released(tx, &lease.execution_id, release, now)?;
+            history::released(tx, &lease.execution_id, &release, now)?;
             Ok(Fenced::Accepted(()))
         })
+        .await
     }
 
     /// [`crate::ExecutionClient::list_dead`]: effective records, by id, after `after`.
-    pub(super) fn dead_page(
+    pub(super) async fn dead_page(
         &self,
         after: Option<&ExecutionId>,
         limit: usize,
     ) -> Result<Vec<ExecutionRecord>> {
         check_limit("list limit", limit)?;
         let now = self.clock.now();
-        let mut dead: Vec<ExecutionRecord> = self.read(|tx| {
-            tx.scan(|scan| {
-                scan.records
-                    .filter(|r| after.is_none_or(|a| &r.id > a))
-                    .map(|r| r.effective(now))
-                    .filter(|r| r.status == ExecutionStatus::Dead)
-                    .collect()
+        let after = after.cloned();
+        let mut dead: Vec<ExecutionRecord> = self
+            .read(move |tx| {
+                tx.scan(|scan| {
+                    scan.records
+                        .filter(|r| after.as_ref().is_none_or(|a| &r.id > a))
+                        .map(|r| r.effective(now))
+                        .filter(|r| r.status == ExecutionStatus::Dead)
+                        .collect()
+                })
             })
-        })?;
+            .await?;
         dead.sort_by(|a, b| a.id.cmp(&b.id));
         dead.truncate(limit);
         Ok(dead)
@@ -56,20 +61,21 @@ impl<S: TxStore> Engine<S> {
 
     /// [`crate::ExecutionClient::retry_dead`]: every id checked on a copy first, so a
     /// refusal changes nothing; then all are written.
-    pub(super) fn retry(
+    pub(super) async fn retry(
         &self,
         ids: &[ExecutionId],
         input: Option<&Json>,
     ) -> Result<Vec<ExecutionRecord>> {
         check_retry_ids(ids)?;
         let now = self.clock.now();
-        self.write(|tx, wakes| {
+        let (ids, input) = (ids.to_vec(), input.cloned());
+        self.write(move |tx, wakes| {
             let mut retried = Vec::with_capacity(ids.len());
-            for id in ids {
+            for id in &ids {
                 let mut record = tx
                     .read_execution(id, |r| r.effective(now))?
                     .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
-                record.retry_dead(now, input)?;
+                record.retry_dead(now, input.as_ref())?;
                 retried.push(record);
             }
             for record in &retried {
@@ -81,5 +87,6 @@ impl<S: TxStore> Engine<S> {
             wakes.push(now);
             Ok(retried)
         })
+        .await
     }
 }

@@ -40,7 +40,7 @@ fn matches(filter: &ExecutionFilter, record: &ExecutionRecord) -> bool {
 impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::list_executions`]: newest admitted first, strictly older
     /// than the cursor's place; each record effective at the backend clock.
-    pub(super) fn browse(
+    pub(super) async fn browse(
         &self,
         filter: &ExecutionFilter,
         after: Option<&ListCursor>,
@@ -49,23 +49,27 @@ impl<S: TxStore> Engine<S> {
         check_limit("list limit", limit)?;
         let before = after.map(place_of).transpose()?;
         let now = self.clock.now();
-        let mut page = ExecutionPage::default();
-        let mut last = None;
-        let mut more = false;
-        self.read(|tx| {
-            tx.newest_admitted(before, &mut |place, record| {
-                if !matches(filter, record) {
-                    return true;
-                }
-                if page.records.len() == limit {
-                    more = true;
-                    return false;
-                }
-                page.records.push(record.effective(now));
-                last = Some(place);
-                true
+        let filter = filter.clone();
+        let (mut page, last, more) = self
+            .read(move |tx| {
+                let mut page = ExecutionPage::default();
+                let mut last = None;
+                let mut more = false;
+                tx.newest_admitted(before, &mut |place, record| {
+                    if !matches(&filter, record) {
+                        return true;
+                    }
+                    if page.records.len() == limit {
+                        more = true;
+                        return false;
+                    }
+                    page.records.push(record.effective(now));
+                    last = Some(place);
+                    true
+                })?;
+                Ok((page, last, more))
             })
-        })?;
+            .await?;
         if more {
             page.next = last.map(cursor_at).transpose()?;
         }

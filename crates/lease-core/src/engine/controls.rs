@@ -11,14 +11,16 @@ use super::{Engine, Tx, TxStore, history};
 impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::cancel`]: the effective record is cancelled in place (a
     /// delivery whose lease expired ends unacknowledged first, as `get` reads it).
-    pub(super) fn cancel_execution(
+    pub(super) async fn cancel_execution(
         &self,
         id: &ExecutionId,
         reason: &CancelReason,
     ) -> Result<CancelOutcome> {
         let now = self.clock.now();
-        let unknown = || LeaseError::UnknownExecution(id.clone());
-        self.write(|tx, wakes| {
+        let (this, id, reason) = (self.clone(), id.clone(), reason.clone());
+        self.write(move |tx, wakes| {
+            let id = &id;
+            let unknown = || LeaseError::UnknownExecution(id.clone());
             if tx
                 .read_execution(id, |r| r.lease_live(now))?
                 .ok_or_else(unknown)?
@@ -32,15 +34,16 @@ impl<S: TxStore> Engine<S> {
                 .read_execution(id, |r| r.outcome.is_some().then(|| r.clone()))?
                 .flatten()
             {
-                return Ok(finished.cancel(now, reason));
+                return Ok(finished.cancel(now, &reason));
             }
             tx.update_execution(id, |record| {
                 *record = record.effective(now);
-                let outcome = record.cancel(now, reason);
-                self.note(wakes, record);
+                let outcome = record.cancel(now, &reason);
+                this.note(wakes, record);
                 outcome
             })?
             .ok_or_else(unknown)
         })
+        .await
     }
 }

@@ -41,13 +41,15 @@ impl<S: TxStore> HeapClient for Engine<S> {
         write: &StepWrite,
     ) -> Result<Fenced<HeapRecord>> {
         let now = self.clock.now();
-        self.write(|tx, _| {
-            if with_held(tx, lease, now, |_| ())?.is_none() {
+        let (lease, write) = (lease.clone(), write.clone());
+        self.write(move |tx, _| {
+            if with_held(tx, &lease, now, |_| ())?.is_none() {
                 return Ok(Fenced::Lost);
             }
-            let record = HeapRecord::from_write(&lease.execution_id, lease.token, write);
+            let record = HeapRecord::from_write(&lease.execution_id, lease.token, &write);
             Ok(Fenced::Accepted(tx.step_or_insert(record)?))
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
@@ -57,12 +59,15 @@ impl<S: TxStore> HeapClient for Engine<S> {
         step_key: &StepKey,
         step_attempt: u32,
     ) -> Result<Option<HeapRecord>> {
-        self.read(|tx| tx.step(id, step_key, step_attempt))
+        let (id, step_key) = (id.clone(), step_key.clone());
+        self.read(move |tx| tx.step(&id, &step_key, step_attempt))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        self.read(|tx| tx.steps(id, None, usize::MAX))
+        let id = id.clone();
+        self.read(move |tx| tx.steps(&id, None, usize::MAX)).await
     }
 
     /// Only the page (and one more record) is read.
@@ -77,7 +82,10 @@ impl<S: TxStore> HeapClient for Engine<S> {
         let take = usize::try_from(limit)
             .unwrap_or(usize::MAX)
             .saturating_add(1);
-        let rows = self.read(|tx| tx.steps(id, after, take))?;
+        let (id, after) = (id.clone(), after.cloned());
+        let rows = self
+            .read(move |tx| tx.steps(&id, after.as_ref(), take))
+            .await?;
         Ok(StepPage::from_rows(rows, limit))
     }
 }
@@ -90,13 +98,14 @@ impl<S: TxStore> StoreClient for Engine<S> {
         store: &StoreId,
         initial: &[(StoreKey, Json)],
     ) -> Result<StoreSnapshot> {
-        self.write(|tx, _| {
-            let (entries, created) = match tx.store_entries(store)? {
+        let (store, initial) = (store.clone(), initial.to_vec());
+        self.write(move |tx, _| {
+            let (entries, created) = match tx.store_entries(&store)? {
                 Some(entries) => (entries, false),
                 None => {
                     let entries: std::collections::BTreeMap<StoreKey, Json> =
                         initial.iter().cloned().collect();
-                    tx.create_store(store, entries.clone())?;
+                    tx.create_store(&store, entries.clone())?;
                     (entries, true)
                 }
             };
@@ -106,21 +115,25 @@ impl<S: TxStore> StoreClient for Engine<S> {
                 created,
             })
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
-        self.read(|tx| {
-            tx.entry(store, key)?
+        let (store, key) = (store.clone(), key.clone());
+        self.read(move |tx| {
+            tx.entry(&store, &key)?
                 .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))
         })
+        .await
     }
 
     /// A receipt seen before replays its outcome; an applied change wakes the entry's
     /// waiters.
     #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
-        self.write(|tx, wakes| {
+        let (this, receipt, op) = (self.clone(), receipt.clone(), op.clone());
+        self.write(move |tx, wakes| {
             let current = tx
                 .entry(&receipt.store, op.key())?
                 .ok_or_else(|| LeaseError::UnknownStore(receipt.store.to_string()))?;
@@ -139,9 +152,9 @@ impl<S: TxStore> StoreClient for Engine<S> {
             tx.set_entry(&receipt.store, op.key(), next)?;
             tx.put_receipt(rkey, &outcome)?;
             if outcome.applied {
-                let now = self.clock.now();
+                let now = this.clock.now();
                 for waiter in tx.take_store_waiters(&receipt.store, op.key())? {
-                    self.wake_in(tx, wakes, &waiter, now)?;
+                    this.wake_in(tx, wakes, &waiter, now)?;
                 }
             }
             Ok(StoreUpdate {
@@ -149,6 +162,7 @@ impl<S: TxStore> StoreClient for Engine<S> {
                 replayed: false,
             })
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "watch_entry", skip_all)]
@@ -158,14 +172,16 @@ impl<S: TxStore> StoreClient for Engine<S> {
         key: &StoreKey,
         waiter: &ExecutionId,
     ) -> Result<Option<Json>> {
-        self.write(|tx, _| {
-            known(tx, waiter)?;
+        let (store, key, waiter) = (store.clone(), key.clone(), waiter.clone());
+        self.write(move |tx, _| {
+            known(tx, &waiter)?;
             let current = tx
-                .entry(store, key)?
+                .entry(&store, &key)?
                 .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))?;
-            tx.add_store_waiter(store, key, waiter)?;
+            tx.add_store_waiter(&store, &key, &waiter)?;
             Ok(current)
         })
+        .await
     }
 }
 
@@ -174,10 +190,11 @@ impl<S: TxStore> EffectClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "begin_effect", skip_all)]
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let now = self.clock.now();
-        self.write(|tx, _| {
-            known(tx, execution)?;
-            if let Some(record) = tx.effect(id)? {
-                record.check_owner(execution)?;
+        let (id, execution) = (id.clone(), execution.clone());
+        self.write(move |tx, _| {
+            known(tx, &execution)?;
+            if let Some(record) = tx.effect(&id)? {
+                record.check_owner(&execution)?;
                 return Ok(Begun {
                     record,
                     created: false,
@@ -190,6 +207,7 @@ impl<S: TxStore> EffectClient for Engine<S> {
                 created: true,
             })
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "settle_effect", skip_all)]
@@ -200,34 +218,40 @@ impl<S: TxStore> EffectClient for Engine<S> {
         result: &Json,
     ) -> Result<Settlement> {
         let now = self.clock.now();
-        self.write(|tx, wakes| {
-            let settlement = owned_effect(tx, id, execution)?.settle(result, now);
+        let this = self.clone();
+        let (id, execution, result) = (id.clone(), execution.clone(), result.clone());
+        self.write(move |tx, wakes| {
+            let settlement = owned_effect(tx, &id, &execution)?.settle(&result, now);
             if let Settlement::Recorded(record) = &settlement {
                 tx.put_effect(record)?;
-                if tx.set_effect_wait(id, false)? {
-                    self.wake_in(tx, wakes, execution, now)?;
+                if tx.set_effect_wait(&id, false)? {
+                    this.wake_in(tx, wakes, &execution, now)?;
                 }
             }
             Ok(settlement)
         })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
-        self.read(|tx| tx.effect(id))
+        let id = id.clone();
+        self.read(move |tx| tx.effect(&id)).await
     }
 
     /// Only the owner may wait; a settled effect answers at once.
     #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
-        self.write(|tx, _| {
-            let record = owned_effect(tx, id, execution)?;
+        let (id, execution) = (id.clone(), execution.clone());
+        self.write(move |tx, _| {
+            let record = owned_effect(tx, &id, &execution)?;
             if record.result().is_some() {
                 return Ok(EffectWait::Settled(record));
             }
-            tx.set_effect_wait(id, true)?;
+            tx.set_effect_wait(&id, true)?;
             Ok(EffectWait::Registered)
         })
+        .await
     }
 }
 
@@ -238,7 +262,8 @@ impl<S: TxStore> StartClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "start", skip_all)]
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let now = self.clock.now();
-        self.write(|tx, wakes| {
+        let (this, request) = (self.clone(), request.clone());
+        self.write(move |tx, wakes| {
             if let Some(target) = tx.start_target(&request.request_id)? {
                 return Ok(Started {
                     target,
@@ -255,7 +280,7 @@ impl<S: TxStore> StartClient for Engine<S> {
                 .workflow(request.workflow.clone())
                 .input(request.input.clone());
             let record = ExecutionRecord::admitted(&admission, now);
-            self.note(wakes, &record);
+            this.note(wakes, &record);
             tx.insert_admitted(record)?;
             tx.put_start(&request.request_id, &request.target)?;
             Ok(Started {
@@ -263,5 +288,6 @@ impl<S: TxStore> StartClient for Engine<S> {
                 created: true,
             })
         })
+        .await
     }
 }

@@ -25,13 +25,34 @@ use crate::time::Timestamp;
 /// inside `transact`, and its writes become visible together or not at all. The engine
 /// checks everything a call can refuse before its first write, so a store that cannot roll
 /// back (one mutex around maps) stays consistent; a store that can aborts on `Err`.
+///
+/// The step is owned and may run more than once, each time in a fresh transaction: a store
+/// may hand it to another thread (a connection's own thread that commits several callers'
+/// steps together) and run it again after a busy database or a failed group rolled it back.
+/// So a step keeps nothing across runs; everything it learns is in what it returns.
 pub trait TxStore: Clone + Send + Sync + 'static {
     /// The name the backend's [`crate::Capabilities`] report.
     const NAME: &'static str;
     /// One open transaction.
     type Tx: Tx;
     /// Runs `step` in one transaction: committed when it returns `Ok`, discarded on `Err`.
-    fn transact<T>(&self, step: impl FnOnce(&mut Self::Tx) -> Result<T>) -> Result<T>;
+    /// A store that tells other processes when work becomes claimable records
+    /// [`Written::wakes`] in the same transaction.
+    fn transact<T: Send + 'static>(
+        &self,
+        step: impl FnMut(&mut Self::Tx) -> Result<Written<T>> + Send + 'static,
+    ) -> impl Future<Output = Result<Written<T>>> + Send;
+}
+
+/// What one engine transaction produced: the call's answer, and the instants at which what
+/// it wrote becomes claimable (the engine signals its wake-up hub with them after the
+/// commit).
+#[derive(Debug)]
+pub struct Written<T> {
+    /// The call's answer.
+    pub value: T,
+    /// When something the transaction wrote becomes claimable (may repeat, any order).
+    pub wakes: Vec<Timestamp>,
 }
 
 /// The namespace-wide values: the fencing-token counter, the takeover counter, the
