@@ -37,14 +37,14 @@ macro_rules! validated {
             pub fn new(value: impl Into<String>) -> Result<Self> {
                 let value = value.into();
                 check_name($field, &value)?;
-                Ok(Self(value))
+                Ok(Self(value.into()))
             }
 
             /// Wraps a value the crate built itself and knows to be valid.
             #[allow(dead_code)]
             pub(crate) fn trusted(value: String) -> Self {
                 debug_assert!(check_name($field, &value).is_ok());
-                Self(value)
+                Self(value.into())
             }
         }
 

@@ -4,6 +4,7 @@
 //! in [`crate::ids`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,9 +14,12 @@ macro_rules! name_type {
         ///
         /// Non-empty, at most [`MAX_ID_BYTES`](crate::limits::MAX_ID_BYTES) bytes of UTF-8,
         /// no control characters: the constructors and the checks are in [`crate::ids`].
+        ///
+        /// Shared text: a clone is a reference count, since every call that hands work to
+        /// a backend (and every record a claim returns) copies the names it carries.
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(pub(super) String);
+        pub struct $name(pub(super) Arc<str>);
 
         impl $name {
             /// The name as a string slice.
@@ -38,7 +42,7 @@ macro_rules! name_type {
 
         impl From<$name> for String {
             fn from(value: $name) -> String {
-                value.0
+                String::from(&*value.0)
             }
         }
 
