@@ -1,9 +1,9 @@
 //! `list_executions` for [`PostgresBackend`] ([`lease_core::browse`]): one statement per
 //! filter shape, each reading an index of every field the filter names, in admission order
 //! backwards from the cursor (schema v18), so a page costs the same however many rows are
-//! stored and reads no row it skips: with a status (or no field), one walk of that index
-//! (`browse/page.sql`); with a workflow and/or a key but no status, one walk per status,
-//! merged (`browse/merged.sql`). The status alone is tested in the "C" collation, the
+//! stored and reads no row it skips: with a status, one walk of that index
+//! (`browse/page.sql`); without one, one walk per status, merged (`browse/merged.sql`; with
+//! no field at all, of the status index, schema v22). The status alone is tested in the "C" collation, the
 //! collation of `executions_browse_status` only (schema v20): the planner, taking a status
 //! and a name as independent, would otherwise walk the status index for a page that names
 //! both and test the name on each row, reading every row of that status below the cursor.
@@ -37,7 +37,7 @@ const FIELDS: [(&str, &str); 3] = [
 fn page_statement(r: &Renderer, mask: usize) -> Arc<str> {
     let by_status = mask & 1 != 0;
     // Without a status, the names are matched inside the per-status walks (on `i`).
-    let table = if by_status || mask == 0 { "e" } else { "i" };
+    let table = if by_status { "e" } else { "i" };
     let mut matched = Vec::new();
     let mut unused = Vec::new();
     for (i, (param, column)) in FIELDS.iter().enumerate() {
@@ -56,11 +56,17 @@ fn page_statement(r: &Renderer, mask: usize) -> Arc<str> {
             ));
         }
     }
-    let template = match (by_status, mask) {
-        // `executions_admitted`'s predicate: only this shape can walk that index.
-        (false, 0) => PAGE.replace("{match}", "e.admission_seq > 0"),
-        (true, _) => PAGE.replace("{match}", &matched.join(" AND ")),
-        (false, _) => MERGED.replace("{match}", &matched.join(" AND ")),
+    let template = if by_status {
+        PAGE.replace("{match}", &matched.join(" AND "))
+    } else {
+        // Each walk's status: with no name, in the status index's collation, the only
+        // index holding every row by (status, admission number) (schema v22).
+        matched.push(if mask == 0 {
+            "i.status COLLATE \"C\" = st.status".to_owned()
+        } else {
+            "i.status = st.status".to_owned()
+        });
+        MERGED.replace("{match}", &matched.join(" AND "))
     };
     if unused.is_empty() {
         unused.push("true".to_owned());
@@ -161,7 +167,7 @@ mod tests {
             // No field is tested in a form an index cannot match.
             assert!(!sql.contains("|| ''"), "{mask}: {sql}");
         }
-        assert!(shapes.pages[0].contains("WHERE e.admission_seq > 0"));
+        assert!(shapes.pages[0].contains("WHERE i.status COLLATE \"C\" = st.status"));
         assert!(shapes.pages[1].contains("e.status COLLATE \"C\" = $1::text"));
         for named in [3, 5, 7] {
             assert!(
@@ -174,7 +180,7 @@ mod tests {
             "e.status = $1::text AND e.workflow = $2::text AND e.workflow IS NOT NULL AND \
              e.concurrency_key = $3::text"
         ));
-        for merged in [2, 4, 6] {
+        for merged in [0, 2, 4, 6] {
             assert!(
                 shapes.pages[merged].contains("CROSS JOIN LATERAL"),
                 "{merged}"
@@ -184,6 +190,9 @@ mod tests {
                 "{merged}"
             );
         }
-        assert!(shapes.pages[6].contains("i.workflow = $2::text AND i.workflow IS NOT NULL"));
+        assert!(shapes.pages[6].contains(
+            "i.workflow = $2::text AND i.workflow IS NOT NULL AND i.concurrency_key = $3::text \
+             AND i.concurrency_key IS NOT NULL AND i.status = st.status"
+        ));
     }
 }

@@ -57,6 +57,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrate/v19.sql"),
     include_str!("migrate/v20.sql"),
     include_str!("migrate/v21.sql"),
+    include_str!("migrate/v22.sql"),
 ];
 
 const LOCK_TIMEOUT: &str = include_str!("migrate/lock_timeout.sql");
@@ -70,7 +71,7 @@ const INSERT_VERSION: &str = include_str!("migrate/insert_version.sql");
 const READ_VERSION: &str = include_str!("migrate/read_version.sql");
 
 /// The schema version this library writes and understands.
-pub const SCHEMA_VERSION: i32 = 21;
+pub const SCHEMA_VERSION: i32 = 22;
 
 const _: () = assert!(MIGRATIONS.len() as i32 == SCHEMA_VERSION);
 

@@ -21,6 +21,9 @@ pub struct Statements {
     /// library's. It claims nothing when a picked row's key has a concurrency limit (the
     /// library then runs `claim_keyed`).
     pub claim: String,
+    /// The whole claim statement of `claim_due_with_horizon`, its summary row included (here
+    /// so a test can read the horizon's plan): `claim`'s parameters.
+    pub claim_with_horizon: String,
     /// The keyed claim (concurrency limits counted after each key's lock): `claim`'s
     /// parameters -> the claim statement's rows, summary row included.
     pub claim_keyed: String,
@@ -64,6 +67,7 @@ pub fn statements(schema: &str) -> Statements {
     );
     Statements {
         claim: execution.claim_leases_only.to_string(),
+        claim_with_horizon: execution.claim.to_string(),
         claim_keyed: execution.claim_keyed.to_string(),
         renew: execution.renew.to_string(),
         acknowledge: execution.acknowledge.to_string(),

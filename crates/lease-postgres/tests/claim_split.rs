@@ -57,6 +57,14 @@ fn live_and_done(s: &str) -> String {
     )
 }
 
+/// A statement admitting 5,000 executions due at 101..=5100 into schema `s` (quoted).
+fn due_rows(s: &str) -> String {
+    format!(
+        "INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
+         SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 5000) g;"
+    )
+}
+
 fn id(s: &str) -> ExecutionId {
     ExecutionId::new(s).expect("id")
 }
@@ -83,11 +91,10 @@ fn a_claim_reads_no_live_lease_and_no_terminal_row() {
         let clock = ManualClock::new(Timestamp::from_millis(1_000));
         let (backend, mut conn) = open(&schema, clock).await;
         let s = format!("\"{schema}\"");
-        let live_and_done = live_and_done(&s);
+        let (live_and_done, due) = (live_and_done(&s), due_rows(&s));
         sqlx::raw_sql(AssertSqlSafe(format!(
             "{live_and_done} \
-             INSERT INTO {s}.executions (id, status, due_at, claimable_at) \
-             SELECT 'due' || g, 'admitted', 100 + g, 100 + g FROM generate_series(1, 5000) g; \
+             {due} \
              SELECT setval('{s}.fencing_tokens', 10000); \
              ANALYZE {s}.executions"
         )))
@@ -376,6 +383,55 @@ fn a_claim_walks_in_order_over_statistics_of_an_empty_table() {
                 "{plan}"
             );
         }
+        backend.drop_schema().await.expect("drop");
+        backend.close().await;
+    }));
+}
+
+/// The claim's summary row (schema v22: rows not running on `executions_horizon_waiting`,
+/// running rows on `executions_claim_expired`), its generic plan made over an empty table
+/// and kept: after 3,000 live leases, 3,000 terminal rows and 5,000 admitted rows arrive, a
+/// full claim of 10 and a short one (3 due) each seek both indexes and read no more than a
+/// few entries, never every waiting row or every lease.
+#[test]
+fn the_claims_horizon_planned_over_an_empty_table_seeks_both_sides() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000));
+        let (backend, mut conn) = open(&schema, clock).await;
+        let s = format!("\"{schema}\"");
+        let (live_and_done, due) = (live_and_done(&s), due_rows(&s));
+        let sql = lease_postgres::raw::statements(&schema).claim_with_horizon;
+        let mut tx = conn.begin().await.expect("begin");
+        let types = "bigint, bigint, bigint, bigint, bigint[]";
+        let full = "100000, 100000, 10, 30000, ARRAY[100, 200]::bigint[]";
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET LOCAL plan_cache_mode = force_generic_plan; \
+             PREPARE claim({types}) AS {sql}; EXECUTE claim({full}); \
+             {live_and_done} \
+             {due} \
+             SELECT setval('{s}.fencing_tokens', 10000)"
+        )))
+        .execute(&mut *tx)
+        .await
+        .expect("plan over the empty table, then fill");
+        // The full claim takes 101..=110; the short one, at 113, the 3 left due by then.
+        for args in [full, "113, 113, 10, 30000, ARRAY[100, 200]::bigint[]"] {
+            let plan: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE claim({args})"
+            )))
+            .fetch_all(&mut *tx)
+            .await
+            .expect("explain");
+            let plan = plan.join("\n");
+            assert!(plan.contains("executions_horizon_waiting"), "{plan}");
+            assert!(!plan.contains("Seq Scan on executions"), "{plan}");
+            for many in ["rows=3000", "rows=4990", "rows=5000"] {
+                assert!(!plan.contains(many), "{many}: {plan}");
+            }
+            assert!(!plan.contains("Sort Method: external"), "{plan}");
+        }
+        tx.rollback().await.expect("rollback");
         backend.drop_schema().await.expect("drop");
         backend.close().await;
     }));

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use lease_core::{
     Admission, ClaimRequest, Clock, DeliveryEnd, DeliveryEntry, DeliveryHistory, ExecutionClient,
-    ExecutionId, ExecutionLease, Json, LastError, LeaseError, ManualClock, Timestamp,
-    WorkflowRunOutcome,
+    ExecutionFilter, ExecutionId, ExecutionLease, Json, LastError, LeaseError, ManualClock,
+    Timestamp, WorkflowRunOutcome,
 };
 use lease_postgres::{PostgresBackend, PostgresConfig, SCHEMA_VERSION};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
@@ -296,7 +296,7 @@ fn a_version_1_schema_is_upgraded_in_place() {
                  DROP FUNCTION \"{schema}\".record_problem_v5; \
                  DROP FUNCTION \"{schema}\".token_counter_behind; \
                  DROP FUNCTION \"{schema}\".live_leases; \
-                 DROP INDEX \"{schema}\".executions_horizon; \
+                 DROP INDEX \"{schema}\".executions_horizon_waiting; \
                  ALTER TABLE \"{schema}\".executions DROP COLUMN sort_due; \
                  CREATE INDEX executions_claimable_at ON \"{schema}\".executions (claimable_at) \
                      WHERE claimable_at IS NOT NULL; \
@@ -337,10 +337,7 @@ fn version_18_histories_read_the_same_after_the_upgrade() {
     let schema = common::fresh_schema();
     runtime().block_on(common::cleaning_up(schema.clone(), async move {
         let clock = ManualClock::starting_now();
-        let connect = || {
-            let config = config(&schema).clock(Arc::new(clock.clone()));
-            async move { PostgresBackend::connect(config).await.expect("connect") }
-        };
+        let connect = || connect_at(&schema, &clock);
         let id = |name: &str| ExecutionId::new(name).expect("id");
         let done = WorkflowRunOutcome::Completed(Json::parse("outcome", "1").expect("json"));
         let names = ["done", "live", "lapsed"];
@@ -399,6 +396,12 @@ fn version_18_histories_read_the_same_after_the_upgrade() {
         assert_eq!(got.deliveries, vec![expired, completed]);
         upgraded.close().await;
     }));
+}
+
+/// A backend on `schema` (migrated to the latest version) reading time from `clock`.
+async fn connect_at(schema: &str, clock: &ManualClock) -> PostgresBackend {
+    let config = config(schema).clock(Arc::new(clock.clone()));
+    PostgresBackend::connect(config).await.expect("connect")
 }
 
 async fn claim(backend: &PostgresBackend, now: Timestamp, lease: Duration) -> Vec<ExecutionLease> {
@@ -539,18 +542,34 @@ fn a_migration_waits_for_its_locks_only_briefly() {
 /// The version before the indexes of the console's reads (version 20).
 const VERSION_BEFORE_INDEXES: i32 = 19;
 
-/// SQL that turns a current schema back into version 19 (undoes version 21, the takeover
-/// counter, and version 20, the indexes of the console's reads), so connecting runs
-/// version 20 again first, a migration that builds indexes on `executions`.
-fn undo_to_version_19(schema: &str) -> String {
-    assert_eq!(SCHEMA_VERSION, 21, "undo the new latest version here");
+/// SQL that turns a current schema back into version 21 (undoes version 22: the horizon
+/// index of every claimable row and the admission-order index back, the fillfactor reset).
+fn undo_version_22(schema: &str) -> String {
+    assert_eq!(SCHEMA_VERSION, 22, "undo the new latest version here");
     format!(
-        "DROP TABLE \"{schema}\".takeovers; \
+        "DROP INDEX \"{schema}\".executions_horizon_waiting; \
+         CREATE INDEX executions_horizon ON \"{schema}\".executions (claimable_at) \
+             WHERE claimable_at IS NOT NULL; \
+         CREATE UNIQUE INDEX executions_admitted ON \"{schema}\".executions (admission_seq) \
+             WHERE admission_seq > 0; \
+         ALTER TABLE \"{schema}\".executions RESET (fillfactor); \
+         UPDATE \"{schema}\".lease_schema SET version = 21"
+    )
+}
+
+/// SQL that turns a current schema back into version 19 (undoes version 22, version 21,
+/// the takeover counter, and version 20, the indexes of the console's reads), so
+/// connecting runs version 20 again first, a migration that builds indexes on `executions`.
+fn undo_to_version_19(schema: &str) -> String {
+    format!(
+        "{}; \
+         DROP TABLE \"{schema}\".takeovers; \
          DROP INDEX \"{schema}\".executions_browse_status, \"{schema}\".executions_corrupt, \
              \"{schema}\".executions_failing; \
          CREATE INDEX executions_admitted_by_status ON \"{schema}\".executions \
              (status, admission_seq); \
-         UPDATE \"{schema}\".lease_schema SET version = {VERSION_BEFORE_INDEXES}"
+         UPDATE \"{schema}\".lease_schema SET version = {VERSION_BEFORE_INDEXES}",
+        undo_version_22(schema)
     )
 }
 
@@ -561,10 +580,7 @@ fn a_version_20_schema_counts_takeovers_from_its_upgrade() {
     let schema = common::fresh_schema();
     runtime().block_on(common::cleaning_up(schema.clone(), async move {
         let clock = ManualClock::starting_now();
-        let connect = || {
-            let config = config(&schema).clock(Arc::new(clock.clone()));
-            async move { PostgresBackend::connect(config).await.expect("connect") }
-        };
+        let connect = || connect_at(&schema, &clock);
         let backend = connect().await;
         backend
             .admit(&Admission::new(ExecutionId::new("lapsed").expect("id")))
@@ -593,6 +609,91 @@ fn a_version_20_schema_counts_takeovers_from_its_upgrade() {
         assert!(taken[0].token > first[0].token);
         let counts = upgraded.status_counts().await.expect("counts");
         assert_eq!((counts.takeovers, counts.running), (1, 1));
+        upgraded.close().await;
+    }));
+}
+
+/// A version 21 schema upgrades to 22 in place: the horizon index keeps only rows that are
+/// not running, the admission-order index is gone, new pages are half filled; with rows
+/// stored before the upgrade, an unfiltered page lists them newest first, a claim takes the
+/// waiting ones and reports the running one's instant as its horizon.
+#[test]
+fn a_version_21_schema_upgrades_to_fewer_writes_per_delivery() {
+    let schema = common::fresh_schema();
+    runtime().block_on(common::cleaning_up(schema.clone(), async move {
+        let clock = ManualClock::starting_now();
+        let connect = || connect_at(&schema, &clock);
+        let backend = connect().await;
+        let names = ["first", "second", "third"];
+        for name in names {
+            let id = ExecutionId::new(name).expect("id");
+            backend.admit(&Admission::new(id)).await.expect("admit");
+        }
+        let lease = Duration::from_secs(30);
+        let held = backend
+            .claim_due(ClaimRequest {
+                now: clock.now(),
+                limit: 1,
+                duration: lease,
+            })
+            .await
+            .expect("claim");
+        assert_eq!(held.len(), 1);
+        backend.close().await;
+        let mut conn = admin().await;
+        exec(&mut conn, undo_version_22(&schema)).await;
+
+        let upgraded = connect().await;
+        let indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT indexname::text FROM pg_indexes WHERE schemaname = $1 \
+             AND tablename = 'executions' ORDER BY 1",
+        )
+        .bind(&schema)
+        .fetch_all(&mut conn)
+        .await
+        .expect("indexes");
+        assert!(indexes.contains(&"executions_horizon_waiting".to_owned()));
+        for gone in ["executions_horizon", "executions_admitted"] {
+            assert!(!indexes.contains(&gone.to_owned()), "{gone}: {indexes:?}");
+        }
+        let options: Option<Vec<String>> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT reloptions FROM pg_class WHERE oid = '\"{schema}\".executions'::regclass"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .expect("reloptions");
+        assert_eq!(options, Some(vec!["fillfactor=50".to_owned()]));
+
+        let page = upgraded
+            .list_executions(&ExecutionFilter::default(), None, 10)
+            .await
+            .expect("page");
+        let listed: Vec<&str> = page.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(listed, ["third", "second", "first"]);
+        clock.advance(Duration::from_secs(5));
+        let batch = upgraded
+            .claim_due_with_horizon(ClaimRequest {
+                now: clock.now(),
+                limit: 10,
+                duration: lease,
+            })
+            .await
+            .expect("claim");
+        assert_eq!(batch.claimed.len(), 2);
+        // The new leases expire 5 s after the held one, whose instant (its expiry plus the
+        // first redelivery delay) only the running rows' seek of the horizon finds.
+        let running: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT claimable_at FROM \"{schema}\".executions WHERE id = $1"
+        )))
+        .bind(held[0].execution_id.as_str())
+        .fetch_one(&mut conn)
+        .await
+        .expect("claimable_at");
+        assert_eq!(
+            batch.next_claimable_at.map(|t| t.as_millis()),
+            running,
+            "{batch:?}"
+        );
         upgraded.close().await;
     }));
 }

@@ -1,5 +1,5 @@
 -- drop_schema: the objects the migrations create (migrate.rs's lease_schema, migrate/v1.sql
--- to v21.sql: keep this list in step with them), each with RESTRICT, then the schema with
+-- to v22.sql: keep this list in step with them), each with RESTRICT, then the schema with
 -- RESTRICT. Anything else in the schema (an application table), or depending on these
 -- objects from elsewhere (a view, a foreign key, a default), makes a statement fail with
 -- 2BP01 and PostgreSQL's DETAIL names it; the batch is one implicit transaction (simple

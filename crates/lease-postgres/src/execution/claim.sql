@@ -11,7 +11,7 @@
 -- - `waiting`: rows not running, one priority level at a time, each level walked by
 --   `(sort_due, id)` up to now (`claimable_at >= sort_due`, so the bound is implied),
 --   stopping after n claimable rows; it passes over rows waiting out a redelivery delay
---   only. Its `claimable_at + 0` keeps `executions_horizon` out of reach: the generic plan
+--   only. Its `claimable_at + 0` keeps the horizon's index out of reach: the generic plan
 --   of the prepared statement (which sqlx's cache runs; its LIMIT is a parameter, planned
 --   as 10% of the rows) read every due row through that index and sorted them, 67 ms for a
 --   claim of one over 5,000 due rows at 10^6 stored, against 0.3 ms for the ordered walk;

@@ -1,7 +1,9 @@
 -- The claim's summary row: the clock it ran at, whether the claim was handed to the key
 -- gate (`claim.sql`; then it claimed nothing), and the earliest `claimable_at` over the
 -- schema's non-terminal executions after the claim: the new leases' (from `claimed`) and
--- every other row's, each part one index seek on `executions_horizon`:
+-- every other row's, each part two index seeks (schema v22): rows not running on
+-- `executions_horizon_waiting` (its status test in the "C" collation, as written here),
+-- running rows on `executions_claim_expired`, the smaller value kept:
 --
 -- - a full claim (as many leases as asked; the dispatcher claims again at once): `unpicked`,
 --   the smallest value in the statement's snapshot, skipping the rows this claim picked;

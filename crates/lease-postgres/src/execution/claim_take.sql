@@ -118,30 +118,55 @@ counted AS (
 note AS MATERIALIZED ({notify} FROM claimed e HAVING count(*) > 0),
 short AS MATERIALIZED (SELECT (SELECT count(*) FROM picked) < $3 AS short),
 unpicked AS MATERIALIZED (
-    SELECT e.claimable_at FROM {s}.executions e
-    WHERE NOT (SELECT short FROM short)
-      AND e.claimable_at IS NOT NULL AND e.id NOT IN (SELECT p.id FROM picked p)
-      AND e.id NOT IN (SELECT d.id FROM dying d)
-      AND {decodable} AND {unpaused}
-    ORDER BY e.claimable_at
-    LIMIT 1
+    SELECT LEAST(
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE NOT (SELECT short FROM short)
+           AND e.claimable_at IS NOT NULL AND e.status COLLATE "C" <> 'running'
+           AND e.id NOT IN (SELECT p.id FROM picked p)
+           AND {decodable} AND {unpaused}
+         ORDER BY e.claimable_at
+         LIMIT 1),
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE NOT (SELECT short FROM short)
+           AND e.claimable_at IS NOT NULL AND e.status = 'running'
+           AND e.id NOT IN (SELECT p.id FROM picked p)
+           AND e.id NOT IN (SELECT d.id FROM dying d)
+           AND {decodable} AND {unpaused}
+         ORDER BY e.claimable_at
+         LIMIT 1)) AS claimable_at
 ),
 due_unlocked AS MATERIALIZED (
-    SELECT e.claimable_at FROM {s}.executions e
-    WHERE (SELECT short FROM short)
-      AND e.claimable_at <= (SELECT now FROM clk) AND e.id NOT IN (SELECT p.id FROM picked p)
-      AND e.id NOT IN (SELECT d.id FROM dying d)
-      AND {decodable} AND {unpaused} AND {unblocked}
-    ORDER BY e.claimable_at
-    LIMIT 1
-    FOR KEY SHARE SKIP LOCKED
+    SELECT LEAST(
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE (SELECT short FROM short)
+           AND e.claimable_at <= (SELECT now FROM clk) AND e.status COLLATE "C" <> 'running'
+           AND e.id NOT IN (SELECT p.id FROM picked p)
+           AND {decodable} AND {unpaused} AND {unblocked}
+         ORDER BY e.claimable_at
+         LIMIT 1
+         FOR KEY SHARE SKIP LOCKED),
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE (SELECT short FROM short)
+           AND e.claimable_at <= (SELECT now FROM clk) AND e.status = 'running'
+           AND e.id NOT IN (SELECT p.id FROM picked p)
+           AND e.id NOT IN (SELECT d.id FROM dying d)
+           AND {decodable} AND {unpaused} AND {unblocked}
+         ORDER BY e.claimable_at
+         LIMIT 1
+         FOR KEY SHARE SKIP LOCKED)) AS claimable_at
 ),
 later AS MATERIALIZED (
-    SELECT e.claimable_at FROM {s}.executions e
-    WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
-      AND {decodable} AND {unpaused}
-    ORDER BY e.claimable_at
-    LIMIT 1
+    SELECT LEAST(
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
+           AND e.status COLLATE "C" <> 'running' AND {decodable} AND {unpaused}
+         ORDER BY e.claimable_at
+         LIMIT 1),
+        (SELECT e.claimable_at FROM {s}.executions e
+         WHERE (SELECT short FROM short) AND e.claimable_at > (SELECT now FROM clk)
+           AND e.status = 'running' AND {decodable} AND {unpaused}
+         ORDER BY e.claimable_at
+         LIMIT 1)) AS claimable_at
 )
 SELECT e.id AS lease_id, e.token AS lease_token, e.lease_expires_at AS lease_expiry, {cols},
     NULL::bigint AS now_ms, NULL::bigint AS next_claimable_at,
