@@ -9,14 +9,16 @@
 //! and pages by cursor; a selection of two is cancelled after a confirmation step, and the
 //! page of a cancelled execution offers no cancel; the dead-letter page lists dead executions
 //! with their last error and retries a selection of them; the cancelled execution's delivery
-//! timeline shows the expired first delivery, the takeover and the cancelled second one; the
-//! activity page charts the store's counts by status and follows new admissions live, and
-//! its takeovers per minute add up to the store's takeover counter, following a new takeover
-//! live; no page requests anything from another origin. A missing browser or driver fails
-//! every test.
+//! timeline shows the expired first delivery, the takeover and the cancelled second one, every
+//! end label inside the picture; the activity page charts the store's counts by status and
+//! follows new admissions live, and its takeovers per minute add up to the store's takeover
+//! counter, following a new takeover live; no page requests anything from another origin. A
+//! missing browser or driver fails every test.
 //!
-//! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR; the
-//! README's come from `LEASE_UI_SCREENSHOTS=docs/ui`.
+//! `LEASE_UI_SCREENSHOTS=DIR` saves a PNG of each page (of the SQLite run) into DIR, the
+//! activity page whole (every chart), the others as a window shows them. Cargo runs the test
+//! in crates/lease-cli, so a relative DIR starts there: the README's come from
+//! `LEASE_UI_SCREENSHOTS=../../docs/ui`.
 
 mod common;
 
@@ -146,6 +148,46 @@ async fn screenshot(c: &Client, name: &str, shots: bool) {
     let path = Path::new(&dir).join(format!("{name}.png"));
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     std::fs::write(&path, png).expect("write screenshot");
+}
+
+/// Like [`screenshot`], of the whole page: the window grows until the page fits for the
+/// capture (the activity page's last charts lie below a window of the usual size), then
+/// shrinks back.
+async fn screenshot_whole_page(c: &Client, name: &str, shots: bool) {
+    if std::env::var_os("LEASE_UI_SCREENSHOTS").is_none() || !shots {
+        return;
+    }
+    let (width, height) = c.get_window_size().await.expect("window size");
+    let width = u32::try_from(width).expect("window width");
+    // The window's height includes what the browser draws around the page, so it grows by
+    // what the page lacks until the viewport holds all of it.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let lacking = c
+            .execute(
+                "return document.documentElement.scrollHeight - window.innerHeight",
+                vec![],
+            )
+            .await
+            .expect("read the page's height");
+        let lacking = lacking.as_i64().expect("a number of pixels");
+        if lacking <= 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the window never held the page ({lacking} px short)"
+        );
+        let (_, now) = c.get_window_size().await.expect("window size");
+        let taller = now.saturating_add(lacking.unsigned_abs());
+        c.set_window_size(width, u32::try_from(taller).expect("window height"))
+            .await
+            .expect("grow the window");
+    }
+    screenshot(c, name, shots).await;
+    c.set_window_size(width, u32::try_from(height).expect("window height"))
+        .await
+        .expect("restore the window");
 }
 
 fn id(text: &str) -> ExecutionId {
@@ -390,6 +432,7 @@ async fn timeline_after_takeover(
         .await
         .expect("count the takeovers");
     assert_eq!(takeovers, serde_json::json!(1), "the takeover is marked");
+    labels_fit(c).await;
     c.execute(
         "document.getElementById('timeline').scrollIntoView()",
         vec![],
@@ -397,6 +440,33 @@ async fn timeline_after_takeover(
     .await
     .expect("scroll to the timeline");
     screenshot(c, "timeline", shots).await;
+}
+
+/// Every delivery's end label would fit inside the timeline even as the longest end's name
+/// ("acknowledged"), measured in the page's own font: the latest end's label sits in the
+/// room right of the bars, which a too narrow margin clips.
+async fn labels_fit(c: &Client) {
+    let overflow = c
+        .execute(
+            "const svg = document.getElementById('timeline');\
+             const probe = document.createElementNS('http://www.w3.org/2000/svg', 'text');\
+             probe.setAttribute('font-size', '11');\
+             probe.textContent = 'acknowledged';\
+             svg.appendChild(probe);\
+             const longest = probe.getComputedTextLength();\
+             probe.remove();\
+             return Array.from(svg.querySelectorAll('g.delivery text:last-of-type'))\
+             .map(t => t.x.baseVal[0].value + longest - svg.width.baseVal.value)\
+             .filter(over => over > 0);",
+            vec![],
+        )
+        .await
+        .expect("measure the labels");
+    assert_eq!(
+        overflow,
+        serde_json::json!([]),
+        "end labels past the timeline's right edge, by px"
+    );
 }
 
 /// How one status is read from the store's counts.
@@ -467,7 +537,7 @@ async fn activity_page(c: &Client, base: &str, b: &dyn LeaseBackend, shots: bool
         "updated without a reload"
     );
     activity_takeovers(c, b).await;
-    screenshot(c, "activity", shots).await;
+    screenshot_whole_page(c, "activity", shots).await;
 }
 
 /// The takeovers the activity page's chart shows for the sampled hour (the sum of its bars).

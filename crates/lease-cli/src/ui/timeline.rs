@@ -16,9 +16,10 @@ use crate::output::instant;
 const WIDTH: i64 = 760;
 const GUTTER: i64 = 90;
 const ROW: i64 = 24;
-/// Room right of the latest end for its label ("acknowledged" at 11 px), so a label never
-/// overlaps its bar.
-const LABEL: i64 = 80;
+/// Room right of the latest end for its label, so a label never overlaps its bar nor runs
+/// past the picture's edge: the 4 px gap and "acknowledged" at 11 px, ~79 px in DejaVu Sans,
+/// with a margin for wider fonts.
+const LABEL: i64 = 96;
 
 /// The fill of a bar by how the delivery ended (`None`: live).
 fn colour(end: Option<DeliveryEnd>) -> &'static str {
