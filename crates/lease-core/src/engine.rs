@@ -336,6 +336,14 @@ fn rules_of<'a>(
     (gates, rules)
 }
 
+/// Whether `lease` holds its record at `now`, read only: a caller that writes other rows (a
+/// step) leaves the record as it is, so a store that writes back every record it was asked
+/// to update is not asked. `UnknownExecution` if there is no record.
+fn held(tx: &impl Tx, lease: &ExecutionLease, now: Timestamp) -> Result<bool> {
+    tx.read_execution(&lease.execution_id, |r| r.holds_at(lease, now))?
+        .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?
+}
+
 /// Applies `change` to the record `lease` holds at `now`; `None` (nothing changed) if the
 /// lease is lost, `UnknownExecution` if there is no record.
 fn with_held<R>(
@@ -700,9 +708,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         self.write(move |tx, wakes| {
             // Check every item before the first write: an error changes nothing.
             for ack in &acks {
-                let id = &ack.lease.execution_id;
-                tx.read_execution(id, |r| r.holds_at(&ack.lease, now))?
-                    .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))??;
+                held(tx, &ack.lease, now)?;
             }
             acks.iter()
                 .map(|ack| this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now))

@@ -14,7 +14,7 @@ use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 
-use super::{Engine, Tx, TxStore, with_held};
+use super::{Engine, Tx, TxStore, held};
 
 /// `UnknownExecution` unless `id` is stored.
 fn known(tx: &impl Tx, id: &ExecutionId) -> Result<()> {
@@ -43,7 +43,7 @@ impl<S: TxStore> HeapClient for Engine<S> {
         let now = self.clock.now();
         let (lease, write) = (lease.clone(), write.clone());
         self.write(move |tx, _| {
-            if with_held(tx, &lease, now, |_| ())?.is_none() {
+            if !held(tx, &lease, now)? {
                 return Ok(Fenced::Lost);
             }
             let record = HeapRecord::from_write(&lease.execution_id, lease.token, &write);
