@@ -4,7 +4,7 @@
 //! A store implements [`TxStore`] (begin, commit) and [`Tx`] (its rows, read and written by
 //! key); [`Engine`] implements every client trait over it by applying lease-core's public
 //! transitions ([`ExecutionRecord::claim`], [`ExecutionRecord::acknowledge`], ...) and
-//! [`select`] inside one transaction per call. The in-memory reference
+//! [`crate::selection`]'s rules inside one transaction per call. The in-memory reference
 //! ([`crate::MemoryBackend`]) is the engine over a mutex around maps; the redb example is
 //! the engine over redb's write transactions. The invariant: every call is one
 //! transaction, and the engine checks everything it may refuse before its first write, so
@@ -29,12 +29,10 @@ use crate::execution::{
 use crate::history::DeliveryHistory;
 use crate::ids::{ExecutionId, WorkflowName};
 use crate::json::Json;
-use crate::key_rules::KeyRules;
 use crate::keyed::{KeyOrdering, RateLimit, RateLimits};
-use crate::lease::{ExecutionLease, Fenced, FencingToken};
+use crate::lease::{ExecutionLease, Fenced};
 use crate::limits::check_limit;
 use crate::redelivery::{RedeliveryPolicies, RedeliveryPolicy};
-use crate::selection::{Gates, horizon, select};
 use crate::time::{SharedClock, Timestamp, lease_millis};
 use crate::wakeup::{WakeHub, WakeReceiver};
 
@@ -44,9 +42,14 @@ mod controls;
 mod history;
 mod keyed;
 mod rows;
+mod scanned;
 mod store;
+mod tx;
+mod values;
 
-pub use store::{Namespace, ReceiptKey, Scan, Tx, TxStore, Written};
+pub use store::TxStore;
+pub use tx::Tx;
+pub use values::{DeliveryEvent, Namespace, ReceiptKey, Scan, Written};
 
 /// The instants the wake-up hub hears once a transaction has committed.
 type Wakes = Vec<Timestamp>;
@@ -95,8 +98,8 @@ impl<S: TxStore> Engine<S> {
     pub async fn with_last_token(self, last: u64) -> Self {
         // The counter only rises, so a store that refuses this write keeps a valid counter.
         let _ = self
-            .write(move |tx, _| {
-                tx.namespace_mut().last_token = last;
+            .write("with_last_token", move |tx, _| {
+                tx.namespace_mut()?.last_token = last;
                 Ok(())
             })
             .await;
@@ -117,11 +120,12 @@ impl<S: TxStore> Engine<S> {
     /// signals the hub with the instants the committed run noted.
     async fn write<T: Send + 'static>(
         &self,
-        mut step: impl FnMut(&mut S::Tx, &mut Wakes) -> Result<T> + Send + 'static,
+        operation: &'static str,
+        mut step: impl FnMut(&mut S::Tx<'_>, &mut Wakes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let written = self
             .store
-            .transact(move |tx| {
+            .transact(operation, move |tx| {
                 let mut wakes = Wakes::new();
                 let value = step(tx, &mut wakes)?;
                 Ok(Written { value, wakes })
@@ -136,30 +140,22 @@ impl<S: TxStore> Engine<S> {
     /// Runs `read` in one transaction that writes nothing.
     async fn read<T: Send + 'static>(
         &self,
-        mut read: impl FnMut(&S::Tx) -> Result<T> + Send + 'static,
+        operation: &'static str,
+        read: impl for<'t> FnMut(&S::Tx<'t>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let written = self
-            .store
-            .transact(move |tx| {
-                let value = read(tx)?;
-                Ok(Written {
-                    value,
-                    wakes: Wakes::new(),
-                })
-            })
-            .await?;
-        Ok(written.value)
+        self.store.read(operation, read).await
     }
 
     /// Runs `change` on the namespace's values in one transaction; any change may free
     /// places, so the hub hears "now" (a spare signal only makes a dispatcher look again).
     async fn change_namespace(
         &self,
+        operation: &'static str,
         change: impl Fn(&mut Namespace) + Send + 'static,
     ) -> Result<()> {
         let clock = self.clock.clone();
-        self.write(move |tx, wakes| {
-            change(tx.namespace_mut());
+        self.write(operation, move |tx, wakes| {
+            change(tx.namespace_mut()?);
             wakes.push(clock.now());
             Ok(())
         })
@@ -179,54 +175,46 @@ impl<S: TxStore> Engine<S> {
     }
 
     /// A wake of `id` at `now` in the caller's transaction (a settle's or a store update's
-    /// waiter); a purged waiter is skipped.
+    /// waiter). A purged waiter is skipped, and so is one whose stored record the store
+    /// cannot read (a `Protocol` error): no claim can take it either, and the write that
+    /// woke it must not fail for it.
     fn wake_in(
         &self,
-        tx: &mut S::Tx,
+        tx: &mut S::Tx<'_>,
         wakes: &mut Wakes,
         id: &ExecutionId,
         now: Timestamp,
     ) -> Result<()> {
-        tx.update_execution(id, |record| {
+        let woken = tx.update_execution(id, |record| {
             record.request_wake(now);
             self.note(wakes, record);
-        })?;
-        Ok(())
+        });
+        match woken {
+            Err(LeaseError::Protocol { reason, .. }) => {
+                tracing::warn!(waiter = %id, reason, "not waking a waiter whose record cannot be read");
+                Ok(())
+            }
+            other => other.map(|_| ()),
+        }
     }
 
     /// Claims up to `limit` claimable executions at `now` in the caller's transaction and
     /// reports the horizon after the claim.
     fn claim_in(
         &self,
-        tx: &mut S::Tx,
+        tx: &mut S::Tx<'_>,
         wakes: &mut Wakes,
         now: Timestamp,
         lease_ms: i64,
         limit: usize,
     ) -> Result<ClaimBatch> {
-        let selection = tx.scan(|scan| {
-            let Scan {
-                records,
-                admitted,
-                namespace,
-            } = scan;
-            let (gates, rules) = rules_of(namespace, admitted);
-            select(records, now, &self.policy, gates, rules, limit)
-        })?;
+        let selection = tx.select_claimable(now, &self.policy, limit)?;
         let mut claimed = Vec::with_capacity(selection.take.len());
         for id in &selection.take {
             claimed.push(self.claim_one(tx, id, now, lease_ms)?);
         }
-        keyed::prune_starts(tx, now);
-        let next_claimable_at = tx.scan(|scan| {
-            let Scan {
-                records,
-                admitted,
-                namespace,
-            } = scan;
-            let (gates, rules) = rules_of(namespace, admitted);
-            horizon(records, now, &self.policy, gates, rules, &selection.blocked)
-        })?;
+        tx.prune_starts(now)?;
+        let next_claimable_at = tx.claim_horizon(now, &self.policy, &selection.blocked)?;
         // Other processes learn when the new leases would expire.
         if let Some(at) = claimed
             .iter()
@@ -248,21 +236,18 @@ impl<S: TxStore> Engine<S> {
     /// counter, in the same transaction.
     fn claim_one(
         &self,
-        tx: &mut S::Tx,
+        tx: &mut S::Tx<'_>,
         id: &ExecutionId,
         now: Timestamp,
         lease_ms: i64,
     ) -> Result<Claimed> {
-        let namespace = tx.namespace_mut();
-        namespace.last_token += 1;
-        let token = FencingToken::new(namespace.last_token);
+        let token = tx.next_token()?;
         let workflow = tx
             .read_execution(id, |r| r.workflow.clone())?
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
-        let attempt_limit = tx.namespace().attempt_limits.of(workflow.as_ref());
-        let redelivery_policy = tx.namespace().redelivery.of(workflow.as_ref());
+        let (attempt_limit, redelivery_policy) = tx.claim_settings(workflow.as_ref())?;
         if history::close_expired(tx, id, now)? {
-            tx.namespace_mut().takeovers += 1;
+            tx.add_takeover()?;
         }
         let (lease, record) = tx
             .update_execution(id, |record| {
@@ -272,15 +257,15 @@ impl<S: TxStore> Engine<S> {
                 (record.claim(now, lease_ms, token), record.clone())
             })?
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
-        tx.update_history(id, |h| h.claim(token, now, None))?;
-        keyed::record_start(tx, &record, now);
+        tx.record_delivery(id, DeliveryEvent::Claimed { token, at: now })?;
+        tx.record_start(&record, now)?;
         Ok(Claimed { lease, record })
     }
 
     /// Admits one execution unless its id exists (then its effective record).
     fn admit_in(
         &self,
-        tx: &mut S::Tx,
+        tx: &mut S::Tx<'_>,
         wakes: &mut Wakes,
         admission: &Admission,
         now: Timestamp,
@@ -297,7 +282,7 @@ impl<S: TxStore> Engine<S> {
     /// Acknowledges `lease`'s delivery in the caller's transaction, closing its history entry.
     fn acknowledge_in(
         &self,
-        tx: &mut S::Tx,
+        tx: &mut S::Tx<'_>,
         wakes: &mut Wakes,
         lease: &ExecutionLease,
         outcome: &WorkflowRunOutcome,
@@ -318,32 +303,6 @@ impl<S: TxStore> Engine<S> {
     }
 }
 
-/// The gates and key rules a claim checks, from the namespace's values.
-fn rules_of<'a>(
-    namespace: &'a Namespace,
-    admitted: &'a std::collections::HashMap<ExecutionId, u64>,
-) -> (Gates<'a>, KeyRules<'a>) {
-    let gates = Gates {
-        paused: &namespace.paused,
-        limits: &namespace.limits,
-    };
-    let rules = KeyRules {
-        ordering: &namespace.ordering,
-        rates: &namespace.rates,
-        starts: &namespace.rate_starts,
-        admitted,
-    };
-    (gates, rules)
-}
-
-/// Whether `lease` holds its record at `now`, read only: a caller that writes other rows (a
-/// step) leaves the record as it is, so a store that writes back every record it was asked
-/// to update is not asked. `UnknownExecution` if there is no record.
-fn held(tx: &impl Tx, lease: &ExecutionLease, now: Timestamp) -> Result<bool> {
-    tx.read_execution(&lease.execution_id, |r| r.holds_at(lease, now))?
-        .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?
-}
-
 /// Applies `change` to the record `lease` holds at `now`; `None` (nothing changed) if the
 /// lease is lost, `UnknownExecution` if there is no record.
 fn with_held<R>(
@@ -362,22 +321,6 @@ fn with_held<R>(
     .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?
 }
 
-/// The records `keep` maps from every stored one, sorted by `order`, at most `limit`.
-async fn listed<S: TxStore>(
-    engine: &Engine<S>,
-    limit: usize,
-    keep: impl Fn(&ExecutionRecord) -> Option<ExecutionRecord> + Send + 'static,
-    order: impl Fn(&ExecutionRecord, &ExecutionRecord) -> std::cmp::Ordering,
-) -> Result<Vec<ExecutionRecord>> {
-    check_limit("list limit", limit)?;
-    let mut out = engine
-        .read(move |tx| tx.scan(|scan| scan.records.filter_map(&keep).collect::<Vec<_>>()))
-        .await?;
-    out.sort_by(|a, b| order(a, b));
-    out.truncate(limit);
-    Ok(out)
-}
-
 #[async_trait]
 impl<S: TxStore> ExecutionClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "admit", skip_all)]
@@ -385,8 +328,10 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         admission.validate()?;
         let now = self.clock.now();
         let (this, admission) = (self.clone(), admission.clone());
-        self.write(move |tx, wakes| this.admit_in(tx, wakes, &admission, now))
-            .await
+        self.write("admit", move |tx, wakes| {
+            this.admit_in(tx, wakes, &admission, now)
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "admit_batch", skip_all)]
@@ -394,7 +339,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         check_admit_batch(admissions)?;
         let now = self.clock.now();
         let (this, admissions) = (self.clone(), admissions.to_vec());
-        self.write(move |tx, wakes| {
+        self.write("admit_batch", move |tx, wakes| {
             admissions
                 .iter()
                 .map(|a| this.admit_in(tx, wakes, a, now))
@@ -407,37 +352,26 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     async fn get(&self, id: &ExecutionId) -> Result<Option<ExecutionRecord>> {
         let now = self.clock.now();
         let id = id.clone();
-        self.read(move |tx| tx.read_execution(&id, |r| r.effective(now)))
-            .await
+        self.read("get", move |tx| {
+            tx.read_execution(&id, |r| r.effective(now))
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "list_failing", skip_all)]
     async fn list_failing(&self, min: u32, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
         let now = self.clock.now();
-        listed(
-            self,
-            limit,
-            move |r| Some(r.effective(now)).filter(|r| r.unacknowledged_deliveries >= min.max(1)),
-            |a, b| {
-                b.unacknowledged_deliveries
-                    .cmp(&a.unacknowledged_deliveries)
-                    .then_with(|| a.id.cmp(&b.id))
-            },
-        )
-        .await
+        self.read("list_failing", move |tx| tx.failing(min, limit, now))
+            .await
     }
 
-    /// One pass in one transaction over every record (the reference, not a fast path).
     #[tracing::instrument(level = "debug", name = "list_live_leases", skip_all)]
     async fn list_live_leases(&self, limit: usize) -> Result<Vec<ExecutionRecord>> {
+        check_limit("list limit", limit)?;
         let now = self.clock.now();
-        listed(
-            self,
-            limit,
-            move |r| r.lease_live(now).then(|| r.clone()),
-            |a, b| a.live_lease_order().cmp(&b.live_lease_order()),
-        )
-        .await
+        self.read("list_live_leases", move |tx| tx.live_leases(limit, now))
+            .await
     }
 
     async fn cancel(&self, id: &ExecutionId, reason: &CancelReason) -> Result<CancelOutcome> {
@@ -446,22 +380,26 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
 
     async fn pause(&self, scope: &PauseScope) -> Result<bool> {
         let scope = scope.clone();
-        self.write(move |tx, _| Ok(tx.namespace_mut().paused.insert(scope.clone())))
-            .await
+        self.write("pause", move |tx, _| {
+            Ok(tx.namespace_mut()?.paused.insert(scope.clone()))
+        })
+        .await
     }
 
     async fn resume(&self, scope: &PauseScope) -> Result<bool> {
         let (clock, scope) = (self.clock.clone(), scope.clone());
-        self.write(move |tx, wakes| {
+        self.write("resume", move |tx, wakes| {
             wakes.push(clock.now());
-            Ok(tx.namespace_mut().paused.remove(&scope))
+            Ok(tx.namespace_mut()?.paused.remove(&scope))
         })
         .await
     }
 
     async fn list_paused(&self) -> Result<Vec<PauseScope>> {
-        self.read(|tx| Ok(tx.namespace().paused.iter().cloned().collect()))
-            .await
+        self.read("list_paused", |tx| {
+            Ok(tx.namespace()?.paused.iter().cloned().collect())
+        })
+        .await
     }
 
     async fn set_concurrency_limit(
@@ -470,12 +408,17 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         limit: Option<ConcurrencyLimit>,
     ) -> Result<()> {
         let scope = scope.clone();
-        self.change_namespace(move |ns| ns.limits.set(&scope, limit))
-            .await
+        self.change_namespace("set_concurrency_limit", move |ns| {
+            ns.limits.set(&scope, limit)
+        })
+        .await
     }
 
     async fn concurrency_limits(&self) -> Result<ConcurrencyLimits> {
-        self.read(|tx| Ok(tx.namespace().limits.clone())).await
+        self.read("concurrency_limits", |tx| {
+            Ok(tx.namespace()?.limits.clone())
+        })
+        .await
     }
 
     async fn set_attempt_limit(
@@ -485,16 +428,18 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     ) -> Result<()> {
         // Only later claims read the limit, so nothing waiting changes: no wake-up.
         let scope = scope.clone();
-        self.write(move |tx, _| {
-            tx.namespace_mut().attempt_limits.set(&scope, limit);
+        self.write("set_attempt_limit", move |tx, _| {
+            tx.namespace_mut()?.attempt_limits.set(&scope, limit);
             Ok(())
         })
         .await
     }
 
     async fn attempt_limits(&self) -> Result<AttemptLimits> {
-        self.read(|tx| Ok(tx.namespace().attempt_limits.clone()))
-            .await
+        self.read("attempt_limits", |tx| {
+            Ok(tx.namespace()?.attempt_limits.clone())
+        })
+        .await
     }
 
     async fn list_dead(
@@ -515,24 +460,30 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
 
     async fn set_rate_limit(&self, scope: &LimitScope, limit: Option<RateLimit>) -> Result<()> {
         let scope = scope.clone();
-        self.change_namespace(move |ns| keyed::set_rate(ns, &scope, limit))
-            .await
+        self.change_namespace("set_rate_limit", move |ns| {
+            keyed::set_rate(ns, &scope, limit)
+        })
+        .await
     }
 
     async fn rate_limits(&self) -> Result<RateLimits> {
-        self.read(|tx| Ok(tx.namespace().rates.clone())).await
+        self.read("rate_limits", |tx| Ok(tx.namespace()?.rates.clone()))
+            .await
     }
 
     /// Unmarking may let claims proceed, so the hub hears "now" (marking signals too:
     /// harmless, and simpler).
     async fn set_key_ordering(&self, scope: &LimitScope, ordered: bool) -> Result<()> {
         let scope = scope.clone();
-        self.change_namespace(move |ns| ns.ordering.set(&scope, ordered))
-            .await
+        self.change_namespace("set_key_ordering", move |ns| {
+            ns.ordering.set(&scope, ordered)
+        })
+        .await
     }
 
     async fn key_ordering(&self) -> Result<KeyOrdering> {
-        self.read(|tx| Ok(tx.namespace().ordering.clone())).await
+        self.read("key_ordering", |tx| Ok(tx.namespace()?.ordering.clone()))
+            .await
     }
 
     async fn list_executions(
@@ -551,12 +502,17 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         policy: Option<RedeliveryPolicy>,
     ) -> Result<()> {
         let workflow = workflow.clone();
-        self.change_namespace(move |ns| ns.redelivery.set(&workflow, policy))
-            .await
+        self.change_namespace("set_redelivery_policy", move |ns| {
+            ns.redelivery.set(&workflow, policy)
+        })
+        .await
     }
 
     async fn redelivery_policies(&self) -> Result<RedeliveryPolicies> {
-        self.read(|tx| Ok(tx.namespace().redelivery.clone())).await
+        self.read("redelivery_policies", |tx| {
+            Ok(tx.namespace()?.redelivery.clone())
+        })
+        .await
     }
 
     async fn deliveries(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
@@ -566,7 +522,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "request_wake", skip_all)]
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let (this, id) = (self.clone(), id.clone());
-        self.write(move |tx, wakes| {
+        self.write("request_wake", move |tx, wakes| {
             // A live delivery only arms timers (its claimable instant is its expiry); an
             // expired one may be claimable at once.
             tx.update_execution(&id, |record| {
@@ -583,8 +539,10 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let this = self.clone();
-        self.write(move |tx, wakes| this.claim_in(tx, wakes, now, lease_ms, request.limit))
-            .await
+        self.write("claim_due_with_horizon", move |tx, wakes| {
+            this.claim_in(tx, wakes, now, lease_ms, request.limit)
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge_and_claim", skip_all)]
@@ -597,7 +555,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let now = self.clock.now();
         let claim_now = next.now.min(now);
         let (this, ack, limit) = (self.clone(), ack.clone(), next.limit);
-        self.write(move |tx, wakes| {
+        self.write("acknowledge_and_claim", move |tx, wakes| {
             let acknowledged = this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now)?;
             let next = this.claim_in(tx, wakes, claim_now, lease_ms, limit)?;
             Ok(AckAndClaim { acknowledged, next })
@@ -605,43 +563,28 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         .await
     }
 
-    /// One pass over the records in one transaction (nothing can change in between), with
-    /// the namespace's takeover counter.
+    /// One transaction, so nothing can change between the counts.
     #[tracing::instrument(level = "debug", name = "status_counts", skip_all)]
     async fn status_counts(&self) -> Result<StatusCounts> {
         let now = self.clock.now();
-        self.read(move |tx| {
-            tx.scan(|scan| StatusCounts {
-                takeovers: scan.namespace.takeovers,
-                ..StatusCounts::of_records(scan.records, now)
-            })
-        })
-        .await
+        self.read("status_counts", move |tx| tx.count_statuses(now))
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
-        self.write(move |tx, _| {
-            let mut ids: Vec<ExecutionId> = tx.scan(|scan| {
-                scan.records
-                    // A dead execution waits for an operator (retry or cancel), not for retention.
-                    .filter(|r| r.status.is_terminal() && r.status != ExecutionStatus::Dead)
-                    .filter(|r| r.last_delivery_ended_at.is_some_and(|t| t < before))
-                    .map(|r| r.id.clone())
-                    .collect()
-            })?;
-            // The first `limit` by id, whatever order the store scans in.
-            ids.sort();
-            ids.truncate(limit);
-            tx.purge(&ids)?;
-            Ok(Purged { ids })
+        self.write("purge_terminal", move |tx, _| {
+            let purged = tx.purgeable(before, limit)?;
+            tx.purge(&purged.ids)?;
+            Ok(purged)
         })
         .await
     }
 
     fn wakeups(&self) -> Option<WakeReceiver> {
-        self.wakeups_enabled.then(|| self.hub.subscribe())
+        self.wakeups_enabled
+            .then(|| self.store.wakeups().unwrap_or_else(|| self.hub.subscribe()))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -664,7 +607,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let lease_ms = lease_millis("renewal duration", duration)?;
         let now = self.clock.now();
         let lease = lease.clone();
-        self.write(move |tx, _| {
+        self.write("renew", move |tx, _| {
             Ok(
                 match with_held(tx, &lease, now, |r| r.renew(now, lease_ms))? {
                     Some(renewed) => Fenced::Accepted(renewed),
@@ -693,8 +636,10 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     ) -> Result<Fenced<Acknowledged>> {
         let now = self.clock.now();
         let (this, lease, outcome) = (self.clone(), lease.clone(), outcome.clone());
-        self.write(move |tx, wakes| this.acknowledge_in(tx, wakes, &lease, &outcome, now))
-            .await
+        self.write("acknowledge", move |tx, wakes| {
+            this.acknowledge_in(tx, wakes, &lease, &outcome, now)
+        })
+        .await
     }
 
     #[tracing::instrument(level = "debug", name = "acknowledge_batch", skip_all)]
@@ -705,10 +650,10 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         check_ack_batch(acks)?;
         let now = self.clock.now();
         let (this, acks) = (self.clone(), acks.to_vec());
-        self.write(move |tx, wakes| {
+        self.write("acknowledge_batch", move |tx, wakes| {
             // Check every item before the first write: an error changes nothing.
             for ack in &acks {
-                held(tx, &ack.lease, now)?;
+                tx.holds(&ack.lease, now)?;
             }
             acks.iter()
                 .map(|ack| this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now))
@@ -729,7 +674,7 @@ impl<S: TxStore> Engine<S> {
     async fn history_of(&self, id: &ExecutionId) -> Result<DeliveryHistory> {
         let now = self.clock.now();
         let id = id.clone();
-        self.read(move |tx| {
+        self.read("deliveries", move |tx| {
             let history = tx.history(&id)?.unwrap_or_default();
             tx.read_execution(&id, |record| history.effective(record, now))?
                 .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))

@@ -55,14 +55,15 @@ pub struct MemoryStore(Arc<Mutex<MemoryState>>);
 
 impl TxStore for MemoryStore {
     const NAME: &'static str = "memory";
-    type Tx = MemoryState;
+    type Tx<'t> = MemoryState;
 
     /// Holds the mutex for the whole of `step`. There is no rollback: the engine checks
     /// before it writes.
     /// The step runs once, at the call (it never waits on anything), so the future is ready.
     fn transact<T: Send + 'static>(
         &self,
-        mut step: impl FnMut(&mut MemoryState) -> Result<Written<T>> + Send + 'static,
+        _operation: &'static str,
+        mut step: impl for<'t> FnMut(&mut MemoryState) -> Result<Written<T>> + Send + 'static,
     ) -> impl Future<Output = Result<Written<T>>> + Send {
         // A panic while holding the lock cannot leave a half-applied operation: every
         // operation computes before it mutates. So a poisoned lock is still consistent.
@@ -173,12 +174,12 @@ impl Tx for MemoryState {
         Ok(())
     }
 
-    fn namespace(&self) -> &Namespace {
-        &self.namespace
+    fn namespace(&self) -> Result<&Namespace> {
+        Ok(&self.namespace)
     }
 
-    fn namespace_mut(&mut self) -> &mut Namespace {
-        &mut self.namespace
+    fn namespace_mut(&mut self) -> Result<&mut Namespace> {
+        Ok(&mut self.namespace)
     }
 
     fn history(&self, id: &ExecutionId) -> Result<Option<DeliveryHistory>> {

@@ -5,17 +5,19 @@
 use std::fmt;
 use std::sync::Arc;
 
+use lease_core::engine::Engine;
 use lease_core::limits::MAX_ID_BYTES;
 use lease_core::{LeaseError, Result, WakeReceiver};
 use rusqlite::Transaction;
 
 use crate::config::SqliteConfig;
 use crate::conn::{ConnHandle, Weight};
+use crate::engine::SqliteStore;
 use crate::error::OpResult;
 use crate::group::Woken;
+use crate::migrate;
 use crate::scope::Scope;
 use crate::wakeup::{self, Wakes};
-use crate::{migrate, tx};
 
 /// The SQLite lease backend: implements every lease-core client trait, so it is a
 /// [`lease_core::LeaseBackend`].
@@ -33,17 +35,15 @@ use crate::{migrate, tx};
 /// with `PRAGMA data_version` (see docs/decisions/0025-wake-ups.md).
 #[derive(Clone)]
 pub struct SqliteBackend {
-    conn: ConnHandle,
-    scope: Arc<Scope>,
+    engine: Engine<SqliteStore>,
     config: Arc<SqliteConfig>,
-    wakes: Arc<Wakes>,
 }
 
 impl fmt::Debug for SqliteBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteBackend")
             .field("location", &self.config.location)
-            .field("namespace", &self.scope.namespace)
+            .field("namespace", &self.store().scope.namespace)
             .finish_non_exhaustive()
     }
 }
@@ -110,11 +110,16 @@ impl SqliteBackend {
             policy: config.policy,
         });
         let wakes = wakeup::shared(&config.location, &config.namespace, config.wake_poll);
-        Ok(SqliteBackend {
+        let store = SqliteStore {
             conn,
             scope,
-            config: Arc::new(config),
             wakes,
+            busy_timeout,
+        };
+        let engine = Engine::over(store, config.clock.clone()).with_policy(config.policy);
+        Ok(SqliteBackend {
+            engine,
+            config: Arc::new(config),
         })
     }
 
@@ -129,14 +134,14 @@ impl SqliteBackend {
     /// then run together as one group commit (up to 64). Deterministic grouping for tests.
     #[doc(hidden)]
     pub fn hold_connection_for_tests(&self) -> ConnectionHold<'_> {
-        ConnectionHold(self.conn.hold())
+        ConnectionHold(self.store().conn.hold())
     }
 
     /// Test support, not a stable API: operations queued for this handle's connection
     /// thread and not yet taken by it.
     #[doc(hidden)]
     pub fn queued_operations_for_tests(&self) -> usize {
-        self.conn.queued()
+        self.store().conn.queued()
     }
 
     /// Test support, not a stable API: whole-transaction retries on lock contention that
@@ -144,32 +149,43 @@ impl SqliteBackend {
     /// `busy_timeout`; a test counts them instead of timing them).
     #[doc(hidden)]
     pub fn busy_retries_for_tests(&self) -> u64 {
-        self.conn.busy_retries()
+        self.store().conn.busy_retries()
     }
 
     /// The namespace this handle reads and writes.
     pub fn namespace(&self) -> &str {
-        &self.scope.namespace
+        &self.store().scope.namespace
     }
 
     /// This handle's scope (namespace, clock, policy).
     pub(crate) fn scope(&self) -> &Arc<Scope> {
-        &self.scope
+        &self.store().scope
     }
 
     /// A receiver of this handle's wake-up hub ([`lease_core::ExecutionClient::wakeups`]).
     pub(crate) fn subscribe_wakeups(&self) -> WakeReceiver {
-        self.wakes.subscribe()
+        self.store().wakes.subscribe()
     }
 
     /// This handle's wake-up hub (shared by every handle on its database and namespace).
     pub(crate) fn wakes(&self) -> &Arc<Wakes> {
-        &self.wakes
+        &self.store().wakes
     }
 
     /// This handle's connection.
     pub(crate) fn connection(&self) -> &ConnHandle {
-        &self.conn
+        &self.store().conn
+    }
+
+    /// The engine over this handle's connection: the client calls written once in
+    /// lease-core run on it.
+    pub(crate) fn engine(&self) -> &Engine<SqliteStore> {
+        &self.engine
+    }
+
+    /// The engine's store over this handle's connection and namespace.
+    pub fn store(&self) -> &SqliteStore {
+        self.engine.store()
     }
 
     /// A mutating operation that never makes anything claimable, of `weight` (where it may
@@ -178,14 +194,9 @@ impl SqliteBackend {
         &self,
         operation: &'static str,
         weight: Weight,
-        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
+        f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
-        let scope = self.scope.clone();
-        self.conn
-            .write_waking(operation, None, weight, move |tx| {
-                f(tx, &scope).map(Woken::quiet)
-            })
-            .await
+        self.store().write(operation, weight, f).await
     }
 
     /// A mutating operation that may make something claimable: signalled on this handle's
@@ -194,28 +205,17 @@ impl SqliteBackend {
         &self,
         operation: &'static str,
         weight: Weight,
-        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<Woken<T>> + Send + 'static,
+        f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<Woken<T>> + Send + 'static,
     ) -> Result<T> {
-        let scope = self.scope.clone();
-        let wakes = Some(self.wakes.clone());
-        self.conn
-            .write_waking(operation, wakes, weight, move |tx| f(tx, &scope))
-            .await
+        self.store().write_waking(operation, weight, f).await
     }
 
+    /// A read-only operation, in a transaction of its own.
     pub(crate) async fn read<T: Send + 'static>(
         &self,
         operation: &'static str,
-        mut f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
+        f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
-        let scope = self.scope.clone();
-        let busy_timeout = self.config.busy_timeout;
-        // Counted from now: time queued behind other jobs is part of the wait (item 22).
-        let busy = (busy_timeout, tx::deadline(busy_timeout));
-        self.conn
-            .call(operation, move |conn| {
-                tx::read(conn, operation, busy, |tx| f(tx, &scope))
-            })
-            .await
+        self.store().read(operation, f).await
     }
 }

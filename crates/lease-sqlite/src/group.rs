@@ -391,14 +391,14 @@ mod tests {
     use std::sync::Arc;
 
     use lease_core::{
-        Admission, ClaimBatch, ExecutionId, Fenced, Json, ManualClock, RedeliveryPolicy, RequestId,
-        StartRequest, StepKey, StepWrite, WorkflowName,
+        Admission, ClaimBatch, ExecutionId, Fenced, Json, ManualClock, RedeliveryPolicy, StepKey,
+        StepWrite,
     };
 
     use super::*;
     use crate::config::Location;
     use crate::scope::Scope;
-    use crate::{heap, start, transitions};
+    use crate::{heap, transitions};
 
     /// A child table whose foreign-key violation fails only the COMMIT.
     const DEFERRED_TABLES: &str = include_str!("group/test_deferred_tables.sql");
@@ -426,9 +426,9 @@ mod tests {
         ExecutionId::new(s).expect("id")
     }
 
-    /// Finding 16: a member that failed on its own after an earlier member's uncommitted
-    /// change (a start refused because the target "exists", admitted by the member before)
-    /// kept that answer when the COMMIT failed, though the rollback made it false.
+    /// A member whose answer rests on an earlier member's uncommitted change (an admission
+    /// answered with the record another member admitted) must not keep that answer when
+    /// the COMMIT failed, since the rollback made it false.
     #[test]
     fn a_failed_commit_leaves_no_answer_that_the_rollback_made_false() {
         let location = Location::Memory(format!("group-{}", uuid::Uuid::new_v4()));
@@ -451,13 +451,9 @@ mod tests {
         let (s1, s2, s3, s4) = (s.clone(), s.clone(), s.clone(), s.clone());
         let (admit, admit_rx) =
             member(move |tx| transitions::admit(tx, &s1, &Admission::new(id("t"))));
-        let request = StartRequest {
-            request_id: RequestId::new("r").expect("request id"),
-            workflow: WorkflowName::new("wf").expect("workflow"),
-            input: Json::null(),
-            target: id("t"),
-        };
-        let (start, start_rx) = member(move |tx| start::start_in(tx, &s2, &request));
+        // A second admission of "t" answers with the record the first one left uncommitted.
+        let (again, again_rx) =
+            member(move |tx| transitions::admit(tx, &s2, &Admission::new(id("t"))));
         let (reclaim, reclaim_rx) =
             member(move |tx| transitions::claim_due(tx, &s3, Timestamp::MAX, 1, 30_000));
         let write = StepWrite {
@@ -466,13 +462,18 @@ mod tests {
             done: true,
             response: Json::null(),
         };
-        let (stale, stale_rx) =
-            member(move |tx| heap::write_step(tx, &s4, &held, &write).map(Woken::quiet));
+        let (stale, stale_rx) = member(move |tx| {
+            if !heap::lease_holds(tx, &s4, &held)? {
+                return Ok(Woken::quiet(Fenced::Lost));
+            }
+            heap::record_step(tx, &s4, &held, &write)?;
+            Ok(Woken::quiet(Fenced::Accepted(())))
+        });
         let (breaker, breaker_rx) = member(|tx| {
             tx.execute(INSERT_CHILD, [])?;
             Ok(Woken::quiet(()))
         });
-        let pending = [admit, start, reclaim, stale, breaker]
+        let pending = [admit, again, reclaim, stale, breaker]
             .into_iter()
             .map(|m| Pending::now(m, Duration::from_secs(1)))
             .collect();
@@ -484,8 +485,8 @@ mod tests {
                 admit_rx.blocking_recv().expect("reply").map(|_| ()),
             ),
             (
-                "start",
-                start_rx.blocking_recv().expect("reply").map(|_| ()),
+                "admit again",
+                again_rx.blocking_recv().expect("reply").map(|_| ()),
             ),
             (
                 "reclaim",

@@ -1,15 +1,13 @@
-//! Heap step records (RFC 002 `HeapClient`): fenced writes, plain reads, and
-//! [`HeapClient`] for [`SqliteBackend`].
+//! Heap step records (RFC 002 `HeapClient`): the fencing check every fenced write makes,
+//! the step rows, and their reads. The client calls run on lease-core's engine
+//! ([`crate::SqliteStore`]); a fenced application transaction uses these directly.
 
-use async_trait::async_trait;
 use lease_core::{
-    Admission, ExecutionId, ExecutionLease, ExecutionRecord, Fenced, HeapClient, HeapRecord, Json,
-    LeaseError, Result, StepCursor, StepKey, StepPage, StepWrite, Timestamp,
+    Admission, ExecutionId, ExecutionLease, ExecutionRecord, HeapRecord, Json, LeaseError,
+    StepCursor, StepKey, StepWrite, Timestamp,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::backend::SqliteBackend;
-use crate::conn::Weight;
 use crate::error::{OpError, OpResult};
 use crate::rows::{self, token_from_sql};
 use crate::scope::Scope;
@@ -29,9 +27,7 @@ const STEP_COLUMNS: &str = "execution_id, step_key, step_attempt, done, response
 
 /// `$1 namespace, $2 id, $3 key, $4 attempt` -> the step record.
 const READ_STEP: &str = include_str!("heap/read_step.sql");
-/// `$1 namespace, $2 id` -> its step records by key, then attempt.
-const LIST_STEPS: &str = include_str!("heap/list_steps.sql");
-/// `list_steps_page`'s range read (its parameters are in the file).
+/// Up to a number of step records after a cursor (its parameters are in the file).
 const LIST_STEPS_PAGE: &str = include_str!("heap/list_steps_page.sql");
 
 fn read_raw(row: &Row<'_>) -> rusqlite::Result<RawStep> {
@@ -91,10 +87,20 @@ pub(crate) fn lease_holds(
     scope: &Scope,
     lease: &ExecutionLease,
 ) -> OpResult<bool> {
+    lease_holds_at(conn, &scope.namespace, lease, scope.now())
+}
+
+/// [`lease_holds`] at `now`.
+pub(crate) fn lease_holds_at(
+    conn: &Connection,
+    namespace: &str,
+    lease: &ExecutionLease,
+    now: Timestamp,
+) -> OpResult<bool> {
     let id = &lease.execution_id;
     let (token, status, expiry, unacknowledged, attempt_limit): Fence = conn
         .prepare_cached(FENCE)?
-        .query_row(params![scope.namespace, id.as_str()], |r| {
+        .query_row(params![namespace, id.as_str()], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .optional()?
@@ -109,7 +115,7 @@ pub(crate) fn lease_holds(
     stored.unacknowledged_deliveries = u32::try_from(unacknowledged)
         .map_err(|e| OpError::Corrupt(format!("stored unacknowledged count: {e}")))?;
     stored.attempt_limit = attempt_limit.map(lease_core::AttemptLimit::from_stored);
-    Ok(stored.holds_at(lease, scope.now())?)
+    Ok(stored.holds_at(lease, now)?)
 }
 
 /// The step record a fenced write left for (execution, key, attempt).
@@ -121,33 +127,21 @@ pub(crate) enum Recorded {
     Existing(HeapRecord),
 }
 
-/// The write half of `write_step` (and `step_in_tx`), run after [`lease_holds`] in the same
-/// transaction: inserts the record unless one exists for (execution, key, attempt).
+/// The write half of a fenced step write (`step_in_tx`), run after [`lease_holds`] in the
+/// same transaction: inserts the record unless one exists for (execution, key, attempt).
 pub(crate) fn record_step(
     conn: &Connection,
     scope: &Scope,
     lease: &ExecutionLease,
     write: &StepWrite,
 ) -> OpResult<Recorded> {
-    let inserted = conn.prepare_cached(INSERT_STEP)?.execute(params![
-        scope.namespace,
-        lease.execution_id.as_str(),
-        write.step_key.as_str(),
-        i64::from(write.step_attempt),
-        write.done,
-        write.response.as_str(),
-        rows::token_to_sql(lease.token)?,
-    ])?;
-    if inserted == 1 {
-        return Ok(Recorded::Inserted(HeapRecord::from_write(
-            &lease.execution_id,
-            lease.token,
-            write,
-        )));
+    let record = HeapRecord::from_write(&lease.execution_id, lease.token, write);
+    if insert_step(conn, &scope.namespace, &record)? {
+        return Ok(Recorded::Inserted(record));
     }
     let existing = read_step(
         conn,
-        scope,
+        &scope.namespace,
         &lease.execution_id,
         &write.step_key,
         write.step_attempt,
@@ -156,26 +150,29 @@ pub(crate) fn record_step(
     Ok(Recorded::Existing(existing))
 }
 
-/// `write_step` (fenced): when the lease holds, inserts the record unless one exists for
-/// (execution, key, attempt), and returns the stored record either way.
-pub(crate) fn write_step(
+/// Stores a step record unless one is stored at its (execution, key, attempt): `true` when
+/// it inserted.
+pub(crate) fn insert_step(
     conn: &Connection,
-    scope: &Scope,
-    lease: &ExecutionLease,
-    write: &StepWrite,
-) -> OpResult<Fenced<HeapRecord>> {
-    if !lease_holds(conn, scope, lease)? {
-        return Ok(Fenced::Lost);
-    }
-    match record_step(conn, scope, lease, write)? {
-        Recorded::Inserted(record) | Recorded::Existing(record) => Ok(Fenced::Accepted(record)),
-    }
+    namespace: &str,
+    record: &HeapRecord,
+) -> OpResult<bool> {
+    let inserted = conn.prepare_cached(INSERT_STEP)?.execute(params![
+        namespace,
+        record.execution_id.as_str(),
+        record.step_key.as_str(),
+        i64::from(record.step_attempt),
+        record.done,
+        record.response.as_str(),
+        rows::token_to_sql(record.token)?,
+    ])?;
+    Ok(inserted == 1)
 }
 
 /// `read_step`.
-fn read_step(
+pub(crate) fn read_step(
     conn: &Connection,
-    scope: &Scope,
+    namespace: &str,
     id: &ExecutionId,
     step_key: &StepKey,
     step_attempt: u32,
@@ -183,7 +180,7 @@ fn read_step(
     conn.prepare_cached(READ_STEP)?
         .query_row(
             params![
-                scope.namespace,
+                namespace,
                 id.as_str(),
                 step_key.as_str(),
                 i64::from(step_attempt)
@@ -195,105 +192,32 @@ fn read_step(
         .transpose()
 }
 
-/// `list_steps`: by step key (byte order, as `StepKey`'s `Ord`), then attempt.
-fn list_steps(conn: &Connection, scope: &Scope, id: &ExecutionId) -> OpResult<Vec<HeapRecord>> {
-    let raw: Vec<RawStep> = conn
-        .prepare_cached(LIST_STEPS)?
-        .query_map(params![scope.namespace, id.as_str()], read_raw)?
-        .collect::<rusqlite::Result<_>>()?;
-    raw.into_iter().map(RawStep::into_record).collect()
-}
-
-/// `list_steps_page`: `limit + 1` records after `after` in `list_steps`'s order, one range
-/// read of the primary key; the caller checked `limit`.
-fn list_steps_page(
+/// Up to `take` records of `id` after `after`, in `list_steps`'s order.
+pub(crate) fn steps_after(
     conn: &Connection,
-    scope: &Scope,
+    namespace: &str,
     id: &ExecutionId,
     after: Option<&StepCursor>,
-    limit: u32,
-) -> OpResult<StepPage> {
+    take: usize,
+) -> OpResult<Vec<HeapRecord>> {
     let key = after.map(|c| c.step_key.as_str());
     let attempt = after.map_or(0, |c| i64::from(c.step_attempt));
+    let take = i64::try_from(take).unwrap_or(i64::MAX);
     let raw: Vec<RawStep> = conn
         .prepare_cached(LIST_STEPS_PAGE)?
         .query_map(
-            params![
-                scope.namespace,
-                id.as_str(),
-                key,
-                attempt,
-                i64::from(limit) + 1
-            ],
+            params![namespace, id.as_str(), key, attempt, take],
             read_raw,
         )?
         .collect::<rusqlite::Result<_>>()?;
-    let rows = raw
-        .into_iter()
-        .map(RawStep::into_record)
-        .collect::<OpResult<Vec<_>>>()?;
-    Ok(StepPage::from_rows(rows, limit))
-}
-
-#[async_trait]
-impl HeapClient for SqliteBackend {
-    #[tracing::instrument(level = "debug", name = "write_step", skip_all)]
-    async fn write_step(
-        &self,
-        lease: &ExecutionLease,
-        write: &StepWrite,
-    ) -> Result<Fenced<HeapRecord>> {
-        let lease = lease.clone();
-        let write = write.clone();
-        self.write("write_step", Weight::Light, move |tx, s| {
-            write_step(tx, s, &lease, &write)
-        })
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", name = "read_step", skip_all)]
-    async fn read_step(
-        &self,
-        id: &ExecutionId,
-        step_key: &StepKey,
-        step_attempt: u32,
-    ) -> Result<Option<HeapRecord>> {
-        let id = id.clone();
-        let step_key = step_key.clone();
-        self.read("read_step", move |tx, s| {
-            read_step(tx, s, &id, &step_key, step_attempt)
-        })
-        .await
-    }
-
-    #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
-    async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
-        let id = id.clone();
-        self.read("list_steps", move |tx, s| list_steps(tx, s, &id))
-            .await
-    }
-
-    #[tracing::instrument(level = "debug", name = "list_steps_page", skip_all)]
-    async fn list_steps_page(
-        &self,
-        id: &ExecutionId,
-        after: Option<&StepCursor>,
-        limit: u32,
-    ) -> Result<StepPage> {
-        StepPage::check_limit(limit)?;
-        let (id, after) = (id.clone(), after.cloned());
-        self.read("list_steps_page", move |tx, s| {
-            list_steps_page(tx, s, &id, after.as_ref(), limit)
-        })
-        .await
-    }
+    raw.into_iter().map(RawStep::into_record).collect()
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn every_step_read_selects_the_columns_read_raw_expects() {
-        for sql in [super::READ_STEP, super::LIST_STEPS, super::LIST_STEPS_PAGE] {
+        for sql in [super::READ_STEP, super::LIST_STEPS_PAGE] {
             assert!(sql.contains(super::STEP_COLUMNS), "{sql}");
         }
     }

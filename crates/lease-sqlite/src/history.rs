@@ -46,7 +46,7 @@ pub(crate) struct HistoryWrite {
 }
 
 /// The stored form of a history.
-fn to_sql(history: &DeliveryHistory) -> OpResult<String> {
+pub(crate) fn to_sql(history: &DeliveryHistory) -> OpResult<String> {
     serde_json::to_string(history)
         .map_err(|e| OpError::Corrupt(format!("delivery history cannot be written: {e}")))
 }
@@ -88,6 +88,11 @@ impl StoredHistory {
     /// The history of a row read as (`deliveries`, `delivery_claimed_at`).
     pub(crate) fn new(json: Option<String>, claimed_at: Option<i64>) -> Self {
         StoredHistory { json, claimed_at }
+    }
+
+    /// True while the row's columns describe its latest delivery.
+    pub(crate) fn describes_latest(&self) -> bool {
+        self.claimed_at.is_some()
     }
 
     /// The delivery the row's columns describe, as of `stored` (the stored record of the

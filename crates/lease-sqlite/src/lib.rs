@@ -147,6 +147,7 @@ mod conn;
 mod control;
 mod counts;
 mod effect;
+mod engine;
 mod error;
 mod execution;
 mod fenced;
@@ -161,8 +162,6 @@ mod redelivery;
 mod retention;
 mod rows;
 mod scope;
-mod start;
-mod store;
 mod transitions;
 mod tx;
 mod wakeup;
@@ -172,6 +171,7 @@ pub use backend::{ConnectionHold, SqliteBackend};
 pub use config::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_WAKE_POLL, SqliteConfig, Synchronous,
 };
+pub use engine::{SqliteStore, SqliteTx};
 /// The rusqlite this crate links, whose `Transaction` the fenced closures
 /// ([`SqliteBackend::fenced`], [`SqliteBackend::step_in_tx`]) take: use it rather than a
 /// separately declared rusqlite, whose version could differ.

@@ -20,7 +20,7 @@ pub(crate) const PURGEABLE: &str = include_str!("retention/purgeable.sql");
 /// What names a purged execution, `$1 namespace, $2 execution id`: its step records (the
 /// steps' unique index), the store receipts it made and the start records that target it
 /// (schema v4 indexes), its effects and store-waiter registrations (schema v6 indexes).
-const FORGET: [&str; 5] = [
+pub(crate) const FORGET: [&str; 5] = [
     include_str!("retention/steps_forget.sql"),
     include_str!("retention/store_receipts_forget.sql"),
     include_str!("retention/starts_forget.sql"),

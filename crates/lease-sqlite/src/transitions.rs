@@ -206,43 +206,6 @@ pub(crate) fn request_wake(
     Ok(Woken::at((), wake))
 }
 
-/// `$1 namespace, $2 id` -> a row when the execution exists.
-const EXECUTION_EXISTS: &str = include_str!("transitions/execution_exists.sql");
-
-/// `UnknownExecution` unless `id` exists (its row is not decoded).
-pub(crate) fn require_execution(
-    conn: &Connection,
-    scope: &Scope,
-    id: &ExecutionId,
-) -> OpResult<()> {
-    let found = conn
-        .prepare_cached(EXECUTION_EXISTS)?
-        .query_row(params![scope.namespace, id.as_str()], |_| Ok(()))
-        .optional()?;
-    found.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
-}
-
-/// A waiter's wake: `request_wake(waiter, now)` exactly as the unfenced operation. A waiter
-/// that is gone or whose record cannot be decoded is skipped (logged): no claim can take it
-/// either, and the write that woke it must not fail for it.
-pub(crate) fn wake_waiter(
-    conn: &Connection,
-    scope: &Scope,
-    waiter: &ExecutionId,
-    now: Timestamp,
-) -> OpResult<Option<Timestamp>> {
-    match request_wake(conn, scope, waiter, now) {
-        Ok(woken) => Ok(woken.wake),
-        Err(OpError::Lease(LeaseError::UnknownExecution(_))) => Ok(None),
-        Err(OpError::Corrupt(problem)) => {
-            tracing::warn!(namespace = %scope.namespace, waiter = %waiter, problem,
-                "not waking a waiter whose record cannot be decoded");
-            Ok(None)
-        }
-        Err(other) => Err(other),
-    }
-}
-
 /// `$1 namespace` -> the namespace's last issued token (no row: none issued yet). The
 /// claim reads it inside [`crate::candidates::OPENING`]; the raw baseline alone.
 pub(crate) const LAST_TOKEN: &str = include_str!("transitions/last_token.sql");
@@ -257,7 +220,7 @@ fn store_last_token(conn: &Connection, namespace: &str, token: FencingToken) -> 
 }
 
 /// `$1 namespace, $2 n`: adds a claim's takeovers to the namespace's counter.
-const ADD_TAKEOVERS: &str = include_str!("transitions/add_takeovers.sql");
+pub(crate) const ADD_TAKEOVERS: &str = include_str!("transitions/add_takeovers.sql");
 
 /// A claim's writes to the namespace's counters row, in its transaction: the last token it
 /// issued, when it issued any (`issued`), then the `takeovers` it made, when it made any

@@ -42,14 +42,15 @@ impl RedbStore {
 
 impl TxStore for RedbStore {
     const NAME: &'static str = "redb";
-    type Tx = RedbTx;
+    type Tx<'t> = RedbTx;
 
     /// One redb write transaction: committed on `Ok`; dropped uncommitted (aborted) on `Err`.
     /// redb commits on the caller's thread, so the step runs at the call and the future is
     /// ready.
     fn transact<T: Send + 'static>(
         &self,
-        mut step: impl FnMut(&mut RedbTx) -> Result<Written<T>> + Send + 'static,
+        _operation: &'static str,
+        mut step: impl for<'t> FnMut(&mut RedbTx) -> Result<Written<T>> + Send + 'static,
     ) -> impl Future<Output = Result<Written<T>>> + Send {
         let mut run = || {
             let mut tx = RedbTx::begin(&self.db)?;

@@ -138,13 +138,13 @@ impl Tx for RedbTx {
         Ok(())
     }
 
-    fn namespace(&self) -> &Namespace {
-        &self.namespace
+    fn namespace(&self) -> Result<&Namespace> {
+        Ok(&self.namespace)
     }
 
-    fn namespace_mut(&mut self) -> &mut Namespace {
+    fn namespace_mut(&mut self) -> Result<&mut Namespace> {
         self.namespace_changed = true;
-        &mut self.namespace
+        Ok(&mut self.namespace)
     }
 
     fn history(&self, id: &ExecutionId) -> Result<Option<DeliveryHistory>> {

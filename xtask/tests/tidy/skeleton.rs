@@ -64,8 +64,32 @@ fn missing_files(root: &Path, krate: &Crate) -> Vec<String> {
     FILES
         .iter()
         .filter(|f| !src.join(format!("{f}.rs")).is_file() && !src.join(f).join("mod.rs").is_file())
+        .filter(|f| !runs_on_engine(krate, f))
         .map(|f| format!("{}: no src/{f}.rs", krate.dir.display()))
         .collect()
+}
+
+/// True when the client trait whose home is `file` runs on lease-core's engine in this
+/// adapter (it implements the trait's `Forward*` twin onto the engine): then the adapter has
+/// no file of its own for it.
+fn runs_on_engine(krate: &Crate, file: &str) -> bool {
+    let Some((name, _)) = TRAIT_FILES.iter().find(|(_, f)| *f == file) else {
+        return false;
+    };
+    let twin = format!("Forward{}", name.trim_end_matches("Client"));
+    let is_twin = |item: &syn::Item| {
+        let syn::Item::Impl(imp) = item else {
+            return false;
+        };
+        imp.trait_
+            .as_ref()
+            .and_then(|(_, path, _)| path.segments.last())
+            .is_some_and(|last| last.ident == twin)
+    };
+    krate
+        .src
+        .iter()
+        .any(|f| !f.test && f.ast.items.iter().any(is_twin))
 }
 
 /// The client trait an impl block implements, if it is one of [`TRAIT_FILES`].

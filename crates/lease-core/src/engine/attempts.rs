@@ -2,7 +2,7 @@
 
 use crate::attempts::{Release, check_retry_ids};
 use crate::error::{LeaseError, Result};
-use crate::execution::{ExecutionRecord, ExecutionStatus};
+use crate::execution::ExecutionRecord;
 use crate::ids::ExecutionId;
 use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced};
@@ -20,7 +20,7 @@ impl<S: TxStore> Engine<S> {
     ) -> Result<Fenced<()>> {
         let now = self.clock.now();
         let (this, lease, release) = (self.clone(), lease.clone(), release.clone());
-        self.write(move |tx, wakes| {
+        self.write("release", move |tx, wakes| {
             let released = with_held(tx, &lease, now, |record| {
                 record.release_with(now, &release);
                 this.note(wakes, record);
@@ -43,20 +43,10 @@ impl<S: TxStore> Engine<S> {
         check_limit("list limit", limit)?;
         let now = self.clock.now();
         let after = after.cloned();
-        let mut dead: Vec<ExecutionRecord> = self
-            .read(move |tx| {
-                tx.scan(|scan| {
-                    scan.records
-                        .filter(|r| after.as_ref().is_none_or(|a| &r.id > a))
-                        .map(|r| r.effective(now))
-                        .filter(|r| r.status == ExecutionStatus::Dead)
-                        .collect()
-                })
-            })
-            .await?;
-        dead.sort_by(|a, b| a.id.cmp(&b.id));
-        dead.truncate(limit);
-        Ok(dead)
+        self.read("list_dead", move |tx| {
+            tx.dead_after(after.as_ref(), limit, now)
+        })
+        .await
     }
 
     /// [`crate::ExecutionClient::retry_dead`]: every id checked on a copy first, so a
@@ -69,7 +59,7 @@ impl<S: TxStore> Engine<S> {
         check_retry_ids(ids)?;
         let now = self.clock.now();
         let (ids, input) = (ids.to_vec(), input.cloned());
-        self.write(move |tx, wakes| {
+        self.write("retry_dead", move |tx, wakes| {
             let mut retried = Vec::with_capacity(ids.len());
             for id in &ids {
                 let mut record = tx

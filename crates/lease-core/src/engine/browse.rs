@@ -51,7 +51,7 @@ impl<S: TxStore> Engine<S> {
         let now = self.clock.now();
         let filter = filter.clone();
         let (mut page, last, more) = self
-            .read(move |tx| {
+            .read("list_executions", move |tx| {
                 let mut page = ExecutionPage::default();
                 let mut last = None;
                 let mut more = false;

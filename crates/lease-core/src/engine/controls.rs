@@ -6,7 +6,7 @@ use crate::execution::CancelOutcome;
 use crate::history::DeliveryEnd;
 use crate::ids::ExecutionId;
 
-use super::{Engine, Tx, TxStore, history};
+use super::{DeliveryEvent, Engine, Tx, TxStore, history};
 
 impl<S: TxStore> Engine<S> {
     /// [`crate::ExecutionClient::cancel`]: the effective record is cancelled in place (a
@@ -18,14 +18,19 @@ impl<S: TxStore> Engine<S> {
     ) -> Result<CancelOutcome> {
         let now = self.clock.now();
         let (this, id, reason) = (self.clone(), id.clone(), reason.clone());
-        self.write(move |tx, wakes| {
+        self.write("cancel", move |tx, wakes| {
             let id = &id;
             let unknown = || LeaseError::UnknownExecution(id.clone());
             if tx
                 .read_execution(id, |r| r.lease_live(now))?
                 .ok_or_else(unknown)?
             {
-                tx.update_history(id, |h| h.end(DeliveryEnd::Cancelled, now, None))?;
+                let event = DeliveryEvent::Ended {
+                    end: DeliveryEnd::Cancelled,
+                    at: now,
+                    error: None,
+                };
+                tx.record_delivery(id, event)?;
             } else {
                 history::close_expired(tx, id, now)?;
             }

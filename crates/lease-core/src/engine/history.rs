@@ -8,7 +8,8 @@ use crate::history::DeliveryEnd;
 use crate::ids::ExecutionId;
 use crate::time::Timestamp;
 
-use super::store::Tx;
+use super::tx::Tx;
+use super::values::DeliveryEvent;
 
 /// Closes `id`'s open entry when its stored delivery's lease has expired by `now`: the step
 /// about to apply the effective record (a claim, a cancel, a retry) writes down the expiry
@@ -23,7 +24,13 @@ pub(super) fn close_expired(tx: &mut impl Tx, id: &ExecutionId, now: Timestamp) 
     let Some(expired) = expired else {
         return Ok(false);
     };
-    tx.update_history(id, |h| *h = std::mem::take(h).effective(&expired, now))?;
+    tx.record_delivery(
+        id,
+        DeliveryEvent::Expired {
+            stored: &expired,
+            at: now,
+        },
+    )?;
     Ok(true)
 }
 
@@ -38,7 +45,12 @@ pub(super) fn acknowledged(
         Acknowledged::Suspended => DeliveryEnd::Suspended,
         Acknowledged::Terminal(_) => DeliveryEnd::Acknowledged,
     };
-    tx.update_history(id, |h| h.end(end, now, None))
+    let event = DeliveryEvent::Ended {
+        end,
+        at: now,
+        error: None,
+    };
+    tx.record_delivery(id, event)
 }
 
 /// Closes `id`'s open entry as `release` ends it: an attempt is `Released` (with the
@@ -52,8 +64,13 @@ pub(super) fn released(
 ) -> Result<()> {
     let (end, error) = match release {
         Release::NotStarted => (DeliveryEnd::NotStarted, None),
-        Release::Failed(note) => (DeliveryEnd::Released, Some(note.clone())),
+        Release::Failed(note) => (DeliveryEnd::Released, Some(note)),
         Release::Retry => (DeliveryEnd::Released, None),
     };
-    tx.update_history(id, |h| h.end(end, now, error))
+    let event = DeliveryEvent::Ended {
+        end,
+        at: now,
+        error,
+    };
+    tx.record_delivery(id, event)
 }

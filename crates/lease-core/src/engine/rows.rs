@@ -14,7 +14,7 @@ use crate::json::Json;
 use crate::lease::{ExecutionLease, Fenced};
 use crate::store::{StartRequest, Started, StoreOp, StoreReceipt, StoreSnapshot, StoreUpdate};
 
-use super::{Engine, Tx, TxStore, held};
+use super::{Engine, Tx, TxStore};
 
 /// `UnknownExecution` unless `id` is stored.
 fn known(tx: &impl Tx, id: &ExecutionId) -> Result<()> {
@@ -42,8 +42,8 @@ impl<S: TxStore> HeapClient for Engine<S> {
     ) -> Result<Fenced<HeapRecord>> {
         let now = self.clock.now();
         let (lease, write) = (lease.clone(), write.clone());
-        self.write(move |tx, _| {
-            if !held(tx, &lease, now)? {
+        self.write("write_step", move |tx, _| {
+            if !tx.holds(&lease, now)? {
                 return Ok(Fenced::Lost);
             }
             let record = HeapRecord::from_write(&lease.execution_id, lease.token, &write);
@@ -60,14 +60,15 @@ impl<S: TxStore> HeapClient for Engine<S> {
         step_attempt: u32,
     ) -> Result<Option<HeapRecord>> {
         let (id, step_key) = (id.clone(), step_key.clone());
-        self.read(move |tx| tx.step(&id, &step_key, step_attempt))
+        self.read("read_step", move |tx| tx.step(&id, &step_key, step_attempt))
             .await
     }
 
     #[tracing::instrument(level = "debug", name = "list_steps", skip_all)]
     async fn list_steps(&self, id: &ExecutionId) -> Result<Vec<HeapRecord>> {
         let id = id.clone();
-        self.read(move |tx| tx.steps(&id, None, usize::MAX)).await
+        self.read("list_steps", move |tx| tx.steps(&id, None, usize::MAX))
+            .await
     }
 
     /// Only the page (and one more record) is read.
@@ -84,7 +85,9 @@ impl<S: TxStore> HeapClient for Engine<S> {
             .saturating_add(1);
         let (id, after) = (id.clone(), after.cloned());
         let rows = self
-            .read(move |tx| tx.steps(&id, after.as_ref(), take))
+            .read("list_steps_page", move |tx| {
+                tx.steps(&id, after.as_ref(), take)
+            })
             .await?;
         Ok(StepPage::from_rows(rows, limit))
     }
@@ -99,7 +102,7 @@ impl<S: TxStore> StoreClient for Engine<S> {
         initial: &[(StoreKey, Json)],
     ) -> Result<StoreSnapshot> {
         let (store, initial) = (store.clone(), initial.to_vec());
-        self.write(move |tx, _| {
+        self.write("get_or_create", move |tx, _| {
             let (entries, created) = match tx.store_entries(&store)? {
                 Some(entries) => (entries, false),
                 None => {
@@ -121,7 +124,7 @@ impl<S: TxStore> StoreClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "read_entry", skip_all)]
     async fn read_entry(&self, store: &StoreId, key: &StoreKey) -> Result<Option<Json>> {
         let (store, key) = (store.clone(), key.clone());
-        self.read(move |tx| {
+        self.read("read_entry", move |tx| {
             tx.entry(&store, &key)?
                 .ok_or_else(|| LeaseError::UnknownStore(store.to_string()))
         })
@@ -133,7 +136,7 @@ impl<S: TxStore> StoreClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "update", skip_all)]
     async fn update(&self, receipt: &StoreReceipt, op: &StoreOp) -> Result<StoreUpdate> {
         let (this, receipt, op) = (self.clone(), receipt.clone(), op.clone());
-        self.write(move |tx, wakes| {
+        self.write("update", move |tx, wakes| {
             let current = tx
                 .entry(&receipt.store, op.key())?
                 .ok_or_else(|| LeaseError::UnknownStore(receipt.store.to_string()))?;
@@ -173,7 +176,7 @@ impl<S: TxStore> StoreClient for Engine<S> {
         waiter: &ExecutionId,
     ) -> Result<Option<Json>> {
         let (store, key, waiter) = (store.clone(), key.clone(), waiter.clone());
-        self.write(move |tx, _| {
+        self.write("watch_entry", move |tx, _| {
             known(tx, &waiter)?;
             let current = tx
                 .entry(&store, &key)?
@@ -191,7 +194,7 @@ impl<S: TxStore> EffectClient for Engine<S> {
     async fn begin_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<Begun> {
         let now = self.clock.now();
         let (id, execution) = (id.clone(), execution.clone());
-        self.write(move |tx, _| {
+        self.write("begin_effect", move |tx, _| {
             known(tx, &execution)?;
             if let Some(record) = tx.effect(&id)? {
                 record.check_owner(&execution)?;
@@ -220,7 +223,7 @@ impl<S: TxStore> EffectClient for Engine<S> {
         let now = self.clock.now();
         let this = self.clone();
         let (id, execution, result) = (id.clone(), execution.clone(), result.clone());
-        self.write(move |tx, wakes| {
+        self.write("settle_effect", move |tx, wakes| {
             let settlement = owned_effect(tx, &id, &execution)?.settle(&result, now);
             if let Settlement::Recorded(record) = &settlement {
                 tx.put_effect(record)?;
@@ -236,14 +239,14 @@ impl<S: TxStore> EffectClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "read_effect", skip_all)]
     async fn read_effect(&self, id: &EffectId) -> Result<Option<EffectRecord>> {
         let id = id.clone();
-        self.read(move |tx| tx.effect(&id)).await
+        self.read("read_effect", move |tx| tx.effect(&id)).await
     }
 
     /// Only the owner may wait; a settled effect answers at once.
     #[tracing::instrument(level = "debug", name = "wait_effect", skip_all)]
     async fn wait_effect(&self, id: &EffectId, execution: &ExecutionId) -> Result<EffectWait> {
         let (id, execution) = (id.clone(), execution.clone());
-        self.write(move |tx, _| {
+        self.write("wait_effect", move |tx, _| {
             let record = owned_effect(tx, &id, &execution)?;
             if record.result().is_some() {
                 return Ok(EffectWait::Settled(record));
@@ -263,7 +266,7 @@ impl<S: TxStore> StartClient for Engine<S> {
     async fn start(&self, request: &StartRequest) -> Result<Started> {
         let now = self.clock.now();
         let (this, request) = (self.clone(), request.clone());
-        self.write(move |tx, wakes| {
+        self.write("start", move |tx, wakes| {
             if let Some(target) = tx.start_target(&request.request_id)? {
                 return Ok(Started {
                     target,

@@ -1,0 +1,1 @@
+DELETE FROM lease_executions WHERE namespace = ?1 AND id = ?2
