@@ -27,15 +27,18 @@ end
 local now = clock_now()
 local out = {'ok'}
 local earliest = nil
-for i = 1, n do
-  local r = records[i]
-  if r then
-    local at, freed = acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
-    earliest = min_opt(earliest, min_opt(at, freed))
-    out[i + 1] = 'ok'
-  else
-    out[i + 1] = 'lost'
+-- The items' index, browse-set and counter writes go out once per set (deferred).
+deferred(function()
+  for i = 1, n do
+    local r = records[i]
+    if r then
+      local at, freed = acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
+      earliest = min_opt(earliest, min_opt(at, freed))
+      out[i + 1] = 'ok'
+    else
+      out[i + 1] = 'lost'
+    end
   end
-end
+end)
 publish_wake(ARGV[3], earliest)
 return out

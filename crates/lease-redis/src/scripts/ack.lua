@@ -37,6 +37,6 @@ local function acknowledge(r, kind, value, now)
   end
   save(r, old, extra)
   place(r, old)
-  if extra then redis.call('ZADD', K_DONE, fmt(now), r.id) end
+  if extra then zset_put(K_DONE, r.id, fmt(now)) end
   return (claimable_at(r)), key_freed(r, now)
 end

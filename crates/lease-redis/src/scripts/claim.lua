@@ -59,9 +59,10 @@ local function problem_of(e)
 end
 
 -- What the client would fail to decode in the payload fields of execution `id` (workflow
--- name, input, outcome), or nil. load() has checked the state-machine fields.
-local function payload_problem(id)
-  local v = redis.call('HMGET', k_exec(id), 'wf', 'in', 'oc', 'ov')
+-- name, input, outcome; those read with its record `r`, else read here), or nil. load()
+-- has checked the state-machine fields.
+local function payload_problem(id, r)
+  local v = r.pl or redis.call('HMGET', k_exec(id), 'wf', 'in', 'oc', 'ov')
   if v[1] and not valid_name(v[1]) then
     return 'workflow name is not 1-255 bytes of UTF-8 without control characters'
   end
@@ -77,7 +78,7 @@ end
 
 -- A candidate's record, or nil and the problem when it cannot be used.
 local function inspect(id)
-  local ok, r = pcall(load, id)
+  local ok, r = pcall(load, id, true)
   if not ok then return nil, problem_of(r) end
   if not valid_name(id) then
     return nil, 'execution id is not 1-255 bytes of UTF-8 without control characters'
@@ -493,7 +494,7 @@ local function plan_candidate(plan, pick, now)
     else
       local wf = paused_workflow(plan.paused, id)
       if wf then return plan_park(plan, pick, r, 'w:' .. wf) end
-      problem = payload_problem(id)
+      problem = payload_problem(id, r)
       if problem then
         plan.corrupt[#plan.corrupt + 1] = {id, problem, pick.pr}
       elseif key_full(plan, r) then
@@ -522,9 +523,17 @@ local function plan_candidate(plan, pick, now)
   return false
 end
 
--- The priority levels a claim walks, highest first: level 0, those listed in `levels` (one
--- ZRANGE of an empty key when only the default is in use) and those of `moved` members.
-local function claim_levels(moved)
+-- Whether any of the keys only pauses, priorities, parking and attempt limits fill holds
+-- members (`paused`, `levels`, `parked`, `running_last`): when none does (a plain drain),
+-- one EXISTS stands for the four reads that would each find an empty key.
+local function claim_extras()
+  return redis.call('EXISTS', P .. 'paused', P .. 'levels', K_PARKED, K_RUNNING_LAST) > 0
+end
+
+-- The priority levels a claim walks, highest first: level 0, those listed in `levels` (read
+-- only when claim_extras found one of its keys: `levels` is empty when only the default is
+-- in use) and those of `moved` members.
+local function claim_levels(moved, extras)
   local seen, out = {[0] = true}, {0}
   local function add(pr)
     if not seen[pr] then
@@ -532,7 +541,9 @@ local function claim_levels(moved)
       out[#out + 1] = pr
     end
   end
-  for _, l in ipairs(redis.call('ZRANGE', P .. 'levels', 0, -1)) do add(tonumber(l) or 0) end
+  if extras then
+    for _, l in ipairs(redis.call('ZRANGE', P .. 'levels', 0, -1)) do add(tonumber(l) or 0) end
+  end
   for _, m in ipairs(moved) do add(m.pr) end
   table.sort(out, function(a, b) return a > b end)
   return out
@@ -577,14 +588,17 @@ end
 local function plan_claim(now, limit)
   local plan = {now = now, limit = limit, budget = math.max(limit * 4, 100), seen = {},
     corrupt = {}, moves = {}, stale = {}, replace = {}, cands = {}, base = 0,
-    paused = paused_scopes(), keys = {}, blocked = {}, nblocked = 0, levels = {0},
+    keys = {}, blocked = {}, nblocked = 0, levels = {0}, extras = claim_extras(),
     unparks = {}, rescore = {}, parks = {}, park_left = PARK_BUDGET, unline = {}, rated = {}}
-  if plan.paused and plan.paused.ns then return plan end
+  if plan.extras then
+    plan.paused = paused_scopes()
+    if plan.paused and plan.paused.ns then return plan end
+  end
   local moved = {}
   plan_moves(plan, now, moved)
-  plan_unparks(plan, now, moved)
+  if plan.extras then plan_unparks(plan, now, moved) end
   sort_claim_order(moved)
-  plan.levels = claim_levels(moved)
+  plan.levels = claim_levels(moved, plan.extras)
   plan_walk(plan, now, limit, moved)
   return plan
 end
@@ -729,7 +743,9 @@ local function apply_index_changes(plan)
   end
   for _, r in ipairs(plan.replace) do reindex(r) end
   apply_parks(plan)
-  bury_expired(plan.now, plan.budget)
+  -- running_last is empty when the plan found none of its keys (claim_extras) and no
+  -- repair wrote since.
+  if plan.extras or #plan.replace > 0 then bury_expired(plan.now, plan.budget) end
 end
 
 -- The partition's takeover counter (`takeovers`, a string, INCRBY; status_counts reads it
@@ -739,11 +755,35 @@ end
 -- the drain's claims write nothing more.
 local K_TAKEOVERS = P .. 'takeovers'
 
+-- Writes the lease of candidate `c`, the plan's i-th, of `lease_ms`: its record, indexes
+-- and (a rated key) the key's start. Returns the record as written.
+local function lease_candidate(plan, i, c, lease_ms)
+  local e = c.e
+  if e == c.r then e = copy(c.r) end
+  e.tk = plan.tokens and plan.tokens[i] or plan.base + i
+  e.st = 'running'
+  e.le = plan.now + lease_ms
+  e.ca = plan.now
+  e.wk = nil
+  e.al = attempt_limit_for(e.wf)
+  e.rp = redelivery_for(e.wf)
+  save(e, c.r)
+  place(e, c.r)
+  local g = e.ck and plan.keys[e.ck]
+  if g and g.rate then
+    redis.call('ZADD', starts_key(e.ck), fmt(plan.now), fmt(e.tk))
+    redis.call('SADD', P .. 'rated', e.ck)
+  end
+  return e
+end
+
 -- Writes the checked plan: index changes, then a lease of `lease_ms` for each candidate with
 -- tokens plan.base + 1, plan.base + 2, ... Returns the reply items (id, token, expires_at
 -- and, with `with_records`, the HGETALL taken right after the claim, per lease) and the
 -- earliest claimable instant of the new leases (what the claim publishes). A candidate
 -- stored running is a lease that ran out (a takeover): their number goes to `takeovers`.
+-- The leases' index, browse-set and counter writes go out once per set (deferred): no step
+-- of the loop reads those sets.
 local function apply_claim(plan, lease_ms, with_records)
   apply_index_changes(plan)
   local out = {}
@@ -751,30 +791,17 @@ local function apply_claim(plan, lease_ms, with_records)
   local takeovers = 0
   local n = #plan.cands
   if n > 0 and not plan.tokens then take_tokens(plan.base, n) end
-  for i, c in ipairs(plan.cands) do
-    if c.r.st == 'running' then takeovers = takeovers + 1 end
-    local e = c.e
-    if e == c.r then e = copy(c.r) end
-    e.tk = plan.tokens and plan.tokens[i] or plan.base + i
-    e.st = 'running'
-    e.le = plan.now + lease_ms
-    e.ca = plan.now
-    e.wk = nil
-    e.al = attempt_limit_for(c.id)
-    e.rp = redelivery_for(e.wf)
-    save(e, c.r)
-    place(e, c.r)
-    local g = e.ck and plan.keys[e.ck]
-    if g and g.rate then
-      redis.call('ZADD', starts_key(e.ck), fmt(plan.now), fmt(e.tk))
-      redis.call('SADD', P .. 'rated', e.ck)
+  deferred(function()
+    for i, c in ipairs(plan.cands) do
+      if c.r.st == 'running' then takeovers = takeovers + 1 end
+      local e = lease_candidate(plan, i, c, lease_ms)
+      out[#out + 1] = c.id
+      out[#out + 1] = fmt(e.tk)
+      out[#out + 1] = fmt(e.le)
+      if with_records then out[#out + 1] = redis.call('HGETALL', k_exec(c.id)) end
+      earliest = min_opt(earliest, (claimable_at(e)))
     end
-    out[#out + 1] = c.id
-    out[#out + 1] = fmt(e.tk)
-    out[#out + 1] = fmt(e.le)
-    if with_records then out[#out + 1] = redis.call('HGETALL', k_exec(c.id)) end
-    earliest = min_opt(earliest, (claimable_at(e)))
-  end
+  end)
   if takeovers > 0 then redis.call('INCRBY', K_TAKEOVERS, takeovers) end
   return out, earliest
 end
@@ -853,7 +880,8 @@ local function with_horizon(now, out, plan)
   if not (plan.paused and plan.paused.ns) then
     next_at = first(K_WAITING)
     for _, level in ipairs(plan.levels) do next_at = min_opt(next_at, first(ready_key(level))) end
-    next_at = min_opt(next_at, parked_horizon(now))
+    -- Only parks fill `parked` when claim_extras found it empty.
+    if plan.extras or #plan.parks > 0 then next_at = min_opt(next_at, parked_horizon(now)) end
     -- What a closed key held back unparked opens at its key's instant (key_open_at).
     if plan.gate_next and plan.gate_next < PARK_NEVER then
       next_at = min_opt(next_at, math.max(plan.gate_next, now))

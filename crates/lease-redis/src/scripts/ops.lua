@@ -35,6 +35,77 @@ local function publish_wake(cmd, at)
   redis.pcall(cmd, P .. 'wake', fmt(at))
 end
 
+-- ---- deferred index writes: one command per sorted set and per counter for a batch ----
+-- Inside deferred(fn) (a claim's leases, a batch of acknowledgements or admissions), the
+-- writes of the browse sets, the status counters and the sets named in zset_put are
+-- gathered and written after fn: one ZREM and one ZADD per sorted set, one HINCRBY per
+-- status, instead of one of each per record. Only sets no step of the batch reads go
+-- through here (the batch's own reads of `ready`, `waiting` and the others come before it or
+-- after the flush). The last write of a member wins, as the commands would have left it.
+-- Outside deferred(fn) every write goes out at once, as before.
+local DEFER = nil
+-- Values one command takes at most when a deferred write is flushed (Lua's unpack limit
+-- lies far above; many small commands cost more than a few big ones).
+local FLUSH_CHUNK = 1000
+
+-- Sets member `id` of sorted set `key` to `score` (a string), or takes it out (nil).
+local function zset_put(key, id, score)
+  if DEFER == nil then
+    if score then redis.call('ZADD', key, score, id) else redis.call('ZREM', key, id) end
+    return
+  end
+  local k = DEFER.sets[key]
+  if not k then
+    k = {}
+    DEFER.sets[key] = k
+    DEFER.keys[#DEFER.keys + 1] = key
+  end
+  k[id] = score or false
+end
+
+-- Sends `cmd key args...` for `args` in chunks of FLUSH_CHUNK values (`step` values per
+-- member, so a member's score and id stay in one command).
+local function send_chunked(cmd, key, args, step)
+  local n = math.floor(FLUSH_CHUNK / step) * step
+  for i = 1, #args, n do
+    redis.call(cmd, key, unpack(args, i, math.min(i + n - 1, #args)))
+  end
+end
+
+-- Writes what deferred(fn) gathered: per set its removals then its additions (a member is in
+-- one of them only, its last write), then the counters' net changes.
+local function defer_flush(d)
+  for _, key in ipairs(d.keys) do
+    local add, rem = {}, {}
+    for id, score in pairs(d.sets[key]) do
+      if score then
+        add[#add + 1] = score
+        add[#add + 1] = id
+      else
+        rem[#rem + 1] = id
+      end
+    end
+    if #rem > 0 then send_chunked('ZREM', key, rem, 1) end
+    if #add > 0 then send_chunked('ZADD', key, add, 2) end
+  end
+  for status, n in pairs(d.counts) do
+    if n ~= 0 then redis.call('HINCRBY', P .. 'counts', status, n) end
+  end
+end
+
+-- Runs fn() with the index writes deferred, then writes them, even when fn raised an error
+-- (which is raised again after), so an error leaves the indexes as the writes before it did.
+local function deferred(fn)
+  if DEFER ~= nil then return fn() end
+  DEFER = {sets = {}, keys = {}, counts = {}}
+  local ok, a, b, c = pcall(fn)
+  local d = DEFER
+  DEFER = nil
+  defer_flush(d)
+  if not ok then error(a, 0) end
+  return a, b, c
+end
+
 -- ---- priority levels and concurrency keys ----
 -- Level 0 (the default) is `ready`, as before priorities existed; level p ~= 0 is the zset
 -- `ready:<p>`, listed in the zset `levels` (member and score p) while it holds members, so a
@@ -50,12 +121,14 @@ end
 
 -- Adds `id` to the ready set of level `pr` with `score` (a string), listing the level.
 local function ready_add(pr, score, id)
+  if pr == 0 then return zset_put(P .. 'ready', id, score) end
   redis.call('ZADD', ready_key(pr), score, id)
-  if pr ~= 0 then redis.call('ZADD', P .. 'levels', pr, fmt(pr)) end
+  redis.call('ZADD', P .. 'levels', pr, fmt(pr))
 end
 
 -- Removes `id` from the ready set of level `pr`; a level left empty leaves `levels`.
 local function ready_rem(pr, id)
+  if pr == 0 then return zset_put(P .. 'ready', id, nil) end
   local key = ready_key(pr)
   if redis.call('ZREM', key, id) == 1 and pr ~= 0 and redis.call('ZCARD', key) == 0 then
     redis.call('ZREM', P .. 'levels', fmt(pr))
@@ -141,11 +214,19 @@ end
 -- Moves one record counted in generation `cg` (its stored `cg`, nil when none) from stored
 -- status `from` to `to` (either nil: created, deleted). Returns the generation the record
 -- must store as `cg` when that changes, else nil.
+local function count_add(status, n)
+  if DEFER then
+    DEFER.counts[status] = (DEFER.counts[status] or 0) + n
+  else
+    redis.call('HINCRBY', K_COUNTS, status, n)
+  end
+end
+
 local function count_move(cg, from, to)
   local g = count_gen()
   if g == nil or cg == 'x' then return nil end
-  if cg == g and from then redis.call('HINCRBY', K_COUNTS, from, -1) end
-  if to then redis.call('HINCRBY', K_COUNTS, to, 1) end
+  if cg == g and from then count_add(from, -1) end
+  if to then count_add(to, 1) end
   if cg ~= g and to then return g end
   return nil
 end
@@ -157,6 +238,8 @@ local function count_invalidate()
   local g = count_gen()
   if g == nil then return end
   COUNT_GEN = fmt(tonumber(g) + 1)
+  -- Changes gathered so far were counted in the generation this drops.
+  if DEFER then DEFER.counts = {} end
   redis.call('HDEL', K_COUNTS, 'admitted', 'running', 'suspended', 'completed', 'failed',
     'cancelled', 'dead', 'bad')
   redis.call('HSET', K_COUNTS, 'g', COUNT_GEN, 'ok', '0')
@@ -191,10 +274,11 @@ end
 local function browse_move(sq, id, wf, ck, from, to)
   if sq == nil then return end
   if from then
-    for _, key in ipairs(browse_sets(from, wf, ck)) do redis.call('ZREM', key, id) end
+    for _, key in ipairs(browse_sets(from, wf, ck)) do zset_put(key, id, nil) end
   end
   if to then
-    for _, key in ipairs(browse_sets(to, wf, ck)) do redis.call('ZADD', key, fmt(sq), id) end
+    local score = fmt(sq)
+    for _, key in ipairs(browse_sets(to, wf, ck)) do zset_put(key, id, score) end
   end
 end
 

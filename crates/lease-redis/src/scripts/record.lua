@@ -75,17 +75,26 @@ local function terminal(st)
 end
 
 -- The stored record of `id` (validated), or nil when there is none. Reads only the
--- state-machine fields: payloads (input, outcome) stay in Redis.
-local function load(id)
+-- state-machine fields: payloads (input, outcome) stay in Redis, unless `payload` (a
+-- claim, which checks them: the same command reads them, as `r.pl` = {workflow, input,
+-- outcome kind, outcome value}, unchecked).
+local function load(id, payload)
   local key = k_exec(id)
-  local v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
-    'cg', 'pk', 'al', 'sq', 'wf', 'rp', 'ca')
+  local v
+  if payload then
+    v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
+      'cg', 'pk', 'al', 'sq', 'wf', 'rp', 'ca', 'in', 'oc', 'ov')
+  else
+    v = redis.call('HMGET', key, 'st', 'tk', 'un', 'es', 'du', 'le', 'wk', 'ld', 'pr', 'ck',
+      'cg', 'pk', 'al', 'sq', 'wf', 'rp', 'ca')
+  end
   local st = v[1]
   if not STATUSES[st] then
     if not st and redis.call('EXISTS', key) == 0 then return nil end
     corrupt('execution ' .. id .. ': status')
   end
   local r = {id = id, st = st}
+  if payload then r.pl = {v[15], v[18], v[19], v[20]} end
   r.tk = int(v[2], id, 'token')
   r.un = int(v[3], id, 'unacknowledged deliveries')
   if v[4] ~= '0' and v[4] ~= '1' then corrupt('execution ' .. id .. ': ever_suspended') end
@@ -305,7 +314,7 @@ end
 -- Sets `id`'s score in `key` to `new` (nil: out) when it differs from `was`.
 local function place_member(key, new, was, id)
   if new == was then return end
-  if new then redis.call('ZADD', key, fmt(new), id) else redis.call('ZREM', key, id) end
+  zset_put(key, id, new and fmt(new))
 end
 
 -- Moves `r` from the indexes its previous stored state `old` called for to those its state
@@ -319,26 +328,24 @@ local function place(r, old)
   key_may_open(r, n, o, old)
   place_line(r, in_line(old))
   if n.run ~= o.run then
-    if n.run then redis.call('ZADD', K_RUNNING, fmt(n.run), id) else redis.call('ZREM', K_RUNNING, id) end
+    zset_put(K_RUNNING, id, n.run and fmt(n.run))
     if r.ck and n.run then redis.call('ZADD', live_key(r.ck), fmt(n.run), id)
     elseif r.ck then redis.call('ZREM', live_key(r.ck), id) end
   end
   place_member(K_RUNNING_ES, n.es, o.es, id)
   place_member(K_RUNNING_LAST, n.last, o.last, id)
   place_member(K_DEAD, n.dead, o.dead, id)
-  if n.fail ~= o.fail then
-    if n.fail then redis.call('ZADD', K_FAILING, fmt(n.fail), id) else redis.call('ZREM', K_FAILING, id) end
-  end
+  place_member(K_FAILING, n.fail, o.fail, id)
   if n.due == o.due and n.score == o.score and o.due ~= K_WAITING then return end
   if n.due == K_WAITING then
-    redis.call('ZADD', K_WAITING, fmt(n.score), id)
+    zset_put(K_WAITING, id, fmt(n.score))
     if o.due then ready_rem(r.pr, id) end
   elseif n.due then
     ready_add(r.pr, fmt(n.score), id)
-    if o.due == K_WAITING then redis.call('ZREM', K_WAITING, id) end
+    if o.due == K_WAITING then zset_put(K_WAITING, id, nil) end
   else
     if o.due then ready_rem(r.pr, id) end
-    if o.due == K_WAITING then redis.call('ZREM', K_WAITING, id) end
+    if o.due == K_WAITING then zset_put(K_WAITING, id, nil) end
   end
 end
 
@@ -407,18 +414,26 @@ local function effective(r, now)
   return e
 end
 
--- The attempt limit (a number, nil: unlimited) a claim copies onto execution `id`'s record:
--- its workflow's in the hash `attempts`, else the namespace default (field ATTEMPTS_DEFAULT,
--- a control character first: no workflow name holds one).
+-- The attempt limit (a number, nil: unlimited) a claim copies onto the record of an
+-- execution of workflow `wf` (nil: none): the workflow's in the hash `attempts`, else the
+-- namespace default (field ATTEMPTS_DEFAULT, a control character first: no workflow name
+-- holds one). Read once per script per workflow (false caches "none").
 local ATTEMPTS_DEFAULT = '\31default'
-local function attempt_limit_for(id)
-  local wf = redis.call('HGET', k_exec(id), 'wf')
-  local v = redis.call('HMGET', P .. 'attempts', wf or ATTEMPTS_DEFAULT, ATTEMPTS_DEFAULT)
-  local raw = v[1] or v[2]
-  if not raw then return nil end
-  local n = tonumber(raw)
-  if not n then corrupt('attempt limit of ' .. (wf or 'the namespace')) end
-  return n
+local ATTEMPTS_OF = {}
+local function attempt_limit_for(wf)
+  local name = wf or ATTEMPTS_DEFAULT
+  local n = ATTEMPTS_OF[name]
+  if n == nil then
+    local v = redis.call('HMGET', P .. 'attempts', name, ATTEMPTS_DEFAULT)
+    local raw = v[1] or v[2]
+    n = false
+    if raw then
+      n = tonumber(raw)
+      if not n then corrupt('attempt limit of ' .. (wf or 'the namespace')) end
+    end
+    ATTEMPTS_OF[name] = n
+  end
+  return n or nil
 end
 
 -- The redelivery policy (the stored text, nil: the handle's) a claim keeps on the record of
