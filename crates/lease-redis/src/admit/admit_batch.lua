@@ -7,18 +7,18 @@
 -- priority ('' = 0), concurrency key ('' = none), W3C trace context ('' = none).
 -- Reply: {now, r1, r2, ...}, ri the integer 1 when item i was created, else its HGETALL.
 -- Publishes the earliest due time among the created records (one message per batch).
-check_key_types()
+H.check_key_types()
 if (#ARGV - 4) % 7 ~= 0 then return {'args'} end
 local seqs = {}
 for s in string.gmatch(ARGV[4], '%d+') do seqs[#seqs + 1] = s end
-local now = clock_now()
-local out = {fmt(now)}
+local now = H.clock_now()
+local out = {H.fmt(now)}
 local n = (#ARGV - 4) / 7
 -- Which items are new, read first, so their admission sequences (when the caller reserved
 -- none) come from one INCRBY: the same values one INCR per created item would give.
 local new = {}
 for i = 1, n do
-  local key = k_exec(ARGV[7 * i - 2])
+  local key = H.k_exec(ARGV[7 * i - 2])
   if redis.call('EXISTS', key) == 0 then
     new[#new + 1] = i
     out[i + 1] = 1
@@ -28,19 +28,19 @@ for i = 1, n do
 end
 if #new > 0 and #seqs == 0 then
   local first = redis.call('INCRBY', P .. 'seq', #new) - #new
-  for j, i in ipairs(new) do seqs[i] = fmt(first + j) end
+  for j, i in ipairs(new) do seqs[i] = H.fmt(first + j) end
 end
 local earliest = nil
 -- The records' ready-set, browse-set and counter writes go out once per set (deferred).
-deferred(function()
+H.deferred(function()
   for _, i in ipairs(new) do
     local b = 7 * i - 2
     local due = now
     if ARGV[b + 3] ~= '' then due = tonumber(ARGV[b + 3]) end
-    create(ARGV[b], ARGV[b + 1], ARGV[b + 2], due, tonumber(ARGV[b + 4]) or 0, ARGV[b + 5],
+    H.create(ARGV[b], ARGV[b + 1], ARGV[b + 2], due, tonumber(ARGV[b + 4]) or 0, ARGV[b + 5],
       ARGV[b + 6], seqs[i])
     if earliest == nil or due < earliest then earliest = due end
   end
 end)
-publish_wake(ARGV[3], earliest)
+H.publish_wake(ARGV[3], earliest)
 return out
