@@ -9,33 +9,36 @@
 -- the batch) | 'args' (the arguments are not whole items).
 -- Publishes the earliest claimable instant among the acknowledged records that stay due,
 -- or now when one is keyed (one message per batch).
-if (#ARGV - 3) % 4 ~= 0 then return {'args', fmt(#ARGV)} end
+if (#ARGV - 3) % 4 ~= 0 then return {'args', H.fmt(#ARGV)} end
 local n = (#ARGV - 3) / 4
 local records = {}
 local seen = {}
 for i = 1, n do
   local id = ARGV[4 * i]
-  if seen[id] then return {'twice', fmt(i)} end
+  if seen[id] then return {'twice', H.fmt(i)} end
   seen[id] = true
-  local held, r = lease_on(id, ARGV[4 * i + 1])
+  local held, r = H.lease_on(id, ARGV[4 * i + 1])
   if held == 'held' then
     records[i] = r
   elseif held ~= 'lost' then
-    return {held, fmt(i)}
+    return {held, H.fmt(i)}
   end
 end
-local now = clock_now()
+local now = H.clock_now()
 local out = {'ok'}
 local earliest = nil
-for i = 1, n do
-  local r = records[i]
-  if r then
-    local at, freed = acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
-    earliest = min_opt(earliest, min_opt(at, freed))
-    out[i + 1] = 'ok'
-  else
-    out[i + 1] = 'lost'
+-- The items' index, browse-set and counter writes go out once per set (deferred).
+H.deferred(function()
+  for i = 1, n do
+    local r = records[i]
+    if r then
+      local at, freed = H.acknowledge(r, ARGV[4 * i + 2], ARGV[4 * i + 3], now)
+      earliest = H.min_opt(earliest, H.min_opt(at, freed))
+      out[i + 1] = 'ok'
+    else
+      out[i + 1] = 'lost'
+    end
   end
-end
-publish_wake(ARGV[3], earliest)
+end)
+H.publish_wake(ARGV[3], earliest)
 return out

@@ -6,7 +6,7 @@
 -- Reply: set / remove {}; list {field1, limit1, ...}. Nothing is published: a limit
 -- applies from each execution's next claim and makes nothing claimable.
 local key = P .. 'attempts'
-check_key_type(key, 'hash')
+H.check_key_type(key, 'hash')
 if ARGV[3] == 'list' then return redis.call('HGETALL', key) end
 if ARGV[3] == 'set' then
   redis.call('HSET', key, ARGV[4], ARGV[5])

@@ -10,7 +10,7 @@
 -- when no status is given, newest first, in pages of limit + 1: the work is the page's,
 -- whatever is stored. Each entry is checked against its record (stored status, sequence,
 -- workflow, key) before it is listed, so an entry a record no longer matches is skipped.
-local now = clock_now()
+local now = H.clock_now()
 local wf, ck = ARGV[4], ARGV[5]
 if wf == '' then wf = nil end
 if ck == '' then ck = nil end
@@ -66,12 +66,12 @@ end
 
 -- True when `id`'s record still matches the entry `m` of status `st`'s set.
 local function matches(m, st)
-  local v = redis.call('HMGET', k_exec(m.id), 'st', 'sq', 'wf', 'ck')
+  local v = redis.call('HMGET', H.k_exec(m.id), 'st', 'sq', 'wf', 'ck')
   return v[1] == st and tonumber(v[2]) == m.sq and (wf == nil or v[3] == wf)
     and (ck == nil or v[4] == ck)
 end
 
-local out = {fmt(now), '0', ''}
+local out = {H.fmt(now), '0', ''}
 local taken, examined = 0, 0
 local skip_budget = 10 * limit + 100
 while true do
@@ -84,11 +84,11 @@ while true do
   local m = r.peek()
   r.take()
   examined = examined + 1
-  out[3] = fmt(m.sq)
+  out[3] = H.fmt(m.sq)
   if matches(m, r.st) then
-    out[#out + 1] = fmt(m.sq)
+    out[#out + 1] = H.fmt(m.sq)
     out[#out + 1] = m.id
-    out[#out + 1] = redis.call('HGETALL', k_exec(m.id))
+    out[#out + 1] = redis.call('HGETALL', H.k_exec(m.id))
     taken = taken + 1
   end
 end

@@ -2,5 +2,5 @@
 -- namespace's admission counter `seq`, for admissions whose partitions (other slots) cannot
 -- take them themselves. ARGV[3] n. Reply: the last one reserved (they are last - n + 1 ..=
 -- last).
-check_key_type(P .. 'seq', 'string')
+H.check_key_type(P .. 'seq', 'string')
 return redis.call('INCRBY', P .. 'seq', tonumber(ARGV[3]))

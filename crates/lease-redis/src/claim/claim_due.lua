@@ -16,14 +16,14 @@
 -- candidate's stored token within 2^53 - 1 (nothing written).
 -- Publishes the earliest claimable instant of the new leases (lease expiry plus the delay a
 -- lapse would then owe), so idle dispatchers elsewhere arm a timer for it.
-local now = claim_now(clock_now(), ARGV[3])
-if ARGV[9] == 'peek' then return peek_claim(now, tonumber(ARGV[4])) end
+local now = H.claim_now(H.clock_now(), ARGV[3])
+if ARGV[9] == 'peek' then return H.peek_claim(now, tonumber(ARGV[4])) end
 local tokens = nil
 if ARGV[9] and ARGV[9] ~= '' then
   tokens = {}
   for t in string.gmatch(ARGV[9], '%d+') do tokens[#tokens + 1] = tonumber(t) end
 end
-local out, earliest, problem = claim(now, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1', tokens)
+local out, earliest, problem = H.claim(now, tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[8] == '1', tokens)
 if problem then error({err = 'LEASETOKEN ' .. problem}) end
-publish_wake(ARGV[7], earliest)
+H.publish_wake(ARGV[7], earliest)
 return out

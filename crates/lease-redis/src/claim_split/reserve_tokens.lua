@@ -6,7 +6,7 @@
 -- Errors: LEASETOKEN <reason> when the counter holds no token or would pass its epoch's
 -- range or 2^53 - 1 (nothing written).
 local n = tonumber(ARGV[3])
-local base, problem = next_tokens(n)
+local base, problem = H.next_tokens(n)
 if problem then error({err = 'LEASETOKEN ' .. problem}) end
-take_tokens(base, n)
-return fmt(base)
+H.take_tokens(base, n)
+return H.fmt(base)

@@ -12,23 +12,23 @@
 -- Publishes one message: the earliest of the acknowledged record's claimable instant (unless
 -- the claim took it), the freed key place's (a keyed execution) and the new leases' (what
 -- acknowledge and claim_due publish).
-local held, r = lease_on(ARGV[3], ARGV[4])
+local held, r = H.lease_on(ARGV[3], ARGV[4])
 if held ~= 'held' and held ~= 'lost' then return {held} end
-local clock = clock_now()
+local clock = H.clock_now()
 local ack_at, freed = nil, nil
 local acked = 'lost'
 if held == 'held' then
-  ack_at, freed = acknowledge(r, ARGV[5], ARGV[6], clock)
+  ack_at, freed = H.acknowledge(r, ARGV[5], ARGV[6], clock)
   acked = 'ok'
 end
-local now = claim_now(clock, ARGV[8])
-local out, earliest, problem = claim(now, tonumber(ARGV[9]), tonumber(ARGV[10]), true, true)
+local now = H.claim_now(clock, ARGV[8])
+local out, earliest, problem = H.claim(now, tonumber(ARGV[9]), tonumber(ARGV[10]), true, true)
 if problem then
   if held ~= 'held' then error({err = 'LEASETOKEN ' .. problem}) end
-  publish_wake(ARGV[7], min_opt(ack_at, freed))
+  H.publish_wake(ARGV[7], H.min_opt(ack_at, freed))
   return {acked, 'LEASETOKEN', problem}
 end
 -- A claim of the acknowledged execution itself supersedes the acknowledgement's instant.
-if ack_at ~= nil and redis.call('HGET', k_exec(r.id), 'st') == 'running' then ack_at = nil end
-publish_wake(ARGV[7], min_opt(min_opt(ack_at, freed), earliest))
+if ack_at ~= nil and redis.call('HGET', H.k_exec(r.id), 'st') == 'running' then ack_at = nil end
+H.publish_wake(ARGV[7], H.min_opt(H.min_opt(ack_at, freed), earliest))
 return {acked, out}

@@ -5,24 +5,24 @@
 -- live keyed lease publishes now (a place of its key is free).
 -- Reply: {'unknown'} | {'terminal', outcome kind, outcome value} (nothing changed) |
 -- {'cancelled', '1' when a live lease was ended else '0'}.
-local r = load(ARGV[3])
+local r = H.load(ARGV[3])
 if r == nil then return {'unknown'} end
 -- A dead execution (no outcome) may be cancelled: an operator's other answer to it.
-if terminal(r.st) and r.st ~= 'dead' then
-  local v = redis.call('HMGET', k_exec(r.id), 'oc', 'ov')
+if H.terminal(r.st) and r.st ~= 'dead' then
+  local v = redis.call('HMGET', H.k_exec(r.id), 'oc', 'ov')
   return {'terminal', v[1] or '', v[2] or ''}
 end
-local now = clock_now()
+local now = H.clock_now()
 local ended = r.st == 'running' and r.le > now
-local e = copy(effective(r, now))
+local e = H.copy(H.effective(r, now))
 if ended then e.hend = {'cancelled', now} end
 e.st = 'cancelled'
 e.le = nil
 e.du = nil
 e.wk = nil
 e.ld = now
-save(e, r, {'oc', 'cancelled', 'ov', ARGV[4]})
-place(e, r)
-redis.call('ZADD', K_DONE, fmt(now), r.id)
-if ended then publish_wake(ARGV[5], key_freed(r, now)) end
+H.save(e, r, {'oc', 'cancelled', 'ov', ARGV[4]})
+H.place(e, r)
+redis.call('ZADD', K_DONE, H.fmt(now), r.id)
+if ended then H.publish_wake(ARGV[5], H.key_freed(r, now)) end
 return {'cancelled', ended and '1' or '0'}

@@ -9,9 +9,9 @@
 -- be claimable. Every change makes the parked keys it concerns due (see parking in
 -- ops.lua): the next claim judges their free places again.
 local key = P .. 'limits'
-check_key_type(key, 'hash')
+H.check_key_type(key, 'hash')
 if ARGV[3] == 'list' then return redis.call('HGETALL', key) end
-check_key_type(K_PARKED, 'zset')
+H.check_key_type(K_PARKED, 'zset')
 local default = ARGV[4] == '\31default'
 local old = tonumber(redis.call('HGET', key, ARGV[4]) or '')
 local raised = false
@@ -23,11 +23,11 @@ else
 end
 if default then
   -- Every parked key may follow the default: one ZADD per key with parked members.
-  for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '(' .. fmt(PARK_NOW), '+inf')) do
-    if string.sub(scope, 1, 2) == 'k:' then redis.call('ZADD', K_PARKED, fmt(PARK_NOW), scope) end
+  for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '(' .. H.fmt(PARK_NOW), '+inf')) do
+    if string.sub(scope, 1, 2) == 'k:' then redis.call('ZADD', K_PARKED, H.fmt(PARK_NOW), scope) end
   end
 else
-  park_schedule('k:' .. ARGV[4], PARK_NOW, false)
+  H.park_schedule('k:' .. ARGV[4], PARK_NOW, false)
 end
-if raised then publish_wake(ARGV[6], clock_now()) end
+if raised then H.publish_wake(ARGV[6], H.clock_now()) end
 return {}

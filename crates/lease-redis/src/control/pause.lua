@@ -8,13 +8,13 @@
 -- claims parked under the workflow due (see parking in ops.lua; nothing is parked under
 -- the namespace pause: a claim then examines nothing); list {members...}.
 local key = P .. 'paused'
-check_key_type(key, 'set')
+H.check_key_type(key, 'set')
 if ARGV[3] == 'list' then return redis.call('SMEMBERS', key) end
 if ARGV[3] == 'pause' then return {redis.call('SADD', key, ARGV[4])} end
-check_key_type(K_PARKED, 'zset')
+H.check_key_type(K_PARKED, 'zset')
 local was = redis.call('SREM', key, ARGV[4])
 if was == 1 then
-  park_schedule('w:' .. ARGV[4], PARK_NOW, false)
-  publish_wake(ARGV[5], clock_now())
+  H.park_schedule('w:' .. ARGV[4], PARK_NOW, false)
+  H.publish_wake(ARGV[5], H.clock_now())
 end
 return {was}

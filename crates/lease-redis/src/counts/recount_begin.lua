@@ -9,6 +9,6 @@ local v = redis.call('HMGET', K, 'g', 'ok')
 if v[2] == '1' then return '' end
 if v[1] then return v[1] end
 local t = redis.call('TIME')
-local g = fmt(tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local g = H.fmt(tonumber(t[1]) * 1000000 + tonumber(t[2]))
 redis.call('HSET', K, 'g', g, 'ok', '0')
 return g

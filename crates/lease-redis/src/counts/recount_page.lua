@@ -32,7 +32,7 @@ for i = 4, #ARGV do
       local al = tonumber(v[5] or '')
       local last = al and (tonumber(v[6] or '') or 0) + 1 >= al
       if name == 'running' and v[3] == '1' and le and not last then
-        redis.call('ZADD', P .. 'running_es', fmt(le), id)
+        redis.call('ZADD', P .. 'running_es', H.fmt(le), id)
       end
       n = n + 1
     end

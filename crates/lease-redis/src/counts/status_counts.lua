@@ -14,15 +14,15 @@
 -- the expired ones are two ZCOUNTs; one on its last attempt is in `running_last` instead of
 -- `running_es`, and counts as dead once expired (a third ZCOUNT). Corrupt: the records a claim set aside (`corrupt`)
 -- plus those a recount found with an unknown status (`bad`).
-local now = clock_now()
+local now = H.clock_now()
 local v = redis.call('HMGET', P .. 'counts', 'ok', 'admitted', 'running', 'suspended',
   'completed', 'failed', 'cancelled', 'bad', 'dead')
 if v[1] ~= '1' then return {'recount'} end
 local function n(i) return tonumber(v[i]) or 0 end
-local expired = redis.call('ZCOUNT', P .. 'running', '-inf', fmt(now))
-local expired_es = redis.call('ZCOUNT', P .. 'running_es', '-inf', fmt(now))
-local expired_last = redis.call('ZCOUNT', P .. 'running_last', '-inf', fmt(now))
-local corrupt = redis.call('ZCARD', P .. 'corrupt') + n(8)
-return {fmt(now), fmt(n(2) + expired - expired_es - expired_last), fmt(n(3) - expired),
-  fmt(n(4) + expired_es), fmt(n(5)), fmt(n(6)), fmt(n(7)), fmt(n(9) + expired_last),
-  fmt(corrupt), fmt(tonumber(redis.call('GET', P .. 'takeovers')) or 0)}
+local expired = redis.call('ZCOUNT', P .. 'running', '-inf', H.fmt(now))
+local expired_es = redis.call('ZCOUNT', P .. 'running_es', '-inf', H.fmt(now))
+local expired_last = redis.call('ZCOUNT', P .. 'running_last', '-inf', H.fmt(now))
+local corrupt_n = redis.call('ZCARD', P .. 'corrupt') + n(8)
+return {H.fmt(now), H.fmt(n(2) + expired - expired_es - expired_last), H.fmt(n(3) - expired),
+  H.fmt(n(4) + expired_es), H.fmt(n(5)), H.fmt(n(6)), H.fmt(n(7)), H.fmt(n(9) + expired_last),
+  H.fmt(corrupt_n), H.fmt(tonumber(redis.call('GET', P .. 'takeovers')) or 0)}

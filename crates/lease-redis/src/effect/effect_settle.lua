@@ -9,9 +9,9 @@
 -- namespace followed by the queued wakes (with_queued_wakes).
 local id, x, result = ARGV[3], ARGV[4], ARGV[5]
 local split = ARGV[7] == '1'
-local v = effect_fields(id)
+local v = H.effect_fields(id)
 if not v[1] then return {'unknown'} end
-local now = clock_now()
+local now = H.clock_now()
 local status
 if v[1] ~= x then
   status = 'other'
@@ -19,16 +19,16 @@ elseif v[3] then
   status = v[4] == result and 'already' or 'conflict'
 else
   status = 'recorded'
-  local waits = v[5] == '1' and (split or wakeable(x))
-  if waits and split then check_wake_queue() end
-  redis.call('HSET', k_effect(id), 's', fmt(now), 'r', result)
-  redis.call('HDEL', k_effect(id), 'w')
+  local waits = v[5] == '1' and (split or H.wakeable(x))
+  if waits and split then H.check_wake_queue() end
+  redis.call('HSET', H.k_effect(id), 's', H.fmt(now), 'r', result)
+  redis.call('HDEL', H.k_effect(id), 'w')
   if waits and split then
-    queue_wakes({x})
+    H.queue_wakes({x})
   elseif waits then
-    publish_wake(ARGV[6], wake_each({x}, now))
+    H.publish_wake(ARGV[6], H.wake_each({x}, now))
   end
 end
-local reply = effect_reply(status, v)
-reply[6] = fmt(now)
-return with_queued_wakes(reply, split)
+local reply = H.effect_reply(status, v)
+reply[6] = H.fmt(now)
+return H.with_queued_wakes(reply, split)

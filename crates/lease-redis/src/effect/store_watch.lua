@@ -5,12 +5,12 @@
 -- partitions, the client checked the waiter exists; see scripts/effect.lua).
 -- Reply: {'noexec'} | {'nostore'} | {'ok'} (entry absent) | {'ok', value JSON}.
 local store, key, waiter = ARGV[3], ARGV[4], ARGV[5]
-if ARGV[6] ~= '1' and redis.call('EXISTS', k_exec(waiter)) == 0 then return {'noexec'} end
+if ARGV[6] ~= '1' and redis.call('EXISTS', H.k_exec(waiter)) == 0 then return {'noexec'} end
 local v = redis.call('HMGET', P .. 'store:' .. store, '', key)
 if not v[1] then return {'nostore'} end
 local entry = store .. '\31' .. key
-check_types({[k_watch(entry)] = 'set', [k_watching(waiter)] = 'set'})
-redis.call('SADD', k_watch(entry), waiter)
-redis.call('SADD', k_watching(waiter), entry)
+H.check_types({[H.k_watch(entry)] = 'set', [H.k_watching(waiter)] = 'set'})
+redis.call('SADD', H.k_watch(entry), waiter)
+redis.call('SADD', H.k_watching(waiter), entry)
 if v[2] then return {'ok', v[2]} end
 return {'ok'}

@@ -7,7 +7,7 @@
 -- Reply: 'ok'.
 local ids = {}
 for i = 4, #ARGV do
-  if wakeable(ARGV[i]) then ids[#ids + 1] = ARGV[i] end
+  if H.wakeable(ARGV[i]) then ids[#ids + 1] = ARGV[i] end
 end
-publish_wake(ARGV[3], wake_each(ids, clock_now()))
+H.publish_wake(ARGV[3], H.wake_each(ids, H.clock_now()))
 return 'ok'

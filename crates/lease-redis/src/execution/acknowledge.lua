@@ -5,8 +5,8 @@
 -- Publishes the record's claimable instant when the outcome leaves it due (suspended with a
 -- wake requested during the delivery), or now for a keyed execution (a place of its key is
 -- free).
-local held, r = lease_on(ARGV[3], ARGV[4])
+local held, r = H.lease_on(ARGV[3], ARGV[4])
 if held ~= 'held' then return {held} end
-local at, freed = acknowledge(r, ARGV[5], ARGV[6], clock_now())
-publish_wake(ARGV[7], min_opt(at, freed))
+local at, freed = H.acknowledge(r, ARGV[5], ARGV[6], H.clock_now())
+H.publish_wake(ARGV[7], H.min_opt(at, freed))
 return {'ok'}

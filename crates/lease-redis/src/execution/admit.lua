@@ -7,14 +7,14 @@
 -- see create_record).
 -- Reply: {now} when created (the client knows the new record), else {now, HGETALL}.
 -- Publishes the new record's due time when it created one.
-check_key_types()
-local now = clock_now()
-local key = k_exec(ARGV[3])
+H.check_key_types()
+local now = H.clock_now()
+local key = H.k_exec(ARGV[3])
 if redis.call('EXISTS', key) == 0 then
   local due = now
   if ARGV[6] ~= nil and ARGV[6] ~= '' then due = tonumber(ARGV[6]) end
-  create(ARGV[3], ARGV[4], ARGV[5], due, tonumber(ARGV[8]) or 0, ARGV[9], ARGV[10], ARGV[11])
-  publish_wake(ARGV[7], due)
-  return {fmt(now)}
+  H.create(ARGV[3], ARGV[4], ARGV[5], due, tonumber(ARGV[8]) or 0, ARGV[9], ARGV[10], ARGV[11])
+  H.publish_wake(ARGV[7], due)
+  return {H.fmt(now)}
 end
-return {fmt(now), redis.call('HGETALL', key)}
+return {H.fmt(now), redis.call('HGETALL', key)}

@@ -7,24 +7,24 @@
 -- Reply: {'ok'} | {'lost'} | {'unknown'} | {'zero'} | {'foreign'}.
 -- Publishes the end of the redelivery delay (the record's new claimable instant), or now
 -- for a keyed execution (a place of its key is free).
-local r = load(ARGV[3])
+local r = H.load(ARGV[3])
 if r == nil then return {'unknown'} end
-local held = check_lease(r, ARGV[4])
+local held = H.check_lease(r, ARGV[4])
 if held ~= 'held' then return {held} end
-local old = copy(r)
-local now = clock_now()
+local old = H.copy(r)
+local now = H.clock_now()
 if ARGV[6] == 'unstarted' then
-  r.du = min_opt(r.du, r.wk)
+  r.du = H.min_opt(r.du, r.wk)
   r.wk = nil
   r.le = nil
   if r.es then r.st = 'suspended' else r.st = 'admitted' end
   r.hend = {'not_started', now}
 else
-  end_attempt(r, now, ARGV[7], ARGV[8])
+  H.end_attempt(r, now, ARGV[7], ARGV[8])
   -- The history keeps the holder's own error (Release::Failed, ARGV[9] '1'), not a retry's.
   if ARGV[9] == '1' then r.hend = {'released', now, ARGV[7], ARGV[8]} else r.hend = {'released', now} end
 end
-save(r, old)
-place(r, old)
-publish_wake(ARGV[5], min_opt((claimable_at(r)), key_freed(r, now)))
+H.save(r, old)
+H.place(r, old)
+H.publish_wake(ARGV[5], H.min_opt((H.claimable_at(r)), H.key_freed(r, now)))
 return {'ok'}

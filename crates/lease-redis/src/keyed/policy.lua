@@ -8,9 +8,9 @@
 -- makes the parked keys it concerns due (see parking in ops.lua) and publishes "now" (the
 -- clock): what it held back may be claimable. Marking a key ordered publishes nothing.
 local key = P .. ARGV[3]
-check_key_type(key, 'hash')
+H.check_key_type(key, 'hash')
 if ARGV[4] == 'list' then return redis.call('HGETALL', key) end
-check_key_type(K_PARKED, 'zset')
+H.check_key_type(K_PARKED, 'zset')
 local changed
 if ARGV[4] == 'set' then
   changed = redis.call('HGET', key, ARGV[5]) ~= ARGV[6]
@@ -22,14 +22,14 @@ end
 -- from then.
 if changed and ARGV[3] == 'rates' and ARGV[4] == 'remove' then
   local rated = P .. 'rated'
-  check_key_type(rated, 'set')
-  local forget = {}
+  H.check_key_type(rated, 'set')
+  local forgotten = {}
   if ARGV[5] == '\31default' then
-    forget = redis.call('SMEMBERS', rated)
+    forgotten = redis.call('SMEMBERS', rated)
   elseif redis.call('HEXISTS', key, '\31default') == 0 then
-    forget = {ARGV[5]}
+    forgotten = {ARGV[5]}
   end
-  for _, ck in ipairs(forget) do
+  for _, ck in ipairs(forgotten) do
     if redis.call('HEXISTS', key, ck) == 0 then
       redis.call('DEL', P .. 'starts:' .. ck)
       redis.call('SREM', rated, ck)
@@ -39,11 +39,11 @@ end
 local opens = changed and (ARGV[3] == 'rates' or ARGV[4] == 'remove')
 if not opens then return {} end
 if ARGV[5] == '\31default' then
-  for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '(' .. fmt(PARK_NOW), '+inf')) do
-    if string.sub(scope, 1, 2) == 'k:' then redis.call('ZADD', K_PARKED, fmt(PARK_NOW), scope) end
+  for _, scope in ipairs(redis.call('ZRANGEBYSCORE', K_PARKED, '(' .. H.fmt(PARK_NOW), '+inf')) do
+    if string.sub(scope, 1, 2) == 'k:' then redis.call('ZADD', K_PARKED, H.fmt(PARK_NOW), scope) end
   end
 else
-  park_schedule('k:' .. ARGV[5], PARK_NOW, false)
+  H.park_schedule('k:' .. ARGV[5], PARK_NOW, false)
 end
-publish_wake(ARGV[7], clock_now())
+H.publish_wake(ARGV[7], H.clock_now())
 return {}

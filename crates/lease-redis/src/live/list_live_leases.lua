@@ -5,12 +5,12 @@
 -- now are the live leases, at most `limit` of them, members of one score in id (byte)
 -- order, the order the client sorts by; then each one's record. O(log n + limit): no key is
 -- scanned.
-local now = clock_now()
-local out = {fmt(now)}
-local ids = redis.call('ZRANGEBYSCORE', P .. 'running', '(' .. fmt(now), '+inf',
+local now = H.clock_now()
+local out = {H.fmt(now)}
+local ids = redis.call('ZRANGEBYSCORE', P .. 'running', '(' .. H.fmt(now), '+inf',
   'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
-  local raw = redis.call('HGETALL', k_exec(id))
+  local raw = redis.call('HGETALL', H.k_exec(id))
   if #raw > 0 then
     out[#out + 1] = id
     out[#out + 1] = raw

@@ -12,7 +12,7 @@ local kind = ARGV[3]
 local n = 0
 if kind == 'done' then
   for i = 4, #ARGV do
-    local v = redis.call('HMGET', k_exec(ARGV[i]), 'st', 'ld')
+    local v = redis.call('HMGET', H.k_exec(ARGV[i]), 'st', 'ld')
     if (v[1] == 'completed' or v[1] == 'failed') and v[2] and string.match(v[2], '^%-?%d+$') then
       n = n + redis.call('ZADD', P .. 'done', v[2], ARGV[i])
     end

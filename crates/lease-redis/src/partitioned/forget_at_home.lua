@@ -5,7 +5,7 @@
 -- live at home too).
 -- ARGV[3..] the purged ids. Reply: 'ok'.
 for i = 3, #ARGV do
-  forget(ARGV[i])
-  forget_effects(ARGV[i])
+  H.forget(ARGV[i])
+  H.forget_effects(ARGV[i])
 end
 return 'ok'

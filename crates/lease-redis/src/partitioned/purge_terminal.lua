@@ -15,9 +15,9 @@
 -- a member whose record is gone or not terminal is a stale index entry and leaves `done`,
 -- one whose end does not match its score is re-scored (never removed). The script plans
 -- (reads only), then writes.
-check_key_types()
+H.check_key_types()
 local split = ARGV[5] == '1'
-if split then check_key_type(P .. 'purged', 'set') end
+if split then H.check_key_type(P .. 'purged', 'set') end
 local K_DONE = P .. 'done'
 local K_STARTS = P .. 'starts'
 local K_START_OF = P .. 'start_of'
@@ -34,7 +34,7 @@ local limit = tonumber(ARGV[4])
 -- The end of a terminal record's last delivery, or nil when `id` is not a terminal record
 -- with a readable end.
 local function terminal_end(id)
-  local v = redis.call('HMGET', k_exec(id), 'st', 'ld')
+  local v = redis.call('HMGET', H.k_exec(id), 'st', 'ld')
   if v[1] ~= 'completed' and v[1] ~= 'failed' and v[1] ~= 'cancelled' then return nil end
   if not v[2] or #v[2] > 17 or not string.match(v[2], '^%-?%d+$') then return nil end
   return tonumber(v[2])
@@ -44,13 +44,13 @@ end
 local gone, stale, rescore = {}, {}, {}
 local offset = 0
 while #gone < limit do
-  local page = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', '(' .. fmt(before), 'LIMIT', offset, limit)
+  local page = redis.call('ZRANGEBYSCORE', K_DONE, '-inf', '(' .. H.fmt(before), 'LIMIT', offset, limit)
   for _, id in ipairs(page) do
     local ended = terminal_end(id)
     if ended == nil then
       stale[#stale + 1] = id
     elseif ended >= before then
-      rescore[#rescore + 1] = {fmt(ended), id}
+      rescore[#rescore + 1] = {H.fmt(ended), id}
     elseif #gone < limit then
       gone[#gone + 1] = id
     end
@@ -61,19 +61,19 @@ end
 
 -- Removes execution `id` and everything that names it (`forget` in scripts/forget.lua).
 local function purge(id)
-  forget(id)
+  H.forget(id)
   -- Out of its priority level's ready set and its key's live set (a terminal record is in
   -- neither: removed all the same, as below).
-  local v = redis.call('HMGET', k_exec(id), 'pr', 'ck', 'st', 'cg', 'sq', 'wf')
-  ready_rem(tonumber(v[1]) or 0, id)
+  local v = redis.call('HMGET', H.k_exec(id), 'pr', 'ck', 'st', 'cg', 'sq', 'wf')
+  H.ready_rem(tonumber(v[1]) or 0, id)
   if v[2] then
-    redis.call('ZREM', live_key(v[2]), id)
-    redis.call('ZREM', line_key(v[2]), id)
+    redis.call('ZREM', H.live_key(v[2]), id)
+    redis.call('ZREM', H.line_key(v[2]), id)
   end
-  count_move(v[4], v[3], nil)
-  if v[3] then browse_move(tonumber(v[5]), id, v[6] or nil, v[2] or nil, v[3], nil) end
-  redis.call('DEL', k_exec(id), P .. 'steps:' .. id, P .. 'hist:' .. id)
-  forget_effects(id)
+  H.count_move(v[4], v[3], nil)
+  if v[3] then H.browse_move(tonumber(v[5]), id, v[6] or nil, v[2] or nil, v[3], nil) end
+  redis.call('DEL', H.k_exec(id), P .. 'steps:' .. id, P .. 'hist:' .. id)
+  H.forget_effects(id)
 end
 
 -- ---- write ----

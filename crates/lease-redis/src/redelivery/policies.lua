@@ -8,13 +8,13 @@
 -- shortens the delay for some count, publishes "now"
 -- (the clock), so idle dispatchers claim again under it.
 local key = P .. 'redelivery'
-check_key_type(key, 'hash')
+H.check_key_type(key, 'hash')
 if ARGV[3] == 'list' then return redis.call('HGETALL', key) end
 local old = redis.call('HGET', key, ARGV[4])
 local before = {rp = old or nil}
 local after = {}
 if ARGV[3] == 'set' then
-  if not policy_table(ARGV[5]) then error('redelivery policy ' .. ARGV[5]) end
+  if not H.policy_table(ARGV[5]) then error('redelivery policy ' .. ARGV[5]) end
   after.rp = ARGV[5]
   redis.call('HSET', key, ARGV[4], ARGV[5])
 else
@@ -22,14 +22,14 @@ else
 end
 -- Both tables end at their cap: one count past the longer covers every later count.
 if ARGV[3] == 'remove' and before.rp then
-  publish_wake(ARGV[6], clock_now())
+  H.publish_wake(ARGV[6], H.clock_now())
   return {}
 end
-local n = math.max(#(before.rp and policy_table(before.rp) or handle_table()),
-  #(after.rp and policy_table(after.rp) or handle_table())) + 1
+local n = math.max(#(before.rp and H.policy_table(before.rp) or H.handle_table()),
+  #(after.rp and H.policy_table(after.rp) or H.handle_table())) + 1
 for i = 1, n do
-  if delay(after, i) < delay(before, i) then
-    publish_wake(ARGV[6], clock_now())
+  if H.delay(after, i) < H.delay(before, i) then
+    H.publish_wake(ARGV[6], H.clock_now())
     break
   end
 end

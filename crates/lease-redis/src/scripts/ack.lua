@@ -2,10 +2,10 @@
 
 -- The stored record of execution `id` and how `token` stands on it: 'held', 'lost',
 -- 'zero', 'foreign' (check_lease), or 'unknown' (no such execution; no record).
-local function lease_on(id, token)
-  local r = load(id)
+function H.lease_on(id, token)
+  local r = H.load(id)
   if r == nil then return 'unknown', nil end
-  return check_lease(r, token), r
+  return H.check_lease(r, token), r
 end
 
 -- ExecutionRecord::acknowledge on the held record `r` at `now`: ends the delivery with
@@ -14,13 +14,13 @@ end
 -- `now` (its last_delivery_ended_at), where purge_terminal finds it. Returns the record's
 -- claimable instant (nil when it stays not due) and, for a keyed execution, `now`: the
 -- place of its key this frees (key_freed); the caller publishes the earlier.
-local function acknowledge(r, kind, value, now)
-  local old = copy(r)
+function H.acknowledge(r, kind, value, now)
+  local old = H.copy(r)
   local extra = nil
   r.un = 0
   r.ld = now
   r.le = nil
-  local wake = r.wk
+  local wake_at = r.wk
   r.wk = nil
   -- A terminal acknowledgement leaves its delivery in the record (`tk`, `ca`, `ld`, the
   -- status), where the reader finds it: nothing is appended to the history, so the plain
@@ -29,14 +29,14 @@ local function acknowledge(r, kind, value, now)
   if kind == 'suspended' then
     r.st = 'suspended'
     r.es = true
-    r.du = wake
+    r.du = wake_at
   else
     r.st = kind
     r.du = nil
     extra = {'oc', kind, 'ov', value}
   end
-  save(r, old, extra)
-  place(r, old)
-  if extra then redis.call('ZADD', K_DONE, fmt(now), r.id) end
-  return (claimable_at(r)), key_freed(r, now)
+  H.save(r, old, extra)
+  H.place(r, old)
+  if extra then H.zset_put(K_DONE, r.id, H.fmt(now)) end
+  return (H.claimable_at(r)), H.key_freed(r, now)
 end

@@ -18,20 +18,25 @@
 -- this file to what every script uses (ops.lua, record.lua and the others hold the rest;
 -- the step writers, write_step and the fenced scripts, take only this and step.lua).
 local P = KEYS[1]
+-- The helpers are fields of H, not locals: Lua creates every helper again on each call,
+-- and a local helper captures each helper it calls as an upvalue, found by a walk down the
+-- list of open upvalues (as long as the helpers are many), which made the definitions cost
+-- more than most scripts' work. A field costs one upvalue (H) and a table read per call.
+local H = {}
 
-local function k_exec(id) return P .. 'exec:' .. id end
+function H.k_exec(id) return P .. 'exec:' .. id end
 
-local function fmt(n) return string.format('%.0f', n) end
+function H.fmt(n) return string.format('%.0f', n) end
 
 -- A stored value this library never writes: abort before any write, reported as
 -- LeaseError::Protocol by the client.
-local function corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
+function H.corrupt(what) error({err = 'LEASECORRUPT ' .. what}) end
 
 -- The integer stored in field `field` of execution `id` (at most 16 digits: every stored
 -- number is below 2^53).
-local function int(s, id, field)
+function H.int(s, id, field)
   if not s or #s > 17 or not string.match(s, '^%-?%d+$') then
-    corrupt('execution ' .. id .. ': ' .. field)
+    H.corrupt('execution ' .. id .. ': ' .. field)
   end
   return tonumber(s)
 end
@@ -40,7 +45,7 @@ local STATUSES = {admitted = true, running = true, suspended = true, completed =
   cancelled = true, dead = true}
 
 -- The script's clock: ARGV[1] (the injected clock), or Redis TIME when it is ''.
-local function clock_now()
+function H.clock_now()
   local a = ARGV[1]
   if a ~= '' then return tonumber(a) end
   local t = redis.call('TIME')
@@ -49,7 +54,7 @@ end
 
 -- True when the running delivery of `r` is the last its attempt limit (`al`, copied onto
 -- the record by the claim) allows: its expiry ends the execution as dead.
-local function last_attempt(r)
+function H.last_attempt(r)
   return r.al ~= nil and r.un + 1 >= r.al
 end
 
@@ -57,11 +62,11 @@ end
 -- issued) or 'foreign' (a token above the execution's own). The clock is consulted only for
 -- a last attempt: once its lease expired the execution reads as dead, so its holder lost
 -- it (any other expired lease still holds until a claim takes the execution over).
-local function check_lease(r, token_s)
+function H.check_lease(r, token_s)
   local token = tonumber(token_s)
   if token == 0 then return 'zero' end
   if token > r.tk then return 'foreign' end
   if token ~= r.tk or r.st ~= 'running' then return 'lost' end
-  if last_attempt(r) and r.le <= clock_now() then return 'lost' end
+  if H.last_attempt(r) and r.le <= H.clock_now() then return 'lost' end
   return 'held'
 end

@@ -15,43 +15,43 @@
 -- `wakes` instead. The client delivers the queue in each partition (wake_waiters.lua) and
 -- then removes exactly the entries it delivered (wakes_done.lua): a wake is delivered at
 -- least once, by the writer or by a later settle or store update of the namespace.
-local function k_effect(id) return P .. 'effect:' .. id end
-local function k_effects_of(id) return P .. 'effects:' .. id end
-local function k_watch(entry) return P .. 'watch:' .. entry end
-local function k_watching(id) return P .. 'watching:' .. id end
+function H.k_effect(id) return P .. 'effect:' .. id end
+function H.k_effects_of(id) return P .. 'effects:' .. id end
+function H.k_watch(entry) return P .. 'watch:' .. entry end
+function H.k_watching(id) return P .. 'watching:' .. id end
 
 -- Refuses, before the script's first write, a key of `types` (key -> kind) holding another
 -- kind (another program writing into our prefix): WRONGTYPE, nothing changed.
 -- (`check_key_type` of scripts/ops.lua, which every effect script is built on.)
-local function check_types(types)
-  for key, kind in pairs(types) do check_key_type(key, kind) end
+function H.check_types(types)
+  for key, kind in pairs(types) do H.check_key_type(key, kind) end
 end
 
 -- The stored effect `id`: {owner, begun, settled, result, waits} (owner nil when there is
 -- none). A hash without an owner is corrupt (LeaseError::Protocol, nothing changed).
-local function effect_fields(id)
-  local v = redis.call('HMGET', k_effect(id), 'x', 'b', 's', 'r', 'w')
-  if not v[1] and redis.call('EXISTS', k_effect(id)) == 1 then corrupt('effect ' .. id) end
+function H.effect_fields(id)
+  local v = redis.call('HMGET', H.k_effect(id), 'x', 'b', 's', 'r', 'w')
+  if not v[1] and redis.call('EXISTS', H.k_effect(id)) == 1 then H.corrupt('effect ' .. id) end
   return v
 end
 
 -- The reply form of an effect record: {status, owner, begun, settled or '', result or ''}
 -- (the client decodes and validates it).
-local function effect_reply(status, v)
+function H.effect_reply(status, v)
   return {status, v[1], v[2] or '', v[3] or '', v[4] or ''}
 end
 
 -- Refuses a foreign key in the wake queue's place (WRONGTYPE); called before a script's
 -- first write when it may queue.
-local function check_wake_queue()
-  check_key_type(P .. 'wakes', 'zset')
-  check_key_type(P .. 'wake_seq', 'string')
+function H.check_wake_queue()
+  H.check_key_type(P .. 'wakes', 'zset')
+  H.check_key_type(P .. 'wake_seq', 'string')
 end
 
 -- Queues a wake of each execution of `ids` (split namespace; check_wake_queue first): a
 -- fresh sequence number each, so a delivery that read an older entry does not remove this
 -- one.
-local function queue_wakes(ids)
+function H.queue_wakes(ids)
   for _, id in ipairs(ids) do
     redis.call('ZADD', P .. 'wakes', redis.call('INCR', P .. 'wake_seq'), id)
   end
@@ -59,7 +59,7 @@ end
 
 -- `reply` followed, on a split namespace, by the oldest queued wakes (at most 100) as
 -- id, sequence pairs, for the client to deliver.
-local function with_queued_wakes(reply, split)
+function H.with_queued_wakes(reply, split)
   if not split then return reply end
   for _, v in ipairs(redis.call('ZRANGE', P .. 'wakes', 0, 99, 'WITHSCORES')) do
     reply[#reply + 1] = v
@@ -68,11 +68,11 @@ local function with_queued_wakes(reply, split)
 end
 
 -- Removes execution `id`'s effects and its store-waiter registrations (purge_terminal).
-local function forget_effects(id)
-  local began, watching = k_effects_of(id), k_watching(id)
-  for _, e in ipairs(redis.call('SMEMBERS', began)) do redis.call('DEL', k_effect(e)) end
+function H.forget_effects(id)
+  local began, watching = H.k_effects_of(id), H.k_watching(id)
+  for _, e in ipairs(redis.call('SMEMBERS', began)) do redis.call('DEL', H.k_effect(e)) end
   for _, entry in ipairs(redis.call('SMEMBERS', watching)) do
-    redis.call('SREM', k_watch(entry), id)
+    redis.call('SREM', H.k_watch(entry), id)
   end
   redis.call('DEL', began, watching)
 end

@@ -26,13 +26,13 @@
 -- admissions, so a step is never recorded without the children it admits.
 -- The fence and, for a step, the record's absence: a reply when the body must not run,
 -- else nil and the body's keys (KEYS[first_key..]) and arguments (ARGV[first_arg..]).
-local function pre(first_key, first_arg)
+function H.pre(first_key, first_arg)
   local id, field = ARGV[3], ARGV[5]
-  local held = fence(id, ARGV[4])
+  local held = H.fence(id, ARGV[4])
   if held ~= 'held' then return {held} end
   if field ~= '' then
     -- Also the type check of the steps key: a foreign type fails here, before the body.
-    local existing = redis.call('HGET', k_steps(id), field)
+    local existing = redis.call('HGET', H.k_steps(id), field)
     if existing then return {'existing', existing} end
   end
 
@@ -44,7 +44,7 @@ end
 
 -- The admitting variants' admissions (`admit`, nil for the plain scripts), made with
 -- replication back on (the body could have switched it off): admit_batch's reply, or nil.
-local function admitted(admit)
+function H.admitted(admit)
   if not admit then return nil end
   redis.set_repl(redis.REPL_ALL)
   return admit()
@@ -52,14 +52,14 @@ end
 
 -- The reply of a call that went through, with the admissions' reply (if any) after the
 -- status word.
-local function went_through(status, result, admissions)
+function H.went_through(status, result, admissions)
   if admissions then return {status, admissions, result} end
   return {status, result}
 end
 
 -- What follows the body: its result checked, then the admissions (`admit`, nil for the
 -- plain scripts) and, for a step, the record.
-local function finish(ok, result, admit)
+function H.finish(ok, result, admit)
   local id, field = ARGV[3], ARGV[5]
   -- A raised error, or an error reply the body returned (redis.error_reply): either way the
   -- writes the body made before it stay (a Lua error does not roll back).
@@ -67,7 +67,7 @@ local function finish(ok, result, admit)
     if type(result) == 'table' and result.err then result = result.err end
     return {'failed', tostring(result)}
   end
-  if field == '' then return went_through('ok', result, admitted(admit)) end
+  if field == '' then return H.went_through('ok', result, H.admitted(admit)) end
 
   -- The step's response: JSON text the client can store (checked before the record exists).
   if type(result) ~= 'string' then
@@ -87,11 +87,11 @@ local function finish(ok, result, admit)
   if depth(doc, 0) > __MAX_JSON_DEPTH__ then
     return {'bad_response', 'the response nests deeper than __MAX_JSON_DEPTH__'}
   end
-  local admissions = admitted(admit)
+  local admissions = H.admitted(admit)
   -- The body could have switched replication off; the record must reach the replicas.
   redis.set_repl(redis.REPL_ALL)
-  insert_step(id, field, ARGV[6] .. result)
-  return went_through('new', result, admissions)
+  H.insert_step(id, field, ARGV[6] .. result)
+  return H.went_through('new', result, admissions)
 end
 
-return pre, finish
+return H.pre, H.finish

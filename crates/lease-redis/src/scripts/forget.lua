@@ -2,7 +2,7 @@
 -- purge_terminal.lua and forget_at_home.lua): the store receipts execution `id` made (each
 -- member of `rcpt:<id>` names a field of a `receipts:<store>` hash) and the start record
 -- `start_of` points to.
-local function forget(id)
+function H.forget(id)
   local rk = P .. 'rcpt:' .. id
   for _, m in ipairs(redis.call('SMEMBERS', rk)) do
     local sep = string.find(m, '\31', 1, true)

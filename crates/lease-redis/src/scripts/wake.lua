@@ -9,21 +9,21 @@
 -- channel (nil when nothing changed or a live lease holds the execution: its holder folds
 -- the wake into its acknowledgement, which publishes). The caller publishes once per
 -- script, the minimum (publish_wake).
-local function wake(id, at)
-  local r = load(id)
+function H.wake(id, at)
+  local r = H.load(id)
   if r == nil then return 'unknown', nil end
-  if terminal(r.st) then return 'ok', nil end
-  local old = copy(r)
+  if H.terminal(r.st) then return 'ok', nil end
+  local old = H.copy(r)
   if r.st == 'running' then
-    r.wk = min_opt(r.wk, at)
+    r.wk = H.min_opt(r.wk, at)
     if r.wk == old.wk then return 'ok', nil end
   else
-    r.du = min_opt(r.du, at)
+    r.du = H.min_opt(r.du, at)
     if r.du == old.du then return 'ok', nil end
   end
-  save(r, old)
-  place(r, old)
-  if r.st ~= 'running' or r.le <= clock_now() then return 'ok', (claimable_at(r)) end
+  H.save(r, old)
+  H.place(r, old)
+  if r.st ~= 'running' or r.le <= H.clock_now() then return 'ok', (H.claimable_at(r)) end
   return 'ok', nil
 end
 
@@ -31,16 +31,16 @@ end
 -- skipped by wake). A script that wakes after its own writes checks its waiters with this
 -- first, so a corrupt waiter record (load raises) is skipped instead of aborting the script
 -- half-way through its writes.
-local function wakeable(id)
-  return (pcall(load, id))
+function H.wakeable(id)
+  return (pcall(H.load, id))
 end
 
 -- Wakes each execution of `ids` at `at` (wake); returns the earliest instant to publish.
-local function wake_each(ids, at)
+function H.wake_each(ids, at)
   local publish_at = nil
   for _, id in ipairs(ids) do
-    local _, instant = wake(id, at)
-    publish_at = min_opt(publish_at, instant)
+    local _, instant = H.wake(id, at)
+    publish_at = H.min_opt(publish_at, instant)
   end
   return publish_at
 end

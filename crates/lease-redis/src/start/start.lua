@@ -5,14 +5,14 @@
 -- Reply: {'existing', target} | {'created', target} | {'taken'} (target id already exists).
 -- The reverse mapping target -> request id goes into `start_of` (purge_terminal drops the
 -- start record naming a purged execution).
-check_key_types()
+H.check_key_types()
 local starts = P .. 'starts'
 local known = redis.call('HGET', starts, ARGV[3])
 if known then return {'existing', known} end
-if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then return {'taken'} end
-local now = clock_now()
-create(ARGV[4], ARGV[5], ARGV[6], now, 0, '')
-publish_wake(ARGV[7], now)
+if redis.call('EXISTS', H.k_exec(ARGV[4])) == 1 then return {'taken'} end
+local now = H.clock_now()
+H.create(ARGV[4], ARGV[5], ARGV[6], now, 0, '')
+H.publish_wake(ARGV[7], now)
 redis.call('HSET', starts, ARGV[3], ARGV[4])
 redis.call('HSET', P .. 'start_of', ARGV[4], ARGV[3])
 return {'created', ARGV[4]}

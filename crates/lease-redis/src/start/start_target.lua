@@ -6,14 +6,14 @@
 -- client reserved at home (see create_record). Publishes the new target's due
 -- time. Reply: {'created'} | {'existing'} (created by this request before) | {'taken'}
 -- (another execution with that id exists).
-check_key_types()
+H.check_key_types()
 local start_of = P .. 'start_of'
-if redis.call('EXISTS', k_exec(ARGV[4])) == 1 then
+if redis.call('EXISTS', H.k_exec(ARGV[4])) == 1 then
   if redis.call('HGET', start_of, ARGV[4]) == ARGV[3] then return {'existing'} end
   return {'taken'}
 end
-local now = clock_now()
-create(ARGV[4], ARGV[5], ARGV[6], now, 0, '', nil, ARGV[8])
-publish_wake(ARGV[7], now)
+local now = H.clock_now()
+H.create(ARGV[4], ARGV[5], ARGV[6], now, 0, '', nil, ARGV[8])
+H.publish_wake(ARGV[7], now)
 redis.call('HSET', start_of, ARGV[4], ARGV[3])
 return {'created'}

@@ -18,7 +18,7 @@ local key = P .. 'store:' .. ARGV[3]
 if redis.call('EXISTS', key) == 0 then return {'nostore'} end
 local receipts = P .. 'receipts:' .. ARGV[3]
 local recorded = redis.call('HGET', receipts, ARGV[4])
-if recorded then return with_queued_wakes({'replayed', recorded}, split) end
+if recorded then return H.with_queued_wakes({'replayed', recorded}, split) end
 local op = ARGV[5]
 local entry = ARGV[6]
 local current = redis.call('HGET', key, entry)
@@ -49,11 +49,11 @@ end
 local watched = ARGV[3] .. '\31' .. entry
 local registered, waiters = {}, {}
 if applied then
-  registered = redis.call('SMEMBERS', k_watch(watched))
+  registered = redis.call('SMEMBERS', H.k_watch(watched))
   for _, w in ipairs(registered) do
-    if split or wakeable(w) then waiters[#waiters + 1] = w end
+    if split or H.wakeable(w) then waiters[#waiters + 1] = w end
   end
-  if split and #registered > 0 then check_wake_queue() end
+  if split and #registered > 0 then H.check_wake_queue() end
 end
 if set ~= nil then
   redis.call('HSET', key, entry, set)
@@ -69,12 +69,12 @@ if sep then
     ARGV[3] .. '\31' .. string.sub(ARGV[4], sep + 1))
 end
 if #registered > 0 then
-  redis.call('DEL', k_watch(watched))
-  for _, w in ipairs(registered) do redis.call('SREM', k_watching(w), watched) end
+  redis.call('DEL', H.k_watch(watched))
+  for _, w in ipairs(registered) do redis.call('SREM', H.k_watching(w), watched) end
   if split then
-    queue_wakes(waiters)
+    H.queue_wakes(waiters)
   else
-    publish_wake(ARGV[10], wake_each(waiters, clock_now()))
+    H.publish_wake(ARGV[10], H.wake_each(waiters, H.clock_now()))
   end
 end
-return with_queued_wakes({'applied', outcome}, split)
+return H.with_queued_wakes({'applied', outcome}, split)
