@@ -13,8 +13,10 @@ use crate::rows::{self, EXECUTION_COLUMNS, col};
 /// snapshot (the second run always sees it).
 pub(crate) const SNAPSHOT_RETRIES: usize = 3;
 
-/// `admit_batch`'s first record column: after the item number.
-const ADMIT_BATCH_RECORD: usize = 1;
+/// `admit_batch`'s "created?" column: after the item number.
+const ADMIT_BATCH_CREATED: usize = 1;
+/// `admit_batch`'s first record column: after "created?".
+const ADMIT_BATCH_RECORD: usize = ADMIT_BATCH_CREATED + 1;
 /// `admit_batch`'s clock column: after the record.
 const ADMIT_BATCH_NOW: usize = ADMIT_BATCH_RECORD + EXECUTION_COLUMNS;
 
@@ -80,11 +82,13 @@ impl<'a> AdmittedBatch<'a> {
     }
 }
 
-/// `admit_batch.sql`'s rows over `items` items: (index into the items, record as `admit`
-/// would return it) for every item the statement could see.
+/// `admit_batch.sql`'s rows over `items`: (index into the items, record as `admit` would
+/// return it) for every item the statement could see. A row the statement created comes
+/// back without its columns: it holds exactly the item's admission at the statement's
+/// clock, as [`ExecutionRecord::admitted`] builds it.
 pub(crate) fn batch_admitted(
     found: &[PgRow],
-    items: usize,
+    items: &[&Admission],
     operation: &'static str,
 ) -> Result<Vec<(usize, ExecutionRecord)>> {
     found
@@ -94,10 +98,15 @@ pub(crate) fn batch_admitted(
             let index = usize::try_from(ord)
                 .ok()
                 .and_then(|o| o.checked_sub(1))
-                .filter(|&i| i < items)
+                .filter(|&i| i < items.len())
                 .ok_or_else(|| protocol(operation, format!("row for item {ord}")))?;
-            let record = rows::execution_from(row, ADMIT_BATCH_RECORD, operation)?;
             let now = Timestamp::from_millis(col(row, ADMIT_BATCH_NOW, operation)?);
+            let created: bool = col(row, ADMIT_BATCH_CREATED, operation)?;
+            let record = if created {
+                ExecutionRecord::admitted(items[index], now)
+            } else {
+                rows::execution_from(row, ADMIT_BATCH_RECORD, operation)?
+            };
             Ok((index, record.effective(now)))
         })
         .collect()

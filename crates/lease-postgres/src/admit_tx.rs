@@ -81,7 +81,7 @@ impl PostgresBackend {
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(|e| in_tx_error(OP_BATCH, e))?;
-            batch.found(batch_admitted(&found, items.len(), OP_BATCH)?);
+            batch.found(batch_admitted(&found, &items, OP_BATCH)?);
         }
         batch.records(OP_BATCH)
     }

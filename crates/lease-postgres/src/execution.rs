@@ -72,9 +72,10 @@ const ACKNOWLEDGE_BATCH: &str = include_str!("execution/acknowledge_batch.sql");
 const PURGE_TERMINAL: &str = include_str!("execution/purge_terminal.sql");
 
 /// The acknowledgement sent: `acknowledge.sql`, or under cfg
-/// `lease_postgres_nonatomic_fencing_experiment` (build.rs) the same statement with its row
-/// lock taken out, so its token check reads the statement's snapshot and a claim committing
-/// in between goes unnoticed (deliberately broken, for `tests/race.rs` by hand).
+/// `lease_postgres_nonatomic_fencing_experiment` (build.rs) the same statement with its
+/// token test moved out of the update's re-tested WHERE into a read of the statement's
+/// snapshot, so a claim committing in between goes unnoticed (deliberately broken, for
+/// `tests/race.rs` by hand).
 #[cfg(not(lease_postgres_nonatomic_fencing_experiment))]
 fn acknowledge_template() -> String {
     fragment(ACKNOWLEDGE).to_owned()
@@ -83,7 +84,10 @@ fn acknowledge_template() -> String {
 /// See the other `acknowledge_template`.
 #[cfg(lease_postgres_nonatomic_fencing_experiment)]
 fn acknowledge_template() -> String {
-    fragment(ACKNOWLEDGE).replace(" FOR NO KEY UPDATE", "")
+    fragment(ACKNOWLEDGE).replace(
+        "e.token = $2",
+        "(SELECT s.token FROM {s}.executions s WHERE s.id = $1) = $2",
+    )
 }
 
 /// `template` with the key gate's fragments (`{key_full}`, `{taken}` as `taken`,
@@ -207,7 +211,7 @@ impl PostgresBackend {
                 columns.bind(q, self.clock_param())
             })
             .await?;
-        batch_admitted(&found, items.len(), OP)
+        batch_admitted(&found, items, OP)
     }
 
     /// The claim statement's rows as the batch they describe (the claim committed), and

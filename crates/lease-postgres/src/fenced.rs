@@ -12,11 +12,12 @@
 //! 2. The application runs any statements on any tables through the transaction.
 //! 3. [`FencedTx::commit`] sends ONE simple-query message: a `SELECT ... FOR SHARE` of the
 //!    execution row (the lock `write_step` takes; it conflicts with the claim's `FOR UPDATE
-//!    SKIP LOCKED` and with the `FOR NO KEY UPDATE` of acknowledge, renew and release),
-//!    a check that divides by zero unless the locked row carries the lease's token and is
-//!    still running, `COMMIT`, and a `BEGIN` that sqlx's transaction guard rolls back when
-//!    the connection returns to the pool. A failed check aborts the transaction, so the
-//!    `COMMIT` never runs: nothing of it is applied and the result is `Lost`.
+//!    SKIP LOCKED`, with the `FOR NO KEY UPDATE` of renew and release and with the
+//!    acknowledgement's update), a check that divides by zero unless the locked row carries
+//!    the lease's token and is still running, `COMMIT`, and a `BEGIN` that sqlx's
+//!    transaction guard rolls back when the connection returns to the pool. A failed check
+//!    aborts the transaction, so the `COMMIT` never runs: nothing of it is applied and the
+//!    result is `Lost`.
 //!
 //! The lock is taken as late as it can be and is held only while the server runs that one
 //! message: a client frozen anywhere cannot hold it. [`PostgresBackend::step_in_tx`] writes

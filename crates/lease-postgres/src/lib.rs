@@ -38,17 +38,19 @@
 //!   `claim_due_with_records` hands the dispatcher the record `get` would read right after
 //!   the claim (decoded and made effective exactly as `get` does) without a second round
 //!   trip; `claim_due` is that call without the records.
-//! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `acknowledge`, `renew`
-//!   and `release` lock it `FOR NO KEY UPDATE`. Both conflict with the claim's row lock and
-//!   the token is compared on the row version current after the lock is granted, in the same
-//!   statement as the write. A fenced write reads a clock only for a row on its last attempt
+//! - **Fencing**: `write_step` locks the execution row `FOR SHARE`; `renew` and `release`
+//!   lock it `FOR NO KEY UPDATE`; `acknowledge` compares the token in its update's WHERE,
+//!   which PostgreSQL tests again on the newest row version under the update's own row lock
+//!   when the row changed since the statement's snapshot. Each lock conflicts with the
+//!   claim's row lock and the token is compared on the row version current after the lock
+//!   is granted, in the same statement as the write. A fenced write reads a clock only for a row on its last attempt
 //!   (attempt limits, schema v15): once that lease has expired the row counts as dead and
 //!   every holder is `Lost`, as `get` reads it.
 //! - **Batched acknowledgements**: `acknowledge_batch` is one statement over
-//!   `unnest(ids, tokens, statuses, outcomes)`. It locks the items' rows `FOR NO KEY UPDATE`
-//!   in id order (so concurrent batches sharing rows queue instead of deadlocking), judges
-//!   every item on the row version current after its lock, and applies each item whose
-//!   token is current exactly as `acknowledge` would; a stale item is `Lost` and untouched.
+//!   `unnest(ids, tokens, statuses, outcomes)`. Its update joins the items in id order and
+//!   tests each item's token as `acknowledge` does, applying each item whose token is
+//!   current exactly as `acknowledge` would; a stale item is `Lost` and untouched, judged on
+//!   its newest version (the statement locks the rows it did not update to read them).
 //!   If any item names an unknown execution, token 0 or a foreign token, the statement
 //!   writes nothing and the first such item's error is returned. Like every write it is
 //!   retried after a serialization failure or deadlock and never after a lost connection.

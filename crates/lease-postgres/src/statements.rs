@@ -15,13 +15,17 @@
 //! operation is one statement, hence one round trip and one atomic step, except the store
 //! update and the store waiter registration (one short transaction each).
 //!
-//! Fencing: every fenced statement first locks the execution row in a CTE (`FOR SHARE` for
-//! step writes, `FOR NO KEY UPDATE` for acknowledge, renew and release). Both modes
-//! conflict with the claim's `FOR UPDATE SKIP LOCKED`, so no claim can commit between the
-//! check and the write. In READ COMMITTED a locking read that finds the row changed since
-//! the statement's snapshot waits for the lock and returns the row's *newest* version, so
-//! the token and status the statement compares are the ones current after the lock was
-//! granted, and the write commits before any later claim can lock the row.
+//! Fencing: every fenced statement compares the token and status under a row lock that
+//! conflicts with the claim's `FOR UPDATE SKIP LOCKED`, so no claim can commit between the
+//! check and the write. Step writes, renew and release first lock the execution row in a CTE
+//! (`FOR SHARE` for step writes, `FOR NO KEY UPDATE` for renew and release): in READ
+//! COMMITTED a locking read that finds the row changed since the statement's snapshot waits
+//! for the lock and returns the row's *newest* version, so the token and status compared
+//! are the ones current after the lock was granted. Acknowledgements put the comparison in
+//! the update's own WHERE instead: an update that meets a changed row waits for its lock
+//! and tests the WHERE again on the newest version before writing, so the test and the
+//! write happen under the update's row lock and no separate lock is logged first. Either
+//! way the write commits before any later claim can lock the row.
 //!
 //! Each module that runs statements renders its own set on first use ([`Rendered::get`]);
 //! the types of those sets live here so that the backend can hold them without depending on

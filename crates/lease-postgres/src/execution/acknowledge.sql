@@ -7,11 +7,16 @@
 -- delivery claimed before version 19 (its open entry is in the jsonb). A keyed lease frees
 -- a place of its key (its concurrency limit counts live leases): it notifies "claimable
 -- now".
+--
+-- The fence is the update's own row lock: its WHERE holds the token and status test, and
+-- in READ COMMITTED an update that meets a row changed since its snapshot waits for the
+-- row's lock and tests the WHERE again on the newest version before it writes. So the
+-- test and the write are one step under the lock a claim's `FOR UPDATE SKIP LOCKED`
+-- conflicts with, and no separate lock is logged before the write (one WAL record per
+-- acknowledgement fewer). Only when the update did not apply does `cur` lock the row, to
+-- report the newest token and status (`FenceCheck`): a stale holder learns `Lost` from
+-- the version that beat it, never from its snapshot.
 WITH clk AS MATERIALIZED (SELECT COALESCE($3::bigint, {now}) AS now),
-cur AS MATERIALIZED (
-    SELECT e.id, e.token, {held_status} AS status
-    FROM {s}.executions e WHERE e.id = $1 FOR NO KEY UPDATE
-),
 upd AS (
     UPDATE {s}.executions e SET
         unacknowledged_deliveries = 0,
@@ -30,12 +35,22 @@ upd AS (
                 NULL, NULL, 20) END,
         delivery_claimed_at = CASE WHEN $4 = 'suspended' THEN NULL
             ELSE e.delivery_claimed_at END
-    FROM cur, clk
-    WHERE e.id = cur.id AND cur.token = $2 AND cur.status = 'running'
+    FROM clk
+    WHERE e.id = $1 AND e.token = $2 AND {held_status} = 'running'
     RETURNING true AS acknowledged,
         LEAST(e.claimable_at, CASE WHEN e.concurrency_key IS NOT NULL THEN clk.now END)
             AS claimable_at
 ),
+cur AS MATERIALIZED (
+    SELECT e.token, {held_status} AS status
+    FROM {s}.executions e
+    WHERE e.id = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+    FOR NO KEY UPDATE
+),
 note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
-SELECT cur.token, cur.status, upd.acknowledged, (SELECT count(*) FROM note)
-FROM cur LEFT JOIN upd ON true
+SELECT $2::bigint AS token, 'running'::text AS status, upd.acknowledged,
+    (SELECT count(*) FROM note)
+FROM upd
+UNION ALL
+SELECT cur.token, cur.status, NULL::boolean, 0::bigint
+FROM cur

@@ -6,30 +6,32 @@
 -- frees a place of its key). The history is written as `acknowledge.sql` writes it: none
 -- for a terminal outcome, the delivery folded into the jsonb for a suspension.
 --
--- Each item is the single `acknowledge.sql` applied independently, in one statement: the
--- items' rows are locked `FOR NO KEY UPDATE` in id order (concurrent batches lock their
--- common rows in the same order, so they cannot deadlock each other), every item gets a
--- verdict from the row version current after its lock, and the update applies the items
--- whose token is current on a running row, but only when no item is refused outright
--- (unknown execution, token 0 or a token above the execution's latest): then nothing is
--- written and the caller reports the first refused item's error.
+-- Each item is the single `acknowledge.sql` applied independently, in one statement, and
+-- fenced as it is: the update's WHERE holds each item's token and status test, which an
+-- update that meets a row changed since its snapshot tests again on the newest version
+-- under the row's lock before it writes. The items are joined in id order (`items` is
+-- sorted), so concurrent batches tend to lock common rows in the same order; a deadlock
+-- between them rolls one statement back whole and it is retried. Refused outright (an
+-- unknown execution, token 0 or a token above the execution's latest) is decided on the
+-- statement's snapshot (`snap`): a token the caller holds was issued by a claim that
+-- committed before this statement began, so the snapshot sees it. When an item is refused,
+-- nothing is written and every verdict is the snapshot's; otherwise `cur` locks the rows of
+-- the items the update did not apply (none, usually: then it reads no row) and reports
+-- their newest versions (as
+-- `acknowledge.sql` does), so an applied item is never missing from the reply and a stale
+-- holder learns `Lost` from the version that beat it.
 WITH clk AS MATERIALIZED (SELECT COALESCE($5::bigint, {now}) AS now),
 items AS MATERIALIZED (
     SELECT u.ord, u.id, u.token, u.status, u.outcome
     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])
         WITH ORDINALITY AS u(id, token, status, outcome, ord)
+    ORDER BY u.id
 ),
-cur AS MATERIALIZED (
-    SELECT e.id, e.token, {held_status} AS status FROM {s}.executions e
-    WHERE e.id = ANY ($1::text[])
-    ORDER BY e.id
-    FOR NO KEY UPDATE
-),
-verdict AS MATERIALIZED (
+snap AS MATERIALIZED (
     SELECT i.ord, i.id, i.token AS lease_token, i.status AS new_status, i.outcome,
-        c.token AS cur_token, c.status AS cur_status,
-        (c.id IS NULL OR i.token = 0 OR i.token > c.token) AS refused
-    FROM items i LEFT JOIN cur c ON c.id = i.id
+        e.token AS cur_token, {held_status} AS cur_status,
+        (e.id IS NULL OR i.token = 0 OR i.token > e.token) AS refused
+    FROM items i LEFT JOIN {s}.executions e ON e.id = i.id
 ),
 upd AS (
     UPDATE {s}.executions e SET
@@ -37,28 +39,42 @@ upd AS (
         last_delivery_ended_at = clk.now,
         lease_expires_at = NULL,
         wake_after_claim = NULL,
-        status = v.new_status,
-        ever_suspended = e.ever_suspended OR v.new_status = 'suspended',
-        due_at = CASE WHEN v.new_status = 'suspended' THEN e.wake_after_claim ELSE NULL END,
-        outcome = CASE WHEN v.new_status = 'suspended' THEN e.outcome ELSE v.outcome END,
-        claimable_at = CASE WHEN v.new_status = 'suspended'
+        status = v.status,
+        ever_suspended = e.ever_suspended OR v.status = 'suspended',
+        due_at = CASE WHEN v.status = 'suspended' THEN e.wake_after_claim ELSE NULL END,
+        outcome = CASE WHEN v.status = 'suspended' THEN e.outcome ELSE v.outcome END,
+        claimable_at = CASE WHEN v.status = 'suspended'
             THEN e.wake_after_claim ELSE NULL END,
-        deliveries = CASE WHEN v.new_status <> 'suspended' AND e.delivery_claimed_at IS NOT NULL
+        deliveries = CASE WHEN v.status <> 'suspended' AND e.delivery_claimed_at IS NOT NULL
             THEN e.deliveries
             ELSE {s}.history_fold(e.deliveries, e.token, e.delivery_claimed_at, clk.now,
-                CASE WHEN v.new_status = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
+                CASE WHEN v.status = 'suspended' THEN 'suspended' ELSE 'acknowledged' END,
                 NULL, NULL, 20) END,
-        delivery_claimed_at = CASE WHEN v.new_status = 'suspended' THEN NULL
+        delivery_claimed_at = CASE WHEN v.status = 'suspended' THEN NULL
             ELSE e.delivery_claimed_at END
-    FROM verdict v, clk
-    WHERE e.id = v.id AND v.cur_token = v.lease_token AND v.cur_status = 'running'
-      AND NOT EXISTS (SELECT 1 FROM verdict r WHERE r.refused)
+    FROM items v, clk
+    WHERE e.id = v.id AND e.token = v.token AND {held_status} = 'running'
+      AND NOT EXISTS (SELECT 1 FROM snap r WHERE r.refused)
     RETURNING e.id,
         LEAST(e.claimable_at, CASE WHEN e.concurrency_key IS NOT NULL THEN clk.now END)
             AS claimable_at
 ),
+cur AS MATERIALIZED (
+    SELECT e.id, e.token, {held_status} AS status FROM {s}.executions e
+    WHERE e.id = ANY (ARRAY(
+            SELECT v.id FROM items v
+            WHERE NOT EXISTS (SELECT 1 FROM upd u WHERE u.id = v.id)))
+      AND NOT EXISTS (SELECT 1 FROM snap r WHERE r.refused)
+    ORDER BY e.id
+    FOR NO KEY UPDATE
+),
 note AS MATERIALIZED ({notify} FROM upd HAVING min(upd.claimable_at) IS NOT NULL)
-SELECT v.ord, v.cur_token, v.cur_status, (u.id IS NOT NULL) AS acknowledged,
+SELECT v.ord,
+    CASE WHEN u.id IS NOT NULL THEN v.lease_token
+        WHEN c.id IS NOT NULL THEN c.token ELSE v.cur_token END,
+    CASE WHEN u.id IS NOT NULL THEN 'running'
+        WHEN c.id IS NOT NULL THEN c.status ELSE v.cur_status END,
+    (u.id IS NOT NULL) AS acknowledged,
     (SELECT count(*) FROM note)
-FROM verdict v LEFT JOIN upd u ON u.id = v.id
+FROM snap v LEFT JOIN upd u ON u.id = v.id LEFT JOIN cur c ON c.id = v.id
 ORDER BY v.ord
