@@ -121,11 +121,21 @@ impl<S: TxStore> Engine<S> {
     async fn write<T: Send + 'static>(
         &self,
         operation: &'static str,
+        step: impl FnMut(&mut S::Tx<'_>, &mut Wakes) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.write_many(operation, 1, step).await
+    }
+
+    /// [`Engine::write`] for a call on up to `items` executions ([`TxStore::transact_many`]).
+    async fn write_many<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        items: usize,
         mut step: impl FnMut(&mut S::Tx<'_>, &mut Wakes) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let written = self
             .store
-            .transact(operation, move |tx| {
+            .transact_many(operation, items, move |tx| {
                 let mut wakes = Wakes::new();
                 let value = step(tx, &mut wakes)?;
                 Ok(Written { value, wakes })
@@ -270,12 +280,11 @@ impl<S: TxStore> Engine<S> {
         admission: &Admission,
         now: Timestamp,
     ) -> Result<ExecutionRecord> {
-        if let Some(record) = tx.read_execution(&admission.id, |r| r.effective(now))? {
-            return Ok(record);
-        }
         let record = ExecutionRecord::admitted(admission, now);
+        if let Some(stored) = tx.admit_new(&record)? {
+            return Ok(stored.effective(now));
+        }
         self.note(wakes, &record);
-        tx.insert_admitted(record.clone())?;
         Ok(record)
     }
 
@@ -339,7 +348,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         check_admit_batch(admissions)?;
         let now = self.clock.now();
         let (this, admissions) = (self.clone(), admissions.to_vec());
-        self.write("admit_batch", move |tx, wakes| {
+        self.write_many("admit_batch", admissions.len(), move |tx, wakes| {
             admissions
                 .iter()
                 .map(|a| this.admit_in(tx, wakes, a, now))
@@ -523,11 +532,13 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     async fn request_wake(&self, id: &ExecutionId, at: Timestamp) -> Result<()> {
         let (this, id) = (self.clone(), id.clone());
         self.write("request_wake", move |tx, wakes| {
-            // A live delivery only arms timers (its claimable instant is its expiry); an
-            // expired one may be claimable at once.
+            // A running record's claimable instant (its expiry) was signalled by its
+            // claim; a wake it requests is kept for its acknowledgement.
             tx.update_execution(&id, |record| {
                 record.request_wake(at);
-                this.note(wakes, record);
+                if record.status != ExecutionStatus::Running {
+                    this.note(wakes, record);
+                }
             })?
             .ok_or_else(|| LeaseError::UnknownExecution(id.clone()))
         })
@@ -539,7 +550,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let lease_ms = request.validate()?;
         let now = request.now.min(self.clock.now());
         let this = self.clone();
-        self.write("claim_due_with_horizon", move |tx, wakes| {
+        self.write_many("claim_due_with_horizon", request.limit, move |tx, wakes| {
             this.claim_in(tx, wakes, now, lease_ms, request.limit)
         })
         .await
@@ -555,9 +566,14 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         let now = self.clock.now();
         let claim_now = next.now.min(now);
         let (this, ack, limit) = (self.clone(), ack.clone(), next.limit);
-        self.write("acknowledge_and_claim", move |tx, wakes| {
+        self.write_many("acknowledge_and_claim", limit, move |tx, wakes| {
             let acknowledged = this.acknowledge_in(tx, wakes, &ack.lease, &ack.outcome, now)?;
-            let next = this.claim_in(tx, wakes, claim_now, lease_ms, limit)?;
+            // A claim the store refuses after the acknowledgement applied (a token counter
+            // behind a stored token) claims nothing where the store can undo it: the
+            // delivery's outcome is not lost to a counter an operator has to repair.
+            let next = tx
+                .undoable(|tx| this.claim_in(tx, wakes, claim_now, lease_ms, limit))?
+                .unwrap_or_default();
             Ok(AckAndClaim { acknowledged, next })
         })
         .await
@@ -574,7 +590,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
     #[tracing::instrument(level = "debug", name = "purge_terminal", skip_all)]
     async fn purge_terminal(&self, before: Timestamp, limit: usize) -> Result<Purged> {
         check_limit("purge limit", limit)?;
-        self.write("purge_terminal", move |tx, _| {
+        self.write_many("purge_terminal", limit, move |tx, _| {
             let purged = tx.purgeable(before, limit)?;
             tx.purge(&purged.ids)?;
             Ok(purged)
@@ -650,7 +666,7 @@ impl<S: TxStore> ExecutionClient for Engine<S> {
         check_ack_batch(acks)?;
         let now = self.clock.now();
         let (this, acks) = (self.clone(), acks.to_vec());
-        self.write("acknowledge_batch", move |tx, wakes| {
+        self.write_many("acknowledge_batch", acks.len(), move |tx, wakes| {
             // Check every item before the first write: an error changes nothing.
             for ack in &acks {
                 tx.holds(&ack.lease, now)?;

@@ -20,10 +20,10 @@ use rusqlite::Transaction;
 
 use crate::authorizer;
 use crate::backend::SqliteBackend;
+use crate::engine::admit_rows;
 use crate::error::{OpError, OpResult};
 use crate::group::{Woken, earliest};
 use crate::scope::Scope;
-use crate::transitions;
 use crate::wakeup::Wakes;
 
 /// The savepoint an admission runs in, so a failure half-way leaves the caller's
@@ -101,9 +101,17 @@ impl SqliteBackend {
         admission: &Admission,
     ) -> Result<ExecutionRecord> {
         admission.validate()?;
-        self.admit_within("admit_in_tx", tx, |tx, s| {
-            transitions::admit(tx, s, admission)
-        })
+        let admitted = self.admit_within("admit_in_tx", tx, |tx, s| {
+            admit_rows(tx, s, "admit_in_tx", std::slice::from_ref(admission))
+        })?;
+        admitted
+            .into_iter()
+            .next()
+            .ok_or_else(|| LeaseError::Protocol {
+                backend: crate::error::BACKEND,
+                operation: "admit_in_tx",
+                reason: "an admission of one execution returned no record".to_owned(),
+            })
     }
 
     /// [`SqliteBackend::admit_in_tx`] for a batch: every item as `admit_batch` admits it,
@@ -119,7 +127,7 @@ impl SqliteBackend {
             return Ok(Vec::new());
         }
         self.admit_within("admit_batch_in_tx", tx, |tx, s| {
-            transitions::admit_batch(tx, s, admissions)
+            admit_rows(tx, s, "admit_batch_in_tx", admissions)
         })
     }
 

@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use lease_core::engine::Engine;
 use lease_core::limits::MAX_ID_BYTES;
-use lease_core::{LeaseError, Result, WakeReceiver};
+use lease_core::{LeaseError, Result};
 use rusqlite::Transaction;
 
 use crate::config::SqliteConfig;
 use crate::conn::{ConnHandle, Weight};
 use crate::engine::SqliteStore;
 use crate::error::OpResult;
-use crate::group::Woken;
 use crate::migrate;
 use crate::scope::Scope;
 use crate::wakeup::{self, Wakes};
@@ -162,11 +161,6 @@ impl SqliteBackend {
         &self.store().scope
     }
 
-    /// A receiver of this handle's wake-up hub ([`lease_core::ExecutionClient::wakeups`]).
-    pub(crate) fn subscribe_wakeups(&self) -> WakeReceiver {
-        self.store().wakes.subscribe()
-    }
-
     /// This handle's wake-up hub (shared by every handle on its database and namespace).
     pub(crate) fn wakes(&self) -> &Arc<Wakes> {
         &self.store().wakes
@@ -197,17 +191,6 @@ impl SqliteBackend {
         f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<T> + Send + 'static,
     ) -> Result<T> {
         self.store().write(operation, weight, f).await
-    }
-
-    /// A mutating operation that may make something claimable: signalled on this handle's
-    /// hub (and logged for other processes) once its transaction committed.
-    pub(crate) async fn write_waking<T: Send + 'static>(
-        &self,
-        operation: &'static str,
-        weight: Weight,
-        f: impl FnMut(&Transaction<'_>, &Scope) -> OpResult<Woken<T>> + Send + 'static,
-    ) -> Result<T> {
-        self.store().write_waking(operation, weight, f).await
     }
 
     /// A read-only operation, in a transaction of its own.

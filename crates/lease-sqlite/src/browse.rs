@@ -181,7 +181,7 @@ fn load_row(conn: &Connection, rowid: i64, now: Timestamp) -> OpResult<Option<Ex
 
 #[cfg(test)]
 mod tests {
-    use crate::transitions::tests::plan;
+    use crate::migrate::plan;
 
     #[test]
     fn every_page_walks_an_index_without_sorting() {

@@ -274,7 +274,7 @@ impl<'a> Candidates<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::transitions::tests::plan;
+    use crate::migrate::plan;
 
     #[test]
     fn waiting_candidates_walk_their_index_without_sorting() {

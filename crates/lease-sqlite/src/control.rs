@@ -9,44 +9,14 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use lease_core::{
-    CancelOutcome, CancelReason, ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, DeliveryEnd,
-    ExecutionId, ExecutionRecord, ExecutionStatus, LimitScope, PauseScope, Timestamp, WorkflowName,
+    ConcurrencyKey, ConcurrencyLimit, ConcurrencyLimits, ExecutionRecord, LimitScope, PauseScope,
+    Timestamp, WorkflowName,
 };
 use rusqlite::{Connection, params};
 
 use crate::error::{OpError, OpResult};
 use crate::group::Woken;
-use crate::rows;
 use crate::scope::Scope;
-
-/// `cancel`: a terminal record is left as stored and says why; otherwise the effective
-/// record (an expired delivery ends unacknowledged first) is cancelled and written back,
-/// which clears its claim columns, so no claim or horizon sees it again. A keyed execution
-/// frees a place of its key: the wake-up path hears "now".
-pub(crate) fn cancel(
-    conn: &Connection,
-    scope: &Scope,
-    id: &ExecutionId,
-    reason: &CancelReason,
-) -> OpResult<Woken<CancelOutcome>> {
-    let now = scope.now();
-    let (stored, history) = rows::load_with_history(conn, &scope.namespace, id)?;
-    // A dead execution (no outcome) may be cancelled: an operator's other answer to it.
-    if stored.outcome.is_some() {
-        return Ok(Woken::quiet(stored.clone().cancel(now, reason)));
-    }
-    // A live lease ends cancelled; one that ran out ends expired, as readers saw it.
-    let history = if stored.status == ExecutionStatus::Running && stored.lease_live(now) {
-        history.end(&stored, DeliveryEnd::Cancelled, now, None)?
-    } else {
-        history.close_expired(&stored)?
-    };
-    let mut record = stored.effective(now);
-    let outcome = record.cancel(now, reason);
-    rows::save_with(conn, &scope.namespace, &record, &scope.policy, &history)?;
-    let wake = record.concurrency_key.is_some().then_some(now);
-    Ok(Woken::at(outcome, wake))
-}
 
 /// `$1 namespace, $2 kind, $3 workflow`: records a paused scope (no change when it is).
 const PAUSE: &str = include_str!("control/pause.sql");

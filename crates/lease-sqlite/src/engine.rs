@@ -7,14 +7,22 @@
 //! same rows. The conformance suite runs on `Engine<SqliteStore>` as on the backend itself,
 //! so the two agree on every rule.
 
+mod cache;
+mod claim;
+pub(crate) mod claiming;
 mod clients;
 mod history;
+pub(crate) mod lists;
 mod namespace;
+mod row;
 mod rows;
 mod scan;
 mod store;
 mod tables;
 mod tx;
 
+pub(crate) use clients::admit_rows;
+#[cfg(test)]
+pub(crate) use clients::claim_one;
 pub use store::SqliteStore;
 pub use tx::SqliteTx;

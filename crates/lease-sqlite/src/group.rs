@@ -391,14 +391,15 @@ mod tests {
     use std::sync::Arc;
 
     use lease_core::{
-        Admission, ClaimBatch, ExecutionId, Fenced, Json, ManualClock, RedeliveryPolicy, StepKey,
-        StepWrite,
+        Admission, ExecutionId, Fenced, Json, ManualClock, RedeliveryPolicy, StepKey, StepWrite,
     };
 
     use super::*;
     use crate::config::Location;
+    use crate::engine::{admit_rows, claim_one};
+    use crate::heap;
     use crate::scope::Scope;
-    use crate::{heap, transitions};
+    use lease_core::engine::Tx;
 
     /// A child table whose foreign-key violation fails only the COMMIT.
     const DEFERRED_TABLES: &str = include_str!("group/test_deferred_tables.sql");
@@ -440,22 +441,20 @@ mod tests {
         // Committed before the group: order-42 claimed with a lease that has expired.
         let held = {
             let tx = conn.transaction().expect("tx");
-            transitions::admit(&tx, &s, &Admission::new(id("order-42"))).expect("admit");
-            let batch: Woken<ClaimBatch> =
-                transitions::claim_due(&tx, &s, Timestamp::MAX, 1, 100).expect("claim");
+            admit_rows(&tx, &s, "admit", &[Admission::new(id("order-42"))]).expect("admit");
+            let claimed = claim_one(&tx, &s, 100).expect("claim");
             tx.commit().expect("commit");
-            batch.value.claimed[0].lease.clone()
+            claimed.value.expect("claimed")
         };
         clock.advance(Duration::from_secs(60));
 
         let (s1, s2, s3, s4) = (s.clone(), s.clone(), s.clone(), s.clone());
         let (admit, admit_rx) =
-            member(move |tx| transitions::admit(tx, &s1, &Admission::new(id("t"))));
+            member(move |tx| admit_rows(tx, &s1, "admit", &[Admission::new(id("t"))]));
         // A second admission of "t" answers with the record the first one left uncommitted.
         let (again, again_rx) =
-            member(move |tx| transitions::admit(tx, &s2, &Admission::new(id("t"))));
-        let (reclaim, reclaim_rx) =
-            member(move |tx| transitions::claim_due(tx, &s3, Timestamp::MAX, 1, 30_000));
+            member(move |tx| admit_rows(tx, &s2, "admit", &[Admission::new(id("t"))]));
+        let (reclaim, reclaim_rx) = member(move |tx| claim_one(tx, &s3, 30_000));
         let write = StepWrite {
             step_key: StepKey::new("charge").expect("key"),
             step_attempt: 1,
@@ -515,7 +514,10 @@ mod tests {
         }
         let tx = conn.transaction().expect("tx");
         assert!(
-            transitions::get(&tx, &s, &id("t")).expect("get").is_none(),
+            crate::engine::SqliteTx::new(&tx, &s, "get")
+                .read_execution(&id("t"), |_| ())
+                .expect("get")
+                .is_none(),
             "rolled back"
         );
     }

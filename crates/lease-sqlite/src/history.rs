@@ -90,6 +90,14 @@ impl StoredHistory {
         StoredHistory { json, claimed_at }
     }
 
+    /// The history as stored once `write` is written.
+    pub(crate) fn after(&self, write: &HistoryWrite) -> StoredHistory {
+        StoredHistory {
+            json: write.json.clone().or_else(|| self.json.clone()),
+            claimed_at: write.claimed_at.unwrap_or(self.claimed_at),
+        }
+    }
+
     /// True while the row's columns describe its latest delivery.
     pub(crate) fn describes_latest(&self) -> bool {
         self.claimed_at.is_some()

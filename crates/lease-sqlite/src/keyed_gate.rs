@@ -277,7 +277,7 @@ fn head_leaves_at(head: &ExecutionRecord) -> Option<Timestamp> {
 
 #[cfg(test)]
 mod tests {
-    use crate::transitions::tests::plan;
+    use crate::migrate::plan;
 
     #[test]
     fn the_gate_reads_are_seeks_of_their_indexes() {

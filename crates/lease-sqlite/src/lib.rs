@@ -145,11 +145,9 @@ mod checkpoint;
 mod config;
 mod conn;
 mod control;
-mod counts;
 mod effect;
 mod engine;
 mod error;
-mod execution;
 mod fenced;
 mod group;
 mod heap;
@@ -162,7 +160,6 @@ mod redelivery;
 mod retention;
 mod rows;
 mod scope;
-mod transitions;
 mod tx;
 mod wakeup;
 
@@ -190,9 +187,9 @@ pub mod raw {
     /// Writes back every mutable field of an execution row (parameters in `rows.rs`).
     pub const SAVE_EXECUTION: &str = crate::rows::SAVE;
     /// `$1 namespace` -> the last issued token.
-    pub const LAST_TOKEN: &str = crate::transitions::LAST_TOKEN;
+    pub const LAST_TOKEN: &str = crate::engine::claiming::LAST_TOKEN;
     /// `$1 namespace, $2 token`: records the last issued token.
-    pub const STORE_LAST_TOKEN: &str = crate::transitions::STORE_LAST_TOKEN;
+    pub const STORE_LAST_TOKEN: &str = crate::engine::claiming::STORE_LAST_TOKEN;
     /// `$1 namespace, $2 now, $3 page size, $4 priority` -> claim candidates that are not
     /// running, of one priority level, in (due, id) order (columns of
     /// [`EXECUTION_COLUMNS`], then rowid, due, id). A claim walks the levels in use from

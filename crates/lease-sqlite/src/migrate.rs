@@ -412,6 +412,29 @@ fn migrate(tx: &Transaction<'_>, location: &Location) -> OpResult<()> {
     Ok(())
 }
 
+/// `EXPLAIN QUERY PLAN` of `sql` on a fresh schema, its details joined by " | " (the tests
+/// that a statement reads the index it was written for).
+#[cfg(test)]
+pub(crate) fn plan(sql: &str, params: usize) -> String {
+    let conn = open(
+        &crate::config::Location::Memory(format!("plan-{}", uuid::Uuid::new_v4())),
+        std::time::Duration::from_secs(1),
+    )
+    .expect("open");
+    let args: Vec<i64> = vec![0; params];
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("prepare");
+    let rows: Vec<String> = stmt
+        .query_map(rusqlite::params_from_iter(args), |row| {
+            row.get::<_, String>(3)
+        })
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows");
+    rows.join(" | ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,5 @@
-//! Retention: `purge_terminal` deletes old terminal executions with everything that names
-//! them, in the caller's one transaction.
-
-use lease_core::{ExecutionId, Purged, Timestamp};
-use rusqlite::{Connection, params};
-
-use crate::error::{OpError, OpResult};
-use crate::scope::Scope;
+//! Retention: what `purge_terminal` reads and deletes (the engine runs it: the purge's
+//! candidates from the terminal index, then everything that names each one).
 
 /// `$1 namespace, $2 before, $3 limit` -> (rowid, id) of the first `limit` terminal
 /// executions, in id order, whose terminal acknowledgement ended before `$2`. One walk of the
@@ -28,53 +22,9 @@ pub(crate) const FORGET: [&str; 5] = [
     include_str!("retention/store_waiters_forget.sql"),
 ];
 
-/// `$1 rowid`: the execution row itself, found by the walk in this transaction.
-const DELETE_EXECUTION: &str = include_str!("retention/delete_execution.sql");
-
-/// `purge_terminal`: up to `limit` completed, failed or cancelled executions whose
-/// `last_delivery_ended_at` is before `before`, in id order, deleted with their step
-/// records, store receipts and start records. Never a non-terminal execution: the walk
-/// selects on the stored status under the transaction's write lock, and nothing else can
-/// write in between. Wakes nothing (a terminal execution is never claimable). The caller
-/// checked `limit` (1..=1000).
-pub(crate) fn purge_terminal(
-    conn: &Connection,
-    scope: &Scope,
-    before: Timestamp,
-    limit: usize,
-) -> OpResult<Purged> {
-    let ns = scope.namespace.as_str();
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let found: Vec<(i64, String)> = conn
-        .prepare_cached(PURGEABLE)?
-        .query_map(params![ns, before.as_millis(), limit], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut ids = Vec::with_capacity(found.len());
-    for (rowid, id) in found {
-        forget(conn, ns, rowid, &id)?;
-        ids.push(ExecutionId::new(id).map_err(|e| {
-            OpError::Corrupt(format!(
-                "stored execution id of a terminal row is invalid: {e}"
-            ))
-        })?);
-    }
-    Ok(Purged { ids })
-}
-
-/// Deletes one execution and every row naming it.
-fn forget(conn: &Connection, ns: &str, rowid: i64, id: &str) -> OpResult<()> {
-    for sql in FORGET {
-        conn.prepare_cached(sql)?.execute(params![ns, id])?;
-    }
-    conn.prepare_cached(DELETE_EXECUTION)?.execute([rowid])?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use crate::transitions::tests::plan;
+    use crate::migrate::plan;
 
     #[test]
     fn the_purge_walks_the_terminal_index_in_id_order() {

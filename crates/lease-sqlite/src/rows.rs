@@ -2,8 +2,8 @@
 //! that let `claim_due` find candidates through an index instead of scanning.
 
 use lease_core::{
-    DeliveryHistory, ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken,
-    Json, LeaseError, RedeliveryPolicy, Timestamp, WorkflowName,
+    ExecutionId, ExecutionOutcome, ExecutionRecord, ExecutionStatus, FencingToken, Json,
+    LeaseError, RedeliveryPolicy, Timestamp, WorkflowName,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -235,19 +235,6 @@ pub(crate) fn claim_keys(
 /// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order.
 pub(crate) const LOAD: &str = include_str!("rows/load.sql");
 
-/// Loads the stored (not effective) record.
-pub(crate) fn load(
-    conn: &Connection,
-    namespace: &str,
-    id: &ExecutionId,
-) -> OpResult<Option<ExecutionRecord>> {
-    let raw = conn
-        .prepare_cached(LOAD)?
-        .query_row(params![namespace, id.as_str()], read_raw)
-        .optional()?;
-    raw.map(RawExecution::into_record).transpose()
-}
-
 /// `$1 namespace, $2 id` -> the stored row in [`execution_columns!`] order, then its
 /// delivery history (`deliveries`, `delivery_claimed_at`).
 pub(crate) const LOAD_HISTORY: &str = include_str!("rows/load_history.sql");
@@ -270,26 +257,6 @@ pub(crate) fn load_with_history(
         .optional()?;
     let (raw, history) = raw.ok_or_else(|| LeaseError::UnknownExecution(id.clone()))?;
     Ok((raw.into_record()?, history))
-}
-
-/// `deliveries`: the history as a reader at the backend clock `now` sees it.
-pub(crate) fn read_history(
-    conn: &Connection,
-    namespace: &str,
-    id: &ExecutionId,
-    now: lease_core::Timestamp,
-) -> OpResult<DeliveryHistory> {
-    let (record, history) = load_with_history(conn, namespace, id)?;
-    Ok(history.read(&record)?.effective(&record, now))
-}
-
-/// Loads the stored record or fails with `UnknownExecution`.
-pub(crate) fn load_required(
-    conn: &Connection,
-    namespace: &str,
-    id: &ExecutionId,
-) -> OpResult<ExecutionRecord> {
-    load(conn, namespace, id)?.ok_or_else(|| LeaseError::UnknownExecution(id.clone()).into())
 }
 
 /// [`SAVE`]'s parameters `$1..$15`, then `$16 workflow, $17 input, $18 priority,
@@ -419,17 +386,6 @@ pub(crate) const SAVE: &str = include_str!("rows/save.sql");
 /// says whether the row describes its latest delivery (the history's claims and folds).
 const SAVE_HISTORY: &str = include_str!("rows/save_history.sql");
 
-/// Writes back every mutable field of a record loaded in the same transaction; its
-/// delivery history is left as stored.
-pub(crate) fn save(
-    conn: &Connection,
-    namespace: &str,
-    r: &ExecutionRecord,
-    policy: &RedeliveryPolicy,
-) -> OpResult<()> {
-    save_with(conn, namespace, r, policy, &HistoryWrite::default())
-}
-
 /// [`save`], also writing what `history` says of the delivery history in the same
 /// `UPDATE`: a transition that starts or ends a delivery records it at no statement of its
 /// own. One that leaves `delivery_claimed_at` as stored runs the plain [`SAVE`] (the
@@ -481,10 +437,10 @@ mod tests {
             crate::candidates::WAITING_NEXT,
             crate::candidates::RUNNING_FIRST,
             crate::candidates::RUNNING_NEXT,
-            crate::transitions::LIST_FAILING,
-            crate::transitions::LIST_EXPIRED,
-            crate::transitions::LIST_LIVE_LEASES,
-            crate::attempts::LIST_DEAD,
+            crate::engine::lists::LIST_FAILING,
+            crate::engine::lists::LIST_EXPIRED,
+            crate::engine::lists::LIST_LIVE_LEASES,
+            crate::engine::lists::LIST_DEAD,
         ] {
             assert!(sql.contains(execution_columns!()), "{sql}");
         }

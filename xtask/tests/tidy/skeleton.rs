@@ -38,6 +38,10 @@ pub const TRAIT_FILES: &[(&str, &str)] = &[
     ("EffectClient", "effect"),
 ];
 
+/// Concerns that are part of a client trait's calls (`counts`: `status_counts`), so an
+/// adapter that runs that trait on the engine answers them there.
+const PARTS: &[(&str, &str)] = &[("counts", "ExecutionClient")];
+
 /// Words that open a SQL statement.
 const SQL_WORDS: &[&str] = &[
     "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "CREATE", "ALTER", "DROP",
@@ -69,11 +73,16 @@ fn missing_files(root: &Path, krate: &Crate) -> Vec<String> {
         .collect()
 }
 
-/// True when the client trait whose home is `file` runs on lease-core's engine in this
-/// adapter (it implements the trait's `Forward*` twin onto the engine): then the adapter has
-/// no file of its own for it.
+/// True when the client trait whose home is `file` (or that `file`'s concern is part of)
+/// runs on lease-core's engine in this adapter (it implements the trait's `Forward*` twin
+/// onto the engine): then the adapter has no file of its own for it.
 fn runs_on_engine(krate: &Crate, file: &str) -> bool {
-    let Some((name, _)) = TRAIT_FILES.iter().find(|(_, f)| *f == file) else {
+    let Some((_, name)) = PARTS
+        .iter()
+        .map(|(f, t)| (*f, *t))
+        .chain(TRAIT_FILES.iter().map(|(t, f)| (*f, *t)))
+        .find(|(f, _)| *f == file)
+    else {
         return false;
     };
     let twin = format!("Forward{}", name.trim_end_matches("Client"));

@@ -59,7 +59,7 @@ impl<S: TxStore> Engine<S> {
         check_retry_ids(ids)?;
         let now = self.clock.now();
         let (ids, input) = (ids.to_vec(), input.cloned());
-        self.write("retry_dead", move |tx, wakes| {
+        self.write_many("retry_dead", ids.len(), move |tx, wakes| {
             let mut retried = Vec::with_capacity(ids.len());
             for id in &ids {
                 let mut record = tx

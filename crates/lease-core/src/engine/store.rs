@@ -31,6 +31,18 @@ pub trait TxStore: Clone + Send + Sync + 'static {
         operation: &'static str,
         step: impl for<'t> FnMut(&mut Self::Tx<'t>) -> Result<Written<T>> + Send + 'static,
     ) -> impl Future<Output = Result<Written<T>>> + Send;
+    /// [`TxStore::transact`] for a call on up to `items` executions (a batch, a claim's
+    /// limit). Provided as `transact`; a store that runs small transactions differently
+    /// from large ones (SQLite runs a few statements on the caller's thread) overrides it.
+    fn transact_many<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        items: usize,
+        step: impl for<'t> FnMut(&mut Self::Tx<'t>) -> Result<Written<T>> + Send + 'static,
+    ) -> impl Future<Output = Result<Written<T>>> + Send {
+        let _ = items;
+        self.transact(operation, step)
+    }
     /// The store's own wake-up channel, when it has one that hears what other handles and
     /// processes commit (SQLite's wake log); `None` (the default): the engine's hub, which
     /// hears the commits of this process's engines over the store.

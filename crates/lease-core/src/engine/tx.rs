@@ -148,6 +148,29 @@ pub trait Tx {
             .ok_or_else(|| LeaseError::UnknownExecution(lease.execution_id.clone()))?
     }
 
+    /// Stores `record` unless its id exists: `None` when it stored it, else the stored
+    /// record (unchanged). Provided as [`Tx::read_execution`] then [`Tx::insert_admitted`];
+    /// a store whose insert reports a taken id overrides it (admission is one statement).
+    fn admit_new(&mut self, record: &ExecutionRecord) -> Result<Option<ExecutionRecord>> {
+        if let Some(stored) = self.read_execution(&record.id, ExecutionRecord::clone)? {
+            return Ok(Some(stored));
+        }
+        self.insert_admitted(record.clone())?;
+        Ok(None)
+    }
+
+    /// Runs `part` so that a refusal undoes its writes and the rest of the transaction goes
+    /// on: `Ok(None)` when it was refused and undone. A store that cannot undo part of a
+    /// transaction keeps this default, which runs `part` and fails the whole transaction on
+    /// any error. What counts as a refusal is the store's to say (a busy database is not
+    /// one: the whole transaction must run again).
+    fn undoable<R>(&mut self, part: impl FnOnce(&mut Self) -> Result<R>) -> Result<Option<R>>
+    where
+        Self: Sized,
+    {
+        part(self).map(Some)
+    }
+
     // Provided: the namespace's values one at a time.
 
     /// Raises the token counter by one and returns the new token (RFC: tokens rise on

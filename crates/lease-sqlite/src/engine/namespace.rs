@@ -102,13 +102,13 @@ fn save_counters(
     if after.last_token != before.last_token {
         let token = i64::try_from(after.last_token)
             .map_err(|e| OpError::Corrupt(format!("token counter: {e}")))?;
-        conn.prepare_cached(crate::transitions::STORE_LAST_TOKEN)?
+        conn.prepare_cached(super::claiming::STORE_LAST_TOKEN)?
             .execute(params![ns, token])?;
     }
     if after.takeovers != before.takeovers {
         let added =
             i64::try_from(after.takeovers.saturating_sub(before.takeovers)).unwrap_or(i64::MAX);
-        conn.prepare_cached(crate::transitions::ADD_TAKEOVERS)?
+        conn.prepare_cached(super::claiming::ADD_TAKEOVERS)?
             .execute(params![ns, added])?;
     }
     Ok(())

@@ -92,12 +92,22 @@ impl TxStore for SqliteStore {
     fn transact<T: Send + 'static>(
         &self,
         operation: &'static str,
+        step: impl for<'t> FnMut(&mut SqliteTx<'t>) -> Result<Written<T>> + Send + 'static,
+    ) -> impl Future<Output = Result<Written<T>>> + Send {
+        self.transact_many(operation, 1, step)
+    }
+
+    /// A step on more than a few executions runs where a large batch may ([`Weight`]).
+    fn transact_many<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        items: usize,
         mut step: impl for<'t> FnMut(&mut SqliteTx<'t>) -> Result<Written<T>> + Send + 'static,
     ) -> impl Future<Output = Result<Written<T>>> + Send {
         let store = self.clone();
         async move {
             store
-                .write_waking(operation, Weight::Light, move |tx, scope| {
+                .write_waking(operation, Weight::of(items), move |tx, scope| {
                     let mut open = SqliteTx::new(tx, scope, operation);
                     let result = step(&mut open);
                     let written = open.finish(result)?;

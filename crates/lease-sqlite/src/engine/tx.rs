@@ -1,16 +1,24 @@
 //! [`SqliteTx`]: one engine step's view of an open SQLite transaction, and what it keeps
 //! across the step's calls (the namespace's values, the first database error).
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 
 use lease_core::engine::Namespace;
-use lease_core::{LeaseError, Result};
+use lease_core::{AttemptLimits, LeaseError, RedeliveryPolicies, Result};
 use rusqlite::Connection;
 
 use crate::error::{BACKEND, OpError, OpResult};
 use crate::scope::Scope;
 
+use super::claiming::{ClaimGates, Counters};
 use super::namespace;
+use super::row::Rows;
+
+/// The savepoint around a part of a step that may be undone alone ([`lease_core::engine::Tx::undoable`]),
+/// opened and released through the statement cache.
+const PART: &str = "SAVEPOINT lease_engine_part";
+const PART_RELEASE: &str = "RELEASE lease_engine_part";
+const PART_ROLLBACK: &str = "ROLLBACK TO lease_engine_part";
 
 /// One engine step's view of an open SQLite transaction.
 pub struct SqliteTx<'t> {
@@ -25,10 +33,18 @@ pub struct SqliteTx<'t> {
     /// The first SQLite error a call met, kept as it was: the engine sees it as a
     /// [`LeaseError`], while the group commit must see the busy database to run the step again.
     failure: RefCell<Option<OpError>>,
+    /// The execution rows the step read, written at its end ([`super::cache`]).
+    pub(super) rows: RefCell<Rows>,
+    /// The token and takeover counters, while the namespace's values are not loaded.
+    pub(super) counters: Cell<Option<Counters>>,
+    /// The attempt limits and redelivery policies a claim stamps, read once.
+    pub(super) settings: OnceCell<(AttemptLimits, RedeliveryPolicies)>,
+    /// What this step's claim held back, for its horizon.
+    pub(super) claim: Option<ClaimGates>,
 }
 
 impl<'t> SqliteTx<'t> {
-    pub(super) fn new(conn: &'t Connection, scope: &'t Scope, operation: &'static str) -> Self {
+    pub(crate) fn new(conn: &'t Connection, scope: &'t Scope, operation: &'static str) -> Self {
         SqliteTx {
             conn,
             scope,
@@ -36,6 +52,10 @@ impl<'t> SqliteTx<'t> {
             namespace: OnceCell::new(),
             loaded: None,
             failure: RefCell::new(None),
+            rows: RefCell::default(),
+            counters: Cell::new(None),
+            settings: OnceCell::new(),
+            claim: None,
         }
     }
 
@@ -75,11 +95,42 @@ impl<'t> SqliteTx<'t> {
         }
     }
 
-    /// The namespace's values, loaded at the first call.
+    /// Whether a call met a database error (then the whole step fails).
+    pub(super) fn storage_failed(&self) -> bool {
+        self.failure.borrow().is_some()
+    }
+
+    /// Opens the savepoint of a part that may be undone alone.
+    pub(super) fn open_savepoint(&self) -> OpResult<()> {
+        self.conn.prepare_cached(PART)?.execute([])?;
+        Ok(())
+    }
+
+    /// Keeps the part's writes.
+    pub(super) fn release_savepoint(&self) -> OpResult<()> {
+        self.conn.prepare_cached(PART_RELEASE)?.execute([])?;
+        Ok(())
+    }
+
+    /// Undoes the part's writes.
+    pub(super) fn roll_back_savepoint(&self) -> OpResult<()> {
+        self.conn.prepare_cached(PART_ROLLBACK)?.execute([])?;
+        self.release_savepoint()
+    }
+
+    /// Whether the namespace's values are loaded (then they, not the counters, are what
+    /// the step changes).
+    pub(super) fn namespace_loaded(&self) -> bool {
+        self.namespace.get().is_some()
+    }
+
+    /// The namespace's values, loaded at the first call (after the counters this step
+    /// changed are written, so the values include them).
     pub(super) fn namespace_values(&self) -> Result<&Namespace> {
         if let Some(values) = self.namespace.get() {
             return Ok(values);
         }
+        self.op(self.write_counters())?;
         let values = self.op(namespace::load(self.conn, self.ns()))?;
         Ok(self.namespace.get_or_init(|| values))
     }
@@ -98,9 +149,12 @@ impl<'t> SqliteTx<'t> {
             })
     }
 
-    /// Ends a writing step: the namespace's changed values are written, then the answer.
+    /// Ends a writing step: the rows, counters and namespace values it changed are
+    /// written, then the answer.
     pub(super) fn finish<T>(mut self, result: Result<T>) -> OpResult<T> {
         let value = self.failed(result)?;
+        self.flush()?;
+        self.write_counters()?;
         if let (Some(loaded), Some(now)) = (self.loaded.take(), self.namespace.take()) {
             namespace::save(self.conn, self.scope, &loaded, &now)?;
         }

@@ -1,1 +1,0 @@
-DELETE FROM lease_executions WHERE rowid = ?1
