@@ -1,6 +1,5 @@
-//! [`SqliteBackend`], the handle: opening, peers, and the transactions every client trait
-//! impl runs on its connection (`execution.rs`, `heap.rs`, `store.rs`, `start.rs`,
-//! `effect.rs`).
+//! [`SqliteBackend`], the handle: opening, peers, and the transactions the engine and the
+//! fenced application transactions run on its connection.
 
 use std::fmt;
 use std::sync::Arc;
