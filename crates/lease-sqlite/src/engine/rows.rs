@@ -191,8 +191,8 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
-    /// Writes the event into the step's copy of the row: see [`super::cache`]. A claim's
-    /// token must be above the one stored in the row.
+    /// Keeps the event with the step's copy of the row, written with it at the step's end. A
+    /// claim's token must be above the one stored in the row.
     fn record_delivery(&mut self, id: &ExecutionId, event: DeliveryEvent<'_>) -> Result<()> {
         let scope = self.scope;
         let kept = self.with_row(id, |row| {

@@ -97,7 +97,7 @@ impl TxStore for SqliteStore {
         self.transact_many(operation, 1, step)
     }
 
-    /// A step on more than a few executions runs where a large batch may ([`Weight`]).
+    /// A step on more than a few executions runs where the connection runs large batches.
     fn transact_many<T: Send + 'static>(
         &self,
         operation: &'static str,
