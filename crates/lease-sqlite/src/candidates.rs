@@ -24,7 +24,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{OpError, OpResult};
 use crate::history::StoredHistory;
-use crate::rows::{RawExecution, read_raw};
+use crate::rows::read_raw;
 
 /// `$1 namespace, $2 now, $3 page, $4 priority`: one level's waiting candidates, first page.
 pub(crate) const WAITING_FIRST: &str = include_str!("candidates/waiting_first.sql");
@@ -109,52 +109,36 @@ pub(crate) struct Candidate {
     /// The stored delivery history, decoded only when the claim takes the row and only
     /// when an earlier delivery must be folded into it.
     pub(crate) history: StoredHistory,
-}
-
-/// A fetched candidate row, its record not decoded yet: a page holds more rows than a small
-/// claim takes, and decoding every row of the page cost a claim of one about a sixth of its
-/// time.
-struct Fetched {
-    rowid: i64,
-    raw: Result<RawExecution, String>,
-    history: StoredHistory,
     key: Key,
 }
 
-impl Fetched {
-    /// The candidate, its record decoded.
-    fn decode(self) -> Candidate {
-        let record = self.raw.and_then(|raw| {
-            raw.into_record().map_err(|e| match e {
-                OpError::Corrupt(problem) => problem,
-                other => format!("{other:?}"),
-            })
-        });
-        Candidate {
-            rowid: self.rowid,
-            record,
-            history: self.history,
-        }
-    }
-}
-
-fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Fetched> {
+fn read_candidate(row: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
     let extra = crate::rows::EXECUTION_COLUMNS;
     let rowid: i64 = row.get(extra)?;
     let priority: i64 = row.get(12)?;
     let key = (-priority, row.get(extra + 1)?, row.get(extra + 2)?);
     let history = StoredHistory::new(row.get(extra + 3)?, row.get(extra + 4)?);
-    let raw = read_raw(row).map_err(|e| format!("stored row is unreadable: {e}"));
-    Ok(Fetched {
+    let record = match read_raw(row) {
+        Ok(raw) => raw.into_record().map_err(|e| match e {
+            OpError::Corrupt(problem) => problem,
+            other => format!("{other:?}"),
+        }),
+        Err(e) => Err(format!("stored row is unreadable: {e}")),
+    };
+    Ok(Candidate {
         rowid,
-        raw,
+        record,
         history,
         key,
     })
 }
 
 /// Runs a candidate query.
-fn fetch(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> OpResult<Vec<Fetched>> {
+fn fetch(
+    conn: &Connection,
+    sql: &str,
+    params: &[&dyn rusqlite::ToSql],
+) -> OpResult<Vec<Candidate>> {
     Ok(conn
         .prepare_cached(sql)?
         .query_map(params, read_candidate)?
@@ -164,14 +148,14 @@ fn fetch(conn: &Connection, sql: &str, params: &[&dyn rusqlite::ToSql]) -> OpRes
 /// A page's buffered candidates and where the next page starts.
 #[derive(Default)]
 struct Paged {
-    buffer: VecDeque<Fetched>,
+    buffer: VecDeque<Candidate>,
     after: Option<Key>,
     exhausted: bool,
 }
 
 impl Paged {
     /// Buffers a fetched page of at most `page` rows.
-    fn take(&mut self, fetched: Vec<Fetched>, page: i64) {
+    fn take(&mut self, fetched: Vec<Candidate>, page: i64) {
         self.exhausted = i64::try_from(fetched.len()).unwrap_or(i64::MAX) < page;
         self.after = fetched.last().map(|c| c.key.clone());
         self.buffer.extend(fetched);
@@ -280,12 +264,11 @@ impl<'a> Candidates<'a> {
             (None, Some(_)) => true,
             (_, None) => false,
         };
-        let fetched = if from_running {
+        Ok(if from_running {
             self.running.0.buffer.pop_front()
         } else {
             self.waiting.page.buffer.pop_front()
-        };
-        Ok(fetched.map(Fetched::decode))
+        })
     }
 }
 
