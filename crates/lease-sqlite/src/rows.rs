@@ -420,6 +420,29 @@ pub(crate) fn save_with(
     Ok(())
 }
 
+/// `$1 namespace, $2 id, $3 lease_expires_at, $4 claimable_at`: a renewal's write, the
+/// only columns it changes (a write naming every column rewrites every index entry of the
+/// row, about half of a renewal's time on SQLite). Writes nothing on a quarantined row,
+/// which [`SAVE`] must write to lift the quarantine.
+const SAVE_LEASE: &str = include_str!("rows/save_lease.sql");
+
+/// Writes a renewal of `r`: `false` when the row needs [`save_with`] instead.
+pub(crate) fn save_lease(
+    conn: &Connection,
+    namespace: &str,
+    r: &ExecutionRecord,
+    policy: &RedeliveryPolicy,
+) -> OpResult<bool> {
+    let (_, claimable_at) = claim_keys(r, policy);
+    let changed = conn.prepare_cached(SAVE_LEASE)?.execute(params![
+        namespace,
+        r.id.as_str(),
+        ms(r.lease_expires_at),
+        ms(claimable_at)
+    ])?;
+    Ok(changed == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -2,7 +2,7 @@
 //! that went backwards, corrupt records, and the busy-wait bound. Each test failed on the
 //! code before its fix.
 
-use lease_core::ExecutionClientExt;
+use lease_core::{Clock, ExecutionClientExt};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -390,4 +390,57 @@ async fn claims_merge_expired_leases_and_waiting_rows_in_due_order() {
         .collect();
     let want: Vec<String> = (0..40).map(name).collect();
     assert_eq!(claimed, want);
+}
+
+/// A renewal writes only the lease's columns, but a row still marked quarantined (it
+/// decodes again, say after a repair) is written whole, so the renewal lifts the mark as
+/// every other write does, and the renewed expiry is what a later claim sees.
+#[tokio::test]
+async fn a_renewal_lifts_a_quarantine_and_moves_the_expiry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("renew.db");
+    let clock = ManualClock::starting_now();
+    let b = SqliteBackend::open(SqliteConfig::file(&path).clock(Arc::new(clock.clone())))
+        .await
+        .expect("open");
+    b.admit(&Admission::new(id("held"))).await.expect("admit");
+    let lease = claim_at(&b, clock.now()).await.remove(0);
+    Connection::open(&path)
+        .expect("raw open")
+        .execute(
+            "UPDATE lease_executions SET corrupt = 'repaired since' WHERE id = 'held'",
+            [],
+        )
+        .expect("mark the row");
+    assert_eq!(b.list_corrupt(10).await.expect("list_corrupt").len(), 1);
+
+    clock.advance(Duration::from_secs(20));
+    let renewed = b
+        .renew(&lease, Duration::from_secs(30))
+        .await
+        .expect("renew")
+        .accepted()
+        .expect("held");
+    assert!(b.list_corrupt(10).await.expect("list_corrupt").is_empty());
+
+    // Past the first expiry, before the renewed one: nothing to claim.
+    clock.advance(Duration::from_secs(20));
+    assert!(
+        claim_at(&b, clock.now()).await.is_empty(),
+        "renewed lease still live"
+    );
+    clock.advance(Duration::from_secs(60));
+    let taken = claim_at(&b, clock.now()).await;
+    assert_eq!(taken.len(), 1, "the renewed lease ran out");
+    assert!(taken[0].token > renewed.token);
+}
+
+async fn claim_at(b: &SqliteBackend, now: lease_core::Timestamp) -> Vec<ExecutionLease> {
+    b.claim_due(ClaimRequest {
+        now,
+        limit: 1,
+        duration: Duration::from_secs(30),
+    })
+    .await
+    .expect("claim")
 }

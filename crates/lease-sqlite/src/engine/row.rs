@@ -147,8 +147,12 @@ impl Row {
         if self.events.is_empty() && self.record == self.stored {
             return Ok(());
         }
-        let write = self.history_write()?;
         let ns = scope.namespace.as_str();
+        if self.only_lease_moved() && rows::save_lease(conn, ns, &self.record, &scope.policy)? {
+            self.stored = self.record.clone();
+            return Ok(());
+        }
+        let write = self.history_write()?;
         rows::save_with(conn, ns, &self.record, &scope.policy, &write)?;
         // The row's own write leaves the input as admitted; only a retry replaces it.
         if self.record.input != self.stored.input
@@ -164,6 +168,17 @@ impl Row {
 }
 
 impl Row {
+    /// True when the step changed nothing but the lease's expiry (a renewal): its write
+    /// names only the columns that moved.
+    fn only_lease_moved(&self) -> bool {
+        if !self.events.is_empty() || self.record.lease_expires_at == self.stored.lease_expires_at {
+            return false;
+        }
+        let mut renewed = self.stored.clone();
+        renewed.lease_expires_at = self.record.lease_expires_at;
+        renewed == self.record
+    }
+
     /// The stored (not effective) history, as the table holds it.
     pub(super) fn stored_history(&self) -> OpResult<DeliveryHistory> {
         self.history.read(&self.stored)
