@@ -334,6 +334,15 @@ pub struct ExecutionRecord {
     pub redelivery_policy: Option<RedeliveryPolicy>,
 }
 
+/// The order of [`crate::ExecutionClient::list_failing`] (RFC 002: operators find the
+/// executions that keep failing): most unacknowledged deliveries first, then by id. Every
+/// backend that sorts a failing list in Rust sorts by this.
+pub fn failing_order(a: &ExecutionRecord, b: &ExecutionRecord) -> std::cmp::Ordering {
+    b.unacknowledged_deliveries
+        .cmp(&a.unacknowledged_deliveries)
+        .then_with(|| a.id.cmp(&b.id))
+}
+
 impl ExecutionRecord {
     /// A freshly admitted execution, due at `now` (or at its `not_before`).
     pub fn admitted(admission: &Admission, now: Timestamp) -> Self {

@@ -122,11 +122,7 @@ impl ExecutionClient for RedisBackend {
         for prefix in self.keys().partitions() {
             out.extend(self.list_failing_in(prefix, min, limit).await?);
         }
-        out.sort_by(|a, b| {
-            b.unacknowledged_deliveries
-                .cmp(&a.unacknowledged_deliveries)
-                .then_with(|| a.id.cmp(&b.id))
-        });
+        out.sort_by(lease_core::execution::failing_order);
         out.truncate(limit);
         Ok(out)
     }

@@ -64,11 +64,7 @@ pub(super) fn failing(
         .map(|r| r.effective(now))
         .filter(|r| r.unacknowledged_deliveries >= min.max(1))
         .collect();
-    out.sort_by(|a, b| {
-        b.unacknowledged_deliveries
-            .cmp(&a.unacknowledged_deliveries)
-            .then_with(|| a.id.cmp(&b.id))
-    });
+    out.sort_by(crate::execution::failing_order);
     out.truncate(limit);
     out
 }

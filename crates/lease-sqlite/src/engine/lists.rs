@@ -81,11 +81,7 @@ impl SqliteTx<'_> {
             }
         }
         let mut out: Vec<ExecutionRecord> = by_id.into_values().collect();
-        out.sort_by(|a, b| {
-            b.unacknowledged_deliveries
-                .cmp(&a.unacknowledged_deliveries)
-                .then_with(|| a.id.cmp(&b.id))
-        });
+        out.sort_by(lease_core::execution::failing_order);
         out.truncate(limit);
         Ok(out)
     }
